@@ -1,0 +1,587 @@
+//! The discrete-event core: the world, the event queue and the loop.
+//!
+//! `Simulation` owns every component (ports, switches, queue pairs, flows,
+//! the packet arena) and a queue of events keyed by (time, sequence). Each
+//! event is handled by handing the right component what it needs; the
+//! components return what should happen next and the loop schedules it.
+//! Nothing here reads the wall clock or global state, so several
+//! simulations can run side by side in one process.
+//!
+//! One packet's life: the NIC port's transmitter pulls it from a QP
+//! (`start_tx`), which schedules `TxDone` after serialization and `Arrive`
+//! at the peer after serialization plus propagation; a switch runs its
+//! pipeline on `Arrive` and queues it on an egress port; the destination
+//! NIC's responder consumes it and may answer with an ACK or NAK, which
+//! travels back the same way.
+
+pub mod port;
+pub mod queue;
+
+use crate::nic::transport::{Requester, Responder, TimerAction};
+use crate::rng::Streams;
+use crate::scenario::{Prepared, Scenario};
+use crate::switch::balance::EcmpSeed;
+use crate::switch::{SwitchState, Verdict};
+use crate::topology::routing::Routes;
+use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
+use crate::units::SimTime;
+use crate::wire::{frame, Opcode, Packet, PacketArena, PacketId};
+use crate::workload::FlowSpec;
+use port::PortState;
+use queue::EventQueue;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    /// A port finished serializing its current frame.
+    TxDone(PortId),
+    /// A frame arrives at a port (the ingress side of the port's owner).
+    Arrive(PortId, PacketId),
+    /// A transfer starts.
+    FlowStart(FlowId),
+    /// A NIC port may send again (a rate-limited QP became eligible).
+    Wake(PortId),
+    /// A QP's retransmission timer.
+    Rto(QpId),
+}
+
+/// Both halves of a queue pair and where they sit.
+pub struct QpState {
+    pub flow: FlowId,
+    pub src_port: PortId,
+    pub dst_port: PortId,
+    pub udp_sport: u16,
+    pub in_ring: bool,
+    pub req: Requester,
+    pub resp: Responder,
+}
+
+pub struct FlowState {
+    pub spec: FlowSpec,
+    pub first_qp: u32,
+    pub n_qps: u32,
+    pub rx_done_qps: u32,
+    pub tx_done_qps: u32,
+    /// When the last byte was delivered in order at the destination.
+    pub finish: Option<SimTime>,
+    /// When the sender saw the last acknowledgement.
+    pub acked: Option<SimTime>,
+    /// Completion time on an idle fabric (see `ideal_fct`).
+    pub ideal_fct: SimTime,
+}
+
+/// Fabric-wide counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    pub events: u64,
+    /// Frames of every kind put on any link.
+    pub link_transmissions: u64,
+    pub data_packets_sent: u64,
+    pub payload_sent: u64,
+    pub payload_arrived: u64,
+    pub payload_dropped: u64,
+    pub payload_in_flight: u64,
+    /// Payload accepted in order by responders (goodput).
+    pub bytes_delivered: u64,
+    pub drops: u64,
+    pub drop_bytes: u64,
+    pub acks_sent: u64,
+    pub naks_sent: u64,
+    pub flows_completed: u64,
+}
+
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// Nothing left to do.
+    Finished,
+    /// The `max_sim_time` limit was reached.
+    SimTimeLimit,
+    /// `run_until` reached its target.
+    Paused,
+}
+
+pub struct Simulation {
+    pub now: SimTime,
+    queue: EventQueue<Event>,
+    pub scenario: Scenario,
+    pub topo: Topology,
+    pub routes: Routes,
+    pub ports: Vec<PortState>,
+    pub switches: Vec<SwitchState>,
+    pub packets: PacketArena,
+    pub qps: Vec<QpState>,
+    pub flows: Vec<FlowState>,
+    pub counters: Counters,
+}
+
+impl Simulation {
+    pub fn new(prepared: Prepared) -> Simulation {
+        let Prepared {
+            scenario,
+            topology: topo,
+            routes,
+            flows: specs,
+        } = prepared;
+        let streams = Streams::new(scenario.seed);
+        let ports = PortState::from_topology(&topo);
+        let switches = topo
+            .switches
+            .iter()
+            .map(|s| {
+                let seed = match scenario.switch.ecmp.seed {
+                    EcmpSeed::PerSwitch => streams.derive(&format!("ecmp/{}", s.name)) as u32,
+                    EcmpSeed::Fixed(n) => n,
+                };
+                SwitchState::new(&scenario.switch, seed)
+            })
+            .collect();
+
+        let tc = &scenario.transport;
+        let mut qps = Vec::new();
+        let mut flows = Vec::with_capacity(specs.len());
+        let mut queue = EventQueue::new();
+        for (fi, spec) in specs.into_iter().enumerate() {
+            let n_qps = (spec.qps as u64).min(spec.bytes).max(1) as u32;
+            let first_qp = qps.len() as u32;
+            let src_ports = &topo.nics[spec.src_nic.idx()].ports;
+            let dst_ports = &topo.nics[spec.dst_nic.idx()].ports;
+            for i in 0..n_qps {
+                let id = first_qp + i;
+                let bytes =
+                    spec.bytes / n_qps as u64 + u64::from((i as u64) < spec.bytes % n_qps as u64);
+                let req = Requester::new(bytes, tc.mtu, tc.write_mode);
+                let resp = Responder::new(req.n_pkts);
+                let sport =
+                    49152 + (streams.derive_indexed("qp/udp-sport", id as u64) % 16384) as u16;
+                qps.push(QpState {
+                    flow: FlowId(fi as u32),
+                    src_port: src_ports[id as usize % src_ports.len()],
+                    dst_port: dst_ports[id as usize % dst_ports.len()],
+                    udp_sport: sport,
+                    in_ring: false,
+                    req,
+                    resp,
+                });
+            }
+            queue.push(spec.start, Event::FlowStart(FlowId(fi as u32)));
+            let ideal_fct = ideal_fct(&topo, &routes, &qps[first_qp as usize..], spec.dst_nic);
+            flows.push(FlowState {
+                spec,
+                first_qp,
+                n_qps,
+                rx_done_qps: 0,
+                tx_done_qps: 0,
+                finish: None,
+                acked: None,
+                ideal_fct,
+            });
+        }
+        Simulation {
+            now: SimTime::ZERO,
+            queue,
+            scenario,
+            topo,
+            routes,
+            ports,
+            switches,
+            packets: PacketArena::default(),
+            qps,
+            flows,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Runs until nothing is left, or the scenario's `max_sim_time`.
+    /// `progress` is called every 2^18 events.
+    pub fn run(&mut self, mut progress: impl FnMut(&Simulation)) -> StopReason {
+        let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
+        loop {
+            match self.run_until(limit, 1 << 18) {
+                StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= limit) => {
+                    progress(self)
+                }
+                StopReason::Paused => return StopReason::SimTimeLimit,
+                other => return other,
+            }
+        }
+    }
+
+    /// Handles events due at or before `until`, at most `max_events` of
+    /// them.
+    pub fn run_until(&mut self, until: SimTime, max_events: u64) -> StopReason {
+        let mut handled = 0;
+        while let Some(t) = self.queue.peek_time() {
+            if t > until || handled == max_events {
+                return StopReason::Paused;
+            }
+            let (t, ev) = self.queue.pop().expect("peeked");
+            debug_assert!(t >= self.now, "time ran backwards");
+            self.now = t;
+            self.counters.events += 1;
+            handled += 1;
+            self.handle(ev);
+        }
+        StopReason::Finished
+    }
+
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::TxDone(p) => self.tx_done(p),
+            Event::Arrive(p, id) => self.arrive(p, id),
+            Event::FlowStart(f) => self.flow_start(f),
+            Event::Wake(p) => {
+                self.ports[p.idx()].wake_pending = false;
+                self.kick(p);
+            }
+            Event::Rto(q) => self.rto(q),
+        }
+    }
+
+    fn flow_start(&mut self, f: FlowId) {
+        let (first, n) = {
+            let fl = &self.flows[f.idx()];
+            (fl.first_qp, fl.n_qps)
+        };
+        for q in first..first + n {
+            self.activate(QpId(q));
+        }
+        for q in first..first + n {
+            let p = self.qps[q as usize].src_port;
+            self.kick(p);
+        }
+    }
+
+    /// Puts a QP with data to send on its port's round-robin ring.
+    fn activate(&mut self, q: QpId) {
+        let qp = &mut self.qps[q.idx()];
+        if !qp.in_ring && qp.req.has_data() {
+            qp.in_ring = true;
+            self.ports[qp.src_port.idx()].qp_ring.push_back(q);
+        }
+    }
+
+    /// Starts the port's transmitter if it is idle and has something.
+    #[inline]
+    fn kick(&mut self, p: PortId) {
+        if !self.ports[p.idx()].busy() {
+            self.start_tx(p);
+        }
+    }
+
+    fn start_tx(&mut self, p: PortId) {
+        let packets = &self.packets;
+        let next = self.ports[p.idx()]
+            .queues
+            .dequeue(|id| packets.get(id).buffer_bytes());
+        let id = match next {
+            Some(id) => id,
+            None => match self.ports[p.idx()].owner {
+                Owner::Nic(n) => match self.pull_from_qps(p, n) {
+                    Some(id) => id,
+                    None => return,
+                },
+                Owner::Switch(_) => return,
+            },
+        };
+        let wire = self.packets.get(id).wire_bytes;
+        let port = &mut self.ports[p.idx()];
+        let ser = port.serialize(wire);
+        port.in_tx = Some(id);
+        port.stats.tx_packets += 1;
+        port.stats.tx_wire_bytes += wire as u64;
+        port.stats.busy_ps += ser.0;
+        let (peer, delay) = (port.peer, port.delay);
+        self.counters.link_transmissions += 1;
+        self.queue.push(self.now + ser, Event::TxDone(p));
+        self.queue
+            .push(self.now + ser + delay, Event::Arrive(peer, id));
+    }
+
+    /// The next data packet from the port's QPs, round robin.
+    fn pull_from_qps(&mut self, p: PortId, nic: NicId) -> Option<PacketId> {
+        let now = self.now;
+        let rto = self.scenario.transport.rto;
+        let mut earliest = SimTime::MAX;
+        for _ in 0..self.ports[p.idx()].qp_ring.len() {
+            let q = self.ports[p.idx()].qp_ring.pop_front()?;
+            let qp = &mut self.qps[q.idx()];
+            if !qp.req.has_data() {
+                qp.in_ring = false;
+                continue;
+            }
+            let t = qp.req.rate.earliest_send(now);
+            if t > now {
+                earliest = earliest.min(t);
+                self.ports[p.idx()].qp_ring.push_back(q);
+                continue;
+            }
+            let (out, timer) = qp.req.send_next(now, rto);
+            let pkt = Packet {
+                src: nic,
+                dst: self.flows[qp.flow.idx()].spec.dst_nic,
+                qp: q,
+                psn: out.psn,
+                payload: out.payload,
+                wire_bytes: frame::wire_bytes(out.opcode, out.payload),
+                udp_sport: qp.udp_sport,
+                opcode: out.opcode,
+                dscp: self.scenario.transport.data_dscp,
+            };
+            qp.req.rate.on_send(now, pkt.wire_bytes);
+            if qp.req.has_data() {
+                self.ports[p.idx()].qp_ring.push_back(q);
+            } else {
+                qp.in_ring = false;
+            }
+            if let Some(at) = timer {
+                self.queue.push(at, Event::Rto(q));
+            }
+            self.counters.data_packets_sent += 1;
+            self.counters.payload_sent += out.payload as u64;
+            self.counters.payload_in_flight += out.payload as u64;
+            return Some(self.packets.alloc(pkt));
+        }
+        let port = &mut self.ports[p.idx()];
+        if earliest < SimTime::MAX && !port.wake_pending {
+            port.wake_pending = true;
+            self.queue.push(earliest, Event::Wake(p));
+        }
+        None
+    }
+
+    fn tx_done(&mut self, p: PortId) {
+        let port = &mut self.ports[p.idx()];
+        let id = port.in_tx.take().expect("TxDone on an idle port");
+        if let Owner::Switch(s) = port.owner {
+            let bytes = self.packets.get(id).buffer_bytes();
+            self.switches[s.idx()].buffer.release(bytes);
+        }
+        self.start_tx(p);
+    }
+
+    fn arrive(&mut self, p: PortId, id: PacketId) {
+        match self.ports[p.idx()].owner {
+            Owner::Switch(s) => {
+                let pkt = *self.packets.get(id);
+                let class = self.routes.nic_class[pkt.dst.idx()];
+                let verdict = self.switches[s.idx()].ingress(
+                    &self.routes.switches[s.idx()],
+                    class,
+                    &pkt,
+                    id,
+                    &mut self.ports,
+                );
+                match verdict {
+                    Verdict::Enqueued { port, .. } => self.kick(port),
+                    Verdict::BufferFull { port } => {
+                        let st = &mut self.ports[port.idx()].stats;
+                        st.drops += 1;
+                        st.drop_bytes += pkt.wire_bytes as u64;
+                        self.drop_packet(id);
+                    }
+                    Verdict::NoRoute => {
+                        debug_assert!(false, "validated traffic always has a route");
+                        self.drop_packet(id);
+                    }
+                }
+            }
+            Owner::Nic(_) => self.nic_receive(id),
+        }
+    }
+
+    fn drop_packet(&mut self, id: PacketId) {
+        let pkt = self.packets.get(id);
+        self.counters.drops += 1;
+        self.counters.drop_bytes += pkt.wire_bytes as u64;
+        if pkt.opcode.is_data() {
+            self.counters.payload_dropped += pkt.payload as u64;
+            self.counters.payload_in_flight -= pkt.payload as u64;
+        }
+        self.packets.free(id);
+    }
+
+    fn nic_receive(&mut self, id: PacketId) {
+        let pkt = *self.packets.get(id);
+        self.packets.free(id);
+        let q = pkt.qp;
+        let now = self.now;
+        let rto = self.scenario.transport.rto;
+        match pkt.opcode {
+            Opcode::Ack => {
+                let qp = &mut self.qps[q.idx()];
+                if qp.req.on_ack(now, pkt.psn, rto) {
+                    let f = &mut self.flows[qp.flow.idx()];
+                    f.tx_done_qps += 1;
+                    if f.tx_done_qps == f.n_qps {
+                        f.acked = Some(now);
+                    }
+                }
+            }
+            Opcode::Nak => {
+                self.qps[q.idx()].req.on_nak(now, pkt.psn, rto);
+                self.activate(q);
+                let p = self.qps[q.idx()].src_port;
+                self.kick(p);
+            }
+            _ => {
+                self.counters.payload_arrived += pkt.payload as u64;
+                self.counters.payload_in_flight -= pkt.payload as u64;
+                let ack_every = self.scenario.transport.ack_every;
+                let qp = &mut self.qps[q.idx()];
+                let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every);
+                if out.accepted {
+                    self.counters.bytes_delivered += pkt.payload as u64;
+                }
+                if out.completed {
+                    let f = &mut self.flows[qp.flow.idx()];
+                    f.rx_done_qps += 1;
+                    if f.rx_done_qps == f.n_qps {
+                        f.finish = Some(now);
+                        self.counters.flows_completed += 1;
+                    }
+                }
+                if let Some((opcode, psn)) = out.reply {
+                    let reply = Packet {
+                        src: pkt.dst,
+                        dst: pkt.src,
+                        qp: q,
+                        psn,
+                        payload: 0,
+                        wire_bytes: frame::wire_bytes(opcode, 0),
+                        udp_sport: pkt.udp_sport,
+                        opcode,
+                        dscp: pkt.dscp,
+                    };
+                    match opcode {
+                        Opcode::Nak => self.counters.naks_sent += 1,
+                        _ => self.counters.acks_sent += 1,
+                    }
+                    let port = self.qps[q.idx()].dst_port;
+                    let queue = self.switches_class_queue(pkt.dscp);
+                    let rid = self.packets.alloc(reply);
+                    let bytes = reply.buffer_bytes();
+                    self.ports[port.idx()].queues.enqueue(queue, rid, bytes);
+                    self.kick(port);
+                }
+            }
+        }
+    }
+
+    /// The NIC uses the fabric's default DSCP-to-queue map for its own
+    /// control frames.
+    fn switches_class_queue(&self, dscp: u8) -> u8 {
+        crate::switch::classify::ClassMap::default().queue_of(dscp)
+    }
+
+    fn rto(&mut self, q: QpId) {
+        let rto = self.scenario.transport.rto;
+        match self.qps[q.idx()].req.on_timer(self.now, rto) {
+            TimerAction::Lapse => {}
+            TimerAction::Wait(at) => self.queue.push(at, Event::Rto(q)),
+            TimerAction::Retransmit(at) => {
+                self.queue.push(at, Event::Rto(q));
+                self.activate(q);
+                let p = self.qps[q.idx()].src_port;
+                self.kick(p);
+            }
+        }
+    }
+
+    /// Checks conservation of payload bytes: everything sent has arrived,
+    /// been dropped, or is still in flight (queued or on a wire). Returns
+    /// a description of the first violation.
+    pub fn check_conservation(&self) -> Result<(), String> {
+        let c = &self.counters;
+        let in_flight: u64 = self
+            .packets
+            .iter_live()
+            .filter(|p| p.opcode.is_data())
+            .map(|p| p.payload as u64)
+            .sum();
+        if in_flight != c.payload_in_flight {
+            return Err(format!(
+                "in-flight payload by walking packets is {in_flight}, by counting {}",
+                c.payload_in_flight
+            ));
+        }
+        if c.payload_sent != c.payload_arrived + c.payload_dropped + in_flight {
+            return Err(format!(
+                "sent {} != arrived {} + dropped {} + in flight {in_flight}",
+                c.payload_sent, c.payload_arrived, c.payload_dropped
+            ));
+        }
+        let buffered: u64 = self.switches.iter().map(|s| s.buffer.used).sum();
+        let queued: u64 = self
+            .ports
+            .iter()
+            .filter(|p| matches!(p.owner, Owner::Switch(_)))
+            .map(|p| {
+                p.queues.total_bytes
+                    + p.in_tx
+                        .map_or(0, |id| self.packets.get(id).buffer_bytes() as u64)
+            })
+            .sum();
+        if buffered != queued {
+            return Err(format!(
+                "switch buffers hold {buffered} B but queues and transmitters hold {queued} B"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Completion time of a transfer alone on an idle fabric: its packets, in
+/// the order the NIC would send them (round robin over its QPs), pipelined
+/// store-and-forward along one shortest path, every hop's serialization
+/// and propagation counted. A transfer over several NIC ports finishes
+/// when its slowest port does.
+pub fn ideal_fct(topo: &Topology, routes: &Routes, qps: &[QpState], dst: NicId) -> SimTime {
+    let mut ports: Vec<PortId> = qps.iter().map(|q| q.src_port).collect();
+    ports.sort();
+    ports.dedup();
+    let mut worst = SimTime::ZERO;
+    for port in ports {
+        let Some(path) = routes.first_path(topo, port, dst) else {
+            continue;
+        };
+        let mine: Vec<&Requester> = qps
+            .iter()
+            .filter(|q| q.src_port == port)
+            .map(|q| &q.req)
+            .collect();
+        let mut sent = vec![0u32; mine.len()];
+        // Per hop: when the previous packet finished serializing there.
+        let mut free_at = vec![SimTime::ZERO; path.len()];
+        let mut last_arrival = SimTime::ZERO;
+        loop {
+            let mut any = false;
+            for (i, r) in mine.iter().enumerate() {
+                if sent[i] == r.n_pkts {
+                    continue;
+                }
+                any = true;
+                let psn = sent[i];
+                sent[i] += 1;
+                let wire = frame::wire_bytes(r.opcode_of(psn), r.payload_of(psn)) as u64;
+                let mut t = SimTime::ZERO;
+                for (h, &p) in path.iter().enumerate() {
+                    let link = topo.port(p);
+                    let start = t.max(free_at[h]);
+                    let done = start + link.rate.serialize(wire);
+                    free_at[h] = done;
+                    t = done + link.delay;
+                }
+                last_arrival = t;
+            }
+            if !any {
+                break;
+            }
+        }
+        worst = worst.max(last_arrival);
+    }
+    worst
+}

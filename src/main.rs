@@ -1,0 +1,215 @@
+//! The `fabricsim` command line: run, validate, topo, bench.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+use fabricsim::engine::Simulation;
+use fabricsim::report::{self, Perf, Summary};
+use fabricsim::scenario::{self, Prepared, ScenarioError};
+use fabricsim::topology::summary::TopologySummary;
+use fabricsim::units::SimTime;
+
+#[derive(Parser)]
+#[command(
+    name = "fabricsim",
+    version,
+    about = "Packet-level simulator of Ethernet backend fabrics for AI training clusters"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Args, Clone, Default)]
+struct ScenarioArgs {
+    /// Override any scenario key by its dotted path, e.g.
+    /// --set topology.k=8 --set workload[0].bytes=1MB (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario (the built-in default when none is given).
+    Run {
+        scenario: Option<PathBuf>,
+        /// Run seed (overrides simulation.seed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output folder.
+        #[arg(long, default_value = "out")]
+        out: PathBuf,
+        /// Print nothing but errors.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        args: ScenarioArgs,
+    },
+    /// Check a scenario and report what it would simulate, without running.
+    Validate {
+        scenario: PathBuf,
+        #[command(flatten)]
+        args: ScenarioArgs,
+    },
+    /// Describe a scenario's fabric: tiers, ports, links, capacities.
+    Topo {
+        scenario: Option<PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        args: ScenarioArgs,
+    },
+    /// Run the benchmark scenarios and report simulator speed.
+    Bench {
+        /// Run only benchmarks whose name contains this.
+        #[arg(long)]
+        only: Option<String>,
+        /// Where to keep each benchmark's output folder.
+        #[arg(long, default_value = "out/bench")]
+        out: PathBuf,
+    },
+}
+
+fn load(path: Option<&Path>, sets: &[String]) -> Result<Prepared, String> {
+    match path {
+        None => scenario::prepare(scenario::DEFAULT_NAME, scenario::DEFAULT_SCENARIO, sets)
+            .map_err(|e| e.to_string()),
+        Some(p) => {
+            let name = p.display().to_string();
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("{name}: cannot read the scenario: {e}"))?;
+            scenario::prepare(&name, &text, sets).map_err(|e: ScenarioError| e.to_string())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Run {
+        scenario: None,
+        seed: None,
+        out: PathBuf::from("out"),
+        quiet: false,
+        args: ScenarioArgs::default(),
+    });
+    let result = match command {
+        Command::Run {
+            scenario,
+            seed,
+            out,
+            quiet,
+            args,
+        } => {
+            let mut sets = args.sets;
+            if let Some(s) = seed {
+                sets.push(format!("simulation.seed={s}"));
+            }
+            run(scenario.as_deref(), &sets, &out, quiet)
+        }
+        Command::Validate { scenario, args } => validate(&scenario, &args.sets),
+        Command::Topo {
+            scenario,
+            json,
+            args,
+        } => topo(scenario.as_deref(), &args.sets, json),
+        Command::Bench { only, out } => fabricsim::bench::run(only.as_deref(), &out),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(path: Option<&Path>, sets: &[String], out: &Path, quiet: bool) -> Result<(), String> {
+    let prepared = load(path, sets)?;
+    let mut sim = Simulation::new(prepared);
+    let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg}").expect("static template"),
+        );
+        b
+    });
+    let start = Instant::now();
+    let stop = sim.run(|s| {
+        if let Some(b) = &bar {
+            let w = start.elapsed().as_secs_f64().max(1e-9);
+            b.set_message(format!(
+                "sim time {}  {} events  {:.2} M events/s  {}/{} transfers done",
+                s.now,
+                s.counters.events,
+                s.counters.events as f64 / w / 1e6,
+                s.counters.flows_completed,
+                s.flows.len()
+            ));
+            b.tick();
+        }
+    });
+    let wall = start.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let summary = Summary::of(&sim, stop);
+    let perf = Perf::of(&sim, wall);
+    let files = report::write_outputs(out, &sim, &summary, &perf)
+        .map_err(|e| format!("{}: cannot write the results: {e}", out.display()))?;
+    if !quiet {
+        print!("{}", report::render(&sim, &summary));
+        println!(
+            "speed     {:.2} s wall, {:.2} M events/s, {:.2} M link transmissions/s, peak memory {:.0} MB",
+            wall,
+            perf.events_per_second / 1e6,
+            perf.link_transmissions_per_second / 1e6,
+            perf.peak_rss_bytes as f64 / 1e6
+        );
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        println!("outputs   {}", names.join(", "));
+    }
+    Ok(())
+}
+
+fn validate(path: &Path, sets: &[String]) -> Result<(), String> {
+    let p = load(Some(path), sets)?;
+    let s = &p.scenario;
+    let bytes: u64 = p.flows.iter().map(|f| f.bytes).sum();
+    println!(
+        "{}: valid. {} fabric with {} hosts, {} GPUs, {} switches, {} links; {} workload entries, {} transfers, {} bytes; seed {}{}",
+        path.display(),
+        p.topology.kind.name(),
+        p.topology.hosts.len(),
+        p.topology.gpus.len(),
+        p.topology.switches.len(),
+        p.topology.links.len(),
+        s.workloads.len(),
+        p.flows.len(),
+        bytes,
+        s.seed,
+        s.max_sim_time.map_or(String::new(), |t: SimTime| format!("; stops at {t}")),
+    );
+    Ok(())
+}
+
+fn topo(path: Option<&Path>, sets: &[String], json: bool) -> Result<(), String> {
+    let p = load(path, sets)?;
+    let summary = TopologySummary::of(
+        &p.topology,
+        fabricsim::scenario::resolve::cross_rail(&p.topology),
+    );
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", summary.render());
+    }
+    Ok(())
+}

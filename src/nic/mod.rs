@@ -1,0 +1,50 @@
+//! The RDMA NIC: reliable-connected queue pairs running RoCEv2.
+//!
+//! `transport` holds the two halves of a queue pair as caller-driven state
+//! machines (the requester that segments an RDMA Write into packets and
+//! recovers losses with go-back-N, the responder that checks PSNs and
+//! acknowledges); `rate` the per-QP rate controller the requester consults
+//! before each packet. The event loop owns them and turns what they return
+//! into packets and timers. Each NIC port serves its active QPs round
+//! robin, control packets (ACK/NAK) first. Host-side limits (PCIe, NVLink)
+//! are not modelled yet.
+
+pub mod rate;
+pub mod transport;
+
+use crate::units::SimTime;
+
+/// How an RDMA Write is cut into packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// One message: Write First (with RETH), Middle..., Last; the
+    /// responder needs the packets in order.
+    FirstMiddleLast,
+    /// Every packet is a Write Only with its own RETH, so each can be
+    /// placed on its own.
+    WriteOnly,
+}
+
+impl WriteMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::FirstMiddleLast => "first-middle-last",
+            WriteMode::WriteOnly => "write-only",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// Payload bytes per packet.
+    pub mtu: u32,
+    pub write_mode: WriteMode,
+    /// The responder acknowledges every this many in-order packets (and
+    /// always the last one).
+    pub ack_every: u32,
+    /// Retransmission timeout: with data outstanding and no progress for
+    /// this long, the requester goes back to its oldest unacknowledged PSN.
+    pub rto: SimTime,
+    /// DSCP of data and ACK packets (RoCEv2 convention: 24).
+    pub data_dscp: u8,
+}

@@ -1,0 +1,263 @@
+//! Results: the summary, the per-flow and per-link tables, the wall-clock
+//! figures, and the text a user reads on the terminal.
+//!
+//! Only this module writes files. Everything in `summary.json`,
+//! `flows.csv` and `links.csv` is a function of the scenario and the seed;
+//! wall-clock figures go to `perf.json` alone. Files are staged in a
+//! temporary folder inside the output folder and moved into place only
+//! when all of them were written.
+
+mod tables;
+mod text;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::engine::{Simulation, StopReason};
+use crate::topology::Owner;
+
+pub use text::render;
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Distribution {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Distribution {
+    pub fn of(mut v: Vec<f64>) -> Option<Distribution> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Some(Distribution {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: *v.last().expect("non-empty"),
+        })
+    }
+}
+
+/// Balance of traffic over the uplinks of one switch tier.
+#[derive(Serialize, Debug, Clone)]
+pub struct UplinkBalance {
+    pub tier: String,
+    pub uplinks: usize,
+    pub bytes_total: u64,
+    /// Busiest uplink over the mean (1.0 = perfectly even).
+    pub max_over_mean: f64,
+    /// Jain's fairness index over uplink bytes (1.0 = perfectly even).
+    pub jain: f64,
+    /// Uplinks that carried nothing.
+    pub idle_uplinks: usize,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Summary {
+    pub scenario: String,
+    pub seed: u64,
+    pub topology: String,
+    pub complete: bool,
+    pub stop_reason: String,
+    pub sim_time_ps: u64,
+    pub makespan_ps: u64,
+    pub events: u64,
+    pub link_transmissions: u64,
+    pub flows_completed: u64,
+    pub flows_total: u64,
+    pub bytes_offered: u64,
+    pub bytes_delivered: u64,
+    pub drops: u64,
+    pub drop_bytes: u64,
+    pub data_packets_sent: u64,
+    pub retransmitted_bytes: u64,
+    pub timeouts: u64,
+    pub naks: u64,
+    pub acks: u64,
+    pub out_of_order_packets: u64,
+    pub max_switch_buffer_bytes: u64,
+    pub max_queue_bytes: u64,
+    pub fct_ps: Option<Distribution>,
+    pub slowdown: Option<Distribution>,
+    pub uplink_balance: Vec<UplinkBalance>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Perf {
+    pub wall_seconds: f64,
+    pub events_per_second: f64,
+    pub link_transmissions_per_second: f64,
+    pub wall_seconds_per_sim_ms: f64,
+    pub peak_rss_bytes: u64,
+    pub peak_live_packets: usize,
+}
+
+impl Summary {
+    pub fn of(sim: &Simulation, stop: StopReason) -> Summary {
+        let c = &sim.counters;
+        let mut fct = Vec::new();
+        let mut slow = Vec::new();
+        let mut makespan = 0;
+        for f in &sim.flows {
+            if let Some(fin) = f.finish {
+                let t = fin - f.spec.start;
+                fct.push(t.0 as f64);
+                slow.push(t.0 as f64 / f.ideal_fct.0.max(1) as f64);
+                makespan = makespan.max(fin.0);
+            }
+        }
+        let qps = &sim.qps;
+        Summary {
+            scenario: sim.scenario.name.clone(),
+            seed: sim.scenario.seed,
+            topology: sim.topo.kind.name().to_string(),
+            complete: c.flows_completed == sim.flows.len() as u64,
+            stop_reason: match stop {
+                StopReason::Finished => "finished",
+                StopReason::SimTimeLimit => "max_sim_time reached",
+                StopReason::Paused => "paused",
+            }
+            .to_string(),
+            sim_time_ps: sim.now.0,
+            makespan_ps: makespan,
+            events: c.events,
+            link_transmissions: c.link_transmissions,
+            flows_completed: c.flows_completed,
+            flows_total: sim.flows.len() as u64,
+            bytes_offered: sim.flows.iter().map(|f| f.spec.bytes).sum(),
+            bytes_delivered: c.bytes_delivered,
+            drops: c.drops,
+            drop_bytes: c.drop_bytes,
+            data_packets_sent: c.data_packets_sent,
+            retransmitted_bytes: qps.iter().map(|q| q.req.retx_bytes).sum(),
+            timeouts: qps.iter().map(|q| q.req.timeouts as u64).sum(),
+            naks: c.naks_sent,
+            acks: c.acks_sent,
+            out_of_order_packets: qps.iter().map(|q| q.resp.out_of_order).sum(),
+            max_switch_buffer_bytes: sim
+                .switches
+                .iter()
+                .map(|s| s.buffer.peak)
+                .max()
+                .unwrap_or(0),
+            max_queue_bytes: sim
+                .ports
+                .iter()
+                .filter(|p| matches!(p.owner, Owner::Switch(_)))
+                .map(|p| p.queues.max_bytes)
+                .max()
+                .unwrap_or(0),
+            fct_ps: Distribution::of(fct),
+            slowdown: Distribution::of(slow),
+            uplink_balance: uplink_balance(sim),
+        }
+    }
+}
+
+fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
+    let topo = &sim.topo;
+    let names = topo.kind.tier_names();
+    let mut out = Vec::new();
+    for tier in 0..3u8 {
+        let bytes: Vec<u64> = topo
+            .switches
+            .iter()
+            .filter(|s| s.tier == tier)
+            .flat_map(|s| s.ports.iter())
+            .filter(|&&p| topo.owner_tier(topo.port(p).peer) > tier as i32)
+            .map(|&p| sim.ports[p.idx()].stats.tx_wire_bytes)
+            .collect();
+        let total: u64 = bytes.iter().sum();
+        if bytes.is_empty() || total == 0 {
+            continue;
+        }
+        let n = bytes.len() as f64;
+        let mean = total as f64 / n;
+        let max = *bytes.iter().max().expect("non-empty") as f64;
+        let sq: f64 = bytes.iter().map(|&b| (b as f64) * (b as f64)).sum();
+        out.push(UplinkBalance {
+            tier: names[tier as usize].to_string(),
+            uplinks: bytes.len(),
+            bytes_total: total,
+            max_over_mean: max / mean,
+            jain: (total as f64) * (total as f64) / (n * sq),
+            idle_uplinks: bytes.iter().filter(|&&b| b == 0).count(),
+        });
+    }
+    out
+}
+
+/// Peak resident memory of this process (Linux `VmHWM`), 0 if unknown.
+pub fn peak_rss_bytes() -> u64 {
+    let Ok(s) = fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+impl Perf {
+    pub fn of(sim: &Simulation, wall_seconds: f64) -> Perf {
+        let w = wall_seconds.max(1e-9);
+        let sim_ms = sim.now.0 as f64 / 1e9;
+        Perf {
+            wall_seconds,
+            events_per_second: sim.counters.events as f64 / w,
+            link_transmissions_per_second: sim.counters.link_transmissions as f64 / w,
+            wall_seconds_per_sim_ms: if sim_ms > 0.0 {
+                wall_seconds / sim_ms
+            } else {
+                0.0
+            },
+            peak_rss_bytes: peak_rss_bytes(),
+            peak_live_packets: sim.packets.peak_live(),
+        }
+    }
+}
+
+/// Writes every output file into `dir`, all or nothing.
+pub fn write_outputs(
+    dir: &Path,
+    sim: &Simulation,
+    summary: &Summary,
+    perf: &Perf,
+) -> std::io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir)?;
+    let stage = dir.join(format!(".fabricsim-staging-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&stage);
+    fs::create_dir_all(&stage)?;
+    let result = (|| -> std::io::Result<Vec<PathBuf>> {
+        let mut files: Vec<(&str, Vec<u8>)> = vec![
+            ("summary.json", json(summary)?),
+            ("perf.json", json(perf)?),
+            ("flows.csv", tables::flows_csv(sim)?),
+            ("links.csv", tables::links_csv(sim)?),
+        ];
+        for (name, bytes) in &mut files {
+            fs::write(stage.join(name), bytes)?;
+        }
+        let mut written = Vec::new();
+        for (name, _) in &files {
+            let dst = dir.join(name);
+            fs::rename(stage.join(name), &dst)?;
+            written.push(dst);
+        }
+        Ok(written)
+    })();
+    let _ = fs::remove_dir_all(&stage);
+    result
+}
+
+fn json<T: Serialize>(v: &T) -> std::io::Result<Vec<u8>> {
+    let mut s = serde_json::to_vec_pretty(v).map_err(std::io::Error::other)?;
+    s.push(b'\n');
+    Ok(s)
+}

@@ -1,0 +1,115 @@
+//! The CSV tables: one row per transfer, one row per link direction.
+
+use crate::engine::Simulation;
+
+fn finish(w: csv::Writer<Vec<u8>>) -> std::io::Result<Vec<u8>> {
+    w.into_inner()
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "flow_id",
+        "workload",
+        "src",
+        "dst",
+        "src_name",
+        "dst_name",
+        "bytes",
+        "qps",
+        "start_ps",
+        "finish_ps",
+        "fct_ps",
+        "ideal_fct_ps",
+        "slowdown",
+        "acked_ps",
+        "retransmitted_bytes",
+        "timeouts",
+        "out_of_order",
+        "naks",
+    ])?;
+    for (i, f) in sim.flows.iter().enumerate() {
+        let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
+        let fct = f.finish.map(|t| t - f.spec.start);
+        let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+        w.write_record([
+            i.to_string(),
+            f.spec.workload.to_string(),
+            f.spec.src.0.to_string(),
+            f.spec.dst.0.to_string(),
+            sim.topo.gpu_name(f.spec.src),
+            sim.topo.gpu_name(f.spec.dst),
+            f.spec.bytes.to_string(),
+            f.n_qps.to_string(),
+            f.spec.start.0.to_string(),
+            opt(f.finish.map(|t| t.0)),
+            opt(fct.map(|t| t.0)),
+            f.ideal_fct.0.to_string(),
+            fct.map_or(String::new(), |t| {
+                format!("{:.4}", t.0 as f64 / f.ideal_fct.0.max(1) as f64)
+            }),
+            opt(f.acked.map(|t| t.0)),
+            qps.iter()
+                .map(|q| q.req.retx_bytes)
+                .sum::<u64>()
+                .to_string(),
+            qps.iter()
+                .map(|q| q.req.timeouts as u64)
+                .sum::<u64>()
+                .to_string(),
+            qps.iter()
+                .map(|q| q.resp.out_of_order)
+                .sum::<u64>()
+                .to_string(),
+            qps.iter()
+                .map(|q| q.resp.naks_sent)
+                .sum::<u64>()
+                .to_string(),
+        ])?;
+    }
+    finish(w)
+}
+
+pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let topo = &sim.topo;
+    let names = topo.kind.tier_names();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "link",
+        "from",
+        "to",
+        "tier",
+        "rate_bps",
+        "bytes",
+        "packets",
+        "utilization",
+        "max_queue_bytes",
+        "drops",
+    ])?;
+    let span = sim.now.0.max(1) as f64;
+    for (li, l) in topo.links.iter().enumerate() {
+        for p in [l.a, l.b] {
+            let port = &sim.ports[p.idx()];
+            let peer = topo.port(p).peer;
+            let tier = if l.tier == 0 {
+                format!("host-{}", names[0])
+            } else {
+                format!("{}-{}", names[l.tier as usize - 1], names[l.tier as usize])
+            };
+            w.write_record([
+                li.to_string(),
+                topo.owner_name(p).to_string(),
+                topo.owner_name(peer).to_string(),
+                tier,
+                port.rate.bps().to_string(),
+                port.stats.tx_wire_bytes.to_string(),
+                port.stats.tx_packets.to_string(),
+                format!("{:.4}", port.stats.busy_ps as f64 / span),
+                port.queues.max_bytes.to_string(),
+                port.stats.drops.to_string(),
+            ])?;
+        }
+    }
+    finish(w)
+}

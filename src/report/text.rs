@@ -1,0 +1,129 @@
+//! The result as a network engineer reads it on the terminal.
+
+use std::fmt::Write;
+
+use super::Summary;
+use crate::engine::Simulation;
+use crate::units::{fmt_bytes, SimTime};
+
+fn us(ps: f64) -> String {
+    SimTime(ps as u64).to_string()
+}
+
+pub fn render(sim: &Simulation, s: &Summary) -> String {
+    let mut o = String::new();
+    let t = &sim.topo;
+    let _ = writeln!(o, "fabricsim: {} (seed {})", s.scenario, s.seed);
+    let _ = writeln!(
+        o,
+        "fabric    {}: {} hosts, {} GPUs, {} NICs, {} switches, {} links",
+        t.kind.name(),
+        t.hosts.len(),
+        t.gpus.len(),
+        t.nics.len(),
+        t.switches.len(),
+        t.links.len()
+    );
+    let mut kinds: Vec<String> = Vec::new();
+    for w in &sim.scenario.workloads {
+        let n = sim
+            .flows
+            .iter()
+            .filter(|f| f.spec.workload as usize == kinds.len())
+            .count();
+        kinds.push(format!(
+            "{} ({} x {})",
+            w.pattern.name(),
+            n,
+            fmt_bytes(w.bytes)
+        ));
+    }
+    let _ = writeln!(o, "traffic   {}", kinds.join(", "));
+    let _ = writeln!(
+        o,
+        "result    {}/{} transfers complete; last at {}; {} events, {} link transmissions",
+        s.flows_completed,
+        s.flows_total,
+        SimTime(s.makespan_ps),
+        s.events,
+        s.link_transmissions
+    );
+    if !s.complete {
+        let _ = writeln!(o, "          stopped early: {}", s.stop_reason);
+    }
+    if let (Some(f), Some(sl)) = (&s.fct_ps, &s.slowdown) {
+        let _ = writeln!(
+            o,
+            "\n{:<22} {:>12} {:>12} {:>12} {:>12}",
+            "", "mean", "p50", "p99", "max"
+        );
+        let _ = writeln!(
+            o,
+            "{:<22} {:>12} {:>12} {:>12} {:>12}",
+            "completion time",
+            us(f.mean),
+            us(f.p50),
+            us(f.p99),
+            us(f.max)
+        );
+        let _ = writeln!(
+            o,
+            "{:<22} {:>11.2}x {:>11.2}x {:>11.2}x {:>11.2}x",
+            "slowdown vs idle", sl.mean, sl.p50, sl.p99, sl.max
+        );
+    }
+    if !s.uplink_balance.is_empty() {
+        let _ = writeln!(o, "\nequal-cost uplink balance (bytes per uplink)");
+        let _ = writeln!(
+            o,
+            "  {:<14} {:>8} {:>6} {:>10} {:>8}",
+            "tier", "uplinks", "idle", "max/mean", "Jain"
+        );
+        for b in &s.uplink_balance {
+            let _ = writeln!(
+                o,
+                "  {:<14} {:>8} {:>6} {:>10.2} {:>8.3}",
+                b.tier, b.uplinks, b.idle_uplinks, b.max_over_mean, b.jain
+            );
+        }
+    }
+    // The busiest switch egress ports.
+    let mut hot: Vec<usize> = (0..sim.ports.len())
+        .filter(|&p| matches!(sim.ports[p].owner, crate::topology::Owner::Switch(_)))
+        .filter(|&p| sim.ports[p].stats.busy_ps > 0)
+        .collect();
+    hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports[p].stats.busy_ps), p));
+    if !hot.is_empty() {
+        let span = sim.now.0.max(1) as f64;
+        let _ = writeln!(o, "\nbusiest switch egress ports");
+        let _ = writeln!(
+            o,
+            "  {:<34} {:>6} {:>11} {:>7}",
+            "link", "util", "max queue", "drops"
+        );
+        for &p in hot.iter().take(5) {
+            let port = &sim.ports[p];
+            let pid = crate::topology::PortId(p as u32);
+            let name = format!("{} -> {}", t.owner_name(pid), t.owner_name(port.peer));
+            let _ = writeln!(
+                o,
+                "  {:<34} {:>5.1}% {:>11} {:>7}",
+                name,
+                100.0 * port.stats.busy_ps as f64 / span,
+                fmt_bytes(port.queues.max_bytes),
+                port.stats.drops
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nlosses    {} drops, {} retransmitted, {} NAKs, {} timeouts, {} out-of-order arrivals; peak switch buffer {}",
+        s.drops,
+        fmt_bytes(s.retransmitted_bytes),
+        s.naks,
+        s.timeouts,
+        s.out_of_order_packets,
+        fmt_bytes(s.max_switch_buffer_bytes)
+    );
+    o
+}

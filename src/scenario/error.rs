@@ -1,0 +1,160 @@
+//! Scenario errors that name the file, the line, the key, the value given
+//! and what was expected.
+
+use std::fmt;
+
+use toml::de::{DeTable, DeValue};
+
+/// One step of a key path: a table key or an array index.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// A dotted key path such as `workload[2].bytes`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeyPath(pub Vec<Seg>);
+
+impl KeyPath {
+    pub fn root() -> Self {
+        KeyPath(Vec::new())
+    }
+    pub fn key(&self, k: &str) -> KeyPath {
+        let mut v = self.0.clone();
+        v.push(Seg::Key(k.to_string()));
+        KeyPath(v)
+    }
+    pub fn index(&self, i: usize) -> KeyPath {
+        let mut v = self.0.clone();
+        v.push(Seg::Index(i));
+        KeyPath(v)
+    }
+    /// Parses the `--set` form: `workload.0.bytes` or `workload[0].bytes`.
+    pub fn parse_dotted(s: &str) -> KeyPath {
+        let mut segs = Vec::new();
+        for part in s.split('.') {
+            let (name, rest) = match part.find('[') {
+                Some(i) => (&part[..i], &part[i..]),
+                None => (part, ""),
+            };
+            if !name.is_empty() {
+                match name.parse::<usize>() {
+                    Ok(i) => segs.push(Seg::Index(i)),
+                    Err(_) => segs.push(Seg::Key(name.to_string())),
+                }
+            }
+            for idx in rest.split('[').filter(|x| !x.is_empty()) {
+                let idx = idx.trim_end_matches(']');
+                match idx.parse::<usize>() {
+                    Ok(i) => segs.push(Seg::Index(i)),
+                    Err(_) => segs.push(Seg::Key(idx.to_string())),
+                }
+            }
+        }
+        KeyPath(segs)
+    }
+    pub fn starts_with(&self, other: &KeyPath) -> bool {
+        self.0.len() >= other.0.len() && self.0[..other.0.len()] == other.0[..]
+    }
+}
+
+impl fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.0.iter().enumerate() {
+            match s {
+                Seg::Key(k) if i == 0 => write!(f, "{k}")?,
+                Seg::Key(k) => write!(f, ".{k}")?,
+                Seg::Index(n) => write!(f, "[{n}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A problem with one key of a scenario, before the file name and line are
+/// known.
+#[derive(Debug, Clone)]
+pub struct KeyError {
+    pub path: KeyPath,
+    pub message: String,
+}
+
+impl KeyError {
+    pub fn new(path: &KeyPath, message: impl Into<String>) -> Self {
+        KeyError {
+            path: path.clone(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An invalid scenario, located in its file.
+#[derive(Debug, Clone)]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: Option<usize>,
+    /// Empty for errors that are not about one key (TOML syntax).
+    pub key: String,
+    pub message: String,
+    /// The key's value came from `--set` rather than from the file.
+    pub from_set: bool,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if self.from_set {
+            write!(f, " (--set)")?;
+        } else if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if self.key.is_empty() {
+            write!(f, ": {}", self.message)
+        } else {
+            write!(f, ": {}: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Finds the 1-based line of the deepest part of `path` present in the
+/// document text.
+pub fn line_of(text: &str, path: &KeyPath) -> Option<usize> {
+    let doc = DeTable::parse(text).ok()?;
+    let mut span: Option<std::ops::Range<usize>> = None;
+    let mut table: Option<&DeTable> = Some(doc.get_ref());
+    let mut value: Option<&DeValue> = None;
+    for seg in &path.0 {
+        match seg {
+            Seg::Key(k) => {
+                let t = match (table, value) {
+                    (Some(t), _) => t,
+                    (None, Some(DeValue::Table(t))) => t,
+                    _ => break,
+                };
+                let Some((key, v)) = t
+                    .iter()
+                    .find(|(key, _)| key.get_ref().as_ref() == k.as_str())
+                else {
+                    break;
+                };
+                span = Some(key.span());
+                value = Some(v.get_ref());
+                table = None;
+            }
+            Seg::Index(i) => {
+                let Some(DeValue::Array(arr)) = value else {
+                    break;
+                };
+                let Some(v) = arr.get(*i) else { break };
+                span = Some(v.span());
+                value = Some(v.get_ref());
+                table = None;
+            }
+        }
+    }
+    let start = span?.start;
+    Some(text[..start.min(text.len())].matches('\n').count() + 1)
+}

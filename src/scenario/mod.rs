@@ -1,0 +1,222 @@
+//! Scenario files: TOML in, resolved configuration out.
+//!
+//! Loading goes text -> TOML table -> `--set` overrides -> raw serde structs
+//! (`raw`) -> resolved types (`resolve`) -> built topology, routes and the
+//! expanded transfers. Every failure becomes a `ScenarioError` naming the
+//! file, the line, the key, the value given and what was expected; nothing
+//! runs on an invalid scenario.
+
+pub mod error;
+pub mod raw;
+pub mod resolve;
+
+use toml::{Table, Value};
+
+use crate::nic::TransportConfig;
+use crate::rng::Streams;
+use crate::switch::SwitchConfig;
+use crate::topology::routing::Routes;
+use crate::topology::{Topology, TopologyError, TopologySpec};
+use crate::units::SimTime;
+use crate::workload::{self, FlowSpec, Workload};
+pub use error::ScenarioError;
+use error::{KeyError, KeyPath, Seg};
+
+/// The built-in scenario `fabricsim run` uses when given none.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/rail-optimized-pod.toml");
+pub const DEFAULT_NAME: &str = "built-in default (examples/rail-optimized-pod.toml)";
+
+/// A fully resolved scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    /// Stop the run at this simulated time even if transfers remain.
+    pub max_sim_time: Option<SimTime>,
+    pub topology: TopologySpec,
+    pub switch: SwitchConfig,
+    pub transport: TransportConfig,
+    pub workloads: Vec<Workload>,
+}
+
+/// A scenario with its fabric built and its traffic expanded: everything a
+/// simulation needs.
+pub struct Prepared {
+    pub scenario: Scenario,
+    pub topology: Topology,
+    pub routes: Routes,
+    pub flows: Vec<FlowSpec>,
+}
+
+/// Loads a scenario from text. `file` names it in error messages.
+pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, ScenarioError> {
+    let mut table: Table = text.parse().map_err(|e: toml::de::Error| ScenarioError {
+        file: file.to_string(),
+        line: e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+        key: String::new(),
+        message: format!("invalid TOML: {}", e.message()),
+        from_set: false,
+    })?;
+
+    let mut set_paths = Vec::new();
+    for s in sets {
+        let err = |key: &str, message: String| ScenarioError {
+            file: file.to_string(),
+            line: None,
+            key: key.to_string(),
+            message,
+            from_set: true,
+        };
+        let Some((k, v)) = s.split_once('=') else {
+            return Err(err(
+                s,
+                "expected --set KEY=VALUE, e.g. --set topology.k=8".into(),
+            ));
+        };
+        let path = KeyPath::parse_dotted(k.trim());
+        let value = parse_set_value(v.trim());
+        apply_set(&mut table, &path, value).map_err(|m| err(k.trim(), m))?;
+        set_paths.push(path);
+    }
+
+    let locate = |e: KeyError| {
+        let from_set = set_paths.iter().any(|p| e.path.starts_with(p));
+        ScenarioError {
+            file: file.to_string(),
+            line: if from_set {
+                None
+            } else {
+                error::line_of(text, &e.path)
+            },
+            key: e.path.to_string(),
+            message: e.message,
+            from_set,
+        }
+    };
+
+    let raw: raw::RawScenario =
+        serde_path_to_error::deserialize(Value::Table(table)).map_err(|e| {
+            let mut path = KeyPath::root();
+            for seg in e.path().iter() {
+                match seg {
+                    serde_path_to_error::Segment::Map { key } => path = path.key(key),
+                    serde_path_to_error::Segment::Seq { index } => path = path.index(*index),
+                    serde_path_to_error::Segment::Enum { variant } => path = path.key(variant),
+                    serde_path_to_error::Segment::Unknown => {}
+                }
+            }
+            let msg = e.inner().to_string();
+            // Point at the unknown key itself, not the table holding it.
+            if let Some(rest) = msg.strip_prefix("unknown field `") {
+                if let Some(name) = rest.split('`').next() {
+                    path = path.key(name);
+                }
+            }
+            locate(KeyError::new(&path, msg))
+        })?;
+
+    let root = KeyPath::root();
+    let resolved = (|| -> Result<Prepared, KeyError> {
+        let sim = raw.simulation.as_ref();
+        let sp = root.key("simulation");
+        let seed = sim.and_then(|s| s.seed).unwrap_or(1);
+        let max_sim_time = match sim.and_then(|s| s.max_sim_time.as_ref()) {
+            None => None,
+            Some(v) => Some(resolve::time(
+                Some(v),
+                &sp.key("max_sim_time"),
+                SimTime::ZERO,
+            )?),
+        };
+        let tspec = resolve::topology(raw.topology.as_ref(), &root.key("topology"))?;
+        let topology = Topology::build(&tspec).map_err(|e| {
+            let key = match e {
+                TopologyError::RadixExceeded { .. } => "switch_radix",
+                TopologyError::Invalid(_) => "kind",
+            };
+            KeyError::new(&root.key("topology").key(key), e.to_string())
+        })?;
+        let routes = Routes::compute(&topology);
+        let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"))?;
+        let transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
+        let workloads = resolve::workloads(&raw.workload, &topology, &root.key("workload"))?;
+        if workloads.is_empty() {
+            return Err(KeyError::new(
+                &root.key("workload"),
+                "missing; expected at least one [[workload]] entry",
+            ));
+        }
+        let streams = Streams::new(seed);
+        let flows = workload::expand(&workloads, &topology, &routes, &streams)?;
+        let scenario = Scenario {
+            name: raw.name.clone().unwrap_or_else(|| file.to_string()),
+            description: raw.description.clone().unwrap_or_default(),
+            seed,
+            max_sim_time,
+            topology: tspec,
+            switch,
+            transport,
+            workloads,
+        };
+        Ok(Prepared {
+            scenario,
+            topology,
+            routes,
+            flows,
+        })
+    })();
+    resolved.map_err(locate)
+}
+
+/// Reads a `--set` value as TOML (numbers, booleans, quoted strings,
+/// arrays), falling back to a bare string: `--set topology.nic_speed=400G`.
+fn parse_set_value(v: &str) -> Value {
+    match format!("v = {v}").parse::<Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or(Value::String(v.to_string())),
+        Err(_) => Value::String(v.to_string()),
+    }
+}
+
+fn apply_set(table: &mut Table, path: &KeyPath, value: Value) -> Result<(), String> {
+    let mut root = Value::Table(std::mem::take(table));
+    let result = set_in(&mut root, &path.0, value, path);
+    if let Value::Table(t) = root {
+        *table = t;
+    }
+    result
+}
+
+fn set_in(cur: &mut Value, segs: &[Seg], value: Value, full: &KeyPath) -> Result<(), String> {
+    let Some((seg, rest)) = segs.split_first() else {
+        return Err("empty key".into());
+    };
+    match (seg, cur) {
+        (Seg::Key(k), Value::Table(t)) => {
+            if rest.is_empty() {
+                t.insert(k.clone(), value);
+                return Ok(());
+            }
+            let child = t
+                .entry(k.clone())
+                .or_insert_with(|| Value::Table(Table::new()));
+            set_in(child, rest, value, full)
+        }
+        (Seg::Index(i), Value::Array(a)) => {
+            let n = a.len();
+            let child = a
+                .get_mut(*i)
+                .ok_or_else(|| format!("index {i} does not exist (there are {n} entries)"))?;
+            if rest.is_empty() {
+                *child = value;
+                return Ok(());
+            }
+            set_in(child, rest, value, full)
+        }
+        _ => Err(format!(
+            "cannot set {full}: a parent key is not a table or an array"
+        )),
+    }
+}

@@ -1,0 +1,573 @@
+//! From the raw file to resolved configuration: defaults applied, units
+//! parsed, every value range-checked, so that nothing downstream sees an
+//! `Option` for a required value or an unchecked number.
+
+use toml::Value;
+
+use super::error::{KeyError, KeyPath};
+use super::raw::*;
+use crate::nic::{TransportConfig, WriteMode};
+use crate::switch::balance::{EcmpConfig, EcmpSeed, HashFields, HashFn};
+use crate::switch::SwitchConfig;
+use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
+use crate::units::{parse_bytes, parse_length_m, parse_rate, parse_time, Rate, SimTime};
+use crate::workload::{Pattern, Workload};
+
+type R<T> = Result<T, KeyError>;
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    }
+}
+
+pub fn count(v: Option<i64>, path: &KeyPath, default: u32, min: u32) -> R<u32> {
+    match v {
+        None => Ok(default),
+        Some(n) if n >= min as i64 && n <= u32::MAX as i64 => Ok(n as u32),
+        Some(n) => Err(KeyError::new(
+            path,
+            format!("got {n}, expected an integer of at least {min}"),
+        )),
+    }
+}
+
+pub fn rate(v: Option<&Value>, path: &KeyPath, default: Rate) -> R<Rate> {
+    match v {
+        None => Ok(default),
+        Some(Value::String(s)) => parse_rate(s).ok_or_else(|| {
+            KeyError::new(
+                path,
+                format!("got \"{s}\", expected a rate in bits per second such as \"100G\", \"400Gbps\" or \"1.6T\""),
+            )
+        }),
+        Some(other) => Err(KeyError::new(
+            path,
+            format!("got {}, expected a rate string such as \"400G\"", show(other)),
+        )),
+    }
+}
+
+pub fn size(v: Option<&Value>, path: &KeyPath, default: u64) -> R<u64> {
+    let bad = |given: String| {
+        KeyError::new(
+            path,
+            format!(
+                "got {given}, expected a positive size in bytes such as 4096, \"4KiB\" or \"2MB\""
+            ),
+        )
+    };
+    match v {
+        None => Ok(default),
+        Some(Value::Integer(n)) if *n > 0 => Ok(*n as u64),
+        Some(Value::String(s)) => match parse_bytes(s) {
+            Some(b) if b > 0 => Ok(b),
+            _ => Err(bad(format!("\"{s}\""))),
+        },
+        Some(other) => Err(bad(show(other))),
+    }
+}
+
+pub fn time(v: Option<&Value>, path: &KeyPath, default: SimTime) -> R<SimTime> {
+    match v {
+        None => Ok(default),
+        Some(Value::String(s)) => parse_time(s).ok_or_else(|| {
+            KeyError::new(
+                path,
+                format!("got \"{s}\", expected a duration with a unit such as \"500ns\", \"1us\" or \"2ms\""),
+            )
+        }),
+        Some(other) => Err(KeyError::new(
+            path,
+            format!("got {}, expected a duration string such as \"1us\"", show(other)),
+        )),
+    }
+}
+
+/// Keys of `[topology]` that only some kinds use.
+const KIND_KEYS: &[(&str, &[TopologyKind])] = {
+    use TopologyKind::*;
+    &[
+        ("hosts_per_leaf", &[RailOptimized, MultiPod]),
+        ("rails_per_leaf", &[RailOptimized, MultiPod]),
+        ("spines", &[RailOptimized, MultiPod]),
+        ("uplink_speed", &[RailOptimized, MultiPod, FatTree]),
+        ("uplinks_per_spine", &[RailOptimized, MultiPod]),
+        ("pods", &[MultiPod]),
+        ("super_spines", &[MultiPod]),
+        ("spine_uplink_speed", &[MultiPod]),
+        ("spine_uplinks_per_super_spine", &[MultiPod]),
+        ("k", &[FatTree]),
+        ("link_speed", &[FatTree]),
+        (
+            "hosts",
+            &[SingleRail, DualRail, RailOnly, RailOptimized, MultiPod],
+        ),
+    ]
+};
+
+pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
+    let Some(t) = raw else {
+        return Err(KeyError::new(
+            path,
+            "missing [topology] table; every scenario needs one",
+        ));
+    };
+    let kinds = "single-rail, dual-rail, rail-only, rail-optimized, multi-pod or fat-tree";
+    let kind = match t.kind.as_deref() {
+        Some("single-rail") => TopologyKind::SingleRail,
+        Some("dual-rail") => TopologyKind::DualRail,
+        Some("rail-only") => TopologyKind::RailOnly,
+        Some("rail-optimized") => TopologyKind::RailOptimized,
+        Some("multi-pod") => TopologyKind::MultiPod,
+        Some("fat-tree") => TopologyKind::FatTree,
+        Some(other) => {
+            return Err(KeyError::new(
+                &path.key("kind"),
+                format!("got \"{other}\", expected one of {kinds}"),
+            ))
+        }
+        None => {
+            return Err(KeyError::new(
+                &path.key("kind"),
+                format!("missing; expected one of {kinds}"),
+            ))
+        }
+    };
+    let present: &[(&str, bool)] = &[
+        ("hosts_per_leaf", t.hosts_per_leaf.is_some()),
+        ("rails_per_leaf", t.rails_per_leaf.is_some()),
+        ("spines", t.spines.is_some()),
+        ("uplink_speed", t.uplink_speed.is_some()),
+        ("uplinks_per_spine", t.uplinks_per_spine.is_some()),
+        ("pods", t.pods.is_some()),
+        ("super_spines", t.super_spines.is_some()),
+        ("spine_uplink_speed", t.spine_uplink_speed.is_some()),
+        (
+            "spine_uplinks_per_super_spine",
+            t.spine_uplinks_per_super_spine.is_some(),
+        ),
+        ("k", t.k.is_some()),
+        ("link_speed", t.link_speed.is_some()),
+        ("hosts", t.hosts.is_some()),
+    ];
+    for (key, kinds_ok) in KIND_KEYS {
+        let given = present.iter().any(|(k, p)| k == key && *p);
+        if given && !kinds_ok.contains(&kind) {
+            let names: Vec<&str> = kinds_ok.iter().map(|k| k.name()).collect();
+            return Err(KeyError::new(
+                &path.key(key),
+                format!(
+                    "is not used by kind = \"{}\" (only by {})",
+                    kind.name(),
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    if t.link_delay.is_some() && t.cable_length.is_some() {
+        return Err(KeyError::new(
+            &path.key("cable_length"),
+            "give either link_delay or cable_length, not both",
+        ));
+    }
+    let fat = kind == TopologyKind::FatTree;
+    let link_speed = rate(
+        t.link_speed.as_ref(),
+        &path.key("link_speed"),
+        Rate::gbps(100),
+    )?;
+    let gpus_per_host = count(
+        t.gpus_per_host,
+        &path.key("gpus_per_host"),
+        if fat { 1 } else { 8 },
+        1,
+    )?;
+    let nics_per_host = count(
+        t.nics_per_host,
+        &path.key("nics_per_host"),
+        gpus_per_host,
+        1,
+    )?;
+    if nics_per_host > gpus_per_host {
+        return Err(KeyError::new(
+            &path.key("nics_per_host"),
+            format!("got {nics_per_host}, expected at most gpus_per_host ({gpus_per_host})"),
+        ));
+    }
+    let nic_ports_default = if kind == TopologyKind::DualRail { 2 } else { 1 };
+    let nic_ports = count(t.nic_ports, &path.key("nic_ports"), nic_ports_default, 1)?;
+    if nic_ports > 2 {
+        return Err(KeyError::new(
+            &path.key("nic_ports"),
+            format!("got {nic_ports}, expected 1 (single-port) or 2 (dual-port)"),
+        ));
+    }
+    let nic_speed = rate(
+        t.nic_speed.as_ref(),
+        &path.key("nic_speed"),
+        if fat { link_speed } else { Rate::gbps(200) },
+    )?;
+    if ![100u64, 200, 400, 800].contains(&(nic_speed.bps() / 1_000_000_000))
+        || nic_speed.bps() % 1_000_000_000 != 0
+    {
+        return Err(KeyError::new(
+            &path.key("nic_speed"),
+            format!("got \"{nic_speed}\", expected one of the NIC speeds 100G, 200G, 400G or 800G"),
+        ));
+    }
+    let hosts = count(t.hosts, &path.key("hosts"), 4, 1)?;
+    let uplink_speed = rate(
+        t.uplink_speed.as_ref(),
+        &path.key("uplink_speed"),
+        if fat { link_speed } else { nic_speed },
+    )?;
+    let link_delay = match (&t.link_delay, &t.cable_length) {
+        (_, Some(v)) => {
+            let p = path.key("cable_length");
+            let m = match v {
+                Value::String(s) => parse_length_m(s),
+                _ => None,
+            }
+            .filter(|m| *m >= 0.0 && *m < 1e6)
+            .ok_or_else(|| {
+                KeyError::new(
+                    &p,
+                    format!("got {}, expected a length such as \"5m\"", show(v)),
+                )
+            })?;
+            // Light in fibre or copper: about 5 ns per metre.
+            SimTime((m * 5_000.0).round() as u64)
+        }
+        (v, None) => time(v.as_ref(), &path.key("link_delay"), SimTime::from_ns(500))?,
+    };
+    let switch_radix = t
+        .switch_radix
+        .map(|_| count(t.switch_radix, &path.key("switch_radix"), 0, 1))
+        .transpose()?;
+    let spec = TopologySpec {
+        kind,
+        hosts,
+        gpus_per_host,
+        nics_per_host,
+        nic_ports,
+        nic_speed,
+        hosts_per_leaf: count(t.hosts_per_leaf, &path.key("hosts_per_leaf"), hosts, 1)?,
+        rails_per_leaf: count(t.rails_per_leaf, &path.key("rails_per_leaf"), 1, 1)?,
+        spines: count(t.spines, &path.key("spines"), 2, 1)?,
+        uplink_speed,
+        uplinks_per_spine: count(t.uplinks_per_spine, &path.key("uplinks_per_spine"), 1, 1)?,
+        pods: count(t.pods, &path.key("pods"), 2, 1)?,
+        super_spines: count(t.super_spines, &path.key("super_spines"), 2, 1)?,
+        spine_uplink_speed: rate(
+            t.spine_uplink_speed.as_ref(),
+            &path.key("spine_uplink_speed"),
+            uplink_speed,
+        )?,
+        spine_uplinks_per_super_spine: count(
+            t.spine_uplinks_per_super_spine,
+            &path.key("spine_uplinks_per_super_spine"),
+            1,
+            1,
+        )?,
+        k: count(t.k, &path.key("k"), 4, 2)?,
+        link_delay,
+        switch_radix,
+    };
+    if fat && !spec.k.is_multiple_of(2) {
+        return Err(KeyError::new(
+            &path.key("k"),
+            format!("got {}, expected an even number", spec.k),
+        ));
+    }
+    if fat && spec.k > 64 {
+        return Err(KeyError::new(
+            &path.key("k"),
+            format!("got {}, expected at most 64 (65,536 hosts)", spec.k),
+        ));
+    }
+    let total_gpus = spec.hosts as u64
+        * spec.gpus_per_host as u64
+        * if kind == TopologyKind::MultiPod {
+            spec.pods as u64
+        } else {
+            1
+        };
+    if total_gpus > 1 << 20 {
+        return Err(KeyError::new(
+            &path.key("hosts"),
+            format!("the fabric would have {total_gpus} GPUs; at most 1,048,576 are supported"),
+        ));
+    }
+    Ok(spec)
+}
+
+pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath) -> R<SwitchConfig> {
+    let empty = RawSwitch::default();
+    let s = raw.unwrap_or(&empty);
+    let buffer_bytes = size(s.buffer.as_ref(), &path.key("buffer"), 32 * 1024 * 1024)?;
+    let ep = path.key("ecmp");
+    let empty_ecmp = RawEcmp::default();
+    let e = s.ecmp.as_ref().unwrap_or(&empty_ecmp);
+    let hash = match e.hash.as_deref() {
+        None => HashFn::Crc32,
+        Some(name) => HashFn::from_name(name).ok_or_else(|| {
+            KeyError::new(
+                &ep.key("hash"),
+                format!(
+                    "got \"{name}\", expected one of {}",
+                    HashFn::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
+    let fields = match &e.fields {
+        None => HashFields::FIVE_TUPLE,
+        Some(list) => {
+            let mut f = HashFields::NONE;
+            for (i, name) in list.iter().enumerate() {
+                let bit = HashFields::from_name(name).ok_or_else(|| {
+                    KeyError::new(
+                        &ep.key("fields").index(i),
+                        format!(
+                            "got \"{name}\", expected one of {}",
+                            HashFields::NAMES.join(", ")
+                        ),
+                    )
+                })?;
+                f = f.with(bit);
+            }
+            if f == HashFields::NONE {
+                return Err(KeyError::new(
+                    &ep.key("fields"),
+                    "is empty; expected at least one hash field",
+                ));
+            }
+            f
+        }
+    };
+    let seed = match &e.seed {
+        None => EcmpSeed::PerSwitch,
+        Some(Value::String(s)) if s == "per-switch" => EcmpSeed::PerSwitch,
+        Some(Value::Integer(n)) if (0..=u32::MAX as i64).contains(n) => EcmpSeed::Fixed(*n as u32),
+        Some(other) => return Err(KeyError::new(
+            &ep.key("seed"),
+            format!(
+                "got {}, expected \"per-switch\" or an integer 0..4294967295 used by every switch",
+                show(other)
+            ),
+        )),
+    };
+    Ok(SwitchConfig {
+        buffer_bytes,
+        ecmp: EcmpConfig { hash, fields, seed },
+    })
+}
+
+pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfig> {
+    let empty = RawTransport::default();
+    let t = raw.unwrap_or(&empty);
+    let mtu = size(t.mtu.as_ref(), &path.key("mtu"), 4096)?;
+    if !(256..=9000).contains(&mtu) {
+        return Err(KeyError::new(
+            &path.key("mtu"),
+            format!("got {mtu}, expected a payload size per packet between 256 and 9000 bytes (a 9216 B jumbo frame)"),
+        ));
+    }
+    let write_mode = match t.write_mode.as_deref() {
+        None | Some("first-middle-last") => WriteMode::FirstMiddleLast,
+        Some("write-only") => WriteMode::WriteOnly,
+        Some(other) => {
+            return Err(KeyError::new(
+                &path.key("write_mode"),
+                format!("got \"{other}\", expected \"first-middle-last\" or \"write-only\""),
+            ))
+        }
+    };
+    let rto = time(t.rto.as_ref(), &path.key("rto"), SimTime::from_us(1000))?;
+    if rto == SimTime::ZERO {
+        return Err(KeyError::new(
+            &path.key("rto"),
+            "got 0, expected a positive retransmission timeout",
+        ));
+    }
+    Ok(TransportConfig {
+        mtu: mtu as u32,
+        write_mode,
+        ack_every: count(t.ack_every, &path.key("ack_every"), 4, 1)?,
+        rto,
+        data_dscp: 24,
+    })
+}
+
+fn gpu(topo: &Topology, n: i64, path: &KeyPath) -> R<GpuId> {
+    let total = topo.gpus.len();
+    if n < 0 || n as usize >= total {
+        return Err(KeyError::new(
+            path,
+            format!(
+                "GPU {n} does not exist; the fabric has {total} GPUs, numbered 0 to {}",
+                total - 1
+            ),
+        ));
+    }
+    Ok(GpuId(n as u32))
+}
+
+fn gpu_list(topo: &Topology, list: &Option<Vec<i64>>, path: &KeyPath) -> R<Vec<GpuId>> {
+    match list {
+        None => Ok((0..topo.gpus.len() as u32).map(GpuId).collect()),
+        Some(v) => {
+            let mut out = Vec::with_capacity(v.len());
+            for (i, &n) in v.iter().enumerate() {
+                let g = gpu(topo, n, &path.index(i))?;
+                if out.contains(&g) {
+                    return Err(KeyError::new(
+                        &path.index(i),
+                        format!("GPU {n} is listed twice"),
+                    ));
+                }
+                out.push(g);
+            }
+            Ok(out)
+        }
+    }
+}
+
+pub fn workloads(raw: &[RawWorkload], topo: &Topology, path: &KeyPath) -> R<Vec<Workload>> {
+    let mut out = Vec::new();
+    for (i, w) in raw.iter().enumerate() {
+        let p = path.index(i);
+        let kinds = "transfer, permutation, incast or all-to-all";
+        let kind = w.kind.as_deref().ok_or_else(|| {
+            KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
+        })?;
+        let allowed: &[&str] = match kind {
+            "transfer" => &["src", "dst"],
+            "permutation" => &["gpus", "rail_aligned"],
+            "incast" => &["dst", "srcs", "senders"],
+            "all-to-all" => &["gpus"],
+            other => {
+                return Err(KeyError::new(
+                    &p.key("kind"),
+                    format!("got \"{other}\", expected one of {kinds}"),
+                ));
+            }
+        };
+        let given = [
+            ("src", w.src.is_some()),
+            ("dst", w.dst.is_some()),
+            ("srcs", w.srcs.is_some()),
+            ("senders", w.senders.is_some()),
+            ("gpus", w.gpus.is_some()),
+            ("rail_aligned", w.rail_aligned.is_some()),
+        ];
+        for (key, present) in given {
+            if present && !allowed.contains(&key) {
+                return Err(KeyError::new(
+                    &p.key(key),
+                    format!(
+                        "is not used by kind = \"{kind}\" (it takes {})",
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        let need = |v: Option<i64>, key: &str| {
+            v.ok_or_else(|| KeyError::new(&p.key(key), format!("missing; a {kind} needs it")))
+        };
+        let pattern = match kind {
+            "transfer" => Pattern::Transfer {
+                src: gpu(topo, need(w.src, "src")?, &p.key("src"))?,
+                dst: gpu(topo, need(w.dst, "dst")?, &p.key("dst"))?,
+            },
+            "permutation" => Pattern::Permutation {
+                gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
+                rail_aligned: w.rail_aligned.unwrap_or(!cross_rail(topo)),
+            },
+            "incast" => {
+                let dst = gpu(topo, need(w.dst, "dst")?, &p.key("dst"))?;
+                let srcs = match (&w.srcs, w.senders) {
+                    (Some(_), Some(_)) => {
+                        return Err(KeyError::new(
+                            &p.key("senders"),
+                            "give either srcs or senders, not both",
+                        ))
+                    }
+                    (Some(_), None) => gpu_list(topo, &w.srcs, &p.key("srcs"))?,
+                    (None, n) => {
+                        let n = count(n, &p.key("senders"), 0, 1)?;
+                        if n == 0 {
+                            return Err(KeyError::new(
+                                &p.key("senders"),
+                                "missing; an incast needs srcs or senders",
+                            ));
+                        }
+                        incast_senders(topo, dst, n)
+                            .map_err(|m| KeyError::new(&p.key("senders"), m))?
+                    }
+                };
+                Pattern::Incast { dst, srcs }
+            }
+            _ => Pattern::AllToAll {
+                gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
+            },
+        };
+        let bytes = match &w.bytes {
+            None => {
+                return Err(KeyError::new(
+                    &p.key("bytes"),
+                    "missing; expected the size each transfer writes, e.g. \"2MB\"",
+                ))
+            }
+            Some(v) => size(Some(v), &p.key("bytes"), 0)?,
+        };
+        if bytes > 1 << 40 {
+            return Err(KeyError::new(
+                &p.key("bytes"),
+                format!("got {bytes}, expected at most 1 TiB per transfer"),
+            ));
+        }
+        out.push(Workload {
+            pattern,
+            bytes,
+            start: time(w.start.as_ref(), &p.key("start"), SimTime::ZERO)?,
+            qps: count(w.qps, &p.key("qps"), 1, 1)?.min(1024),
+            path: p,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether GPUs on different rails can reach each other over the network.
+pub fn cross_rail(topo: &Topology) -> bool {
+    matches!(
+        topo.kind,
+        TopologyKind::RailOptimized | TopologyKind::MultiPod | TopologyKind::FatTree
+    )
+}
+
+/// The first `n` GPUs, in GPU order, that can send to `dst` over the
+/// network (other hosts; same rail where rails are separate).
+fn incast_senders(topo: &Topology, dst: GpuId, n: u32) -> Result<Vec<GpuId>, String> {
+    let d = topo.gpus[dst.idx()];
+    let dst_rail = topo.nics[d.nic.idx()].rail;
+    let same_rail_only = !cross_rail(topo);
+    let v: Vec<GpuId> = (0..topo.gpus.len() as u32)
+        .map(GpuId)
+        .filter(|g| {
+            let x = topo.gpus[g.idx()];
+            x.host != d.host && (!same_rail_only || topo.nics[x.nic.idx()].rail == dst_rail)
+        })
+        .take(n as usize)
+        .collect();
+    if (v.len() as u32) < n {
+        return Err(format!(
+            "got {n}, but only {} GPUs can send to {} over the network",
+            v.len(),
+            topo.gpu_name(dst)
+        ));
+    }
+    Ok(v)
+}

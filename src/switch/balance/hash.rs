@@ -1,0 +1,161 @@
+//! ECMP hash functions and the header fields they cover.
+//!
+//! Switch ASICs hash a configurable subset of the packet header with a CRC
+//! polynomial and a per-device seed. Offered here: CRC-32 (IEEE 802.3),
+//! CRC-32C (Castagnoli), CRC-16/CCITT-FALSE and CRC-16/ARC (IBM). The seed
+//! is the CRC's initial value. Fields are serialized in a fixed order:
+//! source IP, destination IP, IP protocol, UDP source port, UDP destination
+//! port, BTH destination QP (24 bits).
+
+use crc::{Crc, CRC_16_ARC, CRC_16_IBM_3740, CRC_32_ISCSI, CRC_32_ISO_HDLC};
+
+use crate::topology::{nic_ip, QpId};
+use crate::wire::frame::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
+use crate::wire::Packet;
+
+static CRC32: Crc<u32> = Crc::<u32>::new(&CRC_32_ISO_HDLC);
+static CRC32C: Crc<u32> = Crc::<u32>::new(&CRC_32_ISCSI);
+static CRC16_CCITT: Crc<u16> = Crc::<u16>::new(&CRC_16_IBM_3740);
+static CRC16_ARC: Crc<u16> = Crc::<u16>::new(&CRC_16_ARC);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashFn {
+    Crc32,
+    Crc32c,
+    Crc16Ccitt,
+    Crc16Arc,
+}
+
+impl HashFn {
+    pub const NAMES: &'static [&'static str] = &["crc32", "crc32c", "crc16-ccitt", "crc16-arc"];
+
+    pub fn from_name(s: &str) -> Option<HashFn> {
+        Some(match s {
+            "crc32" => HashFn::Crc32,
+            "crc32c" => HashFn::Crc32c,
+            "crc16-ccitt" => HashFn::Crc16Ccitt,
+            "crc16-arc" => HashFn::Crc16Arc,
+            _ => return None,
+        })
+    }
+
+    #[inline]
+    pub fn hash(self, seed: u32, bytes: &[u8]) -> u32 {
+        match self {
+            HashFn::Crc32 => {
+                let mut d = CRC32.digest_with_initial(seed);
+                d.update(bytes);
+                d.finalize()
+            }
+            HashFn::Crc32c => {
+                let mut d = CRC32C.digest_with_initial(seed);
+                d.update(bytes);
+                d.finalize()
+            }
+            HashFn::Crc16Ccitt => {
+                let mut d = CRC16_CCITT.digest_with_initial(seed as u16);
+                d.update(bytes);
+                d.finalize() as u32
+            }
+            HashFn::Crc16Arc => {
+                let mut d = CRC16_ARC.digest_with_initial(seed as u16);
+                d.update(bytes);
+                d.finalize() as u32
+            }
+        }
+    }
+}
+
+/// A set of header fields, as a bit mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashFields(u8);
+
+impl HashFields {
+    pub const NONE: HashFields = HashFields(0);
+    pub const SRC_IP: HashFields = HashFields(1);
+    pub const DST_IP: HashFields = HashFields(2);
+    pub const PROTOCOL: HashFields = HashFields(4);
+    pub const UDP_SPORT: HashFields = HashFields(8);
+    pub const UDP_DPORT: HashFields = HashFields(16);
+    pub const DST_QP: HashFields = HashFields(32);
+    /// The classic 5-tuple, the default.
+    pub const FIVE_TUPLE: HashFields = HashFields(1 | 2 | 4 | 8 | 16);
+
+    pub const NAMES: &'static [&'static str] = &[
+        "src_ip",
+        "dst_ip",
+        "protocol",
+        "udp_sport",
+        "udp_dport",
+        "dst_qp",
+    ];
+
+    pub fn from_name(s: &str) -> Option<HashFields> {
+        let i = Self::NAMES.iter().position(|n| *n == s)?;
+        Some(HashFields(1 << i))
+    }
+
+    pub fn with(self, other: HashFields) -> HashFields {
+        HashFields(self.0 | other.0)
+    }
+
+    #[inline]
+    pub fn has(self, other: HashFields) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// Serializes the selected fields of `pkt` into `buf`; returns the
+    /// length used.
+    #[inline]
+    pub fn key(self, pkt: &Packet, buf: &mut [u8; 16]) -> usize {
+        let mut n = 0;
+        let mut put = |b: &[u8]| {
+            buf[n..n + b.len()].copy_from_slice(b);
+            n += b.len();
+        };
+        if self.has(Self::SRC_IP) {
+            put(&nic_ip(pkt.src).to_be_bytes());
+        }
+        if self.has(Self::DST_IP) {
+            put(&nic_ip(pkt.dst).to_be_bytes());
+        }
+        if self.has(Self::PROTOCOL) {
+            put(&[IP_PROTO_UDP]);
+        }
+        if self.has(Self::UDP_SPORT) {
+            put(&pkt.udp_sport.to_be_bytes());
+        }
+        if self.has(Self::UDP_DPORT) {
+            put(&ROCEV2_UDP_PORT.to_be_bytes());
+        }
+        if self.has(Self::DST_QP) {
+            put(&qpn(pkt.qp).to_be_bytes()[1..]);
+        }
+        n
+    }
+}
+
+/// The 24-bit QP number a QP carries in the BTH.
+pub fn qpn(qp: QpId) -> u32 {
+    (0x100 + qp.0) & 0x00FF_FFFF
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_check_values() {
+        // The catalogue check value of each CRC over "123456789" with the
+        // standard initial value.
+        assert_eq!(HashFn::Crc32.hash(0xFFFF_FFFF, b"123456789"), 0xCBF4_3926);
+        assert_eq!(HashFn::Crc32c.hash(0xFFFF_FFFF, b"123456789"), 0xE306_9283);
+        assert_eq!(HashFn::Crc16Ccitt.hash(0xFFFF, b"123456789"), 0x29B1);
+        assert_eq!(HashFn::Crc16Arc.hash(0, b"123456789"), 0xBB3D);
+    }
+
+    #[test]
+    fn seed_changes_the_hash() {
+        assert_ne!(HashFn::Crc32.hash(1, b"abc"), HashFn::Crc32.hash(2, b"abc"));
+    }
+}

@@ -1,0 +1,45 @@
+//! Classification: the packet's DSCP picks its egress priority queue.
+//!
+//! The default map is the one AI fabrics deploy for RoCEv2: DSCP 24 (RDMA
+//! data, lossless class) to queue 3, DSCP 48 (CNP) to queue 7, everything
+//! else to queue 0. Making the map configurable per scenario comes with
+//! the QoS work.
+
+/// Number of egress priority queues per port (IEEE 802.1Q priorities).
+pub const QUEUES: usize = 8;
+
+/// DSCP (0..63) to queue.
+#[derive(Clone, Debug)]
+pub struct ClassMap {
+    queue: [u8; 64],
+}
+
+impl Default for ClassMap {
+    fn default() -> Self {
+        let mut queue = [0u8; 64];
+        queue[24] = 3;
+        queue[48] = 7;
+        ClassMap { queue }
+    }
+}
+
+impl ClassMap {
+    #[inline]
+    pub fn queue_of(&self, dscp: u8) -> u8 {
+        self.queue[(dscp & 63) as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_map_follows_the_rocev2_convention() {
+        let m = ClassMap::default();
+        assert_eq!(m.queue_of(24), 3);
+        assert_eq!(m.queue_of(48), 7);
+        assert_eq!(m.queue_of(0), 0);
+        assert_eq!(m.queue_of(46), 0);
+    }
+}

@@ -1,0 +1,106 @@
+//! Frame layout of RoCEv2 and the bytes each packet costs on the wire.
+//!
+//! A RoCEv2 frame is Ethernet II (14 B header, 4 B FCS) / IPv4 (20 B) /
+//! UDP (8 B, destination port 4791) / InfiniBand BTH (12 B) / RETH (16 B,
+//! only on packets that carry a remote address: RDMA Write First and Write
+//! Only) or AETH (4 B, on ACK/NAK) / payload / ICRC (4 B). On the wire every
+//! frame is also preceded by 7 B preamble and 1 B start delimiter and
+//! followed by a 12 B minimum inter-frame gap (IEEE 802.3), and is padded
+//! to the 64 B minimum frame. Serialization time counts all of it. VLAN
+//! tags are not modelled yet (routed fabrics carry none).
+
+/// Preamble (7 B) + start-of-frame delimiter (1 B) + inter-frame gap (12 B).
+pub const PREAMBLE_SFD_IFG: u32 = 20;
+pub const ETH_HEADER: u32 = 14;
+pub const ETH_FCS: u32 = 4;
+pub const IPV4_HEADER: u32 = 20;
+pub const UDP_HEADER: u32 = 8;
+pub const BTH: u32 = 12;
+pub const RETH: u32 = 16;
+pub const AETH: u32 = 4;
+pub const ICRC: u32 = 4;
+/// Minimum Ethernet frame, destination MAC through FCS.
+pub const MIN_FRAME: u32 = 64;
+/// RoCEv2's registered UDP destination port.
+pub const ROCEV2_UDP_PORT: u16 = 4791;
+/// IP protocol number of UDP.
+pub const IP_PROTO_UDP: u8 = 17;
+
+/// The InfiniBand BTH opcodes of the reliable-connected service that the
+/// simulator uses (IBTA spec vol. 1, table 38).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    WriteFirst,
+    WriteMiddle,
+    WriteLast,
+    WriteOnly,
+    /// Positive acknowledgement (AETH syndrome ACK).
+    Ack,
+    /// Negative acknowledgement, PSN sequence error (AETH syndrome NAK).
+    Nak,
+}
+
+impl Opcode {
+    /// The BTH opcode byte.
+    pub fn bth_opcode(self) -> u8 {
+        match self {
+            Opcode::WriteFirst => 0x06,
+            Opcode::WriteMiddle => 0x07,
+            Opcode::WriteLast => 0x08,
+            Opcode::WriteOnly => 0x0A,
+            Opcode::Ack | Opcode::Nak => 0x11,
+        }
+    }
+
+    pub fn has_reth(self) -> bool {
+        matches!(self, Opcode::WriteFirst | Opcode::WriteOnly)
+    }
+
+    pub fn is_data(self) -> bool {
+        !matches!(self, Opcode::Ack | Opcode::Nak)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Opcode::WriteFirst => "write-first",
+            Opcode::WriteMiddle => "write-middle",
+            Opcode::WriteLast => "write-last",
+            Opcode::WriteOnly => "write-only",
+            Opcode::Ack => "ack",
+            Opcode::Nak => "nak",
+        }
+    }
+}
+
+/// Bytes of the frame from destination MAC to FCS (what a switch buffers).
+pub fn frame_bytes(opcode: Opcode, payload: u32) -> u32 {
+    let transport = BTH
+        + ICRC
+        + if opcode.has_reth() { RETH } else { 0 }
+        + if opcode.is_data() { 0 } else { AETH };
+    (ETH_HEADER + IPV4_HEADER + UDP_HEADER + transport + payload + ETH_FCS).max(MIN_FRAME)
+}
+
+/// Bytes the frame occupies on the wire, including preamble and gap.
+pub fn wire_bytes(opcode: Opcode, payload: u32) -> u32 {
+    frame_bytes(opcode, payload) + PREAMBLE_SFD_IFG
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_sizes_match_the_header_stack() {
+        // 20 + 14 + 20 + 8 + 12 + 16 + 4096 + 4 + 4
+        assert_eq!(wire_bytes(Opcode::WriteFirst, 4096), 4194);
+        assert_eq!(wire_bytes(Opcode::WriteMiddle, 4096), 4178);
+        assert_eq!(wire_bytes(Opcode::WriteOnly, 4000), 4098);
+        // An ACK (66 B frame) is above the 64 B minimum.
+        assert_eq!(frame_bytes(Opcode::Ack, 0), 66);
+        // A 1-byte Write Middle (63 B) is padded to the minimum frame.
+        assert_eq!(frame_bytes(Opcode::WriteMiddle, 1), 64);
+        assert_eq!(frame_bytes(Opcode::WriteFirst, 1), 79);
+    }
+}

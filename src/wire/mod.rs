@@ -1,0 +1,12 @@
+//! What travels on the wire: RoCEv2 frames and their sizes.
+//!
+//! `frame` holds the header sizes and opcodes of Ethernet / IPv4 / UDP /
+//! InfiniBand BTH (RETH, AETH) / ICRC; `packet` the compact in-flight
+//! packet record and the arena it lives in. No payload bytes are carried:
+//! the simulator moves sizes and header fields, never data.
+
+pub mod frame;
+pub mod packet;
+
+pub use frame::Opcode;
+pub use packet::{Packet, PacketArena, PacketId};

@@ -1,0 +1,89 @@
+//! The in-flight packet record and the arena that owns every live packet.
+//!
+//! A packet is 32 bytes of header fields; events and queues hold its
+//! `PacketId`, an index into the arena. Freed slots are reused, so a run in
+//! steady state allocates nothing per packet.
+
+use super::frame::Opcode;
+use crate::topology::{NicId, QpId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PacketId(pub u32);
+
+#[derive(Clone, Copy, Debug)]
+pub struct Packet {
+    pub src: NicId,
+    pub dst: NicId,
+    /// The queue pair this packet belongs to (both ends share the id).
+    pub qp: QpId,
+    /// Packet sequence number; on ACK/NAK, the PSN acknowledged or expected.
+    pub psn: u32,
+    pub payload: u32,
+    /// Bytes on the wire including preamble and inter-frame gap.
+    pub wire_bytes: u32,
+    pub udp_sport: u16,
+    pub opcode: Opcode,
+    /// DiffServ code point (IPv4 TOS bits 7..2).
+    pub dscp: u8,
+}
+
+impl Packet {
+    /// Bytes held in a switch buffer: the frame without preamble and gap.
+    pub fn buffer_bytes(&self) -> u32 {
+        self.wire_bytes - super::frame::PREAMBLE_SFD_IFG
+    }
+}
+
+/// Owner of all live packets.
+#[derive(Default)]
+pub struct PacketArena {
+    slots: Vec<Packet>,
+    free: Vec<u32>,
+    live: usize,
+    peak_live: usize,
+}
+
+impl PacketArena {
+    pub fn alloc(&mut self, p: Packet) -> PacketId {
+        self.live += 1;
+        self.peak_live = self.peak_live.max(self.live);
+        if let Some(i) = self.free.pop() {
+            self.slots[i as usize] = p;
+            PacketId(i)
+        } else {
+            self.slots.push(p);
+            PacketId(self.slots.len() as u32 - 1)
+        }
+    }
+
+    pub fn free(&mut self, id: PacketId) {
+        self.live -= 1;
+        self.free.push(id.0);
+    }
+
+    #[inline]
+    pub fn get(&self, id: PacketId) -> &Packet {
+        &self.slots[id.0 as usize]
+    }
+
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    pub fn peak_live(&self) -> usize {
+        self.peak_live
+    }
+
+    /// Every live packet (slow: walks the arena; for invariant checks).
+    pub fn iter_live(&self) -> impl Iterator<Item = &Packet> {
+        let mut is_free = vec![false; self.slots.len()];
+        for &i in &self.free {
+            is_free[i as usize] = true;
+        }
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| !is_free[*i])
+            .map(|(_, p)| p)
+    }
+}

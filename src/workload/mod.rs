@@ -1,0 +1,172 @@
+//! Traffic offered to the fabric, expanded into transfers.
+//!
+//! A workload entry in the scenario (an explicit transfer, a permutation,
+//! an incast, an all-to-all) becomes a list of `FlowSpec`s: one RDMA Write
+//! of `bytes` from a source GPU's NIC to a destination GPU's NIC, starting
+//! at a given time, split over one or more QPs. Collectives, training
+//! iterations and intra-host (NVLink) transfers are not modelled yet.
+
+mod permutation;
+
+use crate::rng::Streams;
+use crate::scenario::error::{KeyError, KeyPath};
+use crate::topology::routing::Routes;
+use crate::topology::{GpuId, NicId, Topology};
+use crate::units::SimTime;
+
+/// A workload entry, resolved (GPU ids checked, units applied).
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub pattern: Pattern,
+    pub bytes: u64,
+    pub start: SimTime,
+    pub qps: u32,
+    /// Where this entry sits in the scenario, for error messages.
+    pub path: KeyPath,
+}
+
+#[derive(Clone, Debug)]
+pub enum Pattern {
+    Transfer {
+        src: GpuId,
+        dst: GpuId,
+    },
+    /// Every participating GPU sends to one distinct GPU on another host.
+    Permutation {
+        gpus: Vec<GpuId>,
+        rail_aligned: bool,
+    },
+    /// Many senders to one receiver.
+    Incast {
+        dst: GpuId,
+        srcs: Vec<GpuId>,
+    },
+    /// Every participating GPU sends to every other reachable one.
+    AllToAll {
+        gpus: Vec<GpuId>,
+    },
+}
+
+impl Pattern {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pattern::Transfer { .. } => "transfer",
+            Pattern::Permutation { .. } => "permutation",
+            Pattern::Incast { .. } => "incast",
+            Pattern::AllToAll { .. } => "all-to-all",
+        }
+    }
+}
+
+/// One transfer: an RDMA Write from `src` to `dst`.
+#[derive(Clone, Debug)]
+pub struct FlowSpec {
+    pub src: GpuId,
+    pub dst: GpuId,
+    pub src_nic: NicId,
+    pub dst_nic: NicId,
+    pub bytes: u64,
+    pub start: SimTime,
+    pub qps: u32,
+    /// Index of the workload entry it came from.
+    pub workload: u32,
+}
+
+/// Whether `a` can reach `b` over the network: different hosts, same rail
+/// where rails are separate VLANs, and a routed path.
+pub fn network_path(topo: &Topology, routes: &Routes, a: GpuId, b: GpuId) -> Result<(), String> {
+    let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
+    if ga.host == gb.host {
+        return Err(format!(
+            "{} and {} are in the same host; intra-host (NVLink) transfers are not modelled yet",
+            topo.gpu_name(a),
+            topo.gpu_name(b)
+        ));
+    }
+    let (na, nb) = (&topo.nics[ga.nic.idx()], &topo.nics[gb.nic.idx()]);
+    if topo.vlan_rails && na.rail != nb.rail {
+        return Err(format!(
+            "{} is on rail {} and {} on rail {}; rails are separate VLANs in a {} fabric, so cross-rail traffic needs PXN over NVLink (not modelled yet)",
+            topo.gpu_name(a),
+            na.rail,
+            topo.gpu_name(b),
+            nb.rail,
+            topo.kind.name()
+        ));
+    }
+    let reachable = na
+        .ports
+        .iter()
+        .any(|&p| routes.first_path(topo, p, gb.nic).is_some());
+    if !reachable {
+        return Err(format!(
+            "no network path from {} (rail {}) to {} (rail {}) in this {} fabric",
+            topo.gpu_name(a),
+            na.rail,
+            topo.gpu_name(b),
+            nb.rail,
+            topo.kind.name()
+        ));
+    }
+    Ok(())
+}
+
+/// Expands every workload entry into transfers, in scenario order.
+pub fn expand(
+    workloads: &[Workload],
+    topo: &Topology,
+    routes: &Routes,
+    streams: &Streams,
+) -> Result<Vec<FlowSpec>, KeyError> {
+    let mut flows = Vec::new();
+    for (wi, w) in workloads.iter().enumerate() {
+        let pairs: Vec<(GpuId, GpuId)> = match &w.pattern {
+            Pattern::Transfer { src, dst } => {
+                network_path(topo, routes, *src, *dst).map_err(|m| KeyError::new(&w.path, m))?;
+                vec![(*src, *dst)]
+            }
+            Pattern::Incast { dst, srcs } => {
+                for s in srcs {
+                    network_path(topo, routes, *s, *dst)
+                        .map_err(|m| KeyError::new(&w.path.key("srcs"), m))?;
+                }
+                srcs.iter().map(|s| (*s, *dst)).collect()
+            }
+            Pattern::Permutation { gpus, rail_aligned } => {
+                let mut rng = streams.stream(&format!("workload/{wi}/permutation"));
+                permutation::pairs(topo, routes, gpus, *rail_aligned, &mut rng)
+                    .map_err(|m| KeyError::new(&w.path, m))?
+            }
+            Pattern::AllToAll { gpus } => {
+                let mut v = Vec::new();
+                for &a in gpus {
+                    for &b in gpus {
+                        if a != b && network_path(topo, routes, a, b).is_ok() {
+                            v.push((a, b));
+                        }
+                    }
+                }
+                if v.is_empty() {
+                    return Err(KeyError::new(
+                        &w.path,
+                        "all-to-all has no pair of GPUs with a network path between them",
+                    ));
+                }
+                v
+            }
+        };
+        for (src, dst) in pairs {
+            flows.push(FlowSpec {
+                src,
+                dst,
+                src_nic: topo.gpus[src.idx()].nic,
+                dst_nic: topo.gpus[dst.idx()].nic,
+                bytes: w.bytes,
+                start: w.start,
+                qps: w.qps,
+                workload: wi as u32,
+            });
+        }
+    }
+    Ok(flows)
+}
