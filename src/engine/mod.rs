@@ -264,14 +264,26 @@ impl Simulation {
         }
     }
 
-    /// Starts the port's transmitter if it is idle and has something.
+    /// Called when a port may have something new to send: starts the
+    /// transmitter if idle, or asks to be woken when the current frame is
+    /// done.
     #[inline]
     fn kick(&mut self, p: PortId) {
-        if !self.ports[p.idx()].busy() {
+        let port = &mut self.ports[p.idx()];
+        if port.tx_event {
+            return;
+        }
+        if self.now >= port.busy_until {
             self.start_tx(p);
+        } else {
+            port.tx_event = true;
+            let at = port.busy_until;
+            self.queue.push(at, Event::TxDone(p));
         }
     }
 
+    /// Puts the next frame on the wire. The port must be idle with no
+    /// `TxDone` pending.
     fn start_tx(&mut self, p: PortId) {
         let packets = &self.packets;
         let next = self.ports[p.idx()]
@@ -287,18 +299,28 @@ impl Simulation {
                 Owner::Switch(_) => return,
             },
         };
-        let wire = self.packets.get(id).wire_bytes;
+        let pkt = self.packets.get(id);
+        let (wire, held) = (pkt.wire_bytes, pkt.buffer_bytes());
         let port = &mut self.ports[p.idx()];
+        if let Owner::Switch(s) = port.owner {
+            self.switches[s.idx()].buffer.release(held);
+        }
         let ser = port.serialize(wire);
-        port.in_tx = Some(id);
+        let done = self.now + ser;
+        port.busy_until = done;
         port.stats.tx_packets += 1;
         port.stats.tx_wire_bytes += wire as u64;
         port.stats.busy_ps += ser.0;
+        let more = !port.queues.is_empty() || !port.qp_ring.is_empty();
+        if more {
+            port.tx_event = true;
+        }
         let (peer, delay) = (port.peer, port.delay);
         self.counters.link_transmissions += 1;
-        self.queue.push(self.now + ser, Event::TxDone(p));
-        self.queue
-            .push(self.now + ser + delay, Event::Arrive(peer, id));
+        self.queue.push(done + delay, Event::Arrive(peer, id));
+        if more {
+            self.queue.push(done, Event::TxDone(p));
+        }
     }
 
     /// The next data packet from the port's QPs, round robin.
@@ -354,12 +376,7 @@ impl Simulation {
     }
 
     fn tx_done(&mut self, p: PortId) {
-        let port = &mut self.ports[p.idx()];
-        let id = port.in_tx.take().expect("TxDone on an idle port");
-        if let Owner::Switch(s) = port.owner {
-            let bytes = self.packets.get(id).buffer_bytes();
-            self.switches[s.idx()].buffer.release(bytes);
-        }
+        self.ports[p.idx()].tx_event = false;
         self.start_tx(p);
     }
 
@@ -519,15 +536,11 @@ impl Simulation {
             .ports
             .iter()
             .filter(|p| matches!(p.owner, Owner::Switch(_)))
-            .map(|p| {
-                p.queues.total_bytes
-                    + p.in_tx
-                        .map_or(0, |id| self.packets.get(id).buffer_bytes() as u64)
-            })
+            .map(|p| p.queues.total_bytes)
             .sum();
         if buffered != queued {
             return Err(format!(
-                "switch buffers hold {buffered} B but queues and transmitters hold {queued} B"
+                "switch buffers hold {buffered} B but their queues hold {queued} B"
             ));
         }
         Ok(())

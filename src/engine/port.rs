@@ -1,13 +1,13 @@
 //! The egress side of a port, switch or NIC: its priority queues, its
 //! transmitter (busy while a frame is being serialized) and the counters
-//! the link reports come from.
+//! the link reports come from. A frame leaves the switch buffer when its
+//! serialization starts.
 
 use std::collections::VecDeque;
 
 use crate::switch::schedule::EgressQueues;
 use crate::topology::{Owner, PortId, QpId, Topology};
 use crate::units::{Rate, SimTime};
-use crate::wire::PacketId;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PortStats {
@@ -28,8 +28,12 @@ pub struct PortState {
     /// Picoseconds per byte when exact (all standard speeds).
     pub ps_per_byte: Option<u64>,
     pub queues: EgressQueues,
-    /// The frame being serialized, if any.
-    pub in_tx: Option<PacketId>,
+    /// When the frame now being serialized (if any) is fully sent.
+    pub busy_until: SimTime,
+    /// A `TxDone` event is pending. The transmitter only asks to be woken
+    /// when it has more to send, so an uncongested hop costs one event
+    /// (the arrival) per packet instead of two.
+    pub tx_event: bool,
     /// NIC ports: QPs with data to send, served round robin.
     pub qp_ring: VecDeque<QpId>,
     /// NIC ports: a wake-up event is pending (rate-limited QPs).
@@ -48,17 +52,13 @@ impl PortState {
                 rate: p.rate,
                 ps_per_byte: p.rate.exact_ps_per_byte(),
                 queues: EgressQueues::default(),
-                in_tx: None,
+                busy_until: SimTime::ZERO,
+                tx_event: false,
                 qp_ring: VecDeque::new(),
                 wake_pending: false,
                 stats: PortStats::default(),
             })
             .collect()
-    }
-
-    #[inline]
-    pub fn busy(&self) -> bool {
-        self.in_tx.is_some()
     }
 
     #[inline]

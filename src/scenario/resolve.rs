@@ -351,13 +351,15 @@ pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath) -> R<SwitchConfig> {
         None => EcmpSeed::PerSwitch,
         Some(Value::String(s)) if s == "per-switch" => EcmpSeed::PerSwitch,
         Some(Value::Integer(n)) if (0..=u32::MAX as i64).contains(n) => EcmpSeed::Fixed(*n as u32),
-        Some(other) => return Err(KeyError::new(
-            &ep.key("seed"),
-            format!(
+        Some(other) => {
+            return Err(KeyError::new(
+                &ep.key("seed"),
+                format!(
                 "got {}, expected \"per-switch\" or an integer 0..4294967295 used by every switch",
                 show(other)
             ),
-        )),
+            ))
+        }
     };
     Ok(SwitchConfig {
         buffer_bytes,

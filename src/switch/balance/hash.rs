@@ -7,16 +7,17 @@
 //! source IP, destination IP, IP protocol, UDP source port, UDP destination
 //! port, BTH destination QP (24 bits).
 
-use crc::{Crc, CRC_16_ARC, CRC_16_IBM_3740, CRC_32_ISCSI, CRC_32_ISO_HDLC};
+use crc::{Crc, Table, CRC_16_ARC, CRC_16_IBM_3740, CRC_32_ISCSI, CRC_32_ISO_HDLC};
 
 use crate::topology::{nic_ip, QpId};
 use crate::wire::frame::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
 use crate::wire::Packet;
 
-static CRC32: Crc<u32> = Crc::<u32>::new(&CRC_32_ISO_HDLC);
-static CRC32C: Crc<u32> = Crc::<u32>::new(&CRC_32_ISCSI);
-static CRC16_CCITT: Crc<u16> = Crc::<u16>::new(&CRC_16_IBM_3740);
-static CRC16_ARC: Crc<u16> = Crc::<u16>::new(&CRC_16_ARC);
+// Slice-by-16 tables: the keys are 5 to 16 bytes, hashed at every hop.
+static CRC32: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&CRC_32_ISO_HDLC);
+static CRC32C: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&CRC_32_ISCSI);
+static CRC16_CCITT: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&CRC_16_IBM_3740);
+static CRC16_ARC: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&CRC_16_ARC);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HashFn {
