@@ -87,6 +87,8 @@ pub struct Counters {
     pub acks_sent: u64,
     pub naks_sent: u64,
     pub flows_completed: u64,
+    /// Transfers whose sender has seen every acknowledgement.
+    pub flows_acked: u64,
 }
 
 /// Why a run stopped.
@@ -207,10 +209,16 @@ impl Simulation {
     }
 
     /// Handles events due at or before `until`, at most `max_events` of
-    /// them.
+    /// them. The run is finished when every transfer has been delivered
+    /// and acknowledged; what is left then (timers that would lapse) is
+    /// not simulated, so `now` is the time of the last acknowledgement.
     pub fn run_until(&mut self, until: SimTime, max_events: u64) -> StopReason {
         let mut handled = 0;
+        let total = self.flows.len() as u64;
         while let Some(t) = self.queue.peek_time() {
+            if self.counters.flows_acked == total {
+                return StopReason::Finished;
+            }
             if t > until || handled == max_events {
                 return StopReason::Paused;
             }
@@ -435,6 +443,7 @@ impl Simulation {
                     f.tx_done_qps += 1;
                     if f.tx_done_qps == f.n_qps {
                         f.acked = Some(now);
+                        self.counters.flows_acked += 1;
                     }
                 }
             }

@@ -112,7 +112,9 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             // Point at the unknown key itself, not the table holding it.
             if let Some(rest) = msg.strip_prefix("unknown field `") {
                 if let Some(name) = rest.split('`').next() {
-                    path = path.key(name);
+                    if path.0.last() != Some(&Seg::Key(name.to_string())) {
+                        path = path.key(name);
+                    }
                 }
             }
             locate(KeyError::new(&path, msg))

@@ -230,6 +230,7 @@ impl Topology {
             .switches
             .iter()
             .filter(|s| s.ports.len() as u32 > radix)
+            .rev()
             .max_by_key(|s| s.ports.len());
         match worst {
             Some(s) => Err(TopologyError::RadixExceeded {

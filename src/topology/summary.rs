@@ -145,7 +145,11 @@ impl TopologySummary {
                 t.switches,
                 ports,
                 fmt_bps(t.down_bps as f64),
-                fmt_bps(t.up_bps as f64),
+                if t.up_bps > 0 {
+                    fmt_bps(t.up_bps as f64)
+                } else {
+                    "-".into()
+                },
                 over
             );
         }

@@ -21,10 +21,34 @@ pub fn pairs(
     if gpus.len() < 2 {
         return Err("a permutation needs at least two GPUs".into());
     }
-    let host = |g: GpuId| topo.gpus[g.idx()].host;
     let rail = |g: GpuId| topo.nics[topo.gpus[g.idx()].nic.idx()].rail;
-    let ok = |a: GpuId, b: GpuId| host(a) != host(b) && (!rail_aligned || rail(a) == rail(b));
+    // Rail-aligned: a separate permutation among the GPUs of each rail.
+    let mut groups: Vec<(u32, Vec<GpuId>)> = Vec::new();
+    for &g in gpus {
+        let key = if rail_aligned { rail(g) } else { 0 };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(g),
+            None => groups.push((key, vec![g])),
+        }
+    }
+    let mut pairs = Vec::with_capacity(gpus.len());
+    for (_, members) in &groups {
+        pairs.extend(derange(topo, members, rng)?);
+    }
+    for &(a, b) in &pairs {
+        network_path(topo, routes, a, b)?;
+    }
+    Ok(pairs)
+}
 
+/// Pairs every GPU of `gpus` with a distinct other one on another host.
+fn derange(
+    topo: &Topology,
+    gpus: &[GpuId],
+    rng: &mut Stream,
+) -> Result<Vec<(GpuId, GpuId)>, String> {
+    let host = |g: GpuId| topo.gpus[g.idx()].host;
+    let ok = |a: GpuId, b: GpuId| host(a) != host(b);
     let mut targets = gpus.to_vec();
     rng.shuffle(&mut targets);
     let n = targets.len();
@@ -40,16 +64,12 @@ pub fn pairs(
             Some(j) => targets.swap(i, j),
             None => {
                 return Err(format!(
-                    "cannot pair {} with a GPU on another host{}",
+                    "cannot pair {} with a GPU on another host among the {} GPUs it may send to",
                     topo.gpu_name(gpus[i]),
-                    if rail_aligned { " on its rail" } else { "" }
+                    n
                 ))
             }
         }
     }
-    let pairs: Vec<(GpuId, GpuId)> = gpus.iter().copied().zip(targets).collect();
-    for &(a, b) in &pairs {
-        network_path(topo, routes, a, b)?;
-    }
-    Ok(pairs)
+    Ok(gpus.iter().copied().zip(targets).collect())
 }

@@ -1,0 +1,136 @@
+//! The `fabricsim` binary as a user drives it.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fabricsim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fabricsim-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
+    let out = temp("default");
+    let o = fabricsim()
+        .args(["run", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("64/64 transfers complete"), "{stdout}");
+    assert!(stdout.contains("equal-cost uplink balance"), "{stdout}");
+    for f in ["summary.json", "perf.json", "flows.csv", "links.csv"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    for key in [
+        "seed",
+        "sim_time_ps",
+        "events",
+        "link_transmissions",
+        "flows_completed",
+        "flows_total",
+        "bytes_delivered",
+        "drops",
+    ] {
+        assert!(summary.get(key).is_some(), "summary.json lacks {key}");
+    }
+    let perf: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("perf.json")).unwrap()).unwrap();
+    for key in [
+        "wall_seconds",
+        "events_per_second",
+        "link_transmissions_per_second",
+        "peak_rss_bytes",
+    ] {
+        assert!(perf.get(key).is_some(), "perf.json lacks {key}");
+    }
+    let flows = std::fs::read_to_string(out.join("flows.csv")).unwrap();
+    assert!(flows.starts_with("flow_id,workload,src,dst,src_name,dst_name,bytes,qps,start_ps,finish_ps,fct_ps,ideal_fct_ps,slowdown"));
+    assert_eq!(flows.lines().count(), 65);
+    let links = std::fs::read_to_string(out.join("links.csv")).unwrap();
+    assert!(links
+        .starts_with("link,from,to,tier,rate_bps,bytes,packets,utilization,max_queue_bytes,drops"));
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn bad_scenario_exits_non_zero_and_writes_nothing() {
+    let dir = temp("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("bad.toml");
+    std::fs::write(&scenario, "[topology]\nkind = \"fat-tree\"\nk = 7\n[[workload]]\nkind = \"permutation\"\nbytes = 10\n").unwrap();
+    let out = dir.join("out");
+    let o = fabricsim()
+        .arg("run")
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.toml:3: topology.k: got 7, expected an even number"),
+        "{err}"
+    );
+    assert!(!out.exists(), "an invalid scenario must not write outputs");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn every_example_validates_and_describes_its_topology() {
+    let mut n = 0;
+    for dir in ["examples", "examples/bench"] {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                let o = fabricsim().arg("validate").arg(&p).output().unwrap();
+                assert!(
+                    o.status.success(),
+                    "{}: {}",
+                    p.display(),
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                let o = fabricsim().arg("topo").arg(&p).output().unwrap();
+                assert!(o.status.success());
+                assert!(String::from_utf8_lossy(&o.stdout).contains("bisection bandwidth"));
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 8);
+}
+
+#[test]
+fn seed_and_set_flags_reach_the_run() {
+    let out = temp("seed");
+    let o = fabricsim()
+        .args([
+            "run",
+            "examples/single-rail.toml",
+            "--seed",
+            "9",
+            "--set",
+            "workload[0].bytes=100KB",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout.is_empty(), "--quiet prints nothing");
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["seed"], 9);
+    assert_eq!(s["bytes_offered"], 200_000);
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -1,0 +1,37 @@
+//! Helpers shared by the integration tests: run a scenario given as text
+//! and look at what came out.
+#![allow(dead_code)]
+
+use fabricsim::engine::{Simulation, StopReason};
+use fabricsim::report::Summary;
+use fabricsim::scenario;
+
+/// Runs a scenario text to the end; panics with the scenario error.
+pub fn run(text: &str) -> (Simulation, Summary) {
+    run_with(text, &[])
+}
+
+pub fn run_with(text: &str, sets: &[&str]) -> (Simulation, Summary) {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let prepared = scenario::prepare("test.toml", text, &sets).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = Simulation::new(prepared);
+    let stop = sim.run(|_| {});
+    assert_eq!(stop, StopReason::Finished);
+    let summary = Summary::of(&sim, stop);
+    (sim, summary)
+}
+
+/// The error message a scenario text produces.
+pub fn error_of(text: &str, sets: &[&str]) -> String {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    match scenario::prepare("bad.toml", text, &sets) {
+        Ok(_) => panic!("scenario was accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Completion time of flow `i`, in picoseconds.
+pub fn fct(sim: &Simulation, i: usize) -> u64 {
+    let f = &sim.flows[i];
+    (f.finish.expect("flow finished") - f.spec.start).0
+}

@@ -1,0 +1,226 @@
+//! Bad scenarios get errors that name the file, the line, the key, what was
+//! given and what was expected; good ones build the fabric they describe.
+
+mod common;
+use common::error_of;
+use fabricsim::scenario;
+use fabricsim::topology::summary::TopologySummary;
+
+const GOOD: &str = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 4
+gpus_per_host = 8
+nic_speed = "200G"
+spines = 2
+uplink_speed = "400G"
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 9
+bytes = "1MB"
+"#;
+
+#[test]
+fn unknown_key_is_named_with_its_line() {
+    let text = GOOD.replace("spines = 2", "spines = 2\nspine_count = 4");
+    let e = error_of(&text, &[]);
+    assert!(
+        e.starts_with("bad.toml:8: topology.spine_count: unknown field `spine_count`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_unit_says_what_was_expected() {
+    let e = error_of(&GOOD.replace("\"400G\"", "\"400GB/s\""), &[]);
+    assert!(
+        e.starts_with("bad.toml:8: topology.uplink_speed: got \"400GB/s\", expected a rate in bits per second"),
+        "{e}"
+    );
+    let e = error_of(
+        &GOOD.replace("bytes = \"1MB\"", "bytes = \"1 parsec\""),
+        &[],
+    );
+    assert!(
+        e.contains("workload[0].bytes: got \"1 parsec\", expected a positive size in bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn negative_size_is_refused() {
+    let e = error_of(&GOOD.replace("bytes = \"1MB\"", "bytes = -5"), &[]);
+    assert!(
+        e.starts_with("bad.toml:14: workload[0].bytes: got -5, expected a positive size"),
+        "{e}"
+    );
+}
+
+#[test]
+fn gpu_index_out_of_range_names_the_range() {
+    let e = error_of(&GOOD.replace("dst = 9", "dst = 32"), &[]);
+    assert!(
+        e.starts_with("bad.toml:13: workload[0].dst: GPU 32 does not exist; the fabric has 32 GPUs, numbered 0 to 31"),
+        "{e}"
+    );
+}
+
+#[test]
+fn radix_exceeded_says_by_how_many() {
+    // With one rail per leaf, leaf 0 serves rail 0 of all 40 hosts and
+    // has one uplink to each of 2 spines: 42 ports.
+    let text = GOOD
+        .replace("hosts = 4", "hosts = 40")
+        .replace("spines = 2", "spines = 2\nswitch_radix = 32");
+    let e = error_of(&text, &[]);
+    assert!(
+        e.contains("topology.switch_radix: switch leaf0 needs 42 ports but switch_radix is 32 (10 too many)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn cross_rail_transfer_in_a_rail_only_fabric_is_explained() {
+    let text = r#"
+[topology]
+kind = "rail-only"
+hosts = 2
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 9
+bytes = 1000
+"#;
+    let e = error_of(text, &[]);
+    assert!(
+        e.contains("no network path from host0/gpu0 (rail 0) to host1/gpu1 (rail 1)"),
+        "{e}"
+    );
+    let e = error_of(&text.replace("rail-only", "single-rail"), &[]);
+    assert!(e.contains("rails are separate VLANs"), "{e}");
+}
+
+#[test]
+fn keys_of_another_topology_kind_are_refused() {
+    let e = error_of(&GOOD.replace("spines = 2", "spines = 2\nk = 8"), &[]);
+    assert!(
+        e.contains("topology.k: is not used by kind = \"rail-optimized\" (only by fat-tree)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn toml_syntax_errors_carry_the_line() {
+    let e = error_of("[topology]\nkind = \"fat-tree\"\nk = = 4\n", &[]);
+    assert!(e.starts_with("bad.toml:3: invalid TOML"), "{e}");
+}
+
+#[test]
+fn set_overrides_any_key_and_is_validated_like_the_file() {
+    let p = scenario::prepare(
+        "t.toml",
+        GOOD,
+        &["topology.spines=4".into(), "workload[0].bytes=2MB".into()],
+    )
+    .unwrap();
+    assert_eq!(p.scenario.topology.spines, 4);
+    assert_eq!(p.flows[0].bytes, 2_000_000);
+    let p = scenario::prepare("t.toml", GOOD, &["workload.0.qps=4".into()]).unwrap();
+    assert_eq!(p.flows[0].qps, 4);
+    let e = error_of(GOOD, &["topology.nic_speed=300G"]);
+    assert!(
+        e.starts_with("bad.toml (--set): topology.nic_speed: got \"300G\""),
+        "{e}"
+    );
+    let e = error_of(GOOD, &["workload[3].bytes=1"]);
+    assert!(e.contains("index 3 does not exist"), "{e}");
+    let e = error_of(GOOD, &["nonsense"]);
+    assert!(e.contains("expected --set KEY=VALUE"), "{e}");
+}
+
+fn topo(text: &str) -> (fabricsim::topology::Topology, TopologySummary) {
+    let p = scenario::prepare("t.toml", text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let s = TopologySummary::of(&p.topology, scenario::resolve::cross_rail(&p.topology));
+    (p.topology, s)
+}
+
+#[test]
+fn fat_tree_k16_has_1024_hosts_and_full_bisection() {
+    let (t, s) = topo("[topology]\nkind = \"fat-tree\"\nk = 16\n[[workload]]\nkind = \"transfer\"\nsrc = 0\ndst = 1\nbytes = 1\n");
+    assert_eq!(t.hosts.len(), 1024);
+    assert_eq!(t.switches.len(), 64 + 128 + 128);
+    assert_eq!(t.links.len(), 3 * 1024);
+    assert!(t.switches.iter().all(|sw| sw.ports.len() == 16));
+    assert_eq!(s.bisection_bps, 1024 * 100_000_000_000 / 2);
+    assert!(s
+        .tiers
+        .iter()
+        .take(2)
+        .all(|t| t.oversubscription == Some(1.0)));
+}
+
+#[test]
+fn rail_optimized_pod_matches_seed_002() {
+    // The default scenario: 4 leaves x (16 x 200G down, 4 x 2 x 400G up).
+    let (t, s) = topo(scenario::DEFAULT_SCENARIO);
+    assert_eq!(t.gpus.len(), 64);
+    let leaf = &s.tiers[0];
+    assert_eq!((leaf.switches, leaf.ports_max), (4, 24));
+    assert_eq!(leaf.down_bps, 4 * 3_200_000_000_000);
+    assert_eq!(leaf.oversubscription, Some(1.0));
+    // GPU k of every host on the leaf of its rail pair.
+    let leaf_of = |g: usize| {
+        t.attached_switch(t.nics[t.gpus[g].nic.idx()].ports[0])
+            .unwrap()
+    };
+    assert_eq!(leaf_of(0), leaf_of(8 + 1));
+    assert_ne!(leaf_of(0), leaf_of(2));
+}
+
+#[test]
+fn oversubscribed_pod_reports_its_ratio_and_bisection() {
+    let text = GOOD.replace("uplink_speed = \"400G\"", "uplink_speed = \"200G\"");
+    let (_, s) = topo(&text);
+    // Each leaf: 4 x 200G down, 2 x 200G up.
+    assert_eq!(s.tiers[0].oversubscription, Some(2.0));
+    assert_eq!(s.bisection_bps, s.host_injection_bps / 4);
+}
+
+#[test]
+fn multi_pod_shared_nics_and_dual_ports_build_as_described() {
+    let text = r#"
+[topology]
+kind = "multi-pod"
+pods = 3
+hosts = 4
+gpus_per_host = 8
+nics_per_host = 2
+nic_ports = 2
+spines = 2
+super_spines = 3
+spine_uplinks_per_super_spine = 2
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 95
+bytes = 1
+"#;
+    let (t, s) = topo(text);
+    assert_eq!(t.gpus.len(), 96);
+    assert_eq!(t.nics.len(), 24);
+    // Shared NICs: GPUs 0-3 on NIC 0, 4-7 on NIC 1.
+    assert_eq!(t.gpus[3].nic, t.gpus[0].nic);
+    assert_ne!(t.gpus[4].nic, t.gpus[0].nic);
+    // Dual-port NICs land on two different leaves.
+    let n = &t.nics[0];
+    assert_ne!(t.attached_switch(n.ports[0]), t.attached_switch(n.ports[1]));
+    assert_eq!(s.tiers.len(), 3);
+    assert_eq!(s.tiers[2].switches, 3);
+    // Spine -> super-spine port channels of 2.
+    let spine_up: usize = t.links.iter().filter(|l| l.tier == 2).count();
+    assert_eq!(spine_up, 3 * 2 * 3 * 2);
+}
