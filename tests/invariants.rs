@@ -72,7 +72,7 @@ fn tail_loss_is_recovered_by_the_retransmission_timeout() {
     let (_, s) = run_with(
         LOSSY_INCAST,
         &[
-            "switch.buffer=9000",
+            "switch.buffer=18432",
             "workload[0].bytes=\"200KB\"",
             "transport.rto=\"50us\"",
         ],

@@ -224,3 +224,32 @@ bytes = 1
     let spine_up: usize = t.links.iter().filter(|l| l.tier == 2).count();
     assert_eq!(spine_up, 3 * 2 * 3 * 2);
 }
+
+#[test]
+fn sizes_beyond_what_a_machine_holds_are_refused_before_building() {
+    let e = error_of(&GOOD.replace("spines = 2", "spines = 2000000"), &[]);
+    assert!(
+        e.contains("topology.spines: got 2000000, expected at most 4096"),
+        "{e}"
+    );
+    let e = error_of(
+        &GOOD
+            .replace("hosts = 4", "hosts = 60000")
+            .replace("gpus_per_host = 8", "gpus_per_host = 32"),
+        &[],
+    );
+    assert!(e.contains("at most 1,048,576 GPUs"), "{e}");
+    let e = error_of(
+        &GOOD.replace("bytes = \"1MB\"", "bytes = \"1MB\"\nqps = 5000"),
+        &[],
+    );
+    assert!(
+        e.contains("workload[0].qps: got 5000, expected at most 1024"),
+        "{e}"
+    );
+    let e = error_of(&format!("{GOOD}\n[switch]\nbuffer = 4000\n"), &[]);
+    assert!(
+        e.contains("switch.buffer: got 4000 bytes, expected at least 18432"),
+        "{e}"
+    );
+}

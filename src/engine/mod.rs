@@ -100,6 +100,8 @@ pub enum StopReason {
     SimTimeLimit,
     /// `run_until` reached its target.
     Paused,
+    /// No transfer made progress for a long time (see `run`).
+    Stalled,
 }
 
 pub struct Simulation {
@@ -109,6 +111,9 @@ pub struct Simulation {
     pub topo: Topology,
     pub routes: Routes,
     pub ports: Vec<PortState>,
+    /// Owner of each port, apart from `ports` so that an arrival does not
+    /// pull the ingress port's whole state into cache.
+    owners: Vec<Owner>,
     pub switches: Vec<SwitchState>,
     pub packets: PacketArena,
     pub qps: Vec<QpState>,
@@ -126,6 +131,7 @@ impl Simulation {
         } = prepared;
         let streams = Streams::new(scenario.seed);
         let ports = PortState::from_topology(&topo);
+        let owners = topo.ports.iter().map(|p| p.owner).collect();
         let switches = topo
             .switches
             .iter()
@@ -184,6 +190,7 @@ impl Simulation {
             scenario,
             topo,
             routes,
+            owners,
             ports,
             switches,
             packets: PacketArena::default(),
@@ -195,17 +202,36 @@ impl Simulation {
 
     /// Runs until nothing is left, or the scenario's `max_sim_time`.
     /// `progress` is called every 2^18 events.
+    ///
+    /// A run that handles a whole batch of events over more than a
+    /// thousand retransmission timeouts of simulated time without
+    /// delivering or acknowledging a single byte is stuck (say, a buffer
+    /// too small for the incast it gets) and stops as `Stalled`.
     pub fn run(&mut self, mut progress: impl FnMut(&Simulation)) -> StopReason {
         let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
+        let stall_after = SimTime(self.scenario.transport.rto.0.saturating_mul(1000));
+        let mut last = (self.now, self.progress_mark());
         loop {
             match self.run_until(limit, 1 << 18) {
                 StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= limit) => {
+                    let mark = self.progress_mark();
+                    if mark != last.1 {
+                        last = (self.now, mark);
+                    } else if self.now.saturating_sub(last.0) > stall_after {
+                        return StopReason::Stalled;
+                    }
                     progress(self)
                 }
                 StopReason::Paused => return StopReason::SimTimeLimit,
                 other => return other,
             }
         }
+    }
+
+    /// Changes whenever any transfer makes progress.
+    fn progress_mark(&self) -> (u64, u64) {
+        let acked: u64 = self.qps.iter().map(|q| q.req.una as u64).sum();
+        (self.counters.bytes_delivered, acked)
     }
 
     /// Handles events due at or before `until`, at most `max_events` of
@@ -293,22 +319,17 @@ impl Simulation {
     /// Puts the next frame on the wire. The port must be idle with no
     /// `TxDone` pending.
     fn start_tx(&mut self, p: PortId) {
-        let packets = &self.packets;
-        let next = self.ports[p.idx()]
-            .queues
-            .dequeue(|id| packets.get(id).buffer_bytes());
-        let id = match next {
-            Some(id) => id,
-            None => match self.ports[p.idx()].owner {
+        let (id, wire) = match self.ports[p.idx()].queues.dequeue() {
+            Some(q) => (q.id, q.wire_bytes),
+            None => match self.owners[p.idx()] {
                 Owner::Nic(n) => match self.pull_from_qps(p, n) {
-                    Some(id) => id,
+                    Some(id) => (id, self.packets.get(id).wire_bytes),
                     None => return,
                 },
                 Owner::Switch(_) => return,
             },
         };
-        let pkt = self.packets.get(id);
-        let (wire, held) = (pkt.wire_bytes, pkt.buffer_bytes());
+        let held = wire - frame::PREAMBLE_SFD_IFG;
         let port = &mut self.ports[p.idx()];
         if let Owner::Switch(s) = port.owner {
             self.switches[s.idx()].buffer.release(held);
@@ -389,7 +410,7 @@ impl Simulation {
     }
 
     fn arrive(&mut self, p: PortId, id: PacketId) {
-        match self.ports[p.idx()].owner {
+        match self.owners[p.idx()] {
             Owner::Switch(s) => {
                 let pkt = *self.packets.get(id);
                 let class = self.routes.nic_class[pkt.dst.idx()];
@@ -489,8 +510,9 @@ impl Simulation {
                     let port = self.qps[q.idx()].dst_port;
                     let queue = self.switches_class_queue(pkt.dscp);
                     let rid = self.packets.alloc(reply);
-                    let bytes = reply.buffer_bytes();
-                    self.ports[port.idx()].queues.enqueue(queue, rid, bytes);
+                    self.ports[port.idx()]
+                        .queues
+                        .enqueue(queue, rid, reply.wire_bytes);
                     self.kick(port);
                 }
             }

@@ -122,6 +122,9 @@ impl Summary {
                 StopReason::Finished => "finished",
                 StopReason::SimTimeLimit => "max_sim_time reached",
                 StopReason::Paused => "paused",
+                StopReason::Stalled => {
+                    "stalled: no transfer made progress for 1000 retransmission timeouts"
+                }
             }
             .to_string(),
             sim_time_ps: sim.now.0,

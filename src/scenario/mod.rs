@@ -144,7 +144,12 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         let routes = Routes::compute(&topology);
         let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"))?;
         let transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
-        let workloads = resolve::workloads(&raw.workload, &topology, &root.key("workload"))?;
+        let workloads = resolve::workloads(
+            &raw.workload,
+            &topology,
+            transport.mtu,
+            &root.key("workload"),
+        )?;
         if workloads.is_empty() {
             return Err(KeyError::new(
                 &root.key("workload"),

@@ -287,17 +287,59 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
             format!("got {}, expected at most 64 (65,536 hosts)", spec.k),
         ));
     }
-    let total_gpus = spec.hosts as u64
-        * spec.gpus_per_host as u64
-        * if kind == TopologyKind::MultiPod {
-            spec.pods as u64
-        } else {
-            1
+    // Bounds that keep a typo from asking for a fabric no machine holds.
+    let limits: [(&str, u32, u32); 11] = [
+        ("hosts", spec.hosts, 65_536),
+        ("gpus_per_host", spec.gpus_per_host, 64),
+        ("hosts_per_leaf", spec.hosts_per_leaf, 65_536),
+        ("rails_per_leaf", spec.rails_per_leaf, 64),
+        ("spines", spec.spines, 4_096),
+        ("uplinks_per_spine", spec.uplinks_per_spine, 64),
+        ("pods", spec.pods, 1_024),
+        ("super_spines", spec.super_spines, 4_096),
+        (
+            "spine_uplinks_per_super_spine",
+            spec.spine_uplinks_per_super_spine,
+            64,
+        ),
+        ("switch_radix", spec.switch_radix.unwrap_or(0), 1_000_000),
+        ("k", spec.k, 64),
+    ];
+    for (key, value, max) in limits {
+        if value > max {
+            return Err(KeyError::new(
+                &path.key(key),
+                format!("got {value}, expected at most {max}"),
+            ));
+        }
+    }
+    let hosts = match kind {
+        TopologyKind::FatTree => spec.k as u64 * spec.k as u64 * spec.k as u64 / 4,
+        TopologyKind::MultiPod => spec.hosts as u64 * spec.pods as u64,
+        _ => spec.hosts as u64,
+    };
+    let total_gpus = hosts * spec.gpus_per_host as u64;
+    let leaves = spec.hosts.div_ceil(spec.hosts_per_leaf) as u64
+        * spec.nics_per_host.div_ceil(spec.rails_per_leaf) as u64
+        * spec.nic_ports as u64;
+    let links = hosts * spec.nics_per_host as u64 * spec.nic_ports as u64
+        + match kind {
+            TopologyKind::RailOptimized => leaves * (spec.spines * spec.uplinks_per_spine) as u64,
+            TopologyKind::MultiPod => {
+                spec.pods as u64
+                    * (leaves * (spec.spines * spec.uplinks_per_spine) as u64
+                        + spec.spines as u64
+                            * (spec.super_spines * spec.spine_uplinks_per_super_spine) as u64)
+            }
+            TopologyKind::FatTree => hosts * 2,
+            _ => 0,
         };
-    if total_gpus > 1 << 20 {
+    if total_gpus > 1 << 20 || links > 4 << 20 {
         return Err(KeyError::new(
-            &path.key("hosts"),
-            format!("the fabric would have {total_gpus} GPUs; at most 1,048,576 are supported"),
+            path,
+            format!(
+                "the fabric would have {total_gpus} GPUs and {links} links; at most 1,048,576 GPUs and 4,194,304 links are supported"
+            ),
         ));
     }
     Ok(spec)
@@ -307,6 +349,13 @@ pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath) -> R<SwitchConfig> {
     let empty = RawSwitch::default();
     let s = raw.unwrap_or(&empty);
     let buffer_bytes = size(s.buffer.as_ref(), &path.key("buffer"), 32 * 1024 * 1024)?;
+    // Below two jumbo frames no transfer could ever get through.
+    if buffer_bytes < 2 * 9216 {
+        return Err(KeyError::new(
+            &path.key("buffer"),
+            format!("got {buffer_bytes} bytes, expected at least 18432 (two 9216 B frames)"),
+        ));
+    }
     let ep = path.key("ecmp");
     let empty_ecmp = RawEcmp::default();
     let e = s.ecmp.as_ref().unwrap_or(&empty_ecmp);
@@ -437,7 +486,12 @@ fn gpu_list(topo: &Topology, list: &Option<Vec<i64>>, path: &KeyPath) -> R<Vec<G
     }
 }
 
-pub fn workloads(raw: &[RawWorkload], topo: &Topology, path: &KeyPath) -> R<Vec<Workload>> {
+pub fn workloads(
+    raw: &[RawWorkload],
+    topo: &Topology,
+    mtu: u32,
+    path: &KeyPath,
+) -> R<Vec<Workload>> {
     let mut out = Vec::new();
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
@@ -531,11 +585,25 @@ pub fn workloads(raw: &[RawWorkload], topo: &Topology, path: &KeyPath) -> R<Vec<
                 format!("got {bytes}, expected at most 1 TiB per transfer"),
             ));
         }
+        let qps = count(w.qps, &p.key("qps"), 1, 1)?;
+        if qps > 1024 {
+            return Err(KeyError::new(
+                &p.key("qps"),
+                format!("got {qps}, expected at most 1024 QPs per transfer"),
+            ));
+        }
+        // PSNs of one QP's message must fit in 31 bits.
+        if bytes / (qps as u64 * mtu as u64) >= 1 << 31 {
+            return Err(KeyError::new(
+                &p.key("bytes"),
+                format!("got {bytes}, which is more than 2^31 packets of {mtu} B per QP; use more qps or a larger mtu"),
+            ));
+        }
         out.push(Workload {
             pattern,
             bytes,
             start: time(w.start.as_ref(), &p.key("start"), SimTime::ZERO)?,
-            qps: count(w.qps, &p.key("qps"), 1, 1)?.min(1024),
+            qps,
             path: p,
         });
     }

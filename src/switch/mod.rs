@@ -75,11 +75,10 @@ impl SwitchState {
             return Verdict::NoRoute;
         };
         let port = self.balancer.choose(routes, group, pkt);
-        let bytes = pkt.buffer_bytes();
-        if !self.buffer.admit(bytes) {
+        if !self.buffer.admit(pkt.buffer_bytes()) {
             return Verdict::BufferFull { port };
         }
-        ports[port.idx()].queues.enqueue(queue, id, bytes);
+        ports[port.idx()].queues.enqueue(queue, id, pkt.wire_bytes);
         Verdict::Enqueued { port, queue }
     }
 }

@@ -111,6 +111,9 @@ pub fn network_path(topo: &Topology, routes: &Routes, a: GpuId, b: GpuId) -> Res
     Ok(())
 }
 
+/// Most transfers one scenario may hold.
+pub const MAX_FLOWS: usize = 4 << 20;
+
 /// Expands every workload entry into transfers, in scenario order.
 pub fn expand(
     workloads: &[Workload],
@@ -138,6 +141,15 @@ pub fn expand(
                     .map_err(|m| KeyError::new(&w.path, m))?
             }
             Pattern::AllToAll { gpus } => {
+                if gpus.len() * gpus.len() > MAX_FLOWS {
+                    return Err(KeyError::new(
+                        &w.path,
+                        format!(
+                            "an all-to-all among {} GPUs has more than {MAX_FLOWS} transfers",
+                            gpus.len()
+                        ),
+                    ));
+                }
                 let mut v = Vec::new();
                 for &a in gpus {
                     for &b in gpus {
@@ -155,6 +167,15 @@ pub fn expand(
                 v
             }
         };
+        if flows.len() + pairs.len() > MAX_FLOWS {
+            return Err(KeyError::new(
+                &w.path,
+                format!(
+                    "the workload would have {} transfers; at most {MAX_FLOWS} are supported",
+                    flows.len() + pairs.len()
+                ),
+            ));
+        }
         for (src, dst) in pairs {
             flows.push(FlowSpec {
                 src,

@@ -1,0 +1,44 @@
+//! The engine as a library: several simulations in one process.
+
+mod common;
+
+#[test]
+fn simulations_run_side_by_side_on_threads_with_identical_results() {
+    let text = include_str!("../examples/multi-pod.toml");
+    let runs: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || common::run(text).1))
+        .collect();
+    let results: Vec<_> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    let a = serde_json::to_string(&results[0]).unwrap();
+    let b = serde_json::to_string(&results[1]).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(results[0].flows_completed, 128);
+}
+
+#[test]
+fn routing_gives_every_equal_cost_next_hop() {
+    use fabricsim::topology::Owner;
+    let text = include_str!("../examples/fat-tree.toml");
+    let p = fabricsim::scenario::prepare("t.toml", text, &[]).unwrap();
+    let (t, r) = (&p.topology, &p.routes);
+    // From an edge switch to a host in another pod: 4 aggregation next
+    // hops (k/2); from an aggregation switch, 4 cores; from a core, the one
+    // aggregation switch of the destination pod.
+    let dst = t.gpus[127].nic;
+    for (s, sw) in t.switches.iter().enumerate() {
+        let g = r.group_for(fabricsim::topology::SwitchId(s as u32), dst);
+        let ports: Vec<_> = r.switches[s].group_ports(g).collect();
+        let in_dst_pod = sw.name.starts_with("pod7-");
+        let expected = match (sw.tier, in_dst_pod) {
+            (0, true) if sw.name == "pod7-edge3" => 1,
+            (0, _) => 4,
+            (1, true) => 1,
+            (1, false) => 4,
+            _ => 1,
+        };
+        assert_eq!(ports.len(), expected, "{}", sw.name);
+        for p in ports {
+            assert!(matches!(t.port(p).owner, Owner::Switch(_)));
+        }
+    }
+}
