@@ -186,3 +186,53 @@ bytes = "8MB"
     let ratio = c / s;
     assert!((1.9..2.1).contains(&ratio), "collision costs {ratio:.3}x");
 }
+
+/// Six hosts under leaf 0 write to six hosts under leaf 1 across four
+/// spines. Hashing only the destination address sends every flow to one
+/// destination the same way; the 5-tuple spreads them; every hash function
+/// delivers everything.
+#[test]
+fn hash_fields_and_functions_decide_the_spread() {
+    let text = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 12
+gpus_per_host = 1
+hosts_per_leaf = 6
+spines = 4
+nic_speed = "100G"
+uplink_speed = "100G"
+
+[[workload]]
+kind = "incast"
+dst = 6
+srcs = [0, 1, 2, 3, 4, 5]
+bytes = "200KB"
+"#;
+    let uplinks_used = |sets: &[&str]| {
+        let (sim, s) = run_with(text, sets);
+        assert_eq!(s.bytes_delivered, s.bytes_offered);
+        let leaf0 = &sim.topo.switches[0];
+        leaf0
+            .ports
+            .iter()
+            .filter(|&&p| sim.topo.owner_tier(sim.topo.port(p).peer) == 1)
+            .filter(|&&p| sim.ports[p.idx()].stats.tx_wire_bytes > 100_000)
+            .count()
+    };
+    assert_eq!(uplinks_used(&["switch.ecmp.fields=[\"dst_ip\"]"]), 1);
+    for hash in ["crc32", "crc32c", "crc16-ccitt", "crc16-arc"] {
+        let set = format!("switch.ecmp.hash=\"{hash}\"");
+        assert!(
+            uplinks_used(&[&set]) >= 2,
+            "{hash} put six flows on one uplink"
+        );
+        let one = uplinks_used(&[
+            &set,
+            "switch.ecmp.fields=[\"dst_ip\", \"protocol\", \"udp_dport\"]",
+        ]);
+        assert_eq!(one, 1, "{hash}: flows to one address with no varying field");
+    }
+    // The BTH destination QP alone also separates flows (each has its own QP).
+    assert!(uplinks_used(&["switch.ecmp.fields=[\"dst_qp\"]"]) >= 2);
+}
