@@ -24,7 +24,7 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("64/64 transfers complete"), "{stdout}");
-    assert!(stdout.contains("equal-cost uplink balance"), "{stdout}");
+    assert!(stdout.contains("equal-cost balance"), "{stdout}");
     for f in ["summary.json", "perf.json", "flows.csv", "links.csv"] {
         assert!(out.join(f).is_file(), "{f} missing");
     }

@@ -153,19 +153,19 @@ bytes = 20000
     let agg = |s: &Summary| {
         s.uplink_balance
             .iter()
-            .find(|b| b.tier == "aggregation")
+            .find(|b| b.tier == "aggregation" && b.direction == "up")
             .cloned()
             .unwrap()
     };
     let (_, fixed) = run_with(text, &["switch.ecmp.seed=7"]);
     let (_, per_switch) = run_with(text, &["switch.ecmp.seed=\"per-switch\""]);
     let (f, p) = (agg(&fixed), agg(&per_switch));
-    assert_eq!(f.uplinks, 128);
+    assert_eq!(f.links, 128);
     assert_eq!(
-        f.idle_uplinks, 96,
+        f.idle_links, 96,
         "same seed: only one core uplink per aggregation switch"
     );
-    assert_eq!(p.idle_uplinks, 0);
+    assert_eq!(p.idle_links, 0);
     assert!(p.jain > 0.9, "per-switch Jain {}", p.jain);
     assert!(f.jain < 0.3, "same-seed Jain {}", f.jain);
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::engine::{Simulation, StopReason};
-use crate::topology::Owner;
+use crate::topology::{Owner, PortId};
 
 pub use text::render;
 
@@ -44,18 +44,21 @@ impl Distribution {
     }
 }
 
-/// Balance of traffic over the uplinks of one switch tier.
+/// Balance of traffic over the links a tier of switches chooses among:
+/// its uplinks (`direction = "up"`, every one an equal-cost next hop) and
+/// the members of its downlink port channels (`"down"`).
 #[derive(Serialize, Debug, Clone)]
 pub struct UplinkBalance {
     pub tier: String,
-    pub uplinks: usize,
+    pub direction: String,
+    pub links: usize,
     pub bytes_total: u64,
-    /// Busiest uplink over the mean (1.0 = perfectly even).
+    /// Busiest link over the mean (1.0 = perfectly even).
     pub max_over_mean: f64,
-    /// Jain's fairness index over uplink bytes (1.0 = perfectly even).
+    /// Jain's fairness index over link bytes (1.0 = perfectly even).
     pub jain: f64,
-    /// Uplinks that carried nothing.
-    pub idle_uplinks: usize,
+    /// Links that carried nothing.
+    pub idle_links: usize,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -166,34 +169,60 @@ impl Summary {
 fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
     let topo = &sim.topo;
     let names = topo.kind.tier_names();
+    let peer_switch = |p: PortId| match topo.port(topo.port(p).peer).owner {
+        Owner::Switch(s) => Some(s),
+        Owner::Nic(_) => None,
+    };
     let mut out = Vec::new();
     for tier in 0..3u8 {
-        let bytes: Vec<u64> = topo
-            .switches
-            .iter()
-            .filter(|s| s.tier == tier)
-            .flat_map(|s| s.ports.iter())
-            .filter(|&&p| topo.owner_tier(topo.port(p).peer) > tier as i32)
-            .map(|&p| sim.ports[p.idx()].stats.tx_wire_bytes)
+        let switches = || topo.switches.iter().filter(move |s| s.tier == tier);
+        // Every uplink is a choice among equal-cost next hops.
+        let up: Vec<PortId> = switches()
+            .flat_map(|s| s.ports.iter().copied())
+            .filter(|&p| topo.owner_tier(topo.port(p).peer) > tier as i32)
             .collect();
-        let total: u64 = bytes.iter().sum();
-        if bytes.is_empty() || total == 0 {
-            continue;
+        // A downlink is a choice only as a member of a port channel.
+        let down: Vec<PortId> = switches()
+            .flat_map(|s| {
+                s.ports.iter().copied().filter(move |&p| {
+                    let n = peer_switch(p);
+                    n.is_some()
+                        && topo.owner_tier(topo.port(p).peer) < tier as i32
+                        && s.ports.iter().filter(|&&q| peer_switch(q) == n).count() > 1
+                })
+            })
+            .collect();
+        for (ports, direction) in [(up, "up"), (down, "down")] {
+            let bytes: Vec<u64> = ports
+                .iter()
+                .map(|p| sim.ports[p.idx()].stats.tx_wire_bytes)
+                .collect();
+            if let Some(b) = balance(names[tier as usize], direction, &bytes) {
+                out.push(b);
+            }
         }
-        let n = bytes.len() as f64;
-        let mean = total as f64 / n;
-        let max = *bytes.iter().max().expect("non-empty") as f64;
-        let sq: f64 = bytes.iter().map(|&b| (b as f64) * (b as f64)).sum();
-        out.push(UplinkBalance {
-            tier: names[tier as usize].to_string(),
-            uplinks: bytes.len(),
-            bytes_total: total,
-            max_over_mean: max / mean,
-            jain: (total as f64) * (total as f64) / (n * sq),
-            idle_uplinks: bytes.iter().filter(|&&b| b == 0).count(),
-        });
     }
     out
+}
+
+fn balance(tier: &str, direction: &str, bytes: &[u64]) -> Option<UplinkBalance> {
+    let total: u64 = bytes.iter().sum();
+    if bytes.is_empty() || total == 0 {
+        return None;
+    }
+    let n = bytes.len() as f64;
+    let mean = total as f64 / n;
+    let max = *bytes.iter().max()? as f64;
+    let sq: f64 = bytes.iter().map(|&b| (b as f64) * (b as f64)).sum();
+    Some(UplinkBalance {
+        tier: tier.to_string(),
+        direction: direction.to_string(),
+        links: bytes.len(),
+        bytes_total: total,
+        max_over_mean: max / mean,
+        jain: (total as f64) * (total as f64) / (n * sq),
+        idle_links: bytes.iter().filter(|&&b| b == 0).count(),
+    })
 }
 
 /// Peak resident memory of this process (Linux `VmHWM`), 0 if unknown.

@@ -73,17 +73,24 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         );
     }
     if !s.uplink_balance.is_empty() {
-        let _ = writeln!(o, "\nequal-cost uplink balance (bytes per uplink)");
         let _ = writeln!(
             o,
-            "  {:<14} {:>8} {:>6} {:>10} {:>8}",
-            "tier", "uplinks", "idle", "max/mean", "Jain"
+            "\nequal-cost balance (bytes per link a switch chooses among)"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<30} {:>6} {:>6} {:>10} {:>8}",
+            "links", "count", "idle", "max/mean", "Jain"
         );
         for b in &s.uplink_balance {
+            let what = match b.direction.as_str() {
+                "up" => format!("{} uplinks", b.tier),
+                _ => format!("{} port-channel downlinks", b.tier),
+            };
             let _ = writeln!(
                 o,
-                "  {:<14} {:>8} {:>6} {:>10.2} {:>8.3}",
-                b.tier, b.uplinks, b.idle_uplinks, b.max_over_mean, b.jain
+                "  {:<30} {:>6} {:>6} {:>10.2} {:>8.3}",
+                what, b.links, b.idle_links, b.max_over_mean, b.jain
             );
         }
     }
