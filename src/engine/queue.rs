@@ -13,7 +13,7 @@
 //! delay), so pushes are O(1) appends and a pop costs a share of sorting
 //! one small bucket, instead of the cache-missing sift of one large heap.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::units::SimTime;
@@ -59,8 +59,11 @@ pub struct EventQueue<E> {
     in_ring: usize,
     /// Absolute index (time >> SHIFT) of the bucket being drained.
     cur: u64,
-    /// That bucket's entries, sorted latest first (pop from the back).
+    /// That bucket's entries, sorted earliest first; `head` of them have
+    /// been popped. New entries for this bucket are almost always later
+    /// than the rest, so inserting them in order moves little.
     current: Vec<Entry<E>>,
+    head: usize,
     far: BinaryHeap<Entry<E>>,
     /// Drained bucket allocations, reused by the next bucket that fills,
     /// so memory follows the number of non-empty buckets, not the ring.
@@ -69,19 +72,20 @@ pub struct EventQueue<E> {
     len: usize,
 }
 
-impl<E> Default for EventQueue<E> {
+impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E> EventQueue<E> {
+impl<E: Copy> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             ring: (0..BUCKETS).map(|_| Vec::new()).collect(),
             in_ring: 0,
             cur: 0,
             current: Vec::new(),
+            head: 0,
             far: BinaryHeap::new(),
             spare: Vec::new(),
             next_seq: 0,
@@ -104,7 +108,7 @@ impl<E> EventQueue<E> {
             // the largest sequence so far, so it goes after every entry
             // due at the same time.
             let key = e.key();
-            let pos = self.current.partition_point(|x| x.key() > key);
+            let pos = self.head + self.current[self.head..].partition_point(|x| x.key() < key);
             self.current.insert(pos, e);
         } else if b < self.cur + BUCKETS {
             self.push_ring(b, e);
@@ -128,7 +132,9 @@ impl<E> EventQueue<E> {
     /// Makes `current` non-empty if any event is pending.
     #[inline]
     fn fill(&mut self) -> bool {
-        while self.current.is_empty() {
+        while self.head == self.current.len() {
+            self.current.clear();
+            self.head = 0;
             if self.len == 0 {
                 return false;
             }
@@ -155,7 +161,7 @@ impl<E> EventQueue<E> {
                     self.spare.push(drained);
                 }
                 self.in_ring -= self.current.len();
-                self.current.sort_unstable_by_key(|e| Reverse(e.key()));
+                self.current.sort_unstable_by_key(|e| e.key());
             }
         }
         true
@@ -166,16 +172,18 @@ impl<E> EventQueue<E> {
         if !self.fill() {
             return None;
         }
-        let e = self.current.pop().expect("filled");
+        let e = &self.current[self.head];
+        let (time, event) = (e.time, e.event);
+        self.head += 1;
         self.len -= 1;
-        Some((SimTime(e.time), e.event))
+        Some((SimTime(time), event))
     }
 
     pub fn peek_time(&mut self) -> Option<SimTime> {
         if !self.fill() {
             return None;
         }
-        self.current.last().map(|e| SimTime(e.time))
+        Some(SimTime(self.current[self.head].time))
     }
 
     pub fn len(&self) -> usize {
