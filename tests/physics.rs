@@ -167,7 +167,7 @@ bytes = "8MB"
             .ports
             .iter()
             .filter(|&&p| sim.topo.owner_tier(sim.topo.port(p).peer) == 1)
-            .filter(|&&p| sim.ports[p.idx()].stats.tx_wire_bytes > 1_000_000)
+            .filter(|&&p| sim.ports[p.idx()].tx_wire_bytes > 1_000_000)
             .count();
         let worst = fct(&sim, 0).max(fct(&sim, 1));
         match used {
@@ -217,7 +217,7 @@ bytes = "200KB"
             .ports
             .iter()
             .filter(|&&p| sim.topo.owner_tier(sim.topo.port(p).peer) == 1)
-            .filter(|&&p| sim.ports[p.idx()].stats.tx_wire_bytes > 100_000)
+            .filter(|&&p| sim.ports[p.idx()].tx_wire_bytes > 100_000)
             .count()
     };
     assert_eq!(uplinks_used(&["switch.ecmp.fields=[\"dst_ip\"]"]), 1);

@@ -21,14 +21,16 @@ use crate::nic::transport::{Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
 use crate::switch::balance::EcmpSeed;
+use crate::switch::schedule::EgressQueues;
 use crate::switch::{SwitchState, Verdict};
 use crate::topology::routing::Routes;
 use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
 use crate::wire::{frame, Opcode, Packet, PacketArena, PacketId};
 use crate::workload::FlowSpec;
-use port::PortState;
+use port::{PortDrops, PortState};
 use queue::EventQueue;
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
@@ -111,6 +113,11 @@ pub struct Simulation {
     pub topo: Topology,
     pub routes: Routes,
     pub ports: Vec<PortState>,
+    /// Each port's priority queues (see `port` for why they are apart).
+    pub queues: Vec<EgressQueues>,
+    /// NIC ports: QPs with data to send, served round robin.
+    qp_rings: Vec<VecDeque<QpId>>,
+    pub port_drops: Vec<PortDrops>,
     /// Owner of each port, apart from `ports` so that an arrival does not
     /// pull the ingress port's whole state into cache.
     owners: Vec<Owner>,
@@ -191,6 +198,9 @@ impl Simulation {
             topo,
             routes,
             owners,
+            queues: (0..ports.len()).map(|_| EgressQueues::default()).collect(),
+            qp_rings: (0..ports.len()).map(|_| VecDeque::new()).collect(),
+            port_drops: vec![PortDrops::default(); ports.len()],
             ports,
             switches,
             packets: PacketArena::default(),
@@ -294,7 +304,7 @@ impl Simulation {
         let qp = &mut self.qps[q.idx()];
         if !qp.in_ring && qp.req.has_data() {
             qp.in_ring = true;
-            self.ports[qp.src_port.idx()].qp_ring.push_back(q);
+            self.qp_rings[qp.src_port.idx()].push_back(q);
         }
     }
 
@@ -316,31 +326,61 @@ impl Simulation {
         }
     }
 
-    /// Puts the next frame on the wire. The port must be idle with no
-    /// `TxDone` pending.
+    /// Offers a frame to an egress port: straight onto the wire if the
+    /// port is idle with nothing waiting, else into its priority queue.
+    #[inline]
+    fn offer(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32) {
+        if self.ports[p.idx()].idle(self.now) {
+            self.transmit(p, id, wire);
+        } else {
+            self.queues[p.idx()].enqueue(queue, id, wire);
+            self.ports[p.idx()].queued += 1;
+            self.kick(p);
+        }
+    }
+
+    /// Puts the next waiting frame on the wire. The port must be idle with
+    /// no `TxDone` pending.
     fn start_tx(&mut self, p: PortId) {
-        let (id, wire) = match self.ports[p.idx()].queues.dequeue() {
-            Some(q) => (q.id, q.wire_bytes),
-            None => match self.owners[p.idx()] {
+        let (id, wire) = if self.ports[p.idx()].queued > 0 {
+            let q = self.queues[p.idx()].dequeue().expect("queued > 0");
+            self.ports[p.idx()].queued -= 1;
+            (q.id, q.wire_bytes)
+        } else {
+            match self.owners[p.idx()] {
                 Owner::Nic(n) => match self.pull_from_qps(p, n) {
                     Some(id) => (id, self.packets.get(id).wire_bytes),
                     None => return,
                 },
                 Owner::Switch(_) => return,
-            },
+            }
         };
-        let held = wire - frame::PREAMBLE_SFD_IFG;
-        let port = &mut self.ports[p.idx()];
-        if let Owner::Switch(s) = port.owner {
-            self.switches[s.idx()].buffer.release(held);
+        self.transmit(p, id, wire);
+    }
+
+    /// Serializes a frame on an idle port: schedules its arrival at the
+    /// peer, and a `TxDone` only if more is waiting.
+    #[inline]
+    fn transmit(&mut self, p: PortId, id: PacketId, wire: u32) {
+        let owner = self.owners[p.idx()];
+        if let Owner::Switch(s) = owner {
+            self.switches[s.idx()]
+                .buffer
+                .release(wire - frame::PREAMBLE_SFD_IFG);
         }
-        let ser = port.serialize(wire);
+        let port = &mut self.ports[p.idx()];
+        let ser = if port.ps_per_byte != 0 {
+            SimTime(port.ps_per_byte * wire as u64)
+        } else {
+            self.topo.ports[p.idx()].rate.serialize(wire as u64)
+        };
         let done = self.now + ser;
         port.busy_until = done;
-        port.stats.tx_packets += 1;
-        port.stats.tx_wire_bytes += wire as u64;
-        port.stats.busy_ps += ser.0;
-        let more = !port.queues.is_empty() || !port.qp_ring.is_empty();
+        port.tx_packets += 1;
+        port.tx_wire_bytes += wire as u64;
+        port.busy_ps += ser.0;
+        let more = port.queued > 0
+            || (matches!(owner, Owner::Nic(_)) && !self.qp_rings[p.idx()].is_empty());
         if more {
             port.tx_event = true;
         }
@@ -357,8 +397,8 @@ impl Simulation {
         let now = self.now;
         let rto = self.scenario.transport.rto;
         let mut earliest = SimTime::MAX;
-        for _ in 0..self.ports[p.idx()].qp_ring.len() {
-            let q = self.ports[p.idx()].qp_ring.pop_front()?;
+        for _ in 0..self.qp_rings[p.idx()].len() {
+            let q = self.qp_rings[p.idx()].pop_front()?;
             let qp = &mut self.qps[q.idx()];
             if !qp.req.has_data() {
                 qp.in_ring = false;
@@ -367,7 +407,7 @@ impl Simulation {
             let t = qp.req.rate.earliest_send(now);
             if t > now {
                 earliest = earliest.min(t);
-                self.ports[p.idx()].qp_ring.push_back(q);
+                self.qp_rings[p.idx()].push_back(q);
                 continue;
             }
             let (out, timer) = qp.req.send_next(now, rto);
@@ -384,7 +424,7 @@ impl Simulation {
             };
             qp.req.rate.on_send(now, pkt.wire_bytes);
             if qp.req.has_data() {
-                self.ports[p.idx()].qp_ring.push_back(q);
+                self.qp_rings[p.idx()].push_back(q);
             } else {
                 qp.in_ring = false;
             }
@@ -414,19 +454,14 @@ impl Simulation {
             Owner::Switch(s) => {
                 let pkt = *self.packets.get(id);
                 let class = self.routes.nic_class[pkt.dst.idx()];
-                let verdict = self.switches[s.idx()].ingress(
-                    &self.routes.switches[s.idx()],
-                    class,
-                    &pkt,
-                    id,
-                    &mut self.ports,
-                );
+                let verdict =
+                    self.switches[s.idx()].ingress(&self.routes.switches[s.idx()], class, &pkt);
                 match verdict {
-                    Verdict::Enqueued { port, .. } => self.kick(port),
+                    Verdict::Forward { port, queue } => self.offer(port, queue, id, pkt.wire_bytes),
                     Verdict::BufferFull { port } => {
-                        let st = &mut self.ports[port.idx()].stats;
-                        st.drops += 1;
-                        st.drop_bytes += pkt.wire_bytes as u64;
+                        let d = &mut self.port_drops[port.idx()];
+                        d.packets += 1;
+                        d.wire_bytes += pkt.wire_bytes as u64;
                         self.drop_packet(id);
                     }
                     Verdict::NoRoute => {
@@ -510,10 +545,7 @@ impl Simulation {
                     let port = self.qps[q.idx()].dst_port;
                     let queue = self.switches_class_queue(pkt.dscp);
                     let rid = self.packets.alloc(reply);
-                    self.ports[port.idx()]
-                        .queues
-                        .enqueue(queue, rid, reply.wire_bytes);
-                    self.kick(port);
+                    self.offer(port, queue, rid, reply.wire_bytes);
                 }
             }
         }
@@ -564,11 +596,21 @@ impl Simulation {
         }
         let buffered: u64 = self.switches.iter().map(|s| s.buffer.used).sum();
         let queued: u64 = self
-            .ports
+            .queues
             .iter()
-            .filter(|p| matches!(p.owner, Owner::Switch(_)))
-            .map(|p| p.queues.total_bytes)
+            .zip(&self.owners)
+            .filter(|(_, o)| matches!(o, Owner::Switch(_)))
+            .map(|(q, _)| q.total_bytes)
             .sum();
+        for (i, (q, p)) in self.queues.iter().zip(&self.ports).enumerate() {
+            if q.len() != p.queued as usize {
+                return Err(format!(
+                    "port {i} counts {} queued frames but holds {}",
+                    p.queued,
+                    q.len()
+                ));
+            }
+        }
         if buffered != queued {
             return Err(format!(
                 "switch buffers hold {buffered} B but their queues hold {queued} B"

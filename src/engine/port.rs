@@ -1,44 +1,48 @@
-//! The egress side of a port, switch or NIC: its priority queues, its
-//! transmitter (busy while a frame is being serialized) and the counters
-//! the link reports come from. A frame leaves the switch buffer when its
-//! serialization starts.
+//! The egress side of a port, switch or NIC: its transmitter (busy while a
+//! frame is being serialized), the counters the link reports come from,
+//! and, kept apart, its priority queues.
+//!
+//! Everything the packet path touches on every hop fits in one cache line
+//! (`PortState`); the queues (`switch::schedule::EgressQueues`), a NIC
+//! port's QP ring and the drop counters live in separate arrays indexed
+//! by the same `PortId`, touched only when a frame must wait, by NICs, or
+//! on drops. A frame leaves the switch buffer when its serialization
+//! starts.
 
-use std::collections::VecDeque;
+use crate::topology::{PortId, Topology};
+use crate::units::SimTime;
 
-use crate::switch::schedule::EgressQueues;
-use crate::topology::{Owner, PortId, QpId, Topology};
-use crate::units::{Rate, SimTime};
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PortStats {
+/// The per-hop state of a port's transmitter.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub struct PortState {
+    /// When the frame now being serialized (if any) is fully sent.
+    pub busy_until: SimTime,
+    /// Picoseconds per byte when exact (every standard speed); 0 when the
+    /// rate needs a division per frame (`Topology` has the rate).
+    pub ps_per_byte: u64,
+    pub delay: SimTime,
     pub tx_packets: u64,
     /// Bytes on the wire, preamble and gap included.
     pub tx_wire_bytes: u64,
     /// Picoseconds spent serializing.
     pub busy_ps: u64,
-    pub drops: u64,
-    pub drop_bytes: u64,
-}
-
-pub struct PortState {
-    pub owner: Owner,
     pub peer: PortId,
-    pub delay: SimTime,
-    pub rate: Rate,
-    /// Picoseconds per byte when exact (all standard speeds).
-    pub ps_per_byte: Option<u64>,
-    pub queues: EgressQueues,
-    /// When the frame now being serialized (if any) is fully sent.
-    pub busy_until: SimTime,
+    /// Frames waiting in this port's priority queues.
+    pub queued: u32,
     /// A `TxDone` event is pending. The transmitter only asks to be woken
     /// when it has more to send, so an uncongested hop costs one event
     /// (the arrival) per packet instead of two.
     pub tx_event: bool,
-    /// NIC ports: QPs with data to send, served round robin.
-    pub qp_ring: VecDeque<QpId>,
     /// NIC ports: a wake-up event is pending (rate-limited QPs).
     pub wake_pending: bool,
-    pub stats: PortStats,
+}
+
+/// Frames dropped at admission while headed for this egress port.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PortDrops {
+    pub packets: u64,
+    pub wire_bytes: u64,
 }
 
 impl PortState {
@@ -46,26 +50,25 @@ impl PortState {
         topo.ports
             .iter()
             .map(|p| PortState {
-                owner: p.owner,
-                peer: p.peer,
-                delay: p.delay,
-                rate: p.rate,
-                ps_per_byte: p.rate.exact_ps_per_byte(),
-                queues: EgressQueues::default(),
                 busy_until: SimTime::ZERO,
+                ps_per_byte: p.rate.exact_ps_per_byte().unwrap_or(0),
+                delay: p.delay,
+                tx_packets: 0,
+                tx_wire_bytes: 0,
+                busy_ps: 0,
+                peer: p.peer,
+                queued: 0,
                 tx_event: false,
-                qp_ring: VecDeque::new(),
                 wake_pending: false,
-                stats: PortStats::default(),
             })
             .collect()
     }
 
+    /// Whether a frame offered now could go straight onto the wire.
     #[inline]
-    pub fn serialize(&self, wire_bytes: u32) -> SimTime {
-        match self.ps_per_byte {
-            Some(k) => SimTime(k * wire_bytes as u64),
-            None => self.rate.serialize(wire_bytes as u64),
-        }
+    pub fn idle(&self, now: SimTime) -> bool {
+        self.queued == 0 && !self.tx_event && now >= self.busy_until
     }
 }
+
+const _: () = assert!(std::mem::size_of::<PortState>() == 64);

@@ -153,10 +153,11 @@ impl Summary {
                 .max()
                 .unwrap_or(0),
             max_queue_bytes: sim
-                .ports
+                .queues
                 .iter()
-                .filter(|p| matches!(p.owner, Owner::Switch(_)))
-                .map(|p| p.queues.max_bytes)
+                .zip(&sim.topo.ports)
+                .filter(|(_, p)| matches!(p.owner, Owner::Switch(_)))
+                .map(|(q, _)| q.max_bytes)
                 .max()
                 .unwrap_or(0),
             fct_ps: Distribution::of(fct),
@@ -195,7 +196,7 @@ fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
         for (ports, direction) in [(up, "up"), (down, "down")] {
             let bytes: Vec<u64> = ports
                 .iter()
-                .map(|p| sim.ports[p.idx()].stats.tx_wire_bytes)
+                .map(|p| sim.ports[p.idx()].tx_wire_bytes)
                 .collect();
             if let Some(b) = balance(names[tier as usize], direction, &bytes) {
                 out.push(b);

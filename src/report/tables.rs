@@ -102,12 +102,12 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 topo.owner_name(p).to_string(),
                 topo.owner_name(peer).to_string(),
                 tier,
-                port.rate.bps().to_string(),
-                port.stats.tx_wire_bytes.to_string(),
-                port.stats.tx_packets.to_string(),
-                format!("{:.4}", port.stats.busy_ps as f64 / span),
-                port.queues.max_bytes.to_string(),
-                port.stats.drops.to_string(),
+                topo.port(p).rate.bps().to_string(),
+                port.tx_wire_bytes.to_string(),
+                port.tx_packets.to_string(),
+                format!("{:.4}", port.busy_ps as f64 / span),
+                sim.queues[p.idx()].max_bytes.to_string(),
+                sim.port_drops[p.idx()].packets.to_string(),
             ])?;
         }
     }

@@ -96,10 +96,10 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     }
     // The busiest switch egress ports.
     let mut hot: Vec<usize> = (0..sim.ports.len())
-        .filter(|&p| matches!(sim.ports[p].owner, crate::topology::Owner::Switch(_)))
-        .filter(|&p| sim.ports[p].stats.busy_ps > 0)
+        .filter(|&p| matches!(t.ports[p].owner, crate::topology::Owner::Switch(_)))
+        .filter(|&p| sim.ports[p].busy_ps > 0)
         .collect();
-    hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports[p].stats.busy_ps), p));
+    hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports[p].busy_ps), p));
     if !hot.is_empty() {
         let span = sim.now.0.max(1) as f64;
         let _ = writeln!(o, "\nbusiest switch egress ports");
@@ -116,9 +116,9 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                 o,
                 "  {:<34} {:>5.1}% {:>11} {:>7}",
                 name,
-                100.0 * port.stats.busy_ps as f64 / span,
-                fmt_bytes(port.queues.max_bytes),
-                port.stats.drops
+                100.0 * port.busy_ps as f64 / span,
+                fmt_bytes(sim.queues[p].max_bytes),
+                sim.port_drops[p].packets
             );
         }
     }

@@ -17,7 +17,6 @@ pub mod classify;
 pub mod forward;
 pub mod schedule;
 
-use crate::engine::port::PortState;
 use crate::topology::routing::SwitchRoutes;
 use crate::topology::PortId;
 use crate::wire::Packet;
@@ -42,8 +41,8 @@ pub struct SwitchState {
 /// What the pipeline decided for one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Queued on this egress port and priority queue.
-    Enqueued { port: PortId, queue: u8 },
+    /// Admitted: goes out of this egress port, from this priority queue.
+    Forward { port: PortId, queue: u8 },
     /// Dropped at admission: the shared buffer is full.
     BufferFull { port: PortId },
     /// No route to the destination (cannot happen for validated traffic).
@@ -59,17 +58,9 @@ impl SwitchState {
         }
     }
 
-    /// Runs one packet through classify, forward, balance and admit, and
-    /// enqueues it on the chosen egress port. The caller starts the
-    /// transmitter.
-    pub fn ingress(
-        &mut self,
-        routes: &SwitchRoutes,
-        dst_class: u32,
-        pkt: &Packet,
-        id: crate::wire::PacketId,
-        ports: &mut [PortState],
-    ) -> Verdict {
+    /// Runs one packet through classify, forward, balance and admit. The
+    /// caller hands an admitted packet to the egress port's scheduler.
+    pub fn ingress(&mut self, routes: &SwitchRoutes, dst_class: u32, pkt: &Packet) -> Verdict {
         let queue = self.classes.queue_of(pkt.dscp);
         let Some(group) = forward::lookup(routes, pkt.dst, dst_class) else {
             return Verdict::NoRoute;
@@ -78,7 +69,6 @@ impl SwitchState {
         if !self.buffer.admit(pkt.buffer_bytes()) {
             return Verdict::BufferFull { port };
         }
-        ports[port.idx()].queues.enqueue(queue, id, pkt.wire_bytes);
-        Verdict::Enqueued { port, queue }
+        Verdict::Forward { port, queue }
     }
 }
