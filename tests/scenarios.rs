@@ -247,6 +247,15 @@ fn sizes_beyond_what_a_machine_holds_are_refused_before_building() {
         e.contains("workload[0].qps: got 5000, expected at most 1024"),
         "{e}"
     );
+    let e = error_of(&GOOD.replace("\"400G\"", "\"5M\""), &[]);
+    assert!(
+        e.contains("topology.uplink_speed: got \"5M\", expected a rate between 1G and 10T"),
+        "{e}"
+    );
+    let e = error_of(GOOD, &["workload[0].start=\"1e9s\""]);
+    assert!(e.contains("workload[0].start"), "{e}");
+    let e = error_of(GOOD, &["workload[0].start=\"99999999s\""]);
+    assert!(e.contains("expected at most 1000000s"), "{e}");
     let e = error_of(&format!("{GOOD}\n[switch]\nbuffer = 4000\n"), &[]);
     assert!(
         e.contains("switch.buffer: got 4000 bytes, expected at least 18432"),

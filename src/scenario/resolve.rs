@@ -33,15 +33,23 @@ pub fn count(v: Option<i64>, path: &KeyPath, default: u32, min: u32) -> R<u32> {
     }
 }
 
+/// Link speeds the simulator accepts: 1 Gb/s to 10 Tb/s.
+const RATE_RANGE: std::ops::RangeInclusive<u64> = 1_000_000_000..=10_000_000_000_000;
+/// Longest duration a scenario may name (about 11.6 days), so that no sum
+/// of times can overflow the picosecond clock.
+const MAX_TIME_PS: u64 = 1_000_000_000_000_000_000;
+
 pub fn rate(v: Option<&Value>, path: &KeyPath, default: Rate) -> R<Rate> {
     match v {
         None => Ok(default),
-        Some(Value::String(s)) => parse_rate(s).ok_or_else(|| {
-            KeyError::new(
+        Some(Value::String(s)) => match parse_rate(s) {
+            Some(r) if RATE_RANGE.contains(&r.bps()) => Ok(r),
+            Some(_) => Err(KeyError::new(path, format!("got \"{s}\", expected a rate between 1G and 10T"))),
+            None => Err(KeyError::new(
                 path,
                 format!("got \"{s}\", expected a rate in bits per second such as \"100G\", \"400Gbps\" or \"1.6T\""),
-            )
-        }),
+            )),
+        },
         Some(other) => Err(KeyError::new(
             path,
             format!("got {}, expected a rate string such as \"400G\"", show(other)),
@@ -72,12 +80,14 @@ pub fn size(v: Option<&Value>, path: &KeyPath, default: u64) -> R<u64> {
 pub fn time(v: Option<&Value>, path: &KeyPath, default: SimTime) -> R<SimTime> {
     match v {
         None => Ok(default),
-        Some(Value::String(s)) => parse_time(s).ok_or_else(|| {
-            KeyError::new(
+        Some(Value::String(s)) => match parse_time(s) {
+            Some(t) if t.0 <= MAX_TIME_PS => Ok(t),
+            Some(_) => Err(KeyError::new(path, format!("got \"{s}\", expected at most 1000000s"))),
+            None => Err(KeyError::new(
                 path,
                 format!("got \"{s}\", expected a duration with a unit such as \"500ns\", \"1us\" or \"2ms\""),
-            )
-        }),
+            )),
+        },
         Some(other) => Err(KeyError::new(
             path,
             format!("got {}, expected a duration string such as \"1us\"", show(other)),
