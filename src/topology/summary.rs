@@ -32,6 +32,16 @@ pub struct LinkClass {
     pub rate_bps: u64,
 }
 
+/// One switch's port use.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SwitchPorts {
+    pub name: String,
+    pub tier: String,
+    pub ports_used: usize,
+    pub down_bps: u64,
+    pub up_bps: u64,
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TopologySummary {
     pub kind: String,
@@ -43,26 +53,42 @@ pub struct TopologySummary {
     pub host_injection_bps: u64,
     pub bisection_bps: u64,
     pub cross_rail: bool,
+    pub switch_radix: Option<u32>,
+    pub switches: Vec<SwitchPorts>,
 }
 
 impl TopologySummary {
     pub fn of(topo: &Topology, cross_rail: bool) -> TopologySummary {
         let names = topo.kind.tier_names();
         let max_tier = topo.switches.iter().map(|s| s.tier).max().unwrap_or(0);
-        let mut tiers = Vec::new();
-        for t in 0..=max_tier {
-            let sws: Vec<_> = topo.switches.iter().filter(|s| s.tier == t).collect();
-            let (mut down, mut up) = (0u64, 0u64);
-            for s in &sws {
+        let switches: Vec<SwitchPorts> = topo
+            .switches
+            .iter()
+            .map(|s| {
+                let (mut down, mut up) = (0u64, 0u64);
                 for &p in &s.ports {
                     let peer_tier = topo.owner_tier(topo.port(p).peer);
-                    if peer_tier < t as i32 {
+                    if peer_tier < s.tier as i32 {
                         down += topo.port(p).rate.bps();
-                    } else if peer_tier > t as i32 {
+                    } else if peer_tier > s.tier as i32 {
                         up += topo.port(p).rate.bps();
                     }
                 }
-            }
+                SwitchPorts {
+                    name: s.name.clone(),
+                    tier: names[s.tier as usize].to_string(),
+                    ports_used: s.ports.len(),
+                    down_bps: down,
+                    up_bps: up,
+                }
+            })
+            .collect();
+        let mut tiers = Vec::new();
+        for t in 0..=max_tier {
+            let sws: Vec<_> = topo.switches.iter().filter(|s| s.tier == t).collect();
+            let mine = || switches.iter().filter(|s| s.tier == names[t as usize]);
+            let down: u64 = mine().map(|s| s.down_bps).sum();
+            let up: u64 = mine().map(|s| s.up_bps).sum();
             tiers.push(TierSummary {
                 tier: names[t as usize].to_string(),
                 switches: sws.len(),
@@ -113,6 +139,8 @@ impl TopologySummary {
             host_injection_bps: host_injection,
             bisection_bps: bisection,
             cross_rail,
+            switch_radix: topo.switch_radix,
+            switches,
         }
     }
 
@@ -153,6 +181,34 @@ impl TopologySummary {
                 over
             );
         }
+        if self.switches.len() <= 32 {
+            let _ = writeln!(
+                s,
+                "\n{:<16} {:<12} {:>10} {:>14} {:>14}",
+                "switch", "tier", "ports used", "down", "up"
+            );
+            for sw in &self.switches {
+                let _ = writeln!(
+                    s,
+                    "{:<16} {:<12} {:>10} {:>14} {:>14}",
+                    sw.name,
+                    sw.tier,
+                    sw.ports_used,
+                    fmt_bps(sw.down_bps as f64),
+                    if sw.up_bps > 0 {
+                        fmt_bps(sw.up_bps as f64)
+                    } else {
+                        "-".into()
+                    }
+                );
+            }
+        } else {
+            let _ = writeln!(
+                s,
+                "\n({} switches; `--json` lists each one)",
+                self.switches.len()
+            );
+        }
         let _ = writeln!(s, "\n{:<24} {:>7} {:>8}", "links", "count", "speed");
         for l in &self.links {
             let _ = writeln!(
@@ -161,6 +217,19 @@ impl TopologySummary {
                 l.tier,
                 l.count,
                 Rate(l.rate_bps).to_string()
+            );
+        }
+        if let Some(r) = self.switch_radix {
+            let most = self
+                .switches
+                .iter()
+                .map(|s| s.ports_used)
+                .max()
+                .unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "\nswitch radix {r}: at most {most} ports used ({} spare)",
+                r as usize - most
             );
         }
         let _ = writeln!(
