@@ -170,6 +170,10 @@ bytes = "8MB"
             .filter(|&&p| sim.ports[p.idx()].tx_wire_bytes > 1_000_000)
             .count();
         let worst = fct(&sim, 0).max(fct(&sim, 1));
+        // The reported paths agree with the links that carried the bytes.
+        let spine = |f: usize| sim.qp_path(fabricsim::topology::QpId(f as u32)).unwrap()[1];
+        assert_eq!(sim.qp_path(fabricsim::topology::QpId(0)).unwrap().len(), 3);
+        assert_eq!(spine(0) == spine(1), used == 1);
         match used {
             1 => collided = collided.or(Some(worst)),
             2 => split = split.or(Some(worst)),

@@ -571,6 +571,45 @@ impl Simulation {
         }
     }
 
+    /// The switches a QP's data packets traverse, when every switch on the
+    /// way balances by header alone; `None` if some choice is dynamic.
+    pub fn qp_path(&self, q: QpId) -> Option<Vec<crate::topology::SwitchId>> {
+        let qp = &self.qps[q.idx()];
+        let flow = &self.flows[qp.flow.idx()];
+        let pkt = Packet {
+            src: flow.spec.src_nic,
+            dst: flow.spec.dst_nic,
+            qp: q,
+            psn: 0,
+            payload: 0,
+            wire_bytes: 0,
+            udp_sport: qp.udp_sport,
+            opcode: Opcode::WriteMiddle,
+            dscp: self.scenario.transport.data_dscp,
+        };
+        let mut path = Vec::new();
+        let mut at = self.topo.port(qp.src_port).peer;
+        for _ in 0..=self.topo.switches.len() {
+            match self.owners[at.idx()] {
+                Owner::Nic(_) => return Some(path),
+                Owner::Switch(s) => {
+                    path.push(s);
+                    let routes = &self.routes.switches[s.idx()];
+                    let group = crate::switch::forward::lookup(
+                        routes,
+                        pkt.dst,
+                        self.routes.nic_class[pkt.dst.idx()],
+                    )?;
+                    let out = self.switches[s.idx()]
+                        .balancer
+                        .static_choice(routes, group, &pkt)?;
+                    at = self.topo.port(out).peer;
+                }
+            }
+        }
+        None
+    }
+
     /// Checks conservation of payload bytes: everything sent has arrived,
     /// been dropped, or is still in flight (queued or on a wire). Returns
     /// a description of the first violation.

@@ -28,6 +28,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "timeouts",
         "out_of_order",
         "naks",
+        "paths",
     ])?;
     for (i, f) in sim.flows.iter().enumerate() {
         let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
@@ -66,9 +67,30 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 .map(|q| q.resp.naks_sent)
                 .sum::<u64>()
                 .to_string(),
+            paths(sim, f.first_qp, f.n_qps),
         ])?;
     }
     finish(w)
+}
+
+/// The switches each QP of a transfer crosses, `leaf0>spine2>leaf1`, QPs
+/// separated by `;` (distinct paths only, in QP order).
+fn paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for q in first_qp..first_qp + n_qps {
+        let p = match sim.qp_path(crate::topology::QpId(q)) {
+            Some(hops) => hops
+                .iter()
+                .map(|s| sim.topo.switches[s.idx()].name.as_str())
+                .collect::<Vec<_>>()
+                .join(">"),
+            None => "dynamic".to_string(),
+        };
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+    seen.join(";")
 }
 
 pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {

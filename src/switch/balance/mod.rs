@@ -48,4 +48,12 @@ impl Balancer {
             Balancer::Ecmp(e) => e.choose(routes, group, pkt),
         }
     }
+
+    /// The port every packet like `pkt` takes, for balancers whose choice
+    /// depends only on the header (static hashing); used to report paths.
+    pub fn static_choice(&self, routes: &SwitchRoutes, group: u32, pkt: &Packet) -> Option<PortId> {
+        match self {
+            Balancer::Ecmp(e) => Some(e.choose(routes, group, pkt)),
+        }
+    }
 }
