@@ -179,6 +179,13 @@ impl<E: Copy> EventQueue<E> {
         Some((SimTime(time), event))
     }
 
+    /// The event after the one just popped, if it is in the bucket being
+    /// drained (for prefetching what it will touch).
+    #[inline]
+    pub fn peek_next_in_bucket(&self, ahead: usize) -> Option<&E> {
+        self.current.get(self.head + ahead).map(|e| &e.event)
+    }
+
     pub fn peek_time(&mut self) -> Option<SimTime> {
         if !self.fill() {
             return None;

@@ -66,6 +66,13 @@ impl PacketArena {
         &self.slots[id.0 as usize]
     }
 
+    /// Where a packet's record sits, for prefetching; never dereferenced
+    /// here.
+    #[inline]
+    pub fn slot_ptr(&self, id: PacketId) -> *const Packet {
+        self.slots.as_ptr().wrapping_add(id.0 as usize)
+    }
+
     pub fn live(&self) -> usize {
         self.live
     }
