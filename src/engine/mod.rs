@@ -14,6 +14,7 @@
 //! NIC's responder consumes it and may answer with an ACK or NAK, which
 //! travels back the same way.
 
+pub mod ideal;
 pub mod port;
 pub mod queue;
 
@@ -179,7 +180,6 @@ impl Simulation {
                 });
             }
             queue.push(spec.start, Event::FlowStart(FlowId(fi as u32)));
-            let ideal_fct = ideal_fct(&topo, &routes, &qps[first_qp as usize..], spec.dst_nic);
             flows.push(FlowState {
                 spec,
                 first_qp,
@@ -188,10 +188,10 @@ impl Simulation {
                 tx_done_qps: 0,
                 finish: None,
                 acked: None,
-                ideal_fct,
+                ideal_fct: SimTime::ZERO,
             });
         }
-        Simulation {
+        let mut sim = Simulation {
             now: SimTime::ZERO,
             queue,
             scenario,
@@ -207,7 +207,28 @@ impl Simulation {
             qps,
             flows,
             counters: Counters::default(),
+        };
+        for f in 0..sim.flows.len() {
+            let (first, n, dst) = {
+                let fl = &sim.flows[f];
+                (fl.first_qp, fl.n_qps, fl.spec.dst_nic)
+            };
+            let qps = first..first + n;
+            let routes: Vec<Vec<PortId>> = qps
+                .clone()
+                .map(|q| {
+                    sim.qp_route(QpId(q)).unwrap_or_else(|| {
+                        let src = sim.qps[q as usize].src_port;
+                        sim.routes
+                            .first_path(&sim.topo, src, dst)
+                            .unwrap_or(vec![src])
+                    })
+                })
+                .collect();
+            let reqs: Vec<&Requester> = qps.map(|q| &sim.qps[q as usize].req).collect();
+            sim.flows[f].ideal_fct = ideal::ideal_fct(&sim.topo, &reqs, &routes);
         }
+        sim
     }
 
     /// Runs until nothing is left, or the scenario's `max_sim_time`.
@@ -606,9 +627,10 @@ impl Simulation {
         }
     }
 
-    /// The switches a QP's data packets traverse, when every switch on the
-    /// way balances by header alone; `None` if some choice is dynamic.
-    pub fn qp_path(&self, q: QpId) -> Option<Vec<crate::topology::SwitchId>> {
+    /// The egress ports a QP's data packets leave through, from its NIC
+    /// port to the last switch, when every switch on the way balances by
+    /// header alone; `None` if some choice is dynamic.
+    pub fn qp_route(&self, q: QpId) -> Option<Vec<PortId>> {
         let qp = &self.qps[q.idx()];
         let flow = &self.flows[qp.flow.idx()];
         let pkt = Packet {
@@ -622,13 +644,12 @@ impl Simulation {
             opcode: Opcode::WriteMiddle,
             dscp: self.scenario.transport.data_dscp,
         };
-        let mut path = Vec::new();
+        let mut route = vec![qp.src_port];
         let mut at = self.topo.port(qp.src_port).peer;
         for _ in 0..=self.topo.switches.len() {
             match self.owners[at.idx()] {
-                Owner::Nic(_) => return Some(path),
+                Owner::Nic(_) => return Some(route),
                 Owner::Switch(s) => {
-                    path.push(s);
                     let routes = &self.routes.switches[s.idx()];
                     let group = crate::switch::forward::lookup(
                         routes,
@@ -638,11 +659,26 @@ impl Simulation {
                     let out = self.switches[s.idx()]
                         .balancer
                         .static_choice(routes, group, &pkt)?;
+                    route.push(out);
                     at = self.topo.port(out).peer;
                 }
             }
         }
         None
+    }
+
+    /// The switches a QP's data packets traverse (see `qp_route`).
+    pub fn qp_path(&self, q: QpId) -> Option<Vec<crate::topology::SwitchId>> {
+        let route = self.qp_route(q)?;
+        Some(
+            route[1..]
+                .iter()
+                .filter_map(|&p| match self.owners[p.idx()] {
+                    Owner::Switch(s) => Some(s),
+                    Owner::Nic(_) => None,
+                })
+                .collect(),
+        )
     }
 
     /// Checks conservation of payload bytes: everything sent has arrived,
@@ -692,58 +728,6 @@ impl Simulation {
         }
         Ok(())
     }
-}
-
-/// Completion time of a transfer alone on an idle fabric: its packets, in
-/// the order the NIC would send them (round robin over its QPs), pipelined
-/// store-and-forward along one shortest path, every hop's serialization
-/// and propagation counted. A transfer over several NIC ports finishes
-/// when its slowest port does.
-pub fn ideal_fct(topo: &Topology, routes: &Routes, qps: &[QpState], dst: NicId) -> SimTime {
-    let mut ports: Vec<PortId> = qps.iter().map(|q| q.src_port).collect();
-    ports.sort();
-    ports.dedup();
-    let mut worst = SimTime::ZERO;
-    for port in ports {
-        let Some(path) = routes.first_path(topo, port, dst) else {
-            continue;
-        };
-        let mine: Vec<&Requester> = qps
-            .iter()
-            .filter(|q| q.src_port == port)
-            .map(|q| &q.req)
-            .collect();
-        let mut sent = vec![0u32; mine.len()];
-        // Per hop: when the previous packet finished serializing there.
-        let mut free_at = vec![SimTime::ZERO; path.len()];
-        let mut last_arrival = SimTime::ZERO;
-        loop {
-            let mut any = false;
-            for (i, r) in mine.iter().enumerate() {
-                if sent[i] == r.n_pkts {
-                    continue;
-                }
-                any = true;
-                let psn = sent[i];
-                sent[i] += 1;
-                let wire = frame::wire_bytes(r.opcode_of(psn), r.payload_of(psn)) as u64;
-                let mut t = SimTime::ZERO;
-                for (h, &p) in path.iter().enumerate() {
-                    let link = topo.port(p);
-                    let start = t.max(free_at[h]);
-                    let done = start + link.rate.serialize(wire);
-                    free_at[h] = done;
-                    t = done + link.delay;
-                }
-                last_arrival = t;
-            }
-            if !any {
-                break;
-            }
-        }
-        worst = worst.max(last_arrival);
-    }
-    worst
 }
 
 /// A hint to pull the cache line holding `*ptr` in; a no-op off x86-64.

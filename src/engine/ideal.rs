@@ -1,0 +1,87 @@
+//! The completion time a transfer would have alone on an idle fabric: the
+//! denominator of its slowdown.
+//!
+//! Its packets leave each NIC port back to back, in the order the NIC
+//! sends them (round robin over the QPs on that port), and follow their
+//! QPs' own paths (ECMP may send QPs of one transfer different ways). Every
+//! link is a FIFO store-and-forward server: a packet starts when it has
+//! fully arrived and the link is free, takes its serialization time, and
+//! arrives at the next hop a propagation delay later. Links are processed
+//! hop by hop; packets meeting at one link are served in arrival order.
+//! Nothing else shares the fabric, and ACKs travel on the reverse links,
+//! so this is exactly what the simulator does for a transfer on its own.
+
+use std::collections::HashMap;
+
+use crate::nic::transport::Requester;
+use crate::topology::{PortId, Topology};
+use crate::units::SimTime;
+use crate::wire::frame;
+
+struct InFlight {
+    qp: usize,
+    wire: u64,
+    /// Arrival at the current hop.
+    at: SimTime,
+    /// When it started serializing on the previous hop (ties at a link go
+    /// to the packet that started earlier, as events scheduled earlier do).
+    started: SimTime,
+    /// Send order, the last tie-break.
+    order: usize,
+}
+
+/// `reqs[i]` is QP i of the transfer; `routes[i]` the egress ports its
+/// packets leave through, the NIC port first.
+pub fn ideal_fct(topo: &Topology, reqs: &[&Requester], routes: &[Vec<PortId>]) -> SimTime {
+    let ser = |p: PortId, wire: u64| topo.port(p).rate.serialize(wire);
+    let mut pkts: Vec<InFlight> = Vec::new();
+    // Hop 0: each NIC port sends its QPs' packets round robin, back to back.
+    let mut ports: Vec<PortId> = routes.iter().map(|r| r[0]).collect();
+    ports.sort();
+    ports.dedup();
+    for port in ports {
+        let mine: Vec<usize> = (0..reqs.len()).filter(|&i| routes[i][0] == port).collect();
+        let mut sent = vec![0u32; mine.len()];
+        let mut free = SimTime::ZERO;
+        loop {
+            let mut any = false;
+            for (k, &i) in mine.iter().enumerate() {
+                let r = reqs[i];
+                if sent[k] == r.n_pkts {
+                    continue;
+                }
+                any = true;
+                let psn = sent[k];
+                sent[k] += 1;
+                let wire = frame::wire_bytes(r.opcode_of(psn), r.payload_of(psn)) as u64;
+                let start = free;
+                free = start + ser(port, wire);
+                pkts.push(InFlight {
+                    qp: i,
+                    wire,
+                    at: free + topo.port(port).delay,
+                    started: start,
+                    order: pkts.len(),
+                });
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+    let hops = routes.iter().map(|r| r.len()).max().unwrap_or(0);
+    let mut free_at: HashMap<PortId, SimTime> = HashMap::new();
+    for h in 1..hops {
+        pkts.sort_by_key(|p| (p.at, p.started, p.order));
+        free_at.clear();
+        for p in pkts.iter_mut().filter(|p| routes[p.qp].len() > h) {
+            let link = routes[p.qp][h];
+            let free = free_at.entry(link).or_insert(SimTime::ZERO);
+            let start = p.at.max(*free);
+            *free = start + ser(link, p.wire);
+            p.started = start;
+            p.at = *free + topo.port(link).delay;
+        }
+    }
+    pkts.iter().map(|p| p.at).max().unwrap_or(SimTime::ZERO)
+}
