@@ -256,6 +256,11 @@ fn sizes_beyond_what_a_machine_holds_are_refused_before_building() {
     assert!(e.contains("workload[0].start"), "{e}");
     let e = error_of(GOOD, &["workload[0].start=\"5000000s\""]);
     assert!(e.contains("expected at most 1000000s"), "{e}");
+    let e = error_of(GOOD, &["switch.dynamic_threshold=-1"]);
+    assert!(
+        e.contains("switch.dynamic_threshold: got -1, expected an alpha between 1/256 and 256"),
+        "{e}"
+    );
     let e = error_of(&format!("{GOOD}\n[switch]\nbuffer = 4000\n"), &[]);
     assert!(
         e.contains("switch.buffer: got 4000 bytes, expected at least 18432"),

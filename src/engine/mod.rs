@@ -22,6 +22,7 @@ use crate::nic::transport::{Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
 use crate::switch::balance::EcmpSeed;
+use crate::switch::classify::ClassMap;
 use crate::switch::schedule::EgressQueues;
 use crate::switch::{SwitchState, Verdict};
 use crate::topology::routing::Routes;
@@ -123,6 +124,8 @@ pub struct Simulation {
     /// pull the ingress port's whole state into cache.
     owners: Vec<Owner>,
     pub switches: Vec<SwitchState>,
+    /// The DSCP-to-queue map NICs use for the frames they send.
+    nic_classes: ClassMap,
     pub packets: PacketArena,
     pub qps: Vec<QpState>,
     pub flows: Vec<FlowState>,
@@ -203,6 +206,7 @@ impl Simulation {
             port_drops: vec![PortDrops::default(); ports.len()],
             ports,
             switches,
+            nic_classes: ClassMap::default(),
             packets: PacketArena::default(),
             qps,
             flows,
@@ -510,8 +514,24 @@ impl Simulation {
             Owner::Switch(s) => {
                 let pkt = *self.packets.get(id);
                 let class = self.routes.nic_class[pkt.dst.idx()];
-                let verdict =
-                    self.switches[s.idx()].ingress(&self.routes.switches[s.idx()], class, &pkt);
+                let verdict = {
+                    let (ports, queues) = (&self.ports, &self.queues);
+                    // An empty queue is known from the port's hot line,
+                    // which spares a cache miss on the common path.
+                    let depth = |p: PortId, q: u8| {
+                        if ports[p.idx()].queued == 0 {
+                            0
+                        } else {
+                            queues[p.idx()].queue_bytes(q)
+                        }
+                    };
+                    self.switches[s.idx()].ingress(
+                        &self.routes.switches[s.idx()],
+                        class,
+                        &pkt,
+                        depth,
+                    )
+                };
                 match verdict {
                     Verdict::Forward { port, queue } => self.offer(port, queue, id, pkt.wire_bytes),
                     Verdict::BufferFull { port } => {
@@ -599,18 +619,12 @@ impl Simulation {
                         _ => self.counters.acks_sent += 1,
                     }
                     let port = self.qps[q.idx()].dst_port;
-                    let queue = self.switches_class_queue(pkt.dscp);
+                    let queue = self.nic_classes.queue_of(pkt.dscp);
                     let rid = self.packets.alloc(reply);
                     self.offer(port, queue, rid, reply.wire_bytes);
                 }
             }
         }
-    }
-
-    /// The NIC uses the fabric's default DSCP-to-queue map for its own
-    /// control frames.
-    fn switches_class_queue(&self, dscp: u8) -> u8 {
-        crate::switch::classify::ClassMap::default().queue_of(dscp)
     }
 
     fn rto(&mut self, q: QpId) {

@@ -54,6 +54,7 @@ pub struct RawTopology {
 #[serde(deny_unknown_fields)]
 pub struct RawSwitch {
     pub buffer: Option<Value>,
+    pub dynamic_threshold: Option<Value>,
     pub ecmp: Option<RawEcmp>,
 }
 

@@ -7,6 +7,7 @@ use toml::Value;
 use super::error::{KeyError, KeyPath};
 use super::raw::*;
 use crate::nic::{TransportConfig, WriteMode};
+use crate::switch::admit::ALPHA_ONE;
 use crate::switch::balance::{EcmpConfig, EcmpSeed, HashFields, HashFn};
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
@@ -420,8 +421,31 @@ pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath) -> R<SwitchConfig> {
             ))
         }
     };
+    let alpha_256 = match &s.dynamic_threshold {
+        None => Some(8 * ALPHA_ONE),
+        Some(Value::String(v)) if v == "off" => None,
+        Some(v) => {
+            let a = match v {
+                Value::Integer(n) => Some(*n as f64),
+                Value::Float(f) => Some(*f),
+                _ => None,
+            }
+            .filter(|a| (1.0 / 256.0..=256.0).contains(a))
+            .ok_or_else(|| {
+                KeyError::new(
+                    &path.key("dynamic_threshold"),
+                    format!(
+                        "got {}, expected an alpha between 1/256 and 256 (e.g. 1, 2, 8) or \"off\"",
+                        show(v)
+                    ),
+                )
+            })?;
+            Some((a * ALPHA_ONE as f64).round() as u64)
+        }
+    };
     Ok(SwitchConfig {
         buffer_bytes,
+        alpha_256,
         ecmp: EcmpConfig { hash, fields, seed },
     })
 }

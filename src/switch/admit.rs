@@ -1,31 +1,49 @@
 //! Admission: every queued packet takes its frame's bytes from the
-//! switch's shared buffer until it has left the wire. When the buffer is
-//! full the packet is dropped (tail drop). Per-queue thresholds, dynamic
-//! thresholds and PFC headroom come with the lossless-fabric work.
+//! switch's shared buffer until its transmission starts. A packet is
+//! dropped (tail drop) when the buffer is full, or when its egress queue
+//! is over its dynamic threshold: alpha times the buffer still free
+//! (Choudhury and Hahne's dynamic thresholds, the scheme shared-buffer
+//! switch ASICs use so that one congested queue cannot take the whole
+//! buffer and starve every other port). PFC headroom and per-class
+//! pools come with the lossless-fabric work.
+
+/// Dynamic-threshold alpha in 1/256 units (alpha 8 = 2048).
+pub const ALPHA_ONE: u64 = 256;
 
 #[derive(Clone, Debug)]
 pub struct SharedBuffer {
     pub capacity: u64,
     pub used: u64,
     pub peak: u64,
+    /// `None`: a queue may take the whole buffer.
+    pub alpha_256: Option<u64>,
 }
 
 impl SharedBuffer {
-    pub fn new(capacity: u64) -> Self {
+    pub fn new(capacity: u64, alpha_256: Option<u64>) -> Self {
         SharedBuffer {
             capacity,
             used: 0,
             peak: 0,
+            alpha_256,
         }
     }
 
-    /// Takes `bytes` if they fit; `false` means tail drop.
+    /// Takes `bytes` for a queue now holding `queue_bytes`, if they fit;
+    /// `false` means tail drop.
     #[inline]
-    pub fn admit(&mut self, bytes: u32) -> bool {
-        if self.used + bytes as u64 > self.capacity {
+    pub fn admit(&mut self, bytes: u32, queue_bytes: u32) -> bool {
+        let b = bytes as u64;
+        if self.used + b > self.capacity {
             return false;
         }
-        self.used += bytes as u64;
+        if let Some(a) = self.alpha_256 {
+            let free = self.capacity - self.used;
+            if (queue_bytes as u64 + b) * ALPHA_ONE > free * a {
+                return false;
+            }
+        }
+        self.used += b;
         self.peak = self.peak.max(self.used);
         true
     }
@@ -46,11 +64,31 @@ mod tests {
 
     #[test]
     fn tail_drops_when_full_and_frees_on_release() {
-        let mut b = SharedBuffer::new(10_000);
-        assert!(b.admit(6_000));
-        assert!(!b.admit(6_000));
+        let mut b = SharedBuffer::new(10_000, None);
+        assert!(b.admit(6_000, 0));
+        assert!(!b.admit(6_000, 0));
         b.release(6_000);
-        assert!(b.admit(6_000));
+        assert!(b.admit(6_000, 0));
         assert_eq!(b.peak, 6_000);
+    }
+
+    #[test]
+    fn dynamic_threshold_keeps_room_for_other_queues() {
+        // Alpha 1: one queue alone settles at half the buffer.
+        let mut b = SharedBuffer::new(100_000, Some(ALPHA_ONE));
+        let mut q = 0;
+        while b.admit(1_000, q) {
+            q += 1_000;
+        }
+        assert_eq!(q, 50_000);
+        // Another queue still gets in.
+        assert!(b.admit(1_000, 0));
+        // Alpha 8 lets a lone queue take 8/9 of the buffer.
+        let mut b = SharedBuffer::new(90_000, Some(8 * ALPHA_ONE));
+        let mut q = 0;
+        while b.admit(1_000, q) {
+            q += 1_000;
+        }
+        assert_eq!(q, 80_000);
     }
 }

@@ -28,6 +28,9 @@ use classify::ClassMap;
 pub struct SwitchConfig {
     /// Shared packet buffer per switch.
     pub buffer_bytes: u64,
+    /// Dynamic-threshold alpha in 1/256 units; `None` turns the per-queue
+    /// limit off.
+    pub alpha_256: Option<u64>,
     pub ecmp: EcmpConfig,
 }
 
@@ -54,19 +57,27 @@ impl SwitchState {
         SwitchState {
             classes: ClassMap::default(),
             balancer: Balancer::new(&cfg.ecmp, seed),
-            buffer: admit::SharedBuffer::new(cfg.buffer_bytes),
+            buffer: admit::SharedBuffer::new(cfg.buffer_bytes, cfg.alpha_256),
         }
     }
 
     /// Runs one packet through classify, forward, balance and admit. The
-    /// caller hands an admitted packet to the egress port's scheduler.
-    pub fn ingress(&mut self, routes: &SwitchRoutes, dst_class: u32, pkt: &Packet) -> Verdict {
+    /// caller says how many bytes an egress queue holds, and hands an
+    /// admitted packet to the egress port's scheduler.
+    pub fn ingress(
+        &mut self,
+        routes: &SwitchRoutes,
+        dst_class: u32,
+        pkt: &Packet,
+        queue_depth: impl Fn(PortId, u8) -> u32,
+    ) -> Verdict {
         let queue = self.classes.queue_of(pkt.dscp);
         let Some(group) = forward::lookup(routes, pkt.dst, dst_class) else {
             return Verdict::NoRoute;
         };
         let port = self.balancer.choose(routes, group, pkt);
-        if !self.buffer.admit(pkt.buffer_bytes()) {
+        let depth = queue_depth(port, queue);
+        if !self.buffer.admit(pkt.buffer_bytes(), depth) {
             return Verdict::BufferFull { port };
         }
         Verdict::Forward { port, queue }
