@@ -1,8 +1,9 @@
 //! A switch, built as the pipeline a packet goes through, one stage per
 //! file in the order the packet meets them:
 //! `classify` (DSCP -> queue), `forward` (destination -> equal-cost group),
-//! `balance` (group -> one egress port), `admit` (shared-buffer accounting,
-//! tail drop) and `schedule` (priority queues, dequeue order). Marking (ECN)
+//! `balance` (group -> one egress port), `admit` (shared buffer, dynamic
+//! per-queue thresholds, tail drop) and `schedule` (priority queues,
+//! dequeue order). Marking (ECN)
 //! and flow control (PFC) are the next stages to slot in between admit and
 //! schedule; they are not modelled yet, so there is no file for them.
 //!
