@@ -3,9 +3,9 @@
 //! `classify` (DSCP -> queue), `forward` (destination -> equal-cost group),
 //! `balance` (group -> one egress port), `admit` (shared buffer, dynamic
 //! per-queue thresholds, tail drop) and `schedule` (priority queues,
-//! dequeue order). Marking (ECN)
-//! and flow control (PFC) are the next stages to slot in between admit and
-//! schedule; they are not modelled yet, so there is no file for them.
+//! dequeue order). Marking (ECN) and flow control (PFC) are the next
+//! stages to slot in between admit and schedule; they are not modelled
+//! yet, so there is no file for them.
 //!
 //! The stages are plain functions and small state structs composed here;
 //! the event loop owns every switch and calls `ingress` once per arriving
