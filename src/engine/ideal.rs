@@ -9,7 +9,11 @@
 //! arrives at the next hop a propagation delay later. Links are processed
 //! hop by hop; packets meeting at one link are served in arrival order.
 //! Nothing else shares the fabric, and ACKs travel on the reverse links,
-//! so this is exactly what the simulator does for a transfer on its own.
+//! so for a transfer on one path this is exactly what the simulator does
+//! with it alone. When its QPs take different paths that meet again,
+//! packets arriving at the same picosecond may be served in the other
+//! order than the simulator's event order picks, and the two can differ
+//! by up to one frame time.
 
 use std::collections::HashMap;
 
