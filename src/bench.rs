@@ -2,8 +2,9 @@
 //! that peak memory is the scenario's own) and tabulates the speed figures
 //! from its `perf.json` and `summary.json`.
 
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The benchmark scenarios, as shipped in `examples/bench/`.
 pub const BENCHMARKS: &[(&str, &str)] = &[
@@ -20,7 +21,6 @@ pub const BENCHMARKS: &[(&str, &str)] = &[
 pub fn run(only: Option<&str>, out: &Path) -> Result<(), String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the fabricsim binary: {e}"))?;
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     println!(
         "{:<28} {:>7} {:>11} {:>11} {:>8} {:>10} {:>10} {:>12} {:>9}",
         "benchmark",
@@ -38,17 +38,21 @@ pub fn run(only: Option<&str>, out: &Path) -> Result<(), String> {
             continue;
         }
         let dir = out.join(name);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let scenario = dir.join("scenario.toml");
-        std::fs::write(&scenario, text).map_err(|e| format!("{}: {e}", scenario.display()))?;
-        let status = Command::new(&exe)
-            .arg("run")
-            .arg(&scenario)
-            .arg("--out")
+        // The scenario goes to the child on standard input, so that only
+        // the child's report writes files.
+        let mut child = Command::new(&exe)
+            .args(["run", "-", "--quiet", "--out"])
             .arg(&dir)
-            .arg("--quiet")
-            .status()
+            .stdin(Stdio::piped())
+            .spawn()
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("benchmark {name}: {e}"))?;
+        let status = child.wait().map_err(|e| format!("benchmark {name}: {e}"))?;
         if !status.success() {
             return Err(format!("benchmark {name} failed ({status})"));
         }

@@ -34,7 +34,8 @@ struct ScenarioArgs {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a scenario (the built-in default when none is given).
+    /// Run a scenario (the built-in default when none is given; `-` reads
+    /// it from standard input).
     Run {
         scenario: Option<PathBuf>,
         /// Run seed (overrides simulation.seed).
@@ -79,6 +80,12 @@ fn load(path: Option<&Path>, sets: &[String]) -> Result<Prepared, String> {
     match path {
         None => scenario::prepare(scenario::DEFAULT_NAME, scenario::DEFAULT_SCENARIO, sets)
             .map_err(|e| e.to_string()),
+        Some(p) if p == Path::new("-") => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| format!("<stdin>: cannot read the scenario: {e}"))?;
+            scenario::prepare("<stdin>", &text, sets).map_err(|e: ScenarioError| e.to_string())
+        }
         Some(p) => {
             let name = p.display().to_string();
             let text = std::fs::read_to_string(p)

@@ -134,3 +134,25 @@ fn seed_and_set_flags_reach_the_run() {
     assert_eq!(s["bytes_offered"], 200_000);
     let _ = std::fs::remove_dir_all(out);
 }
+
+#[test]
+fn a_scenario_can_come_from_standard_input() {
+    use std::io::Write;
+    let out = temp("stdin");
+    let mut child = fabricsim()
+        .args(["run", "-", "-q", "--out"])
+        .arg(&out)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = std::fs::read_to_string("examples/single-rail.toml").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(out.join("summary.json").is_file());
+    let _ = std::fs::remove_dir_all(out);
+}
