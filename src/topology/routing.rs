@@ -80,28 +80,56 @@ pub struct Routes {
     pub switches: Vec<SwitchRoutes>,
 }
 
+/// One switch's groups, interned by the neighbour indices they are made
+/// of (lookups borrow the caller's scratch slice, so finding an existing
+/// group allocates nothing).
+#[derive(Default)]
 struct Interner {
-    ids: HashMap<Vec<Vec<PortId>>, u32>,
+    ids: HashMap<Vec<u32>, u32>,
+    local_ids: HashMap<Vec<PortId>, u32>,
+}
+
+fn push_group<'a>(sw: &mut SwitchRoutes, hops: impl Iterator<Item = &'a [PortId]>) -> u32 {
+    let id = sw.groups.len() as u32;
+    let first_hop = sw.hops.len() as u32;
+    for members in hops {
+        sw.hops.push(Hop {
+            first_port: sw.ports.len() as u32,
+            n_ports: members.len() as u32,
+        });
+        sw.ports.extend_from_slice(members);
+    }
+    sw.groups.push(Group {
+        first_hop,
+        n_hops: sw.hops.len() as u32 - first_hop,
+    });
+    id
 }
 
 impl Interner {
-    fn intern(&mut self, sw: &mut SwitchRoutes, hops: Vec<Vec<PortId>>) -> u32 {
-        if let Some(&id) = self.ids.get(&hops) {
+    /// The group whose hops are the neighbours `hops` (indices into
+    /// `neigh`).
+    fn intern(
+        &mut self,
+        sw: &mut SwitchRoutes,
+        hops: &[u32],
+        neigh: &[(SwitchId, Vec<PortId>)],
+    ) -> u32 {
+        if let Some(&id) = self.ids.get(hops) {
             return id;
         }
-        let id = sw.groups.len() as u32;
-        sw.groups.push(Group {
-            first_hop: sw.hops.len() as u32,
-            n_hops: hops.len() as u32,
-        });
-        for members in &hops {
-            sw.hops.push(Hop {
-                first_port: sw.ports.len() as u32,
-                n_ports: members.len() as u32,
-            });
-            sw.ports.extend_from_slice(members);
+        let id = push_group(sw, hops.iter().map(|&i| neigh[i as usize].1.as_slice()));
+        self.ids.insert(hops.to_vec(), id);
+        id
+    }
+
+    /// The one-hop group of the ports that reach an attached NIC.
+    fn intern_local(&mut self, sw: &mut SwitchRoutes, ports: Vec<PortId>) -> u32 {
+        if let Some(&id) = self.local_ids.get(&ports) {
+            return id;
         }
-        self.ids.insert(hops, id);
+        let id = push_group(sw, std::iter::once(ports.as_slice()));
+        self.local_ids.insert(ports, id);
         id
     }
 }
@@ -148,11 +176,8 @@ impl Routes {
                 ..Default::default()
             })
             .collect();
-        let mut interners: Vec<Interner> = (0..n_sw)
-            .map(|_| Interner {
-                ids: HashMap::new(),
-            })
-            .collect();
+        let mut interners: Vec<Interner> = (0..n_sw).map(|_| Interner::default()).collect();
+        let mut scratch: Vec<u32> = Vec::new();
 
         let mut dist = vec![u32::MAX; n_sw];
         let mut frontier = Vec::new();
@@ -182,12 +207,15 @@ impl Routes {
                 if dist[s] == u32::MAX || dist[s] == 0 {
                     continue;
                 }
-                let hops: Vec<Vec<PortId>> = neigh[s]
-                    .iter()
-                    .filter(|(n, _)| dist[n.idx()] + 1 == dist[s])
-                    .map(|(_, ports)| ports.clone())
-                    .collect();
-                let g = interners[s].intern(&mut switches[s], hops);
+                scratch.clear();
+                scratch.extend(
+                    neigh[s]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (n, _))| dist[n.idx()] + 1 == dist[s])
+                        .map(|(i, _)| i as u32),
+                );
+                let g = interners[s].intern(&mut switches[s], &scratch, &neigh[s]);
                 switches[s].by_class[c] = g;
             }
         }
@@ -204,7 +232,7 @@ impl Routes {
                 }
             }
             for (s, ports) in per_switch {
-                let g = interners[s.idx()].intern(&mut switches[s.idx()], vec![ports]);
+                let g = interners[s.idx()].intern_local(&mut switches[s.idx()], ports);
                 switches[s.idx()].local.push((NicId(n as u32), g));
             }
         }
