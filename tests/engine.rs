@@ -42,3 +42,52 @@ fn routing_gives_every_equal_cost_next_hop() {
         }
     }
 }
+
+/// Switches hash the CRC senders cached in each packet; that must equal
+/// hashing the header fields directly, in both directions, everywhere.
+#[test]
+fn cached_header_crcs_give_the_hash_of_the_header() {
+    use fabricsim::switch::balance::Balancer;
+    use fabricsim::wire::{Opcode, Packet};
+    let text = include_str!("../examples/fat-tree.toml");
+    for fields in [
+        "[\"src_ip\", \"dst_ip\", \"udp_sport\"]",
+        "[\"dst_qp\", \"protocol\", \"udp_dport\"]",
+    ] {
+        for hash in ["crc32", "crc16-ccitt"] {
+            let sets = [
+                format!("switch.ecmp.fields={fields}"),
+                format!("switch.ecmp.hash=\"{hash}\""),
+            ];
+            let p = fabricsim::scenario::prepare("t.toml", text, &sets).unwrap();
+            let sim = fabricsim::engine::Simulation::new(p);
+            for (i, qp) in sim.qps.iter().enumerate().take(20) {
+                let f = &sim.flows[qp.flow.idx()];
+                for (dir, (src, dst)) in [
+                    (f.spec.src_nic, f.spec.dst_nic),
+                    (f.spec.dst_nic, f.spec.src_nic),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let pkt = Packet {
+                        src,
+                        dst,
+                        qp: fabricsim::topology::QpId(i as u32),
+                        psn: 0,
+                        payload: 0,
+                        wire_bytes: 0,
+                        header_crc: qp.header_crc[dir],
+                        udp_sport: qp.udp_sport,
+                        opcode: Opcode::Ack,
+                        dscp: 24,
+                    };
+                    for sw in &sim.switches {
+                        let Balancer::Ecmp(e) = &sw.balancer;
+                        assert_eq!(e.flow_hash(&pkt), e.flow_hash_uncached(&pkt));
+                    }
+                }
+            }
+        }
+    }
+}

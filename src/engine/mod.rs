@@ -21,7 +21,7 @@ pub mod queue;
 use crate::nic::transport::{Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
-use crate::switch::balance::EcmpSeed;
+use crate::switch::balance::{Ecmp, EcmpSeed};
 use crate::switch::classify::ClassMap;
 use crate::switch::schedule::EgressQueues;
 use crate::switch::{SwitchState, Verdict};
@@ -54,6 +54,9 @@ pub struct QpState {
     pub src_port: PortId,
     pub dst_port: PortId,
     pub udp_sport: u16,
+    /// ECMP header CRC (unseeded) of its data packets and of the ACK/NAKs
+    /// going back.
+    pub header_crc: [u32; 2],
     pub in_ring: bool,
     pub req: Requester,
     pub resp: Responder,
@@ -172,11 +175,31 @@ impl Simulation {
                 let resp = Responder::new(req.n_pkts);
                 let sport =
                     49152 + (streams.derive_indexed("qp/udp-sport", id as u64) % 16384) as u16;
+                let ecmp = &scenario.switch.ecmp;
+                let crc = |src, dst| {
+                    let template = Packet {
+                        src,
+                        dst,
+                        qp: QpId(id),
+                        psn: 0,
+                        payload: 0,
+                        wire_bytes: 0,
+                        header_crc: 0,
+                        udp_sport: sport,
+                        opcode: Opcode::WriteMiddle,
+                        dscp: tc.data_dscp,
+                    };
+                    Ecmp::header_crc(ecmp.hash, ecmp.fields, &template)
+                };
                 qps.push(QpState {
                     flow: FlowId(fi as u32),
                     src_port: src_ports[id as usize % src_ports.len()],
                     dst_port: dst_ports[id as usize % dst_ports.len()],
                     udp_sport: sport,
+                    header_crc: [
+                        crc(spec.src_nic, spec.dst_nic),
+                        crc(spec.dst_nic, spec.src_nic),
+                    ],
                     in_ring: false,
                     req,
                     resp,
@@ -478,6 +501,7 @@ impl Simulation {
                 psn: out.psn,
                 payload: out.payload,
                 wire_bytes: frame::wire_bytes(out.opcode, out.payload),
+                header_crc: qp.header_crc[0],
                 udp_sport: qp.udp_sport,
                 opcode: out.opcode,
                 dscp: self.scenario.transport.data_dscp,
@@ -610,6 +634,7 @@ impl Simulation {
                         psn,
                         payload: 0,
                         wire_bytes: frame::wire_bytes(opcode, 0),
+                        header_crc: self.qps[q.idx()].header_crc[1],
                         udp_sport: pkt.udp_sport,
                         opcode,
                         dscp: pkt.dscp,
@@ -654,6 +679,7 @@ impl Simulation {
             psn: 0,
             payload: 0,
             wire_bytes: 0,
+            header_crc: qp.header_crc[0],
             udp_sport: qp.udp_sport,
             opcode: Opcode::WriteMiddle,
             dscp: self.scenario.transport.data_dscp,

@@ -21,6 +21,11 @@ pub struct Packet {
     pub payload: u32,
     /// Bytes on the wire including preamble and inter-frame gap.
     pub wire_bytes: u32,
+    /// CRC of the header fields ECMP hashes, with initial value 0,
+    /// computed once per QP and direction by the sender. Because a CRC is
+    /// affine, each switch turns it into the CRC with its own seed in O(1)
+    /// (`switch::balance::hash`).
+    pub header_crc: u32,
     pub udp_sport: u16,
     pub opcode: Opcode,
     /// DiffServ code point (IPv4 TOS bits 7..2).

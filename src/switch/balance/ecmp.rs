@@ -23,15 +23,36 @@ pub struct Ecmp {
     pub hash: HashFn,
     pub fields: HashFields,
     pub seed: u32,
+    /// `hash.seed_term(seed, fields.key_len())`.
+    seed_term: u32,
 }
 
 impl Ecmp {
     pub fn new(hash: HashFn, fields: HashFields, seed: u32) -> Self {
-        Ecmp { hash, fields, seed }
+        Ecmp {
+            hash,
+            fields,
+            seed,
+            seed_term: hash.seed_term(seed, fields.key_len()),
+        }
     }
 
+    /// The header CRC without a seed, which senders cache in the packet.
+    pub fn header_crc(hash: HashFn, fields: HashFields, pkt: &Packet) -> u32 {
+        let mut buf = [0u8; 16];
+        let n = fields.key(pkt, &mut buf);
+        hash.hash(0, &buf[..n])
+    }
+
+    /// This switch's hash of the packet, from the sender's cached header
+    /// CRC (all switches of a scenario hash the same fields the same way).
     #[inline]
     pub fn flow_hash(&self, pkt: &Packet) -> u32 {
+        fold(pkt.header_crc ^ self.seed_term, self.seed)
+    }
+
+    /// The same hash computed from the header fields, without the cache.
+    pub fn flow_hash_uncached(&self, pkt: &Packet) -> u32 {
         let mut buf = [0u8; 16];
         let n = self.fields.key(pkt, &mut buf);
         fold(self.hash.hash(self.seed, &buf[..n]), self.seed)

@@ -40,6 +40,14 @@ impl HashFn {
         })
     }
 
+    /// What seeding adds to the CRC of a `len`-byte key: since a CRC is
+    /// affine over GF(2), `hash(seed, k) == hash(0, k) ^ seed_term(seed,
+    /// k.len())` for every key `k`.
+    pub fn seed_term(self, seed: u32, len: usize) -> u32 {
+        let zeros = [0u8; 16];
+        self.hash(seed, &zeros[..len]) ^ self.hash(0, &zeros[..len])
+    }
+
     #[inline]
     pub fn hash(self, seed: u32, bytes: &[u8]) -> u32 {
         match self {
@@ -105,6 +113,16 @@ impl HashFields {
         self.0 & other.0 != 0
     }
 
+    /// Bytes the selected fields take.
+    pub fn key_len(self) -> usize {
+        [4, 4, 1, 2, 2, 3]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// Serializes the selected fields of `pkt` into `buf`; returns the
     /// length used.
     #[inline]
@@ -153,6 +171,28 @@ mod tests {
         assert_eq!(HashFn::Crc32c.hash(0xFFFF_FFFF, b"123456789"), 0xE306_9283);
         assert_eq!(HashFn::Crc16Ccitt.hash(0xFFFF, b"123456789"), 0x29B1);
         assert_eq!(HashFn::Crc16Arc.hash(0, b"123456789"), 0xBB3D);
+    }
+
+    #[test]
+    fn seeding_is_an_xor_of_a_per_length_term() {
+        let mut r = crate::rng::Streams::new(5).stream("crc");
+        for f in [
+            HashFn::Crc32,
+            HashFn::Crc32c,
+            HashFn::Crc16Ccitt,
+            HashFn::Crc16Arc,
+        ] {
+            for _ in 0..200 {
+                let len = 1 + r.below(16) as usize;
+                let key: Vec<u8> = (0..len).map(|_| r.below(256) as u8).collect();
+                let seed = r.next_u64() as u32;
+                assert_eq!(
+                    f.hash(seed, &key),
+                    f.hash(0, &key) ^ f.seed_term(seed, len),
+                    "{f:?}"
+                );
+            }
+        }
     }
 
     #[test]
