@@ -161,7 +161,14 @@ impl<E: Copy> EventQueue<E> {
                     self.spare.push(drained);
                 }
                 self.in_ring -= self.current.len();
-                self.current.sort_unstable_by_key(|e| e.key());
+                // Entries are appended in sequence order unless some came
+                // from the far heap; then a stable sort on time alone gives
+                // the (time, sequence) order with cheaper comparisons.
+                if self.current.windows(2).all(|w| w[0].seq < w[1].seq) {
+                    self.current.sort_by_key(|e| e.time);
+                } else {
+                    self.current.sort_unstable_by_key(|e| e.key());
+                }
             }
         }
         true
