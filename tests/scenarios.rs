@@ -267,3 +267,17 @@ fn sizes_beyond_what_a_machine_holds_are_refused_before_building() {
         "{e}"
     );
 }
+
+#[test]
+fn type_errors_speak_the_scenario_language_and_survive_unicode() {
+    let e = error_of(
+        "# 1 µs — a comment\n[topology]\nkind = \"fat-tree\"\nk = \"x\"\n",
+        &[],
+    );
+    assert_eq!(
+        e,
+        "bad.toml:4: topology.k: invalid type: string \"x\", expected an integer"
+    );
+    let e = error_of("# µs\n[topology\n", &[]);
+    assert!(e.starts_with("bad.toml:2: invalid TOML"), "{e}");
+}

@@ -119,6 +119,17 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+/// The 1-based line holding byte offset `at` (counted in bytes, so an
+/// offset inside a multi-byte character cannot panic).
+pub fn line_at(text: &str, at: usize) -> usize {
+    let end = at.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
 /// Finds the 1-based line of the deepest part of `path` present in the
 /// document text.
 pub fn line_of(text: &str, path: &KeyPath) -> Option<usize> {
@@ -156,5 +167,5 @@ pub fn line_of(text: &str, path: &KeyPath) -> Option<usize> {
         }
     }
     let start = span?.start;
-    Some(text[..start.min(text.len())].matches('\n').count() + 1)
+    Some(line_at(text, start))
 }

@@ -20,7 +20,7 @@ use crate::topology::{Topology, TopologyError, TopologySpec};
 use crate::units::SimTime;
 use crate::workload::{self, FlowSpec, Workload};
 pub use error::ScenarioError;
-use error::{KeyError, KeyPath, Seg};
+use error::{line_at, KeyError, KeyPath, Seg};
 
 /// The built-in scenario `fabricsim run` uses when given none.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/rail-optimized-pod.toml");
@@ -53,9 +53,7 @@ pub struct Prepared {
 pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, ScenarioError> {
     let mut table: Table = text.parse().map_err(|e: toml::de::Error| ScenarioError {
         file: file.to_string(),
-        line: e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+        line: e.span().map(|s| line_at(text, s.start)),
         key: String::new(),
         message: format!("invalid TOML: {}", e.message()),
         from_set: false,
@@ -108,7 +106,13 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                     serde_path_to_error::Segment::Unknown => {}
                 }
             }
-            let msg = e.inner().to_string();
+            // Serde speaks of Rust types; say what a scenario author writes.
+            let msg = e
+                .inner()
+                .message()
+                .replace("expected i64", "expected an integer")
+                .replace("expected u64", "expected a non-negative integer")
+                .replace("expected a sequence", "expected an array");
             // Point at the unknown key itself, not the table holding it.
             if let Some(rest) = msg.strip_prefix("unknown field `") {
                 if let Some(name) = rest.split('`').next() {
