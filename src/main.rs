@@ -47,12 +47,18 @@ enum Command {
         /// Print nothing but errors.
         #[arg(long, short)]
         quiet: bool,
+        /// Treat threshold warnings (PFC headroom, ECN/PFC order) as errors.
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         args: ScenarioArgs,
     },
     /// Check a scenario and report what it would simulate, without running.
     Validate {
         scenario: PathBuf,
+        /// Treat threshold warnings (PFC headroom, ECN/PFC order) as errors.
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         args: ScenarioArgs,
     },
@@ -102,6 +108,7 @@ fn main() -> ExitCode {
         seed: None,
         out: PathBuf::from("out"),
         quiet: false,
+        strict: false,
         args: ScenarioArgs::default(),
     });
     let result = match command {
@@ -110,15 +117,20 @@ fn main() -> ExitCode {
             seed,
             out,
             quiet,
+            strict,
             args,
         } => {
             let mut sets = args.sets;
             if let Some(s) = seed {
                 sets.push(format!("simulation.seed={s}"));
             }
-            run(scenario.as_deref(), &sets, &out, quiet)
+            run(scenario.as_deref(), &sets, &out, quiet, strict)
         }
-        Command::Validate { scenario, args } => validate(&scenario, &args.sets),
+        Command::Validate {
+            scenario,
+            strict,
+            args,
+        } => validate(&scenario, &args.sets, strict),
         Command::Topo {
             scenario,
             json,
@@ -135,8 +147,34 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(path: Option<&Path>, sets: &[String], out: &Path, quiet: bool) -> Result<(), String> {
+/// Prints the scenario's threshold warnings; with `strict` they are an
+/// error and nothing runs.
+fn warnings(path: Option<&Path>, p: &Prepared, strict: bool) -> Result<(), String> {
+    let file = path.map_or(scenario::DEFAULT_NAME.to_string(), |p| {
+        p.display().to_string()
+    });
+    let w = &p.scenario.warnings;
+    for f in w {
+        eprintln!("warning: {file}: {}: {}", f.key, f.message);
+    }
+    if strict && !w.is_empty() {
+        return Err(format!(
+            "{file}: {} threshold warning(s), which --strict makes errors",
+            w.len()
+        ));
+    }
+    Ok(())
+}
+
+fn run(
+    path: Option<&Path>,
+    sets: &[String],
+    out: &Path,
+    quiet: bool,
+    strict: bool,
+) -> Result<(), String> {
     let prepared = load(path, sets)?;
+    warnings(path, &prepared, strict)?;
     let mut sim = Simulation::new(prepared);
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
@@ -183,8 +221,9 @@ fn run(path: Option<&Path>, sets: &[String], out: &Path, quiet: bool) -> Result<
     Ok(())
 }
 
-fn validate(path: &Path, sets: &[String]) -> Result<(), String> {
+fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     let p = load(Some(path), sets)?;
+    warnings(Some(path), &p, strict)?;
     let s = &p.scenario;
     let bytes: u64 = p.flows.iter().map(|f| f.bytes).sum();
     println!(

@@ -80,7 +80,7 @@ fn cached_header_crcs_give_the_hash_of_the_header() {
                         header_crc: qp.header_crc[dir],
                         udp_sport: qp.udp_sport,
                         opcode: Opcode::Ack,
-                        dscp: 24,
+                        tos: 24 << 2,
                     };
                     for sw in &sim.switches {
                         let Balancer::Ecmp(e) = &sw.balancer;

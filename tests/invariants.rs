@@ -26,6 +26,10 @@ buffer = "200KB"
 
 [transport]
 rto = "200us"
+congestion_control = "none"
+
+[pfc]
+enabled = false
 
 [[workload]]
 kind = "incast"
@@ -109,7 +113,7 @@ fn same_seed_gives_byte_identical_outputs() {
     let base = std::env::temp_dir().join(format!("fabricsim-det-{}", std::process::id()));
     let a = outputs(text, &base.join("a"));
     let b = outputs(text, &base.join("b"));
-    assert_eq!(a.len(), 3);
+    assert_eq!(a.len(), 6);
     for ((na, da), (nb, db)) in a.iter().zip(&b) {
         assert_eq!(na, nb);
         assert!(da == db, "{na} differs between two runs with one seed");
@@ -199,10 +203,14 @@ link_delay = "825ns"
 [switch]
 buffer = 300000
 
+[pfc]
+enabled = false
+
 [transport]
 mtu = 256
 write_mode = "write-only"
 rto = "3323us"
+congestion_control = "none"
 
 [[workload]]
 kind = "all-to-all"

@@ -108,6 +108,10 @@ gpus_per_host = 1
 nic_speed = "100G"
 link_delay = "1us"
 
+# Line-rate senders: the test is about how the link is shared.
+[transport]
+congestion_control = "none"
+
 [[workload]]
 kind = "incast"
 dst = 0
@@ -143,6 +147,9 @@ spines = 2
 nic_speed = "100G"
 uplink_speed = "100G"
 link_delay = "1us"
+
+[transport]
+congestion_control = "none"
 
 [[workload]]
 kind = "transfer"

@@ -85,6 +85,12 @@ fn generate(seed: u64) -> String {
         // NIC would do too): keep timeouts in the realistic range.
         500 + r.below(3000)
     );
+    t += &format!(
+        "congestion_control = \"{}\"\n\n[pfc]\nenabled = {}\n\n[qos]\nmark_on = \"{}\"\n",
+        pick(&mut r, &["dcqcn", "none"]),
+        r.below(3) != 0,
+        pick(&mut r, &["enqueue", "dequeue"])
+    );
     for _ in 0..1 + r.below(3) {
         let pattern = pick(&mut r, &["permutation", "all-to-all", "incast"]);
         t += &format!(
@@ -134,6 +140,18 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
         return Err(format!(
             "delivered {} of {} bytes",
             s.bytes_delivered, s.bytes_offered
+        ));
+    }
+    // PFC with enough headroom never drops a lossless packet.
+    let short = sim
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.key.ends_with(".headroom"));
+    if !short && s.lossless_drops > 0 {
+        return Err(format!(
+            "{} lossless drops with sufficient headroom",
+            s.lossless_drops
         ));
     }
     for f in &sim.flows {

@@ -13,23 +13,35 @@
 //! pipeline on `Arrive` and queues it on an egress port; the destination
 //! NIC's responder consumes it and may answer with an ACK or NAK, which
 //! travels back the same way.
+//!
+//! The lossless machinery (WRED marking, PFC pause and resume, the
+//! watchdog, CNPs) is in `lossless`; it hooks into admission at a switch,
+//! the start of a transmission and a NIC's receive path.
 
 pub mod ideal;
+mod lossless;
 pub mod port;
 pub mod queue;
 
+use crate::nic::dcqcn::Dcqcn;
+use crate::nic::rate::RateControl;
 use crate::nic::transport::{Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
 use crate::switch::balance::{Ecmp, EcmpSeed};
-use crate::switch::classify::ClassMap;
-use crate::switch::schedule::EgressQueues;
-use crate::switch::{SwitchState, Verdict};
+use crate::switch::classify::{ClassMap, QUEUES};
+use crate::switch::ecn::{Mark, Wred};
+use crate::switch::pfc::PfcPrio;
+use crate::switch::qos::{MarkPoint, PortPfc, PortWred};
+use crate::switch::schedule::{held, Dequeued, EgressQueues, Scheduler, CONTROL, LOCAL};
+use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
 use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
+use crate::wire::frame::ecn;
 use crate::wire::{frame, Opcode, Packet, PacketArena, PacketId};
 use crate::workload::FlowSpec;
+pub use lossless::{QueueSample, RateSample};
 use port::{PortDrops, PortState};
 use queue::EventQueue;
 use std::collections::VecDeque;
@@ -46,6 +58,16 @@ pub enum Event {
     Wake(PortId),
     /// A QP's retransmission timer.
     Rto(QpId),
+    /// The receiver of a QP sends its CNP (after the generation delay).
+    Cnp(QpId),
+    /// Re-send a pause on this port and priority if still congested.
+    PfcRefresh(PortId, u8),
+    /// The PFC watchdog checks this port's queue.
+    Watchdog(PortId, u8),
+    /// A NIC pause storm starts (true) or stops.
+    Storm(u32, bool),
+    /// Record queue depths and QP rates.
+    Sample,
 }
 
 /// Both halves of a queue pair and where they sit.
@@ -60,6 +82,10 @@ pub struct QpState {
     pub in_ring: bool,
     pub req: Requester,
     pub resp: Responder,
+    /// Notification point: when this QP's receiver last sent a CNP.
+    pub cnp_last: Option<SimTime>,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
 }
 
 pub struct FlowState {
@@ -96,6 +122,17 @@ pub struct Counters {
     pub flows_completed: u64,
     /// Transfers whose sender has seen every acknowledgement.
     pub flows_acked: u64,
+    pub ecn_marks: u64,
+    pub wred_drops: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    /// PFC frames with a pause time, and with quanta 0 (resume).
+    pub pfc_pause_frames: u64,
+    pub pfc_resume_frames: u64,
+    /// Packets of a lossless class dropped for lack of buffer or headroom.
+    pub lossless_drops: u64,
+    pub watchdog_events: u64,
+    pub watchdog_drops: u64,
 }
 
 /// Why a run stopped.
@@ -110,6 +147,9 @@ pub enum StopReason {
     /// No transfer made progress for a long time (see `run`).
     Stalled,
 }
+
+/// `pfc_slot` of a priority that is not lossless.
+pub const NO_SLOT: u8 = u8::MAX;
 
 pub struct Simulation {
     pub now: SimTime,
@@ -129,6 +169,19 @@ pub struct Simulation {
     pub switches: Vec<SwitchState>,
     /// The DSCP-to-queue map NICs use for the frames they send.
     nic_classes: ClassMap,
+    /// The queue NIC data and ACKs go out of, and CNPs.
+    data_queue: u8,
+    cnp_queue: u8,
+    /// PFC state per port and lossless priority: `pfc[port * n + slot]`.
+    pub pfc: Vec<PfcPrio>,
+    /// Slot of each priority in `pfc`, `NO_SLOT` if not lossless.
+    pub pfc_slot: [u8; QUEUES],
+    pub pfc_slots: usize,
+    /// Earliest pending wake-up of each port's transmitter.
+    wake_at: Vec<SimTime>,
+    /// Sampled queue depths and QP rates (empty unless sampling is on).
+    pub queue_samples: Vec<QueueSample>,
+    pub rate_samples: Vec<RateSample>,
     pub packets: PacketArena,
     pub qps: Vec<QpState>,
     pub flows: Vec<FlowState>,
@@ -145,16 +198,66 @@ impl Simulation {
         } = prepared;
         let streams = Streams::new(scenario.seed);
         let ports = PortState::from_topology(&topo);
-        let owners = topo.ports.iter().map(|p| p.owner).collect();
+        let owners: Vec<Owner> = topo.ports.iter().map(|p| p.owner).collect();
+        let qos = &scenario.qos;
+        let preset = &scenario.transport.dcqcn;
+        let max_frame = qos.max_wire_frame();
+
+        // PFC: one slot per lossless priority on every port.
+        let mut pfc_slot = [NO_SLOT; QUEUES];
+        let mut pfc_slots = 0;
+        for (q, slot) in pfc_slot.iter_mut().enumerate() {
+            if qos.queues[q].lossless {
+                *slot = pfc_slots as u8;
+                pfc_slots += 1;
+            }
+        }
+        let mut pfc = Vec::with_capacity(topo.ports.len() * pfc_slots);
+        let mut reserved = vec![0u64; topo.switches.len()];
+        for port in &topo.ports {
+            for qc in qos.queues.iter().filter(|qc| qc.lossless) {
+                let cfg = PortPfc::resolve(qc, preset, &qos.pfc, port.rate, port.delay, max_frame);
+                if let Owner::Switch(s) = port.owner {
+                    reserved[s.idx()] += cfg.headroom as u64;
+                }
+                pfc.push(PfcPrio::new(cfg));
+            }
+        }
+        let strict = (0..QUEUES).fold(0u8, |m, q| m | (u8::from(qos.queues[q].strict) << q));
+        let percent = std::array::from_fn(|q| qos.queues[q].percent);
+        let sched = Scheduler::new(strict, percent, max_frame);
+        let queues = topo
+            .ports
+            .iter()
+            .map(|port| {
+                let wred = match port.owner {
+                    Owner::Switch(_) => (0..QUEUES)
+                        .filter_map(|q| {
+                            PortWred::resolve(&qos.queues[q], preset, port.rate)
+                                .map(|w| Wred::new(q as u8, w))
+                        })
+                        .collect(),
+                    Owner::Nic(_) => Vec::new(),
+                };
+                EgressQueues::new(sched, wred)
+            })
+            .collect();
         let switches = topo
             .switches
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(si, s)| {
                 let seed = match scenario.switch.ecmp.seed {
                     EcmpSeed::PerSwitch => streams.derive(&format!("ecmp/{}", s.name)) as u32,
                     EcmpSeed::Fixed(n) => n,
                 };
-                SwitchState::new(&scenario.switch, seed)
+                SwitchState::new(
+                    &scenario.switch,
+                    qos.map.clone(),
+                    seed,
+                    reserved[si],
+                    streams.stream(&format!("wred/{}", s.name)),
+                )
             })
             .collect();
 
@@ -171,7 +274,11 @@ impl Simulation {
                 let id = first_qp + i;
                 let bytes =
                     spec.bytes / n_qps as u64 + u64::from((i as u64) < spec.bytes % n_qps as u64);
-                let req = Requester::new(bytes, tc.mtu, tc.write_mode);
+                let mut req = Requester::new(bytes, tc.mtu, tc.write_mode);
+                if tc.dcqcn_enabled {
+                    let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
+                    req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
+                }
                 let resp = Responder::new(req.n_pkts);
                 let sport =
                     49152 + (streams.derive_indexed("qp/udp-sport", id as u64) % 16384) as u16;
@@ -187,7 +294,7 @@ impl Simulation {
                         header_crc: 0,
                         udp_sport: sport,
                         opcode: Opcode::WriteMiddle,
-                        dscp: tc.data_dscp,
+                        tos: Packet::tos_of(tc.data_dscp, ecn::ECT0),
                     };
                     Ecmp::header_crc(ecmp.hash, ecmp.fields, &template)
                 };
@@ -203,6 +310,9 @@ impl Simulation {
                     in_ring: false,
                     req,
                     resp,
+                    cnp_last: None,
+                    cnps_sent: 0,
+                    cnps_received: 0,
                 });
             }
             queue.push(spec.start, Event::FlowStart(FlowId(fi as u32)));
@@ -217,6 +327,18 @@ impl Simulation {
                 ideal_fct: SimTime::ZERO,
             });
         }
+        for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
+            queue.push(storm.start, Event::Storm(i as u32, true));
+            if let Some(stop) = storm.stop {
+                queue.push(stop, Event::Storm(i as u32, false));
+            }
+        }
+        if let Some(every) = scenario.sample_interval {
+            queue.push(every, Event::Sample);
+        }
+        let nic_classes = scenario.qos.map.clone();
+        let data_queue = nic_classes.queue_of(scenario.transport.data_dscp);
+        let cnp_queue = nic_classes.queue_of(scenario.transport.cnp_dscp);
         let mut sim = Simulation {
             now: SimTime::ZERO,
             queue,
@@ -224,12 +346,20 @@ impl Simulation {
             topo,
             routes,
             owners,
-            queues: (0..ports.len()).map(|_| EgressQueues::default()).collect(),
+            queues,
             qp_rings: (0..ports.len()).map(|_| VecDeque::new()).collect(),
             port_drops: vec![PortDrops::default(); ports.len()],
+            wake_at: vec![SimTime::MAX; ports.len()],
             ports,
             switches,
-            nic_classes: ClassMap::default(),
+            nic_classes,
+            data_queue,
+            cnp_queue,
+            pfc,
+            pfc_slot,
+            pfc_slots,
+            queue_samples: Vec::new(),
+            rate_samples: Vec::new(),
             packets: PacketArena::default(),
             qps,
             flows,
@@ -361,10 +491,17 @@ impl Simulation {
             Event::Arrive(p, id) => self.arrive(p, id),
             Event::FlowStart(f) => self.flow_start(f),
             Event::Wake(p) => {
-                self.ports[p.idx()].wake_pending = false;
+                if self.now >= self.wake_at[p.idx()] {
+                    self.wake_at[p.idx()] = SimTime::MAX;
+                }
                 self.kick(p);
             }
             Event::Rto(q) => self.rto(q),
+            Event::Cnp(q) => self.send_cnp(q),
+            Event::PfcRefresh(p, prio) => self.pfc_refresh(p, prio),
+            Event::Watchdog(p, prio) => self.watchdog(p, prio),
+            Event::Storm(i, on) => self.storm(i as usize, on),
+            Event::Sample => self.sample(),
         }
     }
 
@@ -409,14 +546,23 @@ impl Simulation {
         }
     }
 
+    /// Asks for a `Wake` of port `p` at `at` unless an earlier one is due.
+    fn wake_at(&mut self, p: PortId, at: SimTime) {
+        if at < self.wake_at[p.idx()] {
+            self.wake_at[p.idx()] = at;
+            self.queue.push(at, Event::Wake(p));
+        }
+    }
+
     /// Offers a frame to an egress port: straight onto the wire if the
     /// port is idle with nothing waiting, else into its priority queue.
+    /// `ingress` is the port it came in on (`LOCAL` if made here).
     #[inline]
-    fn offer(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32) {
-        if self.ports[p.idx()].idle(self.now) {
-            self.transmit(p, id, wire);
+    fn offer(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32, ingress: u32) {
+        if self.ports[p.idx()].idle(self.now) && !self.queues[p.idx()].is_paused(queue, self.now) {
+            self.transmit(p, id, wire, queue, ingress);
         } else {
-            self.queues[p.idx()].enqueue(queue, id, wire);
+            self.queues[p.idx()].enqueue(queue, id, wire, ingress);
             self.ports[p.idx()].queued += 1;
             self.kick(p);
         }
@@ -425,31 +571,54 @@ impl Simulation {
     /// Puts the next waiting frame on the wire. The port must be idle with
     /// no `TxDone` pending.
     fn start_tx(&mut self, p: PortId) {
-        let (id, wire) = if self.ports[p.idx()].queued > 0 {
-            let q = self.queues[p.idx()].dequeue().expect("queued > 0");
-            self.ports[p.idx()].queued -= 1;
-            (q.id, q.wire_bytes)
-        } else {
-            match self.owners[p.idx()] {
-                Owner::Nic(n) => match self.pull_from_qps(p, n) {
-                    Some(id) => (id, self.packets.get(id).wire_bytes),
-                    None => return,
-                },
-                Owner::Switch(_) => return,
+        while self.ports[p.idx()].queued > 0 {
+            match self.queues[p.idx()].dequeue(self.now) {
+                Dequeued::Frame(e, q) => {
+                    self.ports[p.idx()].queued -= 1;
+                    if q != CONTROL
+                        && self.scenario.qos.mark_on == MarkPoint::Dequeue
+                        && !self.queues[p.idx()].wred.is_empty()
+                        && !self.mark(p, q, e.id)
+                    {
+                        self.discard_queued(p, q, e.id, e.wire_bytes, e.ingress);
+                        continue;
+                    }
+                    self.transmit(p, e.id, e.wire_bytes, q, e.ingress);
+                    return;
+                }
+                Dequeued::Blocked(until) => {
+                    self.wake_at(p, until);
+                    break;
+                }
+                Dequeued::Empty => break,
             }
-        };
-        self.transmit(p, id, wire);
+        }
+        if let Owner::Nic(n) = self.owners[p.idx()] {
+            let dq = self.data_queue;
+            if self.queues[p.idx()].is_paused(dq, self.now) {
+                if !self.qp_rings[p.idx()].is_empty() {
+                    let until = self.queues[p.idx()].paused_until[dq as usize];
+                    self.wake_at(p, until);
+                }
+                return;
+            }
+            if let Some(id) = self.pull_from_qps(p, n) {
+                let wire = self.packets.get(id).wire_bytes;
+                self.transmit(p, id, wire, dq, LOCAL);
+            }
+        }
     }
 
     /// Serializes a frame on an idle port: schedules its arrival at the
-    /// peer, and a `TxDone` only if more is waiting.
+    /// peer, and a `TxDone` only if more is waiting. A switch frees the
+    /// frame's buffer as its transmission starts.
     #[inline]
-    fn transmit(&mut self, p: PortId, id: PacketId, wire: u32) {
+    fn transmit(&mut self, p: PortId, id: PacketId, wire: u32, queue: u8, ingress: u32) {
         let owner = self.owners[p.idx()];
         if let Owner::Switch(s) = owner {
-            self.switches[s.idx()]
-                .buffer
-                .release(wire - frame::PREAMBLE_SFD_IFG);
+            if ingress != LOCAL {
+                self.release(s.idx(), ingress, queue, held(wire));
+            }
         }
         let port = &mut self.ports[p.idx()];
         let ser = if port.ps_per_byte != 0 {
@@ -467,7 +636,11 @@ impl Simulation {
         if more {
             port.tx_event = true;
         }
-        let (peer, delay) = (port.peer, port.delay);
+        let (peer, mut delay) = (port.peer, port.delay);
+        if queue == CONTROL {
+            // The partner honours a pause this long after it arrives.
+            delay += self.scenario.qos.pfc.response_time;
+        }
         self.counters.link_transmissions += 1;
         self.queue.push(done + delay, Event::Arrive(peer, id));
         if more {
@@ -504,9 +677,11 @@ impl Simulation {
                 header_crc: qp.header_crc[0],
                 udp_sport: qp.udp_sport,
                 opcode: out.opcode,
-                dscp: self.scenario.transport.data_dscp,
+                tos: Packet::tos_of(self.scenario.transport.data_dscp, ecn::ECT0),
             };
-            qp.req.rate.on_send(now, pkt.wire_bytes);
+            qp.req
+                .rate
+                .on_send(now, pkt.wire_bytes, &self.scenario.transport.dcqcn);
             if qp.req.has_data() {
                 self.qp_rings[p.idx()].push_back(q);
             } else {
@@ -520,10 +695,8 @@ impl Simulation {
             self.counters.payload_in_flight += out.payload as u64;
             return Some(self.packets.alloc(pkt));
         }
-        let port = &mut self.ports[p.idx()];
-        if earliest < SimTime::MAX && !port.wake_pending {
-            port.wake_pending = true;
-            self.queue.push(earliest, Event::Wake(p));
+        if earliest < SimTime::MAX {
+            self.wake_at(p, earliest);
         }
         None
     }
@@ -537,40 +710,157 @@ impl Simulation {
         match self.owners[p.idx()] {
             Owner::Switch(s) => {
                 let pkt = *self.packets.get(id);
+                if pkt.opcode == Opcode::Pause {
+                    self.receive_pause(p, &pkt);
+                    self.packets.free(id);
+                    return;
+                }
                 let class = self.routes.nic_class[pkt.dst.idx()];
-                let verdict = {
-                    let (ports, queues) = (&self.ports, &self.queues);
-                    // An empty queue is known from the port's hot line,
-                    // which spares a cache miss on the common path.
-                    let depth = |p: PortId, q: u8| {
-                        if ports[p.idx()].queued == 0 {
-                            0
-                        } else {
-                            queues[p.idx()].queue_bytes(q)
-                        }
-                    };
-                    self.switches[s.idx()].ingress(
-                        &self.routes.switches[s.idx()],
-                        class,
-                        &pkt,
-                        depth,
-                    )
+                let si = s.idx();
+                let Some((out, queue)) =
+                    self.switches[si].route(&self.routes.switches[si], class, &pkt)
+                else {
+                    debug_assert!(false, "validated traffic always has a route");
+                    self.drop_packet(id);
+                    return;
                 };
-                match verdict {
-                    Verdict::Forward { port, queue } => self.offer(port, queue, id, pkt.wire_bytes),
-                    Verdict::BufferFull { port } => {
-                        let d = &mut self.port_drops[port.idx()];
-                        d.packets += 1;
-                        d.wire_bytes += pkt.wire_bytes as u64;
-                        self.drop_packet(id);
-                    }
-                    Verdict::NoRoute => {
-                        debug_assert!(false, "validated traffic always has a route");
-                        self.drop_packet(id);
-                    }
+                self.admit(si, p, out, queue, id, &pkt);
+            }
+            Owner::Nic(_) => {
+                if self.packets.get(id).opcode == Opcode::Pause {
+                    let pkt = *self.packets.get(id);
+                    self.receive_pause(p, &pkt);
+                    self.packets.free(id);
+                } else {
+                    self.nic_receive(id);
                 }
             }
-            Owner::Nic(_) => self.nic_receive(id),
+        }
+    }
+
+    /// Admission at switch `s` of a packet that came in on `ingress`,
+    /// headed for `out`, queue `queue`: WRED on enqueue, then the shared
+    /// buffer (lossy classes) or PFC accounting (lossless ones).
+    #[inline]
+    fn admit(
+        &mut self,
+        s: usize,
+        ingress: PortId,
+        out: PortId,
+        queue: u8,
+        id: PacketId,
+        pkt: &Packet,
+    ) {
+        let b = pkt.buffer_bytes();
+        let slot = self.pfc_slot[queue as usize];
+        if slot != NO_SLOT && self.watchdog_dropping(out, queue) {
+            self.queues[out.idx()].stats[queue as usize].watchdog_drops += 1;
+            self.counters.watchdog_drops += 1;
+            self.drop_packet(id);
+            return;
+        }
+        if self.scenario.qos.mark_on == MarkPoint::Enqueue
+            && self.ports[out.idx()].queued > 0
+            && !self.queues[out.idx()].wred.is_empty()
+            && !self.mark(out, queue, id)
+        {
+            self.count_drop(out, queue, pkt.wire_bytes);
+            self.drop_packet(id);
+            return;
+        }
+        let admitted = if slot != NO_SLOT {
+            let i = ingress.idx() * self.pfc_slots + slot as usize;
+            let a = self.pfc[i].admit(b, &mut self.switches[s].buffer);
+            if a.send_pause {
+                self.send_pause(ingress, queue);
+            }
+            if !a.admitted {
+                self.counters.lossless_drops += 1;
+            }
+            a.admitted
+        } else {
+            let depth = if self.ports[out.idx()].queued == 0 {
+                0
+            } else {
+                self.queues[out.idx()].queue_bytes(queue)
+            };
+            self.switches[s].buffer.admit(b, depth)
+        };
+        if !admitted {
+            self.count_drop(out, queue, pkt.wire_bytes);
+            self.drop_packet(id);
+            return;
+        }
+        self.offer(out, queue, id, pkt.wire_bytes, ingress.0);
+    }
+
+    /// Counts a drop at admission against the egress port and queue.
+    fn count_drop(&mut self, out: PortId, queue: u8, wire: u32) {
+        let d = &mut self.port_drops[out.idx()];
+        d.packets += 1;
+        d.wire_bytes += wire as u64;
+        self.queues[out.idx()].stats[queue as usize].drops += 1;
+    }
+
+    /// Runs WRED for packet `id` in `queue` of switch port `p`; marks it
+    /// CE or returns false if it must be dropped.
+    #[inline]
+    fn mark(&mut self, p: PortId, queue: u8, id: PacketId) -> bool {
+        let Owner::Switch(s) = self.owners[p.idx()] else {
+            return true;
+        };
+        let qs = &mut self.queues[p.idx()];
+        let depth = qs.queue_bytes(queue);
+        let Some(w) = qs.wred.iter_mut().find(|w| w.queue == queue) else {
+            return true;
+        };
+        let tos = self.packets.get(id).tos;
+        match w.decide(depth, tos & 3, &mut self.switches[s.idx()].rng) {
+            Mark::Pass => true,
+            Mark::Mark => {
+                if tos & 3 != ecn::CE {
+                    self.packets.get_mut(id).tos = tos | ecn::CE;
+                }
+                qs.stats[queue as usize].ecn_marks += 1;
+                self.counters.ecn_marks += 1;
+                true
+            }
+            Mark::Drop => {
+                qs.stats[queue as usize].wred_drops += 1;
+                self.counters.wred_drops += 1;
+                if self.pfc_slot[queue as usize] != NO_SLOT {
+                    self.counters.lossless_drops += 1;
+                }
+                false
+            }
+        }
+    }
+
+    /// Drops a frame already taken out of a queue of switch port `p`,
+    /// giving back its buffer.
+    fn discard_queued(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32, ingress: u32) {
+        if let Owner::Switch(s) = self.owners[p.idx()] {
+            if ingress != LOCAL {
+                self.release(s.idx(), ingress, queue, held(wire));
+            }
+        }
+        let d = &mut self.port_drops[p.idx()];
+        d.packets += 1;
+        d.wire_bytes += wire as u64;
+        self.drop_packet(id);
+    }
+
+    /// Gives back the buffer a frame took at switch `s`.
+    #[inline]
+    fn release(&mut self, s: usize, ingress: u32, queue: u8, bytes: u32) {
+        let slot = self.pfc_slot[queue as usize];
+        if slot == NO_SLOT {
+            self.switches[s].buffer.release(bytes);
+            return;
+        }
+        let i = ingress as usize * self.pfc_slots + slot as usize;
+        if self.pfc[i].release(bytes, &mut self.switches[s].buffer) {
+            self.send_resume(PortId(ingress), queue);
         }
     }
 
@@ -592,6 +882,13 @@ impl Simulation {
         let now = self.now;
         let rto = self.scenario.transport.rto;
         match pkt.opcode {
+            Opcode::Pause => unreachable!("pause frames are handled on arrival"),
+            Opcode::Cnp => {
+                let qp = &mut self.qps[q.idx()];
+                qp.cnps_received += 1;
+                self.counters.cnps_received += 1;
+                qp.req.rate.on_cnp(now, &self.scenario.transport.dcqcn);
+            }
             Opcode::Ack => {
                 let qp = &mut self.qps[q.idx()];
                 if qp.req.on_ack(now, pkt.psn, rto) {
@@ -612,6 +909,9 @@ impl Simulation {
             _ => {
                 self.counters.payload_arrived += pkt.payload as u64;
                 self.counters.payload_in_flight -= pkt.payload as u64;
+                if pkt.ecn() == ecn::CE {
+                    self.congestion_experienced(q);
+                }
                 let ack_every = self.scenario.transport.ack_every;
                 let qp = &mut self.qps[q.idx()];
                 let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every);
@@ -637,16 +937,16 @@ impl Simulation {
                         header_crc: self.qps[q.idx()].header_crc[1],
                         udp_sport: pkt.udp_sport,
                         opcode,
-                        dscp: pkt.dscp,
+                        tos: Packet::tos_of(pkt.dscp(), ecn::ECT0),
                     };
                     match opcode {
                         Opcode::Nak => self.counters.naks_sent += 1,
                         _ => self.counters.acks_sent += 1,
                     }
                     let port = self.qps[q.idx()].dst_port;
-                    let queue = self.nic_classes.queue_of(pkt.dscp);
+                    let queue = self.nic_classes.queue_of(pkt.dscp());
                     let rid = self.packets.alloc(reply);
-                    self.offer(port, queue, rid, reply.wire_bytes);
+                    self.offer(port, queue, rid, reply.wire_bytes, LOCAL);
                 }
             }
         }
@@ -682,7 +982,7 @@ impl Simulation {
             header_crc: qp.header_crc[0],
             udp_sport: qp.udp_sport,
             opcode: Opcode::WriteMiddle,
-            dscp: self.scenario.transport.data_dscp,
+            tos: Packet::tos_of(self.scenario.transport.data_dscp, ecn::ECT0),
         };
         let mut route = vec![qp.src_port];
         let mut at = self.topo.port(qp.src_port).peer;
@@ -744,7 +1044,11 @@ impl Simulation {
                 c.payload_sent, c.payload_arrived, c.payload_dropped
             ));
         }
-        let buffered: u64 = self.switches.iter().map(|s| s.buffer.used).sum();
+        let buffered: u64 = self
+            .switches
+            .iter()
+            .map(|s| s.buffer.used + s.buffer.headroom_used)
+            .sum();
         let queued: u64 = self
             .queues
             .iter()
@@ -765,6 +1069,28 @@ impl Simulation {
             return Err(format!(
                 "switch buffers hold {buffered} B but their queues hold {queued} B"
             ));
+        }
+        // Every lossless byte is charged to the port it came in on.
+        let mut charged = vec![0u64; self.pfc.len()];
+        for (q, o) in self.queues.iter().zip(&self.owners) {
+            if !matches!(o, Owner::Switch(_)) {
+                continue;
+            }
+            for (prio, e) in q.iter_queued() {
+                if let (Some(i), true) =
+                    (self.pfc_index(PortId(e.ingress), prio), e.ingress != LOCAL)
+                {
+                    charged[i] += held(e.wire_bytes) as u64;
+                }
+            }
+        }
+        for (i, (c, st)) in charged.iter().zip(&self.pfc).enumerate() {
+            if *c != st.bytes as u64 {
+                return Err(format!(
+                    "PFC slot {i} is charged {} B but its queued frames hold {c} B",
+                    st.bytes
+                ));
+            }
         }
         Ok(())
     }

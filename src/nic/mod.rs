@@ -4,11 +4,12 @@
 //! machines (the requester that segments an RDMA Write into packets and
 //! recovers losses with go-back-N, the responder that checks PSNs and
 //! acknowledges); `rate` the per-QP rate controller the requester consults
-//! before each packet. The event loop owns them and turns what they return
+//! before each packet, and `dcqcn` the DCQCN reaction point it can run. The event loop owns them and turns what they return
 //! into packets and timers. Each NIC port serves its active QPs round
 //! robin, control packets (ACK/NAK) first. Host-side limits (PCIe, NVLink)
 //! are not modelled yet.
 
+pub mod dcqcn;
 pub mod rate;
 pub mod transport;
 
@@ -47,4 +48,11 @@ pub struct TransportConfig {
     pub rto: SimTime,
     /// DSCP of data and ACK packets (RoCEv2 convention: 24).
     pub data_dscp: u8,
+    /// DSCP of CNPs (convention: 48).
+    pub cnp_dscp: u8,
+    /// QPs run DCQCN; otherwise every QP sends at line rate.
+    pub dcqcn_enabled: bool,
+    /// DCQCN parameters; their preset also gives the switch-side marking
+    /// thresholds classes leave unset, whether or not NICs react.
+    pub dcqcn: dcqcn::DcqcnParams,
 }

@@ -1,13 +1,15 @@
 //! Per-QP rate control: when may the requester put its next packet on the
-//! wire. For now every QP sends at line rate (the NIC port's speed limits
-//! it); DCQCN will be another variant of `RateControl`, driven by CNPs.
+//! wire. `LineRate` leaves it to the NIC port; `Dcqcn` paces the QP at its
+//! DCQCN rate, cut by CNPs and recovered by timers and a byte counter.
 
+use super::dcqcn::{Dcqcn, DcqcnParams};
 use crate::units::SimTime;
 
 #[derive(Clone, Debug)]
 pub enum RateControl {
     /// No limit beyond the port itself.
     LineRate,
+    Dcqcn(Dcqcn),
 }
 
 impl RateControl {
@@ -16,14 +18,31 @@ impl RateControl {
     pub fn earliest_send(&self, now: SimTime) -> SimTime {
         match self {
             RateControl::LineRate => now,
+            RateControl::Dcqcn(d) => d.earliest_send(now),
         }
     }
 
     /// Called when a packet of `wire_bytes` starts on the wire.
     #[inline]
-    pub fn on_send(&mut self, _now: SimTime, _wire_bytes: u32) {
+    pub fn on_send(&mut self, now: SimTime, wire_bytes: u32, p: &DcqcnParams) {
         match self {
             RateControl::LineRate => {}
+            RateControl::Dcqcn(d) => d.on_send(now, wire_bytes, p),
+        }
+    }
+
+    /// A CNP for this QP arrived.
+    pub fn on_cnp(&mut self, now: SimTime, p: &DcqcnParams) {
+        match self {
+            RateControl::LineRate => {}
+            RateControl::Dcqcn(d) => d.on_cnp(now, p),
+        }
+    }
+
+    pub fn dcqcn(&self) -> Option<&Dcqcn> {
+        match self {
+            RateControl::LineRate => None,
+            RateControl::Dcqcn(d) => Some(d),
         }
     }
 }

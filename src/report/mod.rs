@@ -86,6 +86,25 @@ pub struct Summary {
     pub out_of_order_packets: u64,
     pub max_switch_buffer_bytes: u64,
     pub max_queue_bytes: u64,
+    /// Packets marked CE by WRED, and dropped by it.
+    pub ecn_marks: u64,
+    pub wred_drops: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    /// QP rate cuts by DCQCN, and the lowest rate any QP fell to (Gb/s).
+    pub dcqcn_rate_cuts: u64,
+    pub dcqcn_min_rate_gbps: Option<f64>,
+    /// PFC frames sent with a pause time, and resumes (quanta 0).
+    pub pfc_pause_frames: u64,
+    pub pfc_resume_frames: u64,
+    /// Time transmitters spent paused by PFC, summed over ports.
+    pub pfc_paused_ps: u64,
+    pub max_headroom_bytes: u64,
+    pub watchdog_events: u64,
+    pub watchdog_drops: u64,
+    /// Packets of lossless classes dropped for lack of buffer or headroom
+    /// (or by WRED on a lossless class without ECN).
+    pub lossless_drops: u64,
     pub fct_ps: Option<Distribution>,
     pub slowdown: Option<Distribution>,
     pub uplink_balance: Vec<UplinkBalance>,
@@ -160,6 +179,33 @@ impl Summary {
                 .map(|(q, _)| q.max_bytes)
                 .max()
                 .unwrap_or(0),
+            ecn_marks: c.ecn_marks,
+            wred_drops: c.wred_drops,
+            cnps_sent: c.cnps_sent,
+            cnps_received: c.cnps_received,
+            dcqcn_rate_cuts: qps
+                .iter()
+                .filter_map(|q| q.req.rate.dcqcn())
+                .map(|d| d.cuts)
+                .sum(),
+            dcqcn_min_rate_gbps: qps
+                .iter()
+                .filter_map(|q| q.req.rate.dcqcn())
+                .filter(|d| d.cuts > 0)
+                .map(|d| d.min_rc / 1e9)
+                .reduce(f64::min),
+            pfc_pause_frames: c.pfc_pause_frames,
+            pfc_resume_frames: c.pfc_resume_frames,
+            pfc_paused_ps: (0..sim.pfc.len()).map(|i| sim.paused_ps(i)).sum(),
+            max_headroom_bytes: sim
+                .switches
+                .iter()
+                .map(|s| s.buffer.headroom_peak)
+                .max()
+                .unwrap_or(0),
+            watchdog_events: c.watchdog_events,
+            watchdog_drops: c.watchdog_drops,
+            lossless_drops: c.lossless_drops,
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),
             uplink_balance: uplink_balance(sim),
@@ -273,7 +319,14 @@ pub fn write_outputs(
             ("perf.json", json(perf)?),
             ("flows.csv", tables::flows_csv(sim)?),
             ("links.csv", tables::links_csv(sim)?),
+            ("queues.csv", tables::queues_csv(sim)?),
+            ("pfc.csv", tables::pfc_csv(sim)?),
+            ("qps.csv", tables::qps_csv(sim)?),
         ];
+        if sim.scenario.sample_interval.is_some() {
+            files.push(("queue_depth.csv", tables::queue_depth_csv(sim)?));
+            files.push(("qp_rate.csv", tables::qp_rate_csv(sim)?));
+        }
         for (name, bytes) in &mut files {
             fs::write(stage.join(name), bytes)?;
         }

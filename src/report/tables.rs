@@ -1,6 +1,7 @@
 //! The CSV tables: one row per transfer, one row per link direction.
 
 use crate::engine::Simulation;
+use crate::topology::{Owner, PortId};
 
 fn finish(w: csv::Writer<Vec<u8>>) -> std::io::Result<Vec<u8>> {
     w.into_inner()
@@ -132,6 +133,161 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 sim.port_drops[p.idx()].packets.to_string(),
             ])?;
         }
+    }
+    finish(w)
+}
+
+/// One row per switch egress queue that carried or dropped anything.
+pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let topo = &sim.topo;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "from",
+        "to",
+        "queue",
+        "class",
+        "enqueued",
+        "max_depth_bytes",
+        "ecn_marks",
+        "drops",
+        "wred_drops",
+        "watchdog_drops",
+    ])?;
+    for (p, q) in sim.queues.iter().enumerate() {
+        let pid = PortId(p as u32);
+        if !matches!(topo.port(pid).owner, Owner::Switch(_)) {
+            continue;
+        }
+        for (i, st) in q.stats.iter().enumerate() {
+            if st.enqueued + st.drops + st.wred_drops + st.watchdog_drops == 0 {
+                continue;
+            }
+            w.write_record([
+                topo.owner_name(pid).to_string(),
+                topo.owner_name(topo.port(pid).peer).to_string(),
+                i.to_string(),
+                sim.scenario.qos.queues[i].name.clone(),
+                st.enqueued.to_string(),
+                st.max_bytes.to_string(),
+                st.ecn_marks.to_string(),
+                st.drops.to_string(),
+                st.wred_drops.to_string(),
+                st.watchdog_drops.to_string(),
+            ])?;
+        }
+    }
+    finish(w)
+}
+
+/// One row per port and lossless priority that sent or received a PFC
+/// frame: the port's node, its peer, what it sent (it was congested) and
+/// what it received (its transmitter was paused).
+pub fn pfc_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let topo = &sim.topo;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "node",
+        "peer",
+        "priority",
+        "pauses_sent",
+        "resumes_sent",
+        "pauses_received",
+        "resumes_received",
+        "paused_ps",
+        "peak_ingress_bytes",
+        "peak_headroom_bytes",
+        "headroom_bytes",
+        "headroom_needed_bytes",
+        "watchdog_events",
+        "lossless_drops",
+    ])?;
+    let n = sim.pfc_slots.max(1);
+    for (i, st) in sim.pfc.iter().enumerate() {
+        let active = st.pauses_sent + st.pauses_received + st.lossless_drops + st.watchdog_events;
+        if active == 0 {
+            continue;
+        }
+        let pid = PortId((i / n) as u32);
+        let prio = (0..8)
+            .find(|&q| sim.pfc_slot[q] as usize == i % n)
+            .unwrap_or(0);
+        w.write_record([
+            topo.owner_name(pid).to_string(),
+            topo.owner_name(topo.port(pid).peer).to_string(),
+            prio.to_string(),
+            st.pauses_sent.to_string(),
+            st.resumes_sent.to_string(),
+            st.pauses_received.to_string(),
+            st.resumes_received.to_string(),
+            sim.paused_ps(i).to_string(),
+            st.peak_bytes.to_string(),
+            st.peak_headroom.to_string(),
+            st.cfg.headroom.to_string(),
+            st.cfg.headroom_needed.to_string(),
+            st.watchdog_events.to_string(),
+            st.lossless_drops.to_string(),
+        ])?;
+    }
+    finish(w)
+}
+
+/// One row per QP: its transfer, CNPs and DCQCN rate.
+pub fn qps_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "qp",
+        "flow_id",
+        "cnps_sent",
+        "cnps_received",
+        "rate_cuts",
+        "min_rate_gbps",
+        "final_rate_gbps",
+        "retransmitted_bytes",
+    ])?;
+    for (i, q) in sim.qps.iter().enumerate() {
+        let d = q.req.rate.dcqcn();
+        w.write_record([
+            i.to_string(),
+            q.flow.0.to_string(),
+            q.cnps_sent.to_string(),
+            q.cnps_received.to_string(),
+            d.map_or(0, |d| d.cuts).to_string(),
+            d.map_or(String::new(), |d| format!("{:.3}", d.min_rc / 1e9)),
+            d.map_or(String::new(), |d| format!("{:.3}", d.rc / 1e9)),
+            q.req.retx_bytes.to_string(),
+        ])?;
+    }
+    finish(w)
+}
+
+/// Sampled depth of every non-empty switch queue.
+pub fn queue_depth_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let topo = &sim.topo;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["time_ps", "from", "to", "queue", "bytes"])?;
+    for s in &sim.queue_samples {
+        w.write_record([
+            s.time.0.to_string(),
+            topo.owner_name(s.port).to_string(),
+            topo.owner_name(topo.port(s.port).peer).to_string(),
+            s.queue.to_string(),
+            s.bytes.to_string(),
+        ])?;
+    }
+    finish(w)
+}
+
+/// Sampled DCQCN rate of every QP below line rate.
+pub fn qp_rate_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["time_ps", "qp", "flow_id", "rate_gbps"])?;
+    for s in &sim.rate_samples {
+        w.write_record([
+            s.time.0.to_string(),
+            s.qp.0.to_string(),
+            sim.qps[s.qp.idx()].flow.0.to_string(),
+            format!("{:.3}", s.bps / 1e9),
+        ])?;
     }
     finish(w)
 }

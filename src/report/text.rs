@@ -132,5 +132,21 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         s.out_of_order_packets,
         fmt_bytes(s.max_switch_buffer_bytes)
     );
+    if s.ecn_marks + s.pfc_pause_frames + s.lossless_drops + s.watchdog_events > 0 {
+        let _ = writeln!(
+            o,
+            "lossless  {} ECN marks, {} CNPs, {} DCQCN rate cuts{}; {} PFC pauses, {} resumes, {} paused; {} watchdog events; {} lossless drops",
+            s.ecn_marks,
+            s.cnps_sent,
+            s.dcqcn_rate_cuts,
+            s.dcqcn_min_rate_gbps
+                .map_or(String::new(), |r| format!(" (lowest {r:.1} Gb/s)")),
+            s.pfc_pause_frames,
+            s.pfc_resume_frames,
+            SimTime(s.pfc_paused_ps),
+            s.watchdog_events,
+            s.lossless_drops
+        );
+    }
     o
 }

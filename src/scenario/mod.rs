@@ -7,6 +7,7 @@
 //! runs on an invalid scenario.
 
 pub mod error;
+pub mod lossless;
 pub mod raw;
 pub mod resolve;
 
@@ -14,6 +15,7 @@ use toml::{Table, Value};
 
 use crate::nic::TransportConfig;
 use crate::rng::Streams;
+use crate::switch::qos::QosConfig;
 use crate::switch::SwitchConfig;
 use crate::topology::routing::Routes;
 use crate::topology::{Topology, TopologyError, TopologySpec};
@@ -37,7 +39,12 @@ pub struct Scenario {
     pub topology: TopologySpec,
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
+    pub qos: QosConfig,
+    /// Record queue depths and QP rates this often (`None`: never).
+    pub sample_interval: Option<SimTime>,
     pub workloads: Vec<Workload>,
+    /// Threshold checks that did not pass (see `lossless::check`).
+    pub warnings: Vec<lossless::Finding>,
 }
 
 /// A scenario with its fabric built and its traffic expanded: everything a
@@ -147,7 +154,41 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         })?;
         let routes = Routes::compute(&topology);
         let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"))?;
-        let transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
+        let mut transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
+        transport.dcqcn = lossless::dcqcn(raw.dcqcn.as_ref(), &root.key("dcqcn"))?;
+        let qos = lossless::qos(
+            raw.qos.as_ref(),
+            raw.pfc.as_ref(),
+            &topology,
+            switch.buffer_bytes,
+            &root,
+        )?;
+        lossless::check_transport(
+            &qos,
+            transport.mtu,
+            transport.data_dscp,
+            &root.key("transport"),
+        )?;
+        let (warnings, error) =
+            lossless::check(&topology, &qos, &transport.dcqcn, switch.buffer_bytes);
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let sample_interval = match raw.report.as_ref().and_then(|r| r.sample_interval.as_ref()) {
+            None => None,
+            Some(Value::String(s)) if s == "off" => None,
+            Some(v) => {
+                let p = root.key("report").key("sample_interval");
+                let t = resolve::time(Some(v), &p, SimTime::ZERO)?;
+                if t < SimTime::from_ns(100) {
+                    return Err(KeyError::new(
+                        &p,
+                        "expected \"off\" or an interval of at least 100ns",
+                    ));
+                }
+                Some(t)
+            }
+        };
         let workloads = resolve::workloads(
             &raw.workload,
             &topology,
@@ -170,7 +211,10 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             topology: tspec,
             switch,
             transport,
+            qos,
+            sample_interval,
             workloads,
+            warnings,
         };
         Ok(Prepared {
             scenario,

@@ -14,8 +14,99 @@ pub struct RawScenario {
     pub topology: Option<RawTopology>,
     pub switch: Option<RawSwitch>,
     pub transport: Option<RawTransport>,
+    pub qos: Option<RawQos>,
+    pub pfc: Option<RawPfc>,
+    pub dcqcn: Option<RawDcqcn>,
+    pub report: Option<RawReport>,
     #[serde(default)]
     pub workload: Vec<RawWorkload>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawReport {
+    pub sample_interval: Option<Value>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawQos {
+    pub mark_on: Option<String>,
+    #[serde(default)]
+    pub class: Vec<RawClass>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawClass {
+    pub name: Option<String>,
+    pub dscp: Option<Vec<i64>>,
+    pub queue: Option<i64>,
+    pub strict: Option<bool>,
+    pub bandwidth_percent: Option<i64>,
+    pub lossless: Option<bool>,
+    pub ecn: Option<bool>,
+    pub mtu: Option<Value>,
+    /// "off" or a table of `RawWred`.
+    pub wred: Option<Value>,
+    pub xoff: Option<Value>,
+    pub xon: Option<Value>,
+    pub headroom: Option<Value>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawWred {
+    pub min: Option<Value>,
+    pub max: Option<Value>,
+    pub max_probability: Option<Value>,
+    pub weight: Option<i64>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawPfc {
+    pub enabled: Option<bool>,
+    pub quanta: Option<i64>,
+    pub refresh: Option<Value>,
+    pub response_time: Option<Value>,
+    pub watchdog: Option<RawWatchdog>,
+    #[serde(default)]
+    pub storm: Vec<RawStorm>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawWatchdog {
+    pub interval: Option<Value>,
+    pub action: Option<String>,
+    pub recovery: Option<Value>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawStorm {
+    pub gpu: Option<i64>,
+    pub priority: Option<i64>,
+    pub start: Option<Value>,
+    pub stop: Option<Value>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawDcqcn {
+    pub preset: Option<String>,
+    pub g: Option<Value>,
+    pub alpha_timer: Option<Value>,
+    pub rate_decrease_interval: Option<Value>,
+    pub rate_increase_timer: Option<Value>,
+    pub byte_counter: Option<Value>,
+    pub f: Option<i64>,
+    pub rai: Option<Value>,
+    pub rhai: Option<Value>,
+    pub min_rate: Option<Value>,
+    pub cnp_interval: Option<Value>,
+    pub cnp_delay: Option<Value>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -73,6 +164,9 @@ pub struct RawTransport {
     pub write_mode: Option<String>,
     pub ack_every: Option<i64>,
     pub rto: Option<Value>,
+    pub congestion_control: Option<String>,
+    pub dscp: Option<i64>,
+    pub cnp_dscp: Option<i64>,
 }
 
 #[derive(Deserialize, Default, Debug)]

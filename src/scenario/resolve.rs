@@ -477,12 +477,33 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             "got 0, expected a positive retransmission timeout",
         ));
     }
+    let dcqcn_enabled = match t.congestion_control.as_deref() {
+        None | Some("dcqcn") => true,
+        Some("none") => false,
+        Some(other) => {
+            return Err(KeyError::new(
+                &path.key("congestion_control"),
+                format!("got \"{other}\", expected \"dcqcn\" or \"none\""),
+            ))
+        }
+    };
+    let dscp = |v: Option<i64>, key: &str, default: u8| match v {
+        None => Ok(default),
+        Some(d @ 0..=63) => Ok(d as u8),
+        Some(d) => Err(KeyError::new(
+            &path.key(key),
+            format!("got {d}, expected a DSCP from 0 to 63"),
+        )),
+    };
     Ok(TransportConfig {
         mtu: mtu as u32,
         write_mode,
         ack_every: count(t.ack_every, &path.key("ack_every"), 4, 1)?,
         rto,
-        data_dscp: 24,
+        data_dscp: dscp(t.dscp, "dscp", 24)?,
+        cnp_dscp: dscp(t.cnp_dscp, "cnp_dscp", 48)?,
+        dcqcn_enabled,
+        dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::Mellanox),
     })
 }
 

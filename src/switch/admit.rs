@@ -4,17 +4,23 @@
 //! is over its dynamic threshold: alpha times the buffer still free
 //! (Choudhury and Hahne's dynamic thresholds, the scheme shared-buffer
 //! switch ASICs use so that one congested queue cannot take the whole
-//! buffer and starve every other port). PFC headroom and per-class
-//! pools come with the lossless-fabric work.
+//! buffer and starve every other port). Lossless classes are admitted by
+//! their ingress port instead (`pfc`): they use the shared pool without a
+//! per-queue limit, and the headroom reserved per port and lossless
+//! priority, which is set aside from the buffer, when it is full.
 
 /// Dynamic-threshold alpha in 1/256 units (alpha 8 = 2048).
 pub const ALPHA_ONE: u64 = 256;
 
 #[derive(Clone, Debug)]
 pub struct SharedBuffer {
+    /// The shared pool: the buffer less the reserved headroom.
     pub capacity: u64,
     pub used: u64,
     pub peak: u64,
+    /// PFC headroom in use across the switch's ports.
+    pub headroom_used: u64,
+    pub headroom_peak: u64,
     /// `None`: a queue may take the whole buffer.
     pub alpha_256: Option<u64>,
 }
@@ -25,6 +31,8 @@ impl SharedBuffer {
             capacity,
             used: 0,
             peak: 0,
+            headroom_used: 0,
+            headroom_peak: 0,
             alpha_256,
         }
     }
@@ -42,6 +50,19 @@ impl SharedBuffer {
             if (queue_bytes as u64 + b) * ALPHA_ONE > free * a {
                 return false;
             }
+        }
+        self.used += b;
+        self.peak = self.peak.max(self.used);
+        true
+    }
+
+    /// Takes `bytes` from the shared pool with no per-queue limit
+    /// (lossless classes).
+    #[inline]
+    pub fn take(&mut self, bytes: u32) -> bool {
+        let b = bytes as u64;
+        if self.used + b > self.capacity {
+            return false;
         }
         self.used += b;
         self.peak = self.peak.max(self.used);

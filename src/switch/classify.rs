@@ -2,8 +2,7 @@
 //!
 //! The default map is the one AI fabrics deploy for RoCEv2: DSCP 24 (RDMA
 //! data, lossless class) to queue 3, DSCP 48 (CNP) to queue 7, everything
-//! else to queue 0. Making the map configurable per scenario comes with
-//! the QoS work.
+//! else to queue 0. Scenarios can change it (`[[qos.class]]`).
 
 /// Number of egress priority queues per port (IEEE 802.1Q priorities).
 pub const QUEUES: usize = 8;
@@ -24,6 +23,15 @@ impl Default for ClassMap {
 }
 
 impl ClassMap {
+    /// Every DSCP to `default`, then the listed ones to their queues.
+    pub fn new(default: u8, entries: &[(u8, u8)]) -> Self {
+        let mut queue = [default; 64];
+        for &(dscp, q) in entries {
+            queue[(dscp & 63) as usize] = q;
+        }
+        ClassMap { queue }
+    }
+
     #[inline]
     pub fn queue_of(&self, dscp: u8) -> u8 {
         self.queue[(dscp & 63) as usize]

@@ -3,9 +3,9 @@
 //! `classify` (DSCP -> queue), `forward` (destination -> equal-cost group),
 //! `balance` (group -> one egress port), `admit` (shared buffer, dynamic
 //! per-queue thresholds, tail drop) and `schedule` (priority queues,
-//! dequeue order). Marking (ECN) and flow control (PFC) are the next
-//! stages to slot in between admit and schedule; they are not modelled
-//! yet, so there is no file for them.
+//! dequeue order), with `ecn` (WRED marking, on enqueue or dequeue) and
+//! `pfc` (lossless admission by ingress port, pause and resume) beside
+//! them; `qos` holds the class settings they read.
 //!
 //! The stages are plain functions and small state structs composed here;
 //! the event loop owns every switch and calls `ingress` once per arriving
@@ -15,9 +15,13 @@
 pub mod admit;
 pub mod balance;
 pub mod classify;
+pub mod ecn;
 pub mod forward;
+pub mod pfc;
+pub mod qos;
 pub mod schedule;
 
+use crate::rng::Stream;
 use crate::topology::routing::SwitchRoutes;
 use crate::topology::PortId;
 use crate::wire::Packet;
@@ -40,47 +44,40 @@ pub struct SwitchState {
     pub classes: ClassMap,
     pub balancer: Balancer,
     pub buffer: admit::SharedBuffer,
-}
-
-/// What the pipeline decided for one packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Admitted: goes out of this egress port, from this priority queue.
-    Forward { port: PortId, queue: u8 },
-    /// Dropped at admission: the shared buffer is full.
-    BufferFull { port: PortId },
-    /// No route to the destination (cannot happen for validated traffic).
-    NoRoute,
+    /// WRED's random draws.
+    pub rng: Stream,
 }
 
 impl SwitchState {
-    pub fn new(cfg: &SwitchConfig, seed: u32) -> Self {
+    /// `reserved` bytes of the buffer are set aside as PFC headroom.
+    pub fn new(
+        cfg: &SwitchConfig,
+        classes: ClassMap,
+        seed: u32,
+        reserved: u64,
+        rng: Stream,
+    ) -> Self {
         SwitchState {
-            classes: ClassMap::default(),
+            classes,
             balancer: Balancer::new(&cfg.ecmp, seed),
-            buffer: admit::SharedBuffer::new(cfg.buffer_bytes, cfg.alpha_256),
+            buffer: admit::SharedBuffer::new(
+                cfg.buffer_bytes.saturating_sub(reserved),
+                cfg.alpha_256,
+            ),
+            rng,
         }
     }
 
-    /// Runs one packet through classify, forward, balance and admit. The
-    /// caller says how many bytes an egress queue holds, and hands an
-    /// admitted packet to the egress port's scheduler.
-    pub fn ingress(
+    /// Classifies and forwards one packet: its egress port and queue.
+    #[inline]
+    pub fn route(
         &mut self,
         routes: &SwitchRoutes,
         dst_class: u32,
         pkt: &Packet,
-        queue_depth: impl Fn(PortId, u8) -> u32,
-    ) -> Verdict {
-        let queue = self.classes.queue_of(pkt.dscp);
-        let Some(group) = forward::lookup(routes, pkt.dst, dst_class) else {
-            return Verdict::NoRoute;
-        };
-        let port = self.balancer.choose(routes, group, pkt);
-        let depth = queue_depth(port, queue);
-        if !self.buffer.admit(pkt.buffer_bytes(), depth) {
-            return Verdict::BufferFull { port };
-        }
-        Verdict::Forward { port, queue }
+    ) -> Option<(PortId, u8)> {
+        let queue = self.classes.queue_of(pkt.dscp());
+        let group = forward::lookup(routes, pkt.dst, dst_class)?;
+        Some((self.balancer.choose(routes, group, pkt), queue))
     }
 }

@@ -1,30 +1,95 @@
-//! Egress scheduling: eight FIFO priority queues per port, served in
-//! strict priority (queue 7 first). Weighted sharing of the non-strict
-//! queues (deficit round robin) comes with the QoS work.
+//! Egress scheduling: eight FIFO priority queues per port plus a control
+//! slot for PFC frames. Control frames go first; then strict-priority
+//! queues, highest first; then the other queues by deficit round robin,
+//! each getting its "bandwidth remaining percent" of what strict priority
+//! leaves. A queue paused by PFC is skipped until its pause expires or a
+//! resume arrives; queues with weight 0 are served only when no weighted
+//! queue has anything to send.
 
 use std::collections::VecDeque;
 
 use super::classify::QUEUES;
+use super::ecn::Wred;
+use crate::units::SimTime;
 use crate::wire::frame::PREAMBLE_SFD_IFG;
 use crate::wire::PacketId;
 
-/// A queued frame: its packet and its size on the wire, kept here so that
-/// the transmitter never has to touch the packet record to dequeue it.
+/// The queue index `Dequeued::Frame` reports for a PFC frame.
+pub const CONTROL: u8 = QUEUES as u8;
+
+/// No ingress port (the frame was made by this device).
+pub const LOCAL: u32 = u32::MAX;
+
+/// A queued frame: its packet, its size on the wire and the port it came
+/// in on, kept here so that the transmitter never has to touch the packet
+/// record to dequeue it.
 #[derive(Clone, Copy, Debug)]
 pub struct Queued {
     pub id: PacketId,
     pub wire_bytes: u32,
+    pub ingress: u32,
 }
 
 /// Queue depths count the frame as buffered: destination MAC to FCS.
 #[inline]
-fn held(wire_bytes: u32) -> u32 {
+pub fn held(wire_bytes: u32) -> u32 {
     wire_bytes - PREAMBLE_SFD_IFG
+}
+
+/// How the queues of a port share it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Scheduler {
+    /// Bit i set when queue i is strict priority.
+    pub strict: u8,
+    /// Deficit round robin quantum per queue, bytes; 0 = weight 0.
+    pub quantum: [u32; QUEUES],
+}
+
+impl Scheduler {
+    /// Quanta proportional to the percentages, the smallest one a whole
+    /// `max_frame` so that every visit can send at least one frame.
+    pub fn new(strict: u8, percent: [u32; QUEUES], max_frame: u32) -> Self {
+        let min = percent
+            .iter()
+            .copied()
+            .filter(|&p| p > 0)
+            .min()
+            .unwrap_or(1);
+        Scheduler {
+            strict,
+            quantum: percent.map(|p| (p as u64 * max_frame as u64 / min as u64) as u32),
+        }
+    }
+}
+
+/// Counters of one egress queue.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueueStats {
+    pub max_bytes: u32,
+    pub enqueued: u64,
+    pub ecn_marks: u64,
+    /// Dropped at admission (buffer, headroom or WRED) while headed here.
+    pub drops: u64,
+    pub wred_drops: u64,
+    /// Discarded by the PFC watchdog.
+    pub watchdog_drops: u64,
+}
+
+/// What the transmitter gets.
+#[derive(Clone, Copy, Debug)]
+pub enum Dequeued {
+    /// A frame from this queue (`CONTROL` for PFC frames).
+    Frame(Queued, u8),
+    /// Frames wait, but every queue holding them is paused until at least
+    /// this time.
+    Blocked(SimTime),
+    Empty,
 }
 
 #[derive(Default, Debug)]
 pub struct EgressQueues {
     fifo: [VecDeque<Queued>; QUEUES],
+    control: VecDeque<Queued>,
     bytes: [u32; QUEUES],
     /// Bytes queued across all priorities.
     pub total_bytes: u64,
@@ -32,51 +97,197 @@ pub struct EgressQueues {
     pub max_bytes: u64,
     /// Bit i set when queue i is non-empty.
     nonempty: u8,
+    pub sched: Scheduler,
+    deficit: [u32; QUEUES],
+    current: u8,
+    /// Bit i set while queue i may be paused; `paused_until` says how long.
+    paused: u8,
+    pub paused_until: [SimTime; QUEUES],
+    pub stats: [QueueStats; QUEUES],
+    /// WRED on the queues that have it.
+    pub wred: Vec<Wred>,
 }
 
 impl EgressQueues {
+    pub fn new(sched: Scheduler, wred: Vec<Wred>) -> Self {
+        EgressQueues {
+            sched,
+            wred,
+            ..Default::default()
+        }
+    }
+
     #[inline]
-    pub fn enqueue(&mut self, queue: u8, id: PacketId, wire_bytes: u32) {
+    pub fn enqueue(&mut self, queue: u8, id: PacketId, wire_bytes: u32, ingress: u32) {
         let q = queue as usize;
         let bytes = held(wire_bytes);
-        self.fifo[q].push_back(Queued { id, wire_bytes });
+        self.fifo[q].push_back(Queued {
+            id,
+            wire_bytes,
+            ingress,
+        });
         self.bytes[q] += bytes;
+        let st = &mut self.stats[q];
+        st.max_bytes = st.max_bytes.max(self.bytes[q]);
+        st.enqueued += 1;
         self.total_bytes += bytes as u64;
         self.max_bytes = self.max_bytes.max(self.total_bytes);
         self.nonempty |= 1 << q;
     }
 
-    /// The next frame in strict-priority order.
+    /// Queues a PFC frame ahead of everything else.
+    pub fn enqueue_control(&mut self, id: PacketId, wire_bytes: u32) {
+        self.control.push_back(Queued {
+            id,
+            wire_bytes,
+            ingress: LOCAL,
+        });
+    }
+
+    /// Queues not paused at `now` (expired pauses are cleared).
     #[inline]
-    pub fn dequeue(&mut self) -> Option<Queued> {
-        if self.nonempty == 0 {
-            return None;
+    fn unpaused(&mut self, now: SimTime) -> u8 {
+        let mut p = self.paused;
+        while p != 0 {
+            let q = p.trailing_zeros() as usize;
+            p &= p - 1;
+            if self.paused_until[q] <= now {
+                self.paused &= !(1 << q);
+            }
         }
-        let q = 7 - self.nonempty.leading_zeros() as usize;
-        let e = self.fifo[q].pop_front()?;
+        !self.paused
+    }
+
+    /// Whether queue `q` is paused at `now`.
+    pub fn is_paused(&self, q: u8, now: SimTime) -> bool {
+        self.paused & (1 << q) != 0 && self.paused_until[q as usize] > now
+    }
+
+    /// Pauses queue `q` until `until` (a resume passes `now`).
+    pub fn pause(&mut self, q: u8, until: SimTime) {
+        self.paused |= 1 << q;
+        self.paused_until[q as usize] = until;
+    }
+
+    /// The next frame: control first, then strict priority, then DRR.
+    #[inline]
+    pub fn dequeue(&mut self, now: SimTime) -> Dequeued {
+        if let Some(c) = self.control.pop_front() {
+            return Dequeued::Frame(c, CONTROL);
+        }
+        if self.nonempty == 0 {
+            return Dequeued::Empty;
+        }
+        let eligible = self.nonempty & self.unpaused(now);
+        if eligible == 0 {
+            let until = (0..QUEUES)
+                .filter(|&q| self.nonempty & (1 << q) != 0)
+                .map(|q| self.paused_until[q])
+                .min()
+                .unwrap_or(now);
+            return Dequeued::Blocked(until);
+        }
+        let strict = eligible & self.sched.strict;
+        let q = if strict != 0 {
+            7 - strict.leading_zeros() as usize
+        } else {
+            self.drr_pick(eligible)
+        };
+        let e = self.fifo[q].pop_front().expect("non-empty queue");
         let b = held(e.wire_bytes);
         self.bytes[q] -= b;
         self.total_bytes -= b as u64;
+        self.deficit[q] = self.deficit[q].saturating_sub(e.wire_bytes);
         if self.fifo[q].is_empty() {
             self.nonempty &= !(1 << q);
+            self.deficit[q] = 0;
         }
-        Some(e)
+        Dequeued::Frame(e, q as u8)
+    }
+
+    /// Deficit round robin among the eligible non-strict queues.
+    fn drr_pick(&mut self, eligible: u8) -> usize {
+        let weighted = (0..QUEUES).fold(0u8, |m, q| m | (u8::from(self.sched.quantum[q] > 0) << q));
+        let set = if eligible & weighted != 0 {
+            eligible & weighted
+        } else {
+            eligible
+        };
+        if set.count_ones() == 1 {
+            return set.trailing_zeros() as usize;
+        }
+        let floor = self
+            .sched
+            .quantum
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(9236);
+        loop {
+            let cur = self.current as usize;
+            if cur < QUEUES && set & (1 << cur) != 0 {
+                let head = self.fifo[cur].front().expect("eligible").wire_bytes;
+                if self.deficit[cur] >= head {
+                    return cur;
+                }
+            }
+            // Move to the next queue of the set, which gets its quantum.
+            let next = (1..=QUEUES)
+                .map(|d| (cur + d) % QUEUES)
+                .find(|&q| set & (1 << q) != 0)
+                .expect("set is non-empty");
+            self.current = next as u8;
+            let quantum = match self.sched.quantum[next] {
+                0 => floor,
+                n => n,
+            };
+            self.deficit[next] = self.deficit[next].saturating_add(quantum);
+        }
+    }
+
+    /// Takes every frame out of queue `q` (the watchdog drops them).
+    pub fn drain(&mut self, q: u8) -> Vec<Queued> {
+        let q = q as usize;
+        let out: Vec<Queued> = self.fifo[q].drain(..).collect();
+        self.total_bytes -= self.bytes[q] as u64;
+        self.bytes[q] = 0;
+        self.nonempty &= !(1 << q);
+        self.deficit[q] = 0;
+        out
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nonempty == 0
+        self.nonempty == 0 && self.control.is_empty()
     }
 
     pub fn queue_bytes(&self, queue: u8) -> u32 {
         self.bytes[queue as usize]
     }
 
+    pub fn queue_len(&self, queue: u8) -> usize {
+        self.fifo[queue as usize].len()
+    }
+
+    /// Frames waiting, control frames included.
     pub fn len(&self) -> usize {
-        self.fifo.iter().map(|f| f.len()).sum()
+        self.fifo.iter().map(|f| f.len()).sum::<usize>() + self.control.len()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = PacketId> + '_ {
-        self.fifo.iter().flat_map(|f| f.iter().map(|e| e.id))
+        self.fifo
+            .iter()
+            .flat_map(|f| f.iter().map(|e| e.id))
+            .chain(self.control.iter().map(|e| e.id))
+    }
+
+    /// Bytes of queued frames by the ingress port they came in on and
+    /// their queue (for the PFC accounting invariant).
+    pub fn iter_queued(&self) -> impl Iterator<Item = (u8, &Queued)> + '_ {
+        self.fifo
+            .iter()
+            .enumerate()
+            .flat_map(|(q, f)| f.iter().map(move |e| (q as u8, e)))
     }
 }
 
@@ -84,16 +295,71 @@ impl EgressQueues {
 mod tests {
     use super::*;
 
+    fn ids(q: &mut EgressQueues, now: SimTime) -> Vec<u32> {
+        std::iter::from_fn(|| match q.dequeue(now) {
+            Dequeued::Frame(e, _) => Some(e.id.0),
+            _ => None,
+        })
+        .collect()
+    }
+
+    fn strict7() -> EgressQueues {
+        let mut pct = [0; QUEUES];
+        pct[0] = 50;
+        pct[3] = 50;
+        EgressQueues::new(Scheduler::new(1 << 7, pct, 9236), Vec::new())
+    }
+
     #[test]
-    fn strict_priority_then_fifo() {
-        let mut q = EgressQueues::default();
-        q.enqueue(0, PacketId(1), 120);
-        q.enqueue(3, PacketId(2), 120);
-        q.enqueue(0, PacketId(3), 120);
-        q.enqueue(7, PacketId(4), 120);
-        let order: Vec<u32> = std::iter::from_fn(|| q.dequeue().map(|e| e.id.0)).collect();
-        assert_eq!(order, vec![4, 2, 1, 3]);
+    fn control_then_strict_priority_then_fifo() {
+        let mut q = strict7();
+        q.enqueue(3, PacketId(2), 120, LOCAL);
+        q.enqueue(7, PacketId(4), 120, LOCAL);
+        q.enqueue_control(PacketId(9), 84);
+        assert_eq!(ids(&mut q, SimTime::ZERO), vec![9, 4, 2]);
         assert_eq!(q.total_bytes, 0);
-        assert_eq!(q.max_bytes, 400);
+        assert_eq!(q.max_bytes, 200);
+    }
+
+    #[test]
+    fn weighted_queues_share_by_their_percent() {
+        let mut pct = [0; QUEUES];
+        pct[0] = 25;
+        pct[3] = 75;
+        let mut q = EgressQueues::new(Scheduler::new(0, pct, 1000), Vec::new());
+        for i in 0..400 {
+            q.enqueue(0, PacketId(i), 1000, LOCAL);
+            q.enqueue(3, PacketId(1000 + i), 1000, LOCAL);
+        }
+        // Over the first 200 frames, three of every four come from queue 3.
+        let first: Vec<u32> = ids(&mut q, SimTime::ZERO).into_iter().take(200).collect();
+        let from3 = first.iter().filter(|&&i| i >= 1000).count();
+        assert_eq!(from3, 150);
+    }
+
+    #[test]
+    fn weight_zero_queue_only_when_others_are_idle() {
+        let mut pct = [0; QUEUES];
+        pct[3] = 100;
+        let mut q = EgressQueues::new(Scheduler::new(0, pct, 1000), Vec::new());
+        q.enqueue(1, PacketId(1), 1000, LOCAL);
+        q.enqueue(3, PacketId(2), 1000, LOCAL);
+        q.enqueue(3, PacketId(3), 1000, LOCAL);
+        assert_eq!(ids(&mut q, SimTime::ZERO), vec![2, 3, 1]);
+    }
+
+    #[test]
+    fn paused_queue_is_skipped_until_it_expires() {
+        let mut q = strict7();
+        q.enqueue(3, PacketId(1), 1000, LOCAL);
+        q.pause(3, SimTime(500));
+        assert!(matches!(
+            q.dequeue(SimTime(10)),
+            Dequeued::Blocked(SimTime(500))
+        ));
+        // Other queues still go.
+        q.enqueue(0, PacketId(2), 1000, LOCAL);
+        assert_eq!(ids(&mut q, SimTime(10)), vec![2]);
+        assert_eq!(ids(&mut q, SimTime(500)), vec![1]);
     }
 }

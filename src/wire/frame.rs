@@ -39,6 +39,28 @@ pub enum Opcode {
     Ack,
     /// Negative acknowledgement, PSN sequence error (AETH syndrome NAK).
     Nak,
+    /// Congestion notification packet (RoCEv2 CNP, BTH opcode 0x81): the
+    /// receiver of a CE-marked packet tells the sender's QP to slow down.
+    Cnp,
+    /// IEEE 802.1Qbb priority flow control frame (MAC control, ethertype
+    /// 0x8808, opcode 0x0101). Not an IP packet: it never leaves the link
+    /// it was sent on.
+    Pause,
+}
+
+/// MAC control ethertype, carried by PFC frames.
+pub const MAC_CONTROL_ETHERTYPE: u16 = 0x8808;
+/// MAC control opcode of a priority flow control frame.
+pub const PFC_OPCODE: u16 = 0x0101;
+/// RoCEv2 CNP: 16 reserved bytes after the BTH.
+pub const CNP_PAYLOAD: u32 = 16;
+
+/// ECN codepoints (RFC 3168), the two low bits of the IPv4 TOS byte.
+pub mod ecn {
+    pub const NOT_ECT: u8 = 0b00;
+    pub const ECT1: u8 = 0b01;
+    pub const ECT0: u8 = 0b10;
+    pub const CE: u8 = 0b11;
 }
 
 impl Opcode {
@@ -50,6 +72,8 @@ impl Opcode {
             Opcode::WriteLast => 0x08,
             Opcode::WriteOnly => 0x0A,
             Opcode::Ack | Opcode::Nak => 0x11,
+            Opcode::Cnp => 0x81,
+            Opcode::Pause => 0,
         }
     }
 
@@ -58,7 +82,10 @@ impl Opcode {
     }
 
     pub fn is_data(self) -> bool {
-        !matches!(self, Opcode::Ack | Opcode::Nak)
+        matches!(
+            self,
+            Opcode::WriteFirst | Opcode::WriteMiddle | Opcode::WriteLast | Opcode::WriteOnly
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -69,12 +96,24 @@ impl Opcode {
             Opcode::WriteOnly => "write-only",
             Opcode::Ack => "ack",
             Opcode::Nak => "nak",
+            Opcode::Cnp => "cnp",
+            Opcode::Pause => "pfc-pause",
         }
     }
 }
 
 /// Bytes of the frame from destination MAC to FCS (what a switch buffers).
 pub fn frame_bytes(opcode: Opcode, payload: u32) -> u32 {
+    match opcode {
+        // Destination MAC, source MAC, ethertype, opcode, class-enable
+        // vector, eight quanta, padding: always the minimum frame.
+        Opcode::Pause => return MIN_FRAME,
+        Opcode::Cnp => {
+            return (ETH_HEADER + IPV4_HEADER + UDP_HEADER + BTH + CNP_PAYLOAD + ICRC + ETH_FCS)
+                .max(MIN_FRAME)
+        }
+        _ => {}
+    }
     let transport = BTH
         + ICRC
         + if opcode.has_reth() { RETH } else { 0 }
@@ -102,5 +141,9 @@ mod tests {
         // A 1-byte Write Middle (63 B) is padded to the minimum frame.
         assert_eq!(frame_bytes(Opcode::WriteMiddle, 1), 64);
         assert_eq!(frame_bytes(Opcode::WriteFirst, 1), 79);
+        // CNP: 14 + 20 + 8 + 12 + 16 + 4 + 4; PFC: the minimum frame.
+        assert_eq!(frame_bytes(Opcode::Cnp, 0), 78);
+        assert_eq!(wire_bytes(Opcode::Pause, 0), 84);
+        assert_eq!(Opcode::Cnp.bth_opcode(), 0x81);
     }
 }

@@ -16,7 +16,8 @@ pub struct Packet {
     pub dst: NicId,
     /// The queue pair this packet belongs to (both ends share the id).
     pub qp: QpId,
-    /// Packet sequence number; on ACK/NAK, the PSN acknowledged or expected.
+    /// Packet sequence number; on ACK/NAK, the PSN acknowledged or expected;
+    /// on a PFC frame, the pause time in quanta (0 = resume).
     pub psn: u32,
     pub payload: u32,
     /// Bytes on the wire including preamble and inter-frame gap.
@@ -28,11 +29,26 @@ pub struct Packet {
     pub header_crc: u32,
     pub udp_sport: u16,
     pub opcode: Opcode,
-    /// DiffServ code point (IPv4 TOS bits 7..2).
-    pub dscp: u8,
+    /// The IPv4 TOS byte: DiffServ code point in bits 7..2, ECN codepoint
+    /// in bits 1..0. On a PFC frame: the class-enable vector.
+    pub tos: u8,
 }
 
 impl Packet {
+    #[inline]
+    pub fn dscp(&self) -> u8 {
+        self.tos >> 2
+    }
+
+    #[inline]
+    pub fn ecn(&self) -> u8 {
+        self.tos & 3
+    }
+
+    pub fn tos_of(dscp: u8, ecn: u8) -> u8 {
+        (dscp << 2) | (ecn & 3)
+    }
+
     /// Bytes held in a switch buffer: the frame without preamble and gap.
     pub fn buffer_bytes(&self) -> u32 {
         self.wire_bytes - super::frame::PREAMBLE_SFD_IFG
@@ -69,6 +85,11 @@ impl PacketArena {
     #[inline]
     pub fn get(&self, id: PacketId) -> &Packet {
         &self.slots[id.0 as usize]
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: PacketId) -> &mut Packet {
+        &mut self.slots[id.0 as usize]
     }
 
     /// Where a packet's record sits, for prefetching; never dereferenced

@@ -1,0 +1,647 @@
+//! Resolving `[qos]`, `[pfc]` and `[dcqcn]`, and the threshold checks a
+//! lossless fabric needs (`check`): headroom per port against what the
+//! link can have in flight, and xON < WRED min < WRED max < xOFF.
+
+use toml::Value;
+
+use super::error::{KeyError, KeyPath};
+use super::raw::{RawClass, RawDcqcn, RawPfc, RawQos, RawWred};
+use super::resolve::{count, size, time};
+use crate::nic::dcqcn::{DcqcnParams, Preset};
+use crate::switch::classify::{ClassMap, QUEUES};
+use crate::switch::qos::{
+    Bytes, MarkPoint, PauseStorm, PfcConfig, PortPfc, PortWred, QosConfig, QueueConfig, Watchdog,
+    WatchdogAction, WredConfig,
+};
+use crate::topology::{GpuId, Owner, Topology};
+use crate::units::{fmt_bytes, parse_rate, Rate, SimTime};
+use crate::wire::frame::{self, Opcode};
+
+type R<T> = Result<T, KeyError>;
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    }
+}
+
+/// A number between 0 and 1.
+fn probability(v: &Value, path: &KeyPath) -> R<f64> {
+    let x = match v {
+        Value::Float(f) => Some(*f),
+        Value::Integer(n) => Some(*n as f64),
+        _ => None,
+    };
+    match x {
+        Some(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(KeyError::new(
+            path,
+            format!(
+                "got {}, expected a probability between 0 and 1 (0.07 = 7%)",
+                show(v)
+            ),
+        )),
+    }
+}
+
+/// A rate from 1 b/s up (DCQCN steps are a few Mb/s).
+fn small_rate(v: Option<&Value>, path: &KeyPath) -> R<Option<Rate>> {
+    match v {
+        None => Ok(None),
+        Some(Value::String(s)) => match parse_rate(s) {
+            Some(r) if r.bps() > 0 && r.bps() <= 10_000_000_000_000 => Ok(Some(r)),
+            _ => Err(KeyError::new(
+                path,
+                format!("got \"{s}\", expected a rate such as \"5M\", \"40Mbps\" or \"1G\""),
+            )),
+        },
+        Some(other) => Err(KeyError::new(
+            path,
+            format!(
+                "got {}, expected a rate string such as \"40M\"",
+                show(other)
+            ),
+        )),
+    }
+}
+
+fn positive_time(v: Option<&Value>, path: &KeyPath, default: SimTime) -> R<SimTime> {
+    let t = time(v, path, default)?;
+    if t == SimTime::ZERO {
+        return Err(KeyError::new(path, "got 0, expected a positive duration"));
+    }
+    Ok(t)
+}
+
+/// `[dcqcn]`: a preset and any overrides.
+pub fn dcqcn(raw: Option<&RawDcqcn>, path: &KeyPath) -> R<DcqcnParams> {
+    let empty = RawDcqcn::default();
+    let d = raw.unwrap_or(&empty);
+    let preset = match d.preset.as_deref() {
+        None => Preset::Mellanox,
+        Some(name) => Preset::from_name(name).ok_or_else(|| {
+            KeyError::new(
+                &path.key("preset"),
+                format!(
+                    "got \"{name}\", expected one of {}",
+                    Preset::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
+    let mut p = DcqcnParams::preset(preset);
+    if let Some(v) = &d.g {
+        let g = probability(v, &path.key("g"))?;
+        if g == 0.0 {
+            return Err(KeyError::new(
+                &path.key("g"),
+                "got 0, expected a gain above 0 (1/256 = 0.00390625)",
+            ));
+        }
+        p.g = g;
+    }
+    p.alpha_timer = positive_time(
+        d.alpha_timer.as_ref(),
+        &path.key("alpha_timer"),
+        p.alpha_timer,
+    )?;
+    p.rate_decrease_interval = time(
+        d.rate_decrease_interval.as_ref(),
+        &path.key("rate_decrease_interval"),
+        p.rate_decrease_interval,
+    )?;
+    p.rate_increase_timer = positive_time(
+        d.rate_increase_timer.as_ref(),
+        &path.key("rate_increase_timer"),
+        p.rate_increase_timer,
+    )?;
+    p.byte_counter = size(
+        d.byte_counter.as_ref(),
+        &path.key("byte_counter"),
+        p.byte_counter,
+    )?;
+    p.f = count(d.f, &path.key("f"), p.f, 1)?;
+    p.rai = small_rate(d.rai.as_ref(), &path.key("rai"))?.or(p.rai);
+    p.rhai = small_rate(d.rhai.as_ref(), &path.key("rhai"))?.or(p.rhai);
+    p.min_rate = small_rate(d.min_rate.as_ref(), &path.key("min_rate"))?.unwrap_or(p.min_rate);
+    p.cnp_interval = time(
+        d.cnp_interval.as_ref(),
+        &path.key("cnp_interval"),
+        p.cnp_interval,
+    )?;
+    p.cnp_delay = time(d.cnp_delay.as_ref(), &path.key("cnp_delay"), p.cnp_delay)?;
+    Ok(p)
+}
+
+fn bytes_or_auto(v: Option<&Value>, path: &KeyPath) -> R<Bytes> {
+    match v {
+        None => Ok(Bytes::Auto),
+        Some(Value::String(s)) if s == "auto" => Ok(Bytes::Auto),
+        Some(v) => Ok(Bytes::Given(size(Some(v), path, 0)?)),
+    }
+}
+
+fn wred(v: &Value, path: &KeyPath) -> R<Option<WredConfig>> {
+    let raw: RawWred = match v {
+        Value::String(s) if s == "off" => return Ok(None),
+        Value::Table(_) => v.clone().try_into().map_err(|e: toml::de::Error| {
+            KeyError::new(path, e.message().to_string())
+        })?,
+        other => {
+            return Err(KeyError::new(
+                path,
+                format!(
+                    "got {}, expected \"off\" or a table such as {{ min = \"150KB\", max = \"3000KB\", max_probability = 0.07 }}",
+                    show(other)
+                ),
+            ))
+        }
+    };
+    let min = raw
+        .min
+        .as_ref()
+        .map(|v| size(Some(v), &path.key("min"), 0))
+        .transpose()?;
+    let max = raw
+        .max
+        .as_ref()
+        .map(|v| size(Some(v), &path.key("max"), 0))
+        .transpose()?;
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if lo > hi {
+            return Err(KeyError::new(
+                &path.key("min"),
+                format!("got {lo} B, above max ({hi} B); expected min <= max"),
+            ));
+        }
+    }
+    let max_probability = raw
+        .max_probability
+        .as_ref()
+        .map(|v| probability(v, &path.key("max_probability")))
+        .transpose()?;
+    let weight = match raw.weight {
+        None => 0,
+        Some(w @ 0..=15) => w as u8,
+        Some(w) => {
+            return Err(KeyError::new(
+                &path.key("weight"),
+                format!("got {w}, expected an averaging weight from 0 (instantaneous) to 15"),
+            ))
+        }
+    };
+    Ok(Some(WredConfig {
+        min,
+        max,
+        max_probability,
+        weight,
+    }))
+}
+
+fn class(c: &RawClass, path: &KeyPath) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
+    let name = c
+        .name
+        .clone()
+        .ok_or_else(|| KeyError::new(&path.key("name"), "missing; every class needs a name"))?;
+    let queue = match c.queue {
+        Some(q @ 0..=7) => q as u8,
+        Some(q) => {
+            return Err(KeyError::new(
+                &path.key("queue"),
+                format!("got {q}, expected a queue from 0 to 7"),
+            ))
+        }
+        None => {
+            return Err(KeyError::new(
+                &path.key("queue"),
+                "missing; expected the egress queue (0 to 7) of this class",
+            ))
+        }
+    };
+    let mut dscps = Vec::new();
+    if let Some(list) = &c.dscp {
+        for (i, &d) in list.iter().enumerate() {
+            if !(0..64).contains(&d) {
+                return Err(KeyError::new(
+                    &path.key("dscp").index(i),
+                    format!("got {d}, expected a DSCP from 0 to 63"),
+                ));
+            }
+            dscps.push(d as u8);
+        }
+    }
+    let strict = c.strict.unwrap_or(false);
+    let percent = match c.bandwidth_percent {
+        None => 0,
+        Some(_) if strict => {
+            return Err(KeyError::new(
+                &path.key("bandwidth_percent"),
+                "a strict-priority class takes no bandwidth share",
+            ))
+        }
+        Some(p @ 0..=100) => p as u32,
+        Some(p) => {
+            return Err(KeyError::new(
+                &path.key("bandwidth_percent"),
+                format!("got {p}, expected a percentage from 0 to 100"),
+            ))
+        }
+    };
+    let lossless = c.lossless.unwrap_or(false);
+    for (key, given) in [
+        ("xoff", c.xoff.is_some()),
+        ("xon", c.xon.is_some()),
+        ("headroom", c.headroom.is_some()),
+    ] {
+        if given && !lossless {
+            return Err(KeyError::new(
+                &path.key(key),
+                "is only used by a lossless class (lossless = true)",
+            ));
+        }
+    }
+    let mtu = size(c.mtu.as_ref(), &path.key("mtu"), 9216)?;
+    if !(256..=9216).contains(&mtu) {
+        return Err(KeyError::new(
+            &path.key("mtu"),
+            format!("got {mtu}, expected a frame size from 256 to 9216 bytes (jumbo)"),
+        ));
+    }
+    let cfg = QueueConfig {
+        name,
+        strict,
+        percent,
+        lossless,
+        ecn: c.ecn.unwrap_or(lossless),
+        mtu: mtu as u32,
+        wred: c
+            .wred
+            .as_ref()
+            .map(|v| wred(v, &path.key("wred")))
+            .transpose()?
+            .flatten(),
+        xoff: bytes_or_auto(c.xoff.as_ref(), &path.key("xoff"))?,
+        xon: bytes_or_auto(c.xon.as_ref(), &path.key("xon"))?,
+        headroom: bytes_or_auto(c.headroom.as_ref(), &path.key("headroom"))?,
+    };
+    if let (Bytes::Given(on), Bytes::Given(off)) = (cfg.xon, cfg.xoff) {
+        if on >= off {
+            return Err(KeyError::new(
+                &path.key("xon"),
+                format!("got {on} B, expected less than xoff ({off} B)"),
+            ));
+        }
+    }
+    Ok((queue, dscps, c.dscp.is_none(), cfg))
+}
+
+/// `[qos]` and `[pfc]`. `buffer` is the switch buffer, which bounds xOFF.
+pub fn qos(
+    raw: Option<&RawQos>,
+    pfc_raw: Option<&RawPfc>,
+    topo: &Topology,
+    buffer: u64,
+    root: &KeyPath,
+) -> R<QosConfig> {
+    let path = root.key("qos");
+    let mut cfg = QosConfig::rocev2_default();
+    if let Some(q) = raw {
+        cfg.mark_on = match q.mark_on.as_deref() {
+            None => MarkPoint::Dequeue,
+            Some("enqueue") => MarkPoint::Enqueue,
+            Some("dequeue") => MarkPoint::Dequeue,
+            Some(other) => {
+                return Err(KeyError::new(
+                    &path.key("mark_on"),
+                    format!("got \"{other}\", expected \"enqueue\" or \"dequeue\""),
+                ))
+            }
+        };
+        if !q.class.is_empty() {
+            let mut queues: [QueueConfig; QUEUES] = std::array::from_fn(|_| QueueConfig::unused());
+            let mut used = [false; QUEUES];
+            let mut entries = Vec::new();
+            let mut catch_all = None;
+            for (i, c) in q.class.iter().enumerate() {
+                let cp = path.key("class").index(i);
+                let (queue, dscps, all, qc) = class(c, &cp)?;
+                if used[queue as usize] {
+                    return Err(KeyError::new(
+                        &cp.key("queue"),
+                        format!("got {queue}, which another class already uses"),
+                    ));
+                }
+                used[queue as usize] = true;
+                for d in dscps {
+                    if entries.iter().any(|&(e, _)| e == d) {
+                        return Err(KeyError::new(
+                            &cp.key("dscp"),
+                            format!("DSCP {d} is already in another class"),
+                        ));
+                    }
+                    entries.push((d, queue));
+                }
+                if all {
+                    if catch_all.is_some() {
+                        return Err(KeyError::new(
+                            &cp.key("dscp"),
+                            "missing; only one class may leave out dscp (it takes every DSCP no class lists)",
+                        ));
+                    }
+                    catch_all = Some(queue);
+                }
+                queues[queue as usize] = qc;
+            }
+            let default_queue = catch_all.unwrap_or(0);
+            if !used[default_queue as usize] {
+                queues[0] = QueueConfig {
+                    name: "default".into(),
+                    ..QueueConfig::unused()
+                };
+            }
+            let total: u32 = queues.iter().filter(|q| !q.strict).map(|q| q.percent).sum();
+            if total > 100 {
+                return Err(KeyError::new(
+                    &path.key("class"),
+                    format!("bandwidth_percent adds up to {total}, expected at most 100"),
+                ));
+            }
+            cfg.map = ClassMap::new(default_queue, &entries);
+            cfg.queues = queues;
+        }
+    }
+
+    let pp = root.key("pfc");
+    let empty = RawPfc::default();
+    let p = pfc_raw.unwrap_or(&empty);
+    let mut pfc = PfcConfig::default();
+    if p.enabled == Some(false) {
+        // Lossy fabric: every class drops on overflow.
+        for q in cfg.queues.iter_mut() {
+            q.lossless = false;
+        }
+    }
+    if let Some(q) = p.quanta {
+        if !(1..=0xFFFF).contains(&q) {
+            return Err(KeyError::new(
+                &pp.key("quanta"),
+                format!("got {q}, expected pause quanta from 1 to 65535 (units of 512 bit times)"),
+            ));
+        }
+        pfc.quanta = q as u16;
+    }
+    pfc.refresh = p
+        .refresh
+        .as_ref()
+        .map(|v| positive_time(Some(v), &pp.key("refresh"), SimTime::ZERO))
+        .transpose()?;
+    pfc.response_time = time(
+        p.response_time.as_ref(),
+        &pp.key("response_time"),
+        SimTime::ZERO,
+    )?;
+    if let Some(w) = &p.watchdog {
+        let wp = pp.key("watchdog");
+        let interval = match &w.interval {
+            None => {
+                return Err(KeyError::new(
+                    &wp.key("interval"),
+                    "missing; expected how long a queue may stay paused, e.g. \"200us\"",
+                ))
+            }
+            Some(v) => positive_time(Some(v), &wp.key("interval"), SimTime::ZERO)?,
+        };
+        let action = match w.action.as_deref() {
+            None | Some("drop") => WatchdogAction::Drop,
+            Some("ignore") => WatchdogAction::Ignore,
+            Some(other) => {
+                return Err(KeyError::new(
+                    &wp.key("action"),
+                    format!("got \"{other}\", expected \"drop\" or \"ignore\""),
+                ))
+            }
+        };
+        pfc.watchdog = Some(Watchdog {
+            interval,
+            action,
+            recovery: positive_time(w.recovery.as_ref(), &wp.key("recovery"), interval)?,
+        });
+    }
+    let data_queue_default = cfg.queues.iter().position(|q| q.lossless);
+    for (i, s) in p.storm.iter().enumerate() {
+        let sp = pp.key("storm").index(i);
+        let gpu = match s.gpu {
+            Some(g) if g >= 0 && (g as usize) < topo.gpus.len() => GpuId(g as u32),
+            Some(g) => {
+                return Err(KeyError::new(
+                    &sp.key("gpu"),
+                    format!(
+                        "GPU {g} does not exist; the fabric has {} GPUs",
+                        topo.gpus.len()
+                    ),
+                ))
+            }
+            None => {
+                return Err(KeyError::new(
+                    &sp.key("gpu"),
+                    "missing; expected the GPU whose NIC sends the pauses",
+                ))
+            }
+        };
+        let priority = match (s.priority, data_queue_default) {
+            (Some(q @ 0..=7), _) if cfg.queues[q as usize].lossless => q as u8,
+            (Some(q), _) => {
+                return Err(KeyError::new(
+                    &sp.key("priority"),
+                    format!("got {q}, expected the queue of a lossless class"),
+                ))
+            }
+            (None, Some(q)) => q as u8,
+            (None, None) => {
+                return Err(KeyError::new(
+                    &sp.key("priority"),
+                    "no class is lossless, so there is nothing to pause",
+                ))
+            }
+        };
+        let start = time(s.start.as_ref(), &sp.key("start"), SimTime::ZERO)?;
+        let stop = s
+            .stop
+            .as_ref()
+            .map(|v| time(Some(v), &sp.key("stop"), SimTime::ZERO))
+            .transpose()?;
+        if stop.is_some_and(|t| t <= start) {
+            return Err(KeyError::new(
+                &sp.key("stop"),
+                "expected a time after start",
+            ));
+        }
+        pfc.storms.push(PauseStorm {
+            gpu,
+            priority,
+            start,
+            stop,
+        });
+    }
+    cfg.pfc = pfc;
+
+    // Thresholds given in bytes must fit the buffer.
+    for (q, qc) in cfg.queues.iter().enumerate() {
+        if let Bytes::Given(x) = qc.xoff {
+            if x > buffer {
+                return Err(KeyError::new(
+                    &class_key(raw, q, &path).key("xoff"),
+                    format!("got {x} B, above the switch buffer ({buffer} B)"),
+                ));
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+/// The `[[qos.class]]` entry that configures queue `q`, for error paths.
+fn class_key(raw: Option<&RawQos>, q: usize, path: &KeyPath) -> KeyPath {
+    let i = raw
+        .and_then(|r| r.class.iter().position(|c| c.queue == Some(q as i64)))
+        .unwrap_or(0);
+    path.key("class").index(i)
+}
+
+/// Checks the data and CNP classes exist and the transport's frames fit
+/// their class MTU.
+pub fn check_transport(cfg: &QosConfig, mtu: u32, dscp: u8, transport: &KeyPath) -> R<()> {
+    let q = cfg.map.queue_of(dscp) as usize;
+    let frame = frame::frame_bytes(Opcode::WriteFirst, mtu);
+    if frame > cfg.queues[q].mtu {
+        return Err(KeyError::new(
+            &transport.key("mtu"),
+            format!(
+                "got {mtu}: its {frame} B frames exceed the {} B MTU of class \"{}\" (queue {q})",
+                cfg.queues[q].mtu, cfg.queues[q].name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One finding of `check`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub key: String,
+    pub message: String,
+}
+
+/// Threshold checks per port kind (tier, speed, delay): headroom against
+/// what the link can have in flight, and the order xON < WRED min < WRED
+/// max < xOFF, as warnings; and the one error that needs the built fabric,
+/// headroom reservations that leave no shared buffer.
+pub fn check(
+    topo: &Topology,
+    cfg: &QosConfig,
+    preset: &DcqcnParams,
+    buffer: u64,
+) -> (Vec<Finding>, Option<KeyError>) {
+    let mut warnings: Vec<Finding> = Vec::new();
+    let mut error = None;
+    let max_frame = cfg.max_wire_frame();
+    let names = topo.kind.tier_names();
+    for qc in &cfg.queues {
+        if !qc.lossless {
+            continue;
+        }
+        let key = format!("qos.class \"{}\"", qc.name);
+        // One finding per kind of port: tier, speed, delay.
+        let mut seen = Vec::new();
+        for port in &topo.ports {
+            let Owner::Switch(s) = port.owner else {
+                continue;
+            };
+            let tier = topo.switches[s.idx()].tier;
+            let kind = (tier, port.rate, port.delay);
+            if seen.contains(&kind) {
+                continue;
+            }
+            seen.push(kind);
+            let pfc = PortPfc::resolve(qc, preset, &cfg.pfc, port.rate, port.delay, max_frame);
+            let where_ = format!(
+                "{} ports at {} with {} links",
+                names[tier as usize], port.rate, port.delay
+            );
+            if pfc.headroom < pfc.headroom_needed {
+                warnings.push(Finding {
+                    key: format!("{key}.headroom"),
+                    message: format!(
+                        "{where_}: headroom {} is below the {} that can still arrive after a pause (2 x {} of flight and {} response at {}, plus two {} B frames and the pause frame); lossless packets may be dropped",
+                        fmt_bytes(pfc.headroom as u64),
+                        fmt_bytes(pfc.headroom_needed as u64),
+                        port.delay,
+                        cfg.pfc.response_time,
+                        port.rate,
+                        max_frame
+                    ),
+                });
+            }
+            if let Some(w) = PortWred::resolve(qc, preset, port.rate) {
+                let ok = pfc.xon < w.min && w.min <= w.max && w.max < pfc.xoff;
+                if !ok {
+                    warnings.push(Finding {
+                        key: key.clone(),
+                        message: format!(
+                            "{where_}: expected xON < WRED min < WRED max < xOFF so that ECN slows senders before PFC pauses them; got xON {}, WRED min {}, WRED max {}, xOFF {}",
+                            fmt_bytes(pfc.xon as u64),
+                            fmt_bytes(w.min as u64),
+                            fmt_bytes(w.max as u64),
+                            fmt_bytes(pfc.xoff as u64)
+                        ),
+                    });
+                }
+            } else if pfc.xon >= pfc.xoff {
+                warnings.push(Finding {
+                    key: format!("{key}.xon"),
+                    message: format!(
+                        "{where_}: xON {} is not below xOFF {}",
+                        fmt_bytes(pfc.xon as u64),
+                        fmt_bytes(pfc.xoff as u64)
+                    ),
+                });
+            }
+        }
+    }
+    // Headroom is set aside from each switch's buffer.
+    let lossless: Vec<&QueueConfig> = cfg.queues.iter().filter(|q| q.lossless).collect();
+    if !lossless.is_empty() {
+        let mut worst: Option<(u64, usize)> = None;
+        for (si, sw) in topo.switches.iter().enumerate() {
+            let reserved: u64 = sw
+                .ports
+                .iter()
+                .flat_map(|&p| {
+                    let port = topo.port(p);
+                    lossless.iter().map(move |qc| {
+                        PortPfc::resolve(qc, preset, &cfg.pfc, port.rate, port.delay, max_frame)
+                            .headroom as u64
+                    })
+                })
+                .sum();
+            if worst.is_none_or(|(r, _)| reserved > r) {
+                worst = Some((reserved, si));
+            }
+        }
+        if let Some((reserved, si)) = worst {
+            if reserved + 2 * max_frame as u64 > buffer {
+                error = Some(KeyError::new(
+                    &KeyPath::root().key("switch").key("buffer"),
+                    format!(
+                        "got {}, but {} reserves {} of PFC headroom over its {} ports, leaving no shared buffer; give a larger buffer or less headroom",
+                        fmt_bytes(buffer),
+                        topo.switches[si].name,
+                        fmt_bytes(reserved),
+                        topo.switches[si].ports.len()
+                    ),
+                ));
+            }
+        }
+    }
+    (warnings, error)
+}
