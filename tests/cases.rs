@@ -1,5 +1,5 @@
-//! Data-driven scenario cases: every scenario in `examples/` (not the
-//! benchmarks) is run and its whole `summary.json` compared with the
+//! Data-driven scenario cases: every scenario in `examples/` and its
+//! family folders (not the benchmarks) is run and its whole `summary.json` compared with the
 //! expected one in `tests/expected/NAME.summary.json`. A change to the
 //! model that moves any figure shows up here as a diff to review.
 //!
@@ -11,9 +11,20 @@ mod common;
 #[test]
 fn example_scenarios_produce_their_expected_summaries() {
     let update = std::env::var_os("UPDATE_EXPECT").is_some();
+    // Top-level examples and those of each mechanism family, not `bench/`.
     let mut names: Vec<_> = std::fs::read_dir("examples")
         .unwrap()
         .map(|e| e.unwrap().path())
+        .flat_map(|p| {
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "bench") {
+                std::fs::read_dir(&p)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect()
+            } else {
+                vec![p]
+            }
+        })
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     names.sort();

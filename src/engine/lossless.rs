@@ -1,7 +1,7 @@
 //! The lossless fabric in the event loop: PFC pause and resume frames,
 //! their refresh, the watchdog, NIC pause storms, CNPs and sampling.
 
-use super::{Event, Simulation, NO_SLOT};
+use super::{first, Event, Simulation, NO_SLOT};
 use crate::switch::qos::{pause_time, WatchdogAction};
 use crate::switch::schedule::{held, LOCAL};
 use crate::topology::{NicId, Owner, PortId, QpId};
@@ -72,9 +72,18 @@ impl Simulation {
         if quanta == 0 {
             self.pfc[i].resumes_sent += 1;
             self.counters.pfc_resume_frames += 1;
+            first(&mut self.firsts.resume_ps, self.now);
         } else {
             self.pfc[i].pauses_sent += 1;
+            self.pfc[i].first_pause.get_or_insert(self.now);
             self.counters.pfc_pause_frames += 1;
+            let slot = match self.owners[p.idx()] {
+                Owner::Switch(s) => {
+                    &mut self.firsts.pause_by_tier_ps[self.topo.switches[s.idx()].tier as usize]
+                }
+                Owner::Nic(_) => &mut self.firsts.pause_by_nic_ps,
+            };
+            first(slot, self.now);
         }
         let id = self.packets.alloc(pkt);
         if self.ports[p.idx()].idle(self.now) {
@@ -200,6 +209,7 @@ impl Simulation {
         }
         self.pfc[i].watchdog_events += 1;
         self.counters.watchdog_events += 1;
+        first(&mut self.firsts.watchdog_ps, now);
         self.pfc[i].watchdog_until = now + wd.recovery;
         self.pfc[i].close_paused(now);
         self.queues[p.idx()].pause(prio, now);
@@ -280,6 +290,7 @@ impl Simulation {
         };
         let port = qp.dst_port;
         self.counters.cnps_sent += 1;
+        first(&mut self.firsts.cnp_ps, self.now);
         let id = self.packets.alloc(pkt);
         self.offer(port, self.cnp_queue, id, pkt.wire_bytes, LOCAL);
     }

@@ -135,6 +135,30 @@ pub struct Counters {
     pub watchdog_drops: u64,
 }
 
+/// When each congestion mechanism first acted: the order a user reads
+/// to see whether ECN acted before PFC.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct FirstEvents {
+    pub ecn_mark_ps: Option<u64>,
+    pub cnp_ps: Option<u64>,
+    pub rate_cut_ps: Option<u64>,
+    /// First pause sent by a switch of each tier (leaf, spine, super
+    /// spine), and by a NIC.
+    pub pause_by_tier_ps: [Option<u64>; 3],
+    pub pause_by_nic_ps: Option<u64>,
+    pub resume_ps: Option<u64>,
+    pub watchdog_ps: Option<u64>,
+    pub lossless_drop_ps: Option<u64>,
+}
+
+/// Sets `slot` to `now` if it is unset.
+#[inline]
+pub(crate) fn first(slot: &mut Option<u64>, now: SimTime) {
+    if slot.is_none() {
+        *slot = Some(now.0);
+    }
+}
+
 /// Why a run stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -186,6 +210,7 @@ pub struct Simulation {
     pub qps: Vec<QpState>,
     pub flows: Vec<FlowState>,
     pub counters: Counters,
+    pub firsts: FirstEvents,
 }
 
 impl Simulation {
@@ -364,6 +389,7 @@ impl Simulation {
             qps,
             flows,
             counters: Counters::default(),
+            firsts: FirstEvents::default(),
         };
         for f in 0..sim.flows.len() {
             let (first, n, dst) = {
@@ -776,6 +802,7 @@ impl Simulation {
             }
             if !a.admitted {
                 self.counters.lossless_drops += 1;
+                first(&mut self.firsts.lossless_drop_ps, self.now);
             }
             a.admitted
         } else {
@@ -823,6 +850,7 @@ impl Simulation {
                 }
                 qs.stats[queue as usize].ecn_marks += 1;
                 self.counters.ecn_marks += 1;
+                first(&mut self.firsts.ecn_mark_ps, self.now);
                 true
             }
             Mark::Drop => {
@@ -887,6 +915,7 @@ impl Simulation {
                 let qp = &mut self.qps[q.idx()];
                 qp.cnps_received += 1;
                 self.counters.cnps_received += 1;
+                first(&mut self.firsts.rate_cut_ps, now);
                 qp.req.rate.on_cnp(now, &self.scenario.transport.dcqcn);
             }
             Opcode::Ack => {

@@ -84,7 +84,8 @@ impl DcqcnParams {
                 alpha_timer: SimTime::from_us(1),
                 rate_decrease_interval: SimTime::from_us(4),
                 rate_increase_timer: SimTime::from_us(300),
-                byte_counter: 10_000_000,
+                // The NIC firmware default (rpg_byte_reset).
+                byte_counter: 32_767,
                 f: 1,
                 rai: None,
                 rhai: None,

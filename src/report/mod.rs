@@ -105,6 +105,8 @@ pub struct Summary {
     /// Packets of lossless classes dropped for lack of buffer or headroom
     /// (or by WRED on a lossless class without ECN).
     pub lossless_drops: u64,
+    /// When ECN, CNPs, DCQCN, PFC and the watchdog first acted.
+    pub first_events: crate::engine::FirstEvents,
     pub fct_ps: Option<Distribution>,
     pub slowdown: Option<Distribution>,
     pub uplink_balance: Vec<UplinkBalance>,
@@ -206,6 +208,7 @@ impl Summary {
             watchdog_events: c.watchdog_events,
             watchdog_drops: c.watchdog_drops,
             lossless_drops: c.lossless_drops,
+            first_events: sim.firsts,
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),
             uplink_balance: uplink_balance(sim),

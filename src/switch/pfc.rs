@@ -32,6 +32,7 @@ pub struct PfcPrio {
     pub refresh_pending: bool,
     pub pauses_sent: u64,
     pub resumes_sent: u64,
+    pub first_pause: Option<SimTime>,
     // The transmit side of this port, paused by the partner.
     pub pauses_received: u64,
     pub resumes_received: u64,
