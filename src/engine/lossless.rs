@@ -151,6 +151,7 @@ impl Simulation {
                 continue;
             }
             st.pauses_received += 1;
+            self.ports[p.idx()].ever_paused = true;
             if st.watchdog_until > now {
                 continue;
             }

@@ -585,7 +585,10 @@ impl Simulation {
     /// `ingress` is the port it came in on (`LOCAL` if made here).
     #[inline]
     fn offer(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32, ingress: u32) {
-        if self.ports[p.idx()].idle(self.now) && !self.queues[p.idx()].is_paused(queue, self.now) {
+        let port = &self.ports[p.idx()];
+        if port.idle(self.now)
+            && !(port.ever_paused && self.queues[p.idx()].is_paused(queue, self.now))
+        {
             self.transmit(p, id, wire, queue, ingress);
         } else {
             self.queues[p.idx()].enqueue(queue, id, wire, ingress);
@@ -841,8 +844,12 @@ impl Simulation {
         let Some(w) = qs.wred.iter_mut().find(|w| w.queue == queue) else {
             return true;
         };
+        if !w.hit(depth, &mut self.switches[s.idx()].rng) {
+            return true;
+        }
+        // Only a hit reads the packet record.
         let tos = self.packets.get(id).tos;
-        match w.decide(depth, tos & 3, &mut self.switches[s.idx()].rng) {
+        match w.action(tos & 3) {
             Mark::Pass => true,
             Mark::Mark => {
                 if tos & 3 != ecn::CE {

@@ -34,8 +34,9 @@ pub struct PortState {
     /// when it has more to send, so an uncongested hop costs one event
     /// (the arrival) per packet instead of two.
     pub tx_event: bool,
-    /// NIC ports: a wake-up event is pending (rate-limited QPs).
-    pub wake_pending: bool,
+    /// The partner has paused this port at least once (PFC), so an idle
+    /// port must check its queues' pause state before sending.
+    pub ever_paused: bool,
 }
 
 /// Frames dropped at admission while headed for this egress port.
@@ -59,7 +60,7 @@ impl PortState {
                 peer: p.peer,
                 queued: 0,
                 tx_event: false,
-                wake_pending: false,
+                ever_paused: false,
             })
             .collect()
     }

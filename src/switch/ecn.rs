@@ -38,10 +38,10 @@ impl Wred {
         }
     }
 
-    /// Decides for a packet with ECN codepoint `ecn_bits` seeing `depth`
-    /// bytes in the queue; draws from `rng` only between the thresholds.
+    /// Whether WRED hits a packet seeing `depth` bytes in the queue;
+    /// draws from `rng` only between the thresholds.
     #[inline]
-    pub fn decide(&mut self, depth: u32, ecn_bits: u8, rng: &mut Stream) -> Mark {
+    pub fn hit(&mut self, depth: u32, rng: &mut Stream) -> bool {
         let c = &self.cfg;
         let avg = if c.weight == 0 {
             depth as f64
@@ -50,21 +50,32 @@ impl Wred {
             self.avg
         };
         if avg < c.min as f64 {
-            return Mark::Pass;
-        }
-        let hit = if avg >= c.max as f64 {
+            false
+        } else if avg >= c.max as f64 {
             true
         } else {
             let span = (c.max - c.min).max(1) as f64;
             let p = (c.pmax_u32 as f64 * (avg - c.min as f64) / span) as u64;
             (rng.next_u64() >> 32) < p
-        };
-        if !hit {
-            Mark::Pass
-        } else if c.ecn && ecn_bits != ecn::NOT_ECT {
+        }
+    }
+
+    /// What a hit does to a packet with ECN codepoint `ecn_bits`.
+    #[inline]
+    pub fn action(&self, ecn_bits: u8) -> Mark {
+        if self.cfg.ecn && ecn_bits != ecn::NOT_ECT {
             Mark::Mark
         } else {
             Mark::Drop
+        }
+    }
+
+    /// `hit`, then `action` (for tests and callers that hold the packet).
+    pub fn decide(&mut self, depth: u32, ecn_bits: u8, rng: &mut Stream) -> Mark {
+        if self.hit(depth, rng) {
+            self.action(ecn_bits)
+        } else {
+            Mark::Pass
         }
     }
 }
