@@ -645,3 +645,44 @@ pub fn check(
     }
     (warnings, error)
 }
+
+/// One line per lossless class and kind of switch port (tier, speed,
+/// cable) with the thresholds it runs with, for `validate`.
+pub fn describe(topo: &Topology, cfg: &QosConfig, preset: &DcqcnParams) -> Vec<String> {
+    let names = topo.kind.tier_names();
+    let max_frame = cfg.max_wire_frame();
+    let mut kinds = Vec::new();
+    for port in &topo.ports {
+        if let Owner::Switch(s) = port.owner {
+            let k = (topo.switches[s.idx()].tier, port.rate, port.delay);
+            if !kinds.contains(&k) {
+                kinds.push(k);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for qc in cfg.queues.iter().filter(|q| q.lossless) {
+        for &(tier, rate, delay) in &kinds {
+            let pfc = PortPfc::resolve(qc, preset, &cfg.pfc, rate, delay, max_frame);
+            let wred = PortWred::resolve(qc, preset, rate).map_or("no WRED".to_string(), |w| {
+                format!(
+                    "WRED {}..{}",
+                    fmt_bytes(w.min as u64),
+                    fmt_bytes(w.max as u64)
+                )
+            });
+            out.push(format!(
+                "class \"{}\" at {} ports, {} with {} links: xON {}, {wred}, xOFF {}; headroom {} (needs {})",
+                qc.name,
+                names[tier as usize],
+                rate,
+                delay,
+                fmt_bytes(pfc.xon as u64),
+                fmt_bytes(pfc.xoff as u64),
+                fmt_bytes(pfc.headroom as u64),
+                fmt_bytes(pfc.headroom_needed as u64)
+            ));
+        }
+    }
+    out
+}
