@@ -25,7 +25,15 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("64/64 transfers complete"), "{stdout}");
     assert!(stdout.contains("equal-cost balance"), "{stdout}");
-    for f in ["summary.json", "perf.json", "flows.csv", "links.csv"] {
+    for f in [
+        "summary.json",
+        "perf.json",
+        "flows.csv",
+        "links.csv",
+        "queues.csv",
+        "pfc.csv",
+        "qps.csv",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let summary: serde_json::Value =
@@ -155,4 +163,57 @@ fn a_scenario_can_come_from_standard_input() {
     assert!(child.wait().unwrap().success());
     assert!(out.join("summary.json").is_file());
     let _ = std::fs::remove_dir_all(out);
+}
+
+/// Threshold warnings are printed with the numbers; `--strict` makes them
+/// an error and nothing runs.
+#[test]
+fn strict_turns_threshold_warnings_into_errors() {
+    let dir = temp("strict");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("thin.toml");
+    std::fs::write(
+        &file,
+        r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 1
+cable_length = "100m"
+
+[[qos.class]]
+name = "rocev2"
+dscp = [24]
+queue = 3
+lossless = true
+headroom = "4KB"
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "1MB"
+"#,
+    )
+    .unwrap();
+    let o = fabricsim().arg("validate").arg(&file).output().unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning:") && err.contains("headroom 4.0 KB is below"),
+        "{err}"
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("headroom 4.0 KB (needs"), "{stdout}");
+    let out = dir.join("out");
+    let o = fabricsim()
+        .args(["run", "--strict", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--strict"));
+    assert!(!out.exists(), "nothing runs under --strict with warnings");
+    let _ = std::fs::remove_dir_all(dir);
 }

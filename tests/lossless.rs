@@ -447,3 +447,57 @@ bytes = "1MB"
     let ok = scenario::prepare("t.toml", text, &["qos.class[0].xoff=\"500KB\"".into()]).unwrap();
     assert!(ok.scenario.warnings.is_empty());
 }
+
+/// The receiver sends its first CNP exactly the generation delay after the
+/// first CE-marked packet, and at most one per QP per interval.
+#[test]
+fn cnps_wait_the_generation_delay_and_respect_the_interval() {
+    let text = include_str!("../examples/lossless/incast.toml");
+    let first = |sets: &[&str]| {
+        let mut sim = prepare(text, sets);
+        sim.run(|_| {});
+        sim
+    };
+    let a = first(&[]);
+    let b = first(&["dcqcn.cnp_delay=\"3us\""]);
+    let (ca, cb) = (a.firsts.cnp_ps.unwrap(), b.firsts.cnp_ps.unwrap());
+    assert_eq!(cb - ca, 3_000_000);
+    let span = a.now.0 as f64;
+    let interval = 50e6;
+    for q in &a.qps {
+        assert!(q.cnps_sent > 0);
+        assert!(
+            q.cnps_sent as f64 <= span / interval + 1.0,
+            "{} CNPs in {span} ps",
+            q.cnps_sent
+        );
+        assert_eq!(q.cnps_sent, q.cnps_received);
+    }
+}
+
+/// Sampled outputs are part of the run's deterministic result.
+#[test]
+fn sampled_outputs_repeat_exactly() {
+    let text = include_str!("../examples/lossless/incast.toml");
+    let run = |dir: &std::path::Path| {
+        let mut sim = prepare(text, &[]);
+        let stop = sim.run(|_| {});
+        let s = Summary::of(&sim, stop);
+        let perf = fabricsim::report::Perf::of(&sim, 1.0);
+        fabricsim::report::write_outputs(dir, &sim, &s, &perf).unwrap();
+        [
+            "summary.json",
+            "queue_depth.csv",
+            "qp_rate.csv",
+            "pfc.csv",
+            "queues.csv",
+            "qps.csv",
+        ]
+        .map(|f| std::fs::read(dir.join(f)).unwrap())
+    };
+    let base = std::env::temp_dir().join(format!("fabricsim-lossless-{}", std::process::id()));
+    let (x, y) = (run(&base.join("a")), run(&base.join("b")));
+    assert!(x == y);
+    assert!(x[1].len() > 1000, "queue depths were sampled");
+    let _ = std::fs::remove_dir_all(base);
+}
