@@ -572,7 +572,7 @@ pub fn check(
                 warnings.push(Finding {
                     key: format!("{key}.headroom"),
                     message: format!(
-                        "{where_}: headroom {} is below the {} that can still arrive after a pause (2 x {} of flight and {} response at {}, plus two {} B frames and the pause frame); lossless packets may be dropped",
+                        "{where_}: headroom {} is below the {} that can still arrive after a pause (2 x {} of flight and {} response at {}, plus three {} B frames and the pause frame); lossless packets may be dropped",
                         fmt_bytes(pfc.headroom as u64),
                         fmt_bytes(pfc.headroom_needed as u64),
                         port.delay,

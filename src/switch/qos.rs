@@ -234,15 +234,16 @@ pub struct PortPfc {
 
 /// The headroom one ingress port needs per lossless priority: every byte
 /// that can still arrive once it decides to pause. That is the frame that
-/// crossed xOFF, then a frame of ours already on the wire that the pause
-/// waits behind, the pause frame itself, its flight to the peer, the
-/// peer's response time, the frame the peer is sending when the pause
-/// takes effect, and that frame's flight back; at line rate all along.
-/// `max_frame` is the largest frame on the link with preamble and gap.
+/// found no room (it is the first in headroom), then, at line rate, what
+/// arrives while a frame of ours already on the wire finishes (the pause
+/// waits behind it), the pause frame is sent, it flies to the peer, the
+/// peer responds, the frame the peer is sending when the pause takes
+/// effect finishes, and that frame flies back. `max_frame` is the largest
+/// frame on the link with preamble and gap.
 pub fn headroom_needed(rate: Rate, delay: SimTime, response: SimTime, max_frame: u32) -> u64 {
     let flight = SimTime(2 * delay.0 + response.0);
     let bytes_in_flight = (rate.bps() as u128 * flight.0 as u128).div_ceil(8_000_000_000_000);
-    bytes_in_flight as u64 + 2 * max_frame as u64 + frame::wire_bytes(Opcode::Pause, 0) as u64
+    bytes_in_flight as u64 + 3 * max_frame as u64 + frame::wire_bytes(Opcode::Pause, 0) as u64
 }
 
 impl PortWred {
@@ -312,10 +313,10 @@ mod tests {
     }
 
     #[test]
-    fn headroom_covers_round_trip_and_two_frames() {
+    fn headroom_covers_round_trip_and_three_frames() {
         // 100G, 1 us each way, no response delay, 9236 B frames on the wire:
-        // 2 us at 100G is 25000 B, plus two frames and an 84 B pause.
+        // 2 us at 100G is 25000 B, plus three frames and an 84 B pause.
         let h = headroom_needed(Rate::gbps(100), SimTime::from_us(1), SimTime::ZERO, 9236);
-        assert_eq!(h, 25_000 + 2 * 9236 + 84);
+        assert_eq!(h, 25_000 + 3 * 9236 + 84);
     }
 }
