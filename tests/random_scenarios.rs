@@ -91,6 +91,17 @@ fn generate(seed: u64) -> String {
         r.below(3) != 0,
         pick(&mut r, &["enqueue", "dequeue"])
     );
+    if r.below(4) == 0 {
+        // A NIC pause storm, broken by the watchdog or by its end.
+        let start = r.below(50);
+        t += &format!(
+            "\n[pfc.watchdog]\ninterval = \"{}us\"\naction = \"{}\"\nrecovery = \"{}us\"\n\n[[pfc.storm]]\ngpu = 0\nstart = \"{start}us\"\nstop = \"{}us\"\n",
+            20 + r.below(200),
+            pick(&mut r, &["drop", "ignore"]),
+            100 + r.below(1000),
+            start + 1 + r.below(2000)
+        );
+    }
     for _ in 0..1 + r.below(3) {
         let pattern = pick(&mut r, &["permutation", "all-to-all", "incast"]);
         t += &format!(
