@@ -360,6 +360,12 @@ pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath) -> R<SwitchConfig> {
     let empty = RawSwitch::default();
     let s = raw.unwrap_or(&empty);
     let buffer_bytes = size(s.buffer.as_ref(), &path.key("buffer"), 32 * 1024 * 1024)?;
+    if buffer_bytes >= 1 << 32 {
+        return Err(KeyError::new(
+            &path.key("buffer"),
+            format!("got {buffer_bytes} bytes, expected less than 4 GiB"),
+        ));
+    }
     // Below two jumbo frames no transfer could ever get through.
     if buffer_bytes < 2 * 9216 {
         return Err(KeyError::new(
