@@ -836,12 +836,16 @@ impl Simulation {
     /// CE or returns false if it must be dropped.
     #[inline]
     fn mark(&mut self, p: PortId, queue: u8, id: PacketId) -> bool {
-        let Owner::Switch(s) = self.owners[p.idx()] else {
-            return true;
-        };
         let qs = &mut self.queues[p.idx()];
         let depth = qs.queue_bytes(queue);
         let Some(w) = qs.wred.iter_mut().find(|w| w.queue == queue) else {
+            return true;
+        };
+        // Below the minimum with no average to keep: nothing else to read.
+        if w.cfg.weight == 0 && depth < w.cfg.min {
+            return true;
+        }
+        let Owner::Switch(s) = self.owners[p.idx()] else {
             return true;
         };
         if !w.hit(depth, &mut self.switches[s.idx()].rng) {
