@@ -606,7 +606,7 @@ impl Simulation {
                     self.ports[p.idx()].queued -= 1;
                     if q != CONTROL
                         && self.scenario.qos.mark_on == MarkPoint::Dequeue
-                        && !self.queues[p.idx()].wred.is_empty()
+                        && self.queues[p.idx()].has_wred(q)
                         && !self.mark(p, q, e.id)
                     {
                         self.discard_queued(p, q, e.id, e.wire_bytes, e.ingress);
@@ -790,7 +790,7 @@ impl Simulation {
         }
         if self.scenario.qos.mark_on == MarkPoint::Enqueue
             && self.ports[out.idx()].queued > 0
-            && !self.queues[out.idx()].wred.is_empty()
+            && self.queues[out.idx()].has_wred(queue)
             && !self.mark(out, queue, id)
         {
             self.count_drop(out, queue, pkt.wire_bytes);
@@ -838,7 +838,7 @@ impl Simulation {
     fn mark(&mut self, p: PortId, queue: u8, id: PacketId) -> bool {
         let qs = &mut self.queues[p.idx()];
         let depth = qs.queue_bytes(queue);
-        let Some(w) = qs.wred.iter_mut().find(|w| w.queue == queue) else {
+        let Some(w) = qs.wred[queue as usize].as_mut() else {
             return true;
         };
         // Below the minimum with no average to keep: nothing else to read.

@@ -16,8 +16,11 @@ use super::admit::SharedBuffer;
 use super::qos::PortPfc;
 use crate::units::SimTime;
 
-/// PFC state of one port for one lossless priority.
+/// PFC state of one port for one lossless priority. What every lossless
+/// packet reads and writes (thresholds, bytes, flags) comes first, in the
+/// entry's first cache line; counters follow.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
 pub struct PfcPrio {
     pub cfg: PortPfc,
     /// Bytes buffered in this switch that came in on this port.
@@ -30,6 +33,7 @@ pub struct PfcPrio {
     /// A NIC pause storm holds the pause regardless of bytes.
     pub storm: bool,
     pub refresh_pending: bool,
+    pub watchdog_pending: bool,
     pub pauses_sent: u64,
     pub resumes_sent: u64,
     pub first_pause: Option<SimTime>,
@@ -41,7 +45,6 @@ pub struct PfcPrio {
     pub paused_ps: u64,
     /// Until then the watchdog overrides pauses on this queue.
     pub watchdog_until: SimTime,
-    pub watchdog_pending: bool,
     pub watchdog_events: u64,
     pub lossless_drops: u64,
 }

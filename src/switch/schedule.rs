@@ -86,35 +86,59 @@ pub enum Dequeued {
     Empty,
 }
 
+/// Laid out by use: the first cache line holds what every enqueue and
+/// dequeue reads (masks, depths), the second the round-robin state, then
+/// the FIFOs, then what only PFC, marking and reports touch.
 #[derive(Default, Debug)]
+#[repr(C)]
 pub struct EgressQueues {
-    fifo: [VecDeque<Queued>; QUEUES],
-    control: VecDeque<Queued>,
+    /// Bit i set when queue i is non-empty.
+    nonempty: u8,
+    /// Bit i set while queue i may be paused; `paused_until` says how long.
+    paused: u8,
+    /// Bit i set when queue i has WRED.
+    pub wred_mask: u8,
+    /// Strict-priority queues, and queues with a non-zero DRR weight.
+    strict: u8,
+    weighted: u8,
+    current: u8,
+    /// PFC frames waiting in `control`.
+    n_control: u16,
     bytes: [u32; QUEUES],
     /// Bytes queued across all priorities.
     pub total_bytes: u64,
     /// Largest `total_bytes` seen.
     pub max_bytes: u64,
-    /// Bit i set when queue i is non-empty.
-    nonempty: u8,
-    pub sched: Scheduler,
     deficit: [u32; QUEUES],
-    current: u8,
-    /// Bit i set while queue i may be paused; `paused_until` says how long.
-    paused: u8,
+    quantum: [u32; QUEUES],
+    fifo: [VecDeque<Queued>; QUEUES],
+    control: VecDeque<Queued>,
     pub paused_until: [SimTime; QUEUES],
     pub stats: [QueueStats; QUEUES],
-    /// WRED on the queues that have it.
-    pub wred: Vec<Wred>,
+    /// WRED per queue, inline: marking reads no other allocation.
+    pub wred: [Option<Wred>; QUEUES],
 }
 
 impl EgressQueues {
     pub fn new(sched: Scheduler, wred: Vec<Wred>) -> Self {
-        EgressQueues {
-            sched,
-            wred,
+        let mut q = EgressQueues {
+            strict: sched.strict,
+            weighted: (0..QUEUES).fold(0u8, |m, i| m | (u8::from(sched.quantum[i] > 0) << i)),
+            quantum: sched.quantum,
             ..Default::default()
+        };
+        for w in wred {
+            q.wred_mask |= 1 << w.queue;
+            let i = w.queue as usize;
+            q.wred[i] = Some(w);
         }
+        q
+    }
+
+    /// Whether queue `q` has WRED.
+    #[inline]
+    pub fn has_wred(&self, q: u8) -> bool {
+        self.wred_mask & (1 << q) != 0
     }
 
     #[inline]
@@ -137,6 +161,7 @@ impl EgressQueues {
 
     /// Queues a PFC frame ahead of everything else.
     pub fn enqueue_control(&mut self, id: PacketId, wire_bytes: u32) {
+        self.n_control += 1;
         self.control.push_back(Queued {
             id,
             wire_bytes,
@@ -172,7 +197,9 @@ impl EgressQueues {
     /// The next frame: control first, then strict priority, then DRR.
     #[inline]
     pub fn dequeue(&mut self, now: SimTime) -> Dequeued {
-        if let Some(c) = self.control.pop_front() {
+        if self.n_control > 0 {
+            self.n_control -= 1;
+            let c = self.control.pop_front().expect("counted");
             return Dequeued::Frame(c, CONTROL);
         }
         if self.nonempty == 0 {
@@ -187,7 +214,7 @@ impl EgressQueues {
                 .unwrap_or(now);
             return Dequeued::Blocked(until);
         }
-        let strict = eligible & self.sched.strict;
+        let strict = eligible & self.strict;
         let q = if strict != 0 {
             7 - strict.leading_zeros() as usize
         } else {
@@ -197,7 +224,9 @@ impl EgressQueues {
         let b = held(e.wire_bytes);
         self.bytes[q] -= b;
         self.total_bytes -= b as u64;
-        self.deficit[q] = self.deficit[q].saturating_sub(e.wire_bytes);
+        if self.deficit[q] != 0 {
+            self.deficit[q] = self.deficit[q].saturating_sub(e.wire_bytes);
+        }
         if self.fifo[q].is_empty() {
             self.nonempty &= !(1 << q);
             self.deficit[q] = 0;
@@ -207,7 +236,7 @@ impl EgressQueues {
 
     /// Deficit round robin among the eligible non-strict queues.
     fn drr_pick(&mut self, eligible: u8) -> usize {
-        let weighted = (0..QUEUES).fold(0u8, |m, q| m | (u8::from(self.sched.quantum[q] > 0) << q));
+        let weighted = self.weighted;
         let set = if eligible & weighted != 0 {
             eligible & weighted
         } else {
@@ -216,14 +245,7 @@ impl EgressQueues {
         if set.count_ones() == 1 {
             return set.trailing_zeros() as usize;
         }
-        let floor = self
-            .sched
-            .quantum
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
-            .max(9236);
+        let floor = self.quantum.iter().copied().max().unwrap_or(0).max(9236);
         loop {
             let cur = self.current as usize;
             if cur < QUEUES && set & (1 << cur) != 0 {
@@ -238,7 +260,7 @@ impl EgressQueues {
                 .find(|&q| set & (1 << q) != 0)
                 .expect("set is non-empty");
             self.current = next as u8;
-            let quantum = match self.sched.quantum[next] {
+            let quantum = match self.quantum[next] {
                 0 => floor,
                 n => n,
             };
@@ -258,7 +280,7 @@ impl EgressQueues {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nonempty == 0 && self.control.is_empty()
+        self.nonempty == 0 && self.n_control == 0
     }
 
     pub fn queue_bytes(&self, queue: u8) -> u32 {
