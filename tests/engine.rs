@@ -83,7 +83,9 @@ fn cached_header_crcs_give_the_hash_of_the_header() {
                         tos: 24 << 2,
                     };
                     for sw in &sim.switches {
-                        let Balancer::Ecmp(e) = &sw.balancer;
+                        let Balancer::Ecmp(e) = &sw.balancer else {
+                            panic!("the scenario runs ECMP");
+                        };
                         assert_eq!(e.flow_hash(&pkt), e.flow_hash_uncached(&pkt));
                     }
                 }

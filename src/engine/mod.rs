@@ -28,7 +28,7 @@ use crate::nic::rate::RateControl;
 use crate::nic::transport::{Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
-use crate::switch::balance::{Ecmp, EcmpSeed};
+use crate::switch::balance::{BalancerKind, Ecmp, EcmpSeed};
 use crate::switch::classify::{ClassMap, QUEUES};
 use crate::switch::ecn::{Mark, Wred};
 use crate::switch::pfc::PfcPrio;
@@ -68,6 +68,8 @@ pub enum Event {
     Storm(u32, bool),
     /// Record queue depths and QP rates.
     Sample,
+    /// DLB switches refresh their members' quality bands.
+    Quality,
 }
 
 /// Both halves of a queue pair and where they sit.
@@ -82,6 +84,10 @@ pub struct QpState {
     pub in_ring: bool,
     pub req: Requester,
     pub resp: Responder,
+    /// A workload rate cap: this QP's share (bits/s) and when it may send
+    /// next.
+    pub cap_bps: f64,
+    pub cap_next: SimTime,
     /// Notification point: when this QP's receiver last sent a CNP.
     pub cnp_last: Option<SimTime>,
     pub cnps_sent: u64,
@@ -172,6 +178,16 @@ pub enum StopReason {
     Stalled,
 }
 
+/// A port of a DLB switch and how its quality is computed.
+#[derive(Clone, Copy, Debug)]
+struct DlbPort {
+    port: PortId,
+    load_weight: f64,
+    queue_full: u64,
+    load: f64,
+    last_tx: u64,
+}
+
 /// `pfc_slot` of a priority that is not lossless.
 pub const NO_SLOT: u8 = u8::MAX;
 
@@ -203,6 +219,12 @@ pub struct Simulation {
     pub pfc_slots: usize,
     /// Earliest pending wake-up of each port's transmitter.
     wake_at: Vec<SimTime>,
+    /// DLB quality band of every port (empty when no switch runs DLB), and
+    /// what it is computed from: the ports of DLB switches with their
+    /// settings, each port's load EWMA and bytes at the last refresh.
+    pub quality: Vec<u8>,
+    dlb_ports: Vec<DlbPort>,
+    dlb_interval: SimTime,
     /// Sampled queue depths and QP rates (empty unless sampling is on).
     pub queue_samples: Vec<QueueSample>,
     pub rate_samples: Vec<RateSample>,
@@ -279,9 +301,14 @@ impl Simulation {
                 SwitchState::new(
                     &scenario.switch,
                     qos.map.clone(),
+                    s.tier,
+                    routes.switches[si].groups.len(),
                     seed,
                     reserved[si],
-                    streams.stream(&format!("wred/{}", s.name)),
+                    [
+                        streams.stream(&format!("wred/{}", s.name)),
+                        streams.stream(&format!("balance/{}", s.name)),
+                    ],
                 )
             })
             .collect();
@@ -335,6 +362,8 @@ impl Simulation {
                     in_ring: false,
                     req,
                     resp,
+                    cap_bps: spec.rate.map_or(0.0, |r| r.bps() as f64 / n_qps as f64),
+                    cap_next: SimTime::ZERO,
                     cnp_last: None,
                     cnps_sent: 0,
                     cnps_received: 0,
@@ -361,6 +390,28 @@ impl Simulation {
         if let Some(every) = scenario.sample_interval {
             queue.push(every, Event::Sample);
         }
+        let mut dlb_ports = Vec::new();
+        let mut dlb_interval = SimTime::MAX;
+        for sw in &topo.switches {
+            if let BalancerKind::Dlb(c) = scenario.switch.balance.for_tier(sw.tier) {
+                dlb_interval = dlb_interval.min(c.interval);
+                for &p in &sw.ports {
+                    dlb_ports.push(DlbPort {
+                        port: p,
+                        load_weight: c.load_weight,
+                        queue_full: c.queue_full,
+                        load: 0.0,
+                        last_tx: 0,
+                    });
+                }
+            }
+        }
+        let quality = if dlb_ports.is_empty() {
+            Vec::new()
+        } else {
+            queue.push(dlb_interval, Event::Quality);
+            vec![crate::switch::balance::dlb::BEST; topo.ports.len()]
+        };
         let nic_classes = scenario.qos.map.clone();
         let data_queue = nic_classes.queue_of(scenario.transport.data_dscp);
         let cnp_queue = nic_classes.queue_of(scenario.transport.cnp_dscp);
@@ -383,6 +434,9 @@ impl Simulation {
             pfc,
             pfc_slot,
             pfc_slots,
+            quality,
+            dlb_ports,
+            dlb_interval,
             queue_samples: Vec::new(),
             rate_samples: Vec::new(),
             packets: PacketArena::default(),
@@ -409,7 +463,19 @@ impl Simulation {
                 })
                 .collect();
             let reqs: Vec<&Requester> = qps.map(|q| &sim.qps[q as usize].req).collect();
-            sim.flows[f].ideal_fct = ideal::ideal_fct(&sim.topo, &reqs, &routes);
+            let mut ideal = ideal::ideal_fct(&sim.topo, &reqs, &routes);
+            // A rate cap: the whole transfer on the wire at that rate.
+            if let Some(cap) = sim.flows[f].spec.rate {
+                let wire: u64 = reqs
+                    .iter()
+                    .flat_map(|r| {
+                        (0..r.n_pkts)
+                            .map(|p| frame::wire_bytes(r.opcode_of(p), r.payload_of(p)) as u64)
+                    })
+                    .sum();
+                ideal = ideal.max(cap.serialize(wire));
+            }
+            sim.flows[f].ideal_fct = ideal;
         }
         sim
     }
@@ -528,6 +594,7 @@ impl Simulation {
             Event::Watchdog(p, prio) => self.watchdog(p, prio),
             Event::Storm(i, on) => self.storm(i as usize, on),
             Event::Sample => self.sample(),
+            Event::Quality => self.refresh_quality(),
         }
     }
 
@@ -689,7 +756,7 @@ impl Simulation {
                 qp.in_ring = false;
                 continue;
             }
-            let t = qp.req.rate.earliest_send(now);
+            let t = qp.req.rate.earliest_send(now).max(qp.cap_next);
             if t > now {
                 earliest = earliest.min(t);
                 self.qp_rings[p.idx()].push_back(q);
@@ -711,6 +778,10 @@ impl Simulation {
             qp.req
                 .rate
                 .on_send(now, pkt.wire_bytes, &self.scenario.transport.dcqcn);
+            if qp.cap_bps > 0.0 {
+                let gap = pkt.wire_bytes as f64 * 8e12 / qp.cap_bps;
+                qp.cap_next = now + SimTime(gap.ceil() as u64);
+            }
             if qp.req.has_data() {
                 self.qp_rings[p.idx()].push_back(q);
             } else {
@@ -746,9 +817,13 @@ impl Simulation {
                 }
                 let class = self.routes.nic_class[pkt.dst.idx()];
                 let si = s.idx();
-                let Some((out, queue)) =
-                    self.switches[si].route(&self.routes.switches[si], class, &pkt)
-                else {
+                let Some((out, queue)) = self.switches[si].route(
+                    &self.routes.switches[si],
+                    class,
+                    &pkt,
+                    self.now,
+                    &self.quality,
+                ) else {
                     debug_assert!(false, "validated traffic always has a route");
                     self.drop_packet(id);
                     return;
@@ -822,6 +897,28 @@ impl Simulation {
             return;
         }
         self.offer(out, queue, id, pkt.wire_bytes, ingress.0);
+    }
+
+    /// DLB: each member's load (EWMA of bytes sent over what the link could
+    /// send in the interval) and queue depth, quantized into a band.
+    fn refresh_quality(&mut self) {
+        let span = self.dlb_interval;
+        for d in &mut self.dlb_ports {
+            let i = d.port.idx();
+            let sent = self.ports[i].tx_wire_bytes - d.last_tx;
+            d.last_tx = self.ports[i].tx_wire_bytes;
+            let capacity = self.topo.ports[i].rate.bps() as f64 * span.0 as f64 / 8e12;
+            let util = (sent as f64 / capacity).min(1.0);
+            d.load += d.load_weight * (util - d.load);
+            self.quality[i] = crate::switch::balance::dlb::quality(
+                d.load,
+                self.queues[i].total_bytes,
+                d.queue_full,
+            );
+        }
+        if self.counters.flows_acked < self.flows.len() as u64 {
+            self.queue.push(self.now + span, Event::Quality);
+        }
     }
 
     /// Counts a drop at admission against the egress port and queue.

@@ -153,7 +153,11 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             KeyError::new(&root.key("topology").key(key), e.to_string())
         })?;
         let routes = Routes::compute(&topology);
-        let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"))?;
+        let switch = resolve::switch(
+            raw.switch.as_ref(),
+            &root.key("switch"),
+            tspec.kind.tier_names(),
+        )?;
         let mut transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
         transport.dcqcn = lossless::dcqcn(raw.dcqcn.as_ref(), &root.key("dcqcn"))?;
         let qos = lossless::qos(

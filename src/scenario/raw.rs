@@ -147,6 +147,24 @@ pub struct RawSwitch {
     pub buffer: Option<Value>,
     pub dynamic_threshold: Option<Value>,
     pub ecmp: Option<RawEcmp>,
+    pub balance: Option<RawBalance>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawBalance {
+    pub mode: Option<String>,
+    pub dlb_mode: Option<String>,
+    pub flowlet_timeout: Option<Value>,
+    pub quality_interval: Option<Value>,
+    pub load_weight: Option<Value>,
+    pub queue_full: Option<Value>,
+    pub rebalance_bands: Option<i64>,
+    pub table_size: Option<i64>,
+    pub spray_order: Option<String>,
+    /// Overrides by tier name (leaf, spine, super-spine; edge,
+    /// aggregation, core).
+    pub tier: Option<std::collections::BTreeMap<String, RawBalance>>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -182,4 +200,5 @@ pub struct RawWorkload {
     pub start: Option<Value>,
     pub qps: Option<i64>,
     pub rail_aligned: Option<bool>,
+    pub rate: Option<Value>,
 }

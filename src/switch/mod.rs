@@ -24,8 +24,9 @@ pub mod schedule;
 use crate::rng::Stream;
 use crate::topology::routing::SwitchRoutes;
 use crate::topology::PortId;
+use crate::units::SimTime;
 use crate::wire::Packet;
-use balance::{Balancer, EcmpConfig};
+use balance::{BalanceConfig, Balancer, EcmpConfig};
 use classify::ClassMap;
 
 /// Switch settings shared by every switch of a scenario.
@@ -37,6 +38,7 @@ pub struct SwitchConfig {
     /// limit off.
     pub alpha_256: Option<u64>,
     pub ecmp: EcmpConfig,
+    pub balance: BalanceConfig,
 }
 
 /// The run-time state of one switch.
@@ -49,22 +51,26 @@ pub struct SwitchState {
 }
 
 impl SwitchState {
-    /// `reserved` bytes of the buffer are set aside as PFC headroom.
+    /// `reserved` bytes of the buffer are set aside as PFC headroom; the
+    /// switch runs the balancer of its `tier`.
     pub fn new(
         cfg: &SwitchConfig,
         classes: ClassMap,
+        tier: u8,
+        groups: usize,
         seed: u32,
         reserved: u64,
-        rng: Stream,
+        rngs: [Stream; 2],
     ) -> Self {
+        let [wred, balance] = rngs;
         SwitchState {
             classes,
-            balancer: Balancer::new(&cfg.ecmp, seed),
+            balancer: Balancer::new(&cfg.ecmp, cfg.balance.for_tier(tier), seed, groups, balance),
             buffer: admit::SharedBuffer::new(
                 cfg.buffer_bytes.saturating_sub(reserved),
                 cfg.alpha_256,
             ),
-            rng,
+            rng: wred,
         }
     }
 
@@ -75,9 +81,14 @@ impl SwitchState {
         routes: &SwitchRoutes,
         dst_class: u32,
         pkt: &Packet,
+        now: SimTime,
+        quality: &[u8],
     ) -> Option<(PortId, u8)> {
         let queue = self.classes.queue_of(pkt.dscp());
         let group = forward::lookup(routes, pkt.dst, dst_class)?;
-        Some((self.balancer.choose(routes, group, pkt), queue))
+        Some((
+            self.balancer.choose(routes, group, pkt, now, quality),
+            queue,
+        ))
     }
 }

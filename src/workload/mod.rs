@@ -21,6 +21,8 @@ pub struct Workload {
     pub bytes: u64,
     pub start: SimTime,
     pub qps: u32,
+    /// Cap on each transfer's sending rate (`None`: as fast as allowed).
+    pub rate: Option<crate::units::Rate>,
     /// Where this entry sits in the scenario, for error messages.
     pub path: KeyPath,
 }
@@ -68,6 +70,8 @@ pub struct FlowSpec {
     pub bytes: u64,
     pub start: SimTime,
     pub qps: u32,
+    /// Cap on the transfer's sending rate, shared by its QPs.
+    pub rate: Option<crate::units::Rate>,
     /// Index of the workload entry it came from.
     pub workload: u32,
 }
@@ -185,6 +189,7 @@ pub fn expand(
                 bytes: w.bytes,
                 start: w.start,
                 qps: w.qps,
+                rate: w.rate,
                 workload: wi as u32,
             });
         }

@@ -1,0 +1,242 @@
+//! Dynamic load balancing (DLB) as switch ASICs do it: each equal-cost
+//! member port has a quality band (0 worst to 7 best) that the switch
+//! refreshes on an interval from the port's load (an EWMA of transmitted
+//! bytes over capacity) and its queue depth; traffic goes to a member of
+//! the best band, ties broken by the flow hash so flows still spread.
+//!
+//! Modes:
+//! - per-packet: every packet goes to a best member (reordering possible);
+//! - flowlet: a flow keeps its member while its packets come closer
+//!   together than the inactivity timer; after a longer gap its next burst
+//!   may move to the best member;
+//! - assigned-flow: a flow is placed once, when it first appears.
+//!
+//! Flows are tracked in a fixed-size table indexed by the flow hash, as in
+//! hardware: flows that collide share an entry. Reactive rebalancing moves
+//! a flow whose member has fallen a given number of bands below the best,
+//! even in the middle of a burst.
+
+use super::ecmp::Ecmp;
+use crate::topology::routing::SwitchRoutes;
+use crate::topology::PortId;
+use crate::units::SimTime;
+use crate::wire::Packet;
+
+/// Quality bands: 0 (worst) to `BEST`.
+pub const BEST: u8 = 7;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DlbMode {
+    PerPacket,
+    Flowlet,
+    AssignedFlow,
+}
+
+impl DlbMode {
+    pub const NAMES: &'static [&'static str] = &["flowlet", "per-packet", "assigned-flow"];
+
+    pub fn from_name(s: &str) -> Option<DlbMode> {
+        match s {
+            "per-packet" => Some(DlbMode::PerPacket),
+            "flowlet" => Some(DlbMode::Flowlet),
+            "assigned-flow" => Some(DlbMode::AssignedFlow),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DlbMode::PerPacket => "per-packet",
+            DlbMode::Flowlet => "flowlet",
+            DlbMode::AssignedFlow => "assigned-flow",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DlbConfig {
+    pub mode: DlbMode,
+    /// Flowlet inactivity timer.
+    pub inactivity: SimTime,
+    /// How often member qualities are refreshed.
+    pub interval: SimTime,
+    /// EWMA weight of the newest load sample (0 < w <= 1).
+    pub load_weight: f64,
+    /// Queue depth that counts as the worst band.
+    pub queue_full: u64,
+    /// Move a tracked flow whose member is this many bands below the best
+    /// (0: never).
+    pub rebalance_bands: u8,
+    /// Entries in the flow table.
+    pub table_size: u32,
+}
+
+impl Default for DlbConfig {
+    fn default() -> Self {
+        DlbConfig {
+            mode: DlbMode::Flowlet,
+            inactivity: SimTime::from_us(16),
+            interval: SimTime::from_us(1),
+            load_weight: 0.25,
+            queue_full: 1_000_000,
+            rebalance_bands: 0,
+            table_size: 4096,
+        }
+    }
+}
+
+/// The band of a member from its load (0..1 of capacity, EWMA) and its
+/// queue depth: the worse of the two, each cut into eight bands.
+pub fn quality(load: f64, queue_bytes: u64, queue_full: u64) -> u8 {
+    let load_band = (load * 8.0).floor().clamp(0.0, 7.0) as u8;
+    let queue_band = (queue_bytes.saturating_mul(8) / queue_full.max(1)).min(7) as u8;
+    BEST - load_band.max(queue_band)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    group: u32,
+    port: PortId,
+    last: SimTime,
+}
+
+const EMPTY: u32 = u32::MAX;
+
+/// What DLB did, for the report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DlbStats {
+    /// Decisions made on quality (new flowlets, per-packet choices).
+    pub decisions: u64,
+    /// New flowlets (or flows) that went to another member than before.
+    pub moves: u64,
+    /// Flows moved by reactive rebalancing.
+    pub rebalances: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Dlb {
+    pub cfg: DlbConfig,
+    /// Hashing for ties and the flow table.
+    pub hash: Ecmp,
+    table: Vec<Entry>,
+    pub stats: DlbStats,
+}
+
+impl Dlb {
+    pub fn new(cfg: DlbConfig, hash: Ecmp) -> Self {
+        let n = if cfg.mode == DlbMode::PerPacket {
+            0
+        } else {
+            cfg.table_size as usize
+        };
+        Dlb {
+            table: vec![
+                Entry {
+                    group: EMPTY,
+                    port: PortId(EMPTY),
+                    last: SimTime::ZERO,
+                };
+                n
+            ],
+            cfg,
+            hash,
+            stats: DlbStats::default(),
+        }
+    }
+
+    /// The best band among the group's members, and the member that the
+    /// flow hash `h` picks among those in it.
+    fn best(routes: &SwitchRoutes, group: u32, quality: &[u8], h: u32) -> (u8, PortId) {
+        let members = || {
+            let g = routes.groups[group as usize];
+            (0..g.n_hops).flat_map(move |i| {
+                let hop = routes.hop(group, i);
+                (0..hop.n_ports).map(move |m| routes.member(hop, m))
+            })
+        };
+        let q = |p: PortId| quality.get(p.idx()).copied().unwrap_or(BEST);
+        let best = members().map(q).max().unwrap_or(BEST);
+        let n = members().filter(|&p| q(p) == best).count() as u32;
+        let pick = h % n.max(1);
+        let port = members()
+            .filter(|&p| q(p) == best)
+            .nth(pick as usize)
+            .expect("a group has members");
+        (best, port)
+    }
+
+    fn is_member(routes: &SwitchRoutes, group: u32, port: PortId) -> bool {
+        let g = routes.groups[group as usize];
+        (0..g.n_hops).any(|i| {
+            let hop = routes.hop(group, i);
+            (0..hop.n_ports).any(|m| routes.member(hop, m) == port)
+        })
+    }
+
+    pub fn choose(
+        &mut self,
+        routes: &SwitchRoutes,
+        group: u32,
+        pkt: &Packet,
+        now: SimTime,
+        quality: &[u8],
+    ) -> PortId {
+        let g = routes.groups[group as usize];
+        if g.n_hops == 1 && routes.hop(group, 0).n_ports == 1 {
+            return routes.member(routes.hop(group, 0), 0);
+        }
+        let h = self.hash.flow_hash(pkt);
+        if self.cfg.mode == DlbMode::PerPacket {
+            self.stats.decisions += 1;
+            // Per packet, ties rotate so equal members share the packets.
+            let spin = (self.stats.decisions as u32).wrapping_mul(0x9E37_79B9) ^ h;
+            return Self::best(routes, group, quality, spin).1;
+        }
+        let i = ((h ^ group.wrapping_mul(0x85EB_CA6B)) % self.table.len() as u32) as usize;
+        let e = self.table[i];
+        let fresh = e.group == group && Self::is_member(routes, group, e.port);
+        let expired = match self.cfg.mode {
+            DlbMode::Flowlet => now.saturating_sub(e.last) > self.cfg.inactivity,
+            _ => false,
+        };
+        let port = if !fresh || expired {
+            self.stats.decisions += 1;
+            let (_, p) = Self::best(routes, group, quality, h);
+            if fresh && p != e.port {
+                self.stats.moves += 1;
+            }
+            p
+        } else if self.cfg.rebalance_bands > 0 {
+            let (best, p) = Self::best(routes, group, quality, h);
+            let cur = quality.get(e.port.idx()).copied().unwrap_or(BEST);
+            if cur + self.cfg.rebalance_bands <= best {
+                self.stats.rebalances += 1;
+                p
+            } else {
+                e.port
+            }
+        } else {
+            e.port
+        };
+        self.table[i] = Entry {
+            group,
+            port,
+            last: now,
+        };
+        port
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quality_is_the_worse_of_load_and_queue_bands() {
+        assert_eq!(quality(0.0, 0, 1000), 7);
+        assert_eq!(quality(0.5, 0, 1000), 3);
+        assert_eq!(quality(0.1, 600, 1000), 3);
+        assert_eq!(quality(1.0, 0, 1000), 0);
+        assert_eq!(quality(0.0, 5000, 1000), 0);
+    }
+}

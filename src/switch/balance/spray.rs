@@ -1,0 +1,75 @@
+//! Per-packet spraying without quality checks: every packet goes to the
+//! next member of its equal-cost group (round robin) or to a random one.
+//! Packets of one flow take different paths and may arrive out of order.
+
+use crate::rng::Stream;
+use crate::topology::routing::SwitchRoutes;
+use crate::topology::PortId;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SprayOrder {
+    RoundRobin,
+    Random,
+}
+
+impl SprayOrder {
+    pub fn from_name(s: &str) -> Option<SprayOrder> {
+        match s {
+            "round-robin" => Some(SprayOrder::RoundRobin),
+            "random" => Some(SprayOrder::Random),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SprayOrder::RoundRobin => "round-robin",
+            SprayOrder::Random => "random",
+        }
+    }
+}
+
+pub struct Spray {
+    pub order: SprayOrder,
+    /// Next member per group (round robin).
+    next: Vec<u32>,
+    rng: Stream,
+    pub sprayed: u64,
+}
+
+impl Spray {
+    pub fn new(order: SprayOrder, groups: usize, rng: Stream) -> Self {
+        Spray {
+            order,
+            next: vec![0; groups],
+            rng,
+            sprayed: 0,
+        }
+    }
+
+    pub fn choose(&mut self, routes: &SwitchRoutes, group: u32) -> PortId {
+        let g = routes.groups[group as usize];
+        let n: u32 = (0..g.n_hops).map(|i| routes.hop(group, i).n_ports).sum();
+        if n == 1 {
+            return routes.member(routes.hop(group, 0), 0);
+        }
+        self.sprayed += 1;
+        let mut k = match self.order {
+            SprayOrder::RoundRobin => {
+                let slot = &mut self.next[group as usize];
+                let k = *slot % n;
+                *slot = (k + 1) % n;
+                k
+            }
+            SprayOrder::Random => self.rng.below(n as u64) as u32,
+        };
+        for i in 0..g.n_hops {
+            let hop = routes.hop(group, i);
+            if k < hop.n_ports {
+                return routes.member(hop, k);
+            }
+            k -= hop.n_ports;
+        }
+        unreachable!("k < n")
+    }
+}
