@@ -110,6 +110,27 @@ pub struct Summary {
     pub fct_ps: Option<Distribution>,
     pub slowdown: Option<Distribution>,
     pub uplink_balance: Vec<UplinkBalance>,
+    /// Fabric-wide imbalance over equal-cost members: each tier's
+    /// max/mean weighted by the bytes it carried (1.0 = perfectly even).
+    pub uplink_imbalance: Option<f64>,
+    /// What each tier's balancer did.
+    pub balancers: Vec<BalancerReport>,
+}
+
+/// One tier's balancer and what it did, summed over its switches.
+#[derive(Serialize, Debug, Clone)]
+pub struct BalancerReport {
+    pub tier: String,
+    pub balancer: String,
+    pub switches: usize,
+    /// DLB: choices made on quality (new flows or flowlets, or packets).
+    pub decisions: u64,
+    /// DLB: new flowlets placed on another member than their flow had.
+    pub flowlet_moves: u64,
+    /// DLB: flows moved by reactive rebalancing.
+    pub rebalances: u64,
+    /// Spraying: packets sprayed.
+    pub sprayed_packets: u64,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -137,6 +158,7 @@ impl Summary {
             }
         }
         let qps = &sim.qps;
+        let balance = uplink_balance(sim);
         Summary {
             scenario: sim.scenario.name.clone(),
             seed: sim.scenario.seed,
@@ -211,9 +233,57 @@ impl Summary {
             first_events: sim.firsts,
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),
-            uplink_balance: uplink_balance(sim),
+            uplink_imbalance: imbalance(&balance),
+            uplink_balance: balance,
+            balancers: balancers(sim),
         }
     }
+}
+
+fn imbalance(b: &[UplinkBalance]) -> Option<f64> {
+    let total: u64 = b.iter().map(|x| x.bytes_total).sum();
+    (total > 0).then(|| {
+        b.iter()
+            .map(|x| x.max_over_mean * x.bytes_total as f64)
+            .sum::<f64>()
+            / total as f64
+    })
+}
+
+fn balancers(sim: &Simulation) -> Vec<BalancerReport> {
+    use crate::switch::balance::Balancer;
+    let names = sim.topo.kind.tier_names();
+    let mut out = Vec::new();
+    for tier in 0..3u8 {
+        let switches: Vec<usize> = (0..sim.topo.switches.len())
+            .filter(|&i| sim.topo.switches[i].tier == tier)
+            .collect();
+        if switches.is_empty() {
+            continue;
+        }
+        let mut r = BalancerReport {
+            tier: names[tier as usize].to_string(),
+            balancer: sim.scenario.switch.balance.for_tier(tier).name(),
+            switches: switches.len(),
+            decisions: 0,
+            flowlet_moves: 0,
+            rebalances: 0,
+            sprayed_packets: 0,
+        };
+        for i in switches {
+            match &sim.switches[i].balancer {
+                Balancer::Ecmp(_) => {}
+                Balancer::Dlb(d) => {
+                    r.decisions += d.stats.decisions;
+                    r.flowlet_moves += d.stats.moves;
+                    r.rebalances += d.stats.rebalances;
+                }
+                Balancer::Spray(s) => r.sprayed_packets += s.sprayed,
+            }
+        }
+        out.push(r);
+    }
+    out
 }
 
 fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {

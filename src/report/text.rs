@@ -73,9 +73,16 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         );
     }
     if !s.uplink_balance.is_empty() {
+        let bal: Vec<String> = s
+            .balancers
+            .iter()
+            .map(|b| format!("{} {}", b.tier, b.balancer))
+            .collect();
         let _ = writeln!(
             o,
-            "\nequal-cost balance (bytes per link a switch chooses among)"
+            "\nequal-cost balance (bytes per link a switch chooses among; {}; weighted max/mean {:.2})",
+            bal.join(", "),
+            s.uplink_imbalance.unwrap_or(1.0)
         );
         let _ = writeln!(
             o,
