@@ -57,6 +57,16 @@ impl SwitchRoutes {
         self.hops[(g.first_hop + i) as usize]
     }
 
+    /// Every member port of an equal-cost group: each next hop's ports in
+    /// turn (the flat list dynamic balancers choose from).
+    pub fn members(&self, group: u32) -> impl Iterator<Item = PortId> + '_ {
+        let g = self.groups[group as usize];
+        (0..g.n_hops).flat_map(move |i| {
+            let hop = self.hop(group, i);
+            (0..hop.n_ports).map(move |m| self.member(hop, m))
+        })
+    }
+
     #[inline]
     pub fn member(&self, hop: Hop, i: u32) -> PortId {
         self.ports[(hop.first_port + i) as usize]

@@ -147,13 +147,7 @@ impl Dlb {
     /// The best band among the group's members, and the member that the
     /// flow hash `h` picks among those in it.
     fn best(routes: &SwitchRoutes, group: u32, quality: &[u8], h: u32) -> (u8, PortId) {
-        let members = || {
-            let g = routes.groups[group as usize];
-            (0..g.n_hops).flat_map(move |i| {
-                let hop = routes.hop(group, i);
-                (0..hop.n_ports).map(move |m| routes.member(hop, m))
-            })
-        };
+        let members = || routes.members(group);
         let q = |p: PortId| quality.get(p.idx()).copied().unwrap_or(BEST);
         let best = members().map(q).max().unwrap_or(BEST);
         let n = members().filter(|&p| q(p) == best).count() as u32;
@@ -166,11 +160,7 @@ impl Dlb {
     }
 
     fn is_member(routes: &SwitchRoutes, group: u32, port: PortId) -> bool {
-        let g = routes.groups[group as usize];
-        (0..g.n_hops).any(|i| {
-            let hop = routes.hop(group, i);
-            (0..hop.n_ports).any(|m| routes.member(hop, m) == port)
-        })
+        routes.members(group).any(|p| p == port)
     }
 
     pub fn choose(

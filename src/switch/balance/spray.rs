@@ -48,13 +48,12 @@ impl Spray {
     }
 
     pub fn choose(&mut self, routes: &SwitchRoutes, group: u32) -> PortId {
-        let g = routes.groups[group as usize];
-        let n: u32 = (0..g.n_hops).map(|i| routes.hop(group, i).n_ports).sum();
+        let n = routes.members(group).count() as u32;
         if n == 1 {
-            return routes.member(routes.hop(group, 0), 0);
+            return routes.members(group).next().expect("one member");
         }
         self.sprayed += 1;
-        let mut k = match self.order {
+        let k = match self.order {
             SprayOrder::RoundRobin => {
                 let slot = &mut self.next[group as usize];
                 let k = *slot % n;
@@ -63,13 +62,6 @@ impl Spray {
             }
             SprayOrder::Random => self.rng.below(n as u64) as u32,
         };
-        for i in 0..g.n_hops {
-            let hop = routes.hop(group, i);
-            if k < hop.n_ports {
-                return routes.member(hop, k);
-            }
-            k -= hop.n_ports;
-        }
-        unreachable!("k < n")
+        routes.members(group).nth(k as usize).expect("k < members")
     }
 }
