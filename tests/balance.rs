@@ -142,11 +142,11 @@ fn balancer_settings_are_checked() {
     let text = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
     let e = common::error_of(&text, &["switch.balance.mode=\"glb2\""]);
     assert!(
-        e.contains("switch.balance.mode") && e.contains("\"dlb\""),
+        e.contains("switch.balance.mode") && e.contains("ecmp, dlb, glb, alb, spray"),
         "{e}"
     );
     let e = common::error_of(&text, &["switch.balance.flowlet_timeout=\"5us\""]);
-    assert!(e.contains("only used by mode = \"dlb\""), "{e}");
+    assert!(e.contains("only used by mode = \"dlb or glb\""), "{e}");
     let e = common::error_of(&text, &["switch.balance.tier.core.mode=\"dlb\""]);
     assert!(
         e.contains("no tier \"core\"") && e.contains("leaf, spine"),

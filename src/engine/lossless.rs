@@ -85,6 +85,13 @@ impl Simulation {
             };
             first(slot, self.now);
         }
+        self.send_control(p, pkt);
+    }
+
+    /// Sends a frame out of port `p` ahead of any queued traffic (PFC
+    /// frames, GLB heartbeats).
+    pub(super) fn send_control(&mut self, p: PortId, pkt: Packet) {
+        let wire = pkt.wire_bytes;
         let id = self.packets.alloc(pkt);
         if self.ports[p.idx()].idle(self.now) {
             self.transmit(p, id, wire, crate::switch::schedule::CONTROL, LOCAL);

@@ -18,6 +18,7 @@
 //! watchdog, CNPs) is in `lossless`; it hooks into admission at a switch,
 //! the start of a transmission and a NIC's receive path.
 
+mod balance;
 pub mod ideal;
 mod lossless;
 pub mod port;
@@ -28,7 +29,7 @@ use crate::nic::rate::RateControl;
 use crate::nic::transport::{Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
-use crate::switch::balance::{BalancerKind, Ecmp, EcmpSeed};
+use crate::switch::balance::{Ctx, Ecmp, EcmpSeed};
 use crate::switch::classify::{ClassMap, QUEUES};
 use crate::switch::ecn::{Mark, Wred};
 use crate::switch::pfc::PfcPrio;
@@ -68,8 +69,12 @@ pub enum Event {
     Storm(u32, bool),
     /// Record queue depths and QP rates.
     Sample,
-    /// DLB switches refresh their members' quality bands.
+    /// DLB and GLB switches refresh their ports' quality bands.
     Quality,
+    /// GLB helpers send heartbeats where their bands changed.
+    Heartbeat,
+    /// ALB switches sample bucket rates and rebalance.
+    Alb,
 }
 
 /// Both halves of a queue pair and where they sit.
@@ -178,16 +183,6 @@ pub enum StopReason {
     Stalled,
 }
 
-/// A port of a DLB switch and how its quality is computed.
-#[derive(Clone, Copy, Debug)]
-struct DlbPort {
-    port: PortId,
-    load_weight: f64,
-    queue_full: u64,
-    load: f64,
-    last_tx: u64,
-}
-
 /// `pfc_slot` of a priority that is not lossless.
 pub const NO_SLOT: u8 = u8::MAX;
 
@@ -219,12 +214,10 @@ pub struct Simulation {
     pub pfc_slots: usize,
     /// Earliest pending wake-up of each port's transmitter.
     wake_at: Vec<SimTime>,
-    /// DLB quality band of every port (empty when no switch runs DLB), and
-    /// what it is computed from: the ports of DLB switches with their
-    /// settings, each port's load EWMA and bytes at the last refresh.
-    pub quality: Vec<u8>,
-    dlb_ports: Vec<DlbPort>,
-    dlb_interval: SimTime,
+    /// Quality bands, GLB heartbeats and ALB ticks.
+    pub balance: balance::BalanceState,
+    /// Tenant of each QP, which TELB policies match.
+    pub qp_tenant: Vec<u16>,
     /// Sampled queue depths and QP rates (empty unless sampling is on).
     pub queue_samples: Vec<QueueSample>,
     pub rate_samples: Vec<RateSample>,
@@ -301,8 +294,9 @@ impl Simulation {
                 SwitchState::new(
                     &scenario.switch,
                     qos.map.clone(),
-                    s.tier,
-                    routes.switches[si].groups.len(),
+                    &topo,
+                    &routes,
+                    crate::topology::SwitchId(si as u32),
                     seed,
                     reserved[si],
                     [
@@ -390,28 +384,14 @@ impl Simulation {
         if let Some(every) = scenario.sample_interval {
             queue.push(every, Event::Sample);
         }
-        let mut dlb_ports = Vec::new();
-        let mut dlb_interval = SimTime::MAX;
-        for sw in &topo.switches {
-            if let BalancerKind::Dlb(c) = scenario.switch.balance.for_tier(sw.tier) {
-                dlb_interval = dlb_interval.min(c.interval);
-                for &p in &sw.ports {
-                    dlb_ports.push(DlbPort {
-                        port: p,
-                        load_weight: c.load_weight,
-                        queue_full: c.queue_full,
-                        load: 0.0,
-                        last_tx: 0,
-                    });
-                }
-            }
-        }
-        let quality = if dlb_ports.is_empty() {
-            Vec::new()
-        } else {
-            queue.push(dlb_interval, Event::Quality);
-            vec![crate::switch::balance::dlb::BEST; topo.ports.len()]
-        };
+        let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
+        let qp_tenant = qps
+            .iter()
+            .map(|q| {
+                let w = flows[q.flow.idx()].spec.workload as usize;
+                scenario.workloads.get(w).map_or(0, |w| w.tenant)
+            })
+            .collect();
         let nic_classes = scenario.qos.map.clone();
         let data_queue = nic_classes.queue_of(scenario.transport.data_dscp);
         let cnp_queue = nic_classes.queue_of(scenario.transport.cnp_dscp);
@@ -434,9 +414,8 @@ impl Simulation {
             pfc,
             pfc_slot,
             pfc_slots,
-            quality,
-            dlb_ports,
-            dlb_interval,
+            balance,
+            qp_tenant,
             queue_samples: Vec::new(),
             rate_samples: Vec::new(),
             packets: PacketArena::default(),
@@ -595,6 +574,8 @@ impl Simulation {
             Event::Storm(i, on) => self.storm(i as usize, on),
             Event::Sample => self.sample(),
             Event::Quality => self.refresh_quality(),
+            Event::Heartbeat => self.heartbeat(),
+            Event::Alb => self.alb_tick(),
         }
     }
 
@@ -733,7 +714,7 @@ impl Simulation {
             port.tx_event = true;
         }
         let (peer, mut delay) = (port.peer, port.delay);
-        if queue == CONTROL {
+        if queue == CONTROL && self.packets.get(id).opcode == Opcode::Pause {
             // The partner honours a pause this long after it arrives.
             delay += self.scenario.qos.pfc.response_time;
         }
@@ -810,20 +791,31 @@ impl Simulation {
         match self.owners[p.idx()] {
             Owner::Switch(s) => {
                 let pkt = *self.packets.get(id);
-                if pkt.opcode == Opcode::Pause {
-                    self.receive_pause(p, &pkt);
-                    self.packets.free(id);
-                    return;
+                match pkt.opcode {
+                    Opcode::Pause => {
+                        self.receive_pause(p, &pkt);
+                        self.packets.free(id);
+                        return;
+                    }
+                    Opcode::Heartbeat => {
+                        self.receive_heartbeat(p, &pkt);
+                        self.packets.free(id);
+                        return;
+                    }
+                    _ => {}
                 }
-                let class = self.routes.nic_class[pkt.dst.idx()];
                 let si = s.idx();
-                let Some((out, queue)) = self.switches[si].route(
-                    &self.routes.switches[si],
-                    class,
-                    &pkt,
-                    self.now,
-                    &self.quality,
-                ) else {
+                let ctx = Ctx {
+                    now: self.now,
+                    quality: &self.balance.quality,
+                    ingress: p,
+                    queue: 0,
+                    class: self.routes.nic_class[pkt.dst.idx()],
+                    tenants: &self.qp_tenant,
+                };
+                let Some((out, queue)) =
+                    self.switches[si].route(&self.routes.switches[si], &pkt, ctx)
+                else {
                     debug_assert!(false, "validated traffic always has a route");
                     self.drop_packet(id);
                     return;
@@ -897,28 +889,6 @@ impl Simulation {
             return;
         }
         self.offer(out, queue, id, pkt.wire_bytes, ingress.0);
-    }
-
-    /// DLB: each member's load (EWMA of bytes sent over what the link could
-    /// send in the interval) and queue depth, quantized into a band.
-    fn refresh_quality(&mut self) {
-        let span = self.dlb_interval;
-        for d in &mut self.dlb_ports {
-            let i = d.port.idx();
-            let sent = self.ports[i].tx_wire_bytes - d.last_tx;
-            d.last_tx = self.ports[i].tx_wire_bytes;
-            let capacity = self.topo.ports[i].rate.bps() as f64 * span.0 as f64 / 8e12;
-            let util = (sent as f64 / capacity).min(1.0);
-            d.load += d.load_weight * (util - d.load);
-            self.quality[i] = crate::switch::balance::dlb::quality(
-                d.load,
-                self.queues[i].total_bytes,
-                d.queue_full,
-            );
-        }
-        if self.counters.flows_acked < self.flows.len() as u64 {
-            self.queue.push(self.now + span, Event::Quality);
-        }
     }
 
     /// Counts a drop at admission against the egress port and queue.

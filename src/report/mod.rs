@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::engine::{Simulation, StopReason};
-use crate::topology::{Owner, PortId};
+use crate::topology::{Owner, PortId, SwitchId};
 
 pub use text::render;
 
@@ -117,20 +117,34 @@ pub struct Summary {
     pub balancers: Vec<BalancerReport>,
 }
 
-/// One tier's balancer and what it did, summed over its switches.
+/// One balancer setup and what it did, summed over the switches of a
+/// tier that run it.
 #[derive(Serialize, Debug, Clone)]
 pub struct BalancerReport {
     pub tier: String,
     pub balancer: String,
     pub switches: usize,
-    /// DLB: choices made on quality (new flows or flowlets, or packets).
+    /// DLB/GLB: choices made on quality (new flows or flowlets, or packets).
     pub decisions: u64,
-    /// DLB: new flowlets placed on another member than their flow had.
+    /// DLB/GLB: new flowlets placed on another member than their flow had.
     pub flowlet_moves: u64,
-    /// DLB: flows moved by reactive rebalancing.
+    /// DLB/GLB: flows moved by reactive rebalancing.
     pub rebalances: u64,
     /// Spraying: packets sprayed.
     pub sprayed_packets: u64,
+    /// Selective rules: packets that matched one.
+    pub selected_packets: u64,
+    /// ALB: group scans that found a member outside the tolerance, and
+    /// buckets moved.
+    pub alb_imbalanced_scans: u64,
+    pub alb_bucket_moves: u64,
+    /// GLB: heartbeats received.
+    pub glb_heartbeats: u64,
+    /// TELB: packets kept on their primary colour, moved to the backup,
+    /// or left to the default balancer because both had failed.
+    pub telb_primary: u64,
+    pub telb_backup: u64,
+    pub telb_fallback: u64,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -251,37 +265,62 @@ fn imbalance(b: &[UplinkBalance]) -> Option<f64> {
 }
 
 fn balancers(sim: &Simulation) -> Vec<BalancerReport> {
-    use crate::switch::balance::Balancer;
     let names = sim.topo.kind.tier_names();
-    let mut out = Vec::new();
+    let cfg = &sim.scenario.switch.balance;
+    let mut out: Vec<BalancerReport> = Vec::new();
     for tier in 0..3u8 {
-        let switches: Vec<usize> = (0..sim.topo.switches.len())
-            .filter(|&i| sim.topo.switches[i].tier == tier)
-            .collect();
-        if switches.is_empty() {
-            continue;
-        }
-        let mut r = BalancerReport {
-            tier: names[tier as usize].to_string(),
-            balancer: sim.scenario.switch.balance.for_tier(tier).name(),
-            switches: switches.len(),
-            decisions: 0,
-            flowlet_moves: 0,
-            rebalances: 0,
-            sprayed_packets: 0,
-        };
-        for i in switches {
-            match &sim.switches[i].balancer {
-                Balancer::Ecmp(_) => {}
-                Balancer::Dlb(d) => {
-                    r.decisions += d.stats.decisions;
-                    r.flowlet_moves += d.stats.moves;
-                    r.rebalances += d.stats.rebalances;
+        let start = out.len();
+        for (i, sw) in sim.topo.switches.iter().enumerate() {
+            if sw.tier != tier {
+                continue;
+            }
+            let name = cfg.for_switch(SwitchId(i as u32), tier).name();
+            let r = match out[start..].iter().position(|r| r.balancer == name) {
+                Some(k) => &mut out[start + k],
+                None => {
+                    out.push(BalancerReport {
+                        tier: names[tier as usize].to_string(),
+                        balancer: name,
+                        switches: 0,
+                        decisions: 0,
+                        flowlet_moves: 0,
+                        rebalances: 0,
+                        sprayed_packets: 0,
+                        selected_packets: 0,
+                        alb_imbalanced_scans: 0,
+                        alb_bucket_moves: 0,
+                        glb_heartbeats: 0,
+                        telb_primary: 0,
+                        telb_backup: 0,
+                        telb_fallback: 0,
+                    });
+                    out.last_mut().expect("just pushed")
                 }
-                Balancer::Spray(s) => r.sprayed_packets += s.sprayed,
+            };
+            let b = &sim.switches[i].balancer;
+            r.switches += 1;
+            if let Some(d) = &b.parts.dlb {
+                r.decisions += d.stats.decisions;
+                r.flowlet_moves += d.stats.moves;
+                r.rebalances += d.stats.rebalances;
+            }
+            if let Some(s) = &b.parts.spray {
+                r.sprayed_packets += s.sprayed;
+            }
+            r.selected_packets += b.parts.selected.iter().sum::<u64>();
+            if let Some(a) = &b.parts.alb {
+                r.alb_imbalanced_scans += a.stats.imbalanced;
+                r.alb_bucket_moves += a.stats.moves;
+            }
+            if let Some(g) = &b.parts.glb {
+                r.glb_heartbeats += g.heartbeats;
+            }
+            if let Some(t) = &b.parts.telb {
+                r.telb_primary += t.stats.primary;
+                r.telb_backup += t.stats.backup;
+                r.telb_fallback += t.stats.fallback;
             }
         }
-        out.push(r);
     }
     out
 }

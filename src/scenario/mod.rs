@@ -6,6 +6,7 @@
 //! file, the line, the key, the value given and what was expected; nothing
 //! runs on an invalid scenario.
 
+pub mod balance;
 pub mod error;
 pub mod lossless;
 pub mod raw;
@@ -153,11 +154,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             KeyError::new(&root.key("topology").key(key), e.to_string())
         })?;
         let routes = Routes::compute(&topology);
-        let switch = resolve::switch(
-            raw.switch.as_ref(),
-            &root.key("switch"),
-            tspec.kind.tier_names(),
-        )?;
+        let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"), &topology)?;
         let mut transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
         transport.dcqcn = lossless::dcqcn(raw.dcqcn.as_ref(), &root.key("dcqcn"))?;
         let qos = lossless::qos(
@@ -173,8 +170,9 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             transport.data_dscp,
             &root.key("transport"),
         )?;
-        let (warnings, error) =
+        let (mut warnings, error) =
             lossless::check(&topology, &qos, &transport.dcqcn, switch.buffer_bytes);
+        warnings.extend(balance::check(&topology, &switch.ecmp, &switch.balance));
         if let Some(e) = error {
             return Err(e);
         }

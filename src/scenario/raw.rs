@@ -162,9 +162,42 @@ pub struct RawBalance {
     pub rebalance_bands: Option<i64>,
     pub table_size: Option<i64>,
     pub spray_order: Option<String>,
+    pub alb_window: Option<Value>,
+    pub alb_interval: Option<Value>,
+    pub alb_tolerance: Option<Value>,
+    pub alb_max_moves: Option<i64>,
+    pub glb_heartbeat: Option<Value>,
+    pub glb_combine: Option<String>,
+    pub glb_remote_weight: Option<Value>,
+    /// Selective DLB / spraying rules.
+    pub select: Option<Vec<RawRule>>,
+    /// TELB policies.
+    pub policy: Option<Vec<RawRule>>,
+    /// TELB path colours: name -> next-hop switch names.
+    pub colors: Option<std::collections::BTreeMap<String, Vec<String>>>,
     /// Overrides by tier name (leaf, spine, super-spine; edge,
     /// aggregation, core).
     pub tier: Option<std::collections::BTreeMap<String, RawBalance>>,
+    /// Overrides by switch name.
+    pub switch: Option<std::collections::BTreeMap<String, RawBalance>>,
+}
+
+/// A selective rule or a TELB policy: what it matches and what it does.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    pub tenant: Option<Vec<i64>>,
+    pub gpu: Option<Vec<i64>>,
+    pub qp: Option<Vec<i64>>,
+    pub udp_sport: Option<Vec<i64>>,
+    pub ingress: Option<Vec<String>>,
+    pub opcode: Option<Vec<String>>,
+    pub traffic_class: Option<Vec<i64>>,
+    /// Selective rules: the balancer matching traffic uses.
+    pub mode: Option<String>,
+    /// Policies: the path colour and its backup.
+    pub color: Option<String>,
+    pub backup: Option<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -173,6 +206,10 @@ pub struct RawEcmp {
     pub hash: Option<String>,
     pub fields: Option<Vec<String>>,
     pub seed: Option<Value>,
+    pub symmetric: Option<bool>,
+    pub resilient: Option<bool>,
+    pub buckets: Option<i64>,
+    pub weights: Option<Value>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -201,4 +238,5 @@ pub struct RawWorkload {
     pub qps: Option<i64>,
     pub rail_aligned: Option<bool>,
     pub rate: Option<Value>,
+    pub tenant: Option<i64>,
 }

@@ -8,11 +8,6 @@ use super::error::{KeyError, KeyPath};
 use super::raw::*;
 use crate::nic::{TransportConfig, WriteMode};
 use crate::switch::admit::ALPHA_ONE;
-use crate::switch::balance::dlb::{DlbConfig, DlbMode};
-use crate::switch::balance::spray::SprayOrder;
-use crate::switch::balance::{
-    BalanceConfig, BalancerKind, EcmpConfig, EcmpSeed, HashFields, HashFn,
-};
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
 use crate::units::{parse_bytes, parse_length_m, parse_rate, parse_time, Rate, SimTime};
@@ -20,7 +15,7 @@ use crate::workload::{Pattern, Workload};
 
 type R<T> = Result<T, KeyError>;
 
-fn show(v: &Value) -> String {
+pub fn show(v: &Value) -> String {
     match v {
         Value::String(s) => format!("\"{s}\""),
         other => other.to_string(),
@@ -360,149 +355,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
     Ok(spec)
 }
 
-/// One balancer setting (`[switch.balance]` or a tier override).
-fn balancer(b: &RawBalance, path: &KeyPath) -> R<BalancerKind> {
-    let mode = b.mode.as_deref().unwrap_or("ecmp");
-    let dlb_keys = [
-        ("dlb_mode", b.dlb_mode.is_some()),
-        ("flowlet_timeout", b.flowlet_timeout.is_some()),
-        ("quality_interval", b.quality_interval.is_some()),
-        ("load_weight", b.load_weight.is_some()),
-        ("queue_full", b.queue_full.is_some()),
-        ("rebalance_bands", b.rebalance_bands.is_some()),
-        ("table_size", b.table_size.is_some()),
-    ];
-    let spray_keys = [("spray_order", b.spray_order.is_some())];
-    let check = |keys: &[(&str, bool)], needs: &str| -> R<()> {
-        match keys.iter().find(|(_, given)| *given) {
-            Some((k, _)) => Err(KeyError::new(
-                &path.key(k),
-                format!("is only used by mode = \"{needs}\" (mode is \"{mode}\")"),
-            )),
-            None => Ok(()),
-        }
-    };
-    match mode {
-        "ecmp" => {
-            check(&dlb_keys, "dlb")?;
-            check(&spray_keys, "spray")?;
-            Ok(BalancerKind::Ecmp)
-        }
-        "spray" => {
-            check(&dlb_keys, "dlb")?;
-            let order = match b.spray_order.as_deref() {
-                None => SprayOrder::RoundRobin,
-                Some(o) => SprayOrder::from_name(o).ok_or_else(|| {
-                    KeyError::new(
-                        &path.key("spray_order"),
-                        format!("got \"{o}\", expected \"round-robin\" or \"random\""),
-                    )
-                })?,
-            };
-            Ok(BalancerKind::Spray(order))
-        }
-        "dlb" => {
-            check(&spray_keys, "spray")?;
-            let mut c = DlbConfig::default();
-            if let Some(m) = &b.dlb_mode {
-                c.mode = DlbMode::from_name(m).ok_or_else(|| {
-                    KeyError::new(
-                        &path.key("dlb_mode"),
-                        format!("got \"{m}\", expected one of {}", DlbMode::NAMES.join(", ")),
-                    )
-                })?;
-            }
-            c.inactivity = time(
-                b.flowlet_timeout.as_ref(),
-                &path.key("flowlet_timeout"),
-                c.inactivity,
-            )?;
-            c.interval = time(
-                b.quality_interval.as_ref(),
-                &path.key("quality_interval"),
-                c.interval,
-            )?;
-            if c.interval < SimTime::from_ns(10) {
-                return Err(KeyError::new(
-                    &path.key("quality_interval"),
-                    "expected at least 10ns between quality refreshes",
-                ));
-            }
-            if let Some(v) = &b.load_weight {
-                c.load_weight = match v {
-                    Value::Float(f) if *f > 0.0 && *f <= 1.0 => *f,
-                    Value::Integer(1) => 1.0,
-                    other => {
-                        return Err(KeyError::new(
-                            &path.key("load_weight"),
-                            format!(
-                                "got {}, expected a weight above 0 and at most 1",
-                                show(other)
-                            ),
-                        ))
-                    }
-                };
-            }
-            c.queue_full = size(b.queue_full.as_ref(), &path.key("queue_full"), c.queue_full)?;
-            c.rebalance_bands = match b.rebalance_bands {
-                None => 0,
-                Some(n @ 0..=7) => n as u8,
-                Some(n) => {
-                    return Err(KeyError::new(
-                        &path.key("rebalance_bands"),
-                        format!("got {n}, expected 0 (off) to 7 quality bands"),
-                    ))
-                }
-            };
-            c.table_size = match b.table_size {
-                None => c.table_size,
-                Some(n @ 1..=1_048_576) => n as u32,
-                Some(n) => {
-                    return Err(KeyError::new(
-                        &path.key("table_size"),
-                        format!("got {n}, expected 1 to 1048576 flow-table entries"),
-                    ))
-                }
-            };
-            Ok(BalancerKind::Dlb(c))
-        }
-        other => Err(KeyError::new(
-            &path.key("mode"),
-            format!("got \"{other}\", expected \"ecmp\", \"dlb\" or \"spray\""),
-        )),
-    }
-}
-
-/// `[switch.balance]` with its tier overrides; `tiers` names the tiers of
-/// the scenario's topology kind.
-fn balance(raw: Option<&RawBalance>, path: &KeyPath, tiers: [&str; 3]) -> R<BalanceConfig> {
-    let Some(b) = raw else {
-        return Ok(BalanceConfig::default());
-    };
-    let mut cfg = BalanceConfig {
-        default: balancer(b, path)?,
-        tiers: [None, None, None],
-    };
-    for (name, t) in b.tier.iter().flatten() {
-        let tp = path.key("tier").key(name);
-        let Some(i) = tiers.iter().position(|n| n == name) else {
-            return Err(KeyError::new(
-                &tp,
-                format!(
-                    "no tier \"{name}\" in this topology; its tiers are {}",
-                    tiers.join(", ")
-                ),
-            ));
-        };
-        if t.tier.is_some() {
-            return Err(KeyError::new(&tp.key("tier"), "tiers do not nest"));
-        }
-        cfg.tiers[i] = Some(balancer(t, &tp)?);
-    }
-    Ok(cfg)
-}
-
-pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath, tiers: [&str; 3]) -> R<SwitchConfig> {
+pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath, topo: &Topology) -> R<SwitchConfig> {
     let empty = RawSwitch::default();
     let s = raw.unwrap_or(&empty);
     let buffer_bytes = size(s.buffer.as_ref(), &path.key("buffer"), 32 * 1024 * 1024)?;
@@ -519,60 +372,12 @@ pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath, tiers: [&str; 3]) -> R<Sw
             format!("got {buffer_bytes} bytes, expected at least 18432 (two 9216 B frames)"),
         ));
     }
-    let ep = path.key("ecmp");
     let empty_ecmp = RawEcmp::default();
-    let e = s.ecmp.as_ref().unwrap_or(&empty_ecmp);
-    let hash = match e.hash.as_deref() {
-        None => HashFn::Crc32,
-        Some(name) => HashFn::from_name(name).ok_or_else(|| {
-            KeyError::new(
-                &ep.key("hash"),
-                format!(
-                    "got \"{name}\", expected one of {}",
-                    HashFn::NAMES.join(", ")
-                ),
-            )
-        })?,
-    };
-    let fields = match &e.fields {
-        None => HashFields::FIVE_TUPLE,
-        Some(list) => {
-            let mut f = HashFields::NONE;
-            for (i, name) in list.iter().enumerate() {
-                let bit = HashFields::from_name(name).ok_or_else(|| {
-                    KeyError::new(
-                        &ep.key("fields").index(i),
-                        format!(
-                            "got \"{name}\", expected one of {}",
-                            HashFields::NAMES.join(", ")
-                        ),
-                    )
-                })?;
-                f = f.with(bit);
-            }
-            if f == HashFields::NONE {
-                return Err(KeyError::new(
-                    &ep.key("fields"),
-                    "is empty; expected at least one hash field",
-                ));
-            }
-            f
-        }
-    };
-    let seed = match &e.seed {
-        None => EcmpSeed::PerSwitch,
-        Some(Value::String(s)) if s == "per-switch" => EcmpSeed::PerSwitch,
-        Some(Value::Integer(n)) if (0..=u32::MAX as i64).contains(n) => EcmpSeed::Fixed(*n as u32),
-        Some(other) => {
-            return Err(KeyError::new(
-                &ep.key("seed"),
-                format!(
-                "got {}, expected \"per-switch\" or an integer 0..4294967295 used by every switch",
-                show(other)
-            ),
-            ))
-        }
-    };
+    let ecmp = super::balance::ecmp(
+        s.ecmp.as_ref().unwrap_or(&empty_ecmp),
+        &path.key("ecmp"),
+        topo,
+    )?;
     let alpha_256 = match &s.dynamic_threshold {
         None => Some(8 * ALPHA_ONE),
         Some(Value::String(v)) if v == "off" => None,
@@ -598,8 +403,8 @@ pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath, tiers: [&str; 3]) -> R<Sw
     Ok(SwitchConfig {
         buffer_bytes,
         alpha_256,
-        ecmp: EcmpConfig { hash, fields, seed },
-        balance: balance(s.balance.as_ref(), &path.key("balance"), tiers)?,
+        ecmp,
+        balance: super::balance::balance(s.balance.as_ref(), &path.key("balance"), topo)?,
     })
 }
 
@@ -817,6 +622,16 @@ pub fn workloads(
                 .as_ref()
                 .map(|v| rate(Some(v), &p.key("rate"), Rate::gbps(1)))
                 .transpose()?,
+            tenant: match w.tenant {
+                None => 0,
+                Some(t @ 0..=65535) => t as u16,
+                Some(t) => {
+                    return Err(KeyError::new(
+                        &p.key("tenant"),
+                        format!("got {t}, expected a tenant (job) id 0 to 65535"),
+                    ))
+                }
+            },
             path: p,
         });
     }

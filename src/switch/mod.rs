@@ -22,11 +22,10 @@ pub mod qos;
 pub mod schedule;
 
 use crate::rng::Stream;
-use crate::topology::routing::SwitchRoutes;
-use crate::topology::PortId;
-use crate::units::SimTime;
+use crate::topology::routing::{Routes, SwitchRoutes};
+use crate::topology::{PortId, SwitchId, Topology};
 use crate::wire::Packet;
-use balance::{BalanceConfig, Balancer, EcmpConfig};
+use balance::{BalanceConfig, Balancer, Ctx, EcmpConfig};
 use classify::ClassMap;
 
 /// Switch settings shared by every switch of a scenario.
@@ -52,20 +51,32 @@ pub struct SwitchState {
 
 impl SwitchState {
     /// `reserved` bytes of the buffer are set aside as PFC headroom; the
-    /// switch runs the balancer of its `tier`.
+    /// switch runs the balancer configured for it.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: &SwitchConfig,
         classes: ClassMap,
-        tier: u8,
-        groups: usize,
+        topo: &Topology,
+        routes: &Routes,
+        sw: SwitchId,
         seed: u32,
         reserved: u64,
         rngs: [Stream; 2],
     ) -> Self {
         let [wred, balance] = rngs;
+        let spec = cfg.balance.for_switch(sw, topo.switches[sw.idx()].tier);
         SwitchState {
             classes,
-            balancer: Balancer::new(&cfg.ecmp, cfg.balance.for_tier(tier), seed, groups, balance),
+            balancer: Balancer::new(
+                &cfg.ecmp,
+                spec,
+                &cfg.balance.colors,
+                topo,
+                routes,
+                sw,
+                seed,
+                balance,
+            ),
             buffer: admit::SharedBuffer::new(
                 cfg.buffer_bytes.saturating_sub(reserved),
                 cfg.alpha_256,
@@ -75,20 +86,17 @@ impl SwitchState {
     }
 
     /// Classifies and forwards one packet: its egress port and queue.
+    /// `ctx.queue` is filled in here.
     #[inline]
     pub fn route(
         &mut self,
         routes: &SwitchRoutes,
-        dst_class: u32,
         pkt: &Packet,
-        now: SimTime,
-        quality: &[u8],
+        mut ctx: Ctx,
     ) -> Option<(PortId, u8)> {
         let queue = self.classes.queue_of(pkt.dscp());
-        let group = forward::lookup(routes, pkt.dst, dst_class)?;
-        Some((
-            self.balancer.choose(routes, group, pkt, now, quality),
-            queue,
-        ))
+        let group = forward::lookup(routes, pkt.dst, ctx.class)?;
+        ctx.queue = queue;
+        Some((self.balancer.choose(routes, group, pkt, &ctx), queue))
     }
 }

@@ -67,6 +67,16 @@ impl SwitchRoutes {
         })
     }
 
+    /// The same members as one slice: a group's hops are stored one after
+    /// the other, so its ports are contiguous.
+    #[inline]
+    pub fn member_slice(&self, group: u32) -> &[PortId] {
+        let g = self.groups[group as usize];
+        let first = self.hops[g.first_hop as usize].first_port as usize;
+        let last = self.hops[(g.first_hop + g.n_hops - 1) as usize];
+        &self.ports[first..(last.first_port + last.n_ports) as usize]
+    }
+
     #[inline]
     pub fn member(&self, hop: Hop, i: u32) -> PortId {
         self.ports[(hop.first_port + i) as usize]

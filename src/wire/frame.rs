@@ -46,6 +46,9 @@ pub enum Opcode {
     /// 0x8808, opcode 0x0101). Not an IP packet: it never leaves the link
     /// it was sent on.
     Pause,
+    /// A global-load-balancing heartbeat between neighbouring switches (a
+    /// UDP datagram): the sender's link quality bands, one byte per port.
+    Heartbeat,
 }
 
 /// MAC control ethertype, carried by PFC frames.
@@ -73,7 +76,7 @@ impl Opcode {
             Opcode::WriteOnly => 0x0A,
             Opcode::Ack | Opcode::Nak => 0x11,
             Opcode::Cnp => 0x81,
-            Opcode::Pause => 0,
+            Opcode::Pause | Opcode::Heartbeat => 0,
         }
     }
 
@@ -98,6 +101,7 @@ impl Opcode {
             Opcode::Nak => "nak",
             Opcode::Cnp => "cnp",
             Opcode::Pause => "pfc-pause",
+            Opcode::Heartbeat => "glb-heartbeat",
         }
     }
 }
@@ -111,6 +115,9 @@ pub fn frame_bytes(opcode: Opcode, payload: u32) -> u32 {
         Opcode::Cnp => {
             return (ETH_HEADER + IPV4_HEADER + UDP_HEADER + BTH + CNP_PAYLOAD + ICRC + ETH_FCS)
                 .max(MIN_FRAME)
+        }
+        Opcode::Heartbeat => {
+            return (ETH_HEADER + IPV4_HEADER + UDP_HEADER + payload + ETH_FCS).max(MIN_FRAME)
         }
         _ => {}
     }

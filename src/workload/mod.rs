@@ -23,6 +23,8 @@ pub struct Workload {
     pub qps: u32,
     /// Cap on each transfer's sending rate (`None`: as fast as allowed).
     pub rate: Option<crate::units::Rate>,
+    /// Tenant (job) id, which TELB policies can match.
+    pub tenant: u16,
     /// Where this entry sits in the scenario, for error messages.
     pub path: KeyPath,
 }

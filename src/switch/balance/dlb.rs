@@ -17,7 +17,6 @@
 //! even in the middle of a burst.
 
 use super::ecmp::Ecmp;
-use crate::topology::routing::SwitchRoutes;
 use crate::topology::PortId;
 use crate::units::SimTime;
 use crate::wire::Packet;
@@ -144,62 +143,56 @@ impl Dlb {
         }
     }
 
-    /// The best band among the group's members, and the member that the
-    /// flow hash `h` picks among those in it.
-    fn best(routes: &SwitchRoutes, group: u32, quality: &[u8], h: u32) -> (u8, PortId) {
-        let members = || routes.members(group);
-        let q = |p: PortId| quality.get(p.idx()).copied().unwrap_or(BEST);
-        let best = members().map(q).max().unwrap_or(BEST);
-        let n = members().filter(|&p| q(p) == best).count() as u32;
+    /// The best band among the candidates, and the member that the flow
+    /// hash `h` picks among those in it. `band` gives a member's band.
+    fn best(cands: &[PortId], band: impl Fn(PortId) -> u8, h: u32) -> (u8, PortId) {
+        let best = cands.iter().map(|&p| band(p)).max().unwrap_or(BEST);
+        let n = cands.iter().filter(|&&p| band(p) == best).count() as u32;
         let pick = h % n.max(1);
-        let port = members()
-            .filter(|&p| q(p) == best)
+        let port = cands
+            .iter()
+            .copied()
+            .filter(|&p| band(p) == best)
             .nth(pick as usize)
-            .expect("a group has members");
+            .unwrap_or(cands[0]);
         (best, port)
     }
 
-    fn is_member(routes: &SwitchRoutes, group: u32, port: PortId) -> bool {
-        routes.members(group).any(|p| p == port)
-    }
-
+    /// Picks a member among `cands` (the group's usable members) for the
+    /// packet; `band` is each member's quality (local for DLB, the path's
+    /// for GLB).
     pub fn choose(
         &mut self,
-        routes: &SwitchRoutes,
         group: u32,
+        cands: &[PortId],
         pkt: &Packet,
         now: SimTime,
-        quality: &[u8],
+        band: impl Fn(PortId) -> u8,
     ) -> PortId {
-        let g = routes.groups[group as usize];
-        if g.n_hops == 1 && routes.hop(group, 0).n_ports == 1 {
-            return routes.member(routes.hop(group, 0), 0);
-        }
         let h = self.hash.flow_hash(pkt);
         if self.cfg.mode == DlbMode::PerPacket {
             self.stats.decisions += 1;
             // Per packet, ties rotate so equal members share the packets.
             let spin = (self.stats.decisions as u32).wrapping_mul(0x9E37_79B9) ^ h;
-            return Self::best(routes, group, quality, spin).1;
+            return Self::best(cands, band, spin).1;
         }
         let i = ((h ^ group.wrapping_mul(0x85EB_CA6B)) % self.table.len() as u32) as usize;
         let e = self.table[i];
-        let fresh = e.group == group && Self::is_member(routes, group, e.port);
+        let fresh = e.group == group && cands.contains(&e.port);
         let expired = match self.cfg.mode {
             DlbMode::Flowlet => now.saturating_sub(e.last) > self.cfg.inactivity,
             _ => false,
         };
         let port = if !fresh || expired {
             self.stats.decisions += 1;
-            let (_, p) = Self::best(routes, group, quality, h);
+            let (_, p) = Self::best(cands, &band, h);
             if fresh && p != e.port {
                 self.stats.moves += 1;
             }
             p
         } else if self.cfg.rebalance_bands > 0 {
-            let (best, p) = Self::best(routes, group, quality, h);
-            let cur = quality.get(e.port.idx()).copied().unwrap_or(BEST);
-            if cur + self.cfg.rebalance_bands <= best {
+            let (best, p) = Self::best(cands, &band, h);
+            if band(e.port) + self.cfg.rebalance_bands <= best {
                 self.stats.rebalances += 1;
                 p
             } else {

@@ -15,7 +15,7 @@
 
 use super::hash::{HashFields, HashFn};
 use crate::topology::routing::SwitchRoutes;
-use crate::topology::PortId;
+use crate::topology::{PortId, SwitchId};
 use crate::wire::Packet;
 
 #[derive(Clone, Debug)]
@@ -83,4 +83,208 @@ fn fold(crc: u32, seed: u32) -> u32 {
     x ^= x >> 29;
     x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     (x >> 32) as u32
+}
+
+/// How bucket tables share buckets among a group's members.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Weights {
+    /// Every member the same share.
+    Equal,
+    /// In proportion to each member link's rate.
+    Capacity,
+    /// By the neighbour switch a member leads to (1 for unlisted ones).
+    Neighbours(Vec<(SwitchId, u32)>),
+}
+
+/// Bucket tables: one fixed-size table per equal-cost group, each bucket
+/// naming a member port. A packet's hash picks a bucket. Shares follow
+/// the members' weights (weighted ECMP). When a member fails, resilient
+/// tables hand only its buckets to the surviving members and give them
+/// back when it recovers; plain tables are rebuilt over the survivors,
+/// which moves most flows.
+#[derive(Clone, Debug)]
+pub struct Buckets {
+    /// Buckets per group.
+    pub n: u32,
+    pub resilient: bool,
+    /// Offset of each group's table in `slot`; `NO_TABLE` for groups of
+    /// one member.
+    off: Vec<u32>,
+    /// The member each bucket sends to now.
+    pub slot: Vec<PortId>,
+    /// The member each bucket was given when every member was up.
+    home: Vec<PortId>,
+    /// Weight of each member port, by position in the group's members.
+    weights: Vec<Vec<u32>>,
+    /// Bytes hashed to each bucket since the last ALB sample (empty when
+    /// ALB is off).
+    pub bytes: Vec<u64>,
+}
+
+pub const NO_TABLE: u32 = u32::MAX;
+
+impl Buckets {
+    pub fn new(
+        routes: &SwitchRoutes,
+        n: u32,
+        resilient: bool,
+        weight: impl Fn(PortId) -> u32,
+        count_bytes: bool,
+    ) -> Self {
+        let mut b = Buckets {
+            n,
+            resilient,
+            off: Vec::with_capacity(routes.groups.len()),
+            slot: Vec::new(),
+            home: Vec::new(),
+            weights: Vec::with_capacity(routes.groups.len()),
+            bytes: Vec::new(),
+        };
+        for g in 0..routes.groups.len() as u32 {
+            let members = routes.member_slice(g);
+            let w: Vec<u32> = members.iter().map(|&p| weight(p).max(1)).collect();
+            if members.len() < 2 {
+                b.off.push(NO_TABLE);
+            } else {
+                b.off.push(b.slot.len() as u32);
+                let all = vec![true; members.len()];
+                b.slot.extend(fill(members, &w, &all, n));
+            }
+            b.weights.push(w);
+        }
+        b.home = b.slot.clone();
+        if count_bytes {
+            b.bytes = vec![0; b.slot.len()];
+        }
+        b
+    }
+
+    /// The group's buckets, `None` for a group of one member.
+    #[inline]
+    pub fn range(&self, group: u32) -> Option<std::ops::Range<usize>> {
+        let off = self.off[group as usize];
+        (off != NO_TABLE).then(|| off as usize..(off + self.n) as usize)
+    }
+
+    /// The bucket a hash selects in the group's table.
+    #[inline]
+    pub fn bucket(&self, group: u32, h: u32) -> Option<usize> {
+        let off = self.off[group as usize];
+        (off != NO_TABLE).then(|| (off + h % self.n) as usize)
+    }
+
+    /// Weight of each member of a group (in member order).
+    pub fn weights(&self, group: u32) -> &[u32] {
+        &self.weights[group as usize]
+    }
+
+    /// Buckets each member of a group holds (in member order).
+    pub fn shares(&self, routes: &SwitchRoutes, group: u32) -> Vec<u32> {
+        let members = routes.member_slice(group);
+        let mut c = vec![0u32; members.len()];
+        if let Some(r) = self.range(group) {
+            for p in &self.slot[r] {
+                let i = members.iter().position(|m| m == p).expect("a member");
+                c[i] += 1;
+            }
+        }
+        c
+    }
+
+    /// Re-maps every group's buckets after the set of live members
+    /// changed (`up[i]` for member port `i`): a resilient table moves the
+    /// buckets of failed members to survivors and returns recovered
+    /// members' own buckets; a plain table is rebuilt.
+    pub fn members_changed(&mut self, routes: &SwitchRoutes, live: impl Fn(PortId) -> bool) {
+        for g in 0..routes.groups.len() as u32 {
+            let Some(r) = self.range(g) else { continue };
+            let members = routes.member_slice(g);
+            let up: Vec<bool> = members.iter().map(|&p| live(p)).collect();
+            if !up.iter().any(|&u| u) {
+                continue;
+            }
+            let w = &self.weights[g as usize];
+            if !self.resilient {
+                let t = fill(members, w, &up, self.n);
+                self.slot[r].copy_from_slice(&t);
+                continue;
+            }
+            // Buckets go home where home is up; the rest go one at a time
+            // to the live member furthest below its weighted share.
+            let mut count = vec![0u64; members.len()];
+            let idx = |p: PortId| members.iter().position(|&m| m == p).expect("a member");
+            let mut orphans = Vec::new();
+            for b in r.clone() {
+                let h = idx(self.home[b]);
+                if up[h] {
+                    self.slot[b] = self.home[b];
+                    count[h] += 1;
+                } else if up[idx(self.slot[b])] && self.slot[b] != self.home[b] {
+                    // Keep an earlier reassignment while its member lives.
+                    count[idx(self.slot[b])] += 1;
+                } else {
+                    orphans.push(b);
+                }
+            }
+            for b in orphans {
+                let i = (0..members.len())
+                    .filter(|&i| up[i])
+                    .min_by(|&a, &c| {
+                        // count/weight, compared without division.
+                        (count[a] * w[c] as u64).cmp(&(count[c] * w[a] as u64))
+                    })
+                    .expect("a live member");
+                self.slot[b] = members[i];
+                count[i] += 1;
+            }
+        }
+    }
+}
+
+/// A table of `n` buckets over the live members, shares in proportion to
+/// the weights (largest remainder), interleaved by smooth weighted round
+/// robin so that neighbouring buckets go to different members.
+fn fill(members: &[PortId], w: &[u32], up: &[bool], n: u32) -> Vec<PortId> {
+    let total: u64 = (0..members.len())
+        .filter(|&i| up[i])
+        .map(|i| w[i] as u64)
+        .sum();
+    let mut quota: Vec<u64> = (0..members.len())
+        .map(|i| {
+            if up[i] {
+                n as u64 * w[i] as u64 / total
+            } else {
+                0
+            }
+        })
+        .collect();
+    let mut left = n as u64 - quota.iter().sum::<u64>();
+    let mut by_rem: Vec<usize> = (0..members.len()).filter(|&i| up[i]).collect();
+    by_rem.sort_by_key(|&i| std::cmp::Reverse(n as u64 * w[i] as u64 % total));
+    for &i in &by_rem {
+        if left == 0 {
+            break;
+        }
+        quota[i] += 1;
+        left -= 1;
+    }
+    let mut credit = vec![0i64; members.len()];
+    let mut out = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let sum: i64 = quota.iter().map(|&q| q as i64).sum();
+        let mut best = usize::MAX;
+        for i in 0..members.len() {
+            if quota[i] == 0 {
+                continue;
+            }
+            credit[i] += quota[i] as i64;
+            if best == usize::MAX || credit[i] > credit[best] {
+                best = i;
+            }
+        }
+        credit[best] -= sum;
+        quota[best] -= 1;
+        out.push(members[best]);
+    }
+    out
 }

@@ -89,6 +89,9 @@ impl HashFields {
     pub const DST_QP: HashFields = HashFields(32);
     /// The classic 5-tuple, the default.
     pub const FIVE_TUPLE: HashFields = HashFields(1 | 2 | 4 | 8 | 16);
+    /// Symmetric hashing: the two addresses (and the two ports) are put in
+    /// the key in sorted order, so a flow and its reverse hash alike.
+    pub const SYMMETRIC: HashFields = HashFields(64);
 
     pub const NAMES: &'static [&'static str] = &[
         "src_ip",
@@ -132,20 +135,26 @@ impl HashFields {
             buf[n..n + b.len()].copy_from_slice(b);
             n += b.len();
         };
+        let (mut src, mut dst) = (nic_ip(pkt.src), nic_ip(pkt.dst));
+        let (mut sport, mut dport) = (pkt.udp_sport, ROCEV2_UDP_PORT);
+        if self.has(Self::SYMMETRIC) {
+            (src, dst) = (src.min(dst), src.max(dst));
+            (sport, dport) = (sport.min(dport), sport.max(dport));
+        }
         if self.has(Self::SRC_IP) {
-            put(&nic_ip(pkt.src).to_be_bytes());
+            put(&src.to_be_bytes());
         }
         if self.has(Self::DST_IP) {
-            put(&nic_ip(pkt.dst).to_be_bytes());
+            put(&dst.to_be_bytes());
         }
         if self.has(Self::PROTOCOL) {
             put(&[IP_PROTO_UDP]);
         }
         if self.has(Self::UDP_SPORT) {
-            put(&pkt.udp_sport.to_be_bytes());
+            put(&sport.to_be_bytes());
         }
         if self.has(Self::UDP_DPORT) {
-            put(&ROCEV2_UDP_PORT.to_be_bytes());
+            put(&dport.to_be_bytes());
         }
         if self.has(Self::DST_QP) {
             put(&qpn(pkt.qp).to_be_bytes()[1..]);

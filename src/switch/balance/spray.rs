@@ -3,7 +3,6 @@
 //! Packets of one flow take different paths and may arrive out of order.
 
 use crate::rng::Stream;
-use crate::topology::routing::SwitchRoutes;
 use crate::topology::PortId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,11 +46,9 @@ impl Spray {
         }
     }
 
-    pub fn choose(&mut self, routes: &SwitchRoutes, group: u32) -> PortId {
-        let n = routes.members(group).count() as u32;
-        if n == 1 {
-            return routes.members(group).next().expect("one member");
-        }
+    /// Picks one of `cands`, the group's usable members.
+    pub fn choose(&mut self, group: u32, cands: &[PortId]) -> PortId {
+        let n = cands.len() as u32;
         self.sprayed += 1;
         let k = match self.order {
             SprayOrder::RoundRobin => {
@@ -62,6 +59,6 @@ impl Spray {
             }
             SprayOrder::Random => self.rng.below(n as u64) as u32,
         };
-        routes.members(group).nth(k as usize).expect("k < members")
+        cands[k as usize]
     }
 }

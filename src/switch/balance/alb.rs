@@ -1,0 +1,146 @@
+//! Adaptive load balancing (ALB): hash-bucket ECMP with feedback. Every
+//! sampling window the switch turns the bytes each bucket carried into a
+//! rate; every monitoring interval it sums the rates per member and
+//! compares each member with its ideal share of the group's total. When a
+//! member is further from its share than the tolerance, buckets move from
+//! the heaviest member to the lightest, a bounded number per interval
+//! (the bin packing is done incrementally, as the product does it).
+
+use super::ecmp::Buckets;
+use crate::topology::routing::SwitchRoutes;
+use crate::topology::PortId;
+use crate::units::SimTime;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlbConfig {
+    /// Bucket rates are measured over this window.
+    pub window: SimTime,
+    /// Members are compared with their share this often.
+    pub interval: SimTime,
+    /// Allowed deviation from the ideal rate, as a fraction of it.
+    pub tolerance: f64,
+    /// Buckets moved at most per group and interval.
+    pub max_moves: u32,
+}
+
+impl Default for AlbConfig {
+    fn default() -> Self {
+        // The product scans every few seconds; simulated runs last
+        // milliseconds, so the defaults are scaled down to match.
+        AlbConfig {
+            window: SimTime::from_us(10),
+            interval: SimTime::from_us(50),
+            tolerance: 0.2,
+            max_moves: 4,
+        }
+    }
+}
+
+/// What ALB did at one switch.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AlbStats {
+    /// Group scans that found a member outside the tolerance.
+    pub imbalanced: u64,
+    pub moves: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Alb {
+    pub cfg: AlbConfig,
+    /// Rate of each bucket over the last window, bytes per second.
+    rates: Vec<f64>,
+    last_sample: SimTime,
+    next_scan: SimTime,
+    pub stats: AlbStats,
+}
+
+impl Alb {
+    pub fn new(cfg: AlbConfig, buckets: usize) -> Self {
+        Alb {
+            next_scan: cfg.interval,
+            cfg,
+            rates: vec![0.0; buckets],
+            last_sample: SimTime::ZERO,
+            stats: AlbStats::default(),
+        }
+    }
+
+    /// Samples and scans when their times have come.
+    /// `down` lists member ports that have failed.
+    pub fn tick(&mut self, now: SimTime, b: &mut Buckets, routes: &SwitchRoutes, down: &[PortId]) {
+        let span = now.saturating_sub(self.last_sample);
+        if span >= self.cfg.window {
+            let secs = span.0 as f64 * 1e-12;
+            for (r, bytes) in self.rates.iter_mut().zip(b.bytes.iter_mut()) {
+                *r = *bytes as f64 / secs;
+                *bytes = 0;
+            }
+            self.last_sample = now;
+        }
+        if now >= self.next_scan {
+            self.next_scan = now + self.cfg.interval;
+            for g in 0..routes.groups.len() as u32 {
+                self.scan(g, b, routes, down);
+            }
+        }
+    }
+
+    /// Moves buckets of one group from its heaviest member to its lightest
+    /// while some member is outside the tolerance.
+    fn scan(&mut self, group: u32, b: &mut Buckets, routes: &SwitchRoutes, down: &[PortId]) {
+        let Some(range) = b.range(group) else { return };
+        let members = routes.member_slice(group);
+        let w = b.weights(group).to_vec();
+        let live: Vec<bool> = members.iter().map(|p| !down.contains(p)).collect();
+        let wsum: f64 = (0..members.len())
+            .filter(|&i| live[i])
+            .map(|i| w[i] as f64)
+            .sum();
+        let mut load = vec![0.0; members.len()];
+        for k in range.clone() {
+            let i = members
+                .iter()
+                .position(|&p| p == b.slot[k])
+                .expect("member");
+            load[i] += self.rates[k];
+        }
+        let total: f64 = load.iter().sum();
+        if total <= 0.0 {
+            return;
+        }
+        let ideal = |i: usize| total * w[i] as f64 / wsum;
+        let mut counted = false;
+        for _ in 0..self.cfg.max_moves {
+            // Excess over the ideal share, relative to it.
+            let excess = |i: usize| (load[i] - ideal(i)) / ideal(i);
+            let alive = (0..members.len()).filter(|&i| live[i]);
+            let heavy = alive
+                .clone()
+                .max_by(|&a, &c| excess(a).total_cmp(&excess(c)));
+            let light = alive.min_by(|&a, &c| excess(a).total_cmp(&excess(c)));
+            let (Some(h), Some(l)) = (heavy, light) else {
+                return;
+            };
+            if excess(h) <= self.cfg.tolerance {
+                return;
+            }
+            if !counted {
+                self.stats.imbalanced += 1;
+                counted = true;
+            }
+            // The bucket that brings the two closest to their shares: the
+            // largest that does not overshoot the gap between them.
+            let gap = (load[h] - ideal(h)) - (load[l] - ideal(l));
+            let best = range
+                .clone()
+                .filter(|&k| b.slot[k] == members[h] && self.rates[k] > 0.0)
+                .filter(|&k| self.rates[k] < gap)
+                .max_by(|&x, &y| self.rates[x].total_cmp(&self.rates[y]));
+            let Some(k) = best else { return };
+            b.slot[k] = members[l];
+            load[h] -= self.rates[k];
+            load[l] += self.rates[k];
+            self.stats.moves += 1;
+        }
+    }
+}
