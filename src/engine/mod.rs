@@ -1077,22 +1077,46 @@ impl Simulation {
     /// port to the last switch, when every switch on the way balances by
     /// header alone; `None` if some choice is dynamic.
     pub fn qp_route(&self, q: QpId) -> Option<Vec<PortId>> {
+        self.static_route(q, false)
+    }
+
+    /// The same for the QP's acknowledgements, from the receiver back.
+    pub fn qp_ack_route(&self, q: QpId) -> Option<Vec<PortId>> {
+        self.static_route(q, true)
+    }
+
+    fn static_route(&self, q: QpId, reverse: bool) -> Option<Vec<PortId>> {
         let qp = &self.qps[q.idx()];
         let flow = &self.flows[qp.flow.idx()];
+        let (src, dst, start, opcode) = if reverse {
+            (
+                flow.spec.dst_nic,
+                flow.spec.src_nic,
+                qp.dst_port,
+                Opcode::Ack,
+            )
+        } else {
+            (
+                flow.spec.src_nic,
+                flow.spec.dst_nic,
+                qp.src_port,
+                Opcode::WriteMiddle,
+            )
+        };
         let pkt = Packet {
-            src: flow.spec.src_nic,
-            dst: flow.spec.dst_nic,
+            src,
+            dst,
             qp: q,
             psn: 0,
             payload: 0,
             wire_bytes: 0,
-            header_crc: qp.header_crc[0],
+            header_crc: qp.header_crc[usize::from(reverse)],
             udp_sport: qp.udp_sport,
-            opcode: Opcode::WriteMiddle,
+            opcode,
             tos: Packet::tos_of(self.scenario.transport.data_dscp, ecn::ECT0),
         };
-        let mut route = vec![qp.src_port];
-        let mut at = self.topo.port(qp.src_port).peer;
+        let mut route = vec![start];
+        let mut at = self.topo.port(start).peer;
         for _ in 0..=self.topo.switches.len() {
             match self.owners[at.idx()] {
                 Owner::Nic(_) => return Some(route),
