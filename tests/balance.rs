@@ -157,3 +157,255 @@ fn balancer_settings_are_checked() {
     assert_eq!(s.balancers[0].balancer, "ecmp");
     assert_eq!(s.balancers[1].balancer, "spray-round-robin");
 }
+
+/// Seed 001's GLB case: leaf2 (plain ECMP) fills spine0's downlink to
+/// leaf3; then leaf0 and leaf1 each start a flow to leaf3. Their own
+/// uplinks are idle, so DLB (with this hash seed) puts both on spine0,
+/// behind the congested downlink. GLB hears from the spines' heartbeats
+/// that spine0's link to leaf3 is full and sends both through spine1.
+#[test]
+fn glb_avoids_a_congested_remote_downlink_that_dlb_cannot_see() {
+    let text = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 16
+gpus_per_host = 1
+hosts_per_leaf = 4
+spines = 2
+nic_speed = "100G"
+uplink_speed = "100G"
+link_delay = "500ns"
+
+[switch.ecmp]
+seed = 4
+
+[switch.balance]
+mode = "dlb"
+
+[switch.balance.switch.leaf2]
+mode = "ecmp"
+
+[[workload]]
+kind = "transfer"
+src = 8
+dst = 12
+bytes = "20MB"
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 13
+bytes = "4MB"
+start = "30us"
+
+[[workload]]
+kind = "transfer"
+src = 4
+dst = 14
+bytes = "4MB"
+start = "30us"
+"#;
+    // Bytes and deepest queue of each spine's downlink to leaf3.
+    let downlinks = |sim: &Simulation| -> Vec<(u64, u64)> {
+        sim.topo
+            .switches
+            .iter()
+            .filter(|s| s.name.starts_with("spine"))
+            .map(|s| {
+                let p = *s
+                    .ports
+                    .iter()
+                    .find(|&&p| {
+                        matches!(sim.topo.port(sim.topo.port(p).peer).owner,
+                            Owner::Switch(l) if sim.topo.switches[l.idx()].name == "leaf3")
+                    })
+                    .unwrap();
+                (
+                    sim.ports[p.idx()].tx_wire_bytes,
+                    sim.queues[p.idx()].max_bytes,
+                )
+            })
+            .collect()
+    };
+    let (dlb, d) = run_with(text, &[]);
+    let (glb, g) = run_with(text, &["switch.balance.mode=\"glb\""]);
+    let (dd, gd) = (downlinks(&dlb), downlinks(&glb));
+    // DLB: everything through spine0, whose downlink queues megabytes.
+    assert_eq!(dd[1].0, 0, "DLB {dd:?}");
+    assert!(dd[0].1 > 1_000_000, "DLB {dd:?}");
+    // GLB: spine0's downlink carries only leaf2's flow and stays shallow.
+    assert!(gd[0].1 < 20_000 && gd[1].0 > 8_000_000, "GLB {gd:?}");
+    assert!(
+        (g.makespan_ps as f64) < 0.8 * d.makespan_ps as f64,
+        "GLB {} vs DLB {}",
+        g.makespan_ps,
+        d.makespan_ps
+    );
+    let later = |sim: &Simulation| common::fct(sim, 1).max(common::fct(sim, 2));
+    assert!(later(&glb) < later(&dlb));
+    // Heartbeats are real frames on the wire, counted.
+    assert!(g.glb_heartbeats_sent > 0 && d.glb_heartbeats_sent == 0);
+    assert!(g.glb_heartbeat_bytes >= 84 * g.glb_heartbeats_sent);
+    let leaf = g
+        .balancers
+        .iter()
+        .find(|b| b.balancer.starts_with("glb"))
+        .unwrap();
+    assert!(leaf.glb_heartbeats > 0 && leaf.decisions > 0);
+    // leaf2's override shows as its own line.
+    assert!(g
+        .balancers
+        .iter()
+        .any(|b| b.tier == "leaf" && b.balancer == "ecmp" && b.switches == 1));
+}
+
+/// The fig 12-4 workload under TELB: tenant 1's traffic is pinned to the
+/// blue colour (spine0) and stays there, ACKs included; when leaf0 and
+/// rail switch 1 lose their spine0 members it moves to green (spine1).
+#[test]
+fn telb_pins_a_tenant_to_its_colour_and_falls_back_to_the_backup() {
+    let text = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
+    let text = format!(
+        "{text}\n[switch.balance.colors]\nblue = [\"spine0\"]\ngreen = [\"spine1\"]\n\n\
+         [[switch.balance.policy]]\ntenant = [1]\ncolor = \"blue\"\nbackup = \"green\"\n"
+    )
+    .replace("kind = \"transfer\"", "kind = \"transfer\"\ntenant = 1");
+    let spine_bytes = |sim: &Simulation, name: &str| -> u64 {
+        let s = sim.topo.switches.iter().find(|s| s.name == name).unwrap();
+        s.ports
+            .iter()
+            .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+            .sum()
+    };
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(spine_bytes(&sim, "spine1"), 0);
+    assert!(spine_bytes(&sim, "spine0") > 24_000_000);
+    let leaf = &s.balancers[0];
+    assert_eq!(leaf.balancer, "ecmp+telb");
+    assert!(leaf.telb_primary > 0 && leaf.telb_backup == 0);
+
+    // The blue members fail before traffic starts.
+    let prepared = fabricsim::scenario::prepare("t.toml", &text, &[]).unwrap();
+    let mut sim = Simulation::new(prepared);
+    for sw in 0..sim.topo.switches.len() {
+        if !sim.topo.switches[sw].name.starts_with("leaf") {
+            continue;
+        }
+        for p in sim.topo.switches[sw].ports.clone() {
+            if let Owner::Switch(n) = sim.topo.port(sim.topo.port(p).peer).owner {
+                if sim.topo.switches[n.idx()].name == "spine0" {
+                    let routes = &sim.routes.switches[sw];
+                    sim.switches[sw].balancer.set_member(routes, p, false);
+                }
+            }
+        }
+    }
+    assert_eq!(sim.run(|_| {}), fabricsim::engine::StopReason::Finished);
+    let s = Summary::of(&sim, fabricsim::engine::StopReason::Finished);
+    assert_eq!(spine_bytes(&sim, "spine0"), 0);
+    assert!(s.balancers[0].telb_backup > 0 && s.balancers[0].telb_primary == 0);
+}
+
+/// Traffic that no policy matches uses the default balancer; a rule on
+/// one QP range sprays only that QP's packets.
+#[test]
+fn selective_spraying_sprays_only_matching_traffic() {
+    let text = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
+    // QP numbers start at 256: this rule matches the first transfer's QP.
+    let text = format!(
+        "{text}\n[[switch.balance.select]]\nqp = [256, 256]\nopcode = [\"write-first\", \"write-middle\", \"write-last\"]\nmode = \"spray\"\n"
+    );
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(s.balancers[0].balancer, "ecmp+selective-spray");
+    assert!(s.balancers[0].sprayed_packets > 0);
+    assert_eq!(
+        s.balancers[0].sprayed_packets,
+        s.balancers[0].selected_packets
+    );
+    // Only the sprayed QP sees reordering; the others stay in order.
+    assert!(sim.qps[0].resp.out_of_order > 0);
+    assert!(sim.qps[1..].iter().all(|q| q.resp.out_of_order == 0));
+    // Selective DLB on the same rule.
+    let (_, d) = run_with(&text.replace("mode = \"spray\"", "mode = \"dlb\""), &[]);
+    assert_eq!(d.balancers[0].balancer, "ecmp+selective-dlb");
+    assert!(d.balancers[0].decisions > 0 && d.balancers[0].sprayed_packets == 0);
+}
+
+/// ALB on the fig 12-4 workload: the three flows collide on one uplink;
+/// ALB sees the skew and moves buckets, and the writes finish sooner.
+#[test]
+fn alb_moves_buckets_off_the_hot_uplink() {
+    let text = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
+    let (_, e) = run_with(&text, &[]);
+    let (sim, a) = run_with(
+        &text,
+        &[
+            "switch.balance.mode=\"alb\"",
+            "switch.balance.alb_max_moves=1",
+        ],
+    );
+    let leaf = &a.balancers[0];
+    assert_eq!(leaf.balancer, "alb");
+    assert!(leaf.alb_imbalanced_scans > 0);
+    assert!((1..=leaf.alb_imbalanced_scans).contains(&leaf.alb_bucket_moves));
+    assert!((a.makespan_ps as f64) < 0.75 * e.makespan_ps as f64);
+    let u = leaf0_uplinks(&sim);
+    assert!(u[0] > 0.3, "ALB uses both uplinks: {u:?}");
+}
+
+#[test]
+fn rule_and_policy_settings_are_checked() {
+    let text = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
+    let with = |extra: &str| format!("{text}\n{extra}\n");
+    let e = common::error_of(
+        &with("[[switch.balance.policy]]\ntenant = [1]\ncolor = \"red\""),
+        &[],
+    );
+    assert!(
+        e.contains("switch.balance.policy[0].color") && e.contains("defines no colours"),
+        "{e}"
+    );
+    let e = common::error_of(&with("[switch.balance.colors]\nred = [\"spine7\"]"), &[]);
+    assert!(
+        e.contains("switch.balance.colors.red[0]") && e.contains("no switch \"spine7\""),
+        "{e}"
+    );
+    let e = common::error_of(
+        &with("[[switch.balance.select]]\nqp = [5, 1]\nmode = \"spray\""),
+        &[],
+    );
+    assert!(
+        e.contains("switch.balance.select[0].qp") && e.contains("first <= last"),
+        "{e}"
+    );
+    let e = common::error_of(
+        &with("[[switch.balance.select]]\nopcode = [\"read\"]\nmode = \"spray\""),
+        &[],
+    );
+    assert!(e.contains("write-only"), "{e}");
+    let e = common::error_of(&with("[[switch.balance.select]]\nopcode = [\"ack\"]"), &[]);
+    assert!(e.contains("select[0].mode") && e.contains("missing"), "{e}");
+    let e = common::error_of(
+        &with("[[switch.balance.select]]\ningress = [\"nowhere\"]\nmode = \"dlb\""),
+        &[],
+    );
+    assert!(e.contains("ingress[0]") && e.contains("host0/nic0"), "{e}");
+    let e = common::error_of(&text, &["switch.balance.switch.leaf9.mode=\"dlb\""]);
+    assert!(
+        e.contains("switch.balance.switch.leaf9") && e.contains("no switch"),
+        "{e}"
+    );
+    let e = common::error_of(&text, &["switch.balance.alb_window=\"5us\""]);
+    assert!(e.contains("only used by mode = \"alb\""), "{e}");
+    let e = common::error_of(
+        &text,
+        &[
+            "switch.balance.mode=\"alb\"",
+            "switch.balance.alb_interval=\"1us\"",
+        ],
+    );
+    assert!(e.contains("at least as long as alb_window"), "{e}");
+    // A spray selective rule allows spray settings with mode = "ecmp".
+    let ok = with("[[switch.balance.select]]\ntraffic_class = [3]\nmode = \"spray\"");
+    run_with(&ok, &["switch.balance.spray_order=\"random\""]);
+}

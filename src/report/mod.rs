@@ -105,6 +105,9 @@ pub struct Summary {
     /// Packets of lossless classes dropped for lack of buffer or headroom
     /// (or by WRED on a lossless class without ECN).
     pub lossless_drops: u64,
+    /// GLB heartbeat frames helpers sent, and their bytes on the wire.
+    pub glb_heartbeats_sent: u64,
+    pub glb_heartbeat_bytes: u64,
     /// When ECN, CNPs, DCQCN, PFC and the watchdog first acted.
     pub first_events: crate::engine::FirstEvents,
     pub fct_ps: Option<Distribution>,
@@ -244,6 +247,8 @@ impl Summary {
             watchdog_events: c.watchdog_events,
             watchdog_drops: c.watchdog_drops,
             lossless_drops: c.lossless_drops,
+            glb_heartbeats_sent: sim.balance.heartbeats_sent,
+            glb_heartbeat_bytes: sim.balance.heartbeat_bytes,
             first_events: sim.firsts,
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),

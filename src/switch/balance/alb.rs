@@ -144,3 +144,86 @@ impl Alb {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::routing::{Group, Hop};
+
+    /// One group of two members (ports 10 and 11) and 16 buckets.
+    fn two_members() -> (SwitchRoutes, Buckets) {
+        let routes = SwitchRoutes {
+            groups: vec![Group {
+                first_hop: 0,
+                n_hops: 2,
+            }],
+            hops: vec![
+                Hop {
+                    first_port: 0,
+                    n_ports: 1,
+                },
+                Hop {
+                    first_port: 1,
+                    n_ports: 1,
+                },
+            ],
+            ports: vec![PortId(10), PortId(11)],
+            ..Default::default()
+        };
+        let b = Buckets::new(&routes, 16, false, |_| 1, true);
+        (routes, b)
+    }
+
+    /// Four buckets of equal rate all on port 10, none on 11: ALB evens
+    /// them out, at most `max_moves` buckets per interval, then stops.
+    #[test]
+    fn skewed_buckets_are_rebalanced_within_bounded_moves() {
+        for (max_moves, intervals) in [(1, 2), (4, 1)] {
+            let (routes, mut b) = two_members();
+            let hot: Vec<usize> = (0..16)
+                .filter(|&k| b.slot[k] == PortId(10))
+                .take(4)
+                .collect();
+            let cfg = AlbConfig {
+                window: SimTime::from_us(10),
+                interval: SimTime::from_us(10),
+                tolerance: 0.2,
+                max_moves,
+            };
+            let mut alb = Alb::new(cfg, 16);
+            let mut moves = Vec::new();
+            for i in 1..=4u64 {
+                // Each hot bucket carries 1000 B per window.
+                for &k in &hot {
+                    b.bytes[k] += 1000;
+                }
+                alb.tick(SimTime::from_us(10 * i), &mut b, &routes, &[]);
+                moves.push(alb.stats.moves);
+            }
+            let on = |p| hot.iter().filter(|&&k| b.slot[k] == p).count();
+            assert_eq!((on(PortId(10)), on(PortId(11))), (2, 2));
+            assert_eq!(alb.stats.moves, 2);
+            // Never more than `max_moves` in one interval; done in time.
+            let per: Vec<u64> = std::iter::once(moves[0])
+                .chain(moves.windows(2).map(|w| w[1] - w[0]))
+                .collect();
+            assert!(per.iter().all(|&m| m <= max_moves as u64), "{per:?}");
+            assert_eq!(moves[intervals - 1], 2, "{moves:?}");
+            assert_eq!(alb.stats.imbalanced, intervals as u64);
+        }
+    }
+
+    /// Within the tolerance nothing moves.
+    #[test]
+    fn balanced_enough_is_left_alone() {
+        let (routes, mut b) = two_members();
+        let a = (0..16).find(|&k| b.slot[k] == PortId(10)).unwrap();
+        let c = (0..16).find(|&k| b.slot[k] == PortId(11)).unwrap();
+        let mut alb = Alb::new(AlbConfig::default(), 16);
+        b.bytes[a] = 1100;
+        b.bytes[c] = 900;
+        alb.tick(AlbConfig::default().interval, &mut b, &routes, &[]);
+        assert_eq!(alb.stats.moves, 0);
+        assert_eq!(alb.stats.imbalanced, 0);
+    }
+}

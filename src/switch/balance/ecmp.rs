@@ -268,10 +268,11 @@ fn fill(members: &[PortId], w: &[u32], up: &[bool], n: u32) -> Vec<PortId> {
         quota[i] += 1;
         left -= 1;
     }
+    // Smooth weighted round robin over one cycle of `n` picks gives each
+    // member exactly its quota, spread out.
     let mut credit = vec![0i64; members.len()];
     let mut out = Vec::with_capacity(n as usize);
     for _ in 0..n {
-        let sum: i64 = quota.iter().map(|&q| q as i64).sum();
         let mut best = usize::MAX;
         for i in 0..members.len() {
             if quota[i] == 0 {
@@ -282,9 +283,44 @@ fn fill(members: &[PortId], w: &[u32], up: &[bool], n: u32) -> Vec<PortId> {
                 best = i;
             }
         }
-        credit[best] -= sum;
-        quota[best] -= 1;
+        credit[best] -= n as i64;
         out.push(members[best]);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::routing::{Group, Hop};
+
+    /// Seed 001's capacity example: 400G, 400G and 200G members get 40%,
+    /// 40% and 20% of the buckets, interleaved rather than in runs.
+    #[test]
+    fn capacity_weights_give_40_40_20() {
+        let routes = SwitchRoutes {
+            groups: vec![Group {
+                first_hop: 0,
+                n_hops: 3,
+            }],
+            hops: (0..3)
+                .map(|i| Hop {
+                    first_port: i,
+                    n_ports: 1,
+                })
+                .collect(),
+            ports: vec![PortId(0), PortId(1), PortId(2)],
+            ..Default::default()
+        };
+        let gbps = [400, 400, 200];
+        let b = Buckets::new(&routes, 1000, true, |p| gbps[p.idx()], false);
+        assert_eq!(b.shares(&routes, 0), vec![400, 400, 200]);
+        let longest_run = b
+            .slot
+            .chunk_by(|a, c| a == c)
+            .map(|r| r.len())
+            .max()
+            .unwrap();
+        assert_eq!(longest_run, 1);
+    }
 }
