@@ -128,9 +128,12 @@ fn flowlet_timer_short_reorders_long_is_per_flow() {
     let short = summary(&["switch.balance.flowlet_timeout=\"100ns\""]);
     assert!(short.out_of_order_packets > 0);
     assert!(short.balancers[0].flowlet_moves > 0);
+    // Each flowlet move shows up as a change in the QP's path record.
+    assert!(short.path_changes >= short.balancers[0].flowlet_moves);
     let long = summary(&["switch.balance.flowlet_timeout=\"1s\""]);
     assert_eq!(long.out_of_order_packets, 0);
     assert_eq!(long.balancers[0].flowlet_moves, 0);
+    assert_eq!(long.path_changes, 0);
     let assigned = summary(&["switch.balance.dlb_mode=\"assigned-flow\""]);
     assert_eq!(long.makespan_ps, assigned.makespan_ps);
     assert_eq!(long.balancers[0].decisions, assigned.balancers[0].decisions);
@@ -408,4 +411,32 @@ fn rule_and_policy_settings_are_checked() {
     // A spray selective rule allows spray settings with mode = "ecmp".
     let ok = with("[[switch.balance.select]]\ntraffic_class = [3]\nmode = \"spray\"");
     run_with(&ok, &["switch.balance.spray_order=\"random\""]);
+}
+
+/// Dynamic balancers keep a path record per QP: which next hop each run
+/// of packets took at each switch, in flows.csv.
+#[test]
+fn dynamic_paths_are_recorded_per_switch() {
+    let text = std::fs::read_to_string("examples/load-balancing/dlb-flowlet.toml").unwrap();
+    let (sim, _) = run_with(&text, &["switch.balance.flowlet_timeout=\"100ns\""]);
+    let rec = sim.paths.get(QpId(1)).unwrap();
+    let leaf0 = &rec.steps.iter().filter(|s| s.switch.0 == 0).count();
+    assert!(*leaf0 > 1, "several runs at leaf0");
+    let data: u64 = rec
+        .steps
+        .iter()
+        .filter(|s| s.switch.0 == 0)
+        .map(|s| s.packets)
+        .sum();
+    assert!(
+        rec.truncated || data == 1954,
+        "every data packet counted once: {data}"
+    );
+    let csv = fabricsim::report::tables::flows_csv(&sim).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(csv.contains("leaf0[spine"), "{csv}");
+    // Static ECMP needs no record: the path follows from the header.
+    let ecmp = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
+    let (sim, s) = run_with(&ecmp, &[]);
+    assert!(!sim.paths.enabled && s.path_changes == 0);
 }

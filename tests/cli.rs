@@ -33,6 +33,7 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
         "queues.csv",
         "pfc.csv",
         "qps.csv",
+        "groups.csv",
     ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }

@@ -21,6 +21,7 @@
 mod balance;
 pub mod ideal;
 mod lossless;
+pub mod paths;
 pub mod port;
 pub mod queue;
 
@@ -218,6 +219,8 @@ pub struct Simulation {
     pub balance: balance::BalanceState,
     /// Tenant of each QP, which TELB policies match.
     pub qp_tenant: Vec<u16>,
+    /// Where dynamic balancers sent each QP's packets.
+    pub paths: paths::PathLog,
     /// Sampled queue depths and QP rates (empty unless sampling is on).
     pub queue_samples: Vec<QueueSample>,
     pub rate_samples: Vec<RateSample>,
@@ -282,7 +285,7 @@ impl Simulation {
                 EgressQueues::new(sched, wred)
             })
             .collect();
-        let switches = topo
+        let switches: Vec<SwitchState> = topo
             .switches
             .iter()
             .enumerate()
@@ -384,8 +387,14 @@ impl Simulation {
         if let Some(every) = scenario.sample_interval {
             queue.push(every, Event::Sample);
         }
+        let paths = paths::PathLog::new(
+            switches
+                .iter()
+                .any(|s: &SwitchState| !s.balancer.is_static()),
+            qps.len(),
+        );
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
-        let qp_tenant = qps
+        let qp_tenant: Vec<u16> = qps
             .iter()
             .map(|q| {
                 let w = flows[q.flow.idx()].spec.workload as usize;
@@ -414,6 +423,7 @@ impl Simulation {
             pfc,
             pfc_slot,
             pfc_slots,
+            paths,
             balance,
             qp_tenant,
             queue_samples: Vec::new(),
@@ -820,6 +830,9 @@ impl Simulation {
                     self.drop_packet(id);
                     return;
                 };
+                if self.paths.enabled && pkt.opcode.is_data() {
+                    self.paths.qps[pkt.qp.idx()].record(s, out);
+                }
                 self.admit(si, p, out, queue, id, &pkt);
             }
             Owner::Nic(_) => {

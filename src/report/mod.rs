@@ -7,7 +7,7 @@
 //! temporary folder inside the output folder and moved into place only
 //! when all of them were written.
 
-mod tables;
+pub mod tables;
 mod text;
 
 use std::fs;
@@ -108,6 +108,9 @@ pub struct Summary {
     /// GLB heartbeat frames helpers sent, and their bytes on the wire.
     pub glb_heartbeats_sent: u64,
     pub glb_heartbeat_bytes: u64,
+    /// Data packets that left a switch by another member than the
+    /// previous packet of their QP there (dynamic balancers only).
+    pub path_changes: u64,
     /// When ECN, CNPs, DCQCN, PFC and the watchdog first acted.
     pub first_events: crate::engine::FirstEvents,
     pub fct_ps: Option<Distribution>,
@@ -249,6 +252,7 @@ impl Summary {
             lossless_drops: c.lossless_drops,
             glb_heartbeats_sent: sim.balance.heartbeats_sent,
             glb_heartbeat_bytes: sim.balance.heartbeat_bytes,
+            path_changes: sim.paths.qps.iter().map(|p| p.changes).sum(),
             first_events: sim.firsts,
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),
@@ -374,17 +378,14 @@ fn balance(tier: &str, direction: &str, bytes: &[u64]) -> Option<UplinkBalance> 
     if bytes.is_empty() || total == 0 {
         return None;
     }
-    let n = bytes.len() as f64;
-    let mean = total as f64 / n;
-    let max = *bytes.iter().max()? as f64;
-    let sq: f64 = bytes.iter().map(|&b| (b as f64) * (b as f64)).sum();
+    let (max_over_mean, jain) = tables::spread(bytes);
     Some(UplinkBalance {
         tier: tier.to_string(),
         direction: direction.to_string(),
         links: bytes.len(),
         bytes_total: total,
-        max_over_mean: max / mean,
-        jain: (total as f64) * (total as f64) / (n * sq),
+        max_over_mean,
+        jain,
         idle_links: bytes.iter().filter(|&&b| b == 0).count(),
     })
 }
@@ -439,6 +440,7 @@ pub fn write_outputs(
             ("queues.csv", tables::queues_csv(sim)?),
             ("pfc.csv", tables::pfc_csv(sim)?),
             ("qps.csv", tables::qps_csv(sim)?),
+            ("groups.csv", tables::groups_csv(sim)?),
         ];
         if sim.scenario.sample_interval.is_some() {
             files.push(("queue_depth.csv", tables::queue_depth_csv(sim)?));

@@ -30,6 +30,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "out_of_order",
         "naks",
         "paths",
+        "path_changes",
     ])?;
     for (i, f) in sim.flows.iter().enumerate() {
         let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
@@ -69,29 +70,108 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 .sum::<u64>()
                 .to_string(),
             paths(sim, f.first_qp, f.n_qps),
+            (f.first_qp..f.first_qp + f.n_qps)
+                .filter_map(|q| sim.paths.get(crate::topology::QpId(q)))
+                .map(|p| p.changes)
+                .sum::<u64>()
+                .to_string(),
         ])?;
     }
     finish(w)
 }
 
 /// The switches each QP of a transfer crosses, `leaf0>spine2>leaf1`, QPs
-/// separated by `;` (distinct paths only, in QP order).
+/// separated by `;` (distinct paths only, in QP order). Where a balancer
+/// chose dynamically, the record of what it chose instead, per switch:
+/// `leaf0[spine1*120 spine0*40] spine1[leaf3*120] spine0[leaf3*40]`
+/// (next hop and data packets of each run).
 fn paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
     let mut seen: Vec<String> = Vec::new();
     for q in first_qp..first_qp + n_qps {
-        let p = match sim.qp_path(crate::topology::QpId(q)) {
-            Some(hops) => hops
+        let q = crate::topology::QpId(q);
+        let p = match (sim.qp_path(q), sim.paths.get(q)) {
+            (Some(hops), _) => hops
                 .iter()
                 .map(|s| sim.topo.switches[s.idx()].name.as_str())
                 .collect::<Vec<_>>()
                 .join(">"),
-            None => "dynamic".to_string(),
+            (None, Some(record)) => record.describe(&sim.topo),
+            (None, None) => "dynamic".to_string(),
         };
         if !seen.contains(&p) {
             seen.push(p);
         }
     }
     seen.join(";")
+}
+
+/// Every equal-cost group of more than one member at every switch: the
+/// bytes each member sent, max/mean and Jain's index over them. Member
+/// bytes are the port's, so a port in several groups of one switch counts
+/// all its traffic in each (`shared` says so).
+pub fn groups_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "switch",
+        "group",
+        "members",
+        "member_names",
+        "member_bytes",
+        "max_over_mean",
+        "jain",
+        "shared",
+    ])?;
+    for (si, routes) in sim.routes.switches.iter().enumerate() {
+        let groups: Vec<&[PortId]> = (0..routes.groups.len() as u32)
+            .map(|g| routes.member_slice(g))
+            .collect();
+        for (g, members) in groups.iter().enumerate() {
+            if members.len() < 2 {
+                continue;
+            }
+            let bytes: Vec<u64> = members
+                .iter()
+                .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+                .collect();
+            let shared = groups
+                .iter()
+                .enumerate()
+                .any(|(h, o)| h != g && o.iter().any(|p| members.contains(p)));
+            let (mom, jain) = spread(&bytes);
+            let names: Vec<String> = members
+                .iter()
+                .map(|&p| crate::engine::paths::member_name(&sim.topo, p))
+                .collect();
+            w.write_record([
+                sim.topo.switches[si].name.clone(),
+                g.to_string(),
+                members.len().to_string(),
+                names.join(";"),
+                bytes
+                    .iter()
+                    .map(|b| b.to_string())
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                format!("{mom:.4}"),
+                format!("{jain:.4}"),
+                shared.to_string(),
+            ])?;
+        }
+    }
+    finish(w)
+}
+
+/// Max over mean and Jain's fairness index of a set of loads (1 and 1 for
+/// an even or an all-idle set).
+pub fn spread(bytes: &[u64]) -> (f64, f64) {
+    let total: u64 = bytes.iter().sum();
+    if bytes.is_empty() || total == 0 {
+        return (1.0, 1.0);
+    }
+    let n = bytes.len() as f64;
+    let max = *bytes.iter().max().unwrap_or(&0) as f64;
+    let sq: f64 = bytes.iter().map(|&b| (b as f64) * (b as f64)).sum();
+    (max * n / total as f64, (total as f64).powi(2) / (n * sq))
 }
 
 pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {

@@ -434,6 +434,11 @@ impl Balancer {
         }
     }
 
+    /// Whether every choice follows from the packet header alone.
+    pub fn is_static(&self) -> bool {
+        self.plain && self.algo == Algo::Ecmp
+    }
+
     /// The port every packet like `pkt` takes, for balancers whose choice
     /// depends only on the header (static hashing); used to report paths.
     pub fn static_choice(&self, routes: &SwitchRoutes, group: u32, pkt: &Packet) -> Option<PortId> {
@@ -441,7 +446,7 @@ impl Balancer {
         if members.len() == 1 {
             return Some(members[0]);
         }
-        if !self.plain || self.algo != Algo::Ecmp {
+        if !self.is_static() {
             return None;
         }
         let h = self.ecmp.flow_hash(pkt);

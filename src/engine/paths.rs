@@ -1,0 +1,166 @@
+//! Per-QP path records for dynamic balancers: at every switch, the
+//! sequence of egress members a QP's data packets took, run-length
+//! encoded, and how often the choice changed. Static hashing needs no
+//! record (the path follows from the header, see `qp_route`), so records
+//! are kept only when some switch balances dynamically.
+
+use crate::topology::{Owner, PortId, QpId, SwitchId, Topology};
+
+/// Steps kept per QP; later changes are still counted.
+pub const MAX_STEPS: usize = 64;
+
+/// A run of packets of one QP that one switch sent out of one port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub switch: SwitchId,
+    pub port: PortId,
+    pub packets: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct QpPath {
+    pub steps: Vec<Step>,
+    /// Latest step per switch: (switch, index into `steps`, port).
+    last: Vec<(SwitchId, u32, PortId)>,
+    /// Packets that left a switch by another member than the previous
+    /// packet of the QP at that switch.
+    pub changes: u64,
+    /// Steps were dropped after `MAX_STEPS`.
+    pub truncated: bool,
+}
+
+impl QpPath {
+    #[inline]
+    pub fn record(&mut self, sw: SwitchId, port: PortId) {
+        if let Some(e) = self.last.iter_mut().find(|e| e.0 == sw) {
+            if e.2 == port {
+                if let Some(s) = self.steps.get_mut(e.1 as usize) {
+                    s.packets += 1;
+                }
+                return;
+            }
+            self.changes += 1;
+            e.2 = port;
+            e.1 = self.steps.len() as u32;
+        } else {
+            self.last.push((sw, self.steps.len() as u32, port));
+        }
+        if self.steps.len() < MAX_STEPS {
+            self.steps.push(Step {
+                switch: sw,
+                port,
+                packets: 1,
+            });
+        } else {
+            self.truncated = true;
+            // Points past the end: later packets of this run go uncounted.
+            if let Some(e) = self.last.iter_mut().find(|e| e.0 == sw) {
+                e.1 = u32::MAX;
+            }
+        }
+    }
+
+    /// `leaf0[spine1*120 spine0*40] spine1[leaf3*120] spine0[leaf3*40]`:
+    /// per switch in the order first met, the neighbour each run went to
+    /// and its packets.
+    pub fn describe(&self, topo: &Topology) -> String {
+        let mut switches: Vec<SwitchId> = Vec::new();
+        for s in &self.steps {
+            if !switches.contains(&s.switch) {
+                switches.push(s.switch);
+            }
+        }
+        let mut out: Vec<String> = switches
+            .iter()
+            .map(|&sw| {
+                let runs: Vec<String> = self
+                    .steps
+                    .iter()
+                    .filter(|s| s.switch == sw)
+                    .map(|s| format!("{}*{}", member_name(topo, s.port), s.packets))
+                    .collect();
+                format!("{}[{}]", topo.switches[sw.idx()].name, runs.join(" "))
+            })
+            .collect();
+        if self.truncated {
+            out.push("...".into());
+        }
+        out.join(" ")
+    }
+}
+
+/// A member port by the neighbour it leads to, with `/k` (its position
+/// among the links to that neighbour) when there are parallel links.
+pub fn member_name(topo: &Topology, p: PortId) -> String {
+    let owner = topo.port(p).owner;
+    let peer = topo.port(topo.port(p).peer).owner;
+    let name = topo.owner_name(topo.port(p).peer).to_string();
+    let Owner::Switch(s) = owner else {
+        return name;
+    };
+    let parallel: Vec<PortId> = topo.switches[s.idx()]
+        .ports
+        .iter()
+        .copied()
+        .filter(|&q| topo.port(topo.port(q).peer).owner == peer)
+        .collect();
+    if parallel.len() > 1 {
+        let k = parallel.iter().position(|&q| q == p).unwrap_or(0);
+        format!("{name}/{k}")
+    } else {
+        name
+    }
+}
+
+/// Records of every QP, when some balancer is dynamic.
+#[derive(Debug, Default)]
+pub struct PathLog {
+    pub enabled: bool,
+    pub qps: Vec<QpPath>,
+}
+
+impl PathLog {
+    pub fn new(enabled: bool, qps: usize) -> Self {
+        PathLog {
+            enabled,
+            qps: if enabled {
+                vec![QpPath::default(); qps]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    pub fn get(&self, q: QpId) -> Option<&QpPath> {
+        self.qps.get(q.idx())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_and_changes_per_switch() {
+        let mut p = QpPath::default();
+        let (a, b) = (SwitchId(0), SwitchId(1));
+        for port in [1, 1, 2, 2, 2, 1] {
+            p.record(a, PortId(port));
+            p.record(b, PortId(9));
+        }
+        assert_eq!(p.changes, 2);
+        let runs: Vec<(u32, u64)> = p.steps.iter().map(|s| (s.port.0, s.packets)).collect();
+        assert_eq!(runs, vec![(1, 2), (9, 6), (2, 3), (1, 1)]);
+    }
+
+    #[test]
+    fn long_records_are_capped_but_changes_counted() {
+        let mut p = QpPath::default();
+        for i in 0..1000u32 {
+            p.record(SwitchId(0), PortId(i % 2));
+        }
+        assert_eq!(p.steps.len(), MAX_STEPS);
+        assert!(p.truncated);
+        assert_eq!(p.changes, 999);
+    }
+}
