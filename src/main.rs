@@ -71,6 +71,20 @@ enum Command {
         #[command(flatten)]
         args: ScenarioArgs,
     },
+    /// Run several scenarios (e.g. one workload under different
+    /// balancers) and print their headline figures side by side.
+    Compare {
+        /// Scenario files, two or more.
+        #[arg(required = true, num_args = 2..)]
+        scenarios: Vec<PathBuf>,
+        /// Output folder: each run's results go in a subfolder named
+        /// after its file.
+        #[arg(long, default_value = "out/compare")]
+        out: PathBuf,
+        /// Settings applied to every scenario.
+        #[command(flatten)]
+        args: ScenarioArgs,
+    },
     /// Run the benchmark scenarios and report simulator speed.
     Bench {
         /// Run only benchmarks whose name contains this.
@@ -136,6 +150,11 @@ fn main() -> ExitCode {
             json,
             args,
         } => topo(scenario.as_deref(), &args.sets, json),
+        Command::Compare {
+            scenarios,
+            out,
+            args,
+        } => compare(&scenarios, &args.sets, &out),
         Command::Bench { only, out } => fabricsim::bench::run(only.as_deref(), &out),
     };
     match result {
@@ -218,6 +237,44 @@ fn run(
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         println!("outputs   {}", names.join(", "));
     }
+    Ok(())
+}
+
+/// Loads every scenario first (nothing runs if one is wrong), runs each,
+/// writes its outputs and prints the comparison.
+fn compare(paths: &[PathBuf], sets: &[String], out: &Path) -> Result<(), String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut prepared = Vec::new();
+    for p in paths {
+        let stem = p
+            .file_stem()
+            .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+        let mut name = stem.clone();
+        let mut k = 2;
+        while names.contains(&name) {
+            name = format!("{stem}-{k}");
+            k += 1;
+        }
+        let pr = load(Some(p), sets)?;
+        warnings(Some(p), &pr, false)?;
+        names.push(name);
+        prepared.push(pr);
+    }
+    let mut runs = Vec::new();
+    for (name, pr) in names.into_iter().zip(prepared) {
+        eprintln!("running {name}");
+        let mut sim = Simulation::new(pr);
+        let start = Instant::now();
+        let stop = sim.run(|_| {});
+        let summary = Summary::of(&sim, stop);
+        let perf = Perf::of(&sim, start.elapsed().as_secs_f64());
+        let dir = out.join(&name);
+        report::write_outputs(&dir, &sim, &summary, &perf)
+            .map_err(|e| format!("{}: cannot write the results: {e}", dir.display()))?;
+        runs.push((name, summary));
+    }
+    print!("{}", report::compare(&runs));
+    println!("outputs   {}/<name>/", out.display());
     Ok(())
 }
 

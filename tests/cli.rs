@@ -218,3 +218,62 @@ bytes = "1MB"
     assert!(!out.exists(), "nothing runs under --strict with warnings");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The load-balancing comparison from the README: one workload under
+/// ECMP, DLB flowlet, GLB and spraying, side by side.
+#[test]
+fn compare_prints_the_balancers_side_by_side() {
+    let out = temp("compare");
+    let files: Vec<String> = ["ecmp", "dlb-flowlet", "glb", "spray"]
+        .iter()
+        .map(|f| format!("examples/load-balancing/{f}.toml"))
+        .collect();
+    let o = fabricsim()
+        .arg("compare")
+        .args(&files)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let header = stdout.lines().next().unwrap();
+    for name in ["ecmp", "dlb-flowlet", "glb", "spray"] {
+        assert!(header.contains(name), "{stdout}");
+        assert!(out.join(name).join("summary.json").is_file());
+    }
+    let row = |label: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} row in {stdout}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("leaf balancer")[2..],
+        ["ecmp", "dlb-flowlet", "glb-flowlet", "spray-round-robin"]
+    );
+    // ECMP collides, the others spread: ECMP's makespan is the longest.
+    let makespan: Vec<f64> = row("makespan")[1..]
+        .chunks(2)
+        .map(|c| c[0].parse().unwrap())
+        .collect();
+    assert!(makespan[1..].iter().all(|&m| m < makespan[0]), "{stdout}");
+    assert_eq!(row("out-of-order packets")[2], "0");
+    // One bad file: nothing runs.
+    let bad = temp("compare-bad");
+    let o = fabricsim()
+        .args([
+            "compare",
+            &files[0],
+            "examples/load-balancing/nope.toml",
+            "--out",
+        ])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(!bad.exists());
+}

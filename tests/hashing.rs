@@ -280,3 +280,24 @@ fn hashing_settings_are_checked() {
         .iter()
         .any(|w| w.key == "switch.ecmp.symmetric"));
 }
+
+/// The shipped weighted-ECMP example: with 512 QPs per leaf, the bytes
+/// each leaf sends to the three spines come out near 40/40/20.
+#[test]
+fn weighted_example_carries_bytes_40_40_20() {
+    let text =
+        std::fs::read_to_string("examples/load-balancing/weighted-resilient-ecmp.toml").unwrap();
+    let (sim, _) = run_with(&text, &[]);
+    for leaf in 0..2 {
+        let routes = &sim.routes.switches[leaf];
+        let members = routes.member_slice(0);
+        let bytes: Vec<f64> = members
+            .iter()
+            .map(|p| sim.ports[p.idx()].tx_wire_bytes as f64)
+            .collect();
+        let total: f64 = bytes.iter().sum();
+        for (b, want) in bytes.iter().zip([0.4, 0.4, 0.2]) {
+            assert!((b / total - want).abs() < 0.05, "leaf{leaf}: {bytes:?}");
+        }
+    }
+}

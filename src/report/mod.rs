@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::engine::{Simulation, StopReason};
 use crate::topology::{Owner, PortId, SwitchId};
 
-pub use text::render;
+pub use text::{compare, render};
 
 #[derive(Serialize, Debug, Clone)]
 pub struct Distribution {

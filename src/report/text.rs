@@ -157,3 +157,105 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     }
     o
 }
+
+/// Several runs side by side: one column per run, one row per headline
+/// figure.
+pub fn compare(runs: &[(String, Summary)]) -> String {
+    let us = |ps: f64| format!("{:.1} us", ps / 1e6);
+    let opt_us = |d: &Option<super::Distribution>, f: fn(&super::Distribution) -> f64| {
+        d.as_ref().map_or("-".to_string(), |d| us(f(d)))
+    };
+    // The balancers of the lowest tier, where uplinks are chosen first.
+    let balancer = |s: &Summary| {
+        let first = s.balancers.first().map(|b| b.tier.clone());
+        s.balancers
+            .iter()
+            .filter(|b| Some(&b.tier) == first.as_ref())
+            .map(|b| b.balancer.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let rows: Vec<(&str, Box<dyn Fn(&Summary) -> String>)> = vec![
+        ("leaf balancer", Box::new(balancer)),
+        (
+            "transfers done",
+            Box::new(|s: &Summary| format!("{}/{}", s.flows_completed, s.flows_total)),
+        ),
+        (
+            "makespan",
+            Box::new(move |s: &Summary| us(s.makespan_ps as f64)),
+        ),
+        (
+            "mean completion",
+            Box::new(move |s: &Summary| opt_us(&s.fct_ps, |d| d.mean)),
+        ),
+        (
+            "p99 completion",
+            Box::new(move |s: &Summary| opt_us(&s.fct_ps, |d| d.p99)),
+        ),
+        (
+            "p99 slowdown",
+            Box::new(|s: &Summary| {
+                s.slowdown
+                    .as_ref()
+                    .map_or("-".into(), |d| format!("{:.2}x", d.p99))
+            }),
+        ),
+        (
+            "uplink max/mean",
+            Box::new(|s: &Summary| s.uplink_imbalance.map_or("-".into(), |x| format!("{x:.2}"))),
+        ),
+        (
+            "max queue",
+            Box::new(|s: &Summary| format!("{} B", s.max_queue_bytes)),
+        ),
+        ("ECN marks", Box::new(|s: &Summary| s.ecn_marks.to_string())),
+        (
+            "PFC pauses",
+            Box::new(|s: &Summary| s.pfc_pause_frames.to_string()),
+        ),
+        ("drops", Box::new(|s: &Summary| s.drops.to_string())),
+        (
+            "out-of-order packets",
+            Box::new(|s: &Summary| s.out_of_order_packets.to_string()),
+        ),
+        (
+            "path changes",
+            Box::new(|s: &Summary| s.path_changes.to_string()),
+        ),
+        (
+            "GLB heartbeats",
+            Box::new(|s: &Summary| s.glb_heartbeats_sent.to_string()),
+        ),
+    ];
+    let cells: Vec<Vec<String>> = runs
+        .iter()
+        .map(|(_, s)| rows.iter().map(|(_, f)| f(s)).collect())
+        .collect();
+    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = runs
+        .iter()
+        .zip(&cells)
+        .map(|((name, _), c)| {
+            c.iter()
+                .map(|x| x.len())
+                .chain([name.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut o = String::new();
+    let _ = write!(o, "{:<label_w$}", "");
+    for ((name, _), w) in runs.iter().zip(&widths) {
+        let _ = write!(o, "  {name:>w$}");
+    }
+    o.push('\n');
+    for (i, (label, _)) in rows.iter().enumerate() {
+        let _ = write!(o, "{label:<label_w$}");
+        for (c, w) in cells.iter().zip(&widths) {
+            let _ = write!(o, "  {:>w$}", c[i]);
+        }
+        o.push('\n');
+    }
+    o
+}
