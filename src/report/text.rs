@@ -158,6 +158,9 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     o
 }
 
+/// How one row of the comparison reads its figure from a summary.
+type Cell<'a> = Box<dyn Fn(&Summary) -> String + 'a>;
+
 /// Several runs side by side: one column per run, one row per headline
 /// figure.
 pub fn compare(runs: &[(String, Summary)]) -> String {
@@ -175,7 +178,7 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let rows: Vec<(&str, Box<dyn Fn(&Summary) -> String>)> = vec![
+    let rows: Vec<(&str, Cell)> = vec![
         ("leaf balancer", Box::new(balancer)),
         (
             "transfers done",
