@@ -74,10 +74,24 @@ fn generate(seed: u64) -> String {
         [300_000, 1_000_000, 4_000_000, 32_000_000][r.below(4) as usize],
         pick(&mut r, &["crc32", "crc32c", "crc16-ccitt", "crc16-arc"])
     );
+    match r.below(3) {
+        0 => t += "resilient = true\n",
+        1 => t += "weights = \"capacity\"\n",
+        _ => {}
+    }
     t += &format!(
         "[switch.balance]\nmode = \"{}\"\n",
-        pick(&mut r, &["ecmp", "ecmp", "dlb", "spray"])
+        pick(&mut r, &["ecmp", "ecmp", "dlb", "spray", "glb", "alb"])
     );
+    if r.below(4) == 0 {
+        t += &format!(
+            "[[switch.balance.select]]\ntraffic_class = [3]\nopcode = [\"write-middle\"]\nmode = \"{}\"\n",
+            pick(&mut r, &["spray", "dlb"])
+        );
+    }
+    if kind == "rail-optimized" && r.below(3) == 0 {
+        t += "[switch.balance.colors]\nblue = [\"spine0\"]\n[[switch.balance.policy]]\ntenant = [0]\ncolor = \"blue\"\n";
+    }
     t += &format!(
         "\n[transport]\nmtu = {}\nwrite_mode = \"{}\"\nack_every = {}\nrto = \"{}us\"\n",
         [256, 1024, 4096, 9000][r.below(4) as usize],
