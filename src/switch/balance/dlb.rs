@@ -118,11 +118,15 @@ pub struct Dlb {
     /// Hashing for ties and the flow table.
     pub hash: Ecmp,
     table: Vec<Entry>,
+    /// When each group last moved a flow by rebalancing: at most one move
+    /// per group per quality interval, since every flow on a bad member
+    /// sees the same stale bands and would otherwise all move together.
+    rebalanced: Vec<SimTime>,
     pub stats: DlbStats,
 }
 
 impl Dlb {
-    pub fn new(cfg: DlbConfig, hash: Ecmp) -> Self {
+    pub fn new(cfg: DlbConfig, hash: Ecmp, groups: usize) -> Self {
         let n = if cfg.mode == DlbMode::PerPacket {
             0
         } else {
@@ -137,6 +141,7 @@ impl Dlb {
                 };
                 n
             ],
+            rebalanced: vec![SimTime::MAX; groups],
             cfg,
             hash,
             stats: DlbStats::default(),
@@ -156,6 +161,11 @@ impl Dlb {
             .nth(pick as usize)
             .unwrap_or(cands[0]);
         (best, port)
+    }
+
+    fn may_rebalance(&self, group: u32, now: SimTime) -> bool {
+        let last = self.rebalanced[group as usize];
+        last == SimTime::MAX || now.saturating_sub(last) >= self.cfg.interval
     }
 
     /// Picks a member among `cands` (the group's usable members) for the
@@ -190,10 +200,11 @@ impl Dlb {
                 self.stats.moves += 1;
             }
             p
-        } else if self.cfg.rebalance_bands > 0 {
+        } else if self.cfg.rebalance_bands > 0 && self.may_rebalance(group, now) {
             let (best, p) = Self::best(cands, &band, h);
             if band(e.port) + self.cfg.rebalance_bands <= best {
                 self.stats.rebalances += 1;
+                self.rebalanced[group as usize] = now;
                 p
             } else {
                 e.port

@@ -300,7 +300,8 @@ impl Balancer {
             plain: select.is_empty() && telb.is_none(),
             plain_ecmp,
             parts: Box::new(Parts {
-                dlb: uses_table.then(|| Dlb::new(spec.dlb.clone(), ecmp.clone())),
+                dlb: uses_table
+                    .then(|| Dlb::new(spec.dlb.clone(), ecmp.clone(), mine.groups.len())),
                 glb: spec
                     .uses(Algo::Glb)
                     .then(|| Glb::new(spec.glb.clone(), topo, routes, sw)),
