@@ -31,6 +31,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "naks",
         "paths",
         "path_changes",
+        "ack_paths",
     ])?;
     for (i, f) in sim.flows.iter().enumerate() {
         let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
@@ -75,6 +76,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 .map(|p| p.changes)
                 .sum::<u64>()
                 .to_string(),
+            ack_paths(sim, f.first_qp, f.n_qps),
         ])?;
     }
     finish(w)
@@ -172,6 +174,26 @@ pub fn spread(bytes: &[u64]) -> (f64, f64) {
     let max = *bytes.iter().max().unwrap_or(&0) as f64;
     let sq: f64 = bytes.iter().map(|&b| (b as f64) * (b as f64)).sum();
     (max * n / total as f64, (total as f64).powi(2) / (n * sq))
+}
+
+/// The switches each QP's ACKs cross on their way back, where they
+/// follow from the header (`dynamic` otherwise).
+fn ack_paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for q in first_qp..first_qp + n_qps {
+        let p = match sim.qp_ack_route(crate::topology::QpId(q)) {
+            Some(route) => route[1..]
+                .iter()
+                .map(|&p| sim.topo.owner_name(p))
+                .collect::<Vec<_>>()
+                .join(">"),
+            None => "dynamic".to_string(),
+        };
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+    seen.join(";")
 }
 
 pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
