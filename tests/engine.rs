@@ -48,10 +48,20 @@ fn routing_gives_every_equal_cost_next_hop() {
 #[test]
 fn cached_header_crcs_give_the_hash_of_the_header() {
     use fabricsim::wire::{Opcode, Packet};
-    let text = include_str!("../examples/fat-tree.toml");
-    for fields in [
-        "[\"src_ip\", \"dst_ip\", \"udp_sport\"]",
-        "[\"dst_qp\", \"protocol\", \"udp_dport\"]",
+    for (text, fields) in [
+        (
+            include_str!("../examples/fat-tree.toml"),
+            "[\"src_ip\", \"dst_ip\", \"udp_sport\"]",
+        ),
+        (
+            include_str!("../examples/fat-tree.toml"),
+            "[\"dst_qp\", \"protocol\", \"udp_dport\"]",
+        ),
+        // Rails as VLANs: the VLAN ID is part of the key.
+        (
+            include_str!("../examples/single-rail.toml"),
+            "[\"src_ip\", \"dst_ip\", \"protocol\", \"udp_sport\", \"udp_dport\", \"dst_qp\", \"vlan\"]",
+        ),
     ] {
         for hash in ["crc32", "crc16-ccitt"] {
             let sets = [
@@ -83,7 +93,10 @@ fn cached_header_crcs_give_the_hash_of_the_header() {
                     };
                     for sw in &sim.switches {
                         let e = &sw.balancer.ecmp;
-                        assert_eq!(e.flow_hash(&pkt), e.flow_hash_uncached(&pkt));
+                        assert_eq!(
+                            e.flow_hash(&pkt),
+                            e.flow_hash_uncached(&pkt, sim.topo.vlan_of(src))
+                        );
                     }
                 }
             }

@@ -345,7 +345,7 @@ impl Simulation {
                         opcode: Opcode::WriteMiddle,
                         tos: Packet::tos_of(tc.data_dscp, ecn::ECT0),
                     };
-                    Ecmp::header_crc(ecmp.hash, ecmp.fields, &template)
+                    Ecmp::header_crc(ecmp.hash, ecmp.fields, &template, topo.vlan_of(src))
                 };
                 qps.push(QpState {
                     flow: FlowId(fi as u32),

@@ -256,6 +256,16 @@ impl Topology {
     }
 
     /// Human-readable name of a port's owner.
+    /// The VLAN ID a NIC's frames carry: its rail's VLAN (rail + 1) where
+    /// rails are separate VLANs, else 0 (untagged).
+    pub fn vlan_of(&self, nic: NicId) -> u16 {
+        if self.vlan_rails {
+            (self.nics[nic.idx()].rail + 1) as u16
+        } else {
+            0
+        }
+    }
+
     pub fn owner_name(&self, p: PortId) -> &str {
         match self.port(p).owner {
             Owner::Switch(s) => &self.switches[s.idx()].name,

@@ -13,7 +13,7 @@
 //! per switch the tiers decorrelate; with one seed everywhere they still
 //! polarize, as they do in real fabrics.
 
-use super::hash::{HashFields, HashFn};
+use super::hash::{HashFields, HashFn, KEY_MAX};
 use crate::topology::routing::SwitchRoutes;
 use crate::topology::{PortId, SwitchId};
 use crate::wire::Packet;
@@ -37,10 +37,11 @@ impl Ecmp {
         }
     }
 
-    /// The header CRC without a seed, which senders cache in the packet.
-    pub fn header_crc(hash: HashFn, fields: HashFields, pkt: &Packet) -> u32 {
-        let mut buf = [0u8; 16];
-        let n = fields.key(pkt, &mut buf);
+    /// The header CRC without a seed, which senders cache in the packet
+    /// (`vlan`: the frame's VLAN ID, 0 if untagged).
+    pub fn header_crc(hash: HashFn, fields: HashFields, pkt: &Packet, vlan: u16) -> u32 {
+        let mut buf = [0u8; KEY_MAX];
+        let n = fields.key(pkt, vlan, &mut buf);
         hash.hash(0, &buf[..n])
     }
 
@@ -52,9 +53,9 @@ impl Ecmp {
     }
 
     /// The same hash computed from the header fields, without the cache.
-    pub fn flow_hash_uncached(&self, pkt: &Packet) -> u32 {
-        let mut buf = [0u8; 16];
-        let n = self.fields.key(pkt, &mut buf);
+    pub fn flow_hash_uncached(&self, pkt: &Packet, vlan: u16) -> u32 {
+        let mut buf = [0u8; KEY_MAX];
+        let n = self.fields.key(pkt, vlan, &mut buf);
         fold(self.hash.hash(self.seed, &buf[..n]), self.seed)
     }
 

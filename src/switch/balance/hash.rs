@@ -5,7 +5,9 @@
 //! CRC-32C (Castagnoli), CRC-16/CCITT-FALSE and CRC-16/ARC (IBM). The seed
 //! is the CRC's initial value. Fields are serialized in a fixed order:
 //! source IP, destination IP, IP protocol, UDP source port, UDP destination
-//! port, BTH destination QP (24 bits).
+//! port, BTH destination QP (24 bits), VLAN ID (the rail's VLAN where
+//! rails are separate VLANs, 0 for untagged frames; 16 bits). There is no
+//! overlay, so no VXLAN VNI to hash.
 
 use crc::{Crc, Table, CRC_16_ARC, CRC_16_IBM_3740, CRC_32_ISCSI, CRC_32_ISO_HDLC};
 
@@ -44,7 +46,7 @@ impl HashFn {
     /// affine over GF(2), `hash(seed, k) == hash(0, k) ^ seed_term(seed,
     /// k.len())` for every key `k`.
     pub fn seed_term(self, seed: u32, len: usize) -> u32 {
-        let zeros = [0u8; 16];
+        let zeros = [0u8; KEY_MAX];
         self.hash(seed, &zeros[..len]) ^ self.hash(0, &zeros[..len])
     }
 
@@ -75,6 +77,9 @@ impl HashFn {
     }
 }
 
+/// The longest key: every field selected.
+pub const KEY_MAX: usize = 18;
+
 /// A set of header fields, as a bit mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HashFields(u8);
@@ -87,6 +92,7 @@ impl HashFields {
     pub const UDP_SPORT: HashFields = HashFields(8);
     pub const UDP_DPORT: HashFields = HashFields(16);
     pub const DST_QP: HashFields = HashFields(32);
+    pub const VLAN: HashFields = HashFields(128);
     /// The classic 5-tuple, the default.
     pub const FIVE_TUPLE: HashFields = HashFields(1 | 2 | 4 | 8 | 16);
     /// Symmetric hashing: the two addresses (and the two ports) are put in
@@ -100,11 +106,14 @@ impl HashFields {
         "udp_sport",
         "udp_dport",
         "dst_qp",
+        "vlan",
     ];
 
     pub fn from_name(s: &str) -> Option<HashFields> {
-        let i = Self::NAMES.iter().position(|n| *n == s)?;
-        Some(HashFields(1 << i))
+        Some(match s {
+            "vlan" => Self::VLAN,
+            _ => HashFields(1 << Self::NAMES[..6].iter().position(|n| *n == s)?),
+        })
     }
 
     pub fn with(self, other: HashFields) -> HashFields {
@@ -118,18 +127,19 @@ impl HashFields {
 
     /// Bytes the selected fields take.
     pub fn key_len(self) -> usize {
-        [4, 4, 1, 2, 2, 3]
+        let fixed: usize = [4, 4, 1, 2, 2, 3]
             .iter()
             .enumerate()
             .filter(|(i, _)| self.0 & (1 << i) != 0)
             .map(|(_, n)| n)
-            .sum()
+            .sum();
+        fixed + if self.has(Self::VLAN) { 2 } else { 0 }
     }
 
-    /// Serializes the selected fields of `pkt` into `buf`; returns the
-    /// length used.
+    /// Serializes the selected fields of `pkt`, whose frame carries VLAN
+    /// ID `vlan`, into `buf`; returns the length used.
     #[inline]
-    pub fn key(self, pkt: &Packet, buf: &mut [u8; 16]) -> usize {
+    pub fn key(self, pkt: &Packet, vlan: u16, buf: &mut [u8; KEY_MAX]) -> usize {
         let mut n = 0;
         let mut put = |b: &[u8]| {
             buf[n..n + b.len()].copy_from_slice(b);
@@ -158,6 +168,9 @@ impl HashFields {
         }
         if self.has(Self::DST_QP) {
             put(&qpn(pkt.qp).to_be_bytes()[1..]);
+        }
+        if self.has(Self::VLAN) {
+            put(&vlan.to_be_bytes());
         }
         n
     }
@@ -192,7 +205,7 @@ mod tests {
             HashFn::Crc16Arc,
         ] {
             for _ in 0..200 {
-                let len = 1 + r.below(16) as usize;
+                let len = 1 + r.below(KEY_MAX as u64) as usize;
                 let key: Vec<u8> = (0..len).map(|_| r.below(256) as u8).collect();
                 let seed = r.next_u64() as u32;
                 assert_eq!(
@@ -202,6 +215,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_field_and_the_vlan_reach_the_key() {
+        let all = HashFields::NAMES.iter().fold(HashFields::NONE, |f, n| {
+            f.with(HashFields::from_name(n).unwrap())
+        });
+        assert_eq!(all.key_len(), KEY_MAX);
+        let pkt = Packet {
+            src: crate::topology::NicId(1),
+            dst: crate::topology::NicId(2),
+            qp: QpId(3),
+            psn: 0,
+            payload: 0,
+            wire_bytes: 0,
+            header_crc: 0,
+            udp_sport: 50000,
+            opcode: crate::wire::Opcode::WriteMiddle,
+            tos: 0,
+        };
+        let (mut a, mut b) = ([0u8; KEY_MAX], [0u8; KEY_MAX]);
+        assert_eq!(all.key(&pkt, 1, &mut a), KEY_MAX);
+        all.key(&pkt, 2, &mut b);
+        assert_ne!(a, b);
+        assert_eq!(a[KEY_MAX - 2..], [0, 1]);
     }
 
     #[test]
