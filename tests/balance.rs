@@ -457,3 +457,50 @@ fn reactive_rebalancing_moves_a_flow_off_a_degraded_member() {
     // Moving a flow mid-stream reorders some of its packets.
     assert!(on.out_of_order_packets > 0 && off.out_of_order_packets == 0);
 }
+
+/// GLB's product limits are warned about: more than one link between a
+/// leaf and a spine, more than 64 leaves.
+#[test]
+fn glb_warns_where_the_product_would_not_run() {
+    let text = |hosts: u32, uplinks: u32| {
+        format!(
+            r#"
+[topology]
+kind = "rail-optimized"
+hosts = {hosts}
+gpus_per_host = 1
+hosts_per_leaf = 1
+spines = 2
+uplinks_per_spine = {uplinks}
+
+[switch.balance]
+mode = "glb"
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "4KB"
+"#
+        )
+    };
+    let warnings = |t: &str| -> Vec<String> {
+        fabricsim::scenario::prepare("g.toml", t, &[])
+            .unwrap()
+            .scenario
+            .warnings
+            .iter()
+            .map(|w| w.message.clone())
+            .collect()
+    };
+    assert!(warnings(&text(4, 1)).is_empty());
+    let w = warnings(&text(4, 2));
+    assert!(
+        w.iter().any(|m| m.contains("more than one link to spine")),
+        "{w:?}"
+    );
+    let w = warnings(&text(65, 1));
+    assert!(w.iter().any(|m| m.contains("65 leaves")), "{w:?}");
+    // Parallel links still run: the best member of the port channel counts.
+    run_with(&text(4, 2), &[]);
+}

@@ -179,3 +179,19 @@ impl Glb {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simple_takes_the_worse_band_compound_a_weighted_mean() {
+        assert_eq!(Combine::Simple.path_band(7, 2), 2);
+        assert_eq!(Combine::Simple.path_band(1, 6), 1);
+        let c = Combine::Compound { remote_weight: 0.5 };
+        assert_eq!(c.path_band(7, 2), 5); // 4.5 rounds up
+        assert_eq!(c.path_band(6, 2), 4);
+        let local_only = Combine::Compound { remote_weight: 0.0 };
+        assert_eq!(local_only.path_band(3, 0), 3);
+    }
+}

@@ -199,3 +199,110 @@ impl Telb {
         Pinned::Free
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::QpId;
+    use crate::units::SimTime;
+
+    fn pkt(src: u32, qp: u32, sport: u16, opcode: Opcode) -> Packet {
+        Packet {
+            src: NicId(src),
+            dst: NicId(9),
+            qp: QpId(qp),
+            psn: 0,
+            payload: 0,
+            wire_bytes: 0,
+            header_crc: 0,
+            udp_sport: sport,
+            opcode,
+            tos: 0,
+        }
+    }
+
+    fn ctx(tenants: &[u16], ingress: u32, queue: u8) -> Ctx<'_> {
+        Ctx {
+            now: SimTime::ZERO,
+            quality: &[],
+            ingress: PortId(ingress),
+            queue,
+            class: 0,
+            tenants,
+        }
+    }
+
+    fn compiled(m: Match, ingress: Vec<PortId>) -> Compiled {
+        Compiled { m, ingress }
+    }
+
+    /// Each field alone: matches what it names and nothing else.
+    #[test]
+    fn every_field_narrows_the_match() {
+        let tenants = [0, 7];
+        let base = pkt(1, 1, 50000, Opcode::WriteMiddle);
+        let c = ctx(&tenants, 4, 3);
+        let any = compiled(Match::default(), vec![]);
+        assert!(any.matches(&base, &c));
+        let cases: Vec<(Match, Packet)> = vec![
+            (
+                Match {
+                    tenants: vec![7],
+                    ..Default::default()
+                },
+                pkt(1, 0, 50000, Opcode::WriteMiddle),
+            ),
+            (
+                Match {
+                    src_nics: vec![NicId(1)],
+                    ..Default::default()
+                },
+                pkt(2, 1, 50000, Opcode::WriteMiddle),
+            ),
+            (
+                Match {
+                    qpn: Some((0x101, 0x101)),
+                    ..Default::default()
+                },
+                pkt(1, 2, 50000, Opcode::WriteMiddle),
+            ),
+            (
+                Match {
+                    udp_sport: Some((49152, 50000)),
+                    ..Default::default()
+                },
+                pkt(1, 1, 50001, Opcode::WriteMiddle),
+            ),
+            (
+                Match {
+                    opcodes: opcode_bit(Opcode::WriteMiddle),
+                    ..Default::default()
+                },
+                pkt(1, 1, 50000, Opcode::Ack),
+            ),
+        ];
+        for (m, other) in cases {
+            let r = compiled(m.clone(), vec![]);
+            assert!(r.matches(&base, &c), "{m:?} should match");
+            assert!(!r.matches(&other, &c), "{m:?} should not match {other:?}");
+        }
+        let class = compiled(
+            Match {
+                queues: 1 << 3,
+                ..Default::default()
+            },
+            vec![],
+        );
+        assert!(class.matches(&base, &c));
+        assert!(!class.matches(&base, &ctx(&tenants, 4, 0)));
+        let ingress = compiled(
+            Match {
+                ingress: vec![Owner::Nic(NicId(1))],
+                ..Default::default()
+            },
+            vec![PortId(4)],
+        );
+        assert!(ingress.matches(&base, &c));
+        assert!(!ingress.matches(&base, &ctx(&tenants, 5, 3)));
+    }
+}
