@@ -150,6 +150,7 @@ impl Simulation {
 
     /// DLB: each tracked port's load (EWMA of bytes sent over what the
     /// link could send in the interval) and queue depth, as a band.
+    #[inline(never)]
     pub(super) fn refresh_quality(&mut self) {
         let span = self.balance.quality_every;
         for d in &mut self.balance.ports {
@@ -170,6 +171,7 @@ impl Simulation {
 
     /// GLB helpers whose bands changed send a heartbeat to each balancing
     /// neighbour: a frame with one byte per port, ahead of queued data.
+    #[inline(never)]
     pub(super) fn heartbeat(&mut self) {
         for h in 0..self.balance.helpers.len() {
             let sw = self.balance.helpers[h].sw;
@@ -212,6 +214,7 @@ impl Simulation {
     }
 
     /// A heartbeat arrived at a balancing switch on port `p`.
+    #[inline(never)]
     pub(super) fn receive_heartbeat(&mut self, p: PortId, pkt: &Packet) {
         let Some(bands) = self.balance.links[pkt.psn as usize].in_flight.pop_front() else {
             return;
@@ -224,6 +227,7 @@ impl Simulation {
     }
 
     /// ALB switches sample their buckets and rebalance.
+    #[inline(never)]
     pub(super) fn alb_tick(&mut self) {
         for &s in &self.balance.alb {
             self.switches[s.idx()]

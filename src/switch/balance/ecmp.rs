@@ -59,7 +59,7 @@ impl Ecmp {
         fold(self.hash.hash(self.seed, &buf[..n]), self.seed)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn choose(&self, routes: &SwitchRoutes, group: u32, pkt: &Packet) -> PortId {
         let g = routes.groups[group as usize];
         if g.n_hops == 1 {

@@ -385,7 +385,7 @@ impl Balancer {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(never)]
     fn run(
         &mut self,
         algo: Algo,
