@@ -160,8 +160,11 @@ impl Simulation {
             let capacity = self.topo.ports[i].rate.bps() as f64 * span.0 as f64 / 8e12;
             let util = (sent as f64 / capacity).min(1.0);
             d.load += d.load_weight * (util - d.load);
-            self.balance.quality[i] =
-                dlb::quality(d.load, self.queues[i].total_bytes, d.queue_full);
+            self.balance.quality[i] = if self.ports[i].down {
+                0
+            } else {
+                dlb::quality(d.load, self.queues[i].total_bytes, d.queue_full)
+            };
         }
         if self.traffic_left() {
             let t = self.now + span;

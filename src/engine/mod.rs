@@ -19,6 +19,7 @@
 //! the start of a transmission and a NIC's receive path.
 
 mod balance;
+pub mod failures;
 pub mod ideal;
 mod lossless;
 pub mod paths;
@@ -76,6 +77,11 @@ pub enum Event {
     Heartbeat,
     /// ALB switches sample bucket rates and rebalance.
     Alb,
+    /// Failure `i` of the scenario happens, or ends.
+    Fail(u32),
+    Recover(u32),
+    /// Routing reacts to the failures and recoveries so far.
+    Reconverge,
 }
 
 /// Both halves of a queue pair and where they sit.
@@ -221,6 +227,8 @@ pub struct Simulation {
     pub qp_tenant: Vec<u16>,
     /// Where dynamic balancers sent each QP's packets.
     pub paths: paths::PathLog,
+    /// Failed links and switches and what they cost.
+    pub failures: failures::FailureState,
     /// Sampled queue depths and QP rates (empty unless sampling is on).
     pub queue_samples: Vec<QueueSample>,
     pub rate_samples: Vec<RateSample>,
@@ -393,6 +401,10 @@ impl Simulation {
                 .any(|s: &SwitchState| !s.balancer.is_static()),
             qps.len(),
         );
+        let failures =
+            failures::FailureState::new(&scenario.failures, &topo, &routes, qps.len(), |t, e| {
+                queue.push(t, e)
+            });
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
         let qp_tenant: Vec<u16> = qps
             .iter()
@@ -424,6 +436,7 @@ impl Simulation {
             pfc_slot,
             pfc_slots,
             paths,
+            failures,
             balance,
             qp_tenant,
             queue_samples: Vec::new(),
@@ -586,6 +599,9 @@ impl Simulation {
             Event::Quality => self.refresh_quality(),
             Event::Heartbeat => self.heartbeat(),
             Event::Alb => self.alb_tick(),
+            Event::Fail(i) => self.fail(i, false),
+            Event::Recover(i) => self.fail(i, true),
+            Event::Reconverge => self.reconverge(),
         }
     }
 
@@ -723,13 +739,18 @@ impl Simulation {
         if more {
             port.tx_event = true;
         }
-        let (peer, mut delay) = (port.peer, port.delay);
+        let (peer, mut delay, down) = (port.peer, port.delay, port.down);
         if queue == CONTROL && self.packets.get(id).opcode == Opcode::Pause {
             // The partner honours a pause this long after it arrives.
             delay += self.scenario.qos.pfc.response_time;
         }
         self.counters.link_transmissions += 1;
-        self.queue.push(done + delay, Event::Arrive(peer, id));
+        if down {
+            // Sent into a dead link: the transmitter runs, the frame is lost.
+            self.lose(Some(p), id);
+        } else {
+            self.queue.push(done + delay, Event::Arrive(peer, id));
+        }
         if more {
             self.queue.push(done, Event::TxDone(p));
         }
@@ -798,6 +819,10 @@ impl Simulation {
     }
 
     fn arrive(&mut self, p: PortId, id: PacketId) {
+        if self.ports[p.idx()].down {
+            self.lose(Some(p), id);
+            return;
+        }
         match self.owners[p.idx()] {
             Owner::Switch(s) => {
                 let pkt = *self.packets.get(id);
@@ -826,8 +851,9 @@ impl Simulation {
                 let Some((out, queue)) =
                     self.switches[si].route(&self.routes.switches[si], &pkt, ctx)
                 else {
-                    debug_assert!(false, "validated traffic always has a route");
-                    self.drop_packet(id);
+                    // Only failures leave validated traffic without a route.
+                    debug_assert!(self.failures.any(), "validated traffic has a route");
+                    self.lose(None, id);
                     return;
                 };
                 if self.paths.enabled && pkt.opcode.is_data() {
@@ -1035,11 +1061,13 @@ impl Simulation {
                 let ack_every = self.scenario.transport.ack_every;
                 let qp = &mut self.qps[q.idx()];
                 let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every);
+                let flow = qp.flow;
                 if out.accepted {
                     self.counters.bytes_delivered += pkt.payload as u64;
+                    self.progressed(q);
                 }
                 if out.completed {
-                    let f = &mut self.flows[qp.flow.idx()];
+                    let f = &mut self.flows[flow.idx()];
                     f.rx_done_qps += 1;
                     if f.rx_done_qps == f.n_qps {
                         f.finish = Some(now);

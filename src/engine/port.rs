@@ -37,6 +37,8 @@ pub struct PortState {
     /// The partner has paused this port at least once (PFC), so an idle
     /// port must check its queues' pause state before sending.
     pub ever_paused: bool,
+    /// The link is down: frames put on it, or arriving over it, are lost.
+    pub down: bool,
 }
 
 /// Frames dropped at admission while headed for this egress port.
@@ -61,6 +63,7 @@ impl PortState {
                 queued: 0,
                 tx_event: false,
                 ever_paused: false,
+                down: false,
             })
             .collect()
     }

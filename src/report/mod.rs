@@ -111,6 +111,13 @@ pub struct Summary {
     /// Data packets that left a switch by another member than the
     /// previous packet of their QP there (dynamic balancers only).
     pub path_changes: u64,
+    /// Frames lost to failures (put on or in flight over a dead link, or
+    /// left without a route), and routing reconvergences.
+    pub failure_lost_packets: u64,
+    pub failure_lost_bytes: u64,
+    pub reconvergences: u64,
+    /// What each scenario failure did.
+    pub failures: Vec<FailureReport>,
     /// When ECN, CNPs, DCQCN, PFC and the watchdog first acted.
     pub first_events: crate::engine::FirstEvents,
     pub fct_ps: Option<Distribution>,
@@ -121,6 +128,28 @@ pub struct Summary {
     pub uplink_imbalance: Option<f64>,
     /// What each tier's balancer did.
     pub balancers: Vec<BalancerReport>,
+}
+
+/// One failure and what it cost.
+#[derive(Serialize, Debug, Clone)]
+pub struct FailureReport {
+    /// `leaf0-spine1` (`/k` for one of parallel links) or a switch name.
+    pub target: String,
+    pub at_ps: u64,
+    pub recover_ps: Option<u64>,
+    /// A slowdown instead of a failure: the rate the link ran at.
+    pub degraded_to_gbps: Option<f64>,
+    pub lost_packets: u64,
+    pub lost_bytes: u64,
+    /// QPs that lost data packets to it.
+    pub affected_qps: u64,
+    pub reconverged_ps: Option<u64>,
+    /// From the failure until every affected QP delivered in-order data
+    /// again (`None` if one never did).
+    pub progress_again_after_ps: Option<u64>,
+    /// QPs still sending whose path changed when routing reconverged
+    /// (static balancers; `None` where switches choose dynamically).
+    pub flows_moved: Option<u64>,
 }
 
 /// One balancer setup and what it did, summed over the switches of a
@@ -253,6 +282,26 @@ impl Summary {
             glb_heartbeats_sent: sim.balance.heartbeats_sent,
             glb_heartbeat_bytes: sim.balance.heartbeat_bytes,
             path_changes: sim.paths.qps.iter().map(|p| p.changes).sum(),
+            failure_lost_packets: sim.failures.lost_packets,
+            failure_lost_bytes: sim.failures.lost_bytes,
+            reconvergences: sim.failures.reconvergences,
+            failures: sim
+                .failures
+                .stats
+                .iter()
+                .map(|f| FailureReport {
+                    target: f.name.clone(),
+                    at_ps: f.at.0,
+                    recover_ps: f.recover.map(|t| t.0),
+                    degraded_to_gbps: f.degrade.map(|r| r.bps() as f64 / 1e9),
+                    lost_packets: f.lost_packets,
+                    lost_bytes: f.lost_bytes,
+                    affected_qps: f.affected_qps,
+                    reconverged_ps: f.reconverged_at.map(|t| t.0),
+                    progress_again_after_ps: f.recovered_at.map(|t| t.0.saturating_sub(f.at.0)),
+                    flows_moved: f.flows_moved,
+                })
+                .collect(),
             first_events: sim.firsts,
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),

@@ -155,6 +155,28 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             s.lossless_drops
         );
     }
+    for f in &s.failures {
+        let what = match f.degraded_to_gbps {
+            Some(g) => format!("{} slows to {g} Gb/s", f.target),
+            None => format!("{} fails", f.target),
+        };
+        let back = f
+            .recover_ps
+            .map_or(String::new(), |t| format!(", back at {}", SimTime(t)));
+        let _ = writeln!(
+            o,
+            "failure   {what} at {}{back}: {} frames lost ({}), {} QPs hit, all progressing again after {}; routing reconverged at {}, {} flows moved",
+            SimTime(f.at_ps),
+            f.lost_packets,
+            fmt_bytes(f.lost_bytes),
+            f.affected_qps,
+            f.progress_again_after_ps
+                .map_or("never".to_string(), |t| SimTime(t).to_string()),
+            f.reconverged_ps
+                .map_or("-".to_string(), |t| SimTime(t).to_string()),
+            f.flows_moved.map_or("?".to_string(), |n| n.to_string()),
+        );
+    }
     o
 }
 

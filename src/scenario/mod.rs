@@ -8,6 +8,7 @@
 
 pub mod balance;
 pub mod error;
+pub mod failures;
 pub mod lossless;
 pub mod raw;
 pub mod resolve;
@@ -44,6 +45,8 @@ pub struct Scenario {
     /// Record queue depths and QP rates this often (`None`: never).
     pub sample_interval: Option<SimTime>,
     pub workloads: Vec<Workload>,
+    /// Links and switches that fail, and routing's reaction time.
+    pub failures: failures::FailureConfig,
     /// Threshold checks that did not pass (see `lossless::check`).
     pub warnings: Vec<lossless::Finding>,
 }
@@ -205,6 +208,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         }
         let streams = Streams::new(seed);
         let flows = workload::expand(&workloads, &topology, &routes, &streams)?;
+        let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
         let scenario = Scenario {
             name: raw.name.clone().unwrap_or_else(|| file.to_string()),
             description: raw.description.clone().unwrap_or_default(),
@@ -216,6 +220,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             qos,
             sample_interval,
             workloads,
+            failures,
             warnings,
         };
         Ok(Prepared {

@@ -20,6 +20,30 @@ pub struct RawScenario {
     pub report: Option<RawReport>,
     #[serde(default)]
     pub workload: Vec<RawWorkload>,
+    #[serde(default)]
+    pub failure: Vec<RawFailure>,
+    pub routing: Option<RawRouting>,
+}
+
+/// A link or switch that fails (or a link that slows down) at a time.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawFailure {
+    /// The two ends of a link, by device name.
+    pub link: Option<Vec<String>>,
+    /// Which of several parallel links (0-based).
+    pub index: Option<i64>,
+    pub switch: Option<String>,
+    pub at: Option<Value>,
+    pub recover: Option<Value>,
+    /// The link runs at this rate from `at` instead of failing.
+    pub rate: Option<Value>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouting {
+    pub reconverge: Option<Value>,
 }
 
 #[derive(Deserialize, Default, Debug)]

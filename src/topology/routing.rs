@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use super::{NicId, Owner, PortId, SwitchId, Topology};
+use super::{LinkId, NicId, Owner, PortId, SwitchId, Topology};
 
 pub const NO_ROUTE: u32 = u32::MAX;
 
@@ -28,7 +28,7 @@ pub struct Group {
 }
 
 /// One switch's forwarding state.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct SwitchRoutes {
     /// Route per attachment class (see `Routes::nic_class`).
     pub by_class: Vec<u32>,
@@ -92,7 +92,7 @@ impl SwitchRoutes {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Routes {
     /// Attachment class of each NIC: NICs with the same set of attached
     /// switches share a class.
@@ -156,12 +156,21 @@ impl Interner {
 
 impl Routes {
     pub fn compute(topo: &Topology) -> Routes {
+        Self::compute_live(topo, |_| true)
+    }
+
+    /// Routes over the links for which `up` holds (a failed switch is all
+    /// its links down). Attachment classes are those of the whole fabric,
+    /// so that `nic_class` never changes; a class whose switches are all
+    /// cut off has no route.
+    pub fn compute_live(topo: &Topology, up: impl Fn(LinkId) -> bool) -> Routes {
+        let live = |p: PortId| up(topo.port(p).link);
         let n_sw = topo.switches.len();
         // Neighbour switches of each switch, with the ports reaching them,
         // in port order.
         let mut neigh: Vec<Vec<(SwitchId, Vec<PortId>)>> = vec![Vec::new(); n_sw];
         for (s, sw) in topo.switches.iter().enumerate() {
-            for &p in &sw.ports {
+            for &p in sw.ports.iter().filter(|&&p| live(p)) {
                 if let Owner::Switch(n) = topo.port(topo.port(p).peer).owner {
                     match neigh[s].iter_mut().find(|e| e.0 == n) {
                         Some(e) => e.1.push(p),
@@ -202,10 +211,22 @@ impl Routes {
         let mut dist = vec![u32::MAX; n_sw];
         let mut frontier = Vec::new();
         let mut next = Vec::new();
-        for (c, sources) in classes.iter().enumerate() {
+        // Where each class is still attached over live links.
+        let mut reach: Vec<Vec<SwitchId>> = vec![Vec::new(); classes.len()];
+        for (nic, &c) in topo.nics.iter().zip(&nic_class) {
+            for &p in nic.ports.iter().filter(|&&p| live(p)) {
+                if let Some(s) = topo.attached_switch(p) {
+                    if !reach[c as usize].contains(&s) {
+                        reach[c as usize].push(s);
+                    }
+                }
+            }
+        }
+        for (c, sources) in reach.iter_mut().enumerate() {
+            sources.sort();
             dist.fill(u32::MAX);
             frontier.clear();
-            for &s in sources {
+            for &s in sources.iter() {
                 dist[s.idx()] = 0;
                 frontier.push(s);
             }
@@ -242,7 +263,7 @@ impl Routes {
 
         for (n, nic) in topo.nics.iter().enumerate() {
             let mut per_switch: Vec<(SwitchId, Vec<PortId>)> = Vec::new();
-            for &p in &nic.ports {
+            for &p in nic.ports.iter().filter(|&&p| live(p)) {
                 let peer = topo.port(p).peer;
                 if let Owner::Switch(s) = topo.port(peer).owner {
                     match per_switch.iter_mut().find(|e| e.0 == s) {

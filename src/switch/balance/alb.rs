@@ -65,6 +65,11 @@ impl Alb {
         }
     }
 
+    /// New bucket tables: rates start again.
+    pub fn resize(&mut self, buckets: usize) {
+        self.rates = vec![0.0; buckets];
+    }
+
     /// Samples and scans when their times have come.
     /// `down` lists member ports that have failed.
     pub fn tick(&mut self, now: SimTime, b: &mut Buckets, routes: &SwitchRoutes, down: &[PortId]) {

@@ -163,6 +163,12 @@ impl Dlb {
         (best, port)
     }
 
+    /// Routes changed: groups are renumbered. Flow entries of stale
+    /// groups are re-decided when next seen (their port is checked).
+    pub fn resize(&mut self, groups: usize) {
+        self.rebalanced = vec![SimTime::MAX; groups];
+    }
+
     fn may_rebalance(&self, group: u32, now: SimTime) -> bool {
         let last = self.rebalanced[group as usize];
         last == SimTime::MAX || now.saturating_sub(last) >= self.cfg.interval

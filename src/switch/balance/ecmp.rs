@@ -205,41 +205,120 @@ impl Buckets {
                 continue;
             }
             let w = &self.weights[g as usize];
-            if !self.resilient {
-                let t = fill(members, w, &up, self.n);
-                self.slot[r].copy_from_slice(&t);
-                continue;
-            }
-            // Buckets go home where home is up; the rest go one at a time
-            // to the live member furthest below its weighted share.
-            let mut count = vec![0u64; members.len()];
-            let idx = |p: PortId| members.iter().position(|&m| m == p).expect("a member");
-            let mut orphans = Vec::new();
-            for b in r.clone() {
-                let h = idx(self.home[b]);
-                if up[h] {
-                    self.slot[b] = self.home[b];
-                    count[h] += 1;
-                } else if up[idx(self.slot[b])] && self.slot[b] != self.home[b] {
-                    // Keep an earlier reassignment while its member lives.
-                    count[idx(self.slot[b])] += 1;
-                } else {
-                    orphans.push(b);
-                }
-            }
-            for b in orphans {
-                let i = (0..members.len())
-                    .filter(|&i| up[i])
-                    .min_by(|&a, &c| {
-                        // count/weight, compared without division.
-                        (count[a] * w[c] as u64).cmp(&(count[c] * w[a] as u64))
-                    })
-                    .expect("a live member");
-                self.slot[b] = members[i];
-                count[i] += 1;
-            }
+            let t = if self.resilient {
+                reassign(
+                    &self.home[r.clone()],
+                    &self.slot[r.clone()],
+                    members,
+                    w,
+                    &up,
+                )
+            } else {
+                fill(members, w, &up, self.n)
+            };
+            self.slot[r].copy_from_slice(&t);
         }
     }
+
+    /// The tables for routes recomputed after failures (`now`), from the
+    /// tables built on the full fabric's routes (`self`, `then`): a group
+    /// that is a full-fabric group minus failed members keeps that group's
+    /// home buckets and, if resilient, hands out only the failed members'
+    /// buckets; other groups get fresh tables. Bucket bytes restart.
+    pub fn rerouted(
+        &self,
+        then: &SwitchRoutes,
+        now: &SwitchRoutes,
+        weight: impl Fn(PortId) -> u32,
+    ) -> Buckets {
+        let mut b = Buckets {
+            n: self.n,
+            resilient: self.resilient,
+            off: Vec::with_capacity(now.groups.len()),
+            slot: Vec::new(),
+            home: Vec::new(),
+            weights: Vec::with_capacity(now.groups.len()),
+            bytes: Vec::new(),
+        };
+        for g in 0..now.groups.len() as u32 {
+            let members = now.member_slice(g);
+            let w: Vec<u32> = members.iter().map(|&p| weight(p).max(1)).collect();
+            if members.len() < 2 {
+                b.off.push(NO_TABLE);
+                b.weights.push(w);
+                continue;
+            }
+            b.off.push(b.slot.len() as u32);
+            // The smallest full-fabric group holding every member.
+            let origin = (0..then.groups.len() as u32)
+                .filter(|&o| self.range(o).is_some())
+                .filter(|&o| {
+                    let full = then.member_slice(o);
+                    members.iter().all(|p| full.contains(p))
+                })
+                .min_by_key(|&o| then.member_slice(o).len());
+            match origin {
+                Some(o) if self.resilient => {
+                    let full = then.member_slice(o);
+                    let fw: Vec<u32> = full.iter().map(|&p| weight(p).max(1)).collect();
+                    let up: Vec<bool> = full.iter().map(|p| members.contains(p)).collect();
+                    let r = self.range(o).expect("has a table");
+                    let t = reassign(&self.home[r.clone()], &self.home[r.clone()], full, &fw, &up);
+                    b.home.extend_from_slice(&self.home[r]);
+                    b.slot.extend(t);
+                }
+                _ => {
+                    let all = vec![true; members.len()];
+                    let t = fill(members, &w, &all, self.n);
+                    b.home.extend_from_slice(&t);
+                    b.slot.extend(t);
+                }
+            }
+            b.weights.push(w);
+        }
+        if !self.bytes.is_empty() {
+            b.bytes = vec![0; b.slot.len()];
+        }
+        b
+    }
+}
+
+/// Resilient re-mapping of one group's buckets: a bucket goes home where
+/// its home member is up, keeps an earlier reassignment while that member
+/// lives, and otherwise goes to the live member furthest below its
+/// weighted share.
+fn reassign(
+    home: &[PortId],
+    slot: &[PortId],
+    members: &[PortId],
+    w: &[u32],
+    up: &[bool],
+) -> Vec<PortId> {
+    let mut out = slot.to_vec();
+    let mut count = vec![0u64; members.len()];
+    let idx = |p: PortId| members.iter().position(|&m| m == p);
+    let mut orphans = Vec::new();
+    for b in 0..home.len() {
+        let h = idx(home[b]);
+        let s = idx(slot[b]);
+        match (h, s) {
+            (Some(h), _) if up[h] => {
+                out[b] = home[b];
+                count[h] += 1;
+            }
+            (_, Some(s)) if up[s] && slot[b] != home[b] => count[s] += 1,
+            _ => orphans.push(b),
+        }
+    }
+    for b in orphans {
+        let i = (0..members.len())
+            .filter(|&i| up[i])
+            .min_by(|&a, &c| (count[a] * w[c] as u64).cmp(&(count[c] * w[a] as u64)))
+            .expect("a live member");
+        out[b] = members[i];
+        count[i] += 1;
+    }
+    out
 }
 
 /// A table of `n` buckets over the live members, shares in proportion to

@@ -216,6 +216,18 @@ impl Ctx<'_> {
     }
 }
 
+/// A member port's weight in a bucket table.
+fn weight(w: &Weights, topo: &Topology, p: PortId) -> u32 {
+    match w {
+        Weights::Equal => 1,
+        Weights::Capacity => (topo.port(p).rate.bps() / 1_000_000_000).max(1) as u32,
+        Weights::Neighbours(list) => match topo.port(topo.port(p).peer).owner {
+            crate::topology::Owner::Switch(n) => list.iter().find(|e| e.0 == n).map_or(1, |e| e.1),
+            crate::topology::Owner::Nic(_) => 1,
+        },
+    }
+}
+
 /// Which of a group's members a choice is made among.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scope {
@@ -232,6 +244,10 @@ enum Scope {
 /// members.
 pub struct Parts {
     pub buckets: Option<Buckets>,
+    /// The tables as built on the full fabric, which re-routing after
+    /// failures starts from, and the weights they follow.
+    buckets0: Option<Buckets>,
+    weights: Weights,
     pub dlb: Option<Dlb>,
     pub glb: Option<Glb>,
     pub alb: Option<Alb>,
@@ -274,17 +290,13 @@ impl Balancer {
         let ecmp = Ecmp::new(cfg.hash, cfg.fields, seed);
         let alb = spec.uses(Algo::Alb);
         let buckets = (cfg.resilient || cfg.weights != Weights::Equal || alb).then(|| {
-            let weight = |p: PortId| match &cfg.weights {
-                Weights::Equal => 1,
-                Weights::Capacity => (topo.port(p).rate.bps() / 1_000_000_000).max(1) as u32,
-                Weights::Neighbours(list) => match topo.port(topo.port(p).peer).owner {
-                    crate::topology::Owner::Switch(n) => {
-                        list.iter().find(|e| e.0 == n).map_or(1, |e| e.1)
-                    }
-                    crate::topology::Owner::Nic(_) => 1,
-                },
-            };
-            Buckets::new(mine, cfg.buckets, cfg.resilient, weight, alb)
+            Buckets::new(
+                mine,
+                cfg.buckets,
+                cfg.resilient,
+                |p| weight(&cfg.weights, topo, p),
+                alb,
+            )
         });
         let uses_table = spec.uses(Algo::Dlb) || spec.uses(Algo::Glb);
         let select: Vec<(Compiled, Algo)> = spec
@@ -312,7 +324,9 @@ impl Balancer {
                 spray: spec
                     .uses(Algo::Spray)
                     .then(|| Spray::new(spec.spray, mine.groups.len(), rng)),
+                buckets0: buckets.clone(),
                 buckets,
+                weights: cfg.weights.clone(),
                 selected: vec![0; select.len()],
                 select,
                 telb,
@@ -330,10 +344,10 @@ impl Balancer {
             return self.ecmp.choose(routes, group, pkt);
         }
         let members = routes.member_slice(group);
-        if members.len() == 1 {
-            return members[0];
-        }
         if self.plain {
+            if members.len() == 1 {
+                return members[0];
+            }
             return self.run(self.algo, routes, group, members, Scope::All, pkt, ctx);
         }
         self.choose_with_rules(routes, group, members, pkt, ctx)
@@ -369,6 +383,8 @@ impl Balancer {
         let port = if cands.is_empty() {
             // Every member is down: the packet goes to a dead link.
             members[0]
+        } else if cands.len() == 1 {
+            cands[0]
         } else {
             let algo = match r.select.iter().position(|(m, _)| m.matches(pkt, ctx)) {
                 Some(i) => {
@@ -477,6 +493,27 @@ impl Balancer {
         if let Some(b) = &mut r.buckets {
             let down = &r.down;
             b.members_changed(routes, |p| !down.contains(&p));
+        }
+    }
+
+    /// Routing reconverged after a failure or recovery: the switch now
+    /// forwards on `now` instead of the full fabric's `then`. Bucket tables
+    /// are re-derived (resilient ones move only failed members' buckets);
+    /// state kept per group is resized.
+    pub fn reroute(&mut self, then: &SwitchRoutes, now: &SwitchRoutes, topo: &Topology) {
+        let p = &mut *self.parts;
+        if let Some(b0) = &p.buckets0 {
+            let b = b0.rerouted(then, now, |port| weight(&p.weights, topo, port));
+            if let Some(a) = &mut p.alb {
+                a.resize(b.slot.len());
+            }
+            p.buckets = Some(b);
+        }
+        if let Some(d) = &mut p.dlb {
+            d.resize(now.groups.len());
+        }
+        if let Some(s) = &mut p.spray {
+            s.resize(now.groups.len());
         }
     }
 

@@ -164,8 +164,9 @@ impl Telb {
     }
 
     /// Fills `out` with the members of the group the first matching
-    /// policy allows. A policy applies where its primary colour has ports
-    /// in the group.
+    /// policy allows. A policy applies where one of its colours has ports
+    /// in the group (after a failure the primary's may have gone from the
+    /// routes altogether).
     pub fn pin(
         &mut self,
         members: &[PortId],
@@ -175,7 +176,10 @@ impl Telb {
         out: &mut Vec<PortId>,
     ) -> Pinned {
         for (m, primary, backup) in &self.rules {
-            if !members.iter().any(|p| primary.contains(p)) || !m.matches(pkt, ctx) {
+            let applies = members
+                .iter()
+                .any(|p| primary.contains(p) || backup.contains(p));
+            if !applies || !m.matches(pkt, ctx) {
                 continue;
             }
             for (ports, count) in [

@@ -46,6 +46,11 @@ impl Spray {
         }
     }
 
+    /// Routes changed: one round-robin position per new group.
+    pub fn resize(&mut self, groups: usize) {
+        self.next = vec![0; groups];
+    }
+
     /// Picks one of `cands`, the group's usable members.
     pub fn choose(&mut self, group: u32, cands: &[PortId]) -> PortId {
         let n = cands.len() as u32;

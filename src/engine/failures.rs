@@ -1,0 +1,253 @@
+//! Failures in the event loop: links and switches that go down and come
+//! back, links that slow down, and routing that reconverges a fixed delay
+//! later. Until then switches keep forwarding on the old routes, and every
+//! frame put on a dead link, or on the wire of a link when it died, is
+//! lost and counted against the failure.
+
+use super::{Event, Simulation};
+use crate::scenario::failures::{FailureConfig, Target};
+use crate::topology::routing::Routes;
+use crate::topology::{LinkId, PortId, QpId, Topology};
+use crate::units::{Rate, SimTime};
+use crate::wire::PacketId;
+
+/// What one failure did.
+#[derive(Clone, Debug)]
+pub struct FailureStats {
+    pub name: String,
+    pub at: SimTime,
+    pub recover: Option<SimTime>,
+    pub degrade: Option<Rate>,
+    pub lost_packets: u64,
+    pub lost_bytes: u64,
+    /// QPs that lost a packet to it.
+    pub affected_qps: u64,
+    /// When the last affected QP delivered in-order data again (`None`
+    /// if some never did).
+    pub recovered_at: Option<SimTime>,
+    pending: u64,
+    /// QPs whose path changed when routing reconverged after it (static
+    /// balancers only: dynamic ones move flows all the time).
+    pub flows_moved: Option<u64>,
+    /// When routing reconverged after it.
+    pub reconverged_at: Option<SimTime>,
+}
+
+/// No failure to blame (yet).
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Default)]
+pub struct FailureState {
+    /// Active failures holding each link down.
+    link_down: Vec<u16>,
+    /// The failure that last took each link down.
+    link_cause: Vec<u32>,
+    /// Each link's rate before any slowdown.
+    rate0: Vec<Rate>,
+    /// Routes on the whole fabric, which balancers re-derive from.
+    routes0: Option<Routes>,
+    pub stats: Vec<FailureStats>,
+    /// Per QP: the failure it lost a packet to and has not recovered from,
+    /// and the last failure that counted it as affected.
+    qp_lost: Vec<u32>,
+    qp_counted: Vec<u32>,
+    /// Failures and recoveries routing has not reacted to yet.
+    unconverged: Vec<u32>,
+    pub lost_packets: u64,
+    pub lost_bytes: u64,
+    pub reconvergences: u64,
+}
+
+impl FailureState {
+    pub fn new(
+        cfg: &FailureConfig,
+        topo: &Topology,
+        routes: &Routes,
+        qps: usize,
+        mut push: impl FnMut(SimTime, Event),
+    ) -> Self {
+        if cfg.events.is_empty() {
+            return FailureState::default();
+        }
+        for (i, f) in cfg.events.iter().enumerate() {
+            push(f.at, Event::Fail(i as u32));
+            if let Some(t) = f.recover {
+                push(t, Event::Recover(i as u32));
+            }
+        }
+        FailureState {
+            link_down: vec![0; topo.links.len()],
+            link_cause: vec![NONE; topo.links.len()],
+            rate0: topo.links.iter().map(|l| topo.port(l.a).rate).collect(),
+            routes0: Some(routes.clone()),
+            stats: cfg
+                .events
+                .iter()
+                .map(|f| FailureStats {
+                    name: f.target.name(topo),
+                    at: f.at,
+                    recover: f.recover,
+                    degrade: f.degrade,
+                    lost_packets: 0,
+                    lost_bytes: 0,
+                    affected_qps: 0,
+                    recovered_at: None,
+                    pending: 0,
+                    flows_moved: None,
+                    reconverged_at: None,
+                })
+                .collect(),
+            qp_lost: vec![NONE; qps],
+            qp_counted: vec![NONE; qps],
+            ..Default::default()
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        !self.stats.is_empty()
+    }
+}
+
+fn links_of(topo: &Topology, t: Target) -> Vec<LinkId> {
+    match t {
+        Target::Link(l) => vec![l],
+        Target::Switch(s) => topo.switches[s.idx()]
+            .ports
+            .iter()
+            .map(|&p| topo.port(p).link)
+            .collect(),
+    }
+}
+
+impl Simulation {
+    #[inline(never)]
+    pub(super) fn fail(&mut self, i: u32, up: bool) {
+        let f = self.scenario.failures.events[i as usize].clone();
+        for l in links_of(&self.topo, f.target) {
+            let link = self.topo.links[l.idx()];
+            if let Some(r) = f.degrade {
+                let r = if up { self.failures.rate0[l.idx()] } else { r };
+                for p in [link.a, link.b] {
+                    self.topo.ports[p.idx()].rate = r;
+                    self.ports[p.idx()].ps_per_byte = r.exact_ps_per_byte().unwrap_or(0);
+                }
+                continue;
+            }
+            let n = &mut self.failures.link_down[l.idx()];
+            if up {
+                *n = n.saturating_sub(1);
+            } else {
+                *n += 1;
+                self.failures.link_cause[l.idx()] = i;
+            }
+            let down = *n > 0;
+            for p in [link.a, link.b] {
+                self.ports[p.idx()].down = down;
+                if !down {
+                    self.kick(p);
+                }
+            }
+        }
+        self.failures.unconverged.push(i);
+        let t = self.now + self.scenario.failures.reconverge;
+        self.queue.push(t, Event::Reconverge);
+    }
+
+    /// Every switch moves to routes over the links that are up now.
+    #[inline(never)]
+    pub(super) fn reconverge(&mut self) {
+        if self.failures.unconverged.is_empty() {
+            return;
+        }
+        let before = self.active_routes();
+        let down = &self.failures.link_down;
+        self.routes = Routes::compute_live(&self.topo, |l| down[l.idx()] == 0);
+        let routes0 = self
+            .failures
+            .routes0
+            .as_ref()
+            .expect("failures keep routes");
+        for (s, sw) in self.switches.iter_mut().enumerate() {
+            sw.balancer
+                .reroute(&routes0.switches[s], &self.routes.switches[s], &self.topo);
+        }
+        let after = self.active_routes();
+        let moved = before
+            .iter()
+            .zip(&after)
+            .try_fold(0u64, |n, (a, b)| match (a, b) {
+                (Some(a), Some(b)) => Some(n + u64::from(a != b)),
+                (None, None) => Some(n),
+                _ => None,
+            });
+        self.failures.reconvergences += 1;
+        for i in std::mem::take(&mut self.failures.unconverged) {
+            let st = &mut self.failures.stats[i as usize];
+            if st.reconverged_at.is_none() {
+                st.reconverged_at = Some(self.now);
+                st.flows_moved = moved.filter(|_| before.iter().any(|r| r.is_some()));
+            }
+        }
+    }
+
+    /// The static route of every QP still sending (`None` for finished
+    /// QPs, or a QP whose switches choose dynamically).
+    fn active_routes(&self) -> Vec<Option<Vec<PortId>>> {
+        (0..self.qps.len() as u32)
+            .map(|q| {
+                let qp = &self.qps[q as usize];
+                if qp.req.is_done() {
+                    return None;
+                }
+                self.qp_route(QpId(q))
+            })
+            .collect()
+    }
+
+    /// A frame is lost to a failure: on a dead port, or with no route.
+    #[inline(never)]
+    pub(super) fn lose(&mut self, p: Option<PortId>, id: PacketId) {
+        let pkt = *self.packets.get(id);
+        let cause = match p {
+            Some(p) => self.failures.link_cause[self.topo.port(p).link.idx()],
+            None => self.failures.unconverged.last().copied().unwrap_or(NONE),
+        };
+        self.failures.lost_packets += 1;
+        self.failures.lost_bytes += pkt.wire_bytes as u64;
+        if let Some(st) = self.failures.stats.get_mut(cause as usize) {
+            st.lost_packets += 1;
+            st.lost_bytes += pkt.wire_bytes as u64;
+            let q = pkt.qp.idx();
+            if pkt.opcode.is_data() {
+                if self.failures.qp_counted[q] != cause {
+                    self.failures.qp_counted[q] = cause;
+                    st.affected_qps += 1;
+                }
+                if self.failures.qp_lost[q] == NONE {
+                    self.failures.qp_lost[q] = cause;
+                    st.pending += 1;
+                    st.recovered_at = None;
+                }
+            }
+        }
+        self.drop_packet(id);
+    }
+
+    /// A QP delivered in-order data: if a failure had cost it a packet, it
+    /// has made progress again.
+    #[inline]
+    pub(super) fn progressed(&mut self, q: QpId) {
+        let Some(&f) = self.failures.qp_lost.get(q.idx()) else {
+            return;
+        };
+        if f == NONE {
+            return;
+        }
+        self.failures.qp_lost[q.idx()] = NONE;
+        let st = &mut self.failures.stats[f as usize];
+        st.pending -= 1;
+        if st.pending == 0 {
+            st.recovered_at = Some(self.now);
+        }
+    }
+}

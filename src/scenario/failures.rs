@@ -1,0 +1,224 @@
+//! `[[failure]]` and `[routing]`: links and switches that fail and
+//! recover, links that slow down, and how long routing takes to react.
+
+use super::error::{KeyError, KeyPath};
+use super::raw::{RawFailure, RawRouting};
+use super::resolve::{rate, time};
+use crate::topology::{LinkId, Owner, SwitchId, Topology};
+use crate::units::{Rate, SimTime};
+
+type R<T> = Result<T, KeyError>;
+
+/// What fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Link(LinkId),
+    Switch(SwitchId),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub target: Target,
+    pub at: SimTime,
+    /// When it comes back (`None`: never).
+    pub recover: Option<SimTime>,
+    /// A link that slows to this rate instead of failing.
+    pub degrade: Option<Rate>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailureConfig {
+    pub events: Vec<Failure>,
+    /// Time from a failure or recovery until every switch forwards on the
+    /// new routes; frames sent onto a dead link meanwhile are lost.
+    pub reconverge: SimTime,
+}
+
+impl Default for FailureConfig {
+    fn default() -> Self {
+        FailureConfig {
+            events: Vec::new(),
+            reconverge: SimTime::from_us(50),
+        }
+    }
+}
+
+impl Target {
+    /// `leaf0-spine1` (with `/k` for the k-th of parallel links) or the
+    /// switch's name.
+    pub fn name(self, topo: &Topology) -> String {
+        match self {
+            Target::Switch(s) => topo.switches[s.idx()].name.clone(),
+            Target::Link(l) => {
+                let link = topo.links[l.idx()];
+                let (a, b) = (topo.owner_name(link.a), topo.owner_name(link.b));
+                let parallel: Vec<LinkId> = parallel_links(topo, link.a, link.b);
+                if parallel.len() > 1 {
+                    let k = parallel.iter().position(|&x| x == l).unwrap_or(0);
+                    format!("{a}-{b}/{k}")
+                } else {
+                    format!("{a}-{b}")
+                }
+            }
+        }
+    }
+}
+
+/// Every link between the owners of ports `a` and `b`, in link order.
+fn parallel_links(
+    topo: &Topology,
+    a: crate::topology::PortId,
+    b: crate::topology::PortId,
+) -> Vec<LinkId> {
+    let (oa, ob) = (topo.port(a).owner, topo.port(b).owner);
+    (0..topo.links.len() as u32)
+        .map(LinkId)
+        .filter(|&l| {
+            let x = topo.links[l.idx()];
+            let (xa, xb) = (topo.port(x.a).owner, topo.port(x.b).owner);
+            (xa == oa && xb == ob) || (xa == ob && xb == oa)
+        })
+        .collect()
+}
+
+fn owner_by_name(topo: &Topology, name: &str) -> Option<Owner> {
+    if let Some(i) = topo.switches.iter().position(|s| s.name == name) {
+        return Some(Owner::Switch(SwitchId(i as u32)));
+    }
+    topo.nics
+        .iter()
+        .position(|n| n.name == name)
+        .map(|i| Owner::Nic(crate::topology::NicId(i as u32)))
+}
+
+pub fn failures(
+    raw: &[RawFailure],
+    routing: Option<&RawRouting>,
+    topo: &Topology,
+    root: &KeyPath,
+) -> R<FailureConfig> {
+    let mut cfg = FailureConfig::default();
+    if let Some(r) = routing {
+        let p = root.key("routing").key("reconverge");
+        cfg.reconverge = time(r.reconverge.as_ref(), &p, cfg.reconverge)?;
+    }
+    for (i, f) in raw.iter().enumerate() {
+        let p = root.key("failure").index(i);
+        let target = match (&f.link, &f.switch) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(KeyError::new(
+                    &p,
+                    "expected exactly one of link = [\"a\", \"b\"] or switch = \"name\"",
+                ))
+            }
+            (None, Some(name)) => {
+                for k in ["index", "rate"] {
+                    let given = if k == "index" {
+                        f.index.is_some()
+                    } else {
+                        f.rate.is_some()
+                    };
+                    if given {
+                        return Err(KeyError::new(&p.key(k), "only applies to a link failure"));
+                    }
+                }
+                match owner_by_name(topo, name) {
+                    Some(Owner::Switch(s)) => Target::Switch(s),
+                    _ => {
+                        return Err(KeyError::new(
+                            &p.key("switch"),
+                            format!(
+                                "no switch \"{name}\" in this topology (e.g. \"{}\")",
+                                topo.switches[0].name
+                            ),
+                        ))
+                    }
+                }
+            }
+            (Some(ends), None) => {
+                let lp = p.key("link");
+                let [a, b] = ends.as_slice() else {
+                    return Err(KeyError::new(
+                        &lp,
+                        "expected the two ends of the link, e.g. [\"leaf0\", \"spine1\"]",
+                    ));
+                };
+                let mut owners = Vec::new();
+                for (k, n) in [a, b].into_iter().enumerate() {
+                    owners.push(owner_by_name(topo, n).ok_or_else(|| {
+                        KeyError::new(
+                            &lp.index(k),
+                            format!("no switch or NIC \"{n}\" in this topology"),
+                        )
+                    })?);
+                }
+                let links: Vec<LinkId> = (0..topo.links.len() as u32)
+                    .map(LinkId)
+                    .filter(|&l| {
+                        let x = topo.links[l.idx()];
+                        let (xa, xb) = (topo.port(x.a).owner, topo.port(x.b).owner);
+                        (xa == owners[0] && xb == owners[1]) || (xa == owners[1] && xb == owners[0])
+                    })
+                    .collect();
+                if links.is_empty() {
+                    return Err(KeyError::new(&lp, format!("no link between {a} and {b}")));
+                }
+                let k = match f.index {
+                    None => 0,
+                    Some(k) if (0..links.len() as i64).contains(&k) => k as usize,
+                    Some(k) => return Err(KeyError::new(
+                        &p.key("index"),
+                        format!(
+                            "got {k}, but {a} and {b} have {} link(s) between them (index 0 to {})",
+                            links.len(),
+                            links.len() - 1
+                        ),
+                    )),
+                };
+                Target::Link(links[k])
+            }
+        };
+        let Some(at) = f.at.as_ref() else {
+            return Err(KeyError::new(
+                &p.key("at"),
+                "missing; expected when it fails, e.g. \"100us\"",
+            ));
+        };
+        let at = time(Some(at), &p.key("at"), SimTime::ZERO)?;
+        let recover = match &f.recover {
+            None => None,
+            Some(v) => {
+                let t = time(Some(v), &p.key("recover"), SimTime::ZERO)?;
+                if t <= at {
+                    return Err(KeyError::new(
+                        &p.key("recover"),
+                        format!("got {t}, expected a time after at ({at})"),
+                    ));
+                }
+                Some(t)
+            }
+        };
+        let degrade = match (&f.rate, target) {
+            (None, _) => None,
+            (Some(v), Target::Link(l)) => {
+                let r = rate(Some(v), &p.key("rate"), Rate::gbps(1))?;
+                let full = topo.port(topo.links[l.idx()].a).rate;
+                if r.bps() == 0 || r >= full {
+                    return Err(KeyError::new(
+                        &p.key("rate"),
+                        format!("got {r}, expected a rate above 0 and below the link's {full}"),
+                    ));
+                }
+                Some(r)
+            }
+            (Some(_), Target::Switch(_)) => unreachable!("checked above"),
+        };
+        cfg.events.push(Failure {
+            target,
+            at,
+            recover,
+            degrade,
+        });
+    }
+    Ok(cfg)
+}

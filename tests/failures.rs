@@ -1,0 +1,169 @@
+//! Link and switch failures: what is lost, how routing and the balancers
+//! react, and that runs with failures stay exact and repeatable.
+
+mod common;
+use common::run_with;
+
+use fabricsim::engine::Simulation;
+use fabricsim::report::Summary;
+
+fn spine_bytes(sim: &Simulation, name: &str) -> u64 {
+    let s = sim.topo.switches.iter().find(|s| s.name == name).unwrap();
+    s.ports
+        .iter()
+        .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+        .sum()
+}
+
+/// A spine dies mid-permutation: frames are lost until routing
+/// reconverges, then every transfer completes over the other spines.
+/// Resilient hashing moves only the flows that used the dead spine;
+/// modulo hashing moves most of them.
+#[test]
+fn spine_failure_mid_transfer_is_survived_and_reported() {
+    let text = std::fs::read_to_string("examples/failures/spine-failure.toml").unwrap();
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(s.flows_completed, s.flows_total);
+    assert!(s.failure_lost_packets > 0);
+    assert_eq!(s.reconvergences, 2, "after the failure and the recovery");
+    let f = &s.failures[0];
+    assert_eq!(f.target, "spine1");
+    assert_eq!(f.lost_packets, s.failure_lost_packets);
+    assert_eq!(f.reconverged_ps, Some(200_000_000));
+    assert!(f.affected_qps > 0);
+    let back = f
+        .progress_again_after_ps
+        .expect("every hit QP progressed again");
+    assert!(back > 50_000_000, "not before routing reconverged: {back}");
+    let moved = f.flows_moved.unwrap();
+    // Resilient: exactly the QPs that lost data through the dead spine.
+    assert_eq!(moved, f.affected_qps);
+    // Nothing crosses the dead spine between the reconvergence and its
+    // recovery: its bytes are those sent before and after.
+    assert!(spine_bytes(&sim, "spine1") > 0);
+    sim.check_conservation().unwrap();
+
+    let (_, m) = run_with(&text, &["switch.ecmp.resilient=false"]);
+    let modulo = m.failures[0].flows_moved.unwrap();
+    assert!(
+        modulo > 2 * moved,
+        "modulo moved {modulo}, resilient {moved}"
+    );
+    assert_eq!(m.flows_completed, m.flows_total);
+}
+
+/// Frames are only lost between the failure and the reconvergence: a
+/// near-instant reconvergence loses little more than what was queued and
+/// in flight at the failure.
+#[test]
+fn a_later_reconvergence_loses_more() {
+    let text = std::fs::read_to_string("examples/failures/spine-failure.toml").unwrap();
+    let (_, fast) = run_with(&text, &["routing.reconverge=\"1us\""]);
+    let (_, slow) = run_with(&text, &["routing.reconverge=\"100us\""]);
+    assert!(fast.failure_lost_packets < slow.failure_lost_packets);
+    assert!(fast.failures[0].progress_again_after_ps < slow.failures[0].progress_again_after_ps);
+}
+
+/// TELB with a failed colour: tenant 1 is pinned to spine0 with spine1
+/// as backup; when spine0 fails the tenant's traffic moves to spine1 and
+/// completes.
+#[test]
+fn telb_moves_to_the_backup_colour_when_its_spine_fails() {
+    let text = std::fs::read_to_string("examples/load-balancing/telb.toml").unwrap();
+    let text = format!(
+        "{text}\n[routing]\nreconverge = \"2us\"\n\n[[failure]]\nswitch = \"spine0\"\nat = \"100us\"\n"
+    );
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(s.flows_completed, s.flows_total);
+    let leaf = &s.balancers[0];
+    assert!(leaf.telb_primary > 0 && leaf.telb_backup > 0, "{leaf:?}");
+    // Tenant 2 was on spine1 all along; tenant 1 joined it.
+    assert!(spine_bytes(&sim, "spine1") > spine_bytes(&sim, "spine0"));
+}
+
+/// A link that slows to half its rate: a transfer over it alone takes
+/// about twice as long.
+#[test]
+fn a_degraded_link_runs_at_its_new_rate() {
+    let text = r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 1
+nic_speed = "100G"
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "10MB"
+"#;
+    let (sim, base) = run_with(text, &[]);
+    let nic = &sim.topo.nics[0].name;
+    let leaf = &sim.topo.switches[0].name;
+    let slow = format!(
+        "{text}\n[[failure]]\nlink = [\"{nic}\", \"{leaf}\"]\nat = \"0us\"\nrate = \"50G\"\n"
+    );
+    let (_, s) = run_with(&slow, &[]);
+    let ratio = s.makespan_ps as f64 / base.makespan_ps as f64;
+    assert!((1.9..2.1).contains(&ratio), "{ratio}");
+    assert_eq!(s.failure_lost_packets, 0);
+    assert_eq!(s.failures[0].degraded_to_gbps, Some(50.0));
+}
+
+/// Failures are events like any other: the same scenario and seed give
+/// the same outputs.
+#[test]
+fn runs_with_failures_are_deterministic() {
+    let text = std::fs::read_to_string("examples/failures/spine-failure.toml").unwrap();
+    let out = |dir: &str| {
+        let p = fabricsim::scenario::prepare("f.toml", &text, &[]).unwrap();
+        let mut sim = Simulation::new(p);
+        let stop = sim.run(|_| {});
+        let s = Summary::of(&sim, stop);
+        let d = std::env::temp_dir().join(format!("fabricsim-fail-{}-{dir}", std::process::id()));
+        let perf = fabricsim::report::Perf::of(&sim, 1.0);
+        fabricsim::report::write_outputs(&d, &sim, &s, &perf).unwrap();
+        ["summary.json", "flows.csv", "links.csv", "groups.csv"]
+            .map(|f| std::fs::read(d.join(f)).unwrap())
+    };
+    assert!(out("a") == out("b"));
+}
+
+#[test]
+fn failure_settings_are_checked() {
+    let text = std::fs::read_to_string("examples/failures/spine-failure.toml").unwrap();
+    let e = common::error_of(&text, &["failure[0].switch=\"spine9\""]);
+    assert!(
+        e.contains("failure[0].switch") && e.contains("no switch \"spine9\""),
+        "{e}"
+    );
+    let e = common::error_of(&text, &["failure[0].recover=\"100us\""]);
+    assert!(
+        e.contains("failure[0].recover") && e.contains("after at"),
+        "{e}"
+    );
+    let e = common::error_of(&text, &["failure[0].rate=\"50G\""]);
+    assert!(
+        e.contains("failure[0].rate") && e.contains("only applies to a link"),
+        "{e}"
+    );
+    let link = text.replace("switch = \"spine1\"", "link = [\"leaf0\", \"leaf1\"]");
+    let e = common::error_of(&link, &[]);
+    assert!(e.contains("no link between leaf0 and leaf1"), "{e}");
+    let link = text.replace(
+        "switch = \"spine1\"",
+        "link = [\"leaf0\", \"spine1\"]\nindex = 3",
+    );
+    let e = common::error_of(&link, &[]);
+    assert!(
+        e.contains("failure[0].index") && e.contains("1 link(s)"),
+        "{e}"
+    );
+    let link = text.replace(
+        "switch = \"spine1\"",
+        "link = [\"leaf0\", \"spine1\"]\nrate = \"400G\"",
+    );
+    let e = common::error_of(&link, &[]);
+    assert!(e.contains("below the link's"), "{e}");
+}
