@@ -28,7 +28,7 @@ pub mod queue;
 
 use crate::nic::dcqcn::Dcqcn;
 use crate::nic::rate::RateControl;
-use crate::nic::transport::{Requester, Responder, TimerAction};
+use crate::nic::transport::{ReorderPool, Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
 use crate::switch::balance::{Ctx, Ecmp, EcmpSeed};
@@ -229,6 +229,8 @@ pub struct Simulation {
     pub paths: paths::PathLog,
     /// Failed links and switches and what they cost.
     pub failures: failures::FailureState,
+    /// Each NIC's reorder buffer.
+    pub reorder: Vec<ReorderPool>,
     /// Sampled queue depths and QP rates (empty unless sampling is on).
     pub queue_samples: Vec<QueueSample>,
     pub rate_samples: Vec<RateSample>,
@@ -336,7 +338,7 @@ impl Simulation {
                     let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
                     req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
                 }
-                let resp = Responder::new(req.n_pkts);
+                let resp = Responder::new(req.n_pkts, bytes, tc.mtu, tc.write_mode, tc.ooo);
                 let sport =
                     49152 + (streams.derive_indexed("qp/udp-sport", id as u64) % 16384) as u16;
                 let ecmp = &scenario.switch.ecmp;
@@ -405,6 +407,13 @@ impl Simulation {
             failures::FailureState::new(&scenario.failures, &topo, &routes, qps.len(), |t, e| {
                 queue.push(t, e)
             });
+        let reorder = vec![
+            ReorderPool {
+                capacity: scenario.transport.reorder_buffer,
+                ..Default::default()
+            };
+            topo.nics.len()
+        ];
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
         let qp_tenant: Vec<u16> = qps
             .iter()
@@ -437,6 +446,7 @@ impl Simulation {
             pfc_slots,
             paths,
             failures,
+            reorder,
             balance,
             qp_tenant,
             queue_samples: Vec::new(),
@@ -1060,10 +1070,11 @@ impl Simulation {
                 }
                 let ack_every = self.scenario.transport.ack_every;
                 let qp = &mut self.qps[q.idx()];
-                let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every);
+                let pool = &mut self.reorder[pkt.dst.idx()];
+                let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every, pool);
                 let flow = qp.flow;
-                if out.accepted {
-                    self.counters.bytes_delivered += pkt.payload as u64;
+                if out.delivered > 0 {
+                    self.counters.bytes_delivered += out.delivered;
                     self.progressed(q);
                 }
                 if out.completed {

@@ -39,6 +39,11 @@ impl WriteMode {
 pub struct TransportConfig {
     /// Payload bytes per packet.
     pub mtu: u32,
+    /// What receivers do with Write First/Middle/Last packets that arrive
+    /// ahead of a gap (Write Only packets are always placed directly).
+    pub ooo: transport::OooPolicy,
+    /// Reorder buffer per NIC, in payload bytes (with `OooPolicy::Reorder`).
+    pub reorder_buffer: u64,
     pub write_mode: WriteMode,
     /// The responder acknowledges every this many in-order packets (and
     /// always the last one).

@@ -8,11 +8,13 @@
 //! sequence error) or a retransmission timeout sends it back to the oldest
 //! missing PSN (go-back-N).
 //!
-//! Responder: accepts only the expected PSN. Out-of-order packets are
-//! counted and discarded, and the first one after a gap triggers one NAK;
-//! duplicates are re-acknowledged. The reorder buffer that lets a NIC hold
-//! out-of-order packets instead is not modelled yet. PSNs are not wrapped
-//! at 24 bits: a transfer is one message whose packets are numbered from 0.
+//! Responder: delivers in PSN order and acknowledges cumulatively. A
+//! Write First/Middle/Last packet ahead of a gap is either discarded with
+//! one NAK per gap (go-back-N), or held in the NIC's reorder buffer until
+//! the gap fills (discarded and NAKed when the buffer is full); a Write
+//! Only packet carries its RETH and is placed wherever it arrives.
+//! Duplicates are re-acknowledged. PSNs are not wrapped at 24 bits: a
+//! transfer is one message whose packets are numbered from 0.
 
 use super::rate::RateControl;
 use super::WriteMode;
@@ -186,12 +188,46 @@ impl Requester {
     }
 }
 
+/// What a receiver does with a Write First/Middle/Last packet that
+/// arrives ahead of a gap (such packets must be delivered in order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OooPolicy {
+    /// Discard it and send one NAK per gap (go-back-N).
+    #[default]
+    Nak,
+    /// Hold it in the NIC's reorder buffer until the gap fills; when the
+    /// buffer is full, discard it and NAK as above.
+    Reorder,
+}
+
+/// A NIC's reorder buffer, shared by the QPs it receives on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReorderPool {
+    pub capacity: u64,
+    pub used: u64,
+    pub peak: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Responder {
     pub n_pkts: u32,
+    total_bytes: u64,
+    mtu: u32,
+    /// Write Only: every packet carries its RETH and is placed in memory
+    /// where it belongs, whenever it arrives.
+    place: bool,
+    policy: OooPolicy,
     pub expected: u32,
     since_ack: u32,
     nak_sent: bool,
+    /// PSNs received ahead of `expected` (placed or held), as a bitmap;
+    /// allocated at the first out-of-order arrival.
+    ahead: Vec<u64>,
+    /// Bytes this QP holds in the reorder buffer, and the most it held.
+    pub held_bytes: u64,
+    pub max_held_bytes: u64,
+    /// Out-of-order packets discarded for lack of reorder buffer.
+    pub discarded: u64,
     pub out_of_order: u64,
     pub duplicates: u64,
     pub naks_sent: u64,
@@ -205,56 +241,148 @@ pub struct RxOutcome {
     pub reply: Option<(Opcode, u32)>,
     /// The packet was accepted in order.
     pub accepted: bool,
+    /// Payload bytes newly delivered (placed in memory) by this packet,
+    /// including held packets it released.
+    pub delivered: u64,
     /// This packet completed the transfer.
     pub completed: bool,
 }
 
 impl Responder {
-    pub fn new(n_pkts: u32) -> Self {
+    /// A receiver of `total_bytes` in `n_pkts` packets of `mtu` payload.
+    pub fn new(
+        n_pkts: u32,
+        total_bytes: u64,
+        mtu: u32,
+        mode: WriteMode,
+        policy: OooPolicy,
+    ) -> Self {
         Responder {
             n_pkts,
+            total_bytes,
+            mtu,
+            place: mode == WriteMode::WriteOnly,
+            policy,
             ..Default::default()
         }
     }
 
-    pub fn on_data(&mut self, psn: u32, payload: u32, ack_every: u32) -> RxOutcome {
+    fn payload_of(&self, psn: u32) -> u64 {
+        if psn + 1 == self.n_pkts {
+            self.total_bytes - self.mtu as u64 * (self.n_pkts as u64 - 1)
+        } else {
+            self.mtu as u64
+        }
+    }
+
+    fn is_ahead(&self, psn: u32) -> bool {
+        self.ahead
+            .get(psn as usize / 64)
+            .is_some_and(|w| w & (1 << (psn % 64)) != 0)
+    }
+
+    fn set_ahead(&mut self, psn: u32, on: bool) {
+        if self.ahead.is_empty() {
+            self.ahead = vec![0; self.n_pkts as usize / 64 + 1];
+        }
+        let w = &mut self.ahead[psn as usize / 64];
+        if on {
+            *w |= 1 << (psn % 64);
+        } else {
+            *w &= !(1 << (psn % 64));
+        }
+    }
+
+    fn nak_once(&mut self) -> Option<(Opcode, u32)> {
+        if self.nak_sent {
+            None
+        } else {
+            self.nak_sent = true;
+            self.naks_sent += 1;
+            Some((Opcode::Nak, self.expected))
+        }
+    }
+
+    pub fn on_data(
+        &mut self,
+        psn: u32,
+        payload: u32,
+        ack_every: u32,
+        pool: &mut ReorderPool,
+    ) -> RxOutcome {
+        let none = RxOutcome {
+            reply: None,
+            accepted: false,
+            delivered: 0,
+            completed: false,
+        };
         if psn == self.expected {
+            let mut delivered = payload as u64;
             self.expected += 1;
             self.nak_sent = false;
-            self.delivered_bytes += payload as u64;
             self.since_ack += 1;
+            // Packets already here behind the gap now follow in order.
+            while self.expected < self.n_pkts && self.is_ahead(self.expected) {
+                let e = self.expected;
+                self.set_ahead(e, false);
+                if !self.place {
+                    let b = self.payload_of(e);
+                    delivered += b;
+                    self.held_bytes -= b;
+                    pool.used -= b;
+                }
+                self.expected += 1;
+                self.since_ack += 1;
+            }
+            self.delivered_bytes += delivered;
             let last = self.expected == self.n_pkts;
             let reply = if last || self.since_ack >= ack_every {
                 self.since_ack = 0;
-                Some((Opcode::Ack, psn))
+                Some((Opcode::Ack, self.expected - 1))
             } else {
                 None
             };
             RxOutcome {
                 reply,
                 accepted: true,
+                delivered,
                 completed: last,
             }
         } else if psn > self.expected {
+            if self.is_ahead(psn) {
+                self.duplicates += 1;
+                return none;
+            }
             self.out_of_order += 1;
-            let reply = if self.nak_sent {
-                None
-            } else {
-                self.nak_sent = true;
-                self.naks_sent += 1;
-                Some((Opcode::Nak, self.expected))
-            };
+            if self.place {
+                self.set_ahead(psn, true);
+                self.delivered_bytes += payload as u64;
+                return RxOutcome {
+                    delivered: payload as u64,
+                    ..none
+                };
+            }
+            let b = payload as u64;
+            if self.policy == OooPolicy::Reorder && pool.used + b <= pool.capacity {
+                self.set_ahead(psn, true);
+                self.held_bytes += b;
+                self.max_held_bytes = self.max_held_bytes.max(self.held_bytes);
+                pool.used += b;
+                pool.peak = pool.peak.max(pool.used);
+                return none;
+            }
+            if self.policy == OooPolicy::Reorder {
+                self.discarded += 1;
+            }
             RxOutcome {
-                reply,
-                accepted: false,
-                completed: false,
+                reply: self.nak_once(),
+                ..none
             }
         } else {
             self.duplicates += 1;
             RxOutcome {
                 reply: Some((Opcode::Ack, self.expected - 1)),
-                accepted: false,
-                completed: false,
+                ..none
             }
         }
     }
@@ -311,19 +439,64 @@ mod tests {
 
     #[test]
     fn responder_naks_once_per_gap_and_acks_coalesced() {
-        let mut s = Responder::new(6);
-        assert_eq!(s.on_data(0, 10, 2).reply, None);
-        assert_eq!(s.on_data(1, 10, 2).reply, Some((Opcode::Ack, 1)));
-        assert_eq!(s.on_data(3, 10, 2).reply, Some((Opcode::Nak, 2)));
-        assert_eq!(s.on_data(4, 10, 2).reply, None);
+        let mut s = Responder::new(6, 60, 10, WriteMode::FirstMiddleLast, OooPolicy::Nak);
+        let mut pool = ReorderPool::default();
+        let p = &mut pool;
+        assert_eq!(s.on_data(0, 10, 2, p).reply, None);
+        assert_eq!(s.on_data(1, 10, 2, p).reply, Some((Opcode::Ack, 1)));
+        assert_eq!(s.on_data(3, 10, 2, p).reply, Some((Opcode::Nak, 2)));
+        assert_eq!(s.on_data(4, 10, 2, p).reply, None);
         assert_eq!(s.out_of_order, 2);
-        assert!(s.on_data(2, 10, 2).accepted);
-        assert_eq!(s.on_data(1, 10, 2).reply, Some((Opcode::Ack, 2)));
-        s.on_data(3, 10, 2);
-        s.on_data(4, 10, 2);
-        let last = s.on_data(5, 10, 2);
+        assert!(s.on_data(2, 10, 2, p).accepted);
+        assert_eq!(s.on_data(1, 10, 2, p).reply, Some((Opcode::Ack, 2)));
+        s.on_data(3, 10, 2, p);
+        s.on_data(4, 10, 2, p);
+        let last = s.on_data(5, 10, 2, p);
         assert!(last.completed);
         assert_eq!(last.reply, Some((Opcode::Ack, 5)));
         assert_eq!(s.delivered_bytes, 60);
+    }
+
+    /// A reorder buffer holds packets past a gap and releases them when
+    /// it fills; when full, the next one is discarded with a NAK.
+    #[test]
+    fn reorder_buffer_holds_then_releases_then_overflows() {
+        let mut s = Responder::new(6, 55, 10, WriteMode::FirstMiddleLast, OooPolicy::Reorder);
+        let mut pool = ReorderPool {
+            capacity: 20,
+            ..Default::default()
+        };
+        let p = &mut pool;
+        s.on_data(0, 10, 1, p);
+        assert_eq!(s.on_data(2, 10, 1, p).reply, None);
+        assert_eq!(s.on_data(3, 10, 1, p).reply, None);
+        assert_eq!((p.used, s.held_bytes), (20, 20));
+        // Full: PSN 5 (5 bytes) is discarded and NAKed.
+        assert_eq!(s.on_data(5, 5, 1, p).reply, Some((Opcode::Nak, 1)));
+        assert_eq!(s.discarded, 1);
+        let o = s.on_data(1, 10, 1, p);
+        assert_eq!((o.delivered, o.reply), (30, Some((Opcode::Ack, 3))));
+        assert_eq!((p.used, p.peak, s.max_held_bytes), (0, 20, 20));
+        s.on_data(4, 10, 1, p);
+        assert!(s.on_data(5, 5, 1, p).completed);
+        assert_eq!(s.delivered_bytes, 55);
+    }
+
+    /// Write Only packets are placed wherever they arrive: no NAK, no
+    /// buffer, and the cumulative ACK jumps when the gap fills.
+    #[test]
+    fn write_only_packets_are_placed_out_of_order() {
+        let mut s = Responder::new(4, 40, 10, WriteMode::WriteOnly, OooPolicy::Nak);
+        let mut pool = ReorderPool::default();
+        let p = &mut pool;
+        for psn in [3, 1, 2] {
+            let o = s.on_data(psn, 10, 1, p);
+            assert_eq!((o.reply, o.delivered), (None, 10));
+        }
+        assert_eq!((s.out_of_order, s.naks_sent, p.peak), (3, 0, 0));
+        let o = s.on_data(0, 10, 1, p);
+        assert!(o.completed);
+        assert_eq!(o.reply, Some((Opcode::Ack, 3)));
+        assert_eq!(s.delivered_bytes, 40);
     }
 }

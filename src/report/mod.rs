@@ -113,6 +113,11 @@ pub struct Summary {
     pub path_changes: u64,
     /// Frames lost to failures (put on or in flight over a dead link, or
     /// left without a route), and routing reconvergences.
+    /// Out-of-order packets discarded for lack of reorder buffer, the
+    /// most any QP held, and the most any NIC's buffer held.
+    pub reorder_discards: u64,
+    pub max_reorder_bytes_per_qp: u64,
+    pub max_reorder_bytes_per_nic: u64,
     pub failure_lost_packets: u64,
     pub failure_lost_bytes: u64,
     pub reconvergences: u64,
@@ -282,6 +287,14 @@ impl Summary {
             glb_heartbeats_sent: sim.balance.heartbeats_sent,
             glb_heartbeat_bytes: sim.balance.heartbeat_bytes,
             path_changes: sim.paths.qps.iter().map(|p| p.changes).sum(),
+            reorder_discards: sim.qps.iter().map(|q| q.resp.discarded).sum(),
+            max_reorder_bytes_per_qp: sim
+                .qps
+                .iter()
+                .map(|q| q.resp.max_held_bytes)
+                .max()
+                .unwrap_or(0),
+            max_reorder_bytes_per_nic: sim.reorder.iter().map(|r| r.peak).max().unwrap_or(0),
             failure_lost_packets: sim.failures.lost_packets,
             failure_lost_bytes: sim.failures.lost_bytes,
             reconvergences: sim.failures.reconvergences,

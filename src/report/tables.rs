@@ -347,6 +347,11 @@ pub fn qps_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "min_rate_gbps",
         "final_rate_gbps",
         "retransmitted_bytes",
+        "out_of_order",
+        "duplicates",
+        "naks_sent",
+        "max_reorder_bytes",
+        "reorder_discards",
     ])?;
     for (i, q) in sim.qps.iter().enumerate() {
         let d = q.req.rate.dcqcn();
@@ -359,6 +364,11 @@ pub fn qps_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             d.map_or(String::new(), |d| format!("{:.3}", d.min_rc / 1e9)),
             d.map_or(String::new(), |d| format!("{:.3}", d.rc / 1e9)),
             q.req.retx_bytes.to_string(),
+            q.resp.out_of_order.to_string(),
+            q.resp.duplicates.to_string(),
+            q.resp.naks_sent.to_string(),
+            q.resp.max_held_bytes.to_string(),
+            q.resp.discarded.to_string(),
         ])?;
     }
     finish(w)

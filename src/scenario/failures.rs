@@ -166,14 +166,16 @@ pub fn failures(
                 let k = match f.index {
                     None => 0,
                     Some(k) if (0..links.len() as i64).contains(&k) => k as usize,
-                    Some(k) => return Err(KeyError::new(
-                        &p.key("index"),
-                        format!(
+                    Some(k) => {
+                        return Err(KeyError::new(
+                            &p.key("index"),
+                            format!(
                             "got {k}, but {a} and {b} have {} link(s) between them (index 0 to {})",
                             links.len(),
                             links.len() - 1
                         ),
-                    )),
+                        ))
+                    }
                 };
                 Target::Link(links[k])
             }

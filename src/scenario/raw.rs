@@ -244,6 +244,8 @@ pub struct RawTransport {
     pub ack_every: Option<i64>,
     pub rto: Option<Value>,
     pub congestion_control: Option<String>,
+    pub out_of_order: Option<String>,
+    pub reorder_buffer: Option<Value>,
     pub dscp: Option<i64>,
     pub cnp_dscp: Option<i64>,
 }

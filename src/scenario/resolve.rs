@@ -6,6 +6,7 @@ use toml::Value;
 
 use super::error::{KeyError, KeyPath};
 use super::raw::*;
+use crate::nic::transport::OooPolicy;
 use crate::nic::{TransportConfig, WriteMode};
 use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
@@ -453,8 +454,31 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             format!("got {d}, expected a DSCP from 0 to 63"),
         )),
     };
+    let ooo = match t.out_of_order.as_deref() {
+        None | Some("nak") => OooPolicy::Nak,
+        Some("reorder") => OooPolicy::Reorder,
+        Some(other) => {
+            return Err(KeyError::new(
+                &path.key("out_of_order"),
+                format!("got \"{other}\", expected \"nak\" (go-back-N) or \"reorder\" (a reorder buffer per NIC)"),
+            ))
+        }
+    };
+    if ooo == OooPolicy::Nak && t.reorder_buffer.is_some() {
+        return Err(KeyError::new(
+            &path.key("reorder_buffer"),
+            "is only used with out_of_order = \"reorder\"",
+        ));
+    }
+    let reorder_buffer = size(
+        t.reorder_buffer.as_ref(),
+        &path.key("reorder_buffer"),
+        1 << 20,
+    )?;
     Ok(TransportConfig {
         mtu: mtu as u32,
+        ooo,
+        reorder_buffer,
         write_mode,
         ack_every: count(t.ack_every, &path.key("ack_every"), 4, 1)?,
         rto,

@@ -1,0 +1,73 @@
+//! Receiver semantics under spraying: Write First/Middle/Last must be
+//! delivered in order (go-back-N or a reorder buffer), Write Only packets
+//! are placed wherever they arrive.
+
+mod common;
+use common::run_with;
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(format!("examples/multipath/{name}.toml")).unwrap()
+}
+
+/// Spraying over paths of unequal delay reorders packets. With Write
+/// First/Middle/Last and go-back-N every overtaking packet costs a NAK and
+/// a resend; with Write Only nothing is resent and the writes finish
+/// much sooner.
+#[test]
+fn spraying_write_first_naks_and_write_only_does_not() {
+    let (_, fml) = run_with(&example("spray-write-first"), &[]);
+    let (_, wo) = run_with(&example("spray-write-only"), &[]);
+    assert!(fml.out_of_order_packets > 0 && fml.naks > 0);
+    assert!(fml.retransmitted_bytes > 0);
+    assert!(
+        wo.out_of_order_packets > 0,
+        "Write Only packets still arrive out of order"
+    );
+    assert_eq!((wo.naks, wo.retransmitted_bytes, wo.timeouts), (0, 0, 0));
+    assert!(
+        wo.makespan_ps * 2 < fml.makespan_ps,
+        "{} vs {}",
+        wo.makespan_ps,
+        fml.makespan_ps
+    );
+    assert_eq!(wo.bytes_delivered, wo.bytes_offered);
+}
+
+/// A reorder buffer per NIC: too small, it overflows, discards and NAKs
+/// (reported); large enough, it absorbs the reordering with no NAK.
+#[test]
+fn a_reorder_buffer_too_small_discards_and_reports_it() {
+    let text = example("spray-write-first");
+    let sets = |size: &str| {
+        vec![
+            "transport.out_of_order=\"reorder\"".to_string(),
+            format!("transport.reorder_buffer=\"{size}\""),
+        ]
+    };
+    let small = sets("64KB");
+    let small: Vec<&str> = small.iter().map(String::as_str).collect();
+    let (sim, s) = run_with(&text, &small);
+    assert!(s.reorder_discards > 0 && s.naks > 0);
+    let peak = s.max_reorder_bytes_per_nic;
+    assert!(
+        peak <= 64_000 && peak > 64_000 - 4096,
+        "filled but never over: {peak}"
+    );
+    let per_qp: u64 = sim.qps.iter().map(|q| q.resp.discarded).sum();
+    assert_eq!(per_qp, s.reorder_discards);
+    let big = sets("16MB");
+    let big: Vec<&str> = big.iter().map(String::as_str).collect();
+    let (_, b) = run_with(&text, &big);
+    assert_eq!(
+        (b.reorder_discards, b.naks, b.retransmitted_bytes),
+        (0, 0, 0)
+    );
+    assert!(b.out_of_order_packets > 0 && b.max_reorder_bytes_per_qp > 0);
+    assert!(b.makespan_ps < s.makespan_ps);
+    // The buffer only matters for in-order opcodes.
+    let e = common::error_of(&text, &["transport.reorder_buffer=\"1MB\""]);
+    assert!(
+        e.contains("only used with out_of_order = \"reorder\""),
+        "{e}"
+    );
+}
