@@ -149,6 +149,7 @@ pub struct Counters {
     pub pfc_resume_frames: u64,
     /// Packets of a lossless class dropped for lack of buffer or headroom.
     pub lossless_drops: u64,
+    pub trimmed_packets: u64,
     pub watchdog_events: u64,
     pub watchdog_drops: u64,
 }
@@ -909,8 +910,10 @@ impl Simulation {
             && self.queues[out.idx()].has_wred(queue)
             && !self.mark(out, queue, id)
         {
-            self.count_drop(out, queue, pkt.wire_bytes);
-            self.drop_packet(id);
+            if !self.trim(s, ingress, out, queue, id) {
+                self.count_drop(out, queue, pkt.wire_bytes);
+                self.drop_packet(id);
+            }
             return;
         }
         let admitted = if slot != NO_SLOT {
@@ -933,11 +936,52 @@ impl Simulation {
             self.switches[s].buffer.admit(b, depth)
         };
         if !admitted {
-            self.count_drop(out, queue, pkt.wire_bytes);
-            self.drop_packet(id);
+            if !self.trim(s, ingress, out, queue, id) {
+                self.count_drop(out, queue, pkt.wire_bytes);
+                self.drop_packet(id);
+            }
             return;
         }
         self.offer(out, queue, id, pkt.wire_bytes, ingress.0);
+    }
+
+    /// Packet trimming: a data packet of a trimming class that would be
+    /// dropped at switch `s` loses its payload and goes on, as a header,
+    /// in the high-priority queue. False if it is not trimmed (not data,
+    /// not a trimming class, or no room even for the header).
+    #[inline(never)]
+    fn trim(&mut self, s: usize, ingress: PortId, out: PortId, queue: u8, id: PacketId) -> bool {
+        let pkt = *self.packets.get(id);
+        if !self.scenario.qos.queues[queue as usize].trim
+            || !pkt.opcode.is_data()
+            || pkt.payload == 0
+        {
+            return false;
+        }
+        let hq = self.cnp_queue;
+        // The header is charged to the shared pool, so it must go to a
+        // lossy queue.
+        if self.pfc_slot[hq as usize] != NO_SLOT {
+            return false;
+        }
+        let wire = frame::wire_bytes(pkt.opcode, 0);
+        let depth = self.queues[out.idx()].queue_bytes(hq);
+        if !self.switches[s].buffer.admit(held(wire), depth) {
+            return false;
+        }
+        self.counters.payload_dropped += pkt.payload as u64;
+        self.counters.payload_in_flight -= pkt.payload as u64;
+        self.counters.trimmed_packets += 1;
+        self.queues[out.idx()].stats[queue as usize].trims += 1;
+        let p = self.packets.get_mut(id);
+        p.payload = 0;
+        p.opcode = Opcode::Trimmed;
+        p.wire_bytes = wire;
+        p.tos = Packet::tos_of(self.scenario.transport.cnp_dscp, ecn::NOT_ECT);
+        // Charged to the shared pool like any lossy frame; released when
+        // its serialization starts.
+        self.offer(out, hq, id, wire, ingress.0);
+        true
     }
 
     /// Counts a drop at admission against the egress port and queue.
@@ -1037,7 +1081,15 @@ impl Simulation {
         let now = self.now;
         let rto = self.scenario.transport.rto;
         match pkt.opcode {
-            Opcode::Pause => unreachable!("pause frames are handled on arrival"),
+            Opcode::Pause | Opcode::Heartbeat => {
+                unreachable!("link-local frames are handled on arrival")
+            }
+            Opcode::Trimmed => {
+                // Only the headers made it: ask for the payload again.
+                if let Some((opcode, psn)) = self.qps[q.idx()].resp.on_trimmed(pkt.psn) {
+                    self.reply(q, &pkt, opcode, psn);
+                }
+            }
             Opcode::Cnp => {
                 let qp = &mut self.qps[q.idx()];
                 qp.cnps_received += 1;
@@ -1086,29 +1138,36 @@ impl Simulation {
                     }
                 }
                 if let Some((opcode, psn)) = out.reply {
-                    let reply = Packet {
-                        src: pkt.dst,
-                        dst: pkt.src,
-                        qp: q,
-                        psn,
-                        payload: 0,
-                        wire_bytes: frame::wire_bytes(opcode, 0),
-                        header_crc: self.qps[q.idx()].header_crc[1],
-                        udp_sport: pkt.udp_sport,
-                        opcode,
-                        tos: Packet::tos_of(pkt.dscp(), ecn::ECT0),
-                    };
-                    match opcode {
-                        Opcode::Nak => self.counters.naks_sent += 1,
-                        _ => self.counters.acks_sent += 1,
-                    }
-                    let port = self.qps[q.idx()].dst_port;
-                    let queue = self.nic_classes.queue_of(pkt.dscp());
-                    let rid = self.packets.alloc(reply);
-                    self.offer(port, queue, rid, reply.wire_bytes, LOCAL);
+                    self.reply(q, &pkt, opcode, psn);
                 }
             }
         }
+    }
+
+    /// The receiver of QP `q` answers data packet `pkt` with an ACK or NAK,
+    /// in the data's traffic class.
+    fn reply(&mut self, q: QpId, pkt: &Packet, opcode: Opcode, psn: u32) {
+        let dscp = self.scenario.transport.data_dscp;
+        let reply = Packet {
+            src: pkt.dst,
+            dst: pkt.src,
+            qp: q,
+            psn,
+            payload: 0,
+            wire_bytes: frame::wire_bytes(opcode, 0),
+            header_crc: self.qps[q.idx()].header_crc[1],
+            udp_sport: pkt.udp_sport,
+            opcode,
+            tos: Packet::tos_of(dscp, ecn::ECT0),
+        };
+        match opcode {
+            Opcode::Nak => self.counters.naks_sent += 1,
+            _ => self.counters.acks_sent += 1,
+        }
+        let port = self.qps[q.idx()].dst_port;
+        let queue = self.nic_classes.queue_of(dscp);
+        let rid = self.packets.alloc(reply);
+        self.offer(port, queue, rid, reply.wire_bytes, LOCAL);
     }
 
     fn rto(&mut self, q: QpId) {

@@ -232,6 +232,8 @@ pub struct Responder {
     pub duplicates: u64,
     pub naks_sent: u64,
     pub delivered_bytes: u64,
+    /// Trimmed packets (headers only) received.
+    pub trimmed: u64,
 }
 
 /// What the responder does with one data packet.
@@ -291,6 +293,18 @@ impl Responder {
         } else {
             *w &= !(1 << (psn % 64));
         }
+    }
+
+    /// The headers of a packet a switch trimmed: its payload was lost, so
+    /// ask for a resend from the oldest missing PSN at once, with the one
+    /// NAK per gap that go-back-N allows (NAKing every trimmed packet
+    /// would restart the sender over and over).
+    pub fn on_trimmed(&mut self, psn: u32) -> Option<(Opcode, u32)> {
+        self.trimmed += 1;
+        if psn < self.expected || self.is_ahead(psn) {
+            return None;
+        }
+        self.nak_once()
     }
 
     fn nak_once(&mut self) -> Option<(Opcode, u32)> {

@@ -116,6 +116,8 @@ pub struct Summary {
     /// Out-of-order packets discarded for lack of reorder buffer, the
     /// most any QP held, and the most any NIC's buffer held.
     pub reorder_discards: u64,
+    /// Data packets switches trimmed to their headers instead of dropping.
+    pub trimmed_packets: u64,
     pub max_reorder_bytes_per_qp: u64,
     pub max_reorder_bytes_per_nic: u64,
     pub failure_lost_packets: u64,
@@ -288,6 +290,7 @@ impl Summary {
             glb_heartbeat_bytes: sim.balance.heartbeat_bytes,
             path_changes: sim.paths.qps.iter().map(|p| p.changes).sum(),
             reorder_discards: sim.qps.iter().map(|q| q.resp.discarded).sum(),
+            trimmed_packets: c.trimmed_packets,
             max_reorder_bytes_per_qp: sim
                 .qps
                 .iter()

@@ -254,6 +254,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "drops",
         "wred_drops",
         "watchdog_drops",
+        "trims",
     ])?;
     for (p, q) in sim.queues.iter().enumerate() {
         let pid = PortId(p as u32);
@@ -261,7 +262,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             continue;
         }
         for (i, st) in q.stats.iter().enumerate() {
-            if st.enqueued + st.drops + st.wred_drops + st.watchdog_drops == 0 {
+            if st.enqueued + st.drops + st.wred_drops + st.watchdog_drops + st.trims == 0 {
                 continue;
             }
             w.write_record([
@@ -275,6 +276,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 st.drops.to_string(),
                 st.wred_drops.to_string(),
                 st.watchdog_drops.to_string(),
+                st.trims.to_string(),
             ])?;
         }
     }

@@ -274,6 +274,7 @@ fn class(c: &RawClass, path: &KeyPath) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
         percent,
         lossless,
         ecn: c.ecn.unwrap_or(lossless),
+        trim: c.trim.unwrap_or(false),
         mtu: mtu as u32,
         wred: c
             .wred

@@ -70,6 +70,7 @@ pub struct RawClass {
     pub bandwidth_percent: Option<i64>,
     pub lossless: Option<bool>,
     pub ecn: Option<bool>,
+    pub trim: Option<bool>,
     pub mtu: Option<Value>,
     /// "off" or a table of `RawWred`.
     pub wred: Option<Value>,

@@ -61,6 +61,9 @@ pub struct QueueConfig {
     pub lossless: bool,
     /// WRED marks ECT packets instead of dropping them.
     pub ecn: bool,
+    /// A data packet that would be dropped is trimmed to its headers and
+    /// forwarded at high priority instead.
+    pub trim: bool,
     /// Largest frame the class carries, destination MAC to FCS.
     pub mtu: u32,
     pub wred: Option<WredConfig>,
@@ -77,6 +80,7 @@ impl QueueConfig {
             percent: 0,
             lossless: false,
             ecn: false,
+            trim: false,
             mtu: 9216,
             wred: None,
             xoff: Bytes::Auto,

@@ -73,6 +73,8 @@ pub struct QueueStats {
     pub wred_drops: u64,
     /// Discarded by the PFC watchdog.
     pub watchdog_drops: u64,
+    /// Data packets trimmed to their headers instead of dropped.
+    pub trims: u64,
 }
 
 /// What the transmitter gets.

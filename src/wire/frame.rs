@@ -46,6 +46,9 @@ pub enum Opcode {
     /// 0x8808, opcode 0x0101). Not an IP packet: it never leaves the link
     /// it was sent on.
     Pause,
+    /// The headers of a data packet whose payload a switch trimmed off
+    /// instead of dropping it (the PSN is the data packet's).
+    Trimmed,
     /// A global-load-balancing heartbeat between neighbouring switches (a
     /// UDP datagram): the sender's link quality bands, one byte per port.
     Heartbeat,
@@ -76,7 +79,7 @@ impl Opcode {
             Opcode::WriteOnly => 0x0A,
             Opcode::Ack | Opcode::Nak => 0x11,
             Opcode::Cnp => 0x81,
-            Opcode::Pause | Opcode::Heartbeat => 0,
+            Opcode::Pause | Opcode::Heartbeat | Opcode::Trimmed => 0,
         }
     }
 
@@ -102,6 +105,7 @@ impl Opcode {
             Opcode::Cnp => "cnp",
             Opcode::Pause => "pfc-pause",
             Opcode::Heartbeat => "glb-heartbeat",
+            Opcode::Trimmed => "trimmed",
         }
     }
 }
