@@ -16,7 +16,18 @@ fn example(name: &str) -> String {
 #[test]
 fn spraying_write_first_naks_and_write_only_does_not() {
     let (_, fml) = run_with(&example("spray-write-first"), &[]);
-    let (_, wo) = run_with(&example("spray-write-only"), &[]);
+    let (sim, wo) = run_with(&example("spray-write-only"), &[]);
+    // Per transfer: both spines used, and the out-of-order share.
+    let csv = String::from_utf8(fabricsim::report::tables::flows_csv(&sim).unwrap()).unwrap();
+    let mut rows = csv.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    for row in rows {
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!(f[col("paths_used")], "2", "{row}");
+        let frac: f64 = f[col("out_of_order_fraction")].parse().unwrap();
+        assert!(frac > 0.0 && frac < 1.0, "{row}");
+    }
     assert!(fml.out_of_order_packets > 0 && fml.naks > 0);
     assert!(fml.retransmitted_bytes > 0);
     assert!(

@@ -32,6 +32,8 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "paths",
         "path_changes",
         "ack_paths",
+        "paths_used",
+        "out_of_order_fraction",
     ])?;
     for (i, f) in sim.flows.iter().enumerate() {
         let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
@@ -77,6 +79,12 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 .sum::<u64>()
                 .to_string(),
             ack_paths(sim, f.first_qp, f.n_qps),
+            paths_used(sim, f.first_qp, f.n_qps).to_string(),
+            format!(
+                "{:.4}",
+                qps.iter().map(|q| q.resp.out_of_order).sum::<u64>() as f64
+                    / qps.iter().map(|q| q.resp.n_pkts as u64).sum::<u64>().max(1) as f64
+            ),
         ])?;
     }
     finish(w)
@@ -174,6 +182,37 @@ pub fn spread(bytes: &[u64]) -> (f64, f64) {
     let max = *bytes.iter().max().unwrap_or(&0) as f64;
     let sq: f64 = bytes.iter().map(|&b| (b as f64) * (b as f64)).sum();
     (max * n / total as f64, (total as f64).powi(2) / (n * sq))
+}
+
+/// How many distinct paths a transfer's data took: distinct static paths
+/// over its QPs or, where balancers chose dynamically, the branches of its
+/// path records (distinct switch and next-hop pairs, less one per switch,
+/// plus one).
+fn paths_used(sim: &Simulation, first_qp: u32, n_qps: u32) -> usize {
+    let qps = || (first_qp..first_qp + n_qps).map(crate::topology::QpId);
+    let mut statics: Vec<Vec<PortId>> = Vec::new();
+    let mut pairs: Vec<(u32, PortId)> = Vec::new();
+    let mut switches: Vec<u32> = Vec::new();
+    for q in qps() {
+        if let Some(r) = sim.qp_route(q) {
+            if !statics.contains(&r) {
+                statics.push(r);
+            }
+        } else if let Some(rec) = sim.paths.get(q) {
+            for st in &rec.steps {
+                if !pairs.contains(&(st.switch.0, st.port)) {
+                    pairs.push((st.switch.0, st.port));
+                }
+                if !switches.contains(&st.switch.0) {
+                    switches.push(st.switch.0);
+                }
+            }
+        }
+    }
+    statics.len()
+        + (pairs.len() + 1)
+            .saturating_sub(switches.len())
+            .min(pairs.len())
 }
 
 /// The switches each QP's ACKs cross on their way back, where they
