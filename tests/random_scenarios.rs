@@ -103,6 +103,12 @@ fn generate(seed: u64) -> String {
         // NIC would do too): keep timeouts in the realistic range.
         500 + r.below(3000)
     );
+    if r.below(3) == 0 {
+        t += &format!(
+            "out_of_order = \"reorder\"\nreorder_buffer = {}\n",
+            [4096, 65536, 1 << 20][r.below(3) as usize]
+        );
+    }
     t += &format!(
         "congestion_control = \"{}\"\n\n[pfc]\nenabled = {}\n\n[qos]\nmark_on = \"{}\"\n",
         pick(&mut r, &["dcqcn", "none"]),
@@ -119,6 +125,22 @@ fn generate(seed: u64) -> String {
             100 + r.below(1000),
             start + 1 + r.below(2000)
         );
+    }
+    if r.below(4) == 0 {
+        // A failure that heals, so that every transfer can finish.
+        let target = match kind {
+            "fat-tree" => "switch = \"core0\"".to_string(),
+            "rail-optimized" => "link = [\"leaf0\", \"spine0\"]".to_string(),
+            _ => String::new(),
+        };
+        if !target.is_empty() {
+            let at = r.below(50);
+            t += &format!(
+                "\n[routing]\nreconverge = \"{}us\"\n\n[[failure]]\n{target}\nat = \"{at}us\"\nrecover = \"{}us\"\n",
+                1 + r.below(100),
+                at + 1 + r.below(500)
+            );
+        }
     }
     for _ in 0..1 + r.below(3) {
         let pattern = pick(&mut r, &["permutation", "all-to-all", "incast"]);
@@ -229,11 +251,13 @@ fn random_scenarios_finish_conserve_bytes_and_repeat() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     let mut ran = 0;
+    let mut with_failures = 0;
     for seed in 0..cases {
         let text = generate(seed);
         let first =
             run_checked(&text).unwrap_or_else(|e| panic!("generator seed {seed}: {e}\n{text}"));
         if let Some(summary) = first {
+            with_failures += u64::from(text.contains("[[failure]]"));
             let again = run_checked(&text).unwrap().unwrap();
             assert_eq!(
                 summary, again,
@@ -245,5 +269,10 @@ fn random_scenarios_finish_conserve_bytes_and_repeat() {
     assert!(
         ran * 2 >= cases,
         "only {ran} of {cases} generated scenarios were valid"
+    );
+    eprintln!("{ran} valid scenarios, {with_failures} with a failure");
+    assert!(
+        with_failures * 40 >= ran,
+        "only {with_failures} of {ran} valid scenarios had a failure"
     );
 }
