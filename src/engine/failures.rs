@@ -218,7 +218,9 @@ impl Simulation {
             st.lost_packets += 1;
             st.lost_bytes += pkt.wire_bytes as u64;
             let q = pkt.qp.idx();
-            if pkt.opcode.is_data() {
+            let resp = &self.qps[q].resp;
+            // A late duplicate of a finished transfer costs it nothing.
+            if pkt.opcode.is_data() && resp.expected < resp.n_pkts {
                 if self.failures.qp_counted[q] != cause {
                     self.failures.qp_counted[q] = cause;
                     st.affected_qps += 1;

@@ -93,6 +93,10 @@ pub struct QpState {
     /// ECMP header CRC (unseeded) of its data packets and of the ACK/NAKs
     /// going back.
     pub header_crc: [u32; 2],
+    /// MRC: the header CRC of its data packets on each path, and of the
+    /// ACKs that come back with the same UDP source port (empty for RC).
+    pub path_crc: Vec<u32>,
+    pub path_crc_back: Vec<u32>,
     pub in_ring: bool,
     pub req: Requester,
     pub resp: Responder,
@@ -189,6 +193,12 @@ pub enum StopReason {
     Paused,
     /// No transfer made progress for a long time (see `run`).
     Stalled,
+}
+
+/// The UDP source port of an MRC QP's path: spread over the ephemeral
+/// range from the QP's own port.
+pub fn mrc_sport(base: u16, path: u8) -> u16 {
+    49152 + ((base as u32 - 49152 + path as u32 * 1031) % 16384) as u16
 }
 
 /// `pfc_slot` of a priority that is not lossless.
@@ -339,11 +349,15 @@ impl Simulation {
                     let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
                     req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
                 }
-                let resp = Responder::new(req.n_pkts, bytes, tc.mtu, tc.write_mode, tc.ooo);
+                let mut resp = Responder::new(req.n_pkts, bytes, tc.mtu, tc.write_mode, tc.ooo);
+                if let Some(m) = tc.mrc {
+                    req = req.with_mrc(m);
+                    resp = resp.with_sack();
+                }
                 let sport =
                     49152 + (streams.derive_indexed("qp/udp-sport", id as u64) % 16384) as u16;
                 let ecmp = &scenario.switch.ecmp;
-                let crc = |src, dst| {
+                let crc_on = |src, dst, sport| {
                     let template = Packet {
                         src,
                         dst,
@@ -358,6 +372,16 @@ impl Simulation {
                     };
                     Ecmp::header_crc(ecmp.hash, ecmp.fields, &template, topo.vlan_of(src))
                 };
+                let crc = |src, dst| crc_on(src, dst, sport);
+                let per_path = |src, dst| {
+                    tc.mrc.map_or(Vec::new(), |m| {
+                        (0..m.paths)
+                            .map(|p| crc_on(src, dst, mrc_sport(sport, p as u8)))
+                            .collect::<Vec<u32>>()
+                    })
+                };
+                let path_crc = per_path(spec.src_nic, spec.dst_nic);
+                let path_crc_back = per_path(spec.dst_nic, spec.src_nic);
                 qps.push(QpState {
                     flow: FlowId(fi as u32),
                     src_port: src_ports[id as usize % src_ports.len()],
@@ -367,6 +391,8 @@ impl Simulation {
                         crc(spec.src_nic, spec.dst_nic),
                         crc(spec.dst_nic, spec.src_nic),
                     ],
+                    path_crc,
+                    path_crc_back,
                     in_ring: false,
                     req,
                     resp,
@@ -399,9 +425,10 @@ impl Simulation {
             queue.push(every, Event::Sample);
         }
         let paths = paths::PathLog::new(
-            switches
-                .iter()
-                .any(|s: &SwitchState| !s.balancer.is_static()),
+            scenario.transport.mrc.is_some()
+                || switches
+                    .iter()
+                    .any(|s: &SwitchState| !s.balancer.is_static()),
             qps.len(),
         );
         let failures =
@@ -779,7 +806,12 @@ impl Simulation {
                 qp.in_ring = false;
                 continue;
             }
-            let t = qp.req.rate.earliest_send(now).max(qp.cap_next);
+            let t = qp
+                .req
+                .rate
+                .earliest_send(now)
+                .max(qp.cap_next)
+                .max(qp.req.path_ready(now));
             if t > now {
                 earliest = earliest.min(t);
                 self.qp_rings[p.idx()].push_back(q);
@@ -797,6 +829,14 @@ impl Simulation {
                 udp_sport: qp.udp_sport,
                 opcode: out.opcode,
                 tos: Packet::tos_of(self.scenario.transport.data_dscp, ecn::ECT0),
+            };
+            let pkt = match qp.path_crc.get(out.path as usize) {
+                Some(&crc) => Packet {
+                    header_crc: crc,
+                    udp_sport: mrc_sport(qp.udp_sport, out.path),
+                    ..pkt
+                },
+                None => pkt,
             };
             qp.req
                 .rate
@@ -1106,6 +1146,11 @@ impl Simulation {
                         f.acked = Some(now);
                         self.counters.flows_acked += 1;
                     }
+                } else if qp.req.mrc.is_some() && qp.req.has_data() {
+                    // An acknowledged probe may have reopened a path.
+                    self.activate(q);
+                    let p = self.qps[q.idx()].src_port;
+                    self.kick(p);
                 }
             }
             Opcode::Nak => {
@@ -1156,9 +1201,22 @@ impl Simulation {
             payload: 0,
             wire_bytes: frame::wire_bytes(opcode, 0),
             header_crc: self.qps[q.idx()].header_crc[1],
-            udp_sport: pkt.udp_sport,
+            udp_sport: self.qps[q.idx()].udp_sport,
             opcode,
             tos: Packet::tos_of(dscp, ecn::ECT0),
+        };
+        // MRC acknowledges on the path (UDP source port) the data took, so
+        // that ACKs spread, and fail, path by path like the data.
+        let qp = &self.qps[q.idx()];
+        let reply = match (0..qp.path_crc_back.len())
+            .find(|&k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
+        {
+            Some(k) => Packet {
+                header_crc: qp.path_crc_back[k],
+                udp_sport: pkt.udp_sport,
+                ..reply
+            },
+            None => reply,
         };
         match opcode {
             Opcode::Nak => self.counters.naks_sent += 1,
@@ -1198,6 +1256,10 @@ impl Simulation {
 
     fn static_route(&self, q: QpId, reverse: bool) -> Option<Vec<PortId>> {
         let qp = &self.qps[q.idx()];
+        if !reverse && !qp.path_crc.is_empty() {
+            // MRC sprays each QP over several UDP source ports.
+            return None;
+        }
         let flow = &self.flows[qp.flow.idx()];
         let (src, dst, start, opcode) = if reverse {
             (

@@ -10,6 +10,7 @@
 //! are not modelled yet.
 
 pub mod dcqcn;
+pub mod mrc;
 pub mod rate;
 pub mod transport;
 
@@ -44,6 +45,8 @@ pub struct TransportConfig {
     pub ooo: transport::OooPolicy,
     /// Reorder buffer per NIC, in payload bytes (with `OooPolicy::Reorder`).
     pub reorder_buffer: u64,
+    /// The MRC-like multipath transport instead of RC go-back-N.
+    pub mrc: Option<mrc::MrcConfig>,
     pub write_mode: WriteMode,
     /// The responder acknowledges every this many in-order packets (and
     /// always the last one).

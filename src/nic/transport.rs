@@ -40,6 +40,8 @@ pub struct Requester {
     pub retx_bytes: u64,
     pub timeouts: u32,
     pub naks: u32,
+    /// The MRC-like multipath sender, which replaces go-back-N.
+    pub mrc: Option<Box<super::mrc::Mrc>>,
 }
 
 /// One packet the requester wants to send.
@@ -49,6 +51,8 @@ pub struct Outgoing {
     pub opcode: Opcode,
     pub payload: u32,
     pub retransmission: bool,
+    /// Which of the QP's paths (UDP source ports) it takes; 0 without MRC.
+    pub path: u8,
 }
 
 /// What a timer event should lead to.
@@ -81,7 +85,14 @@ impl Requester {
             retx_bytes: 0,
             timeouts: 0,
             naks: 0,
+            mrc: None,
         }
+    }
+
+    /// Sends over many paths with selective acknowledgement (MRC-like).
+    pub fn with_mrc(mut self, cfg: super::mrc::MrcConfig) -> Self {
+        self.mrc = Some(Box::new(super::mrc::Mrc::new(cfg, self.n_pkts)));
+        self
     }
 
     pub fn payload_of(&self, psn: u32) -> u32 {
@@ -106,23 +117,64 @@ impl Requester {
 
     #[inline]
     pub fn has_data(&self) -> bool {
-        self.next < self.n_pkts
+        match &self.mrc {
+            None => self.next < self.n_pkts,
+            Some(m) => m.has_data(),
+        }
     }
 
     pub fn is_done(&self) -> bool {
         self.una == self.n_pkts
     }
 
+    /// When a path will take the next packet: `now` without MRC or with a
+    /// usable path, else when the first resting path is back (`MAX` while
+    /// every path waits on a probe's fate).
+    #[inline]
+    pub fn path_ready(&self, now: SimTime) -> SimTime {
+        match &self.mrc {
+            None => now,
+            Some(m) => m.ready_at(now),
+        }
+    }
+
+    fn arm(&mut self, now: SimTime, rto: SimTime) -> Option<SimTime> {
+        if self.rto_deadline == SimTime::MAX {
+            self.rto_deadline = now + rto;
+            if !self.timer_event {
+                self.timer_event = true;
+                return Some(self.rto_deadline);
+            }
+        }
+        None
+    }
+
     /// Takes the next packet to send. Returns it and, if the retransmission
     /// timer was idle and has no event pending, the time to schedule one.
     pub fn send_next(&mut self, now: SimTime, rto: SimTime) -> (Outgoing, Option<SimTime>) {
         debug_assert!(self.has_data());
+        if let Some(m) = &mut self.mrc {
+            let (psn, path, again) = m.next(now);
+            let out = Outgoing {
+                psn,
+                opcode: self.opcode_of(psn),
+                payload: self.payload_of(psn),
+                retransmission: again,
+                path,
+            };
+            if again {
+                self.retx_packets += 1;
+                self.retx_bytes += out.payload as u64;
+            }
+            return (out, self.arm(now, rto));
+        }
         let psn = self.next;
         let out = Outgoing {
             psn,
             opcode: self.opcode_of(psn),
             payload: self.payload_of(psn),
             retransmission: psn < self.high,
+            path: 0,
         };
         if out.retransmission {
             self.retx_packets += 1;
@@ -130,20 +182,21 @@ impl Requester {
         }
         self.next += 1;
         self.high = self.high.max(self.next);
-        let mut schedule = None;
-        if self.rto_deadline == SimTime::MAX {
-            self.rto_deadline = now + rto;
-            if !self.timer_event {
-                self.timer_event = true;
-                schedule = Some(self.rto_deadline);
-            }
-        }
-        (out, schedule)
+        (out, self.arm(now, rto))
     }
 
     /// A cumulative ACK for every PSN up to and including `psn`. Returns
     /// true when this ACK completed the transfer.
     pub fn on_ack(&mut self, now: SimTime, psn: u32, rto: SimTime) -> bool {
+        if let Some(m) = &mut self.mrc {
+            // Selective: this PSN only.
+            let done = m.on_ack(psn);
+            self.una = m.una;
+            if done {
+                self.rto_deadline = SimTime::MAX;
+            }
+            return done;
+        }
         let was_done = self.is_done();
         let acked = (psn + 1).min(self.n_pkts);
         if acked > self.una {
@@ -162,6 +215,11 @@ impl Requester {
     /// it (go-back-N).
     pub fn on_nak(&mut self, now: SimTime, psn: u32, rto: SimTime) {
         self.naks += 1;
+        if let Some(m) = &mut self.mrc {
+            // This PSN's headers came back trimmed.
+            m.on_trim(now, psn);
+            return;
+        }
         if psn > 0 {
             self.on_ack(now, psn - 1, rto);
         }
@@ -180,6 +238,26 @@ impl Requester {
         self.timer_event = true;
         if now < self.rto_deadline {
             return TimerAction::Wait(self.rto_deadline);
+        }
+        if let Some(m) = &mut self.mrc {
+            let (n, next) = m.on_timer(now, rto);
+            if n > 0 {
+                self.timeouts += 1;
+                self.rto_deadline = if next == SimTime::MAX {
+                    now + rto
+                } else {
+                    next
+                };
+                return TimerAction::Retransmit(self.rto_deadline);
+            }
+            if next == SimTime::MAX {
+                // Nothing outstanding: the next send re-arms the timer.
+                self.timer_event = false;
+                self.rto_deadline = SimTime::MAX;
+                return TimerAction::Lapse;
+            }
+            self.rto_deadline = next;
+            return TimerAction::Wait(next);
         }
         self.timeouts += 1;
         self.next = self.una;
@@ -234,6 +312,8 @@ pub struct Responder {
     pub delivered_bytes: u64,
     /// Trimmed packets (headers only) received.
     pub trimmed: u64,
+    /// MRC-like: place every packet and acknowledge each PSN selectively.
+    sack: bool,
 }
 
 /// What the responder does with one data packet.
@@ -267,6 +347,14 @@ impl Responder {
             policy,
             ..Default::default()
         }
+    }
+
+    /// The MRC-like receiver: every packet is placed where it belongs and
+    /// acknowledged by its own PSN.
+    pub fn with_sack(mut self) -> Self {
+        self.sack = true;
+        self.place = true;
+        self
     }
 
     fn payload_of(&self, psn: u32) -> u64 {
@@ -304,7 +392,43 @@ impl Responder {
         if psn < self.expected || self.is_ahead(psn) {
             return None;
         }
+        if self.sack {
+            // Selective: ask for exactly this PSN.
+            self.naks_sent += 1;
+            return Some((Opcode::Nak, psn));
+        }
         self.nak_once()
+    }
+
+    fn on_data_sack(&mut self, psn: u32, payload: u32) -> RxOutcome {
+        let ack = Some((Opcode::Ack, psn));
+        if psn < self.expected || self.is_ahead(psn) {
+            self.duplicates += 1;
+            return RxOutcome {
+                reply: ack,
+                accepted: false,
+                delivered: 0,
+                completed: false,
+            };
+        }
+        if psn == self.expected {
+            self.expected += 1;
+            while self.expected < self.n_pkts && self.is_ahead(self.expected) {
+                let e = self.expected;
+                self.set_ahead(e, false);
+                self.expected += 1;
+            }
+        } else {
+            self.out_of_order += 1;
+            self.set_ahead(psn, true);
+        }
+        self.delivered_bytes += payload as u64;
+        RxOutcome {
+            reply: ack,
+            accepted: true,
+            delivered: payload as u64,
+            completed: self.expected == self.n_pkts,
+        }
     }
 
     fn nak_once(&mut self) -> Option<(Opcode, u32)> {
@@ -330,6 +454,9 @@ impl Responder {
             delivered: 0,
             completed: false,
         };
+        if self.sack {
+            return self.on_data_sack(psn, payload);
+        }
         if psn == self.expected {
             let mut delivered = payload as u64;
             self.expected += 1;

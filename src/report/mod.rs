@@ -120,6 +120,11 @@ pub struct Summary {
     pub trimmed_packets: u64,
     pub max_reorder_bytes_per_qp: u64,
     pub max_reorder_bytes_per_nic: u64,
+    /// MRC-like transport: times a path was taken out of use, and PSNs
+    /// resent after a trim or a timeout.
+    pub mrc_paths_failed: u64,
+    pub mrc_trim_resends: u64,
+    pub mrc_timeout_resends: u64,
     pub failure_lost_packets: u64,
     pub failure_lost_bytes: u64,
     pub reconvergences: u64,
@@ -291,6 +296,9 @@ impl Summary {
             path_changes: sim.paths.qps.iter().map(|p| p.changes).sum(),
             reorder_discards: sim.qps.iter().map(|q| q.resp.discarded).sum(),
             trimmed_packets: c.trimmed_packets,
+            mrc_paths_failed: mrc_sum(sim, |m| m.paths_failed),
+            mrc_trim_resends: mrc_sum(sim, |m| m.trim_resends),
+            mrc_timeout_resends: mrc_sum(sim, |m| m.timeout_resends),
             max_reorder_bytes_per_qp: sim
                 .qps
                 .iter()
@@ -326,6 +334,14 @@ impl Summary {
             balancers: balancers(sim),
         }
     }
+}
+
+fn mrc_sum(sim: &Simulation, f: impl Fn(&crate::nic::mrc::MrcStats) -> u64) -> u64 {
+    sim.qps
+        .iter()
+        .filter_map(|q| q.req.mrc.as_ref())
+        .map(|m| f(&m.stats))
+        .sum()
 }
 
 fn imbalance(b: &[UplinkBalance]) -> Option<f64> {

@@ -475,10 +475,45 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         &path.key("reorder_buffer"),
         1 << 20,
     )?;
+    let mrc = match t.protocol.as_deref() {
+        None | Some("rc") => {
+            for (k, given) in [("mrc_paths", t.mrc_paths.is_some()), ("mrc_probe", t.mrc_probe.is_some())] {
+                if given {
+                    return Err(KeyError::new(&path.key(k), "is only used with protocol = \"mrc\""));
+                }
+            }
+            None
+        }
+        Some("mrc") => {
+            let d = crate::nic::mrc::MrcConfig::default();
+            let paths = match t.mrc_paths {
+                None => d.paths,
+                Some(n @ 1..=256) => n as u32,
+                Some(n) => {
+                    return Err(KeyError::new(
+                        &path.key("mrc_paths"),
+                        format!("got {n}, expected 1 to 256 paths (UDP source ports) per QP"),
+                    ))
+                }
+            };
+            let probe = time(t.mrc_probe.as_ref(), &path.key("mrc_probe"), d.probe)?;
+            if probe == SimTime::ZERO {
+                return Err(KeyError::new(&path.key("mrc_probe"), "got 0, expected how long a lossy path rests, e.g. \"50us\""));
+            }
+            Some(crate::nic::mrc::MrcConfig { paths, probe })
+        }
+        Some(other) => {
+            return Err(KeyError::new(
+                &path.key("protocol"),
+                format!("got \"{other}\", expected \"rc\" (go-back-N RoCEv2) or \"mrc\" (multipath, selective)"),
+            ))
+        }
+    };
     Ok(TransportConfig {
         mtu: mtu as u32,
         ooo,
         reorder_buffer,
+        mrc,
         write_mode,
         ack_every: count(t.ack_every, &path.key("ack_every"), 4, 1)?,
         rto,

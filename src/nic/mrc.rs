@@ -1,0 +1,327 @@
+//! An MRC-like multipath sender (after OpenAI's Multipath Reliable
+//! Connection): one transfer is sprayed over `paths` paths by giving each
+//! packet one of the QP's UDP source ports (the entropy switches hash),
+//! round robin over the paths in good health. The receiver places every
+//! packet where it belongs and acknowledges each PSN selectively; the
+//! sender resends exactly what is missing: a PSN whose headers came back
+//! trimmed (NAKed by PSN), or one unacknowledged for a retransmission
+//! timeout. A path that lost a packet (trim or timeout) is taken out of
+//! use for `probe` and then tried again: its next packet is the probe,
+//! and a second loss takes it out again for twice as long.
+
+use crate::units::SimTime;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MrcConfig {
+    /// Entropy values (paths) per QP.
+    pub paths: u32,
+    /// How long a path that lost a packet stays out of use.
+    pub probe: SimTime,
+}
+
+impl Default for MrcConfig {
+    fn default() -> Self {
+        MrcConfig {
+            paths: 8,
+            probe: SimTime::from_us(50),
+        }
+    }
+}
+
+/// What the multipath sender did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MrcStats {
+    /// Times a path was taken out of use.
+    pub paths_failed: u64,
+    /// PSNs resent because their headers came back trimmed.
+    pub trim_resends: u64,
+    /// PSNs resent after a timeout.
+    pub timeout_resends: u64,
+}
+
+const NEVER: SimTime = SimTime::MAX;
+const NO_PROBE: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+pub struct Mrc {
+    pub cfg: MrcConfig,
+    n: u32,
+    acked: Vec<u64>,
+    pub n_acked: u32,
+    /// Oldest unacknowledged PSN.
+    pub una: u32,
+    /// Next PSN never sent.
+    pub next_new: u32,
+    sent_at: Vec<SimTime>,
+    path_of: Vec<u8>,
+    queued: Vec<u64>,
+    resend: std::collections::VecDeque<u32>,
+    rr: u32,
+    bad_until: Vec<SimTime>,
+    /// A path that has rested carries one probe at a time until a probe
+    /// is acknowledged: the probe's PSN, or `NO_PROBE`.
+    probing: Vec<bool>,
+    probe_psn: Vec<u32>,
+    /// Current out-of-use time per path (doubles on repeated losses).
+    penalty: Vec<SimTime>,
+    pub stats: MrcStats,
+}
+
+fn bit(v: &[u64], i: u32) -> bool {
+    v[i as usize / 64] & (1 << (i % 64)) != 0
+}
+
+fn set(v: &mut [u64], i: u32, on: bool) {
+    let w = &mut v[i as usize / 64];
+    if on {
+        *w |= 1 << (i % 64);
+    } else {
+        *w &= !(1 << (i % 64));
+    }
+}
+
+impl Mrc {
+    pub fn new(cfg: MrcConfig, n_pkts: u32) -> Self {
+        let words = n_pkts as usize / 64 + 1;
+        let paths = cfg.paths.clamp(1, 256) as usize;
+        Mrc {
+            n: n_pkts,
+            acked: vec![0; words],
+            n_acked: 0,
+            una: 0,
+            next_new: 0,
+            sent_at: vec![NEVER; n_pkts as usize],
+            path_of: vec![0; n_pkts as usize],
+            queued: vec![0; words],
+            resend: Default::default(),
+            rr: 0,
+            bad_until: vec![SimTime::ZERO; paths],
+            probing: vec![false; paths],
+            probe_psn: vec![NO_PROBE; paths],
+            penalty: vec![cfg.probe; paths],
+            cfg,
+            stats: MrcStats::default(),
+        }
+    }
+
+    pub fn has_data(&self) -> bool {
+        !self.resend.is_empty() || self.next_new < self.n
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.n_acked == self.n
+    }
+
+    /// Paths in full use at `now` (not resting, not probing).
+    pub fn healthy(&self, now: SimTime) -> usize {
+        (0..self.bad_until.len())
+            .filter(|&p| self.bad_until[p] <= now && !self.probing[p])
+            .count()
+    }
+
+    /// When some path may take a packet: `now` if one may, else when the
+    /// first resting path is back (`MAX` while every path waits on a
+    /// probe's fate).
+    pub fn ready_at(&self, now: SimTime) -> SimTime {
+        let mut t = NEVER;
+        for p in 0..self.bad_until.len() {
+            if self.usable(p, now) {
+                return now;
+            }
+            if self.bad_until[p] > now {
+                t = t.min(self.bad_until[p]);
+            }
+        }
+        t
+    }
+
+    /// Whether path `p` may take a packet now: healthy, or rested and
+    /// without a probe in flight.
+    fn usable(&self, p: usize, now: SimTime) -> bool {
+        self.bad_until[p] <= now && (!self.probing[p] || self.probe_psn[p] == NO_PROBE)
+    }
+
+    /// The next PSN to send, the path it takes, and whether it was sent
+    /// before.
+    pub fn next(&mut self, now: SimTime) -> (u32, u8, bool) {
+        let psn = match self.resend.pop_front() {
+            Some(p) => {
+                set(&mut self.queued, p, false);
+                p
+            }
+            None => {
+                self.next_new += 1;
+                self.next_new - 1
+            }
+        };
+        let paths = self.bad_until.len() as u32;
+        let mut path = None;
+        for k in 0..paths {
+            let cand = (self.rr + k) % paths;
+            if self.usable(cand as usize, now) {
+                path = Some(cand);
+                break;
+            }
+        }
+        // Every path out of use: the one back soonest.
+        let path = path.unwrap_or_else(|| {
+            (0..paths)
+                .min_by_key(|&p| self.bad_until[p as usize])
+                .unwrap_or(0)
+        });
+        self.rr = (path + 1) % paths;
+        if self.probing[path as usize] {
+            self.probe_psn[path as usize] = psn;
+        }
+        let again = self.sent_at[psn as usize] != NEVER;
+        self.sent_at[psn as usize] = now;
+        self.path_of[psn as usize] = path as u8;
+        (psn, path as u8, again)
+    }
+
+    /// PSN `psn` arrived. True if it completed the transfer.
+    pub fn on_ack(&mut self, psn: u32) -> bool {
+        if psn >= self.n || bit(&self.acked, psn) {
+            return false;
+        }
+        set(&mut self.acked, psn, true);
+        self.n_acked += 1;
+        // A path that delivers is healthy again at its first penalty.
+        let p = self.path_of[psn as usize] as usize;
+        self.penalty[p] = self.cfg.probe;
+        self.probing[p] = false;
+        self.probe_psn[p] = NO_PROBE;
+        while self.una < self.n && bit(&self.acked, self.una) {
+            self.una += 1;
+        }
+        self.is_done()
+    }
+
+    fn requeue(&mut self, psn: u32) {
+        if !bit(&self.acked, psn) && !bit(&self.queued, psn) {
+            set(&mut self.queued, psn, true);
+            self.resend.push_back(psn);
+        }
+    }
+
+    fn path_lost(&mut self, now: SimTime, p: usize) {
+        if self.bad_until[p] <= now {
+            self.stats.paths_failed += 1;
+            self.bad_until[p] = now + self.penalty[p];
+            self.penalty[p] = SimTime(self.penalty[p].0.saturating_mul(2));
+            self.probing[p] = true;
+            self.probe_psn[p] = NO_PROBE;
+        }
+    }
+
+    /// The headers of PSN `psn` came back trimmed: resend it, and rest
+    /// the path it took.
+    pub fn on_trim(&mut self, now: SimTime, psn: u32) {
+        if psn >= self.n || bit(&self.acked, psn) {
+            return;
+        }
+        self.stats.trim_resends += 1;
+        self.requeue(psn);
+        self.path_lost(now, self.path_of[psn as usize] as usize);
+    }
+
+    /// Every PSN sent at least `rto` ago and not acknowledged is resent,
+    /// and its path rested. Returns how many, and when the oldest still
+    /// outstanding times out.
+    pub fn on_timer(&mut self, now: SimTime, rto: SimTime) -> (u64, SimTime) {
+        let mut n = 0;
+        let mut next = NEVER;
+        for psn in self.una..self.next_new {
+            if bit(&self.acked, psn) || bit(&self.queued, psn) {
+                continue;
+            }
+            let at = self.sent_at[psn as usize];
+            if at + rto <= now {
+                n += 1;
+                self.requeue(psn);
+                self.path_lost(now, self.path_of[psn as usize] as usize);
+            } else {
+                next = next.min(at + rto);
+            }
+        }
+        self.stats.timeout_resends += n;
+        (n, next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sprays_round_robin_and_resends_only_what_is_missing() {
+        let cfg = MrcConfig {
+            paths: 4,
+            probe: SimTime::from_us(10),
+        };
+        let mut m = Mrc::new(cfg, 8);
+        let sent: Vec<(u32, u8, bool)> = (0..8).map(|_| m.next(SimTime::ZERO)).collect();
+        assert_eq!(
+            sent.iter().map(|s| s.1).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 0, 1, 2, 3]
+        );
+        for psn in [0, 1, 3, 4, 5, 7] {
+            m.on_ack(psn);
+        }
+        // PSN 2 (path 2) came back trimmed: only it is resent, not on path 2.
+        m.on_trim(SimTime(5), 2);
+        assert_eq!(m.healthy(SimTime(5)), 3);
+        let (psn, path, again) = m.next(SimTime(5));
+        assert_eq!((psn, again), (2, true));
+        assert_ne!(path, 2);
+        m.on_ack(2);
+        // PSN 6 times out; the path it took rests too.
+        let (n, _) = m.on_timer(SimTime::from_us(1000), SimTime::from_us(100));
+        assert_eq!(n, 1);
+        assert_eq!(m.next(SimTime::from_us(1000)).0, 6);
+        assert!(!m.has_data());
+        assert!(m.on_ack(6));
+        assert_eq!(m.stats.paths_failed, 2);
+        assert_eq!((m.stats.trim_resends, m.stats.timeout_resends), (1, 1));
+    }
+
+    #[test]
+    fn a_rested_path_carries_one_probe_and_rests_longer_if_it_fails() {
+        let mut m = Mrc::new(
+            MrcConfig {
+                paths: 2,
+                probe: SimTime::from_us(10),
+            },
+            100,
+        );
+        let (p0, path, _) = m.next(SimTime::ZERO);
+        assert_eq!(path, 0);
+        m.on_trim(SimTime::ZERO, p0);
+        // Resting: everything goes to path 1.
+        assert!((0..3).all(|_| m.next(SimTime::from_us(5)).1 == 1));
+        // Back after 10 us, for one probe only.
+        let t = SimTime::from_us(10);
+        let probe = loop {
+            let (psn, path, _) = m.next(t);
+            if path == 0 {
+                break psn;
+            }
+        };
+        assert!((0..4).all(|_| m.next(t).1 == 1), "one probe at a time");
+        // The probe is lost too: out for 20 us this time.
+        m.on_trim(t, probe);
+        assert_eq!(m.ready_at(t), t, "path 1 is still fine");
+        let u = t + SimTime::from_us(19);
+        assert!((0..3).all(|_| m.next(u).1 == 1));
+        let back = t + SimTime::from_us(20);
+        let probe = loop {
+            let (psn, path, _) = m.next(back);
+            if path == 0 {
+                break psn;
+            }
+        };
+        // This probe arrives: the path is in full use again.
+        m.on_ack(probe);
+        assert_eq!(m.healthy(back), 2);
+    }
+}
