@@ -1139,6 +1139,9 @@ impl Simulation {
             }
             Opcode::Ack => {
                 let qp = &mut self.qps[q.idx()];
+                if let Some(m) = &mut qp.req.mrc {
+                    m.on_echo(now, pkt.psn, pkt.ecn() == ecn::CE);
+                }
                 if qp.req.on_ack(now, pkt.psn, rto) {
                     let f = &mut self.flows[qp.flow.idx()];
                     f.tx_done_qps += 1;
@@ -1206,7 +1209,8 @@ impl Simulation {
             tos: Packet::tos_of(dscp, ecn::ECT0),
         };
         // MRC acknowledges on the path (UDP source port) the data took, so
-        // that ACKs spread, and fail, path by path like the data.
+        // that ACKs spread, and fail, path by path like the data, and
+        // echoes the data's CE mark for the sender's path health.
         let qp = &self.qps[q.idx()];
         let reply = match (0..qp.path_crc_back.len())
             .find(|&k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
@@ -1214,6 +1218,14 @@ impl Simulation {
             Some(k) => Packet {
                 header_crc: qp.path_crc_back[k],
                 udp_sport: pkt.udp_sport,
+                tos: Packet::tos_of(
+                    dscp,
+                    if pkt.ecn() == ecn::CE {
+                        ecn::CE
+                    } else {
+                        ecn::ECT0
+                    },
+                ),
                 ..reply
             },
             None => reply,

@@ -17,6 +17,9 @@ pub struct MrcConfig {
     pub paths: u32,
     /// How long a path that lost a packet stays out of use.
     pub probe: SimTime,
+    /// A path whose share of CE-marked packets (an EWMA over its ACKs'
+    /// echoes, weight 1/16) exceeds this is rested too; 1 or more: never.
+    pub ecn_threshold: f64,
 }
 
 impl Default for MrcConfig {
@@ -24,6 +27,7 @@ impl Default for MrcConfig {
         MrcConfig {
             paths: 8,
             probe: SimTime::from_us(50),
+            ecn_threshold: 0.5,
         }
     }
 }
@@ -37,6 +41,8 @@ pub struct MrcStats {
     pub trim_resends: u64,
     /// PSNs resent after a timeout.
     pub timeout_resends: u64,
+    /// Times a path was rested for its ECN marks.
+    pub ecn_rests: u64,
 }
 
 const NEVER: SimTime = SimTime::MAX;
@@ -58,6 +64,8 @@ pub struct Mrc {
     resend: std::collections::VecDeque<u32>,
     rr: u32,
     bad_until: Vec<SimTime>,
+    /// Share of CE-marked packets per path (EWMA).
+    ce: Vec<f64>,
     /// A path that has rested carries one probe at a time until a probe
     /// is acknowledged: the probe's PSN, or `NO_PROBE`.
     probing: Vec<bool>,
@@ -96,6 +104,7 @@ impl Mrc {
             resend: Default::default(),
             rr: 0,
             bad_until: vec![SimTime::ZERO; paths],
+            ce: vec![0.0; paths],
             probing: vec![false; paths],
             probe_psn: vec![NO_PROBE; paths],
             penalty: vec![cfg.probe; paths],
@@ -179,6 +188,21 @@ impl Mrc {
         (psn, path as u8, again)
     }
 
+    /// The ACK of PSN `psn` echoed whether the packet was CE-marked: a
+    /// path that marks most of its packets is rested like a lossy one.
+    pub fn on_echo(&mut self, now: SimTime, psn: u32, ce: bool) {
+        if psn >= self.n || self.cfg.ecn_threshold >= 1.0 {
+            return;
+        }
+        let p = self.path_of[psn as usize] as usize;
+        self.ce[p] += (f64::from(u8::from(ce)) - self.ce[p]) / 16.0;
+        if self.ce[p] > self.cfg.ecn_threshold && self.bad_until[p] <= now {
+            self.stats.ecn_rests += 1;
+            self.ce[p] = 0.0;
+            self.path_lost(now, p);
+        }
+    }
+
     /// PSN `psn` arrived. True if it completed the transfer.
     pub fn on_ack(&mut self, psn: u32) -> bool {
         if psn >= self.n || bit(&self.acked, psn) {
@@ -258,6 +282,7 @@ mod tests {
         let cfg = MrcConfig {
             paths: 4,
             probe: SimTime::from_us(10),
+            ..Default::default()
         };
         let mut m = Mrc::new(cfg, 8);
         let sent: Vec<(u32, u8, bool)> = (0..8).map(|_| m.next(SimTime::ZERO)).collect();
@@ -291,6 +316,7 @@ mod tests {
             MrcConfig {
                 paths: 2,
                 probe: SimTime::from_us(10),
+                ..Default::default()
             },
             100,
         );
@@ -323,5 +349,29 @@ mod tests {
         // This probe arrives: the path is in full use again.
         m.on_ack(probe);
         assert_eq!(m.healthy(back), 2);
+    }
+
+    /// A path whose packets come back CE-marked most of the time rests.
+    #[test]
+    fn a_path_that_marks_most_packets_rests() {
+        let mut m = Mrc::new(
+            MrcConfig {
+                paths: 2,
+                ..Default::default()
+            },
+            200,
+        );
+        let t = SimTime::ZERO;
+        for _ in 0..100 {
+            let (psn, path, _) = m.next(t);
+            m.on_echo(t, psn, path == 1);
+            m.on_ack(psn);
+            if m.stats.ecn_rests > 0 {
+                break;
+            }
+        }
+        assert_eq!(m.stats.ecn_rests, 1);
+        assert_eq!(m.healthy(t), 1);
+        assert_eq!(m.next(t).1, 0);
     }
 }

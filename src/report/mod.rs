@@ -125,6 +125,8 @@ pub struct Summary {
     pub mrc_paths_failed: u64,
     pub mrc_trim_resends: u64,
     pub mrc_timeout_resends: u64,
+    /// MRC: times a path was rested for its share of ECN marks.
+    pub mrc_ecn_rests: u64,
     pub failure_lost_packets: u64,
     pub failure_lost_bytes: u64,
     pub reconvergences: u64,
@@ -299,6 +301,7 @@ impl Summary {
             mrc_paths_failed: mrc_sum(sim, |m| m.paths_failed),
             mrc_trim_resends: mrc_sum(sim, |m| m.trim_resends),
             mrc_timeout_resends: mrc_sum(sim, |m| m.timeout_resends),
+            mrc_ecn_rests: mrc_sum(sim, |m| m.ecn_rests),
             max_reorder_bytes_per_qp: sim
                 .qps
                 .iter()

@@ -249,6 +249,7 @@ pub struct RawTransport {
     pub protocol: Option<String>,
     pub mrc_paths: Option<i64>,
     pub mrc_probe: Option<Value>,
+    pub mrc_ecn_threshold: Option<Value>,
     pub reorder_buffer: Option<Value>,
     pub dscp: Option<i64>,
     pub cnp_dscp: Option<i64>,

@@ -477,7 +477,11 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     )?;
     let mrc = match t.protocol.as_deref() {
         None | Some("rc") => {
-            for (k, given) in [("mrc_paths", t.mrc_paths.is_some()), ("mrc_probe", t.mrc_probe.is_some())] {
+            for (k, given) in [
+                ("mrc_paths", t.mrc_paths.is_some()),
+                ("mrc_probe", t.mrc_probe.is_some()),
+                ("mrc_ecn_threshold", t.mrc_ecn_threshold.is_some()),
+            ] {
                 if given {
                     return Err(KeyError::new(&path.key(k), "is only used with protocol = \"mrc\""));
                 }
@@ -500,7 +504,22 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             if probe == SimTime::ZERO {
                 return Err(KeyError::new(&path.key("mrc_probe"), "got 0, expected how long a lossy path rests, e.g. \"50us\""));
             }
-            Some(crate::nic::mrc::MrcConfig { paths, probe })
+            let ecn_threshold = match &t.mrc_ecn_threshold {
+                None => d.ecn_threshold,
+                Some(Value::Float(f)) if (0.0..=1.0).contains(f) => *f,
+                Some(Value::Integer(n @ 0..=1)) => *n as f64,
+                Some(other) => {
+                    return Err(KeyError::new(
+                        &path.key("mrc_ecn_threshold"),
+                        format!("got {}, expected a share of CE-marked packets from 0 to 1 (1: never rest a path for ECN)", show(other)),
+                    ))
+                }
+            };
+            Some(crate::nic::mrc::MrcConfig {
+                paths,
+                probe,
+                ecn_threshold,
+            })
         }
         Some(other) => {
             return Err(KeyError::new(
