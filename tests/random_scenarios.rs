@@ -103,6 +103,9 @@ fn generate(seed: u64) -> String {
         // NIC would do too): keep timeouts in the realistic range.
         500 + r.below(3000)
     );
+    if r.below(5) == 0 {
+        t += &format!("protocol = \"mrc\"\nmrc_paths = {}\n", 1 + r.below(16));
+    }
     if r.below(3) == 0 {
         t += &format!(
             "out_of_order = \"reorder\"\nreorder_buffer = {}\n",

@@ -218,9 +218,10 @@ impl Simulation {
             st.lost_packets += 1;
             st.lost_bytes += pkt.wire_bytes as u64;
             let q = pkt.qp.idx();
-            let resp = &self.qps[q].resp;
-            // A late duplicate of a finished transfer costs it nothing.
-            if pkt.opcode.is_data() && resp.expected < resp.n_pkts {
+            // Only data counts against a QP (control frames carry no QP),
+            // and a late duplicate of a finished transfer costs it nothing.
+            let unfinished = |r: &crate::nic::transport::Responder| r.expected < r.n_pkts;
+            if pkt.opcode.is_data() && unfinished(&self.qps[q].resp) {
                 if self.failures.qp_counted[q] != cause {
                     self.failures.qp_counted[q] = cause;
                     st.affected_qps += 1;
