@@ -162,3 +162,59 @@ fn mrc_stops_using_a_failed_path_without_routing_help() {
     assert!(2 * mrc.failure_lost_packets < rc.failure_lost_packets);
     sim.check_conservation().unwrap();
 }
+
+/// MRC over two planes: on a dual-rail fabric each NIC has a port on each
+/// rail (two disjoint fabrics). One QP sprays over both ports and moves
+/// twice what a one-port RC QP moves; when one plane's link dies it
+/// carries on over the other without routing help.
+#[test]
+fn mrc_sprays_over_planes_and_survives_losing_one() {
+    let text = r#"
+[topology]
+kind = "dual-rail"
+hosts = 2
+gpus_per_host = 1
+nic_speed = "200G"
+nic_ports = 2
+
+[transport]
+protocol = "mrc"
+rto = "100us"
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "16MB"
+"#;
+    let (sim, mrc) = run_with(text, &[]);
+    let (_, rc) = run_with(text, &["transport.protocol=\"rc\""]);
+    let ratio = rc.makespan_ps as f64 / mrc.makespan_ps as f64;
+    assert!(
+        (1.9..2.1).contains(&ratio),
+        "two planes, twice as fast: {ratio}"
+    );
+    let up: Vec<u64> = sim.topo.nics[0]
+        .ports
+        .iter()
+        .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+        .collect();
+    assert!(
+        up.iter().all(|&b| b > 7_000_000),
+        "both planes carry data: {up:?}"
+    );
+
+    let nic = &sim.topo.nics[0].name;
+    let failed = format!(
+        "{text}\n[routing]\nreconverge = \"10ms\"\n\n[[failure]]\nlink = [\"{nic}\", \"rail-a\"]\nat = \"50us\"\n"
+    );
+    let (_, f) = run_with(&failed, &[]);
+    assert_eq!(f.flows_completed, 1);
+    assert!(f.failure_lost_packets > 0 && f.mrc_paths_failed > 0);
+    assert!(
+        f.makespan_ps < 1_000_000_000,
+        "finished on plane B alone: {}",
+        f.makespan_ps
+    );
+    assert!(f.makespan_ps > mrc.makespan_ps);
+}

@@ -97,7 +97,11 @@ pub struct QpState {
     /// ACKs that come back with the same UDP source port (empty for RC).
     pub path_crc: Vec<u32>,
     pub path_crc_back: Vec<u32>,
-    pub in_ring: bool,
+    /// MRC over several NIC ports (planes): every port of the NIC, the
+    /// first being `src_port`; otherwise just `src_port`.
+    pub planes: Vec<PortId>,
+    /// Which of `planes` have the QP on their round-robin ring (a bit each).
+    pub in_ring: u8,
     pub req: Requester,
     pub resp: Responder,
     /// A workload rate cap: this QP's share (bits/s) and when it may send
@@ -351,7 +355,7 @@ impl Simulation {
                 }
                 let mut resp = Responder::new(req.n_pkts, bytes, tc.mtu, tc.write_mode, tc.ooo);
                 if let Some(m) = tc.mrc {
-                    req = req.with_mrc(m);
+                    req = req.with_mrc(m, src_ports.len().min(8) as u32);
                     resp = resp.with_sack();
                 }
                 let sport =
@@ -393,7 +397,15 @@ impl Simulation {
                     ],
                     path_crc,
                     path_crc_back,
-                    in_ring: false,
+                    planes: if tc.mrc.is_some() && src_ports.len() > 1 {
+                        let first = id as usize % src_ports.len();
+                        (0..src_ports.len().min(8))
+                            .map(|k| src_ports[(first + k) % src_ports.len()])
+                            .collect()
+                    } else {
+                        vec![src_ports[id as usize % src_ports.len()]]
+                    },
+                    in_ring: 0,
                     req,
                     resp,
                     cap_bps: spec.rate.map_or(0.0, |r| r.bps() as f64 / n_qps as f64),
@@ -652,17 +664,29 @@ impl Simulation {
             self.activate(QpId(q));
         }
         for q in first..first + n {
-            let p = self.qps[q as usize].src_port;
-            self.kick(p);
+            self.kick_qp(QpId(q));
         }
     }
 
-    /// Puts a QP with data to send on its port's round-robin ring.
+    /// Puts a QP with data to send on its ports' round-robin rings.
     fn activate(&mut self, q: QpId) {
         let qp = &mut self.qps[q.idx()];
-        if !qp.in_ring && qp.req.has_data() {
-            qp.in_ring = true;
-            self.qp_rings[qp.src_port.idx()].push_back(q);
+        if !qp.req.has_data() {
+            return;
+        }
+        for (k, &p) in qp.planes.iter().enumerate() {
+            if qp.in_ring & (1 << k) == 0 {
+                qp.in_ring |= 1 << k;
+                self.qp_rings[p.idx()].push_back(q);
+            }
+        }
+    }
+
+    /// Wakes every port a QP sends from.
+    fn kick_qp(&mut self, q: QpId) {
+        for k in 0..self.qps[q.idx()].planes.len() {
+            let p = self.qps[q.idx()].planes[k];
+            self.kick(p);
         }
     }
 
@@ -802,8 +826,9 @@ impl Simulation {
         for _ in 0..self.qp_rings[p.idx()].len() {
             let q = self.qp_rings[p.idx()].pop_front()?;
             let qp = &mut self.qps[q.idx()];
+            let plane = qp.planes.iter().position(|&x| x == p).unwrap_or(0);
             if !qp.req.has_data() {
-                qp.in_ring = false;
+                qp.in_ring &= !(1 << plane);
                 continue;
             }
             let t = qp
@@ -811,13 +836,13 @@ impl Simulation {
                 .rate
                 .earliest_send(now)
                 .max(qp.cap_next)
-                .max(qp.req.path_ready(now));
+                .max(qp.req.path_ready(now, plane as u8));
             if t > now {
                 earliest = earliest.min(t);
                 self.qp_rings[p.idx()].push_back(q);
                 continue;
             }
-            let (out, timer) = qp.req.send_next(now, rto);
+            let (out, timer) = qp.req.send_next(now, rto, plane as u8);
             let pkt = Packet {
                 src: nic,
                 dst: self.flows[qp.flow.idx()].spec.dst_nic,
@@ -830,13 +855,16 @@ impl Simulation {
                 opcode: out.opcode,
                 tos: Packet::tos_of(self.scenario.transport.data_dscp, ecn::ECT0),
             };
-            let pkt = match qp.path_crc.get(out.path as usize) {
-                Some(&crc) => Packet {
-                    header_crc: crc,
-                    udp_sport: mrc_sport(qp.udp_sport, out.path),
+            let pkt = if qp.path_crc.is_empty() {
+                pkt
+            } else {
+                // Paths are numbered plane by plane; the entropy repeats.
+                let k = out.path as usize % qp.path_crc.len();
+                Packet {
+                    header_crc: qp.path_crc[k],
+                    udp_sport: mrc_sport(qp.udp_sport, k as u8),
                     ..pkt
-                },
-                None => pkt,
+                }
             };
             qp.req
                 .rate
@@ -848,7 +876,7 @@ impl Simulation {
             if qp.req.has_data() {
                 self.qp_rings[p.idx()].push_back(q);
             } else {
-                qp.in_ring = false;
+                qp.in_ring &= !(1 << plane);
             }
             if let Some(at) = timer {
                 self.queue.push(at, Event::Rto(q));
@@ -918,7 +946,7 @@ impl Simulation {
                     self.receive_pause(p, &pkt);
                     self.packets.free(id);
                 } else {
-                    self.nic_receive(id);
+                    self.nic_receive(p, id);
                 }
             }
         }
@@ -1114,7 +1142,8 @@ impl Simulation {
         self.packets.free(id);
     }
 
-    fn nic_receive(&mut self, id: PacketId) {
+    /// A frame arrived at NIC port `at`.
+    fn nic_receive(&mut self, at: PortId, id: PacketId) {
         let pkt = *self.packets.get(id);
         self.packets.free(id);
         let q = pkt.qp;
@@ -1127,7 +1156,7 @@ impl Simulation {
             Opcode::Trimmed => {
                 // Only the headers made it: ask for the payload again.
                 if let Some((opcode, psn)) = self.qps[q.idx()].resp.on_trimmed(pkt.psn) {
-                    self.reply(q, &pkt, opcode, psn);
+                    self.reply(q, at, &pkt, opcode, psn);
                 }
             }
             Opcode::Cnp => {
@@ -1152,15 +1181,13 @@ impl Simulation {
                 } else if qp.req.mrc.is_some() && qp.req.has_data() {
                     // An acknowledged probe may have reopened a path.
                     self.activate(q);
-                    let p = self.qps[q.idx()].src_port;
-                    self.kick(p);
+                    self.kick_qp(q);
                 }
             }
             Opcode::Nak => {
                 self.qps[q.idx()].req.on_nak(now, pkt.psn, rto);
                 self.activate(q);
-                let p = self.qps[q.idx()].src_port;
-                self.kick(p);
+                self.kick_qp(q);
             }
             _ => {
                 self.counters.payload_arrived += pkt.payload as u64;
@@ -1186,7 +1213,7 @@ impl Simulation {
                     }
                 }
                 if let Some((opcode, psn)) = out.reply {
-                    self.reply(q, &pkt, opcode, psn);
+                    self.reply(q, at, &pkt, opcode, psn);
                 }
             }
         }
@@ -1194,7 +1221,7 @@ impl Simulation {
 
     /// The receiver of QP `q` answers data packet `pkt` with an ACK or NAK,
     /// in the data's traffic class.
-    fn reply(&mut self, q: QpId, pkt: &Packet, opcode: Opcode, psn: u32) {
+    fn reply(&mut self, q: QpId, at: PortId, pkt: &Packet, opcode: Opcode, psn: u32) {
         let dscp = self.scenario.transport.data_dscp;
         let reply = Packet {
             src: pkt.dst,
@@ -1234,7 +1261,12 @@ impl Simulation {
             Opcode::Nak => self.counters.naks_sent += 1,
             _ => self.counters.acks_sent += 1,
         }
-        let port = self.qps[q.idx()].dst_port;
+        // MRC answers through the port (plane) the data came in on.
+        let port = if self.qps[q.idx()].path_crc.is_empty() {
+            self.qps[q.idx()].dst_port
+        } else {
+            at
+        };
         let queue = self.nic_classes.queue_of(dscp);
         let rid = self.packets.alloc(reply);
         self.offer(port, queue, rid, reply.wire_bytes, LOCAL);
@@ -1248,8 +1280,7 @@ impl Simulation {
             TimerAction::Retransmit(at) => {
                 self.queue.push(at, Event::Rto(q));
                 self.activate(q);
-                let p = self.qps[q.idx()].src_port;
-                self.kick(p);
+                self.kick_qp(q);
             }
         }
     }

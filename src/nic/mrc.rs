@@ -59,10 +59,13 @@ pub struct Mrc {
     /// Next PSN never sent.
     pub next_new: u32,
     sent_at: Vec<SimTime>,
-    path_of: Vec<u8>,
+    /// Path of each PSN's last transmission (planes x paths per plane).
+    path_of: Vec<u16>,
+    per_plane: u32,
     queued: Vec<u64>,
     resend: std::collections::VecDeque<u32>,
-    rr: u32,
+    /// Next path to try, per plane.
+    rr: Vec<u32>,
     bad_until: Vec<SimTime>,
     /// Share of CE-marked packets per path (EWMA).
     ce: Vec<f64>,
@@ -90,8 +93,16 @@ fn set(v: &mut [u64], i: u32, on: bool) {
 
 impl Mrc {
     pub fn new(cfg: MrcConfig, n_pkts: u32) -> Self {
+        Self::with_planes(cfg, n_pkts, 1)
+    }
+
+    /// A sender whose QP sprays over `planes` NIC ports, `cfg.paths` paths
+    /// on each.
+    pub fn with_planes(cfg: MrcConfig, n_pkts: u32, planes: u32) -> Self {
         let words = n_pkts as usize / 64 + 1;
-        let paths = cfg.paths.clamp(1, 256) as usize;
+        let planes = planes.clamp(1, 8);
+        let per_plane = cfg.paths.clamp(1, 256);
+        let paths = (planes * per_plane) as usize;
         Mrc {
             n: n_pkts,
             acked: vec![0; words],
@@ -100,9 +111,10 @@ impl Mrc {
             next_new: 0,
             sent_at: vec![NEVER; n_pkts as usize],
             path_of: vec![0; n_pkts as usize],
+            per_plane,
             queued: vec![0; words],
             resend: Default::default(),
-            rr: 0,
+            rr: vec![0; planes as usize],
             bad_until: vec![SimTime::ZERO; paths],
             ce: vec![0.0; paths],
             probing: vec![false; paths],
@@ -131,9 +143,9 @@ impl Mrc {
     /// When some path may take a packet: `now` if one may, else when the
     /// first resting path is back (`MAX` while every path waits on a
     /// probe's fate).
-    pub fn ready_at(&self, now: SimTime) -> SimTime {
+    pub fn ready_at(&self, now: SimTime, plane: u8) -> SimTime {
         let mut t = NEVER;
-        for p in 0..self.bad_until.len() {
+        for p in self.plane_paths(plane) {
             if self.usable(p, now) {
                 return now;
             }
@@ -150,9 +162,19 @@ impl Mrc {
         self.bad_until[p] <= now && (!self.probing[p] || self.probe_psn[p] == NO_PROBE)
     }
 
-    /// The next PSN to send, the path it takes, and whether it was sent
-    /// before.
-    pub fn next(&mut self, now: SimTime) -> (u32, u8, bool) {
+    fn plane_paths(&self, plane: u8) -> std::ops::Range<usize> {
+        let first = (plane as u32 % self.rr.len() as u32 * self.per_plane) as usize;
+        first..first + self.per_plane as usize
+    }
+
+    /// The next PSN to send on plane 0 (see `next_on`).
+    pub fn next(&mut self, now: SimTime) -> (u32, u16, bool) {
+        self.next_on(now, 0)
+    }
+
+    /// The next PSN to send from the NIC port of `plane`, the path it
+    /// takes (numbered plane by plane), and whether it was sent before.
+    pub fn next_on(&mut self, now: SimTime, plane: u8) -> (u32, u16, bool) {
         let psn = match self.resend.pop_front() {
             Some(p) => {
                 set(&mut self.queued, p, false);
@@ -163,10 +185,12 @@ impl Mrc {
                 self.next_new - 1
             }
         };
-        let paths = self.bad_until.len() as u32;
+        let range = self.plane_paths(plane);
+        let (first, paths) = (range.start as u32, self.per_plane);
+        let slot = plane as usize % self.rr.len();
         let mut path = None;
         for k in 0..paths {
-            let cand = (self.rr + k) % paths;
+            let cand = first + (self.rr[slot] + k) % paths;
             if self.usable(cand as usize, now) {
                 path = Some(cand);
                 break;
@@ -174,18 +198,19 @@ impl Mrc {
         }
         // Every path out of use: the one back soonest.
         let path = path.unwrap_or_else(|| {
-            (0..paths)
-                .min_by_key(|&p| self.bad_until[p as usize])
-                .unwrap_or(0)
+            range
+                .clone()
+                .min_by_key(|&p| self.bad_until[p])
+                .unwrap_or(range.start) as u32
         });
-        self.rr = (path + 1) % paths;
+        self.rr[slot] = (path - first + 1) % paths;
         if self.probing[path as usize] {
             self.probe_psn[path as usize] = psn;
         }
         let again = self.sent_at[psn as usize] != NEVER;
         self.sent_at[psn as usize] = now;
-        self.path_of[psn as usize] = path as u8;
-        (psn, path as u8, again)
+        self.path_of[psn as usize] = path as u16;
+        (psn, path as u16, again)
     }
 
     /// The ACK of PSN `psn` echoed whether the packet was CE-marked: a
@@ -285,7 +310,7 @@ mod tests {
             ..Default::default()
         };
         let mut m = Mrc::new(cfg, 8);
-        let sent: Vec<(u32, u8, bool)> = (0..8).map(|_| m.next(SimTime::ZERO)).collect();
+        let sent: Vec<(u32, u16, bool)> = (0..8).map(|_| m.next(SimTime::ZERO)).collect();
         assert_eq!(
             sent.iter().map(|s| s.1).collect::<Vec<_>>(),
             vec![0, 1, 2, 3, 0, 1, 2, 3]
@@ -336,7 +361,7 @@ mod tests {
         assert!((0..4).all(|_| m.next(t).1 == 1), "one probe at a time");
         // The probe is lost too: out for 20 us this time.
         m.on_trim(t, probe);
-        assert_eq!(m.ready_at(t), t, "path 1 is still fine");
+        assert_eq!(m.ready_at(t, 0), t, "path 1 is still fine");
         let u = t + SimTime::from_us(19);
         assert!((0..3).all(|_| m.next(u).1 == 1));
         let back = t + SimTime::from_us(20);

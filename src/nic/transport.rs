@@ -51,8 +51,8 @@ pub struct Outgoing {
     pub opcode: Opcode,
     pub payload: u32,
     pub retransmission: bool,
-    /// Which of the QP's paths (UDP source ports) it takes; 0 without MRC.
-    pub path: u8,
+    /// Which of the QP's paths it takes (plane by plane); 0 without MRC.
+    pub path: u16,
 }
 
 /// What a timer event should lead to.
@@ -90,8 +90,13 @@ impl Requester {
     }
 
     /// Sends over many paths with selective acknowledgement (MRC-like).
-    pub fn with_mrc(mut self, cfg: super::mrc::MrcConfig) -> Self {
-        self.mrc = Some(Box::new(super::mrc::Mrc::new(cfg, self.n_pkts)));
+    /// `planes`: NIC ports the QP sprays over.
+    pub fn with_mrc(mut self, cfg: super::mrc::MrcConfig, planes: u32) -> Self {
+        self.mrc = Some(Box::new(super::mrc::Mrc::with_planes(
+            cfg,
+            self.n_pkts,
+            planes,
+        )));
         self
     }
 
@@ -131,10 +136,10 @@ impl Requester {
     /// usable path, else when the first resting path is back (`MAX` while
     /// every path waits on a probe's fate).
     #[inline]
-    pub fn path_ready(&self, now: SimTime) -> SimTime {
+    pub fn path_ready(&self, now: SimTime, plane: u8) -> SimTime {
         match &self.mrc {
             None => now,
-            Some(m) => m.ready_at(now),
+            Some(m) => m.ready_at(now, plane),
         }
     }
 
@@ -151,10 +156,17 @@ impl Requester {
 
     /// Takes the next packet to send. Returns it and, if the retransmission
     /// timer was idle and has no event pending, the time to schedule one.
-    pub fn send_next(&mut self, now: SimTime, rto: SimTime) -> (Outgoing, Option<SimTime>) {
+    /// `plane`: which of the QP's NIC ports sends it (MRC over several
+    /// planes; 0 otherwise).
+    pub fn send_next(
+        &mut self,
+        now: SimTime,
+        rto: SimTime,
+        plane: u8,
+    ) -> (Outgoing, Option<SimTime>) {
         debug_assert!(self.has_data());
         if let Some(m) = &mut self.mrc {
-            let (psn, path, again) = m.next(now);
+            let (psn, path, again) = m.next_on(now, plane);
             let out = Outgoing {
                 psn,
                 opcode: self.opcode_of(psn),
@@ -552,11 +564,11 @@ mod tests {
     fn nak_goes_back_and_counts_retransmissions() {
         let mut r = Requester::new(5 * 1000, 1000, WriteMode::FirstMiddleLast);
         for _ in 0..5 {
-            r.send_next(SimTime::ZERO, RTO);
+            r.send_next(SimTime::ZERO, RTO, 0);
         }
         r.on_nak(SimTime(10), 2, RTO);
         assert_eq!((r.una, r.next), (2, 2));
-        let (o, _) = r.send_next(SimTime(20), RTO);
+        let (o, _) = r.send_next(SimTime(20), RTO, 0);
         assert!(o.retransmission);
         assert_eq!(r.retx_bytes, 1000);
         assert!(r.on_ack(SimTime(30), 4, RTO));
@@ -566,9 +578,9 @@ mod tests {
     #[test]
     fn timer_waits_then_retransmits_then_lapses() {
         let mut r = Requester::new(3000, 1000, WriteMode::FirstMiddleLast);
-        let (_, t) = r.send_next(SimTime::ZERO, RTO);
+        let (_, t) = r.send_next(SimTime::ZERO, RTO, 0);
         assert_eq!(t, Some(RTO));
-        r.send_next(SimTime(1), RTO);
+        r.send_next(SimTime(1), RTO, 0);
         r.on_ack(SimTime(50), 0, RTO);
         assert_eq!(r.on_timer(RTO, RTO), TimerAction::Wait(SimTime(50) + RTO));
         let t2 = SimTime(50) + RTO;
