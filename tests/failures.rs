@@ -167,3 +167,29 @@ fn failure_settings_are_checked() {
     let e = common::error_of(&link, &[]);
     assert!(e.contains("below the link's"), "{e}");
 }
+
+/// Dynamic balancers after a spine failure: DLB and GLB stop choosing the
+/// dead spine once routing reconverges (GLB even sees it as the worst
+/// path before), and every transfer completes.
+#[test]
+fn dlb_and_glb_route_around_a_dead_spine() {
+    let text = std::fs::read_to_string("examples/failures/spine-failure.toml").unwrap();
+    let text = text.replace("recover = \"500us\"\n", "");
+    for mode in ["dlb", "glb"] {
+        let (sim, s) = run_with(&text, &[&format!("switch.balance.mode=\"{mode}\"")]);
+        assert_eq!(s.flows_completed, s.flows_total, "{mode}");
+        assert!(s.failure_lost_packets > 0, "{mode}");
+        assert_eq!(s.failures[0].flows_moved, None, "{mode}: paths are dynamic");
+        // After the reconvergence nothing reaches spine1: its ports sent
+        // only what they sent before the failure.
+        let before_fail: u64 = spine_bytes(&sim, "spine1");
+        let total: u64 = ["spine0", "spine2", "spine3"]
+            .iter()
+            .map(|n| spine_bytes(&sim, n))
+            .sum();
+        assert!(
+            before_fail * 4 < total,
+            "{mode}: spine1 {before_fail} vs {total}"
+        );
+    }
+}

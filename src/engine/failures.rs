@@ -33,6 +33,15 @@ pub struct FailureStats {
     pub reconverged_at: Option<SimTime>,
 }
 
+/// A QP's path at a reconvergence.
+enum Active {
+    Finished,
+    /// Follows from the header: these egress ports.
+    Static(Vec<PortId>),
+    /// Chosen packet by packet or flowlet by flowlet.
+    Dynamic,
+}
+
 /// No failure to blame (yet).
 const NONE: u32 = u32::MAX;
 
@@ -172,12 +181,13 @@ impl Simulation {
                 .reroute(&routes0.switches[s], &self.routes.switches[s], &self.topo);
         }
         let after = self.active_routes();
+        // Counted only when every QP still sending follows a static path.
         let moved = before
             .iter()
             .zip(&after)
             .try_fold(0u64, |n, (a, b)| match (a, b) {
-                (Some(a), Some(b)) => Some(n + u64::from(a != b)),
-                (None, None) => Some(n),
+                (Active::Static(a), Active::Static(b)) => Some(n + u64::from(a != b)),
+                (Active::Finished, _) | (_, Active::Finished) => Some(n),
                 _ => None,
             });
         self.failures.reconvergences += 1;
@@ -185,21 +195,22 @@ impl Simulation {
             let st = &mut self.failures.stats[i as usize];
             if st.reconverged_at.is_none() {
                 st.reconverged_at = Some(self.now);
-                st.flows_moved = moved.filter(|_| before.iter().any(|r| r.is_some()));
+                st.flows_moved = moved;
             }
         }
     }
 
-    /// The static route of every QP still sending (`None` for finished
-    /// QPs, or a QP whose switches choose dynamically).
-    fn active_routes(&self) -> Vec<Option<Vec<PortId>>> {
+    /// Where every QP still sending goes.
+    fn active_routes(&self) -> Vec<Active> {
         (0..self.qps.len() as u32)
             .map(|q| {
-                let qp = &self.qps[q as usize];
-                if qp.req.is_done() {
-                    return None;
+                if self.qps[q as usize].req.is_done() {
+                    return Active::Finished;
                 }
-                self.qp_route(QpId(q))
+                match self.qp_route(QpId(q)) {
+                    Some(r) => Active::Static(r),
+                    None => Active::Dynamic,
+                }
             })
             .collect()
     }
