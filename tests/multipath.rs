@@ -159,7 +159,15 @@ fn mrc_stops_using_a_failed_path_without_routing_help() {
         "go-back-N QPs waited for routing"
     );
     assert!(mrc.mrc_paths_failed > 0 && mrc.mrc_timeout_resends > 0);
-    assert!(2 * mrc.failure_lost_packets < rc.failure_lost_packets);
+    // RC keeps sending into the dead link until routing reconverges; MRC
+    // loses what it sent before its timeouts found the dead paths, then
+    // only the odd probe.
+    assert!(
+        10 * mrc.failure_lost_packets < rc.failure_lost_packets,
+        "mrc lost {}, rc {}",
+        mrc.failure_lost_packets,
+        rc.failure_lost_packets
+    );
     sim.check_conservation().unwrap();
 }
 

@@ -20,6 +20,8 @@ pub struct FailureStats {
     pub degrade: Option<Rate>,
     pub lost_packets: u64,
     pub lost_bytes: u64,
+    /// When the last frame was lost to it.
+    pub last_loss_at: Option<SimTime>,
     /// QPs that lost a packet to it.
     pub affected_qps: u64,
     /// When the last affected QP delivered in-order data again (`None`
@@ -99,6 +101,7 @@ impl FailureState {
                     degrade: f.degrade,
                     lost_packets: 0,
                     lost_bytes: 0,
+                    last_loss_at: None,
                     affected_qps: 0,
                     recovered_at: None,
                     pending: 0,
@@ -228,6 +231,7 @@ impl Simulation {
         if let Some(st) = self.failures.stats.get_mut(cause as usize) {
             st.lost_packets += 1;
             st.lost_bytes += pkt.wire_bytes as u64;
+            st.last_loss_at = Some(self.now);
             let q = pkt.qp.idx();
             // Only data counts against a QP (control frames carry no QP),
             // and a late duplicate of a finished transfer costs it nothing.

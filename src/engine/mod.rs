@@ -1169,7 +1169,16 @@ impl Simulation {
             Opcode::Ack => {
                 let qp = &mut self.qps[q.idx()];
                 if let Some(m) = &mut qp.req.mrc {
-                    m.on_echo(now, pkt.psn, pkt.ecn() == ecn::CE);
+                    // The copy acknowledged took the path the ACK names
+                    // (its source port, on the plane it came back on),
+                    // not necessarily the PSN's latest transmission.
+                    let k = (0..qp.path_crc.len())
+                        .position(|k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
+                        .unwrap_or(0);
+                    let plane = qp.planes.iter().position(|&x| x == at).unwrap_or(0);
+                    let path = m.path_index(plane, k);
+                    m.on_echo(now, path, pkt.ecn() == ecn::CE);
+                    m.delivered_on(path);
                 }
                 if qp.req.on_ack(now, pkt.psn, rto) {
                     let f = &mut self.flows[qp.flow.idx()];

@@ -213,18 +213,37 @@ impl Mrc {
         (psn, path as u16, again)
     }
 
-    /// The ACK of PSN `psn` echoed whether the packet was CE-marked: a
-    /// path that marks most of its packets is rested like a lossy one.
-    pub fn on_echo(&mut self, now: SimTime, psn: u32, ce: bool) {
-        if psn >= self.n || self.cfg.ecn_threshold >= 1.0 {
+    /// Path number of entropy value `k` on NIC port `plane`.
+    pub fn path_index(&self, plane: usize, k: usize) -> usize {
+        (plane % self.rr.len()) * self.per_plane as usize + k % self.per_plane as usize
+    }
+
+    /// An ACK came back for a copy sent on `path`, echoing whether it was
+    /// CE-marked: a path that marks most of its packets is rested like a
+    /// lossy one.
+    pub fn on_echo(&mut self, now: SimTime, path: usize, ce: bool) {
+        if path >= self.ce.len() || self.cfg.ecn_threshold >= 1.0 {
             return;
         }
-        let p = self.path_of[psn as usize] as usize;
+        let p = path;
         self.ce[p] += (f64::from(u8::from(ce)) - self.ce[p]) / 16.0;
         if self.ce[p] > self.cfg.ecn_threshold && self.bad_until[p] <= now {
             self.stats.ecn_rests += 1;
             self.ce[p] = 0.0;
             self.path_lost(now, p);
+        }
+    }
+
+    /// A copy sent on `path` arrived: the path is in full use again (a
+    /// rest that a spurious timeout started ends), at its first penalty. (The path comes from the ACK, not from the PSN: after
+    /// a spurious timeout the first copy's ACK must not clear the path the
+    /// second copy took.)
+    pub fn delivered_on(&mut self, path: usize) {
+        if path < self.penalty.len() {
+            self.bad_until[path] = SimTime::ZERO;
+            self.penalty[path] = self.cfg.probe;
+            self.probing[path] = false;
+            self.probe_psn[path] = NO_PROBE;
         }
     }
 
@@ -235,11 +254,6 @@ impl Mrc {
         }
         set(&mut self.acked, psn, true);
         self.n_acked += 1;
-        // A path that delivers is healthy again at its first penalty.
-        let p = self.path_of[psn as usize] as usize;
-        self.penalty[p] = self.cfg.probe;
-        self.probing[p] = false;
-        self.probe_psn[p] = NO_PROBE;
         while self.una < self.n && bit(&self.acked, self.una) {
             self.una += 1;
         }
@@ -373,6 +387,7 @@ mod tests {
         };
         // This probe arrives: the path is in full use again.
         m.on_ack(probe);
+        m.delivered_on(0);
         assert_eq!(m.healthy(back), 2);
     }
 
@@ -389,7 +404,7 @@ mod tests {
         let t = SimTime::ZERO;
         for _ in 0..100 {
             let (psn, path, _) = m.next(t);
-            m.on_echo(t, psn, path == 1);
+            m.on_echo(t, path as usize, path == 1);
             m.on_ack(psn);
             if m.stats.ecn_rests > 0 {
                 break;
@@ -398,5 +413,39 @@ mod tests {
         assert_eq!(m.stats.ecn_rests, 1);
         assert_eq!(m.healthy(t), 1);
         assert_eq!(m.next(t).1, 0);
+    }
+
+    /// A spurious timeout: the first copy (path 0) arrives late, after the
+    /// second went out on a path that is resting with a probe in flight.
+    /// The first copy's ACK names path 0, so the resting path stays out.
+    #[test]
+    fn a_late_ack_of_an_earlier_copy_does_not_heal_another_path() {
+        let mut m = Mrc::new(
+            MrcConfig {
+                paths: 2,
+                probe: SimTime::from_us(10),
+                ..Default::default()
+            },
+            10,
+        );
+        let (a, pa, _) = m.next(SimTime::ZERO);
+        let (b, pb, _) = m.next(SimTime::ZERO);
+        assert_eq!((pa, pb), (0, 1));
+        m.on_ack(b);
+        m.delivered_on(1);
+        // PSN a times out; path 0 rests, and a goes again on path 1.
+        m.on_timer(SimTime::from_us(100), SimTime::from_us(100));
+        assert_eq!(m.healthy(SimTime::from_us(100)), 1);
+        // Path 1 loses a packet and rests too.
+        let (c, pc, _) = m.next(SimTime::from_us(100));
+        assert_eq!((c, pc), (a, 1));
+        m.on_trim(SimTime::from_us(101), c);
+        assert_eq!(m.healthy(SimTime::from_us(101)), 0);
+        // The first copy of a (path 0) is acknowledged late: path 0 is
+        // healthy again, path 1 is not.
+        m.on_ack(a);
+        m.delivered_on(0);
+        assert_eq!(m.healthy(SimTime::from_us(102)), 1);
+        assert_eq!(m.next(SimTime::from_us(102)).1, 0);
     }
 }

@@ -155,6 +155,9 @@ pub struct FailureReport {
     pub degraded_to_gbps: Option<f64>,
     pub lost_packets: u64,
     pub lost_bytes: u64,
+    /// From the failure until the last frame lost to it: how long senders
+    /// (or routing) kept using the dead path.
+    pub losing_for_ps: Option<u64>,
     /// QPs that lost data packets to it.
     pub affected_qps: u64,
     pub reconverged_ps: Option<u64>,
@@ -323,6 +326,7 @@ impl Summary {
                     degraded_to_gbps: f.degrade.map(|r| r.bps() as f64 / 1e9),
                     lost_packets: f.lost_packets,
                     lost_bytes: f.lost_bytes,
+                    losing_for_ps: f.last_loss_at.map(|t| t.0.saturating_sub(f.at.0)),
                     affected_qps: f.affected_qps,
                     reconverged_ps: f.reconverged_at.map(|t| t.0),
                     progress_again_after_ps: f.recovered_at.map(|t| t.0.saturating_sub(f.at.0)),
