@@ -180,6 +180,25 @@ pub fn parse_rate(s: &str) -> Option<Rate> {
     scaled(v, scale).filter(|r| *r > 0).map(Rate)
 }
 
+/// Parses a bandwidth in bytes per second: "900GB/s", "64GB/s",
+/// "32GBps", "1.8TB/s".
+pub fn parse_byte_rate(s: &str) -> Option<u64> {
+    let (v, unit) = split_number(s)?;
+    let scale = match unit.as_str() {
+        "b/s" | "bps" => 1.0,
+        "kb/s" | "kbps" => 1e3,
+        "mb/s" | "mbps" => 1e6,
+        "gb/s" | "gbps" => 1e9,
+        "tb/s" | "tbps" => 1e12,
+        _ => return None,
+    };
+    // Bits are refused: "B" must be a capital.
+    if !s.contains('B') {
+        return None;
+    }
+    scaled(v, scale).filter(|r| *r > 0)
+}
+
 /// Parses a size in bytes: "4096", "4KB", "2MB" (decimal), "4KiB", "2MiB"
 /// (binary), "9216B".
 pub fn parse_bytes(s: &str) -> Option<u64> {
@@ -243,6 +262,10 @@ mod tests {
         assert_eq!(parse_rate("400Gbps"), Some(Rate::gbps(400)));
         assert_eq!(parse_rate("1.6T"), Some(Rate(1_600_000_000_000)));
         assert_eq!(parse_rate("100GB/s"), None);
+        assert_eq!(parse_byte_rate("900GB/s"), Some(900_000_000_000));
+        assert_eq!(parse_byte_rate("1.8TB/s"), Some(1_800_000_000_000));
+        assert_eq!(parse_byte_rate("400Gb/s"), None);
+        assert_eq!(parse_byte_rate("900"), None);
         assert_eq!(parse_bytes("2MB"), Some(2_000_000));
         assert_eq!(parse_bytes("4KiB"), Some(4096));
         assert_eq!(parse_bytes("-5"), None);

@@ -25,6 +25,7 @@ mod lossless;
 pub mod paths;
 pub mod port;
 pub mod queue;
+pub mod tasks;
 
 use crate::nic::dcqcn::Dcqcn;
 use crate::nic::rate::RateControl;
@@ -82,6 +83,14 @@ pub enum Event {
     Recover(u32),
     /// Routing reacts to the failures and recoveries so far.
     Reconverge,
+    /// A task of the graph may start (its time has come).
+    TaskReady(u32),
+    /// A task's time (compute, NVLink latency) is over.
+    TaskDone(u32),
+    /// A connection's message is on the wire: its next one may start.
+    LaneFree(u32),
+    /// An NVLink copy in this host may be done (host, generation).
+    Nvlink(u32, u32),
 }
 
 /// Both halves of a queue pair and where they sit.
@@ -116,6 +125,8 @@ pub struct QpState {
 
 pub struct FlowState {
     pub spec: FlowSpec,
+    /// When it started (its task's start for a gated flow).
+    pub start: SimTime,
     pub first_qp: u32,
     pub n_qps: u32,
     pub rx_done_qps: u32,
@@ -252,6 +263,8 @@ pub struct Simulation {
     pub packets: PacketArena,
     pub qps: Vec<QpState>,
     pub flows: Vec<FlowState>,
+    /// The task graph of collectives and jobs, and NVLink copies.
+    pub tasks: tasks::TaskState,
     pub counters: Counters,
     pub firsts: FirstEvents,
 }
@@ -263,6 +276,8 @@ impl Simulation {
             topology: topo,
             routes,
             flows: specs,
+            graph,
+            collectives,
         } = prepared;
         let streams = Streams::new(scenario.seed);
         let ports = PortState::from_topology(&topo);
@@ -358,8 +373,14 @@ impl Simulation {
                     req = req.with_mrc(m, src_ports.len().min(8) as u32);
                     resp = resp.with_sack();
                 }
-                let sport =
-                    49152 + (streams.derive_indexed("qp/udp-sport", id as u64) % 16384) as u16;
+                // Messages of one connection reuse its QPs' source ports.
+                let sport = match spec.conn {
+                    Some(c) => {
+                        streams.derive_indexed("conn/udp-sport", c.wrapping_mul(1024) + i as u64)
+                    }
+                    None => streams.derive_indexed("qp/udp-sport", id as u64),
+                };
+                let sport = 49152 + (sport % 16384) as u16;
                 let ecmp = &scenario.switch.ecmp;
                 let crc_on = |src, dst, sport| {
                     let template = Packet {
@@ -415,8 +436,11 @@ impl Simulation {
                     cnps_received: 0,
                 });
             }
-            queue.push(spec.start, Event::FlowStart(FlowId(fi as u32)));
+            if !spec.gated {
+                queue.push(spec.start, Event::FlowStart(FlowId(fi as u32)));
+            }
             flows.push(FlowState {
+                start: if spec.gated { SimTime::MAX } else { spec.start },
                 spec,
                 first_qp,
                 n_qps,
@@ -455,6 +479,14 @@ impl Simulation {
             topo.nics.len()
         ];
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
+        let nvlink = tasks::Nvlink::new(
+            topo.hosts.len(),
+            scenario.host.nvlink_bytes_per_s / 2,
+            scenario.host.nvlink_latency,
+        );
+        let tasks = tasks::TaskState::new(graph, collectives, flows.len(), nvlink, |t, e| {
+            queue.push(t, e)
+        });
         let qp_tenant: Vec<u16> = qps
             .iter()
             .map(|q| {
@@ -494,6 +526,7 @@ impl Simulation {
             packets: PacketArena::default(),
             qps,
             flows,
+            tasks,
             counters: Counters::default(),
             firsts: FirstEvents::default(),
         };
@@ -563,7 +596,7 @@ impl Simulation {
     /// Changes whenever any transfer makes progress.
     fn progress_mark(&self) -> (u64, u64) {
         let acked: u64 = self.qps.iter().map(|q| q.req.una as u64).sum();
-        (self.counters.bytes_delivered, acked)
+        (self.counters.bytes_delivered, acked + self.tasks.tasks_done)
     }
 
     /// Handles events due at or before `until`, at most `max_events` of
@@ -574,7 +607,7 @@ impl Simulation {
         let mut handled = 0;
         let total = self.flows.len() as u64;
         while let Some(t) = self.queue.peek_time() {
-            if self.counters.flows_acked == total {
+            if self.counters.flows_acked == total && self.tasks.all_done() {
                 return StopReason::Finished;
             }
             if t > until || handled == max_events {
@@ -652,10 +685,15 @@ impl Simulation {
             Event::Fail(i) => self.fail(i, false),
             Event::Recover(i) => self.fail(i, true),
             Event::Reconverge => self.reconverge(),
+            Event::TaskReady(t) => self.task_ready(t),
+            Event::TaskDone(t) => self.task_done(t),
+            Event::LaneFree(l) => self.lane_free(l),
+            Event::Nvlink(h, gen) => self.nvlink_event(h, gen),
         }
     }
 
     fn flow_start(&mut self, f: FlowId) {
+        self.flows[f.idx()].start = self.now;
         let (first, n) = {
             let fl = &self.flows[f.idx()];
             (fl.first_qp, fl.n_qps)
@@ -843,6 +881,7 @@ impl Simulation {
                 continue;
             }
             let (out, timer) = qp.req.send_next(now, rto, plane as u8);
+            let sent_all = !out.retransmission && out.psn + 1 == qp.req.n_pkts;
             let pkt = Packet {
                 src: nic,
                 dst: self.flows[qp.flow.idx()].spec.dst_nic,
@@ -884,6 +923,10 @@ impl Simulation {
             self.counters.data_packets_sent += 1;
             self.counters.payload_sent += out.payload as u64;
             self.counters.payload_in_flight += out.payload as u64;
+            if sent_all {
+                let f = self.qps[q.idx()].flow;
+                self.flow_sent(f);
+            }
             return Some(self.packets.alloc(pkt));
         }
         if earliest < SimTime::MAX {
@@ -1219,6 +1262,9 @@ impl Simulation {
                     if f.rx_done_qps == f.n_qps {
                         f.finish = Some(now);
                         self.counters.flows_completed += 1;
+                        if let Some(t) = self.tasks.of_flow(flow) {
+                            self.task_done(t);
+                        }
                     }
                 }
                 if let Some((opcode, psn)) = out.reply {

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::engine::{Simulation, StopReason};
 use crate::topology::{Owner, PortId, SwitchId};
+use crate::units::SimTime;
 
 pub use text::{compare, render};
 
@@ -142,6 +143,53 @@ pub struct Summary {
     pub uplink_imbalance: Option<f64>,
     /// What each tier's balancer did.
     pub balancers: Vec<BalancerReport>,
+    /// Each collective, as nccl-tests reports it.
+    pub collectives: Vec<CollectiveReport>,
+    /// Bytes copied over NVLink inside hosts.
+    pub nvlink_bytes: u64,
+}
+
+/// One collective: nccl-tests' size, time, algorithm and bus bandwidth
+/// (GB/s are 1e9 bytes per second).
+#[derive(Serialize, Debug, Clone)]
+pub struct CollectiveReport {
+    /// Index of its workload entry.
+    pub workload: u32,
+    pub collective: String,
+    pub algorithm: String,
+    pub ranks: usize,
+    pub bytes: u64,
+    pub start_ps: u64,
+    /// `None` if it did not finish.
+    pub time_ps: Option<u64>,
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
+}
+
+impl CollectiveReport {
+    pub fn of(sim: &Simulation) -> Vec<CollectiveReport> {
+        let t = &sim.tasks;
+        t.collectives
+            .iter()
+            .map(|c| {
+                let start = t.done[c.start as usize];
+                let end = t.done[c.end as usize];
+                let time = (end != SimTime::MAX).then(|| end.0 - start.0);
+                let algbw = time.map(|ps| c.bytes as f64 * 1e3 / ps.max(1) as f64);
+                CollectiveReport {
+                    workload: c.workload,
+                    collective: c.op.name().to_string(),
+                    algorithm: c.algorithm.name().to_string(),
+                    ranks: c.ranks,
+                    bytes: c.bytes,
+                    start_ps: if start == SimTime::MAX { 0 } else { start.0 },
+                    time_ps: time,
+                    algbw_gbps: algbw,
+                    busbw_gbps: algbw.map(|a| a * c.op.busbw_factor(c.ranks)),
+                }
+            })
+            .collect()
+    }
 }
 
 /// One failure and what it cost.
@@ -217,7 +265,7 @@ impl Summary {
         let mut makespan = 0;
         for f in &sim.flows {
             if let Some(fin) = f.finish {
-                let t = fin - f.spec.start;
+                let t = fin - f.start;
                 fct.push(t.0 as f64);
                 slow.push(t.0 as f64 / f.ideal_fct.0.max(1) as f64);
                 makespan = makespan.max(fin.0);
@@ -339,6 +387,8 @@ impl Summary {
             uplink_imbalance: imbalance(&balance),
             uplink_balance: balance,
             balancers: balancers(sim),
+            collectives: CollectiveReport::of(sim),
+            nvlink_bytes: sim.tasks.nvlink.bytes,
         }
     }
 }
@@ -530,6 +580,9 @@ pub fn write_outputs(
             ("qps.csv", tables::qps_csv(sim)?),
             ("groups.csv", tables::groups_csv(sim)?),
         ];
+        if !summary.collectives.is_empty() {
+            files.push(("collectives.csv", tables::collectives_csv(summary)?));
+        }
         if sim.scenario.sample_interval.is_some() {
             files.push(("queue_depth.csv", tables::queue_depth_csv(sim)?));
             files.push(("qp_rate.csv", tables::qp_rate_csv(sim)?));

@@ -2,10 +2,42 @@
 
 use crate::engine::Simulation;
 use crate::topology::{Owner, PortId};
+use crate::units::SimTime;
 
 fn finish(w: csv::Writer<Vec<u8>>) -> std::io::Result<Vec<u8>> {
     w.into_inner()
         .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// collectives.csv: one row per collective, nccl-tests' columns first.
+pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "collective",
+        "algorithm",
+        "ranks",
+        "bytes",
+        "time_ps",
+        "algbw_gbps",
+        "busbw_gbps",
+        "workload",
+        "start_ps",
+    ])?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
+    for c in &s.collectives {
+        w.write_record([
+            c.collective.clone(),
+            c.algorithm.clone(),
+            c.ranks.to_string(),
+            c.bytes.to_string(),
+            c.time_ps.map_or(String::new(), |t| t.to_string()),
+            opt(c.algbw_gbps),
+            opt(c.busbw_gbps),
+            c.workload.to_string(),
+            c.start_ps.to_string(),
+        ])?;
+    }
+    finish(w)
 }
 
 pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
@@ -37,7 +69,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
     ])?;
     for (i, f) in sim.flows.iter().enumerate() {
         let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
-        let fct = f.finish.map(|t| t - f.spec.start);
+        let fct = f.finish.map(|t| t - f.start);
         let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
         w.write_record([
             i.to_string(),
@@ -48,7 +80,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             sim.topo.gpu_name(f.spec.dst),
             f.spec.bytes.to_string(),
             f.n_qps.to_string(),
-            f.spec.start.0.to_string(),
+            opt((f.start != SimTime::MAX).then_some(f.start.0)),
             opt(f.finish.map(|t| t.0)),
             opt(fct.map(|t| t.0)),
             f.ideal_fct.0.to_string(),

@@ -31,12 +31,17 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             .iter()
             .filter(|f| f.spec.workload as usize == kinds.len())
             .count();
-        kinds.push(format!(
-            "{} ({} x {})",
-            w.pattern.name(),
-            n,
-            fmt_bytes(w.bytes)
-        ));
+        kinds.push(match &w.pattern {
+            crate::workload::Pattern::Collective(c) => format!(
+                "{} {} over {} GPUs ({}, {} messages)",
+                c.algorithm.name(),
+                c.op.name(),
+                c.gpus.len(),
+                fmt_bytes(w.bytes),
+                n
+            ),
+            p => format!("{} ({} x {})", p.name(), n, fmt_bytes(w.bytes)),
+        });
     }
     let _ = writeln!(o, "traffic   {}", kinds.join(", "));
     let _ = writeln!(
@@ -50,6 +55,28 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     );
     if !s.complete {
         let _ = writeln!(o, "          stopped early: {}", s.stop_reason);
+    }
+    if !s.collectives.is_empty() {
+        let _ = writeln!(
+            o,
+            "\ncollectives (nccl-tests style; GB/s = 1e9 bytes/s)\n{:>14} {:<15} {:<10} {:>6} {:>12} {:>9} {:>9}",
+            "size (B)", "collective", "algorithm", "ranks", "time (us)", "algbw", "busbw"
+        );
+        let f2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+        for c in &s.collectives {
+            let _ = writeln!(
+                o,
+                "{:>14} {:<15} {:<10} {:>6} {:>12} {:>9} {:>9}",
+                c.bytes,
+                c.collective,
+                c.algorithm,
+                c.ranks,
+                c.time_ps
+                    .map_or("-".to_string(), |t| format!("{:.2}", t as f64 / 1e6)),
+                f2(c.algbw_gbps),
+                f2(c.busbw_gbps)
+            );
+        }
     }
     if let (Some(f), Some(sl)) = (&s.fct_ps, &s.slowdown) {
         let _ = writeln!(

@@ -49,6 +49,26 @@ pub struct Scenario {
     pub failures: failures::FailureConfig,
     /// Threshold checks that did not pass (see `lossless::check`).
     pub warnings: Vec<lossless::Finding>,
+    pub host: HostConfig,
+}
+
+/// Inside each server.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostConfig {
+    /// NVLink bandwidth of one GPU, both directions together (half each
+    /// way), as GPU data sheets quote it.
+    pub nvlink_bytes_per_s: u64,
+    /// From a copy's last byte to its receiver seeing it.
+    pub nvlink_latency: SimTime,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            nvlink_bytes_per_s: 900_000_000_000,
+            nvlink_latency: SimTime::from_ns(1000),
+        }
+    }
 }
 
 /// A scenario with its fabric built and its traffic expanded: everything a
@@ -58,6 +78,9 @@ pub struct Prepared {
     pub topology: Topology,
     pub routes: Routes,
     pub flows: Vec<FlowSpec>,
+    /// Dependencies between transfers, NVLink copies and compute.
+    pub graph: crate::workload::graph::TaskGraph,
+    pub collectives: Vec<crate::workload::collective::CollectiveRun>,
 }
 
 /// Loads a scenario from text. `file` names it in error messages.
@@ -207,7 +230,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             ));
         }
         let streams = Streams::new(seed);
-        let flows = workload::expand(&workloads, &topology, &routes, &streams)?;
+        let expanded = workload::expand(&workloads, &topology, &routes, &streams)?;
         let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
         let scenario = Scenario {
             name: raw.name.clone().unwrap_or_else(|| file.to_string()),
@@ -222,12 +245,15 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             workloads,
             failures,
             warnings,
+            host: resolve::host(raw.host.as_ref(), &root.key("host"))?,
         };
         Ok(Prepared {
             scenario,
             topology,
             routes,
-            flows,
+            flows: expanded.flows,
+            graph: expanded.graph,
+            collectives: expanded.collectives,
         })
     })();
     resolved.map_err(locate)

@@ -18,6 +18,7 @@ pub struct RawScenario {
     pub pfc: Option<RawPfc>,
     pub dcqcn: Option<RawDcqcn>,
     pub report: Option<RawReport>,
+    pub host: Option<RawHost>,
     #[serde(default)]
     pub workload: Vec<RawWorkload>,
     #[serde(default)]
@@ -270,4 +271,18 @@ pub struct RawWorkload {
     pub rail_aligned: Option<bool>,
     pub rate: Option<Value>,
     pub tenant: Option<i64>,
+    pub op: Option<String>,
+    pub algorithm: Option<String>,
+    pub channels: Option<i64>,
+    pub chunk: Option<Value>,
+    pub pxn: Option<bool>,
+    pub root: Option<i64>,
+}
+
+/// Inside each host: NVLink between the GPUs.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawHost {
+    pub nvlink: Option<Value>,
+    pub nvlink_latency: Option<Value>,
 }

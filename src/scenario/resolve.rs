@@ -11,7 +11,10 @@ use crate::nic::{TransportConfig, WriteMode};
 use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
-use crate::units::{parse_bytes, parse_length_m, parse_rate, parse_time, Rate, SimTime};
+use crate::units::{
+    parse_byte_rate, parse_bytes, parse_length_m, parse_rate, parse_time, Rate, SimTime,
+};
+use crate::workload::collective::{Algorithm, Collective, Op};
 use crate::workload::{Pattern, Workload};
 
 type R<T> = Result<T, KeyError>;
@@ -586,7 +589,7 @@ pub fn workloads(
     let mut out = Vec::new();
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
-        let kinds = "transfer, permutation, incast or all-to-all";
+        let kinds = "transfer, permutation, incast, all-to-all or collective";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -595,6 +598,15 @@ pub fn workloads(
             "permutation" => &["gpus", "rail_aligned"],
             "incast" => &["dst", "srcs", "senders"],
             "all-to-all" => &["gpus"],
+            "collective" => &[
+                "gpus",
+                "op",
+                "algorithm",
+                "channels",
+                "chunk",
+                "pxn",
+                "root",
+            ],
             other => {
                 return Err(KeyError::new(
                     &p.key("kind"),
@@ -609,6 +621,12 @@ pub fn workloads(
             ("senders", w.senders.is_some()),
             ("gpus", w.gpus.is_some()),
             ("rail_aligned", w.rail_aligned.is_some()),
+            ("op", w.op.is_some()),
+            ("algorithm", w.algorithm.is_some()),
+            ("channels", w.channels.is_some()),
+            ("chunk", w.chunk.is_some()),
+            ("pxn", w.pxn.is_some()),
+            ("root", w.root.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -657,6 +675,7 @@ pub fn workloads(
                 };
                 Pattern::Incast { dst, srcs }
             }
+            "collective" => Pattern::Collective(collective(w, topo, &p)?),
             _ => Pattern::AllToAll {
                 gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
             },
@@ -690,6 +709,19 @@ pub fn workloads(
                 format!("got {bytes}, which is more than 2^31 packets of {mtu} B per QP; use more qps or a larger mtu"),
             ));
         }
+        let pattern = match pattern {
+            Pattern::Collective(mut c) => {
+                if w.rate.is_some() {
+                    return Err(KeyError::new(
+                        &p.key("rate"),
+                        "is not used by kind = \"collective\" (its messages go as fast as the fabric lets them)",
+                    ));
+                }
+                c.bytes = bytes;
+                Pattern::Collective(c)
+            }
+            other => other,
+        };
         out.push(Workload {
             pattern,
             bytes,
@@ -746,4 +778,124 @@ fn incast_senders(topo: &Topology, dst: GpuId, n: u32) -> Result<Vec<GpuId>, Str
         ));
     }
     Ok(v)
+}
+
+/// A `kind = "collective"` workload entry.
+fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
+    let op = match w.op.as_deref() {
+        None => {
+            return Err(KeyError::new(
+                &p.key("op"),
+                format!("missing; expected one of {}", Op::NAMES),
+            ))
+        }
+        Some(s) => Op::parse(s).ok_or_else(|| {
+            KeyError::new(
+                &p.key("op"),
+                format!("got \"{s}\", expected one of {}", Op::NAMES),
+            )
+        })?,
+    };
+    let algos = Algorithm::for_op(op);
+    let algorithm = match w.algorithm.as_deref() {
+        None => algos[0],
+        Some(s) => match Algorithm::parse(s).filter(|a| algos.contains(a)) {
+            Some(a) => a,
+            None => {
+                let names: Vec<&str> = algos.iter().map(|a| a.name()).collect();
+                return Err(KeyError::new(
+                    &p.key("algorithm"),
+                    format!(
+                        "got \"{s}\", expected for {}: {}",
+                        op.name(),
+                        names.join(", ")
+                    ),
+                ));
+            }
+        },
+    };
+    let gpus = gpu_list(topo, &w.gpus, &p.key("gpus"))?;
+    if gpus.len() < 2 {
+        return Err(KeyError::new(
+            &p.key("gpus"),
+            format!(
+                "got {} GPU(s), expected a communicator of at least 2",
+                gpus.len()
+            ),
+        ));
+    }
+    let mut rails: Vec<u32> = gpus
+        .iter()
+        .map(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail)
+        .collect();
+    rails.sort_unstable();
+    rails.dedup();
+    let channels = count(w.channels, &p.key("channels"), 2 * rails.len() as u32, 1)?;
+    if channels > 64 {
+        return Err(KeyError::new(
+            &p.key("channels"),
+            format!("got {channels}, expected at most 64 (NCCL's maximum)"),
+        ));
+    }
+    let chunk = size(w.chunk.as_ref(), &p.key("chunk"), 512 * 1024)?;
+    let root = match w.root {
+        None => 0,
+        Some(r) if r >= 0 && (r as usize) < gpus.len() && op == Op::Broadcast => r as usize,
+        Some(r) if op == Op::Broadcast => {
+            return Err(KeyError::new(
+                &p.key("root"),
+                format!("got {r}, expected a rank 0 to {}", gpus.len() - 1),
+            ))
+        }
+        Some(_) => {
+            return Err(KeyError::new(
+                &p.key("root"),
+                format!("is only used by op = \"broadcast\", not \"{}\"", op.name()),
+            ))
+        }
+    };
+    Ok(Collective {
+        op,
+        algorithm,
+        gpus,
+        bytes: 0,
+        channels,
+        chunk,
+        pxn: w.pxn.unwrap_or(true),
+        root,
+    })
+}
+
+/// `[host]`: NVLink inside each server.
+pub fn host(h: Option<&RawHost>, path: &KeyPath) -> R<crate::scenario::HostConfig> {
+    let d = crate::scenario::HostConfig::default();
+    let Some(h) = h else {
+        return Ok(d);
+    };
+    let nvlink = match &h.nvlink {
+        None => d.nvlink_bytes_per_s,
+        Some(Value::String(s)) => match parse_byte_rate(s) {
+            Some(b) if (1_000_000_000..=100_000_000_000_000).contains(&b) => b,
+            _ => {
+                return Err(KeyError::new(
+                    &path.key("nvlink"),
+                    format!("got \"{s}\", expected a bandwidth in bytes per second between 1GB/s and 100TB/s, such as \"900GB/s\""),
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(KeyError::new(
+                &path.key("nvlink"),
+                format!("got {}, expected a string such as \"900GB/s\"", show(other)),
+            ))
+        }
+    };
+    Ok(crate::scenario::HostConfig {
+        nvlink_bytes_per_s: nvlink,
+        nvlink_latency: time(
+            h.nvlink_latency.as_ref(),
+            &path.key("nvlink_latency"),
+            d.nvlink_latency,
+        )?,
+    })
 }

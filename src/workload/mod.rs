@@ -3,9 +3,12 @@
 //! A workload entry in the scenario (an explicit transfer, a permutation,
 //! an incast, an all-to-all) becomes a list of `FlowSpec`s: one RDMA Write
 //! of `bytes` from a source GPU's NIC to a destination GPU's NIC, starting
-//! at a given time, split over one or more QPs. Collectives, training
-//! iterations and intra-host (NVLink) transfers are not modelled yet.
+//! at a given time, split over one or more QPs. A collective becomes a
+//! task graph (`graph`) of gated transfers and NVLink copies
+//! (`collective`).
 
+pub mod collective;
+pub mod graph;
 mod permutation;
 
 use crate::rng::Streams;
@@ -49,6 +52,8 @@ pub enum Pattern {
     AllToAll {
         gpus: Vec<GpuId>,
     },
+    /// A collective over a communicator.
+    Collective(collective::Collective),
 }
 
 impl Pattern {
@@ -58,6 +63,7 @@ impl Pattern {
             Pattern::Permutation { .. } => "permutation",
             Pattern::Incast { .. } => "incast",
             Pattern::AllToAll { .. } => "all-to-all",
+            Pattern::Collective(_) => "collective",
         }
     }
 }
@@ -76,6 +82,19 @@ pub struct FlowSpec {
     pub rate: Option<crate::units::Rate>,
     /// Index of the workload entry it came from.
     pub workload: u32,
+    /// Started by the task graph rather than at `start`.
+    pub gated: bool,
+    /// The connection it belongs to: messages of one connection share
+    /// their QPs' UDP source ports (and so their ECMP paths).
+    pub conn: Option<u64>,
+}
+
+/// Everything the workload entries expand into.
+#[derive(Debug, Default)]
+pub struct Expanded {
+    pub flows: Vec<FlowSpec>,
+    pub graph: graph::TaskGraph,
+    pub collectives: Vec<collective::CollectiveRun>,
 }
 
 /// Whether `a` can reach `b` over the network: different hosts, same rail
@@ -126,10 +145,21 @@ pub fn expand(
     topo: &Topology,
     routes: &Routes,
     streams: &Streams,
-) -> Result<Vec<FlowSpec>, KeyError> {
+) -> Result<Expanded, KeyError> {
     let mut flows = Vec::new();
+    let mut graph = graph::GraphBuilder::default();
+    let mut collectives = Vec::new();
     for (wi, w) in workloads.iter().enumerate() {
         let pairs: Vec<(GpuId, GpuId)> = match &w.pattern {
+            Pattern::Collective(c) => {
+                let mut e = collective::Emitter::new(
+                    topo, routes, &mut graph, &mut flows, wi as u32, w.qps, c.pxn,
+                );
+                let run = collective::emit(&mut e, c, &[], w.start)
+                    .map_err(|m| KeyError::new(&w.path, m))?;
+                collectives.push(run);
+                continue;
+            }
             Pattern::Transfer { src, dst } => {
                 network_path(topo, routes, *src, *dst).map_err(|m| KeyError::new(&w.path, m))?;
                 vec![(*src, *dst)]
@@ -193,8 +223,14 @@ pub fn expand(
                 qps: w.qps,
                 rate: w.rate,
                 workload: wi as u32,
+                gated: false,
+                conn: None,
             });
         }
     }
-    Ok(flows)
+    Ok(Expanded {
+        flows,
+        graph: graph.build(),
+        collectives,
+    })
 }

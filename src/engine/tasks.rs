@@ -1,0 +1,399 @@
+//! Runs the task graph (`workload::graph`): releases each task once its
+//! predecessors are done, keeps each lane to one task at a time, starts
+//! gated flows, and moves NVLink copies as a fluid.
+//!
+//! NVLink inside a host is modelled as a bandwidth-shared resource, not
+//! packet by packet: every GPU can send and receive at its NVLink rate
+//! (half the total it is quoted at, per direction), and the copies active
+//! in a host share those rates max-min fairly (progressive filling). A
+//! copy is done `latency` after its last byte has moved.
+
+use super::{Event, Simulation};
+use crate::topology::FlowId;
+use crate::units::SimTime;
+use crate::workload::collective::CollectiveRun;
+use crate::workload::graph::{TaskGraph, TaskKind, NO_LANE};
+use std::collections::VecDeque;
+
+pub const NO_TASK: u32 = u32::MAX;
+
+#[derive(Debug, Default)]
+pub struct TaskState {
+    pub graph: TaskGraph,
+    /// Predecessors not yet done, per task.
+    left: Vec<u32>,
+    pub started: Vec<SimTime>,
+    pub done: Vec<SimTime>,
+    pub tasks_done: u64,
+    lane_busy: Vec<bool>,
+    lane_wait: Vec<VecDeque<u32>>,
+    /// The task of each gated flow, `NO_TASK` for flows that start alone.
+    pub flow_task: Vec<u32>,
+    /// Per flow: QPs whose last packet has gone out once.
+    flow_sent_qps: Vec<u32>,
+    pub collectives: Vec<CollectiveRun>,
+    pub nvlink: Nvlink,
+    /// Tasks done whose successors are still to be released.
+    work: Vec<u32>,
+    releasing: bool,
+}
+
+impl TaskState {
+    pub fn new(
+        graph: TaskGraph,
+        collectives: Vec<CollectiveRun>,
+        flows: usize,
+        nvlink: Nvlink,
+        mut push: impl FnMut(SimTime, Event),
+    ) -> Self {
+        let n = graph.tasks.len();
+        let mut flow_task = vec![NO_TASK; if n == 0 { 0 } else { flows }];
+        for (i, t) in graph.tasks.iter().enumerate() {
+            if let TaskKind::Net(f) = t.kind {
+                flow_task[f as usize] = i as u32;
+            }
+            if graph.preds[i] == 0 {
+                push(t.not_before, Event::TaskReady(i as u32));
+            }
+        }
+        TaskState {
+            left: graph.preds.clone(),
+            started: vec![SimTime::MAX; n],
+            done: vec![SimTime::MAX; n],
+            tasks_done: 0,
+            lane_busy: vec![false; graph.lanes as usize],
+            lane_wait: (0..graph.lanes).map(|_| VecDeque::new()).collect(),
+            flow_task,
+            flow_sent_qps: if n == 0 { Vec::new() } else { vec![0; flows] },
+            collectives,
+            nvlink,
+            work: Vec::new(),
+            releasing: false,
+            graph,
+        }
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.tasks_done == self.graph.tasks.len() as u64
+    }
+
+    /// The task gating flow `f`, if any.
+    #[inline]
+    pub fn of_flow(&self, f: FlowId) -> Option<u32> {
+        self.flow_task
+            .get(f.idx())
+            .copied()
+            .filter(|&t| t != NO_TASK)
+    }
+}
+
+impl Simulation {
+    /// Task `t`'s predecessors are done (or it has none) and its time has
+    /// come: it waits for its lane or starts.
+    pub(super) fn task_ready(&mut self, t: u32) {
+        let task = self.tasks.graph.tasks[t as usize];
+        if self.now < task.not_before {
+            self.queue.push(task.not_before, Event::TaskReady(t));
+            return;
+        }
+        if task.lane != NO_LANE {
+            let l = task.lane as usize;
+            if self.tasks.lane_busy[l] {
+                self.tasks.lane_wait[l].push_back(t);
+                return;
+            }
+            self.tasks.lane_busy[l] = true;
+        }
+        self.task_begin(t);
+    }
+
+    fn task_begin(&mut self, t: u32) {
+        self.tasks.started[t as usize] = self.now;
+        match self.tasks.graph.tasks[t as usize].kind {
+            TaskKind::Join => self.task_done(t),
+            TaskKind::Delay(d) => self.queue.push(self.now + d, Event::TaskDone(t)),
+            TaskKind::Net(f) => self.flow_start(FlowId(f)),
+            TaskKind::Local { src, dst, .. } if src == dst => self.task_done(t),
+            TaskKind::Local { src, dst, bytes } => {
+                let host = self.topo.gpus[src.idx()].host.idx();
+                let (a, b) = (
+                    self.topo.gpus[src.idx()].local,
+                    self.topo.gpus[dst.idx()].local,
+                );
+                if let Some((at, gen)) = self.tasks.nvlink.add(host, t, a, b, bytes, self.now) {
+                    self.queue.push(at, Event::Nvlink(host as u32, gen));
+                }
+            }
+        }
+    }
+
+    /// Task `t` is done: its lane takes the next task, and successors whose
+    /// predecessors are all done become ready.
+    pub(super) fn task_done(&mut self, t: u32) {
+        self.tasks.work.push(t);
+        if self.tasks.releasing {
+            // Reached from a release further up the stack, which will
+            // take it from `work`.
+            return;
+        }
+        self.tasks.releasing = true;
+        while let Some(t) = self.tasks.work.pop() {
+            let task = self.tasks.graph.tasks[t as usize];
+            self.tasks.done[t as usize] = self.now;
+            self.tasks.tasks_done += 1;
+            // A network task freed its lane when its last byte left.
+            if task.lane != NO_LANE && !matches!(task.kind, TaskKind::Net(_)) {
+                self.lane_free(task.lane);
+            }
+            for i in 0..self.tasks.graph.successors(t).len() {
+                let s = self.tasks.graph.successors(t)[i];
+                self.tasks.left[s as usize] -= 1;
+                if self.tasks.left[s as usize] == 0 {
+                    self.task_ready(s);
+                }
+            }
+        }
+        self.tasks.releasing = false;
+    }
+
+    /// The lane's task no longer needs it: the next waiting one starts.
+    pub(super) fn lane_free(&mut self, lane: u32) {
+        let l = lane as usize;
+        match self.tasks.lane_wait[l].pop_front() {
+            Some(next) => self.task_begin(next),
+            None => self.tasks.lane_busy[l] = false,
+        }
+    }
+
+    /// A QP of flow `f` sent its last packet for the first time. Once all
+    /// its QPs have, the connection may start its next message.
+    #[inline(never)]
+    pub(super) fn flow_sent(&mut self, f: FlowId) {
+        let Some(t) = self.tasks.of_flow(f) else {
+            return;
+        };
+        self.tasks.flow_sent_qps[f.idx()] += 1;
+        if self.tasks.flow_sent_qps[f.idx()] == self.flows[f.idx()].n_qps {
+            let lane = self.tasks.graph.tasks[t as usize].lane;
+            if lane != NO_LANE {
+                // From the event loop, not from inside a transmitter.
+                self.queue.push(self.now, Event::LaneFree(lane));
+            }
+        }
+    }
+
+    /// An NVLink copy may have finished in `host`.
+    pub(super) fn nvlink_event(&mut self, host: u32, gen: u32) {
+        let latency = self.tasks.nvlink.latency;
+        let (done, next) = self.tasks.nvlink.on_event(host as usize, gen, self.now);
+        for t in done {
+            self.queue.push(self.now + latency, Event::TaskDone(t));
+        }
+        if let Some((at, gen)) = next {
+            self.queue.push(at, Event::Nvlink(host, gen));
+        }
+    }
+}
+
+/// NVLink copies in flight, host by host.
+#[derive(Debug, Default)]
+pub struct Nvlink {
+    /// Bytes per picosecond a GPU sends (and receives) over NVLink.
+    rate: f64,
+    pub latency: SimTime,
+    hosts: Vec<HostCopies>,
+    /// Bytes copied over NVLink in all.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct HostCopies {
+    copies: Vec<Copy>,
+    last: SimTime,
+    gen: u32,
+}
+
+#[derive(Debug)]
+struct Copy {
+    task: u32,
+    src: u32,
+    dst: u32,
+    left: f64,
+    rate: f64,
+}
+
+impl Nvlink {
+    /// `bytes_per_s`: what one GPU sends (and receives) per second.
+    pub fn new(hosts: usize, bytes_per_s: u64, latency: SimTime) -> Self {
+        Nvlink {
+            rate: bytes_per_s as f64 / 1e12,
+            latency,
+            hosts: (0..hosts).map(|_| HostCopies::default()).collect(),
+            bytes: 0,
+        }
+    }
+
+    /// Starts a copy; returns when (and under which generation) the host's
+    /// next copy finishes.
+    pub fn add(
+        &mut self,
+        host: usize,
+        task: u32,
+        src: u32,
+        dst: u32,
+        bytes: u64,
+        now: SimTime,
+    ) -> Option<(SimTime, u32)> {
+        self.bytes += bytes;
+        let h = &mut self.hosts[host];
+        h.advance(now);
+        h.copies.push(Copy {
+            task,
+            src,
+            dst,
+            left: bytes as f64,
+            rate: 0.0,
+        });
+        h.share(self.rate);
+        h.next(now)
+    }
+
+    /// The host's earliest copy may be done: returns the copies finished
+    /// and the next event.
+    pub fn on_event(
+        &mut self,
+        host: usize,
+        gen: u32,
+        now: SimTime,
+    ) -> (Vec<u32>, Option<(SimTime, u32)>) {
+        let h = &mut self.hosts[host];
+        if gen != h.gen {
+            return (Vec::new(), None);
+        }
+        h.advance(now);
+        let mut done = Vec::new();
+        // Less than a byte left is done (the event time was rounded up).
+        h.copies.retain(|c| {
+            let over = c.left < 1.0;
+            if over {
+                done.push(c.task);
+            }
+            !over
+        });
+        h.share(self.rate);
+        (done, h.next(now))
+    }
+}
+
+impl HostCopies {
+    fn advance(&mut self, now: SimTime) {
+        let dt = (now.0 - self.last.0) as f64;
+        for c in &mut self.copies {
+            c.left = (c.left - c.rate * dt).max(0.0);
+        }
+        self.last = now;
+    }
+
+    /// Max-min fair rates: every GPU's send and receive side is a
+    /// resource of capacity `rate`; the most contended resource fixes the
+    /// rate of the copies through it, and so on.
+    fn share(&mut self, rate: f64) {
+        let g = self
+            .copies
+            .iter()
+            .map(|c| c.src.max(c.dst) as usize + 1)
+            .max()
+            .unwrap_or(0);
+        // Resources: sending side of GPU i is i, receiving side g + i.
+        let mut cap = vec![rate; 2 * g];
+        let mut fixed = vec![false; self.copies.len()];
+        loop {
+            let mut users = vec![0u32; 2 * g];
+            for (c, _) in self.copies.iter().zip(&fixed).filter(|(_, f)| !**f) {
+                users[c.src as usize] += 1;
+                users[g + c.dst as usize] += 1;
+            }
+            let best = (0..2 * g)
+                .filter(|&r| users[r] > 0)
+                .map(|r| cap[r] / users[r] as f64)
+                .fold(f64::INFINITY, f64::min);
+            if best == f64::INFINITY {
+                break;
+            }
+            let tight = |r: usize| users[r] > 0 && cap[r] / users[r] as f64 <= best * (1.0 + 1e-12);
+            let now_fixed: Vec<usize> = (0..self.copies.len())
+                .filter(|&i| {
+                    let c = &self.copies[i];
+                    !fixed[i] && (tight(c.src as usize) || tight(g + c.dst as usize))
+                })
+                .collect();
+            for i in now_fixed {
+                let c = &mut self.copies[i];
+                c.rate = best;
+                fixed[i] = true;
+                cap[c.src as usize] -= best;
+                cap[g + c.dst as usize] -= best;
+            }
+        }
+    }
+
+    fn next(&mut self, now: SimTime) -> Option<(SimTime, u32)> {
+        self.gen = self.gen.wrapping_add(1);
+        self.copies
+            .iter()
+            .filter(|c| c.rate > 0.0)
+            .map(|c| (c.left / c.rate).ceil() as u64)
+            .min()
+            .map(|dt| (now + SimTime(dt), self.gen))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1 byte per ps per direction.
+    fn nv() -> Nvlink {
+        Nvlink::new(1, 1_000_000_000_000, SimTime::ZERO)
+    }
+
+    #[test]
+    fn one_copy_runs_at_the_gpu_rate() {
+        let mut n = nv();
+        let (at, gen) = n.add(0, 7, 0, 1, 1000, SimTime::ZERO).unwrap();
+        assert_eq!(at, SimTime(1000));
+        let (done, next) = n.on_event(0, gen, at);
+        assert_eq!(done, vec![7]);
+        assert!(next.is_none());
+    }
+
+    /// Two copies out of one GPU share its sending side; a third between
+    /// other GPUs is not slowed, and the survivor speeds up.
+    #[test]
+    fn copies_share_a_gpu_max_min_fairly() {
+        let mut n = nv();
+        n.add(0, 1, 0, 1, 1000, SimTime::ZERO);
+        n.add(0, 2, 0, 2, 3000, SimTime::ZERO);
+        let (at, gen) = n.add(0, 3, 3, 4, 1000, SimTime::ZERO).unwrap();
+        assert_eq!(at, SimTime(1000), "copy 3 runs alone at full rate");
+        let (done, next) = n.on_event(0, gen, at);
+        assert_eq!(done, vec![3]);
+        // Copies 1 and 2 moved 500 each; 1 finishes at 2000.
+        let (at, gen) = next.unwrap();
+        assert_eq!(at, SimTime(2000));
+        let (done, next) = n.on_event(0, gen, at);
+        assert_eq!(done, vec![1]);
+        // Copy 2 has 2000 left, alone at full rate.
+        assert_eq!(next.unwrap().0, SimTime(4000));
+    }
+
+    /// A stale event (the host changed since) does nothing.
+    #[test]
+    fn stale_events_are_ignored() {
+        let mut n = nv();
+        let (_, g1) = n.add(0, 1, 0, 1, 1000, SimTime::ZERO).unwrap();
+        n.add(0, 2, 1, 0, 1000, SimTime(10));
+        let (done, next) = n.on_event(0, g1, SimTime(1000));
+        assert!(done.is_empty() && next.is_none());
+    }
+}

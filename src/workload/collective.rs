@@ -1,0 +1,438 @@
+//! Collectives as task graphs, executed the way NCCL does: the data is
+//! split over channels, each channel runs the algorithm's steps on its own
+//! connections (one QP set per peer pair and channel, so every message of
+//! a connection hashes onto the same path), and each step's data is cut
+//! into chunks that move through the steps as a pipeline.
+//!
+//! Sizes follow nccl-tests: `bytes` is the buffer of one rank (all-reduce,
+//! broadcast), the gathered output (all-gather), the input before the
+//! scatter (reduce-scatter), or everything one rank sends (all-to-all).
+//!
+//! A send between GPUs of one host is an NVLink copy. Between hosts it is
+//! an RDMA Write from the sender's NIC; with PXN, a send to a GPU whose
+//! NIC is on another rail first moves over NVLink to the GPU of the
+//! sending host on the receiver's rail, and leaves from that GPU's NIC.
+
+use super::graph::{GraphBuilder, TaskKind, NO_LANE};
+use super::{network_path, FlowSpec, MAX_FLOWS};
+use crate::topology::routing::Routes;
+use crate::topology::{GpuId, Topology};
+use crate::units::SimTime;
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    AllToAll,
+}
+
+impl Op {
+    pub const NAMES: &'static str =
+        "all-reduce, all-gather, reduce-scatter, broadcast or all-to-all";
+
+    pub fn parse(s: &str) -> Option<Op> {
+        Some(match s {
+            "all-reduce" => Op::AllReduce,
+            "all-gather" => Op::AllGather,
+            "reduce-scatter" => Op::ReduceScatter,
+            "broadcast" => Op::Broadcast,
+            "all-to-all" => Op::AllToAll,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::AllReduce => "all-reduce",
+            Op::AllGather => "all-gather",
+            Op::ReduceScatter => "reduce-scatter",
+            Op::Broadcast => "broadcast",
+            Op::AllToAll => "all-to-all",
+        }
+    }
+
+    /// nccl-tests' bus bandwidth factor: busbw = algbw * factor, which
+    /// makes busbw comparable with the hardware's link speed whatever the
+    /// rank count.
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Op::AllReduce => 2.0 * (n - 1.0) / n,
+            Op::AllGather | Op::ReduceScatter | Op::AllToAll => (n - 1.0) / n,
+            Op::Broadcast => 1.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    Ring,
+    Direct,
+}
+
+impl Algorithm {
+    pub fn parse(s: &str) -> Option<Algorithm> {
+        Some(match s {
+            "ring" => Algorithm::Ring,
+            "direct" => Algorithm::Direct,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::Direct => "direct",
+        }
+    }
+
+    /// The algorithms that implement `op`.
+    pub fn for_op(op: Op) -> &'static [Algorithm] {
+        match op {
+            Op::AllToAll => &[Algorithm::Direct],
+            _ => &[Algorithm::Ring],
+        }
+    }
+}
+
+/// A collective as the scenario gives it, resolved.
+#[derive(Clone, Debug)]
+pub struct Collective {
+    pub op: Op,
+    pub algorithm: Algorithm,
+    /// The communicator: rank i is `gpus[i]`.
+    pub gpus: Vec<GpuId>,
+    pub bytes: u64,
+    pub channels: u32,
+    /// Largest message a step's data is cut into.
+    pub chunk: u64,
+    pub pxn: bool,
+    /// Broadcast: the rank that sends.
+    pub root: usize,
+}
+
+/// One collective in the graph: the tasks that mark its start and end.
+#[derive(Clone, Debug)]
+pub struct CollectiveRun {
+    pub workload: u32,
+    pub op: Op,
+    pub algorithm: Algorithm,
+    pub ranks: usize,
+    pub bytes: u64,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// `total` split into `parts` near-equal shares: share `i`.
+pub fn share(total: u64, parts: u64, i: u64) -> u64 {
+    total / parts + u64::from(i < total % parts)
+}
+
+/// Turns sends into tasks and flows for one workload entry.
+pub struct Emitter<'a> {
+    pub topo: &'a Topology,
+    pub routes: &'a Routes,
+    pub graph: &'a mut GraphBuilder,
+    pub flows: &'a mut Vec<FlowSpec>,
+    pub workload: u32,
+    pub qps: u32,
+    pub pxn: bool,
+    /// Lane of each connection (sender, receiver, channel).
+    lanes: HashMap<(u32, u32, u32), u32>,
+    /// NIC pairs already checked for a network path.
+    reachable: HashMap<(u32, u32), bool>,
+}
+
+impl<'a> Emitter<'a> {
+    pub fn new(
+        topo: &'a Topology,
+        routes: &'a Routes,
+        graph: &'a mut GraphBuilder,
+        flows: &'a mut Vec<FlowSpec>,
+        workload: u32,
+        qps: u32,
+        pxn: bool,
+    ) -> Self {
+        Emitter {
+            topo,
+            routes,
+            graph,
+            flows,
+            workload,
+            qps,
+            pxn,
+            lanes: HashMap::new(),
+            reachable: HashMap::new(),
+        }
+    }
+
+    pub fn join(&mut self, deps: &[u32], not_before: SimTime) -> u32 {
+        let t = self.graph.task(TaskKind::Join, NO_LANE, not_before);
+        for &d in deps {
+            self.graph.edge(d, t);
+        }
+        t
+    }
+
+    /// `bytes` from GPU `a` to GPU `b` on `channel`, after `deps`. Returns
+    /// the task that is done when the data is at `b`.
+    pub fn send(
+        &mut self,
+        a: GpuId,
+        b: GpuId,
+        bytes: u64,
+        channel: u32,
+        deps: &[u32],
+    ) -> Result<u32, String> {
+        let topo = self.topo;
+        let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
+        if ga.host == gb.host {
+            return Ok(self.local(a, b, bytes, deps));
+        }
+        let rail_b = topo.nics[gb.nic.idx()].rail;
+        if self.pxn && topo.nics[ga.nic.idx()].rail != rail_b {
+            let proxy = topo.hosts[ga.host.idx()]
+                .gpus
+                .iter()
+                .copied()
+                .find(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail == rail_b);
+            if let Some(p) = proxy {
+                let hop = self.local(a, p, bytes, deps);
+                return self.net(p, b, bytes, channel, &[hop]);
+            }
+        }
+        self.net(a, b, bytes, channel, deps)
+    }
+
+    fn local(&mut self, a: GpuId, b: GpuId, bytes: u64, deps: &[u32]) -> u32 {
+        if a == b {
+            return self.join(deps, SimTime::ZERO);
+        }
+        let t = self.graph.task(
+            TaskKind::Local {
+                src: a,
+                dst: b,
+                bytes,
+            },
+            NO_LANE,
+            SimTime::ZERO,
+        );
+        for &d in deps {
+            self.graph.edge(d, t);
+        }
+        t
+    }
+
+    fn net(
+        &mut self,
+        a: GpuId,
+        b: GpuId,
+        bytes: u64,
+        channel: u32,
+        deps: &[u32],
+    ) -> Result<u32, String> {
+        let topo = self.topo;
+        let (na, nb) = (topo.gpus[a.idx()].nic, topo.gpus[b.idx()].nic);
+        let ok = *self
+            .reachable
+            .entry((na.0, nb.0))
+            .or_insert_with(|| network_path(topo, self.routes, a, b).is_ok());
+        if !ok {
+            return Err(network_path(topo, self.routes, a, b)
+                .err()
+                .unwrap_or_default());
+        }
+        if self.flows.len() >= MAX_FLOWS {
+            return Err(format!(
+                "the collective needs more than {MAX_FLOWS} messages; use a larger chunk or fewer channels"
+            ));
+        }
+        let graph = &mut *self.graph;
+        let lane = *self
+            .lanes
+            .entry((a.0, b.0, channel))
+            .or_insert_with(|| graph.new_lane());
+        let f = self.flows.len() as u32;
+        self.flows.push(FlowSpec {
+            src: a,
+            dst: b,
+            src_nic: na,
+            dst_nic: nb,
+            bytes,
+            start: SimTime::ZERO,
+            qps: self.qps,
+            rate: None,
+            workload: self.workload,
+            gated: true,
+            conn: Some(connection_key(self.workload, a, b, channel)),
+        });
+        let t = self.graph.task(TaskKind::Net(f), lane, SimTime::ZERO);
+        for &d in deps {
+            self.graph.edge(d, t);
+        }
+        Ok(t)
+    }
+}
+
+/// Identifies a connection (communicator, sender, receiver, channel) for
+/// the UDP source ports of its QPs.
+fn connection_key(workload: u32, a: GpuId, b: GpuId, channel: u32) -> u64 {
+    (u64::from(workload) << 48)
+        ^ (u64::from(a.0) << 32)
+        ^ (u64::from(b.0) << 8)
+        ^ u64::from(channel)
+}
+
+/// Rank order of `channel`'s ring: host by host in the order the hosts
+/// first appear, each host's GPUs by local index, rotated by the channel,
+/// so that channel c enters each host at its c-th GPU and (with PXN)
+/// crosses between hosts on that GPU's rail.
+pub fn ring_order(topo: &Topology, gpus: &[GpuId], channel: u32) -> Vec<GpuId> {
+    let mut hosts: Vec<(u32, Vec<GpuId>)> = Vec::new();
+    for &g in gpus {
+        let h = topo.gpus[g.idx()].host.0;
+        match hosts.iter_mut().find(|(x, _)| *x == h) {
+            Some((_, v)) => v.push(g),
+            None => hosts.push((h, vec![g])),
+        }
+    }
+    let mut out = Vec::with_capacity(gpus.len());
+    for (_, mut v) in hosts {
+        v.sort_by_key(|g| topo.gpus[g.idx()].local);
+        let r = channel as usize % v.len();
+        v.rotate_left(r);
+        out.extend(v);
+    }
+    out
+}
+
+/// Adds collective `c` to the graph, starting after `deps` and not before
+/// `not_before`.
+pub fn emit(
+    e: &mut Emitter,
+    c: &Collective,
+    deps: &[u32],
+    not_before: SimTime,
+) -> Result<CollectiveRun, String> {
+    let n = c.gpus.len();
+    if n < 2 {
+        return Err("a collective needs at least 2 GPUs".into());
+    }
+    let start = e.join(deps, not_before);
+    let mut last = Vec::new();
+    match (c.op, c.algorithm) {
+        (Op::AllToAll, _) => direct_all_to_all(e, c, start, &mut last)?,
+        (Op::Broadcast, _) => ring_broadcast(e, c, start, &mut last)?,
+        _ => ring(e, c, start, &mut last)?,
+    }
+    let end = e.join(&last, SimTime::ZERO);
+    Ok(CollectiveRun {
+        workload: e.workload,
+        op: c.op,
+        algorithm: c.algorithm,
+        ranks: n,
+        bytes: c.bytes,
+        start,
+        end,
+    })
+}
+
+/// Ring all-reduce (reduce-scatter then all-gather, 2(n-1) steps),
+/// all-gather or reduce-scatter (n-1 steps): at step k the rank at ring
+/// position i sends block (i - k) mod n to position i + 1, chunk by chunk;
+/// a chunk goes on once it has arrived.
+fn ring(e: &mut Emitter, c: &Collective, start: u32, last: &mut Vec<u32>) -> Result<(), String> {
+    let n = c.gpus.len();
+    let steps = match c.op {
+        Op::AllReduce => 2 * (n - 1),
+        _ => n - 1,
+    };
+    for ch in 0..c.channels {
+        let order = ring_order(e.topo, &c.gpus, ch);
+        let data = share(c.bytes, c.channels as u64, ch as u64);
+        let slices = share(data, n as u64, 0).div_ceil(c.chunk).max(1);
+        // arrived[i][j]: the task that brought chunk j to position i.
+        let mut arrived = vec![vec![start; slices as usize]; n];
+        for k in 0..steps {
+            let mut next = arrived.clone();
+            for i in 0..n {
+                let block = (i + n - k % n) % n;
+                let size = share(data, n as u64, block as u64);
+                let to = (i + 1) % n;
+                for j in 0..slices {
+                    let bytes = share(size, slices, j);
+                    let dep = arrived[i][j as usize];
+                    next[to][j as usize] = if bytes == 0 {
+                        dep
+                    } else {
+                        e.send(order[i], order[to], bytes, ch, &[dep])?
+                    };
+                }
+            }
+            arrived = next;
+        }
+        last.extend(arrived.into_iter().flatten());
+    }
+    Ok(())
+}
+
+/// Broadcast down a ring from the root, pipelined chunk by chunk.
+fn ring_broadcast(
+    e: &mut Emitter,
+    c: &Collective,
+    start: u32,
+    last: &mut Vec<u32>,
+) -> Result<(), String> {
+    let n = c.gpus.len();
+    let root = c.gpus[c.root.min(n - 1)];
+    for ch in 0..c.channels {
+        let mut order = ring_order(e.topo, &c.gpus, ch);
+        let at = order.iter().position(|&g| g == root).unwrap_or(0);
+        order.rotate_left(at);
+        let data = share(c.bytes, c.channels as u64, ch as u64);
+        let slices = data.div_ceil(c.chunk).max(1);
+        let mut arrived = vec![start; slices as usize];
+        for i in 0..n - 1 {
+            for j in 0..slices {
+                let bytes = share(data, slices, j);
+                if bytes > 0 {
+                    arrived[j as usize] =
+                        e.send(order[i], order[i + 1], bytes, ch, &[arrived[j as usize]])?;
+                }
+            }
+            last.extend(arrived.iter().copied());
+        }
+    }
+    Ok(())
+}
+
+/// All-to-all: every rank sends its share to every other rank at once,
+/// each pair's data over the channels and in chunks.
+fn direct_all_to_all(
+    e: &mut Emitter,
+    c: &Collective,
+    start: u32,
+    last: &mut Vec<u32>,
+) -> Result<(), String> {
+    let n = c.gpus.len() as u64;
+    for (i, &a) in c.gpus.iter().enumerate() {
+        for (k, &b) in c.gpus.iter().enumerate() {
+            if i == k {
+                continue;
+            }
+            let pair = share(c.bytes, n, k as u64);
+            for ch in 0..c.channels {
+                let data = share(pair, c.channels as u64, ch as u64);
+                let slices = data.div_ceil(c.chunk);
+                for j in 0..slices {
+                    let t = e.send(a, b, share(data, slices, j), ch, &[start])?;
+                    last.push(t);
+                }
+            }
+        }
+    }
+    Ok(())
+}

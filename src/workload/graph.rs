@@ -1,0 +1,145 @@
+//! Work with dependencies: the task graph collectives, training jobs and
+//! execution traces become.
+//!
+//! A task is a network transfer (a gated flow), an NVLink copy inside a
+//! host, a delay (compute time) or a join that only waits for its
+//! predecessors. A task starts once all its predecessors are done (and
+//! not before its `not_before` time). Tasks may share a lane: a lane runs
+//! one task at a time in the order they became ready, as a QP sends its
+//! messages in order or a GPU runs its kernels one after another. A
+//! network task frees its lane once its last byte is on the wire, so the
+//! next message of the same connection follows without a gap.
+
+use crate::topology::GpuId;
+use crate::units::SimTime;
+
+/// No lane: the task starts as soon as it is ready.
+pub const NO_LANE: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TaskKind {
+    /// A network transfer: this flow, which waits for the task.
+    Net(u32),
+    /// A copy between two GPUs of one host over NVLink.
+    Local { src: GpuId, dst: GpuId, bytes: u64 },
+    /// Time that passes (compute on a GPU, or a fixed wait).
+    Delay(SimTime),
+    /// Waits for its predecessors and is done at once.
+    Join,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Task {
+    pub kind: TaskKind,
+    pub lane: u32,
+    pub not_before: SimTime,
+}
+
+/// The graph, with successors in compressed rows.
+#[derive(Clone, Debug, Default)]
+pub struct TaskGraph {
+    pub tasks: Vec<Task>,
+    /// Predecessors of each task.
+    pub preds: Vec<u32>,
+    succ_at: Vec<u32>,
+    succ: Vec<u32>,
+    pub lanes: u32,
+}
+
+impl TaskGraph {
+    pub fn successors(&self, t: u32) -> &[u32] {
+        let t = t as usize;
+        &self.succ[self.succ_at[t] as usize..self.succ_at[t + 1] as usize]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+}
+
+/// Builds a `TaskGraph`.
+#[derive(Debug, Default)]
+pub struct GraphBuilder {
+    tasks: Vec<Task>,
+    edges: Vec<(u32, u32)>,
+    lanes: u32,
+}
+
+impl GraphBuilder {
+    pub fn task(&mut self, kind: TaskKind, lane: u32, not_before: SimTime) -> u32 {
+        self.tasks.push(Task {
+            kind,
+            lane,
+            not_before,
+        });
+        self.tasks.len() as u32 - 1
+    }
+
+    /// `b` waits for `a`.
+    pub fn edge(&mut self, a: u32, b: u32) {
+        debug_assert!(a < b, "tasks are added after what they wait for");
+        self.edges.push((a, b));
+    }
+
+    pub fn new_lane(&mut self) -> u32 {
+        self.lanes += 1;
+        self.lanes - 1
+    }
+
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    pub fn edges(&self) -> usize {
+        self.edges.len()
+    }
+
+    pub fn build(mut self) -> TaskGraph {
+        self.edges.sort_unstable();
+        self.edges.dedup();
+        let n = self.tasks.len();
+        let mut preds = vec![0u32; n];
+        let mut succ_at = vec![0u32; n + 1];
+        for &(a, b) in &self.edges {
+            succ_at[a as usize + 1] += 1;
+            preds[b as usize] += 1;
+        }
+        for i in 0..n {
+            succ_at[i + 1] += succ_at[i];
+        }
+        let succ = self.edges.iter().map(|&(_, b)| b).collect();
+        TaskGraph {
+            tasks: self.tasks,
+            preds,
+            succ_at,
+            succ,
+            lanes: self.lanes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successors_and_predecessor_counts() {
+        let mut b = GraphBuilder::default();
+        let a = b.task(TaskKind::Join, NO_LANE, SimTime::ZERO);
+        let c = b.task(TaskKind::Delay(SimTime(5)), NO_LANE, SimTime::ZERO);
+        let d = b.task(TaskKind::Join, NO_LANE, SimTime::ZERO);
+        b.edge(a, c);
+        b.edge(a, d);
+        b.edge(c, d);
+        b.edge(c, d);
+        let g = b.build();
+        assert_eq!(g.successors(a), &[c, d]);
+        assert_eq!(g.successors(c), &[d]);
+        assert!(g.successors(d).is_empty());
+        assert_eq!(g.preds, vec![0, 1, 2]);
+    }
+}

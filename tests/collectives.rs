@@ -1,0 +1,278 @@
+//! Collectives: bus bandwidth against what the NICs can carry, the bytes
+//! each algorithm moves, NVLink copies inside a host, and connections.
+
+mod common;
+
+use common::{error_of, run, run_with};
+use fabricsim::wire::frame::wire_bytes;
+use fabricsim::wire::Opcode;
+use std::collections::HashMap;
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(format!("examples/collectives/{name}.toml")).unwrap()
+}
+
+/// NIC payload goodput in GB/s (1e9 bytes/s): line rate times payload
+/// over wire bytes of a full Write Only packet.
+fn goodput_gbs(line_gbps: f64, mtu: u32) -> f64 {
+    line_gbps / 8.0 * mtu as f64 / wire_bytes(Opcode::WriteOnly, mtu) as f64
+}
+
+/// Ring all-reduce on a non-blocking fabric with per-packet spraying:
+/// every rank's NIC sends 2(n-1)/n of the buffer, so busbw is the NIC's
+/// payload goodput less the pipeline's fill and drain.
+#[test]
+fn ring_allreduce_with_spraying_reaches_nic_goodput() {
+    let (_, s) = run(&example("ring-allreduce"));
+    assert_eq!(s.collectives.len(), 1);
+    let c = &s.collectives[0];
+    assert_eq!((c.collective.as_str(), c.ranks), ("all-reduce", 16));
+    let busbw = c.busbw_gbps.unwrap();
+    let best = goodput_gbs(100.0, 4096);
+    assert!(busbw <= best * 1.0001, "busbw {busbw} above goodput {best}");
+    assert!(busbw >= 0.95 * best, "busbw {busbw} vs goodput {best}");
+    // algbw and busbw as nccl-tests define them.
+    let algbw = c.bytes as f64 * 1e3 / c.time_ps.unwrap() as f64;
+    assert!((c.algbw_gbps.unwrap() - algbw).abs() < 1e-9);
+    assert!((busbw - algbw * 2.0 * 15.0 / 16.0).abs() < 1e-9);
+}
+
+/// The same ring with every hop crossing between the two leaves and
+/// per-flow ECMP: connections hash onto the same uplinks, which carry
+/// twice their share, and the all-reduce is slower than with spraying.
+#[test]
+fn ring_allreduce_with_ecmp_collides_on_uplinks() {
+    // Ranks alternate between the leaves: 0, 8, 1, 9, ...
+    let order: Vec<String> = (0..8)
+        .flat_map(|i| [i, i + 8])
+        .map(|g| g.to_string())
+        .collect();
+    let gpus = format!("workload.0.gpus=[{}]", order.join(","));
+    let (_, spray) = run_with(&example("ring-allreduce"), &[&gpus]);
+    let (_, ecmp) = run_with(
+        &example("ring-allreduce"),
+        &[&gpus, "switch.balance.mode=\"ecmp\""],
+    );
+    let bw = |s: &fabricsim::report::Summary| s.collectives[0].busbw_gbps.unwrap();
+    assert!(
+        bw(&ecmp) < 0.9 * bw(&spray),
+        "ecmp {} vs spray {}",
+        bw(&ecmp),
+        bw(&spray)
+    );
+    // The report shows the collision: some leaf uplink carried at least
+    // 1.5 times the mean; with spraying they are even.
+    let leaf_up = |s: &fabricsim::report::Summary| {
+        s.uplink_balance
+            .iter()
+            .find(|b| b.tier == "leaf")
+            .map(|b| b.max_over_mean)
+            .unwrap()
+    };
+    assert!(leaf_up(&ecmp) >= 1.5, "ecmp max/mean {}", leaf_up(&ecmp));
+    assert!(leaf_up(&spray) < 1.05, "spray max/mean {}", leaf_up(&spray));
+}
+
+/// Payload bytes each GPU sends, by the flows of the run.
+fn sent_by_gpu(sim: &fabricsim::engine::Simulation) -> HashMap<u32, u64> {
+    let mut m = HashMap::new();
+    for f in &sim.flows {
+        *m.entry(f.spec.src.0).or_insert(0) += f.spec.bytes;
+    }
+    m
+}
+
+const FLAT: &str = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 8
+gpus_per_host = 1
+hosts_per_leaf = 4
+spines = 4
+nic_speed = "100G"
+uplink_speed = "100G"
+
+[switch.balance]
+mode = "spray"
+
+[transport]
+write_mode = "write-only"
+"#;
+
+fn flat(op: &str, extra: &str) -> String {
+    format!(
+        "{FLAT}\n[[workload]]\nkind = \"collective\"\nop = \"{op}\"\nbytes = \"8MB\"\n{extra}\n"
+    )
+}
+
+/// Each algorithm moves what it should: per rank, 2(n-1)/n of the buffer
+/// for a ring all-reduce, (n-1)/n for all-gather, reduce-scatter and
+/// all-to-all, the whole buffer from every rank but the last for a ring
+/// broadcast.
+#[test]
+fn each_collective_moves_the_bytes_it_should() {
+    let n = 8u64;
+    let s = 8_000_000u64;
+    for (op, per_rank) in [
+        ("all-reduce", 2 * (n - 1) * s / n),
+        ("all-gather", (n - 1) * s / n),
+        ("reduce-scatter", (n - 1) * s / n),
+        ("all-to-all", (n - 1) * s / n),
+    ] {
+        let (sim, sum) = run(&flat(op, ""));
+        let sent = sent_by_gpu(&sim);
+        assert_eq!(sent.len(), 8, "{op}");
+        for (g, b) in sent {
+            assert_eq!(b, per_rank, "{op}: GPU {g}");
+        }
+        let c = &sum.collectives[0];
+        assert_eq!(c.collective, op);
+        assert!(
+            c.busbw_gbps.unwrap() > 0.8 * goodput_gbs(100.0, 4096),
+            "{op}: {c:?}"
+        );
+    }
+    // Small chunks keep the 7-hop pipeline short next to the transfer.
+    let (sim, sum) = run(&flat("broadcast", "root = 3\nchunk = \"64KB\""));
+    let sent = sent_by_gpu(&sim);
+    assert_eq!(sent.len(), 7, "every rank but the ring's last sends");
+    assert!(sent.values().all(|&b| b == s));
+    assert!(!sent.contains_key(&2), "the rank before the root is last");
+    let c = &sum.collectives[0];
+    assert!(
+        c.busbw_gbps.unwrap() > 0.8 * goodput_gbs(100.0, 4096),
+        "{c:?}"
+    );
+}
+
+/// Messages of one connection (sender, receiver, channel) reuse its QPs'
+/// UDP source port, so per-flow ECMP keeps them on one path, as a QP
+/// would; and one connection sends one message at a time.
+#[test]
+fn messages_of_a_connection_share_a_path_and_go_in_turn() {
+    let (sim, _) = run(&flat("all-reduce", "chunk = \"128KB\""));
+    let mut ports: HashMap<u64, u16> = HashMap::new();
+    let mut conns: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, f) in sim.flows.iter().enumerate() {
+        let conn = f.spec.conn.expect("collective messages have a connection");
+        let sport = sim.qps[f.first_qp as usize].udp_sport;
+        assert_eq!(*ports.entry(conn).or_insert(sport), sport);
+        conns.entry(conn).or_default().push(i);
+    }
+    // 8 ranks x 2 channels (1 rail) connections.
+    assert_eq!(conns.len(), 16);
+    let distinct: std::collections::HashSet<u16> = ports.values().copied().collect();
+    assert!(distinct.len() > 8, "connections get different ports");
+    // In turn: a message starts only once the one before it on the same
+    // connection is on the wire, which takes at least its payload's time
+    // at 100G (80 ps a byte).
+    for msgs in conns.values() {
+        for w in msgs.windows(2) {
+            let (a, b) = (&sim.flows[w[0]], &sim.flows[w[1]]);
+            assert!(
+                b.start.0 >= a.start.0 + a.spec.bytes * 80,
+                "message order on a connection"
+            );
+        }
+    }
+}
+
+/// Inside one host the ring runs over NVLink only: no network transfer,
+/// and with one channel and one chunk per step the time is exact:
+/// 2(n-1) steps of (S/n at the per-direction NVLink rate, plus latency).
+#[test]
+fn a_ring_inside_one_host_runs_over_nvlink() {
+    let text = r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 8
+
+[host]
+nvlink = "900GB/s"
+nvlink_latency = "1us"
+
+[[workload]]
+kind = "collective"
+op = "all-reduce"
+gpus = [0, 1, 2, 3, 4, 5, 6, 7]
+bytes = "8MB"
+channels = 1
+chunk = "8MB"
+"#;
+    let (sim, s) = run(text);
+    assert!(sim.flows.is_empty(), "no network transfer");
+    assert_eq!(s.nvlink_bytes, 14 * 8 * 1_000_000);
+    // 1 MB at 450 GB/s: 2222222.2 ps, rounded up.
+    let step = 2_222_223 + 1_000_000;
+    assert_eq!(s.collectives[0].time_ps, Some(14 * step));
+}
+
+/// Two ring channels across two 8-GPU hosts with PXN: each channel
+/// leaves a host from its own rail's NIC after an NVLink hop, so every
+/// network message stays on one rail.
+#[test]
+fn pxn_keeps_network_hops_on_one_rail() {
+    let text = r#"
+[topology]
+kind = "rail-only"
+hosts = 2
+gpus_per_host = 8
+
+[[workload]]
+kind = "collective"
+op = "all-gather"
+bytes = "16MB"
+channels = 8
+"#;
+    let (sim, s) = run(text);
+    assert!(!sim.flows.is_empty());
+    for f in &sim.flows {
+        let (a, b) = (f.spec.src_nic.idx(), f.spec.dst_nic.idx());
+        assert_eq!(sim.topo.nics[a].rail, sim.topo.nics[b].rail);
+    }
+    // Every NIC carries the same share: the 8 channels use the 8 rails.
+    let sent = sent_by_gpu(&sim);
+    assert_eq!(sent.len(), 16);
+    let v: Vec<u64> = sent.values().copied().collect();
+    assert!(v.iter().all(|&b| b == v[0]), "{v:?}");
+    assert!(s.nvlink_bytes > 0);
+    assert!(s.collectives[0].time_ps.is_some());
+}
+
+#[test]
+fn collective_settings_are_checked() {
+    let e = error_of(&flat("all-reduce", "algorithm = \"direct\""), &[]);
+    assert!(
+        e.contains("workload[0].algorithm") && e.contains("ring"),
+        "{e}"
+    );
+    let e = error_of(&flat("reduce", ""), &[]);
+    assert!(
+        e.contains("workload[0].op") && e.contains("all-gather"),
+        "{e}"
+    );
+    let e = error_of(&flat("all-reduce", "root = 1"), &[]);
+    assert!(e.contains("broadcast"), "{e}");
+    let e = error_of(&flat("broadcast", "root = 8"), &[]);
+    assert!(e.contains("rank 0 to 7"), "{e}");
+    let e = error_of(&flat("all-reduce", "channels = 65"), &[]);
+    assert!(e.contains("at most 64"), "{e}");
+    let e = error_of(&flat("all-reduce", "rate = \"10G\""), &[]);
+    assert!(e.contains("workload[0].rate"), "{e}");
+    let e = error_of(&flat("all-reduce", "gpus = [3]"), &[]);
+    assert!(e.contains("at least 2"), "{e}");
+    let e = error_of(
+        &format!("{}\n[host]\nnvlink = \"900Gbps\"\n", flat("all-reduce", "")),
+        &[],
+    );
+    assert!(e.contains("host.nvlink") && e.contains("900GB/s"), "{e}");
+    let e = error_of(
+        &flat("all-reduce", "").replace(
+            "kind = \"collective\"",
+            "kind = \"transfer\"\nsrc = 0\ndst = 1",
+        ),
+        &[],
+    );
+    assert!(e.contains("op") && e.contains("not used"), "{e}");
+}
