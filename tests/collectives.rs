@@ -276,3 +276,74 @@ fn collective_settings_are_checked() {
     );
     assert!(e.contains("op") && e.contains("not used"), "{e}");
 }
+
+/// Tree and halving-doubling all-reduce move 2(n-1)/n of the buffer per
+/// rank in all (halving-doubling exactly; the double tree about 2 in all
+/// per rank: inner nodes send more, leaves less), and complete.
+#[test]
+fn tree_and_halving_doubling_all_reduce_complete() {
+    let n = 8u64;
+    let s = 8_000_000u64;
+    let (sim, sum) = run(&flat("all-reduce", "algorithm = \"halving-doubling\""));
+    for (g, b) in sent_by_gpu(&sim) {
+        assert_eq!(b, 2 * (n - 1) * s / n, "GPU {g}");
+    }
+    assert!(sum.collectives[0].busbw_gbps.unwrap() > 0.5 * goodput_gbs(100.0, 4096));
+    let (sim, sum) = run(&flat("all-reduce", "algorithm = \"tree\""));
+    // Each tree carries half the data up (n-1 sends) and down (n-1).
+    let total: u64 = sent_by_gpu(&sim).values().sum();
+    assert_eq!(total, 2 * (n - 1) * s);
+    assert_eq!(sum.collectives[0].algorithm, "tree");
+    assert!(sum.collectives[0].time_ps.is_some());
+    let (_, sum) = run(&flat("all-gather", "algorithm = \"halving-doubling\""));
+    assert!(sum.collectives[0].time_ps.is_some());
+    let e = error_of(
+        &flat(
+            "all-reduce",
+            "algorithm = \"halving-doubling\"\ngpus = [0, 1, 2, 3, 4, 5]",
+        ),
+        &[],
+    );
+    assert!(e.contains("power-of-two") && e.contains("6"), "{e}");
+}
+
+/// Hierarchical all-reduce over 4 hosts of 8 GPUs: each NIC sends
+/// 2(h-1)/h of its GPU's 1/8 share over the network, and the rest moves
+/// over NVLink.
+#[test]
+fn hierarchical_all_reduce_moves_the_inter_host_share() {
+    let text = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 4
+gpus_per_host = 8
+hosts_per_leaf = 4
+rails_per_leaf = 8
+spines = 2
+nic_speed = "100G"
+uplink_speed = "400G"
+
+[[workload]]
+kind = "collective"
+op = "all-reduce"
+algorithm = "hierarchical"
+bytes = "32MB"
+"#;
+    let (sim, s) = run(text);
+    let (h, g, size) = (4u64, 8u64, 32_000_000u64);
+    let mut per_nic: HashMap<u32, u64> = HashMap::new();
+    for f in &sim.flows {
+        *per_nic.entry(f.spec.src_nic.0).or_insert(0) += f.spec.bytes;
+    }
+    assert_eq!(per_nic.len(), 32);
+    let want = 2 * (h - 1) * (size / g) / h;
+    for (nic, b) in per_nic {
+        assert_eq!(b, want, "NIC {nic}");
+    }
+    // Inside each host: reduce-scatter and all-gather, (g-1)/g of the
+    // buffer each, from every GPU.
+    assert_eq!(s.nvlink_bytes, 2 * (g - 1) * size / g * g * h);
+    let c = &s.collectives[0];
+    assert_eq!((c.algorithm.as_str(), c.ranks), ("hierarchical", 32));
+    assert!(c.time_ps.is_some());
+}

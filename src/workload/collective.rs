@@ -70,14 +70,20 @@ impl Op {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     Ring,
+    Tree,
+    HalvingDoubling,
     Direct,
+    Hierarchical,
 }
 
 impl Algorithm {
     pub fn parse(s: &str) -> Option<Algorithm> {
         Some(match s {
             "ring" => Algorithm::Ring,
+            "tree" => Algorithm::Tree,
+            "halving-doubling" => Algorithm::HalvingDoubling,
             "direct" => Algorithm::Direct,
+            "hierarchical" => Algorithm::Hierarchical,
             _ => return None,
         })
     }
@@ -85,15 +91,21 @@ impl Algorithm {
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Ring => "ring",
+            Algorithm::Tree => "tree",
+            Algorithm::HalvingDoubling => "halving-doubling",
             Algorithm::Direct => "direct",
+            Algorithm::Hierarchical => "hierarchical",
         }
     }
 
     /// The algorithms that implement `op`.
     pub fn for_op(op: Op) -> &'static [Algorithm] {
+        use Algorithm::*;
         match op {
-            Op::AllToAll => &[Algorithm::Direct],
-            _ => &[Algorithm::Ring],
+            Op::AllToAll => &[Direct],
+            Op::AllReduce => &[Ring, Tree, HalvingDoubling, Hierarchical],
+            Op::AllGather | Op::ReduceScatter => &[Ring, HalvingDoubling],
+            Op::Broadcast => &[Ring],
         }
     }
 }
@@ -291,17 +303,8 @@ fn connection_key(workload: u32, a: GpuId, b: GpuId, channel: u32) -> u64 {
 /// so that channel c enters each host at its c-th GPU and (with PXN)
 /// crosses between hosts on that GPU's rail.
 pub fn ring_order(topo: &Topology, gpus: &[GpuId], channel: u32) -> Vec<GpuId> {
-    let mut hosts: Vec<(u32, Vec<GpuId>)> = Vec::new();
-    for &g in gpus {
-        let h = topo.gpus[g.idx()].host.0;
-        match hosts.iter_mut().find(|(x, _)| *x == h) {
-            Some((_, v)) => v.push(g),
-            None => hosts.push((h, vec![g])),
-        }
-    }
     let mut out = Vec::with_capacity(gpus.len());
-    for (_, mut v) in hosts {
-        v.sort_by_key(|g| topo.gpus[g.idx()].local);
+    for mut v in by_host(topo, gpus) {
         let r = channel as usize % v.len();
         v.rotate_left(r);
         out.extend(v);
@@ -326,6 +329,9 @@ pub fn emit(
     match (c.op, c.algorithm) {
         (Op::AllToAll, _) => direct_all_to_all(e, c, start, &mut last)?,
         (Op::Broadcast, _) => ring_broadcast(e, c, start, &mut last)?,
+        (_, Algorithm::Hierarchical) => hierarchical(e, c, start, &mut last)?,
+        (_, Algorithm::Tree) => double_tree(e, c, start, &mut last)?,
+        (_, Algorithm::HalvingDoubling) => halving_doubling(e, c, start, &mut last)?,
         _ => ring(e, c, start, &mut last)?,
     }
     let end = e.join(&last, SimTime::ZERO);
@@ -341,40 +347,288 @@ pub fn emit(
 }
 
 /// Ring all-reduce (reduce-scatter then all-gather, 2(n-1) steps),
-/// all-gather or reduce-scatter (n-1 steps): at step k the rank at ring
-/// position i sends block (i - k) mod n to position i + 1, chunk by chunk;
-/// a chunk goes on once it has arrived.
+/// all-gather or reduce-scatter (n-1 steps), one ring per channel.
 fn ring(e: &mut Emitter, c: &Collective, start: u32, last: &mut Vec<u32>) -> Result<(), String> {
     let n = c.gpus.len();
-    let steps = match c.op {
-        Op::AllReduce => 2 * (n - 1),
-        _ => n - 1,
-    };
+    let steps = ring_steps(c.op, n);
     for ch in 0..c.channels {
         let order = ring_order(e.topo, &c.gpus, ch);
         let data = share(c.bytes, c.channels as u64, ch as u64);
-        let slices = share(data, n as u64, 0).div_ceil(c.chunk).max(1);
-        // arrived[i][j]: the task that brought chunk j to position i.
-        let mut arrived = vec![vec![start; slices as usize]; n];
-        for k in 0..steps {
-            let mut next = arrived.clone();
-            for i in 0..n {
-                let block = (i + n - k % n) % n;
-                let size = share(data, n as u64, block as u64);
-                let to = (i + 1) % n;
-                for j in 0..slices {
-                    let bytes = share(size, slices, j);
-                    let dep = arrived[i][j as usize];
-                    next[to][j as usize] = if bytes == 0 {
-                        dep
-                    } else {
-                        e.send(order[i], order[to], bytes, ch, &[dep])?
-                    };
+        let done = ring_pass(e, &order, data, steps, c.chunk, ch, &vec![start; n])?;
+        last.extend(done);
+    }
+    Ok(())
+}
+
+fn ring_steps(op: Op, n: usize) -> usize {
+    match op {
+        Op::AllReduce => 2 * (n - 1),
+        _ => n - 1,
+    }
+}
+
+/// `steps` ring steps over `order` with `data` bytes cut into n blocks: at
+/// step k the rank at position i sends block (i - k) mod n to position
+/// i + 1, chunk by chunk, and a chunk goes on once it has arrived.
+/// Position i starts after `ready[i]`. Returns, per position, a task done
+/// when its last chunk has arrived.
+#[allow(clippy::too_many_arguments)]
+fn ring_pass(
+    e: &mut Emitter,
+    order: &[GpuId],
+    data: u64,
+    steps: usize,
+    chunk: u64,
+    ch: u32,
+    ready: &[u32],
+) -> Result<Vec<u32>, String> {
+    let n = order.len();
+    let slices = share(data, n as u64, 0).div_ceil(chunk).max(1);
+    // arrived[i][j]: the task that brought chunk j to position i.
+    let mut arrived: Vec<Vec<u32>> = ready.iter().map(|&r| vec![r; slices as usize]).collect();
+    for k in 0..steps {
+        let mut next = arrived.clone();
+        for i in 0..n {
+            let block = (i + n - k % n) % n;
+            let size = share(data, n as u64, block as u64);
+            let to = (i + 1) % n;
+            for j in 0..slices {
+                let bytes = share(size, slices, j);
+                let dep = arrived[i][j as usize];
+                next[to][j as usize] = if bytes == 0 {
+                    dep
+                } else {
+                    e.send(order[i], order[to], bytes, ch, &[dep])?
+                };
+            }
+        }
+        arrived = next;
+    }
+    Ok(arrived
+        .into_iter()
+        .map(|v| e.join(&v, SimTime::ZERO))
+        .collect())
+}
+
+/// Hierarchical all-reduce: a reduce-scatter among the GPUs of each host
+/// over NVLink, an all-reduce of each GPU's 1/g share among the GPUs of
+/// the same local index (one rail) across hosts, and an all-gather inside
+/// each host again. Each phase of a GPU starts when its own previous
+/// phase is done.
+fn hierarchical(
+    e: &mut Emitter,
+    c: &Collective,
+    start: u32,
+    last: &mut Vec<u32>,
+) -> Result<(), String> {
+    let hosts = by_host(e.topo, &c.gpus);
+    let g = hosts[0].len();
+    if let Some(h) = hosts.iter().find(|h| h.len() != g) {
+        return Err(format!(
+            "hierarchical needs the same number of GPUs from every host; {} has {} and {} has {g}",
+            e.topo.gpu_name(h[0]),
+            h.len(),
+            e.topo.gpu_name(hosts[0][0])
+        ));
+    }
+    let rails_ch = c.channels.div_ceil(g as u32).max(1);
+    // Ready time of each GPU (by communicator order within `hosts`).
+    let mut ready: Vec<Vec<u32>> = hosts.iter().map(|h| vec![start; h.len()]).collect();
+    let local = |e: &mut Emitter, op: Op, ready: &mut Vec<Vec<u32>>| -> Result<(), String> {
+        if g < 2 {
+            return Ok(());
+        }
+        for (hi, h) in hosts.iter().enumerate() {
+            let done = ring_pass(e, h, c.bytes, ring_steps(op, g), c.chunk, 0, &ready[hi])?;
+            ready[hi] = done;
+        }
+        Ok(())
+    };
+    local(e, Op::ReduceScatter, &mut ready)?;
+    if hosts.len() > 1 {
+        for l in 0..g {
+            let rail: Vec<GpuId> = hosts.iter().map(|h| h[l]).collect();
+            let part = share(c.bytes, g as u64, l as u64);
+            let mut outs = vec![Vec::new(); hosts.len()];
+            for ch in 0..rails_ch {
+                let data = share(part, rails_ch as u64, ch as u64);
+                let r: Vec<u32> = (0..hosts.len()).map(|hi| ready[hi][l]).collect();
+                let steps = ring_steps(Op::AllReduce, hosts.len());
+                let done = ring_pass(e, &rail, data, steps, c.chunk, 1 + ch, &r)?;
+                for (hi, d) in done.into_iter().enumerate() {
+                    outs[hi].push(d);
                 }
             }
-            arrived = next;
+            for (hi, o) in outs.into_iter().enumerate() {
+                ready[hi][l] = e.join(&o, SimTime::ZERO);
+            }
         }
-        last.extend(arrived.into_iter().flatten());
+    }
+    local(e, Op::AllGather, &mut ready)?;
+    last.extend(ready.into_iter().flatten());
+    Ok(())
+}
+
+/// The communicator's GPUs host by host (hosts in order of first
+/// appearance, GPUs by local index).
+fn by_host(topo: &Topology, gpus: &[GpuId]) -> Vec<Vec<GpuId>> {
+    let mut hosts: Vec<(u32, Vec<GpuId>)> = Vec::new();
+    for &g in gpus {
+        let h = topo.gpus[g.idx()].host.0;
+        match hosts.iter_mut().find(|(x, _)| *x == h) {
+            Some((_, v)) => v.push(g),
+            None => hosts.push((h, vec![g])),
+        }
+    }
+    hosts
+        .into_iter()
+        .map(|(_, mut v)| {
+            v.sort_by_key(|g| topo.gpus[g.idx()].local);
+            v
+        })
+        .collect()
+}
+
+/// Parent of each position in a balanced binary tree over positions
+/// 0..n whose leaves are the even positions: each range's root is its
+/// position p with the largest lowest set bit of p + 1.
+fn btree(n: usize) -> Vec<Option<usize>> {
+    fn build(lo: usize, hi: usize, up: Option<usize>, parent: &mut [Option<usize>]) {
+        if lo >= hi {
+            return;
+        }
+        let root = (lo..hi)
+            .max_by_key(|&p| ((p + 1).trailing_zeros(), std::cmp::Reverse(p)))
+            .unwrap_or(lo);
+        parent[root] = up;
+        build(lo, root, Some(root), parent);
+        build(root + 1, hi, Some(root), parent);
+    }
+    let mut parent = vec![None; n];
+    build(0, n, None, &mut parent);
+    parent
+}
+
+/// Double binary tree all-reduce (NCCL's tree): half the data goes up
+/// and back down each of two binary trees over the ring order, the second
+/// shifted by one position so that the leaves of one are the inner nodes
+/// of the other. Up the tree a node sends a chunk to its parent once it
+/// has it from all its children; down, a node passes a chunk to its
+/// children once it has it from its parent.
+fn double_tree(
+    e: &mut Emitter,
+    c: &Collective,
+    start: u32,
+    last: &mut Vec<u32>,
+) -> Result<(), String> {
+    let n = c.gpus.len();
+    let parent = btree(n);
+    for ch in 0..c.channels {
+        let order = ring_order(e.topo, &c.gpus, ch);
+        let data = share(c.bytes, c.channels as u64, ch as u64);
+        for tree in 0..2u64 {
+            let half = share(data, 2, tree);
+            if half == 0 {
+                continue;
+            }
+            let rank = |p: usize| order[(p + tree as usize) % n];
+            let slices = half.div_ceil(c.chunk).max(1);
+            for j in 0..slices {
+                let bytes = share(half, slices, j);
+                // Up: children before parents (deepest first).
+                let mut from_children: Vec<Vec<u32>> = vec![Vec::new(); n];
+                for p in by_depth(&parent).into_iter().rev() {
+                    let deps = if from_children[p].is_empty() {
+                        vec![start]
+                    } else {
+                        from_children[p].clone()
+                    };
+                    if let Some(q) = parent[p] {
+                        let t = e.send(rank(p), rank(q), bytes, ch, &deps)?;
+                        from_children[q].push(t);
+                    } else {
+                        // The root has the reduced chunk: send it down.
+                        let root_done = e.join(&deps, SimTime::ZERO);
+                        let mut has = vec![None; n];
+                        has[p] = Some(root_done);
+                        for x in by_depth(&parent) {
+                            if let Some(q) = parent[x] {
+                                let dep = has[q].unwrap_or(root_done);
+                                has[x] = Some(e.send(rank(q), rank(x), bytes, ch, &[dep])?);
+                            }
+                        }
+                        last.extend(has.into_iter().flatten());
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Positions ordered root first, then by depth.
+fn by_depth(parent: &[Option<usize>]) -> Vec<usize> {
+    let depth = |mut p: usize| {
+        let mut d = 0;
+        while let Some(q) = parent[p] {
+            p = q;
+            d += 1;
+        }
+        d
+    };
+    let mut v: Vec<usize> = (0..parent.len()).collect();
+    v.sort_by_key(|&p| (depth(p), p));
+    v
+}
+
+/// Halving-doubling (Rabenseifner): a reduce-scatter by recursive halving
+/// (partners at distance n/2, n/4, ... 1 exchange half of what each
+/// holds) and an all-gather by recursive doubling (distances 1, 2, ...
+/// n/2, the data doubling each step). A rank's step starts once it has
+/// what its previous partner sent.
+fn halving_doubling(
+    e: &mut Emitter,
+    c: &Collective,
+    start: u32,
+    last: &mut Vec<u32>,
+) -> Result<(), String> {
+    let n = c.gpus.len();
+    if !n.is_power_of_two() {
+        return Err(format!(
+            "halving-doubling needs a power-of-two number of ranks; the communicator has {n}"
+        ));
+    }
+    let log = n.trailing_zeros() as usize;
+    // (distance, share of the buffer sent as a fraction 1/den)
+    let mut plan: Vec<(usize, u64)> = Vec::new();
+    if matches!(c.op, Op::AllReduce | Op::ReduceScatter) {
+        plan.extend((0..log).map(|s| (n >> (s + 1), 1u64 << (s + 1))));
+    }
+    if matches!(c.op, Op::AllReduce | Op::AllGather) {
+        plan.extend((0..log).map(|s| (1 << s, (n >> s) as u64)));
+    }
+    for ch in 0..c.channels {
+        let order = ring_order(e.topo, &c.gpus, ch);
+        let data = share(c.bytes, c.channels as u64, ch as u64);
+        let mut ready = vec![start; n];
+        for &(dist, den) in &plan {
+            let bytes = data / den;
+            let slices = bytes.div_ceil(c.chunk).max(1);
+            let mut got: Vec<Vec<u32>> = vec![Vec::new(); n];
+            for i in 0..n {
+                let p = i ^ dist;
+                for j in 0..slices {
+                    let b = share(bytes, slices, j);
+                    if b > 0 {
+                        got[p].push(e.send(order[i], order[p], b, ch, &[ready[i]])?);
+                    }
+                }
+            }
+            for i in 0..n {
+                ready[i] = e.join(&got[i], SimTime::ZERO);
+            }
+        }
+        last.extend(ready);
     }
     Ok(())
 }
@@ -435,4 +689,40 @@ fn direct_all_to_all(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tree is a single rooted tree; its leaves are the even
+    /// positions, so the second tree (shifted by one) has the odd
+    /// positions as leaves and no rank is inner in both (n even).
+    #[test]
+    fn double_binary_tree_shapes() {
+        for n in [2usize, 4, 8, 16, 6, 12] {
+            let parent = btree(n);
+            assert_eq!(parent.iter().filter(|p| p.is_none()).count(), 1, "n={n}");
+            let mut children = vec![0; n];
+            for p in parent.iter().flatten() {
+                children[*p] += 1;
+            }
+            assert!(children.iter().all(|&c| c <= 2));
+            let inner_a: Vec<usize> = (0..n).filter(|&p| children[p] > 0).collect();
+            assert!(inner_a.iter().all(|p| p % 2 == 1), "n={n}: {inner_a:?}");
+            // Tree B holds rank (p + 1) mod n at position p.
+            let inner_b: Vec<usize> = inner_a.iter().map(|p| (p + 1) % n).collect();
+            assert!(inner_b.iter().all(|r| !inner_a.contains(r)), "n={n}");
+            assert_eq!(by_depth(&parent).len(), n);
+        }
+    }
+
+    #[test]
+    fn busbw_factors_follow_nccl_tests() {
+        assert_eq!(Op::AllReduce.busbw_factor(8), 1.75);
+        assert_eq!(Op::AllGather.busbw_factor(8), 0.875);
+        assert_eq!(Op::ReduceScatter.busbw_factor(4), 0.75);
+        assert_eq!(Op::AllToAll.busbw_factor(2), 0.5);
+        assert_eq!(Op::Broadcast.busbw_factor(16), 1.0);
+    }
 }
