@@ -31,8 +31,7 @@ fn example_scenarios_produce_their_expected_summaries() {
     let mut failures = Vec::new();
     for path in &names {
         let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        let text = std::fs::read_to_string(path).unwrap();
-        let (_, summary) = common::run(&text);
+        let (_, summary) = common::run_file(path, &[]);
         let got = serde_json::to_string_pretty(&summary).unwrap() + "\n";
         let expected_path = format!("tests/expected/{stem}.summary.json");
         if update {

@@ -12,8 +12,18 @@ pub fn run(text: &str) -> (Simulation, Summary) {
 }
 
 pub fn run_with(text: &str, sets: &[&str]) -> (Simulation, Summary) {
+    run_named("test.toml", text, sets)
+}
+
+/// Runs a scenario file (files it names are found relative to it).
+pub fn run_file(path: &std::path::Path, sets: &[&str]) -> (Simulation, Summary) {
+    let text = std::fs::read_to_string(path).unwrap();
+    run_named(&path.to_string_lossy(), &text, sets)
+}
+
+pub fn run_named(name: &str, text: &str, sets: &[&str]) -> (Simulation, Summary) {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let prepared = scenario::prepare("test.toml", text, &sets).unwrap_or_else(|e| panic!("{e}"));
+    let prepared = scenario::prepare(name, text, &sets).unwrap_or_else(|e| panic!("{e}"));
     let mut sim = Simulation::new(prepared);
     let stop = sim.run(|_| {});
     assert_eq!(stop, StopReason::Finished);

@@ -40,6 +40,12 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                 fmt_bytes(w.bytes),
                 n
             ),
+            crate::workload::Pattern::Chakra(t) => format!(
+                "chakra trace ({} ranks, {} nodes, {} messages)",
+                t.0.ranks.len(),
+                t.0.ranks.iter().map(|r| r.len()).sum::<usize>(),
+                n
+            ),
             p => format!("{} ({} x {})", p.name(), n, fmt_bytes(w.bytes)),
         });
     }

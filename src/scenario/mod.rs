@@ -217,10 +217,18 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 Some(t)
             }
         };
+        // Files a scenario names are relative to it.
+        let base = match file {
+            "-" | DEFAULT_NAME => std::path::Path::new(""),
+            f => std::path::Path::new(f)
+                .parent()
+                .unwrap_or(std::path::Path::new("")),
+        };
         let workloads = resolve::workloads(
             &raw.workload,
             &topology,
             transport.mtu,
+            base,
             &root.key("workload"),
         )?;
         if workloads.is_empty() {

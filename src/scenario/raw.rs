@@ -277,6 +277,8 @@ pub struct RawWorkload {
     pub chunk: Option<Value>,
     pub pxn: Option<bool>,
     pub root: Option<i64>,
+    /// A Chakra trace folder, relative to the scenario file.
+    pub trace: Option<String>,
 }
 
 /// Inside each host: NVLink between the GPUs.

@@ -584,12 +584,13 @@ pub fn workloads(
     raw: &[RawWorkload],
     topo: &Topology,
     mtu: u32,
+    base: &std::path::Path,
     path: &KeyPath,
 ) -> R<Vec<Workload>> {
     let mut out = Vec::new();
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
-        let kinds = "transfer, permutation, incast, all-to-all or collective";
+        let kinds = "transfer, permutation, incast, all-to-all, collective or chakra";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -607,6 +608,7 @@ pub fn workloads(
                 "pxn",
                 "root",
             ],
+            "chakra" => &["trace", "gpus", "algorithm", "channels", "chunk", "pxn"],
             other => {
                 return Err(KeyError::new(
                     &p.key("kind"),
@@ -627,6 +629,7 @@ pub fn workloads(
             ("chunk", w.chunk.is_some()),
             ("pxn", w.pxn.is_some()),
             ("root", w.root.is_some()),
+            ("trace", w.trace.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -676,11 +679,19 @@ pub fn workloads(
                 Pattern::Incast { dst, srcs }
             }
             "collective" => Pattern::Collective(collective(w, topo, &p)?),
+            "chakra" => Pattern::Chakra(Box::new(chakra(w, topo, base, &p)?)),
             _ => Pattern::AllToAll {
                 gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
             },
         };
         let bytes = match &w.bytes {
+            None if kind == "chakra" => 0,
+            Some(_) if kind == "chakra" => {
+                return Err(KeyError::new(
+                    &p.key("bytes"),
+                    "is not used by kind = \"chakra\" (sizes come from the trace)",
+                ))
+            }
             None => {
                 return Err(KeyError::new(
                     &p.key("bytes"),
@@ -898,4 +909,79 @@ pub fn host(h: Option<&RawHost>, path: &KeyPath) -> R<crate::scenario::HostConfi
             d.nvlink_latency,
         )?,
     })
+}
+
+/// A `kind = "chakra"` workload entry: reads the trace.
+fn chakra(
+    w: &RawWorkload,
+    topo: &Topology,
+    base: &std::path::Path,
+    p: &KeyPath,
+) -> R<(
+    crate::workload::chakra::Trace,
+    crate::workload::chakra::Settings,
+)> {
+    let Some(dir) = &w.trace else {
+        return Err(KeyError::new(
+            &p.key("trace"),
+            "missing; expected the folder of a Chakra trace (one PREFIX.RANK.et file per rank)",
+        ));
+    };
+    let trace = crate::workload::chakra::read_dir(&base.join(dir))
+        .map_err(|m| KeyError::new(&p.key("trace"), m))?;
+    let ranks = trace.ranks.len();
+    let gpus = match &w.gpus {
+        None if ranks <= topo.gpus.len() => (0..ranks as u32).map(GpuId).collect(),
+        None => {
+            return Err(KeyError::new(
+                &p.key("trace"),
+                format!(
+                    "the trace has {ranks} ranks but the fabric only {} GPUs",
+                    topo.gpus.len()
+                ),
+            ))
+        }
+        Some(_) => {
+            let g = gpu_list(topo, &w.gpus, &p.key("gpus"))?;
+            if g.len() != ranks {
+                return Err(KeyError::new(
+                    &p.key("gpus"),
+                    format!(
+                        "got {} GPUs, expected one per rank of the trace ({ranks})",
+                        g.len()
+                    ),
+                ));
+            }
+            g
+        }
+    };
+    // The collective settings, checked as for kind = "collective".
+    let probe = RawWorkload {
+        kind: Some("collective".into()),
+        op: Some("all-reduce".into()),
+        algorithm: w.algorithm.clone(),
+        channels: w.channels,
+        chunk: w.chunk.clone(),
+        pxn: w.pxn,
+        gpus: Some(gpus.iter().map(|g| g.0 as i64).collect()),
+        ..Default::default()
+    };
+    let c = if ranks >= 2 {
+        Some(collective(&probe, topo, p)?)
+    } else {
+        None
+    };
+    Ok((
+        trace,
+        crate::workload::chakra::Settings {
+            gpus,
+            algorithm: c
+                .as_ref()
+                .map(|c| c.algorithm)
+                .filter(|_| w.algorithm.is_some()),
+            channels: c.as_ref().map_or(1, |c| c.channels),
+            chunk: c.as_ref().map_or(512 * 1024, |c| c.chunk),
+            pxn: w.pxn.unwrap_or(true),
+        },
+    ))
 }

@@ -189,6 +189,17 @@ impl<'a> Emitter<'a> {
         t
     }
 
+    /// `d` of time after `deps` (on `lane`, one at a time, if given).
+    pub fn delay(&mut self, d: SimTime, lane: Option<u32>, deps: &[u32]) -> u32 {
+        let t = self
+            .graph
+            .task(TaskKind::Delay(d), lane.unwrap_or(NO_LANE), SimTime::ZERO);
+        for &x in deps {
+            self.graph.edge(x, t);
+        }
+        t
+    }
+
     /// `bytes` from GPU `a` to GPU `b` on `channel`, after `deps`. Returns
     /// the task that is done when the data is at `b`.
     pub fn send(

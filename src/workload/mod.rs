@@ -7,6 +7,7 @@
 //! task graph (`graph`) of gated transfers and NVLink copies
 //! (`collective`).
 
+pub mod chakra;
 pub mod collective;
 pub mod graph;
 mod permutation;
@@ -54,6 +55,8 @@ pub enum Pattern {
     },
     /// A collective over a communicator.
     Collective(collective::Collective),
+    /// A Chakra execution trace, its ranks on these GPUs.
+    Chakra(Box<(chakra::Trace, chakra::Settings)>),
 }
 
 impl Pattern {
@@ -64,6 +67,7 @@ impl Pattern {
             Pattern::Incast { .. } => "incast",
             Pattern::AllToAll { .. } => "all-to-all",
             Pattern::Collective(_) => "collective",
+            Pattern::Chakra(_) => "chakra",
         }
     }
 }
@@ -158,6 +162,22 @@ pub fn expand(
                 let run = collective::emit(&mut e, c, &[], w.start)
                     .map_err(|m| KeyError::new(&w.path, m))?;
                 collectives.push(run);
+                continue;
+            }
+            Pattern::Chakra(t) => {
+                let (trace, settings) = &**t;
+                let mut e = collective::Emitter::new(
+                    topo,
+                    routes,
+                    &mut graph,
+                    &mut flows,
+                    wi as u32,
+                    w.qps,
+                    settings.pxn,
+                );
+                let runs = chakra::emit(&mut e, trace, settings, w.start)
+                    .map_err(|m| KeyError::new(&w.path.key("trace"), m))?;
+                collectives.extend(runs);
                 continue;
             }
             Pattern::Transfer { src, dst } => {

@@ -1,0 +1,587 @@
+//! Chakra execution traces (MLCommons) as workloads.
+//!
+//! A trace is a folder with one file per rank, `PREFIX.RANK.et`: a stream
+//! of protobuf messages, each after its length as a varint, first a
+//! `GlobalMetadata` and then `Node`s. A node runs once its data and
+//! control dependencies (nodes of the same rank) are done. Mapping:
+//!
+//! - `COMP`: its `duration_micros` on the rank's GPU, one kernel at a time
+//!   (CPU ops, `is_cpu_op`, take their time off the GPU);
+//! - `COMM_COLL`: the n-th collective node of every rank together form one
+//!   collective over all ranks (`comm_type`, `comm_size` bytes as
+//!   nccl-tests counts them), run with the workload's algorithm settings;
+//!   each rank's node is done when the collective is;
+//! - `COMM_SEND` / `COMM_RECV`: a transfer of `comm_size` bytes to rank
+//!   `comm_dst`; the receive (matched by source, destination and tag, in
+//!   order) is done when the data has arrived;
+//! - `METADATA`: nothing to do.
+//!
+//! Memory operations and the collectives this simulator does not have
+//! (reduce, gather, scatter) are refused with the node named.
+
+use super::collective::{self, Algorithm, Collective, CollectiveRun, Emitter, Op};
+use crate::topology::GpuId;
+use crate::units::SimTime;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Protobuf messages of the format, by field number.
+mod pb {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct GlobalMetadata {
+        #[prost(string, tag = "1")]
+        pub version: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Node {
+        #[prost(uint64, tag = "1")]
+        pub id: u64,
+        #[prost(string, tag = "2")]
+        pub name: String,
+        #[prost(int32, tag = "3")]
+        pub r#type: i32,
+        #[prost(uint64, repeated, tag = "4")]
+        pub ctrl_deps: Vec<u64>,
+        #[prost(uint64, repeated, tag = "5")]
+        pub data_deps: Vec<u64>,
+        #[prost(uint64, tag = "6")]
+        pub start_time_micros: u64,
+        #[prost(uint64, tag = "7")]
+        pub duration_micros: u64,
+        #[prost(message, repeated, tag = "10")]
+        pub attr: Vec<Attribute>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Attribute {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(
+            oneof = "Value",
+            tags = "3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31"
+        )]
+        pub value: Option<Value>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Value {
+        #[prost(double, tag = "3")]
+        Double(f64),
+        #[prost(float, tag = "5")]
+        Float(f32),
+        #[prost(int32, tag = "7")]
+        Int32(i32),
+        #[prost(int64, tag = "9")]
+        Int64(i64),
+        #[prost(uint32, tag = "11")]
+        Uint32(u32),
+        #[prost(uint64, tag = "13")]
+        Uint64(u64),
+        #[prost(sint32, tag = "15")]
+        Sint32(i32),
+        #[prost(sint64, tag = "17")]
+        Sint64(i64),
+        #[prost(fixed32, tag = "19")]
+        Fixed32(u32),
+        #[prost(fixed64, tag = "21")]
+        Fixed64(u64),
+        #[prost(sfixed32, tag = "23")]
+        Sfixed32(i32),
+        #[prost(sfixed64, tag = "25")]
+        Sfixed64(i64),
+        #[prost(bool, tag = "27")]
+        Bool(bool),
+        #[prost(string, tag = "29")]
+        String(String),
+        #[prost(bytes = "vec", tag = "31")]
+        Bytes(Vec<u8>),
+    }
+}
+
+/// Node types of the format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Metadata,
+    MemLoad,
+    MemStore,
+    Comp,
+    Send,
+    Recv,
+    Coll,
+    Invalid,
+}
+
+impl Kind {
+    fn of(t: i32) -> Kind {
+        match t {
+            1 => Kind::Metadata,
+            2 => Kind::MemLoad,
+            3 => Kind::MemStore,
+            4 => Kind::Comp,
+            5 => Kind::Send,
+            6 => Kind::Recv,
+            7 => Kind::Coll,
+            _ => Kind::Invalid,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Metadata => "METADATA",
+            Kind::MemLoad => "MEM_LOAD",
+            Kind::MemStore => "MEM_STORE",
+            Kind::Comp => "COMP",
+            Kind::Send => "COMM_SEND",
+            Kind::Recv => "COMM_RECV",
+            Kind::Coll => "COMM_COLL",
+            Kind::Invalid => "INVALID",
+        }
+    }
+}
+
+/// One node, with what the simulator reads from it.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub id: u64,
+    pub name: String,
+    pub kind: Kind,
+    pub deps: Vec<u64>,
+    pub duration: SimTime,
+    pub cpu: bool,
+    pub comm_type: Option<i64>,
+    pub comm_size: Option<u64>,
+    pub comm_src: Option<i64>,
+    pub comm_dst: Option<i64>,
+    pub comm_tag: i64,
+}
+
+/// A trace: the nodes of each rank, in file order.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub ranks: Vec<Vec<Node>>,
+}
+
+/// Most ranks and nodes a trace may have (bounds memory on bad input).
+const MAX_RANKS: usize = 65_536;
+const MAX_NODES: usize = 4 << 20;
+
+fn int_of(v: &pb::Value) -> Option<i64> {
+    use pb::Value::*;
+    Some(match *v {
+        Int32(x) | Sint32(x) | Sfixed32(x) => x as i64,
+        Int64(x) | Sint64(x) | Sfixed64(x) => x,
+        Uint32(x) | Fixed32(x) => x as i64,
+        Uint64(x) | Fixed64(x) => i64::try_from(x).ok()?,
+        Bool(b) => b as i64,
+        _ => return None,
+    })
+}
+
+/// Reads one rank's file.
+pub fn read_file(path: &Path) -> Result<Vec<Node>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Decodes a length-delimited stream: metadata, then nodes.
+pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
+    use prost::Message;
+    let mut nodes = Vec::new();
+    let mut first = true;
+    while !buf.is_empty() {
+        let len = prost::encoding::decode_varint(&mut buf)
+            .map_err(|e| format!("bad length prefix: {e}"))?;
+        if len > buf.len() as u64 {
+            return Err(format!(
+                "a message of {len} bytes runs past the end of the file ({} bytes left)",
+                buf.len()
+            ));
+        }
+        let (msg, rest) = buf.split_at(len as usize);
+        buf = rest;
+        if first {
+            first = false;
+            pb::GlobalMetadata::decode(msg).map_err(|e| format!("bad GlobalMetadata: {e}"))?;
+            continue;
+        }
+        if nodes.len() >= MAX_NODES {
+            return Err(format!("more than {MAX_NODES} nodes"));
+        }
+        let n = pb::Node::decode(msg)
+            .map_err(|e| format!("bad Node (message {}): {e}", nodes.len() + 1))?;
+        let attr = |name: &str| {
+            n.attr
+                .iter()
+                .find(|a| a.name == name)
+                .and_then(|a| a.value.as_ref())
+        };
+        let int = |name: &str| attr(name).and_then(int_of);
+        let mut deps = n.data_deps.clone();
+        deps.extend(&n.ctrl_deps);
+        nodes.push(Node {
+            id: n.id,
+            name: n.name.clone(),
+            kind: Kind::of(n.r#type),
+            deps,
+            duration: SimTime::from_us(n.duration_micros.min(1 << 40)),
+            cpu: int("is_cpu_op").unwrap_or(0) != 0,
+            comm_type: int("comm_type"),
+            comm_size: int("comm_size").and_then(|s| u64::try_from(s).ok()),
+            comm_src: int("comm_src"),
+            comm_dst: int("comm_dst"),
+            comm_tag: int("comm_tag").unwrap_or(0),
+        });
+    }
+    if first {
+        return Err("empty file (no GlobalMetadata)".into());
+    }
+    Ok(nodes)
+}
+
+/// Reads a trace folder: files `PREFIX.RANK.et` for ranks 0 to n-1.
+pub fn read_dir(dir: &Path) -> Result<Trace, String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read the trace folder {}: {e}", dir.display()))?;
+    let mut files: Vec<(usize, std::path::PathBuf)> = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let Some(stem) = name.strip_suffix(".et") else {
+            continue;
+        };
+        let rank = stem
+            .rsplit('.')
+            .next()
+            .and_then(|r| r.parse::<usize>().ok());
+        match rank {
+            Some(r) if r < MAX_RANKS => files.push((r, path)),
+            _ => {
+                return Err(format!(
+                    "{}: expected trace files named PREFIX.RANK.et, got {name}",
+                    dir.display()
+                ))
+            }
+        }
+    }
+    if files.is_empty() {
+        return Err(format!("{}: no .et trace files", dir.display()));
+    }
+    files.sort();
+    for (i, (r, p)) in files.iter().enumerate() {
+        if *r != i {
+            return Err(format!(
+                "{}: ranks must be numbered 0 to {} without gaps or repeats; found {} for rank {i}",
+                dir.display(),
+                files.len() - 1,
+                p.display()
+            ));
+        }
+    }
+    let ranks = files
+        .iter()
+        .map(|(_, p)| read_file(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Trace { ranks })
+}
+
+/// How a trace's collectives run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Rank r runs on `gpus[r]`.
+    pub gpus: Vec<GpuId>,
+    /// Algorithm for all-reduce (others use their usual one).
+    pub algorithm: Option<Algorithm>,
+    pub channels: u32,
+    pub chunk: u64,
+    pub pxn: bool,
+}
+
+fn op_of(comm_type: i64) -> Result<Option<Op>, &'static str> {
+    Ok(Some(match comm_type {
+        0 => Op::AllReduce,
+        2 => Op::AllGather,
+        5 => Op::Broadcast,
+        6 => Op::AllToAll,
+        7 | 8 => Op::ReduceScatter,
+        9 => return Ok(None),
+        1 => return Err("REDUCE"),
+        3 => return Err("GATHER"),
+        4 => return Err("SCATTER"),
+        _ => return Err("an unknown collective type"),
+    }))
+}
+
+/// Where a node is in the trace, for messages.
+fn at(rank: usize, n: &Node) -> String {
+    format!("rank {rank} node {} (\"{}\")", n.id, n.name)
+}
+
+/// Adds the trace to the graph, not before `start`. Returns its
+/// collectives.
+pub fn emit(
+    e: &mut Emitter,
+    trace: &Trace,
+    s: &Settings,
+    start: SimTime,
+) -> Result<Vec<CollectiveRun>, String> {
+    let ranks = trace.ranks.len();
+    if s.gpus.len() < ranks {
+        return Err(format!(
+            "the trace has {ranks} ranks but only {} GPUs are given for them",
+            s.gpus.len()
+        ));
+    }
+    // Check every node and index them.
+    let mut index: Vec<HashMap<u64, usize>> = Vec::with_capacity(ranks);
+    let mut colls: Vec<Vec<usize>> = vec![Vec::new(); ranks];
+    for (r, nodes) in trace.ranks.iter().enumerate() {
+        let mut ix = HashMap::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            if ix.insert(n.id, i).is_some() {
+                return Err(format!("{}: the id is used twice in this rank", at(r, n)));
+            }
+            match n.kind {
+                Kind::MemLoad | Kind::MemStore | Kind::Invalid => {
+                    return Err(format!(
+                        "{}: {} nodes are not supported (memory operations are not simulated)",
+                        at(r, n),
+                        n.kind.name()
+                    ))
+                }
+                Kind::Coll => {
+                    let t = n.comm_type.ok_or_else(|| {
+                        format!("{}: a COMM_COLL node without comm_type", at(r, n))
+                    })?;
+                    let op = op_of(t).map_err(|what| {
+                        format!("{}: {what} collectives are not supported", at(r, n))
+                    })?;
+                    if op.is_some() && n.comm_size.is_none_or(|b| b == 0) {
+                        return Err(format!("{}: a collective without comm_size", at(r, n)));
+                    }
+                    colls[r].push(i);
+                }
+                Kind::Send | Kind::Recv => {
+                    let peer = if n.kind == Kind::Send {
+                        n.comm_dst
+                    } else {
+                        n.comm_src
+                    };
+                    match peer {
+                        Some(p) if p >= 0 && (p as usize) < ranks && p as usize != r => {}
+                        _ => {
+                            return Err(format!(
+                                "{}: expected {} to be another rank of the trace (0 to {}), got {peer:?}",
+                                at(r, n),
+                                if n.kind == Kind::Send { "comm_dst" } else { "comm_src" },
+                                ranks - 1
+                            ))
+                        }
+                    }
+                    if n.kind == Kind::Send && n.comm_size.is_none_or(|b| b == 0) {
+                        return Err(format!("{}: a send without comm_size", at(r, n)));
+                    }
+                }
+                Kind::Comp | Kind::Metadata => {}
+            }
+        }
+        for n in nodes {
+            if let Some(d) = n.deps.iter().find(|d| !ix.contains_key(d)) {
+                return Err(format!(
+                    "{}: depends on node {d}, which rank {r} does not have",
+                    at(r, n)
+                ));
+            }
+        }
+        index.push(ix);
+    }
+    let groups = colls[0].len();
+    if let Some(r) = (0..ranks).find(|&r| colls[r].len() != groups) {
+        return Err(format!(
+            "rank 0 has {groups} collective nodes but rank {r} has {}; every rank must take part in every collective",
+            colls[r].len()
+        ));
+    }
+    // The n-th collective of every rank must be the same collective.
+    for (k, &first) in colls[0].iter().enumerate() {
+        let a = &trace.ranks[0][first];
+        for (r, c) in colls.iter().enumerate().skip(1) {
+            let b = &trace.ranks[r][c[k]];
+            if (b.comm_type, b.comm_size) != (a.comm_type, a.comm_size) {
+                return Err(format!(
+                    "{}: collective {k} of rank 0 is type {:?} of {:?} B, this one type {:?} of {:?} B",
+                    at(r, b),
+                    a.comm_type,
+                    a.comm_size,
+                    b.comm_type,
+                    b.comm_size
+                ));
+            }
+        }
+    }
+
+    // Emit in dependency order across ranks: a node once its dependencies
+    // are emitted; a collective once all its ranks' nodes are ready; a
+    // receive once its send is.
+    let total: usize = trace.ranks.iter().map(|n| n.len()).sum();
+    let mut task: Vec<Vec<Option<u32>>> = trace.ranks.iter().map(|n| vec![None; n.len()]).collect();
+    let mut sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>> = HashMap::new();
+    let mut gpu_lane: Vec<Option<u32>> = vec![None; ranks];
+    let mut runs = Vec::new();
+    let mut emitted = 0;
+    let begin = e.join(&[], start);
+    let mut next_group = 0;
+    loop {
+        let mut progress = false;
+        for r in 0..ranks {
+            for (i, n) in trace.ranks[r].iter().enumerate() {
+                if task[r][i].is_some() || n.kind == Kind::Coll {
+                    continue;
+                }
+                let Some(deps) = deps_done(&n.deps, &index[r], &task[r], begin) else {
+                    continue;
+                };
+                let t = match n.kind {
+                    Kind::Comp if n.cpu => Some(e.delay(n.duration, None, &deps)),
+                    Kind::Comp => {
+                        let lane = *gpu_lane[r].get_or_insert_with(|| e.graph.new_lane());
+                        Some(e.delay(n.duration, Some(lane), &deps))
+                    }
+                    Kind::Send => {
+                        let dst = n.comm_dst.unwrap_or(0) as usize;
+                        let bytes = n.comm_size.unwrap_or(0);
+                        let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
+                        sends.entry((r, dst, n.comm_tag)).or_default().push_back(t);
+                        Some(t)
+                    }
+                    Kind::Recv => {
+                        let src = n.comm_src.unwrap_or(0) as usize;
+                        match sends
+                            .get_mut(&(src, r, n.comm_tag))
+                            .and_then(|q| q.pop_front())
+                        {
+                            Some(t) => {
+                                let mut d = deps;
+                                d.push(t);
+                                Some(e.join(&d, SimTime::ZERO))
+                            }
+                            None => None,
+                        }
+                    }
+                    _ => Some(e.join(&deps, SimTime::ZERO)),
+                };
+                if let Some(t) = t {
+                    task[r][i] = Some(t);
+                    emitted += 1;
+                    progress = true;
+                }
+            }
+        }
+        // The next collectives, once every rank's node is ready.
+        while next_group < groups {
+            let ready: Option<Vec<Vec<u32>>> = (0..ranks)
+                .map(|r| {
+                    let n = &trace.ranks[r][colls[r][next_group]];
+                    deps_done(&n.deps, &index[r], &task[r], begin)
+                })
+                .collect();
+            if let Some(ready) = ready {
+                let deps: Vec<u32> = ready.into_iter().flatten().collect();
+                let first = &trace.ranks[0][colls[0][next_group]];
+                let done = match op_of(first.comm_type.unwrap_or(0)).ok().flatten() {
+                    None => e.join(&deps, SimTime::ZERO),
+                    Some(op) => {
+                        let c = Collective {
+                            op,
+                            algorithm: match s.algorithm {
+                                Some(a) if Algorithm::for_op(op).contains(&a) => a,
+                                _ => Algorithm::for_op(op)[0],
+                            },
+                            gpus: s.gpus[..ranks].to_vec(),
+                            bytes: first.comm_size.unwrap_or(0),
+                            channels: s.channels,
+                            chunk: s.chunk,
+                            pxn: s.pxn,
+                            root: 0,
+                        };
+                        let run = collective::emit(e, &c, &deps, SimTime::ZERO)
+                            .map_err(|m| format!("{}: {m}", at(0, first)))?;
+                        let end = run.end;
+                        runs.push(run);
+                        end
+                    }
+                };
+                for r in 0..ranks {
+                    task[r][colls[r][next_group]] = Some(done);
+                    emitted += 1;
+                }
+                next_group += 1;
+                progress = true;
+            } else {
+                break;
+            }
+        }
+        if emitted == total {
+            break;
+        }
+        if !progress {
+            let (r, n) = (0..ranks)
+                .find_map(|r| {
+                    trace.ranks[r]
+                        .iter()
+                        .enumerate()
+                        .find(|(i, _)| task[r][*i].is_none())
+                        .map(|(_, n)| (r, n))
+                })
+                .expect("some node is left");
+            return Err(format!(
+                "{}: can never run (a dependency cycle, a receive without its send, or ranks that take collectives in a different order)",
+                at(r, n)
+            ));
+        }
+    }
+    Ok(runs)
+}
+
+/// The tasks of `deps` if all are emitted (`begin` if none).
+fn deps_done(
+    deps: &[u64],
+    index: &HashMap<u64, usize>,
+    task: &[Option<u32>],
+    begin: u32,
+) -> Option<Vec<u32>> {
+    let mut out = vec![begin];
+    for d in deps {
+        out.push(task[index[d]]?);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_all_reduce_trace() {
+        let t = read_dir(Path::new("testdata/chakra/all_reduce_8npus_1MB")).unwrap();
+        assert_eq!(t.ranks.len(), 8);
+        for (r, nodes) in t.ranks.iter().enumerate() {
+            assert_eq!(nodes.len(), 1);
+            let n = &nodes[0];
+            assert_eq!(n.kind, Kind::Coll);
+            assert_eq!(n.id, r as u64);
+            assert_eq!(n.comm_type, Some(0));
+            assert_eq!(n.comm_size, Some(1_048_576));
+            assert!(!n.cpu);
+        }
+    }
+
+    #[test]
+    fn bad_streams_are_errors_not_panics() {
+        assert!(decode(&[]).is_err());
+        assert!(decode(&[0x05, 0x0a]).unwrap_err().contains("past the end"));
+        assert!(decode(&[0xff; 12]).is_err());
+        // Metadata then a node whose field 3 has the wrong wire type.
+        assert!(decode(&[0x00, 0x02, 0x1a, 0x00]).is_err());
+    }
+}
