@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{error_of, run, run_with};
+use common::{error_of, run, run_file, run_with};
 use fabricsim::wire::frame::wire_bytes;
 use fabricsim::wire::Opcode;
 use std::collections::HashMap;
@@ -346,4 +346,51 @@ bytes = "32MB"
     let c = &s.collectives[0];
     assert_eq!((c.algorithm.as_str(), c.ranks), ("hierarchical", 32));
     assert!(c.time_ps.is_some());
+}
+
+/// Two training jobs (tenants) on one fabric: each job's iterations are
+/// reported on their own, each iteration is its compute time plus its
+/// collectives back to back, checkpoints are written to the storage host,
+/// and the job's messages carry its tenant id.
+#[test]
+fn two_tenants_report_their_own_iterations() {
+    let (sim, s) = run_file(
+        std::path::Path::new("examples/collectives/training-two-tenants.toml"),
+        &[],
+    );
+    assert_eq!(s.jobs.len(), 2);
+    let (a, b) = (&s.jobs[0], &s.jobs[1]);
+    assert_eq!((a.tenant, a.iteration_ps.len()), (1, 3));
+    assert_eq!((b.tenant, b.iteration_ps.len()), (2, 4));
+    // Iteration = compute + its collectives, one after another.
+    for (job, compute) in [(0u32, 150_000_000u64), (1, 100_000_000)] {
+        let j = &s.jobs[job as usize];
+        for (it, &t) in j.iteration_ps.iter().enumerate() {
+            let comm: u64 = s
+                .collectives
+                .iter()
+                .filter(|c| c.workload == job && c.iteration == Some(it as u32))
+                .map(|c| c.time_ps.unwrap())
+                .sum();
+            assert_eq!(t, compute + comm, "job {job} iteration {it}");
+        }
+        let share = j.comm_share.unwrap();
+        assert!(share > 0.0 && share < 1.0);
+    }
+    assert_eq!(s.collectives.len(), 3 * 2 + 4);
+    // Checkpoints after iterations 2 and 4: every GPU of job 2 writes 4 MB
+    // to host 8.
+    assert!(b.checkpoint_ps > 0 && a.checkpoint_ps == 0);
+    let to_storage: u64 = sim
+        .flows
+        .iter()
+        .filter(|f| sim.topo.gpus[f.spec.dst.idx()].host.0 == 8)
+        .map(|f| f.spec.bytes)
+        .sum();
+    assert_eq!(to_storage, 2 * 32 * 4_000_000);
+    // Tenant ids reach the QPs (which TELB policies match).
+    for (q, qp) in sim.qps.iter().enumerate() {
+        let w = sim.flows[qp.flow.idx()].spec.workload;
+        assert_eq!(sim.qp_tenant[q], w as u16 + 1);
+    }
 }

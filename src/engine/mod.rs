@@ -278,6 +278,7 @@ impl Simulation {
             flows: specs,
             graph,
             collectives,
+            jobs,
         } = prepared;
         let streams = Streams::new(scenario.seed);
         let ports = PortState::from_topology(&topo);
@@ -484,7 +485,7 @@ impl Simulation {
             scenario.host.nvlink_bytes_per_s / 2,
             scenario.host.nvlink_latency,
         );
-        let tasks = tasks::TaskState::new(graph, collectives, flows.len(), nvlink, |t, e| {
+        let tasks = tasks::TaskState::new(graph, collectives, jobs, flows.len(), nvlink, |t, e| {
             queue.push(t, e)
         });
         let qp_tenant: Vec<u16> = qps

@@ -32,6 +32,7 @@ pub struct TaskState {
     /// Per flow: QPs whose last packet has gone out once.
     flow_sent_qps: Vec<u32>,
     pub collectives: Vec<CollectiveRun>,
+    pub jobs: Vec<crate::workload::training::JobRun>,
     pub nvlink: Nvlink,
     /// Tasks done whose successors are still to be released.
     work: Vec<u32>,
@@ -42,6 +43,7 @@ impl TaskState {
     pub fn new(
         graph: TaskGraph,
         collectives: Vec<CollectiveRun>,
+        jobs: Vec<crate::workload::training::JobRun>,
         flows: usize,
         nvlink: Nvlink,
         mut push: impl FnMut(SimTime, Event),
@@ -66,6 +68,7 @@ impl TaskState {
             flow_task,
             flow_sent_qps: if n == 0 { Vec::new() } else { vec![0; flows] },
             collectives,
+            jobs,
             nvlink,
             work: Vec::new(),
             releasing: false,

@@ -147,6 +147,69 @@ pub struct Summary {
     pub collectives: Vec<CollectiveReport>,
     /// Bytes copied over NVLink inside hosts.
     pub nvlink_bytes: u64,
+    /// Each training job.
+    pub jobs: Vec<JobReport>,
+}
+
+/// A training job: its iteration times and how much of them went to
+/// communication.
+#[derive(Serialize, Debug, Clone)]
+pub struct JobReport {
+    pub workload: u32,
+    pub tenant: u16,
+    pub ranks: usize,
+    /// Each finished iteration's time, from its start (after the previous
+    /// one and its checkpoint) to its last collective's end.
+    pub iteration_ps: Vec<u64>,
+    pub mean_iteration_ps: Option<f64>,
+    /// Time in the job's collectives, over its iterations' time.
+    pub comm_share: Option<f64>,
+    /// Time spent writing checkpoints.
+    pub checkpoint_ps: u64,
+}
+
+impl JobReport {
+    pub fn of(sim: &Simulation) -> Vec<JobReport> {
+        let t = &sim.tasks;
+        let span = |a: u32, b: u32| {
+            let (a, b) = (t.done[a as usize], t.done[b as usize]);
+            (b != SimTime::MAX && a != SimTime::MAX).then(|| b.0 - a.0)
+        };
+        t.jobs
+            .iter()
+            .map(|j| {
+                let iteration_ps: Vec<u64> = j
+                    .iterations
+                    .iter()
+                    .filter_map(|&(a, b)| span(a, b))
+                    .collect();
+                let total: u64 = iteration_ps.iter().sum();
+                let comm: u64 = t.collectives[j.collectives.clone()]
+                    .iter()
+                    .filter_map(|c| span(c.start, c.end))
+                    .sum();
+                let w = &sim.scenario.workloads[j.workload as usize];
+                let ranks = match &w.pattern {
+                    crate::workload::Pattern::Training(tr) => tr.gpus.len(),
+                    _ => 0,
+                };
+                JobReport {
+                    workload: j.workload,
+                    tenant: w.tenant,
+                    ranks,
+                    mean_iteration_ps: (!iteration_ps.is_empty())
+                        .then(|| total as f64 / iteration_ps.len() as f64),
+                    comm_share: (total > 0).then(|| comm as f64 / total as f64),
+                    iteration_ps,
+                    checkpoint_ps: j
+                        .checkpoints
+                        .iter()
+                        .filter_map(|&(_, a, b)| span(a, b))
+                        .sum(),
+                }
+            })
+            .collect()
+    }
 }
 
 /// One collective: nccl-tests' size, time, algorithm and bus bandwidth
@@ -164,6 +227,8 @@ pub struct CollectiveReport {
     pub time_ps: Option<u64>,
     pub algbw_gbps: Option<f64>,
     pub busbw_gbps: Option<f64>,
+    /// The training iteration it belongs to.
+    pub iteration: Option<u32>,
 }
 
 impl CollectiveReport {
@@ -186,6 +251,7 @@ impl CollectiveReport {
                     time_ps: time,
                     algbw_gbps: algbw,
                     busbw_gbps: algbw.map(|a| a * c.op.busbw_factor(c.ranks)),
+                    iteration: c.iteration,
                 }
             })
             .collect()
@@ -389,6 +455,7 @@ impl Summary {
             balancers: balancers(sim),
             collectives: CollectiveReport::of(sim),
             nvlink_bytes: sim.tasks.nvlink.bytes,
+            jobs: JobReport::of(sim),
         }
     }
 }

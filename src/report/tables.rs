@@ -21,6 +21,7 @@ pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
         "algbw_gbps",
         "busbw_gbps",
         "workload",
+        "iteration",
         "start_ps",
     ])?;
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
@@ -34,6 +35,7 @@ pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
             opt(c.algbw_gbps),
             opt(c.busbw_gbps),
             c.workload.to_string(),
+            c.iteration.map_or(String::new(), |i| i.to_string()),
             c.start_ps.to_string(),
         ])?;
     }

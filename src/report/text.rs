@@ -10,6 +10,9 @@ fn us(ps: f64) -> String {
     SimTime(ps as u64).to_string()
 }
 
+/// Collectives listed in the terminal; collectives.csv has them all.
+const MAX_COLLECTIVE_ROWS: usize = 12;
+
 pub fn render(sim: &Simulation, s: &Summary) -> String {
     let mut o = String::new();
     let t = &sim.topo;
@@ -40,6 +43,13 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                 fmt_bytes(w.bytes),
                 n
             ),
+            crate::workload::Pattern::Training(t) => format!(
+                "training over {} GPUs ({} iterations of {} phases, {} messages)",
+                t.gpus.len(),
+                t.iterations,
+                t.phases.len(),
+                n
+            ),
             crate::workload::Pattern::Chakra(t) => format!(
                 "chakra trace ({} ranks, {} nodes, {} messages)",
                 t.0.ranks.len(),
@@ -62,17 +72,44 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     if !s.complete {
         let _ = writeln!(o, "          stopped early: {}", s.stop_reason);
     }
+    for j in &s.jobs {
+        let its: Vec<String> = j
+            .iteration_ps
+            .iter()
+            .take(8)
+            .map(|&t| SimTime(t).to_string())
+            .collect();
+        let _ = writeln!(
+            o,
+            "job       workload {} (tenant {}, {} GPUs): {} iterations, mean {} ({}{}); communication {} of the time{}",
+            j.workload,
+            j.tenant,
+            j.ranks,
+            j.iteration_ps.len(),
+            j.mean_iteration_ps
+                .map_or("-".to_string(), |m| SimTime(m.round() as u64).to_string()),
+            its.join(", "),
+            if j.iteration_ps.len() > 8 { ", ..." } else { "" },
+            j.comm_share
+                .map_or("-".to_string(), |c| format!("{:.0}%", c * 100.0)),
+            if j.checkpoint_ps > 0 {
+                format!("; checkpoints took {}", SimTime(j.checkpoint_ps))
+            } else {
+                String::new()
+            }
+        );
+    }
     if !s.collectives.is_empty() {
         let _ = writeln!(
             o,
-            "\ncollectives (nccl-tests style; GB/s = 1e9 bytes/s)\n{:>14} {:<15} {:<10} {:>6} {:>12} {:>9} {:>9}",
+            "\ncollectives (nccl-tests style; GB/s = 1e9 bytes/s)\n{:>14} {:<15} {:<16} {:>6} {:>12} {:>9} {:>9}",
             "size (B)", "collective", "algorithm", "ranks", "time (us)", "algbw", "busbw"
         );
         let f2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
-        for c in &s.collectives {
+        for c in s.collectives.iter().take(MAX_COLLECTIVE_ROWS) {
             let _ = writeln!(
                 o,
-                "{:>14} {:<15} {:<10} {:>6} {:>12} {:>9} {:>9}",
+                "{:>14} {:<15} {:<16} {:>6} {:>12} {:>9} {:>9}",
                 c.bytes,
                 c.collective,
                 c.algorithm,
@@ -81,6 +118,14 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                     .map_or("-".to_string(), |t| format!("{:.2}", t as f64 / 1e6)),
                 f2(c.algbw_gbps),
                 f2(c.busbw_gbps)
+            );
+        }
+        if s.collectives.len() > MAX_COLLECTIVE_ROWS {
+            let _ = writeln!(
+                o,
+                "{:>14} ... {} more in collectives.csv",
+                "",
+                s.collectives.len() - MAX_COLLECTIVE_ROWS
             );
         }
     }

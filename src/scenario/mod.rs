@@ -81,6 +81,7 @@ pub struct Prepared {
     /// Dependencies between transfers, NVLink copies and compute.
     pub graph: crate::workload::graph::TaskGraph,
     pub collectives: Vec<crate::workload::collective::CollectiveRun>,
+    pub jobs: Vec<crate::workload::training::JobRun>,
 }
 
 /// Loads a scenario from text. `file` names it in error messages.
@@ -262,6 +263,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             flows: expanded.flows,
             graph: expanded.graph,
             collectives: expanded.collectives,
+            jobs: expanded.jobs,
         })
     })();
     resolved.map_err(locate)

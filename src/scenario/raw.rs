@@ -279,6 +279,28 @@ pub struct RawWorkload {
     pub root: Option<i64>,
     /// A Chakra trace folder, relative to the scenario file.
     pub trace: Option<String>,
+    pub iterations: Option<i64>,
+    pub phase: Option<Vec<RawPhase>>,
+    pub checkpoint: Option<RawCheckpoint>,
+}
+
+/// One phase of a training iteration: compute, then collectives.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawPhase {
+    pub compute: Option<Value>,
+    pub op: Option<String>,
+    pub algorithm: Option<String>,
+    /// A size, or a list of sizes (one collective per gradient bucket).
+    pub bytes: Option<Value>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheckpoint {
+    pub every: Option<i64>,
+    pub bytes: Option<Value>,
+    pub storage: Option<Vec<i64>>,
 }
 
 /// Inside each host: NVLink between the GPUs.

@@ -590,7 +590,7 @@ pub fn workloads(
     let mut out = Vec::new();
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
-        let kinds = "transfer, permutation, incast, all-to-all, collective or chakra";
+        let kinds = "transfer, permutation, incast, all-to-all, collective, chakra or training";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -609,6 +609,16 @@ pub fn workloads(
                 "root",
             ],
             "chakra" => &["trace", "gpus", "algorithm", "channels", "chunk", "pxn"],
+            "training" => &[
+                "gpus",
+                "algorithm",
+                "channels",
+                "chunk",
+                "pxn",
+                "iterations",
+                "phase",
+                "checkpoint",
+            ],
             other => {
                 return Err(KeyError::new(
                     &p.key("kind"),
@@ -630,6 +640,9 @@ pub fn workloads(
             ("pxn", w.pxn.is_some()),
             ("root", w.root.is_some()),
             ("trace", w.trace.is_some()),
+            ("iterations", w.iterations.is_some()),
+            ("phase", w.phase.is_some()),
+            ("checkpoint", w.checkpoint.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -680,16 +693,20 @@ pub fn workloads(
             }
             "collective" => Pattern::Collective(collective(w, topo, &p)?),
             "chakra" => Pattern::Chakra(Box::new(chakra(w, topo, base, &p)?)),
+            "training" => Pattern::Training(Box::new(training(w, topo, &p)?)),
             _ => Pattern::AllToAll {
                 gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
             },
         };
         let bytes = match &w.bytes {
-            None if kind == "chakra" => 0,
-            Some(_) if kind == "chakra" => {
+            None if kind == "chakra" || kind == "training" => 0,
+            Some(_) if kind == "chakra" || kind == "training" => {
                 return Err(KeyError::new(
                     &p.key("bytes"),
-                    "is not used by kind = \"chakra\" (sizes come from the trace)",
+                    format!(
+                        "is not used by kind = \"{kind}\" (sizes come from the {})",
+                        if kind == "chakra" { "trace" } else { "phases" }
+                    ),
                 ))
             }
             None => {
@@ -984,4 +1001,160 @@ fn chakra(
             pxn: w.pxn.unwrap_or(true),
         },
     ))
+}
+
+/// A `kind = "training"` workload entry.
+fn training(
+    w: &RawWorkload,
+    topo: &Topology,
+    p: &KeyPath,
+) -> R<crate::workload::training::Training> {
+    use crate::workload::training::{Checkpoint, Phase, Training};
+    // The communicator and default algorithm settings, checked as for a
+    // collective.
+    let probe = RawWorkload {
+        kind: Some("collective".into()),
+        op: Some("all-reduce".into()),
+        algorithm: w.algorithm.clone(),
+        channels: w.channels,
+        chunk: w.chunk.clone(),
+        pxn: w.pxn,
+        gpus: w.gpus.clone(),
+        ..Default::default()
+    };
+    let base = collective(&probe, topo, p)?;
+    let iterations = count(w.iterations, &p.key("iterations"), 1, 1)?;
+    if iterations > 100_000 {
+        return Err(KeyError::new(
+            &p.key("iterations"),
+            format!("got {iterations}, expected at most 100000"),
+        ));
+    }
+    let raw_phases = match &w.phase {
+        Some(v) if !v.is_empty() => v,
+        _ => {
+            return Err(KeyError::new(
+                &p.key("phase"),
+                "missing; a training job needs at least one [[workload.phase]] (compute, then collectives)",
+            ))
+        }
+    };
+    let mut phases = Vec::new();
+    for (i, rp) in raw_phases.iter().enumerate() {
+        let pp = p.key("phase").index(i);
+        let op = match rp.op.as_deref() {
+            None => Op::AllReduce,
+            Some(s) => Op::parse(s).ok_or_else(|| {
+                KeyError::new(
+                    &pp.key("op"),
+                    format!("got \"{s}\", expected one of {}", Op::NAMES),
+                )
+            })?,
+        };
+        let algos = Algorithm::for_op(op);
+        let algorithm = match rp.algorithm.as_deref().or(w.algorithm.as_deref()) {
+            None => algos[0],
+            Some(s) => match Algorithm::parse(s).filter(|a| algos.contains(a)) {
+                Some(a) => a,
+                None => {
+                    let names: Vec<&str> = algos.iter().map(|a| a.name()).collect();
+                    return Err(KeyError::new(
+                        &pp.key("algorithm"),
+                        format!(
+                            "got \"{s}\", expected for {}: {}",
+                            op.name(),
+                            names.join(", ")
+                        ),
+                    ));
+                }
+            },
+        };
+        let buckets = match &rp.bytes {
+            None => Vec::new(),
+            Some(Value::Array(v)) => v
+                .iter()
+                .enumerate()
+                .map(|(k, b)| size(Some(b), &pp.key("bytes").index(k), 0))
+                .collect::<R<Vec<u64>>>()?,
+            Some(v) => vec![size(Some(v), &pp.key("bytes"), 0)?],
+        };
+        if buckets.iter().any(|&b| b > 1 << 40) || buckets.len() > 10_000 {
+            return Err(KeyError::new(
+                &pp.key("bytes"),
+                "expected at most 10000 buckets of at most 1 TiB each",
+            ));
+        }
+        let compute = time(rp.compute.as_ref(), &pp.key("compute"), SimTime::ZERO)?;
+        if buckets.is_empty() && compute == SimTime::ZERO {
+            return Err(KeyError::new(
+                &pp,
+                "expected compute time, bytes for collectives, or both",
+            ));
+        }
+        phases.push(Phase {
+            compute,
+            op,
+            algorithm,
+            buckets,
+        });
+    }
+    let checkpoint = match &w.checkpoint {
+        None => None,
+        Some(c) => {
+            let cp = p.key("checkpoint");
+            let storage =
+                match &c.storage {
+                    None => return Err(KeyError::new(
+                        &cp.key("storage"),
+                        "missing; expected the GPUs (of storage hosts) checkpoints are written to",
+                    )),
+                    Some(v) if v.is_empty() => {
+                        return Err(KeyError::new(
+                            &cp.key("storage"),
+                            "expected at least one GPU",
+                        ))
+                    }
+                    Some(_) => gpu_list(topo, &c.storage, &cp.key("storage"))?,
+                };
+            for (i, s) in storage.iter().enumerate() {
+                let host = topo.gpus[s.idx()].host;
+                if let Some(g) = base.gpus.iter().find(|g| topo.gpus[g.idx()].host == host) {
+                    return Err(KeyError::new(
+                        &cp.key("storage").index(i),
+                        format!(
+                            "{} shares a host with {}, which trains; storage must be on other hosts",
+                            topo.gpu_name(*s),
+                            topo.gpu_name(*g)
+                        ),
+                    ));
+                }
+            }
+            let bytes = match &c.bytes {
+                None => {
+                    return Err(KeyError::new(
+                        &cp.key("bytes"),
+                        "missing; expected the bytes each GPU writes, e.g. \"1GB\"",
+                    ))
+                }
+                Some(v) => size(Some(v), &cp.key("bytes"), 0)?,
+            };
+            if bytes > 1 << 40 {
+                return Err(KeyError::new(&cp.key("bytes"), "expected at most 1 TiB"));
+            }
+            Some(Checkpoint {
+                every: count(c.every, &cp.key("every"), 1, 1)?,
+                bytes,
+                storage,
+            })
+        }
+    };
+    Ok(Training {
+        gpus: base.gpus,
+        iterations,
+        phases,
+        checkpoint,
+        channels: base.channels,
+        chunk: base.chunk,
+        pxn: base.pxn,
+    })
 }

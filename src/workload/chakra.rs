@@ -426,7 +426,6 @@ pub fn emit(
     let total: usize = trace.ranks.iter().map(|n| n.len()).sum();
     let mut task: Vec<Vec<Option<u32>>> = trace.ranks.iter().map(|n| vec![None; n.len()]).collect();
     let mut sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>> = HashMap::new();
-    let mut gpu_lane: Vec<Option<u32>> = vec![None; ranks];
     let mut runs = Vec::new();
     let mut emitted = 0;
     let begin = e.join(&[], start);
@@ -444,7 +443,7 @@ pub fn emit(
                 let t = match n.kind {
                     Kind::Comp if n.cpu => Some(e.delay(n.duration, None, &deps)),
                     Kind::Comp => {
-                        let lane = *gpu_lane[r].get_or_insert_with(|| e.graph.new_lane());
+                        let lane = e.graph.gpu_lane(s.gpus[r]);
                         Some(e.delay(n.duration, Some(lane), &deps))
                     }
                     Kind::Send => {

@@ -136,6 +136,8 @@ pub struct CollectiveRun {
     pub bytes: u64,
     pub start: u32,
     pub end: u32,
+    /// The training iteration it belongs to, if any.
+    pub iteration: Option<u32>,
 }
 
 /// `total` split into `parts` near-equal shares: share `i`.
@@ -354,6 +356,7 @@ pub fn emit(
         bytes: c.bytes,
         start,
         end,
+        iteration: None,
     })
 }
 

@@ -63,6 +63,8 @@ pub struct GraphBuilder {
     tasks: Vec<Task>,
     edges: Vec<(u32, u32)>,
     lanes: u32,
+    /// Each GPU's compute lane (kernels run one at a time), by GPU id.
+    gpu_lanes: std::collections::HashMap<u32, u32>,
 }
 
 impl GraphBuilder {
@@ -84,6 +86,16 @@ impl GraphBuilder {
     pub fn new_lane(&mut self) -> u32 {
         self.lanes += 1;
         self.lanes - 1
+    }
+
+    /// The lane GPU `g` computes on, shared by every workload.
+    pub fn gpu_lane(&mut self, g: GpuId) -> u32 {
+        if let Some(&l) = self.gpu_lanes.get(&g.0) {
+            return l;
+        }
+        let l = self.new_lane();
+        self.gpu_lanes.insert(g.0, l);
+        l
     }
 
     pub fn len(&self) -> usize {

@@ -11,6 +11,7 @@ pub mod chakra;
 pub mod collective;
 pub mod graph;
 mod permutation;
+pub mod training;
 
 use crate::rng::Streams;
 use crate::scenario::error::{KeyError, KeyPath};
@@ -57,6 +58,8 @@ pub enum Pattern {
     Collective(collective::Collective),
     /// A Chakra execution trace, its ranks on these GPUs.
     Chakra(Box<(chakra::Trace, chakra::Settings)>),
+    /// A training job: iterations of compute and collectives.
+    Training(Box<training::Training>),
 }
 
 impl Pattern {
@@ -68,6 +71,7 @@ impl Pattern {
             Pattern::AllToAll { .. } => "all-to-all",
             Pattern::Collective(_) => "collective",
             Pattern::Chakra(_) => "chakra",
+            Pattern::Training(_) => "training",
         }
     }
 }
@@ -99,6 +103,7 @@ pub struct Expanded {
     pub flows: Vec<FlowSpec>,
     pub graph: graph::TaskGraph,
     pub collectives: Vec<collective::CollectiveRun>,
+    pub jobs: Vec<training::JobRun>,
 }
 
 /// Whether `a` can reach `b` over the network: different hosts, same rail
@@ -153,6 +158,7 @@ pub fn expand(
     let mut flows = Vec::new();
     let mut graph = graph::GraphBuilder::default();
     let mut collectives = Vec::new();
+    let mut jobs = Vec::new();
     for (wi, w) in workloads.iter().enumerate() {
         let pairs: Vec<(GpuId, GpuId)> = match &w.pattern {
             Pattern::Collective(c) => {
@@ -178,6 +184,15 @@ pub fn expand(
                 let runs = chakra::emit(&mut e, trace, settings, w.start)
                     .map_err(|m| KeyError::new(&w.path.key("trace"), m))?;
                 collectives.extend(runs);
+                continue;
+            }
+            Pattern::Training(t) => {
+                let mut e = collective::Emitter::new(
+                    topo, routes, &mut graph, &mut flows, wi as u32, w.qps, t.pxn,
+                );
+                let job = training::emit(&mut e, t, w.start, &mut collectives)
+                    .map_err(|m| KeyError::new(&w.path, m))?;
+                jobs.push(job);
                 continue;
             }
             Pattern::Transfer { src, dst } => {
@@ -252,5 +267,6 @@ pub fn expand(
         flows,
         graph: graph.build(),
         collectives,
+        jobs,
     })
 }

@@ -1,0 +1,122 @@
+//! Training jobs: a communicator that repeats an iteration N times. An
+//! iteration is a list of phases; in each, every GPU computes for a time
+//! (its kernels one at a time, on its own compute lane), then the phase's
+//! collectives run one after another (gradient buckets, as NCCL runs
+//! them on one stream). Between the bursts the network is idle for real,
+//! which is what flowlet balancers see. Every `every` iterations a job
+//! may write a checkpoint: each GPU writes its shard to one of the
+//! storage GPUs (round robin), and the next iteration waits for it.
+
+use super::collective::{self, Algorithm, Collective, CollectiveRun, Emitter, Op};
+use crate::topology::GpuId;
+use crate::units::SimTime;
+
+#[derive(Clone, Debug)]
+pub struct Phase {
+    pub compute: SimTime,
+    pub op: Op,
+    pub algorithm: Algorithm,
+    /// One collective per bucket, in order.
+    pub buckets: Vec<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    pub every: u32,
+    /// Bytes each GPU writes.
+    pub bytes: u64,
+    pub storage: Vec<GpuId>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Training {
+    pub gpus: Vec<GpuId>,
+    pub iterations: u32,
+    pub phases: Vec<Phase>,
+    pub checkpoint: Option<Checkpoint>,
+    pub channels: u32,
+    pub chunk: u64,
+    pub pxn: bool,
+}
+
+/// A job in the graph: the tasks that mark each iteration's start and end.
+#[derive(Clone, Debug)]
+pub struct JobRun {
+    pub workload: u32,
+    pub iterations: Vec<(u32, u32)>,
+    /// Its collectives: indices into the run's list of collectives.
+    pub collectives: std::ops::Range<usize>,
+    /// Its checkpoint writes (start, end) after iteration `i`.
+    pub checkpoints: Vec<(u32, u32, u32)>,
+}
+
+/// Adds the job to the graph, starting at `start`; its collectives are
+/// appended to `runs`.
+pub fn emit(
+    e: &mut Emitter,
+    t: &Training,
+    start: SimTime,
+    runs: &mut Vec<CollectiveRun>,
+) -> Result<JobRun, String> {
+    let first = runs.len();
+    let mut job = JobRun {
+        workload: e.workload,
+        iterations: Vec::new(),
+        collectives: first..first,
+        checkpoints: Vec::new(),
+    };
+    let mut cur = e.join(&[], start);
+    for it in 0..t.iterations {
+        let it_start = cur;
+        for p in &t.phases {
+            if p.compute > SimTime::ZERO {
+                let done: Vec<u32> = t
+                    .gpus
+                    .iter()
+                    .map(|&g| {
+                        let lane = e.graph.gpu_lane(g);
+                        e.delay(p.compute, Some(lane), &[cur])
+                    })
+                    .collect();
+                cur = e.join(&done, SimTime::ZERO);
+            }
+            for &bytes in &p.buckets {
+                let c = Collective {
+                    op: p.op,
+                    algorithm: p.algorithm,
+                    gpus: t.gpus.clone(),
+                    bytes,
+                    channels: t.channels,
+                    chunk: t.chunk,
+                    pxn: t.pxn,
+                    root: 0,
+                };
+                let mut run = collective::emit(e, &c, &[cur], SimTime::ZERO)?;
+                run.iteration = Some(it);
+                cur = run.end;
+                runs.push(run);
+            }
+        }
+        let it_end = e.join(&[cur], SimTime::ZERO);
+        job.iterations.push((it_start, it_end));
+        cur = it_end;
+        if let Some(ck) = &t.checkpoint {
+            if (it + 1) % ck.every == 0 {
+                let writes = t
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &g)| {
+                        let to = ck.storage[i % ck.storage.len()];
+                        e.send(g, to, ck.bytes, 0, &[cur])
+                    })
+                    .collect::<Result<Vec<u32>, String>>()?;
+                let done = e.join(&writes, SimTime::ZERO);
+                job.checkpoints.push((it, cur, done));
+                cur = done;
+            }
+        }
+    }
+    job.collectives = first..runs.len();
+    Ok(job)
+}
