@@ -394,3 +394,44 @@ fn two_tenants_report_their_own_iterations() {
         assert_eq!(sim.qp_tenant[q], w as u16 + 1);
     }
 }
+
+/// Background flows offer the target load (sizes from the CDF file,
+/// Poisson arrivals) and slow the training job that shares the fabric.
+#[test]
+fn background_flows_offer_their_load_and_slow_the_job() {
+    let path = std::path::Path::new("examples/collectives/training-with-background.toml");
+    // The offered load over 20 ms (some 4000 flows, so that the sampling
+    // noise is a few percent): 16 senders x 10% x 12.5 GB/s.
+    let text = std::fs::read_to_string(path).unwrap();
+    let long = fabricsim::scenario::prepare(
+        &path.to_string_lossy(),
+        &text,
+        &["workload.1.duration=\"20ms\"".to_string()],
+    )
+    .unwrap();
+    let bg: Vec<_> = long.flows.iter().filter(|f| f.workload == 1).collect();
+    let bytes: u64 = bg.iter().map(|f| f.bytes).sum();
+    let load = bytes as f64 / (16.0 * 12.5e9 * 20e-3);
+    assert!((load - 0.1).abs() < 0.015, "offered load {load}");
+    assert!(bg.iter().all(|f| f.start.0 < 20_000_000_000));
+    assert!(bg.iter().all(|f| (1000..=2_000_000).contains(&f.bytes)));
+    assert!(bg.iter().all(|f| f.src != f.dst));
+    let (_, s) = run_file(path, &[]);
+    assert_eq!(s.flows_completed, s.flows_total);
+    let (_, quiet) = run_file(path, &["workload.1.load=0.0001"]);
+    let first = |s: &fabricsim::report::Summary| s.jobs[0].iteration_ps[0];
+    assert!(
+        first(&s) > first(&quiet),
+        "{} vs {}",
+        first(&s),
+        first(&quiet)
+    );
+    let e = error_of(
+        &std::fs::read_to_string(path)
+            .unwrap()
+            .replace("load = 0.1", "load = 1.5")
+            .replace("\"rpc-mix.cdf\"", "\"examples/collectives/rpc-mix.cdf\""),
+        &[],
+    );
+    assert!(e.contains("workload[1].load"), "{e}");
+}

@@ -50,6 +50,9 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                 t.phases.len(),
                 n
             ),
+            crate::workload::Pattern::Background { load, .. } => {
+                format!("background ({} flows at {:.0}% load)", n, load * 100.0)
+            }
             crate::workload::Pattern::Chakra(t) => format!(
                 "chakra trace ({} ranks, {} nodes, {} messages)",
                 t.0.ranks.len(),

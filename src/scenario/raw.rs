@@ -281,6 +281,10 @@ pub struct RawWorkload {
     pub trace: Option<String>,
     pub iterations: Option<i64>,
     pub phase: Option<Vec<RawPhase>>,
+    /// Background flows: flow-size CDF file, load, how long.
+    pub cdf: Option<String>,
+    pub load: Option<f64>,
+    pub duration: Option<Value>,
     pub checkpoint: Option<RawCheckpoint>,
 }
 

@@ -590,7 +590,8 @@ pub fn workloads(
     let mut out = Vec::new();
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
-        let kinds = "transfer, permutation, incast, all-to-all, collective, chakra or training";
+        let kinds =
+            "transfer, permutation, incast, all-to-all, collective, chakra, training or background";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -609,6 +610,7 @@ pub fn workloads(
                 "root",
             ],
             "chakra" => &["trace", "gpus", "algorithm", "channels", "chunk", "pxn"],
+            "background" => &["gpus", "cdf", "load", "duration"],
             "training" => &[
                 "gpus",
                 "algorithm",
@@ -643,6 +645,9 @@ pub fn workloads(
             ("iterations", w.iterations.is_some()),
             ("phase", w.phase.is_some()),
             ("checkpoint", w.checkpoint.is_some()),
+            ("cdf", w.cdf.is_some()),
+            ("load", w.load.is_some()),
+            ("duration", w.duration.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -694,20 +699,23 @@ pub fn workloads(
             "collective" => Pattern::Collective(collective(w, topo, &p)?),
             "chakra" => Pattern::Chakra(Box::new(chakra(w, topo, base, &p)?)),
             "training" => Pattern::Training(Box::new(training(w, topo, &p)?)),
+            "background" => background(w, topo, base, &p)?,
             _ => Pattern::AllToAll {
                 gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
             },
         };
         let bytes = match &w.bytes {
-            None if kind == "chakra" || kind == "training" => 0,
-            Some(_) if kind == "chakra" || kind == "training" => {
+            None if matches!(kind, "chakra" | "training" | "background") => 0,
+            Some(_) if matches!(kind, "chakra" | "training" | "background") => {
+                let from = match kind {
+                    "chakra" => "the trace",
+                    "training" => "the phases",
+                    _ => "the cdf file",
+                };
                 return Err(KeyError::new(
                     &p.key("bytes"),
-                    format!(
-                        "is not used by kind = \"{kind}\" (sizes come from the {})",
-                        if kind == "chakra" { "trace" } else { "phases" }
-                    ),
-                ))
+                    format!("is not used by kind = \"{kind}\" (sizes come from {from})"),
+                ));
             }
             None => {
                 return Err(KeyError::new(
@@ -1156,5 +1164,58 @@ fn training(
         channels: base.channels,
         chunk: base.chunk,
         pxn: base.pxn,
+    })
+}
+
+/// A `kind = "background"` workload entry: reads the CDF file.
+fn background(w: &RawWorkload, topo: &Topology, base: &std::path::Path, p: &KeyPath) -> R<Pattern> {
+    let Some(file) = &w.cdf else {
+        return Err(KeyError::new(
+            &p.key("cdf"),
+            "missing; expected a flow-size CDF file (lines of `SIZE_BYTES CUMULATIVE_PROBABILITY`)",
+        ));
+    };
+    let path = base.join(file);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        KeyError::new(
+            &p.key("cdf"),
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    let cdf = crate::workload::background::Cdf::parse(&text)
+        .map_err(|m| KeyError::new(&p.key("cdf"), format!("{}: {m}", path.display())))?;
+    let load = match w.load {
+        None => {
+            return Err(KeyError::new(
+                &p.key("load"),
+                "missing; expected the share of each sender's line rate to offer, e.g. 0.3",
+            ))
+        }
+        Some(l) if l > 0.0 && l <= 1.0 => l,
+        Some(l) => {
+            return Err(KeyError::new(
+                &p.key("load"),
+                format!("got {l}, expected a share of the line rate above 0 and at most 1"),
+            ))
+        }
+    };
+    let duration = match &w.duration {
+        None => {
+            return Err(KeyError::new(
+                &p.key("duration"),
+                "missing; expected how long flows keep arriving, e.g. \"1ms\"",
+            ))
+        }
+        Some(v) => time(Some(v), &p.key("duration"), SimTime::ZERO)?,
+    };
+    let gpus = gpu_list(topo, &w.gpus, &p.key("gpus"))?;
+    if gpus.len() < 2 {
+        return Err(KeyError::new(&p.key("gpus"), "expected at least 2 GPUs"));
+    }
+    Ok(Pattern::Background {
+        gpus,
+        cdf,
+        load,
+        duration,
     })
 }

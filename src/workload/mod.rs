@@ -7,6 +7,7 @@
 //! task graph (`graph`) of gated transfers and NVLink copies
 //! (`collective`).
 
+pub mod background;
 pub mod chakra;
 pub mod collective;
 pub mod graph;
@@ -60,6 +61,13 @@ pub enum Pattern {
     Chakra(Box<(chakra::Trace, chakra::Settings)>),
     /// A training job: iterations of compute and collectives.
     Training(Box<training::Training>),
+    /// Random small flows among these GPUs at a target load.
+    Background {
+        gpus: Vec<GpuId>,
+        cdf: background::Cdf,
+        load: f64,
+        duration: SimTime,
+    },
 }
 
 impl Pattern {
@@ -72,6 +80,7 @@ impl Pattern {
             Pattern::Collective(_) => "collective",
             Pattern::Chakra(_) => "chakra",
             Pattern::Training(_) => "training",
+            Pattern::Background { .. } => "background",
         }
     }
 }
@@ -210,6 +219,52 @@ pub fn expand(
                 let mut rng = streams.stream(&format!("workload/{wi}/permutation"));
                 permutation::pairs(topo, routes, gpus, *rail_aligned, &mut rng)
                     .map_err(|m| KeyError::new(&w.path, m))?
+            }
+            Pattern::Background {
+                gpus,
+                cdf,
+                load,
+                duration,
+            } => {
+                let mut rng = streams.stream(&format!("workload/{wi}/background"));
+                let mut starts = Vec::new();
+                for &a in gpus {
+                    let peers: Vec<GpuId> = gpus
+                        .iter()
+                        .copied()
+                        .filter(|&b| network_path(topo, routes, a, b).is_ok())
+                        .collect();
+                    let nic = &topo.nics[topo.gpus[a.idx()].nic.idx()];
+                    let line: u64 = nic.ports.iter().map(|&p| topo.port(p).rate.bps()).sum();
+                    let rate = load * line as f64 / 8.0;
+                    for (t, d, size) in
+                        background::arrivals(cdf, rate, w.start, *duration, peers.len(), &mut rng)
+                    {
+                        starts.push((a, peers[d], t, size));
+                        if flows.len() + starts.len() > MAX_FLOWS {
+                            return Err(KeyError::new(
+                                &w.path,
+                                format!("background traffic would have more than {MAX_FLOWS} flows; lower load or duration"),
+                            ));
+                        }
+                    }
+                }
+                for (src, dst, start, bytes) in starts {
+                    flows.push(FlowSpec {
+                        src,
+                        dst,
+                        src_nic: topo.gpus[src.idx()].nic,
+                        dst_nic: topo.gpus[dst.idx()].nic,
+                        bytes,
+                        start,
+                        qps: w.qps,
+                        rate: w.rate,
+                        workload: wi as u32,
+                        gated: false,
+                        conn: None,
+                    });
+                }
+                continue;
             }
             Pattern::AllToAll { gpus } => {
                 if gpus.len() * gpus.len() > MAX_FLOWS {
