@@ -49,7 +49,7 @@ fn ring_allreduce_with_ecmp_collides_on_uplinks() {
         .collect();
     let gpus = format!("workload.0.gpus=[{}]", order.join(","));
     let (_, spray) = run_with(&example("ring-allreduce"), &[&gpus]);
-    let (_, ecmp) = run_with(
+    let (esim, ecmp) = run_with(
         &example("ring-allreduce"),
         &[&gpus, "switch.balance.mode=\"ecmp\""],
     );
@@ -71,6 +71,23 @@ fn ring_allreduce_with_ecmp_collides_on_uplinks() {
     };
     assert!(leaf_up(&ecmp) >= 1.5, "ecmp max/mean {}", leaf_up(&ecmp));
     assert!(leaf_up(&spray) < 1.05, "spray max/mean {}", leaf_up(&spray));
+    // And names the uplinks: 16 connections (8 each way per channel pair)
+    // leave each leaf over 8 uplinks; hashing put 3 or more on some and
+    // none on others (links.csv `connections`, the busiest-ports table).
+    let conns = fabricsim::report::connections_per_port(&esim).expect("static routes");
+    let up: Vec<u32> = esim
+        .topo
+        .links
+        .iter()
+        .filter(|l| l.tier == 1)
+        .flat_map(|l| [l.a, l.b])
+        .filter(|&p| esim.topo.owner_name(p).starts_with("leaf"))
+        .map(|p| conns[p.idx()])
+        .collect();
+    assert_eq!(up.len(), 16);
+    assert_eq!(up.iter().sum::<u32>(), 32);
+    assert!(*up.iter().max().unwrap() >= 3, "{up:?}");
+    assert!(up.contains(&0), "{up:?}");
 }
 
 /// Payload bytes each GPU sends, by the flows of the run.

@@ -669,6 +669,32 @@ pub fn write_outputs(
     result
 }
 
+/// Connections whose static route crosses each port: distinct (sending
+/// port, receiving NIC, UDP source port) triples, so that the messages of
+/// one collective connection count once. `None` where routes are chosen
+/// dynamically (or for runs of more than 200,000 QPs, to keep reports
+/// quick). Shows which uplinks per-flow hashing made collide.
+pub fn connections_per_port(sim: &Simulation) -> Option<Vec<u32>> {
+    if sim.qps.len() > 200_000 {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut n = vec![0u32; sim.ports.len()];
+    for q in 0..sim.qps.len() {
+        let qp = &sim.qps[q];
+        let route = sim.qp_route(crate::topology::QpId(q as u32))?;
+        let dst = sim.flows[qp.flow.idx()].spec.dst_nic;
+        let key = (qp.src_port.0, dst.0, qp.udp_sport);
+        if !seen.insert(key) {
+            continue;
+        }
+        for p in route {
+            n[p.idx()] += 1;
+        }
+    }
+    Some(n)
+}
+
 fn json<T: Serialize>(v: &T) -> std::io::Result<Vec<u8>> {
     let mut s = serde_json::to_vec_pretty(v).map_err(std::io::Error::other)?;
     s.push(b'\n');

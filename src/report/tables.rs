@@ -284,8 +284,10 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "utilization",
         "max_queue_bytes",
         "drops",
+        "connections",
     ])?;
     let span = sim.now.0.max(1) as f64;
+    let conns = super::connections_per_port(sim);
     for (li, l) in topo.links.iter().enumerate() {
         for p in [l.a, l.b] {
             let port = &sim.ports[p.idx()];
@@ -306,6 +308,9 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 format!("{:.4}", port.busy_ps as f64 / span),
                 sim.queues[p.idx()].max_bytes.to_string(),
                 sim.port_drops[p.idx()].packets.to_string(),
+                conns
+                    .as_ref()
+                    .map_or(String::new(), |c| c[p.idx()].to_string()),
             ])?;
         }
     }

@@ -191,10 +191,20 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     if !hot.is_empty() {
         let span = sim.now.0.max(1) as f64;
         let _ = writeln!(o, "\nbusiest switch egress ports");
+        // Static routes: how many connections hash onto each port.
+        let conns = super::connections_per_port(sim);
         let _ = writeln!(
             o,
-            "  {:<34} {:>6} {:>11} {:>7}",
-            "link", "util", "max queue", "drops"
+            "  {:<34} {:>6} {:>11} {:>7}{}",
+            "link",
+            "util",
+            "max queue",
+            "drops",
+            if conns.is_some() {
+                "   connections"
+            } else {
+                ""
+            }
         );
         for &p in hot.iter().take(5) {
             let port = &sim.ports[p];
@@ -202,11 +212,14 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             let name = format!("{} -> {}", t.owner_name(pid), t.owner_name(port.peer));
             let _ = writeln!(
                 o,
-                "  {:<34} {:>5.1}% {:>11} {:>7}",
+                "  {:<34} {:>5.1}% {:>11} {:>7}{}",
                 name,
                 100.0 * port.busy_ps as f64 / span,
                 fmt_bytes(sim.queues[p].max_bytes),
-                sim.port_drops[p].packets
+                sim.port_drops[p].packets,
+                conns
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(" {:>13}", c[p]))
             );
         }
     }
