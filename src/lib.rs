@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod engine;
 pub mod nic;
+pub mod plan;
 pub mod report;
 pub mod rng;
 pub mod scenario;

@@ -85,6 +85,30 @@ enum Command {
         #[command(flatten)]
         args: ScenarioArgs,
     },
+    /// Plan a model's GPUs: memory its parameters need and the fewest
+    /// GPUs and servers that hold them.
+    Plan {
+        /// Parameters: 405e9, 405B, 70B, 8B, 1.5T.
+        #[arg(long)]
+        params: String,
+        /// Bytes per parameter (default 2, BF16 weights; 16 with --training).
+        #[arg(long)]
+        bytes_per_param: Option<f64>,
+        /// Mixed-precision training with Adam: 16 bytes per parameter.
+        #[arg(long)]
+        training: bool,
+        /// Memory of one GPU.
+        #[arg(long, default_value = "80GB")]
+        gpu_memory: String,
+        /// Share of each GPU's memory the parameters may take.
+        #[arg(long, default_value_t = 1.0)]
+        usable: f64,
+        #[arg(long, default_value_t = 8)]
+        gpus_per_server: u32,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the benchmark scenarios and report simulator speed.
     Bench {
         /// Run only benchmarks whose name contains this.
@@ -156,6 +180,23 @@ fn main() -> ExitCode {
             args,
         } => compare(&scenarios, &args.sets, &out),
         Command::Bench { only, out } => fabricsim::bench::run(only.as_deref(), &out),
+        Command::Plan {
+            params,
+            bytes_per_param,
+            training,
+            gpu_memory,
+            usable,
+            gpus_per_server,
+            json,
+        } => plan(
+            &params,
+            bytes_per_param,
+            training,
+            &gpu_memory,
+            usable,
+            gpus_per_server,
+            json,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -316,6 +357,46 @@ fn topo(path: Option<&Path>, sets: &[String], json: bool) -> Result<(), String> 
         );
     } else {
         print!("{}", summary.render());
+    }
+    Ok(())
+}
+
+fn plan(
+    params: &str,
+    bytes_per_param: Option<f64>,
+    training: bool,
+    gpu_memory: &str,
+    usable: f64,
+    gpus_per_server: u32,
+    json: bool,
+) -> Result<(), String> {
+    use fabricsim::plan::{self, PlanInput};
+    let params = plan::parse_params(params).ok_or_else(|| {
+        format!("--params: got \"{params}\", expected a count such as 405e9 or 70B")
+    })?;
+    let gpu_memory = fabricsim::units::parse_bytes(gpu_memory)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| {
+            format!("--gpu-memory: got \"{gpu_memory}\", expected a size such as 80GB")
+        })?;
+    let p = plan::plan(&PlanInput {
+        params,
+        bytes_per_param: bytes_per_param.unwrap_or(if training {
+            plan::TRAINING_BYTES_PER_PARAM
+        } else {
+            2.0
+        }),
+        gpu_memory: gpu_memory as f64,
+        usable,
+        gpus_per_server,
+    })?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&p).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", p.render());
     }
     Ok(())
 }

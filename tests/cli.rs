@@ -277,3 +277,46 @@ fn compare_prints_the_balancers_side_by_side() {
     assert!(!o.status.success());
     assert!(!bad.exists());
 }
+
+/// `fabricsim plan` reproduces seed 002's model sizes on 80 GB GPUs.
+#[test]
+fn plan_gives_memory_gpus_and_servers() {
+    let run = |params: &str| -> serde_json::Value {
+        let o = fabricsim()
+            .args(["plan", "--params", params, "--bytes-per-param", "2"])
+            .args(["--gpu-memory", "80GB", "--json"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let p = run("8B");
+    assert_eq!(
+        (p["memory_bytes"].as_f64(), p["min_gpus"].as_u64()),
+        (Some(16e9), Some(1))
+    );
+    let p = run("70B");
+    assert_eq!(
+        (p["memory_bytes"].as_f64(), p["min_gpus"].as_u64()),
+        (Some(140e9), Some(2))
+    );
+    let p = run("405e9");
+    assert_eq!(p["memory_bytes"].as_f64(), Some(810e9));
+    assert!(p["min_gpus"].as_u64().unwrap() >= 10);
+    assert_eq!(p["min_servers"].as_u64(), Some(2));
+    let o = fabricsim()
+        .args(["plan", "--params", "405e9"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("810 GB") && text.contains("2 servers"),
+        "{text}"
+    );
+    let o = fabricsim()
+        .args(["plan", "--params", "lots"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--params"));
+}
