@@ -452,3 +452,39 @@ fn background_flows_offer_their_load_and_slow_the_job() {
     );
     assert!(e.contains("workload[1].load"), "{e}");
 }
+
+/// A GPU's PCIe link (seed 002: 64 GB/s both ways, 32 each way) caps
+/// what it can send through a faster NIC: 16 MB from one GPU through a
+/// 400G NIC takes 16 MB / 32 GB/s = 500 us, not the NIC's 330 us; with
+/// PCIe at 64 GB/s each way the NIC is the limit again. The scenario
+/// says so in a warning.
+#[test]
+fn pcie_caps_a_gpu_behind_a_faster_nic() {
+    let text = r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 1
+nic_speed = "400G"
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "16MB"
+"#;
+    let prepared = fabricsim::scenario::prepare("t.toml", text, &[]).unwrap();
+    assert!(prepared
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.key == "host.pcie" && w.message.contains("256 Gb/s")));
+    let (sim, _) = run(text);
+    let fct = common::fct(&sim, 0) as f64;
+    let pcie = 16e6 / 32e9 * 1e12;
+    assert!(fct > pcie && fct < pcie * 1.01, "fct {fct} vs {pcie}");
+    let (sim, _) = run_with(text, &["host.pcie=\"128GB/s\""]);
+    let fct = common::fct(&sim, 0) as f64;
+    let nic = 16e6 * 8.0 / 400e9 * 1e12;
+    assert!(fct > nic && fct < nic * 1.03, "fct {fct} vs {nic}");
+}

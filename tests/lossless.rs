@@ -185,6 +185,9 @@ fn dcqcn_converges_to_a_fair_share_near_the_marking_thresholds() {
 #[test]
 fn sufficient_headroom_means_no_lossless_drop_and_too_little_is_warned() {
     let text = r#"
+[host]
+pcie = "128GB/s"
+
 [topology]
 kind = "rail-optimized"
 hosts = 17
@@ -243,6 +246,9 @@ bytes = "2MB"
 #[test]
 fn pauses_slow_a_victim_flow_that_never_crosses_the_congested_port() {
     let text = r#"
+[host]
+pcie = "128GB/s"
+
 [topology]
 kind = "rail-optimized"
 hosts = 8
@@ -303,6 +309,9 @@ start = "50us"
 }
 
 const STORM: &str = r#"
+[host]
+pcie = "128GB/s"
+
 [simulation]
 max_sim_time = "20ms"
 

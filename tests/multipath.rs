@@ -185,6 +185,9 @@ gpus_per_host = 1
 nic_speed = "200G"
 nic_ports = 2
 
+[host]
+pcie = "128GB/s"
+
 [transport]
 protocol = "mrc"
 rto = "100us"

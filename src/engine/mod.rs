@@ -265,6 +265,10 @@ pub struct Simulation {
     pub flows: Vec<FlowState>,
     /// The task graph of collectives and jobs, and NVLink copies.
     pub tasks: tasks::TaskState,
+    /// Per GPU: when its PCIe link is free for the next packet's payload
+    /// (empty when no GPU's PCIe is slower than its NIC).
+    pcie_next: Vec<SimTime>,
+    pcie_ps_per_byte: f64,
     pub counters: Counters,
     pub firsts: FirstEvents,
 }
@@ -485,6 +489,22 @@ impl Simulation {
             scenario.host.nvlink_bytes_per_s / 2,
             scenario.host.nvlink_latency,
         );
+        // PCIe pacing only where it can bind.
+        let pcie_one_way = scenario.host.pcie_bytes_per_s / 2;
+        let pcie_binds = topo.gpus.iter().any(|g| {
+            let line: u64 = topo.nics[g.nic.idx()]
+                .ports
+                .iter()
+                .map(|&p| topo.port(p).rate.bps())
+                .sum();
+            line > pcie_one_way * 8
+        });
+        let pcie_next = if pcie_binds {
+            vec![SimTime::ZERO; topo.gpus.len()]
+        } else {
+            Vec::new()
+        };
+        let pcie_ps_per_byte = 1e12 / pcie_one_way as f64;
         let tasks = tasks::TaskState::new(graph, collectives, jobs, flows.len(), nvlink, |t, e| {
             queue.push(t, e)
         });
@@ -528,6 +548,8 @@ impl Simulation {
             qps,
             flows,
             tasks,
+            pcie_next,
+            pcie_ps_per_byte,
             counters: Counters::default(),
             firsts: FirstEvents::default(),
         };
@@ -870,12 +892,16 @@ impl Simulation {
                 qp.in_ring &= !(1 << plane);
                 continue;
             }
-            let t = qp
+            let mut t = qp
                 .req
                 .rate
                 .earliest_send(now)
                 .max(qp.cap_next)
                 .max(qp.req.path_ready(now, plane as u8));
+            if !self.pcie_next.is_empty() {
+                // The payload crosses the sending GPU's PCIe link first.
+                t = t.max(self.pcie_next[self.flows[qp.flow.idx()].spec.src.idx()]);
+            }
             if t > now {
                 earliest = earliest.min(t);
                 self.qp_rings[p.idx()].push_back(q);
@@ -924,6 +950,11 @@ impl Simulation {
             self.counters.data_packets_sent += 1;
             self.counters.payload_sent += out.payload as u64;
             self.counters.payload_in_flight += out.payload as u64;
+            if !self.pcie_next.is_empty() {
+                let g = self.flows[self.qps[q.idx()].flow.idx()].spec.src.idx();
+                let busy = (out.payload as f64 * self.pcie_ps_per_byte).ceil() as u64;
+                self.pcie_next[g] = self.pcie_next[g].max(now) + SimTime(busy);
+            }
             if sent_all {
                 let f = self.qps[q.idx()].flow;
                 self.flow_sent(f);

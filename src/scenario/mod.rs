@@ -60,6 +60,10 @@ pub struct HostConfig {
     pub nvlink_bytes_per_s: u64,
     /// From a copy's last byte to its receiver seeing it.
     pub nvlink_latency: SimTime,
+    /// PCIe bandwidth between a GPU and the PCIe switch its NIC hangs off,
+    /// both directions together (half each way). A GPU's network sends
+    /// go no faster than its half.
+    pub pcie_bytes_per_s: u64,
 }
 
 impl Default for HostConfig {
@@ -67,6 +71,8 @@ impl Default for HostConfig {
         HostConfig {
             nvlink_bytes_per_s: 900_000_000_000,
             nvlink_latency: SimTime::from_ns(1000),
+            // PCIe Gen5 x16 as seed 002 gives it: 64 GB/s, 32 each way.
+            pcie_bytes_per_s: 64_000_000_000,
         }
     }
 }
@@ -238,6 +244,8 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 "missing; expected at least one [[workload]] entry",
             ));
         }
+        let host = resolve::host(raw.host.as_ref(), &root.key("host"))?;
+        warnings.extend(pcie_check(&topology, &host));
         let streams = Streams::new(seed);
         let expanded = workload::expand(&workloads, &topology, &routes, &streams)?;
         let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
@@ -254,7 +262,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             workloads,
             failures,
             warnings,
-            host: resolve::host(raw.host.as_ref(), &root.key("host"))?,
+            host,
         };
         Ok(Prepared {
             scenario,
@@ -317,4 +325,30 @@ fn set_in(cur: &mut Value, segs: &[Seg], value: Value, full: &KeyPath) -> Result
             "cannot set {full}: a parent key is not a table or an array"
         )),
     }
+}
+
+/// A warning when a GPU's PCIe link (one way) is slower than its NIC, so
+/// that the GPU cannot fill the NIC.
+fn pcie_check(topo: &Topology, host: &HostConfig) -> Option<lossless::Finding> {
+    let one_way = host.pcie_bytes_per_s / 2 * 8;
+    let nic = topo
+        .gpus
+        .iter()
+        .map(|g| {
+            topo.nics[g.nic.idx()]
+                .ports
+                .iter()
+                .map(|&p| topo.port(p).rate.bps())
+                .sum::<u64>()
+        })
+        .max()?;
+    (nic > one_way).then(|| lossless::Finding {
+        key: "host.pcie".into(),
+        message: format!(
+            "a GPU's PCIe link carries {:.0} Gb/s each way ({} GB/s both ways), less than its NIC's {:.0} Gb/s: its sends are capped there; set [host] pcie = \"128GB/s\" for PCIe Gen5 x16 at 64 GB/s each way",
+            one_way as f64 / 1e9,
+            host.pcie_bytes_per_s / 1_000_000_000,
+            nic as f64 / 1e9
+        ),
+    })
 }

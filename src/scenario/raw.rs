@@ -313,4 +313,5 @@ pub struct RawCheckpoint {
 pub struct RawHost {
     pub nvlink: Option<Value>,
     pub nvlink_latency: Option<Value>,
+    pub pcie: Option<Value>,
 }

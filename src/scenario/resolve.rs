@@ -908,24 +908,24 @@ pub fn host(h: Option<&RawHost>, path: &KeyPath) -> R<crate::scenario::HostConfi
     let Some(h) = h else {
         return Ok(d);
     };
-    let nvlink = match &h.nvlink {
-        None => d.nvlink_bytes_per_s,
+    let bandwidth = |v: &Option<Value>, key: &str, default: u64, example: &str| {
+        match v {
+        None => Ok(default),
         Some(Value::String(s)) => match parse_byte_rate(s) {
-            Some(b) if (1_000_000_000..=100_000_000_000_000).contains(&b) => b,
-            _ => {
-                return Err(KeyError::new(
-                    &path.key("nvlink"),
-                    format!("got \"{s}\", expected a bandwidth in bytes per second between 1GB/s and 100TB/s, such as \"900GB/s\""),
-                ))
-            }
+            Some(b) if (1_000_000_000..=100_000_000_000_000).contains(&b) => Ok(b),
+            _ => Err(KeyError::new(
+                &path.key(key),
+                format!("got \"{s}\", expected a bandwidth in bytes per second between 1GB/s and 100TB/s, such as \"{example}\""),
+            )),
         },
-        Some(other) => {
-            return Err(KeyError::new(
-                &path.key("nvlink"),
-                format!("got {}, expected a string such as \"900GB/s\"", show(other)),
-            ))
-        }
+        Some(other) => Err(KeyError::new(
+            &path.key(key),
+            format!("got {}, expected a string such as \"{example}\"", show(other)),
+        )),
+    }
     };
+    let nvlink = bandwidth(&h.nvlink, "nvlink", d.nvlink_bytes_per_s, "900GB/s")?;
+    let pcie = bandwidth(&h.pcie, "pcie", d.pcie_bytes_per_s, "64GB/s")?;
     Ok(crate::scenario::HostConfig {
         nvlink_bytes_per_s: nvlink,
         nvlink_latency: time(
@@ -933,6 +933,7 @@ pub fn host(h: Option<&RawHost>, path: &KeyPath) -> R<crate::scenario::HostConfi
             &path.key("nvlink_latency"),
             d.nvlink_latency,
         )?,
+        pcie_bytes_per_s: pcie,
     })
 }
 
