@@ -23,8 +23,17 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("64/64 transfers complete"), "{stdout}");
+    assert!(
+        stdout.contains("16128/16128 transfers complete"),
+        "{stdout}"
+    );
     assert!(stdout.contains("equal-cost balance"), "{stdout}");
+    // The collective's nccl-tests line: size, name, algorithm, ranks.
+    assert!(stdout.contains("busbw"), "{stdout}");
+    assert!(
+        stdout.contains("64000000 all-reduce      ring                 64"),
+        "{stdout}"
+    );
     for f in [
         "summary.json",
         "perf.json",
@@ -34,6 +43,7 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
         "pfc.csv",
         "qps.csv",
         "groups.csv",
+        "collectives.csv",
     ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
@@ -63,7 +73,9 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
     }
     let flows = std::fs::read_to_string(out.join("flows.csv")).unwrap();
     assert!(flows.starts_with("flow_id,workload,src,dst,src_name,dst_name,bytes,qps,start_ps,finish_ps,fct_ps,ideal_fct_ps,slowdown"));
-    assert_eq!(flows.lines().count(), 65);
+    assert_eq!(flows.lines().count(), 16129);
+    let coll = std::fs::read_to_string(out.join("collectives.csv")).unwrap();
+    assert!(coll.starts_with("collective,algorithm,ranks,bytes,time_ps,algbw_gbps,busbw_gbps"));
     let links = std::fs::read_to_string(out.join("links.csv")).unwrap();
     assert!(links
         .starts_with("link,from,to,tier,rate_bps,bytes,packets,utilization,max_queue_bytes,drops"));
