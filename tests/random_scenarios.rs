@@ -146,6 +146,59 @@ fn generate(seed: u64) -> String {
         }
     }
     for _ in 0..1 + r.below(3) {
+        if r.below(4) == 0 {
+            // A collective or a short training job on the first GPUs.
+            let n = 2 + r.below(4);
+            let gpus: Vec<String> = (0..n).map(|g| g.to_string()).collect();
+            let op = pick(
+                &mut r,
+                &[
+                    "all-reduce",
+                    "all-gather",
+                    "reduce-scatter",
+                    "broadcast",
+                    "all-to-all",
+                ],
+            );
+            let algo = match op {
+                "all-reduce" => pick(
+                    &mut r,
+                    &["ring", "tree", "halving-doubling", "hierarchical"],
+                ),
+                "all-gather" | "reduce-scatter" => pick(&mut r, &["ring", "halving-doubling"]),
+                "broadcast" => "ring",
+                _ => "direct",
+            };
+            let common = format!(
+                "gpus = [{}]
+algorithm = \"{algo}\"
+channels = {}
+chunk = {}
+pxn = {}
+",
+                gpus.join(", "),
+                1 + r.below(3),
+                1000 + r.below(50_000),
+                r.below(2) == 0
+            );
+            if r.below(2) == 0 {
+                t += &format!(
+                    "\n[[workload]]\nkind = \"collective\"\nop = \"{op}\"\nbytes = {}\nstart = \"{}ns\"\n{common}",
+                    1000 + r.below(200_000),
+                    r.below(20_000)
+                );
+            } else {
+                t += &format!(
+                    "\n[[workload]]\nkind = \"training\"\niterations = {}\ntenant = {}\n{common}\n[[workload.phase]]\ncompute = \"{}ns\"\nop = \"{op}\"\nbytes = [{}, {}]\n",
+                    1 + r.below(2),
+                    r.below(3),
+                    r.below(20_000),
+                    1000 + r.below(100_000),
+                    1000 + r.below(100_000)
+                );
+            }
+            continue;
+        }
         let pattern = pick(&mut r, &["permutation", "all-to-all", "incast"]);
         t += &format!(
             "\n[[workload]]\nkind = \"{pattern}\"\nbytes = {}\n",
@@ -190,6 +243,13 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
             s.flows_completed, s.flows_total
         ));
     }
+    if !sim.tasks.all_done() {
+        return Err(format!(
+            "{} of {} tasks done",
+            sim.tasks.tasks_done,
+            sim.tasks.graph.tasks.len()
+        ));
+    }
     if s.bytes_delivered != s.bytes_offered {
         return Err(format!(
             "delivered {} of {} bytes",
@@ -210,7 +270,7 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
         ));
     }
     for f in &sim.flows {
-        let fct = f.finish.unwrap() - f.spec.start;
+        let fct = f.finish.unwrap() - f.start;
         // When QPs of one transfer take different paths, packets meeting
         // at a link at the same picosecond may be served in another order
         // than the ideal computation assumes: allow one frame time at the
@@ -255,12 +315,15 @@ fn random_scenarios_finish_conserve_bytes_and_repeat() {
         .unwrap_or(100);
     let mut ran = 0;
     let mut with_failures = 0;
+    let mut with_tasks = 0;
     for seed in 0..cases {
         let text = generate(seed);
         let first =
             run_checked(&text).unwrap_or_else(|e| panic!("generator seed {seed}: {e}\n{text}"));
         if let Some(summary) = first {
             with_failures += u64::from(text.contains("[[failure]]"));
+            with_tasks +=
+                u64::from(text.contains("\"collective\"") || text.contains("\"training\""));
             let again = run_checked(&text).unwrap().unwrap();
             assert_eq!(
                 summary, again,
@@ -273,7 +336,13 @@ fn random_scenarios_finish_conserve_bytes_and_repeat() {
         ran * 2 >= cases,
         "only {ran} of {cases} generated scenarios were valid"
     );
-    eprintln!("{ran} valid scenarios, {with_failures} with a failure");
+    eprintln!(
+        "{ran} valid scenarios, {with_failures} with a failure, {with_tasks} with collectives or training"
+    );
+    assert!(
+        with_tasks * 10 >= ran,
+        "only {with_tasks} of {ran} valid scenarios had collectives"
+    );
     assert!(
         with_failures * 40 >= ran,
         "only {with_failures} of {ran} valid scenarios had a failure"
