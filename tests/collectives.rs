@@ -292,6 +292,50 @@ fn collective_settings_are_checked() {
         &[],
     );
     assert!(e.contains("op") && e.contains("not used"), "{e}");
+    // A graph too large to build is refused, not built.
+    let e = error_of(
+        &flat("all-reduce", "gpus = [0, 1]\nchunk = 1")
+            .replace("bytes = \"8MB\"", "bytes = \"1TB\""),
+        &[],
+    );
+    assert!(e.contains("tasks") && e.contains("larger chunk"), "{e}");
+    // Training jobs.
+    let job = |extra: &str| {
+        format!("{FLAT}\n[[workload]]\nkind = \"training\"\niterations = 2\n{extra}\n")
+    };
+    let e = error_of(&job(""), &[]);
+    assert!(
+        e.contains("workload[0].phase") && e.contains("at least one"),
+        "{e}"
+    );
+    let e = error_of(&job("[[workload.phase]]\nop = \"all-reduce\""), &[]);
+    assert!(
+        e.contains("workload[0].phase[0]") && e.contains("compute"),
+        "{e}"
+    );
+    let e = error_of(&job("[[workload.phase]]\nbytes = [\"1MB\", \"lots\"]"), &[]);
+    assert!(e.contains("workload[0].phase[0].bytes[1]"), "{e}");
+    let e = error_of(
+        &job("gpus = [0, 1, 2]\n[[workload.phase]]\nbytes = \"1MB\"\nalgorithm = \"halving-doubling\"\nop = \"broadcast\""),
+        &[],
+    );
+    assert!(e.contains("phase[0].algorithm"), "{e}");
+    let e = error_of(
+        &job("gpus = [0, 1, 2]\n[[workload.phase]]\nbytes = \"1MB\"\n[workload.checkpoint]\nbytes = \"1MB\"\nstorage = [1]"),
+        &[],
+    );
+    assert!(
+        e.contains("checkpoint.storage[0]") && e.contains("shares a host"),
+        "{e}"
+    );
+    let e = error_of(
+        &job("bytes = \"1MB\"\n[[workload.phase]]\ncompute = \"1us\""),
+        &[],
+    );
+    assert!(
+        e.contains("workload[0].bytes") && e.contains("phases"),
+        "{e}"
+    );
 }
 
 /// Tree and halving-doubling all-reduce move 2(n-1)/n of the buffer per

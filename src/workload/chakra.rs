@@ -575,6 +575,27 @@ mod tests {
         }
     }
 
+    /// Random bytes, and the real trace cut or flipped anywhere, decode
+    /// to a result or an error, never a panic.
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let mut rng = crate::rng::Streams::new(9).stream("chakra-fuzz");
+        let real = std::fs::read("testdata/chakra/all_reduce_8npus_1MB/all_reduce.3.et").unwrap();
+        for i in 0..5000 {
+            let buf: Vec<u8> = if i % 2 == 0 {
+                let n = rng.below(200) as usize;
+                (0..n).map(|_| rng.next_u64() as u8).collect()
+            } else {
+                let mut b = real.clone();
+                let at = rng.below(b.len() as u64) as usize;
+                b[at] ^= 1 << rng.below(8);
+                b.truncate(at + rng.below((b.len() - at) as u64 + 1) as usize);
+                b
+            };
+            let _ = decode(&buf);
+        }
+    }
+
     #[test]
     fn bad_streams_are_errors_not_panics() {
         assert!(decode(&[]).is_err());

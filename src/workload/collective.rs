@@ -145,6 +145,25 @@ pub fn share(total: u64, parts: u64, i: u64) -> u64 {
     total / parts + u64::from(i < total % parts)
 }
 
+/// Most tasks the task graph may hold (bounds memory and set-up time).
+pub const MAX_TASKS: usize = 8 << 20;
+
+fn too_many() -> String {
+    format!(
+        "the workloads need more than {MAX_TASKS} tasks (messages, copies, joins); use a larger chunk, fewer channels or fewer iterations"
+    )
+}
+
+/// How many chunks `bytes` is cut into, refused before anything is
+/// allocated if the graph could not hold them.
+fn cut(e: &Emitter, bytes: u64, chunk: u64) -> Result<u64, String> {
+    let n = bytes.div_ceil(chunk.max(1)).max(1);
+    if n > MAX_TASKS.saturating_sub(e.graph.len()) as u64 {
+        return Err(too_many());
+    }
+    Ok(n)
+}
+
 /// Turns sends into tasks and flows for one workload entry.
 pub struct Emitter<'a> {
     pub topo: &'a Topology,
@@ -212,6 +231,9 @@ impl<'a> Emitter<'a> {
         channel: u32,
         deps: &[u32],
     ) -> Result<u32, String> {
+        if self.graph.len() >= MAX_TASKS {
+            return Err(too_many());
+        }
         let topo = self.topo;
         let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
         if ga.host == gb.host {
@@ -397,7 +419,7 @@ fn ring_pass(
     ready: &[u32],
 ) -> Result<Vec<u32>, String> {
     let n = order.len();
-    let slices = share(data, n as u64, 0).div_ceil(chunk).max(1);
+    let slices = cut(e, share(data, n as u64, 0), chunk)?;
     // arrived[i][j]: the task that brought chunk j to position i.
     let mut arrived: Vec<Vec<u32>> = ready.iter().map(|&r| vec![r; slices as usize]).collect();
     for k in 0..steps {
@@ -537,6 +559,7 @@ fn double_tree(
 ) -> Result<(), String> {
     let n = c.gpus.len();
     let parent = btree(n);
+    let down = by_depth(&parent);
     for ch in 0..c.channels {
         let order = ring_order(e.topo, &c.gpus, ch);
         let data = share(c.bytes, c.channels as u64, ch as u64);
@@ -546,12 +569,12 @@ fn double_tree(
                 continue;
             }
             let rank = |p: usize| order[(p + tree as usize) % n];
-            let slices = half.div_ceil(c.chunk).max(1);
+            let slices = cut(e, half, c.chunk)?;
             for j in 0..slices {
                 let bytes = share(half, slices, j);
                 // Up: children before parents (deepest first).
                 let mut from_children: Vec<Vec<u32>> = vec![Vec::new(); n];
-                for p in by_depth(&parent).into_iter().rev() {
+                for &p in down.iter().rev() {
                     let deps = if from_children[p].is_empty() {
                         vec![start]
                     } else {
@@ -565,7 +588,7 @@ fn double_tree(
                         let root_done = e.join(&deps, SimTime::ZERO);
                         let mut has = vec![None; n];
                         has[p] = Some(root_done);
-                        for x in by_depth(&parent) {
+                        for &x in &down {
                             if let Some(q) = parent[x] {
                                 let dep = has[q].unwrap_or(root_done);
                                 has[x] = Some(e.send(rank(q), rank(x), bytes, ch, &[dep])?);
@@ -627,7 +650,7 @@ fn halving_doubling(
         let mut ready = vec![start; n];
         for &(dist, den) in &plan {
             let bytes = data / den;
-            let slices = bytes.div_ceil(c.chunk).max(1);
+            let slices = cut(e, bytes, c.chunk)?;
             let mut got: Vec<Vec<u32>> = vec![Vec::new(); n];
             for i in 0..n {
                 let p = i ^ dist;
@@ -661,7 +684,7 @@ fn ring_broadcast(
         let at = order.iter().position(|&g| g == root).unwrap_or(0);
         order.rotate_left(at);
         let data = share(c.bytes, c.channels as u64, ch as u64);
-        let slices = data.div_ceil(c.chunk).max(1);
+        let slices = cut(e, data, c.chunk)?;
         let mut arrived = vec![start; slices as usize];
         for i in 0..n - 1 {
             for j in 0..slices {
@@ -694,7 +717,7 @@ fn direct_all_to_all(
             let pair = share(c.bytes, n, k as u64);
             for ch in 0..c.channels {
                 let data = share(pair, c.channels as u64, ch as u64);
-                let slices = data.div_ceil(c.chunk);
+                let slices = if data == 0 { 0 } else { cut(e, data, c.chunk)? };
                 for j in 0..slices {
                     let t = e.send(a, b, share(data, slices, j), ch, &[start])?;
                     last.push(t);
