@@ -532,3 +532,28 @@ bytes = "16MB"
     let nic = 16e6 * 8.0 / 400e9 * 1e12;
     assert!(fct > nic && fct < nic * 1.03, "fct {fct} vs {nic}");
 }
+
+/// A transfer between two GPUs of one host is an NVLink copy: no network
+/// flow, done at start + bytes / (per-direction NVLink rate) + latency.
+#[test]
+fn a_transfer_inside_a_host_is_an_nvlink_copy() {
+    let text = r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 8
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 3
+bytes = "9MB"
+start = "2us"
+"#;
+    let (sim, s) = run(text);
+    assert!(sim.flows.is_empty());
+    assert_eq!(s.nvlink_bytes, 9_000_000);
+    // 9 MB at 450 GB/s is 20 us; 1 us of latency.
+    let end = sim.tasks.done.iter().max().unwrap().0;
+    assert_eq!(end, 2_000_000 + 20_000_000 + 1_000_000);
+}

@@ -6,8 +6,8 @@
 //! acknowledges); `rate` the per-QP rate controller the requester consults
 //! before each packet, and `dcqcn` the DCQCN reaction point it can run. The event loop owns them and turns what they return
 //! into packets and timers. Each NIC port serves its active QPs round
-//! robin, control packets (ACK/NAK) first. Host-side limits (PCIe, NVLink)
-//! are not modelled yet.
+//! robin, control packets (ACK/NAK) first. The sending GPU's PCIe link
+//! paces its QPs in the event loop; NVLink copies never reach the NIC.
 
 pub mod dcqcn;
 pub mod mrc;

@@ -337,6 +337,12 @@ impl Summary {
                 makespan = makespan.max(fin.0);
             }
         }
+        // Work of the task graph (NVLink copies, compute) counts too.
+        for &t in &sim.tasks.done {
+            if t != SimTime::MAX {
+                makespan = makespan.max(t.0);
+            }
+        }
         let qps = &sim.qps;
         let balance = uplink_balance(sim);
         Summary {

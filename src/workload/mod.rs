@@ -121,7 +121,7 @@ pub fn network_path(topo: &Topology, routes: &Routes, a: GpuId, b: GpuId) -> Res
     let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
     if ga.host == gb.host {
         return Err(format!(
-            "{} and {} are in the same host; intra-host (NVLink) transfers are not modelled yet",
+            "{} and {} are in the same host; a transfer between them is an NVLink copy (kind = \"transfer\" or a collective), not network traffic",
             topo.gpu_name(a),
             topo.gpu_name(b)
         ));
@@ -129,7 +129,7 @@ pub fn network_path(topo: &Topology, routes: &Routes, a: GpuId, b: GpuId) -> Res
     let (na, nb) = (&topo.nics[ga.nic.idx()], &topo.nics[gb.nic.idx()]);
     if topo.vlan_rails && na.rail != nb.rail {
         return Err(format!(
-            "{} is on rail {} and {} on rail {}; rails are separate VLANs in a {} fabric, so cross-rail traffic needs PXN over NVLink (not modelled yet)",
+            "{} is on rail {} and {} on rail {}; rails are separate VLANs in a {} fabric, so cross-rail traffic needs PXN over NVLink (a collective with pxn = true)",
             topo.gpu_name(a),
             na.rail,
             topo.gpu_name(b),
@@ -202,6 +202,21 @@ pub fn expand(
                 let job = training::emit(&mut e, t, w.start, &mut collectives)
                     .map_err(|m| KeyError::new(&w.path, m))?;
                 jobs.push(job);
+                continue;
+            }
+            Pattern::Transfer { src, dst }
+                if topo.gpus[src.idx()].host == topo.gpus[dst.idx()].host =>
+            {
+                // Inside one host: an NVLink copy, at its start time.
+                if src == dst {
+                    return Err(KeyError::new(&w.path.key("dst"), "is the same GPU as src"));
+                }
+                let mut e = collective::Emitter::new(
+                    topo, routes, &mut graph, &mut flows, wi as u32, w.qps, false,
+                );
+                let at = e.join(&[], w.start);
+                e.send(*src, *dst, w.bytes, 0, &[at])
+                    .map_err(|m| KeyError::new(&w.path, m))?;
                 continue;
             }
             Pattern::Transfer { src, dst } => {
