@@ -818,38 +818,13 @@ fn incast_senders(topo: &Topology, dst: GpuId, n: u32) -> Result<Vec<GpuId>, Str
 
 /// A `kind = "collective"` workload entry.
 fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
-    let op = match w.op.as_deref() {
-        None => {
-            return Err(KeyError::new(
-                &p.key("op"),
-                format!("missing; expected one of {}", Op::NAMES),
-            ))
-        }
-        Some(s) => Op::parse(s).ok_or_else(|| {
-            KeyError::new(
-                &p.key("op"),
-                format!("got \"{s}\", expected one of {}", Op::NAMES),
-            )
-        })?,
-    };
-    let algos = Algorithm::for_op(op);
-    let algorithm = match w.algorithm.as_deref() {
-        None => algos[0],
-        Some(s) => match Algorithm::parse(s).filter(|a| algos.contains(a)) {
-            Some(a) => a,
-            None => {
-                let names: Vec<&str> = algos.iter().map(|a| a.name()).collect();
-                return Err(KeyError::new(
-                    &p.key("algorithm"),
-                    format!(
-                        "got \"{s}\", expected for {}: {}",
-                        op.name(),
-                        names.join(", ")
-                    ),
-                ));
-            }
-        },
-    };
+    if w.op.is_none() {
+        return Err(KeyError::new(
+            &p.key("op"),
+            format!("missing; expected one of {}", Op::NAMES),
+        ));
+    }
+    let (op, algorithm) = op_and_algorithm(w.op.as_deref(), w.algorithm.as_deref(), p)?;
     let gpus = gpu_list(topo, &w.gpus, &p.key("gpus"))?;
     if gpus.len() < 2 {
         return Err(KeyError::new(
@@ -1051,33 +1026,11 @@ fn training(
     let mut phases = Vec::new();
     for (i, rp) in raw_phases.iter().enumerate() {
         let pp = p.key("phase").index(i);
-        let op = match rp.op.as_deref() {
-            None => Op::AllReduce,
-            Some(s) => Op::parse(s).ok_or_else(|| {
-                KeyError::new(
-                    &pp.key("op"),
-                    format!("got \"{s}\", expected one of {}", Op::NAMES),
-                )
-            })?,
-        };
-        let algos = Algorithm::for_op(op);
-        let algorithm = match rp.algorithm.as_deref().or(w.algorithm.as_deref()) {
-            None => algos[0],
-            Some(s) => match Algorithm::parse(s).filter(|a| algos.contains(a)) {
-                Some(a) => a,
-                None => {
-                    let names: Vec<&str> = algos.iter().map(|a| a.name()).collect();
-                    return Err(KeyError::new(
-                        &pp.key("algorithm"),
-                        format!(
-                            "got \"{s}\", expected for {}: {}",
-                            op.name(),
-                            names.join(", ")
-                        ),
-                    ));
-                }
-            },
-        };
+        let (op, algorithm) = op_and_algorithm(
+            rp.op.as_deref(),
+            rp.algorithm.as_deref().or(w.algorithm.as_deref()),
+            &pp,
+        )?;
         let buckets = match &rp.bytes {
             None => Vec::new(),
             Some(Value::Array(v)) => v
@@ -1219,4 +1172,37 @@ fn background(w: &RawWorkload, topo: &Topology, base: &std::path::Path, p: &KeyP
         load,
         duration,
     })
+}
+
+/// A collective's `op` (default all-reduce) and `algorithm` (default the
+/// op's usual one), checked against each other; errors at `p.op` and
+/// `p.algorithm`.
+fn op_and_algorithm(op: Option<&str>, algo: Option<&str>, p: &KeyPath) -> R<(Op, Algorithm)> {
+    let op = match op {
+        None => Op::AllReduce,
+        Some(s) => Op::parse(s).ok_or_else(|| {
+            KeyError::new(
+                &p.key("op"),
+                format!("got \"{s}\", expected one of {}", Op::NAMES),
+            )
+        })?,
+    };
+    let algos = Algorithm::for_op(op);
+    let algorithm = match algo {
+        None => algos[0],
+        Some(s) => Algorithm::parse(s)
+            .filter(|a| algos.contains(a))
+            .ok_or_else(|| {
+                let names: Vec<&str> = algos.iter().map(|a| a.name()).collect();
+                KeyError::new(
+                    &p.key("algorithm"),
+                    format!(
+                        "got \"{s}\", expected for {}: {}",
+                        op.name(),
+                        names.join(", ")
+                    ),
+                )
+            })?,
+    };
+    Ok((op, algorithm))
 }
