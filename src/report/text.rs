@@ -94,7 +94,7 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             its.join(", "),
             if j.iteration_ps.len() > 8 { ", ..." } else { "" },
             j.comm_share
-                .map_or("-".to_string(), |c| format!("{:.0}%", c * 100.0)),
+                .map_or("-".to_string(), |c| format!("{:.1}%", c * 100.0)),
             if j.checkpoint_ps > 0 {
                 format!("; checkpoints took {}", SimTime(j.checkpoint_ps))
             } else {
