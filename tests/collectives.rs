@@ -329,6 +329,22 @@ fn collective_settings_are_checked() {
         "{e}"
     );
     let e = error_of(
+        &job("gpus = [0, 1]\n[[workload.phase]]\nbytes = \"1MB\"\n[workload.checkpoint]\nbytes = \"2TB\"\nstorage = [4]"),
+        &[],
+    );
+    assert!(
+        e.contains("checkpoint.bytes") && e.contains("at most 1 TiB"),
+        "{e}"
+    );
+    let e = error_of(
+        &flat("all-reduce", "").replace("bytes = \"8MB\"", "bytes = \"2TB\""),
+        &[],
+    );
+    assert!(
+        e.contains("workload[0].bytes") && e.contains("at most 1 TiB"),
+        "{e}"
+    );
+    let e = error_of(
         &job("bytes = \"1MB\"\n[[workload.phase]]\ncompute = \"1us\""),
         &[],
     );

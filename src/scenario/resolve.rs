@@ -717,20 +717,12 @@ pub fn workloads(
                     format!("is not used by kind = \"{kind}\" (sizes come from {from})"),
                 ));
             }
-            None => {
-                return Err(KeyError::new(
-                    &p.key("bytes"),
-                    "missing; expected the size each transfer writes, e.g. \"2MB\"",
-                ))
-            }
-            Some(v) => size(Some(v), &p.key("bytes"), 0)?,
-        };
-        if bytes > 1 << 40 {
-            return Err(KeyError::new(
+            _ => required_size(
+                &w.bytes,
                 &p.key("bytes"),
-                format!("got {bytes}, expected at most 1 TiB per transfer"),
-            ));
-        }
+                "the size each transfer writes, e.g. \"2MB\"",
+            )?,
+        };
         let qps = count(w.qps, &p.key("qps"), 1, 1)?;
         if qps > 1024 {
             return Err(KeyError::new(
@@ -1091,18 +1083,11 @@ fn training(
                     ));
                 }
             }
-            let bytes = match &c.bytes {
-                None => {
-                    return Err(KeyError::new(
-                        &cp.key("bytes"),
-                        "missing; expected the bytes each GPU writes, e.g. \"1GB\"",
-                    ))
-                }
-                Some(v) => size(Some(v), &cp.key("bytes"), 0)?,
-            };
-            if bytes > 1 << 40 {
-                return Err(KeyError::new(&cp.key("bytes"), "expected at most 1 TiB"));
-            }
+            let bytes = required_size(
+                &c.bytes,
+                &cp.key("bytes"),
+                "the bytes each GPU writes, e.g. \"1GB\"",
+            )?;
             Some(Checkpoint {
                 every: count(c.every, &cp.key("every"), 1, 1)?,
                 bytes,
@@ -1205,4 +1190,19 @@ fn op_and_algorithm(op: Option<&str>, algo: Option<&str>, p: &KeyPath) -> R<(Op,
             })?,
     };
     Ok((op, algorithm))
+}
+
+/// A size that must be given (`what` says what it is), at most 1 TiB.
+fn required_size(v: &Option<Value>, path: &KeyPath, what: &str) -> R<u64> {
+    let Some(v) = v else {
+        return Err(KeyError::new(path, format!("missing; expected {what}")));
+    };
+    let bytes = size(Some(v), path, 0)?;
+    if bytes > 1 << 40 {
+        return Err(KeyError::new(
+            path,
+            format!("got {bytes}, expected at most 1 TiB"),
+        ));
+    }
+    Ok(bytes)
 }
