@@ -126,6 +126,7 @@ buffer = "32MB"
 
 [report]
 sample_interval = "5us"
+samples = 20000
 
 [[workload]]
 kind = "incast"
@@ -161,14 +162,20 @@ fn dcqcn_converges_to_a_fair_share_near_the_marking_thresholds() {
     assert!(total > 75.0, "the bottleneck stays busy: {total} Gb/s");
     // The bottleneck queue (switch port to GPU 0) over the window.
     let to0 = sim.topo.port(sim.topo.nics[0].ports[0]).peer;
-    let depths: Vec<u32> = sim
-        .queue_samples
+    let series = &sim.series;
+    assert_eq!(series.interval, SimTime::from_us(5), "no merging yet");
+    let depths: Vec<f32> = series
+        .queue_depth
+        .series
         .iter()
-        .filter(|q| q.port == to0 && q.time > window.0 && q.time <= window.1)
-        .map(|q| q.bytes)
+        .filter(|(&k, _)| k as usize / 8 == to0.idx())
+        .flat_map(|(_, v)| {
+            let from = (window.0 .0 / series.interval.0) as usize;
+            v[from..].iter().copied()
+        })
         .collect();
     let mean = depths.iter().map(|&d| d as f64).sum::<f64>() / 10_000.0;
-    let max = depths.iter().copied().max().unwrap_or(0);
+    let max = depths.iter().copied().fold(0.0, f32::max);
     assert!(
         (400_000.0..3_200_000.0).contains(&mean),
         "mean depth {mean} B, max {max} B over {} samples",
@@ -496,8 +503,8 @@ fn sampled_outputs_repeat_exactly() {
         fabricsim::report::write_outputs(dir, &sim, &s, &perf).unwrap();
         [
             "summary.json",
-            "queue_depth.csv",
-            "qp_rate.csv",
+            "ts_queue_depth.csv",
+            "ts_qp_dcqcn.csv",
             "pfc.csv",
             "queues.csv",
             "qps.csv",

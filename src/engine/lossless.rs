@@ -1,5 +1,5 @@
 //! The lossless fabric in the event loop: PFC pause and resume frames,
-//! their refresh, the watchdog, NIC pause storms, CNPs and sampling.
+//! their refresh, the watchdog, NIC pause storms and CNPs.
 
 use super::{first, Event, Simulation, NO_SLOT};
 use crate::switch::qos::{pause_time, WatchdogAction};
@@ -8,23 +8,6 @@ use crate::topology::{NicId, Owner, PortId, QpId};
 use crate::units::SimTime;
 use crate::wire::frame::{self, ecn};
 use crate::wire::{Opcode, Packet};
-
-/// One queue's depth at a sampling instant.
-#[derive(Clone, Copy, Debug)]
-pub struct QueueSample {
-    pub time: SimTime,
-    pub port: PortId,
-    pub queue: u8,
-    pub bytes: u32,
-}
-
-/// One QP's DCQCN rate at a sampling instant.
-#[derive(Clone, Copy, Debug)]
-pub struct RateSample {
-    pub time: SimTime,
-    pub qp: QpId,
-    pub bps: f64,
-}
 
 impl Simulation {
     #[inline]
@@ -301,46 +284,5 @@ impl Simulation {
         first(&mut self.firsts.cnp_ps, self.now);
         let id = self.packets.alloc(pkt);
         self.offer(port, self.cnp_queue, id, pkt.wire_bytes, LOCAL);
-    }
-
-    /// Records every non-empty switch queue and every QP below line rate.
-    pub(super) fn sample(&mut self) {
-        let now = self.now;
-        for (i, owner) in self.owners.iter().enumerate() {
-            if !matches!(owner, Owner::Switch(_)) || self.ports[i].queued == 0 {
-                continue;
-            }
-            for q in 0..8u8 {
-                let bytes = self.queues[i].queue_bytes(q);
-                if bytes > 0 {
-                    self.queue_samples.push(QueueSample {
-                        time: now,
-                        port: PortId(i as u32),
-                        queue: q,
-                        bytes,
-                    });
-                }
-            }
-        }
-        let params = &self.scenario.transport.dcqcn;
-        for (i, qp) in self.qps.iter_mut().enumerate() {
-            if qp.req.is_done() {
-                continue;
-            }
-            if let crate::nic::rate::RateControl::Dcqcn(d) = &mut qp.req.rate {
-                let line = self.topo.ports[qp.src_port.idx()].rate.bps() as f64;
-                let bps = d.rate_at(now, params);
-                if bps < line {
-                    self.rate_samples.push(RateSample {
-                        time: now,
-                        qp: QpId(i as u32),
-                        bps,
-                    });
-                }
-            }
-        }
-        if let Some(every) = self.scenario.sample_interval {
-            self.queue.push(now + every, Event::Sample);
-        }
     }
 }

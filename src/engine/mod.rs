@@ -19,12 +19,14 @@
 //! the start of a transmission and a NIC's receive path.
 
 mod balance;
+pub mod capture;
 pub mod failures;
 pub mod ideal;
 mod lossless;
 pub mod paths;
 pub mod port;
 pub mod queue;
+pub mod series;
 pub mod tasks;
 
 use crate::nic::dcqcn::Dcqcn;
@@ -45,7 +47,6 @@ use crate::units::SimTime;
 use crate::wire::frame::ecn;
 use crate::wire::{frame, Opcode, Packet, PacketArena, PacketId};
 use crate::workload::FlowSpec;
-pub use lossless::{QueueSample, RateSample};
 use port::{PortDrops, PortState};
 use queue::EventQueue;
 use std::collections::VecDeque;
@@ -257,9 +258,10 @@ pub struct Simulation {
     pub failures: failures::FailureState,
     /// Each NIC's reorder buffer.
     pub reorder: Vec<ReorderPool>,
-    /// Sampled queue depths and QP rates (empty unless sampling is on).
-    pub queue_samples: Vec<QueueSample>,
-    pub rate_samples: Vec<RateSample>,
+    /// Time series sampled as the run goes (see `series`).
+    pub series: series::Series,
+    /// A packet capture in progress, if one was asked for.
+    capture: Option<Box<capture::Capture>>,
     pub packets: PacketArena,
     pub qps: Vec<QpState>,
     pub flows: Vec<FlowState>,
@@ -462,7 +464,7 @@ impl Simulation {
                 queue.push(stop, Event::Storm(i as u32, false));
             }
         }
-        if let Some(every) = scenario.sample_interval {
+        if let Some(every) = scenario.report.sample_interval {
             queue.push(every, Event::Sample);
         }
         let paths = paths::PathLog::new(
@@ -518,6 +520,12 @@ impl Simulation {
         let nic_classes = scenario.qos.map.clone();
         let data_queue = nic_classes.queue_of(scenario.transport.data_dscp);
         let cnp_queue = nic_classes.queue_of(scenario.transport.cnp_dscp);
+        let series = series::Series::new(
+            scenario.report.sample_interval,
+            scenario.report.samples,
+            topo.ports.len(),
+            scenario.report.sample_qps.min(qps.len()),
+        );
         let mut sim = Simulation {
             now: SimTime::ZERO,
             queue,
@@ -542,8 +550,8 @@ impl Simulation {
             reorder,
             balance,
             qp_tenant,
-            queue_samples: Vec::new(),
-            rate_samples: Vec::new(),
+            series,
+            capture: None,
             packets: PacketArena::default(),
             qps,
             flows,
@@ -595,7 +603,13 @@ impl Simulation {
     /// thousand retransmission timeouts of simulated time without
     /// delivering or acknowledging a single byte is stuck (say, a buffer
     /// too small for the incast it gets) and stops as `Stalled`.
-    pub fn run(&mut self, mut progress: impl FnMut(&Simulation)) -> StopReason {
+    pub fn run(&mut self, progress: impl FnMut(&Simulation)) -> StopReason {
+        let stop = self.run_to_end(progress);
+        self.finish_series();
+        stop
+    }
+
+    fn run_to_end(&mut self, mut progress: impl FnMut(&Simulation)) -> StopReason {
         let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
         let stall_after = SimTime(self.scenario.transport.rto.0.saturating_mul(1000));
         let mut last = (self.now, self.progress_mark());
@@ -701,7 +715,11 @@ impl Simulation {
             Event::PfcRefresh(p, prio) => self.pfc_refresh(p, prio),
             Event::Watchdog(p, prio) => self.watchdog(p, prio),
             Event::Storm(i, on) => self.storm(i as usize, on),
-            Event::Sample => self.sample(),
+            Event::Sample => {
+                // Sampling only reads: it is not an event of the model.
+                self.counters.events -= 1;
+                self.sample()
+            }
             Event::Quality => self.refresh_quality(),
             Event::Heartbeat => self.heartbeat(),
             Event::Alb => self.alb_tick(),
@@ -868,6 +886,9 @@ impl Simulation {
             delay += self.scenario.qos.pfc.response_time;
         }
         self.counters.link_transmissions += 1;
+        if self.capture.is_some() {
+            self.capture_frame(p, id);
+        }
         if down {
             // Sent into a dead link: the transmitter runs, the frame is lost.
             self.lose(Some(p), id);
@@ -949,6 +970,9 @@ impl Simulation {
             }
             self.counters.data_packets_sent += 1;
             self.counters.payload_sent += out.payload as u64;
+            if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
+                *sent += out.payload as u64;
+            }
             self.counters.payload_in_flight += out.payload as u64;
             if !self.pcie_next.is_empty() {
                 let g = self.flows[self.qps[q.idx()].flow.idx()].spec.src.idx();
@@ -1238,6 +1262,7 @@ impl Simulation {
                 let qp = &mut self.qps[q.idx()];
                 qp.cnps_received += 1;
                 self.counters.cnps_received += 1;
+                series::count_cnp(&mut self.series, qp.src_port);
                 first(&mut self.firsts.rate_cut_ps, now);
                 qp.req.rate.on_cnp(now, &self.scenario.transport.dcqcn);
             }

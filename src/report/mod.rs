@@ -7,6 +7,9 @@
 //! temporary folder inside the output folder and moved into place only
 //! when all of them were written.
 
+pub mod pcapng;
+pub mod plots;
+pub mod series;
 pub mod tables;
 mod text;
 
@@ -656,9 +659,15 @@ pub fn write_outputs(
         if !summary.collectives.is_empty() {
             files.push(("collectives.csv", tables::collectives_csv(summary)?));
         }
-        if sim.scenario.sample_interval.is_some() {
-            files.push(("queue_depth.csv", tables::queue_depth_csv(sim)?));
-            files.push(("qp_rate.csv", tables::qp_rate_csv(sim)?));
+        if sim.series.enabled {
+            for kind in series::Kind::ALL {
+                files.push((kind.file(), series::csv(sim, kind)?));
+            }
+        }
+        if sim.scenario.report.plots {
+            for (name, svg) in plots::all(sim).map_err(std::io::Error::other)? {
+                files.push((name, svg.into_bytes()));
+            }
         }
         for (name, bytes) in &mut files {
             fs::write(stage.join(name), bytes)?;

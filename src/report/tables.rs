@@ -453,35 +453,3 @@ pub fn qps_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
     }
     finish(w)
 }
-
-/// Sampled depth of every non-empty switch queue.
-pub fn queue_depth_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let topo = &sim.topo;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["time_ps", "from", "to", "queue", "bytes"])?;
-    for s in &sim.queue_samples {
-        w.write_record([
-            s.time.0.to_string(),
-            topo.owner_name(s.port).to_string(),
-            topo.owner_name(topo.port(s.port).peer).to_string(),
-            s.queue.to_string(),
-            s.bytes.to_string(),
-        ])?;
-    }
-    finish(w)
-}
-
-/// Sampled DCQCN rate of every QP below line rate.
-pub fn qp_rate_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["time_ps", "qp", "flow_id", "rate_gbps"])?;
-    for s in &sim.rate_samples {
-        w.write_record([
-            s.time.0.to_string(),
-            s.qp.0.to_string(),
-            sim.qps[s.qp.idx()].flow.0.to_string(),
-            format!("{:.3}", s.bps / 1e9),
-        ])?;
-    }
-    finish(w)
-}

@@ -42,8 +42,8 @@ pub struct Scenario {
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
     pub qos: QosConfig,
-    /// Record queue depths and QP rates this often (`None`: never).
-    pub sample_interval: Option<SimTime>,
+    /// Time series and which output files to write.
+    pub report: ReportConfig,
     pub workloads: Vec<Workload>,
     /// Links and switches that fail, and routing's reaction time.
     pub failures: failures::FailureConfig,
@@ -209,21 +209,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         if let Some(e) = error {
             return Err(e);
         }
-        let sample_interval = match raw.report.as_ref().and_then(|r| r.sample_interval.as_ref()) {
-            None => None,
-            Some(Value::String(s)) if s == "off" => None,
-            Some(v) => {
-                let p = root.key("report").key("sample_interval");
-                let t = resolve::time(Some(v), &p, SimTime::ZERO)?;
-                if t < SimTime::from_ns(100) {
-                    return Err(KeyError::new(
-                        &p,
-                        "expected \"off\" or an interval of at least 100ns",
-                    ));
-                }
-                Some(t)
-            }
-        };
+        let report = report_config(raw.report.as_ref(), &root.key("report"))?;
         // Files a scenario names are relative to it.
         let base = match file {
             "-" | DEFAULT_NAME => std::path::Path::new(""),
@@ -258,7 +244,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             switch,
             transport,
             qos,
-            sample_interval,
+            report,
             workloads,
             failures,
             warnings,
@@ -351,4 +337,69 @@ fn pcie_check(topo: &Topology, host: &HostConfig) -> Option<lossless::Finding> {
             nic as f64 / 1e9
         ),
     })
+}
+
+/// What the run records over time and which views it writes.
+#[derive(Clone, Debug)]
+pub struct ReportConfig {
+    /// The first sampling interval (`None`: no time series).
+    pub sample_interval: Option<SimTime>,
+    /// Most points a series holds before neighbours merge.
+    pub samples: usize,
+    /// QPs (the first by id) whose rates are recorded.
+    pub sample_qps: usize,
+    /// Write the SVG plots.
+    pub plots: bool,
+    /// Write `report.html`.
+    pub html: bool,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig {
+            sample_interval: Some(SimTime::from_ns(1000)),
+            samples: 200,
+            sample_qps: 16,
+            plots: true,
+            html: true,
+        }
+    }
+}
+
+fn report_config(raw: Option<&raw::RawReport>, path: &KeyPath) -> Result<ReportConfig, KeyError> {
+    let mut c = ReportConfig::default();
+    let Some(raw) = raw else {
+        return Ok(c);
+    };
+    c.sample_interval = match raw.sample_interval.as_ref() {
+        None => c.sample_interval,
+        Some(Value::String(s)) if s == "off" => None,
+        Some(v) => {
+            let p = path.key("sample_interval");
+            let t = resolve::time(Some(v), &p, SimTime::ZERO)?;
+            if t < SimTime::from_ns(100) {
+                return Err(KeyError::new(
+                    &p,
+                    format!(
+                        "got {}, expected \"off\" or an interval of at least 100ns",
+                        resolve::show(v)
+                    ),
+                ));
+            }
+            Some(t)
+        }
+    };
+    let bounded = |v: Option<i64>, key: &str, default: usize, lo: i64, hi: i64| match v {
+        None => Ok(default),
+        Some(n) if (lo..=hi).contains(&n) => Ok(n as usize),
+        Some(n) => Err(KeyError::new(
+            &path.key(key),
+            format!("got {n}, expected an integer from {lo} to {hi}"),
+        )),
+    };
+    c.samples = bounded(raw.samples, "samples", c.samples, 2, 100_000)?;
+    c.sample_qps = bounded(raw.sample_qps, "sample_qps", c.sample_qps, 0, 10_000)?;
+    c.plots = raw.plots.unwrap_or(c.plots);
+    c.html = raw.html.unwrap_or(c.html);
+    Ok(c)
 }

@@ -51,6 +51,10 @@ pub struct RawRouting {
 #[serde(deny_unknown_fields)]
 pub struct RawReport {
     pub sample_interval: Option<Value>,
+    pub samples: Option<i64>,
+    pub sample_qps: Option<i64>,
+    pub plots: Option<bool>,
+    pub html: Option<bool>,
 }
 
 #[derive(Deserialize, Default, Debug)]

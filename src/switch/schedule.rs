@@ -66,6 +66,8 @@ impl Scheduler {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueueStats {
     pub max_bytes: u32,
+    /// Largest depth since the time-series sampler last looked.
+    pub window_max: u32,
     pub enqueued: u64,
     pub ecn_marks: u64,
     /// Dropped at admission (buffer, headroom or WRED) while headed here.
@@ -155,6 +157,7 @@ impl EgressQueues {
         self.bytes[q] += bytes;
         let st = &mut self.stats[q];
         st.max_bytes = st.max_bytes.max(self.bytes[q]);
+        st.window_max = st.window_max.max(self.bytes[q]);
         st.enqueued += 1;
         self.total_bytes += bytes as u64;
         self.max_bytes = self.max_bytes.max(self.total_bytes);

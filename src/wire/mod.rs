@@ -2,9 +2,11 @@
 //!
 //! `frame` holds the header sizes and opcodes of Ethernet / IPv4 / UDP /
 //! InfiniBand BTH (RETH, AETH) / ICRC; `packet` the compact in-flight
-//! packet record and the arena it lives in. No payload bytes are carried:
-//! the simulator moves sizes and header fields, never data.
+//! packet record and the arena it lives in; `encode` the real bytes of a
+//! frame, for captures. No payload bytes are carried: the simulator moves
+//! sizes and header fields, never data.
 
+pub mod encode;
 pub mod frame;
 pub mod packet;
 

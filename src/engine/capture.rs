@@ -1,0 +1,241 @@
+//! Packet capture: frames put on chosen links, or of chosen flows, within
+//! a time window, written as pcapng (one interface per link, nanosecond
+//! timestamps at the first bit on the wire) for Wireshark and tshark.
+
+use super::Simulation;
+use crate::topology::{Owner, PortId, Topology};
+use crate::units::SimTime;
+use crate::wire::encode::{self, Context};
+use crate::wire::Opcode;
+use std::io::Write;
+
+/// What to capture, as the command line gives it.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureSpec {
+    /// `link=NAME` values: `from->to` (one direction of a link, as named
+    /// in `links.csv`) or a device name (every link to or from it).
+    pub links: Vec<String>,
+    /// `flow=ID` values: data, ACKs, NAKs and CNPs of these transfers.
+    pub flows: Vec<u32>,
+    pub start: SimTime,
+    pub end: SimTime,
+    /// Most frames written; later ones are counted, not written.
+    pub limit: u64,
+}
+
+impl CaptureSpec {
+    /// Parses `--capture` values: `all`, `link=NAME`, `flow=ID`.
+    pub fn parse(values: &[String]) -> Result<CaptureSpec, String> {
+        let mut spec = CaptureSpec {
+            end: SimTime::MAX,
+            limit: 1_000_000,
+            ..Default::default()
+        };
+        for v in values {
+            if v == "all" {
+                continue;
+            } else if let Some(name) = v.strip_prefix("link=") {
+                spec.links.push(name.to_string());
+            } else if let Some(id) = v.strip_prefix("flow=") {
+                let id = id.parse().map_err(|_| {
+                    format!(
+                        "--capture {v}: expected flow=ID with ID a transfer number from flows.csv"
+                    )
+                })?;
+                spec.flows.push(id);
+            } else {
+                return Err(format!(
+                    "--capture {v}: expected `all`, `link=FROM->TO`, `link=DEVICE` or `flow=ID`"
+                ));
+            }
+        }
+        Ok(spec)
+    }
+
+    /// Parses `--capture-window FROM..TO` (either end may be left out).
+    pub fn set_window(&mut self, window: &str) -> Result<(), String> {
+        let bad = || {
+            format!("--capture-window {window}: expected FROM..TO with times such as 10us..2ms (either may be left out)")
+        };
+        let (a, b) = window.split_once("..").ok_or_else(bad)?;
+        let time = |s: &str, default: SimTime| -> Result<SimTime, String> {
+            if s.trim().is_empty() {
+                return Ok(default);
+            }
+            crate::units::parse_time(s.trim()).ok_or_else(bad)
+        };
+        self.start = time(a, SimTime::ZERO)?;
+        self.end = time(b, SimTime::MAX)?;
+        if self.end <= self.start {
+            return Err(format!(
+                "--capture-window {window}: the window ends before it starts"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A capture in progress.
+pub struct Capture {
+    /// Per port: selected (empty: every port).
+    ports: Vec<bool>,
+    /// Per QP: selected (empty: every frame, PFC and heartbeats too).
+    qps: Vec<bool>,
+    start: SimTime,
+    end: SimTime,
+    limit: u64,
+    out: std::io::BufWriter<std::fs::File>,
+    /// Per port: its pcapng interface, `u32::MAX` until its first frame.
+    iface: Vec<u32>,
+    ifaces: u32,
+    pub frames: u64,
+    pub over_limit: u64,
+    pub error: Option<std::io::Error>,
+}
+
+fn ports_named(topo: &Topology, name: &str) -> Vec<PortId> {
+    (0..topo.ports.len() as u32)
+        .map(PortId)
+        .filter(|&p| {
+            let from = topo.owner_name(p);
+            let to = topo.owner_name(topo.port(p).peer);
+            crate::report::series::link_name(topo, p) == name
+                || format!("{from}->{to}") == name
+                || from == name
+                || to == name
+        })
+        .collect()
+}
+
+impl Simulation {
+    /// Starts capturing into `path` (created or truncated).
+    pub fn start_capture(
+        &mut self,
+        spec: &CaptureSpec,
+        path: &std::path::Path,
+    ) -> Result<(), String> {
+        let mut ports = Vec::new();
+        if !spec.links.is_empty() {
+            ports = vec![false; self.topo.ports.len()];
+            for name in &spec.links {
+                let found = ports_named(&self.topo, name);
+                if found.is_empty() {
+                    return Err(format!(
+                        "--capture link={name}: no link or device has this name; links are named FROM->TO as in links.csv (e.g. {})",
+                        crate::report::series::link_name(&self.topo, PortId(0))
+                    ));
+                }
+                for p in found {
+                    ports[p.idx()] = true;
+                }
+            }
+        }
+        let mut qps = Vec::new();
+        if !spec.flows.is_empty() {
+            qps = vec![false; self.qps.len()];
+            for &f in &spec.flows {
+                let flow = self.flows.get(f as usize).ok_or_else(|| {
+                    format!(
+                        "--capture flow={f}: there are {} transfers (0 to {})",
+                        self.flows.len(),
+                        self.flows.len().saturating_sub(1)
+                    )
+                })?;
+                for q in flow.first_qp..flow.first_qp + flow.n_qps {
+                    qps[q as usize] = true;
+                }
+            }
+        }
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("{}: cannot write the capture: {e}", path.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        crate::report::pcapng::section_header(&mut out)
+            .map_err(|e| format!("{}: cannot write the capture: {e}", path.display()))?;
+        self.capture = Some(Box::new(Capture {
+            ports,
+            qps,
+            start: spec.start,
+            end: spec.end,
+            limit: spec.limit,
+            out,
+            iface: vec![u32::MAX; self.topo.ports.len()],
+            ifaces: 0,
+            frames: 0,
+            over_limit: 0,
+            error: None,
+        }));
+        Ok(())
+    }
+
+    /// Flushes the capture; how many frames it holds, on how many links,
+    /// and how many the limit kept out.
+    pub fn finish_capture(&mut self) -> Option<Result<(u64, u32, u64), String>> {
+        let mut c = self.capture.take()?;
+        let flushed = c.out.flush();
+        Some(match c.error.take().map_or(flushed, Err) {
+            Ok(()) => Ok((c.frames, c.ifaces, c.over_limit)),
+            Err(e) => Err(format!("cannot write the capture: {e}")),
+        })
+    }
+
+    /// A frame starts on the link out of port `p`.
+    pub(super) fn capture_frame(&mut self, p: PortId, id: crate::wire::PacketId) {
+        let now = self.now;
+        let pkt = *self.packets.get(id);
+        let Some(c) = self.capture.as_deref_mut() else {
+            return;
+        };
+        if now < c.start || now >= c.end || c.error.is_some() {
+            return;
+        }
+        if !c.ports.is_empty() && !c.ports[p.idx()] {
+            return;
+        }
+        let link_local = matches!(pkt.opcode, Opcode::Pause | Opcode::Heartbeat);
+        if !c.qps.is_empty() && (link_local || !c.qps[pkt.qp.idx()]) {
+            return;
+        }
+        if c.frames == c.limit {
+            c.over_limit += 1;
+            return;
+        }
+        let topo = &self.topo;
+        let peer = topo.port(p).peer;
+        let (src_ip, dst_ip) = if pkt.opcode == Opcode::Heartbeat {
+            let ip = |q: PortId| match topo.port(q).owner {
+                Owner::Switch(s) => encode::switch_ip(s.0),
+                Owner::Nic(n) => encode::nic_ip(n.0),
+            };
+            (ip(p), ip(peer))
+        } else {
+            (encode::nic_ip(pkt.src.0), encode::nic_ip(pkt.dst.0))
+        };
+        let dma_length = if pkt.opcode.has_reth() {
+            self.qps[pkt.qp.idx()].req.total_bytes.min(u32::MAX as u64) as u32
+        } else {
+            0
+        };
+        let ctx = Context {
+            src_mac: encode::port_mac(p.0),
+            dst_mac: encode::port_mac(peer.0),
+            src_ip,
+            dst_ip,
+            dma_length,
+        };
+        let bytes = encode::encode(&pkt, &ctx);
+        let result = (|| {
+            if c.iface[p.idx()] == u32::MAX {
+                c.iface[p.idx()] = c.ifaces;
+                c.ifaces += 1;
+                let name = crate::report::series::link_name(topo, p);
+                let speed = topo.port(p).rate.bps();
+                crate::report::pcapng::interface(&mut c.out, &name, speed)?;
+            }
+            crate::report::pcapng::packet(&mut c.out, c.iface[p.idx()], now.0 / 1000, &bytes)
+        })();
+        match result {
+            Ok(()) => c.frames += 1,
+            Err(e) => c.error = Some(e),
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The sampled time series as CSV: one file per kind, one row per bucket,
+//! one column per element that was ever non-zero.
+
+use crate::engine::series::{Group, Series};
+use crate::engine::Simulation;
+use crate::switch::classify::QUEUES;
+use crate::topology::{PortId, Topology};
+
+/// `from->to`: the link a port sends on, with `/k` on `to` when the two
+/// devices have parallel links (as in `groups.csv`).
+pub fn link_name(topo: &Topology, p: PortId) -> String {
+    format!(
+        "{}->{}",
+        topo.owner_name(p),
+        crate::engine::paths::member_name(topo, p)
+    )
+}
+
+/// The kinds of series, each with its file, its unit and how its elements
+/// are named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    LinkUtil,
+    QueueDepth,
+    PfcPaused,
+    EcnMarks,
+    Cnps,
+    QpSend,
+    QpDcqcn,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::LinkUtil,
+        Kind::QueueDepth,
+        Kind::PfcPaused,
+        Kind::EcnMarks,
+        Kind::Cnps,
+        Kind::QpSend,
+        Kind::QpDcqcn,
+    ];
+
+    pub fn group(self, s: &Series) -> &Group {
+        match self {
+            Kind::LinkUtil => &s.link_util,
+            Kind::QueueDepth => &s.queue_depth,
+            Kind::PfcPaused => &s.pfc_paused,
+            Kind::EcnMarks => &s.ecn_marks,
+            Kind::Cnps => &s.cnps,
+            Kind::QpSend => &s.qp_send,
+            Kind::QpDcqcn => &s.qp_dcqcn,
+        }
+    }
+
+    pub fn file(self) -> &'static str {
+        match self {
+            Kind::LinkUtil => "ts_link_util.csv",
+            Kind::QueueDepth => "ts_queue_depth.csv",
+            Kind::PfcPaused => "ts_pfc_paused.csv",
+            Kind::EcnMarks => "ts_ecn_marks.csv",
+            Kind::Cnps => "ts_cnps.csv",
+            Kind::QpSend => "ts_qp_send.csv",
+            Kind::QpDcqcn => "ts_qp_dcqcn.csv",
+        }
+    }
+
+    /// What a value means, with its unit.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Kind::LinkUtil => "utilization (0-1)",
+            Kind::QueueDepth => "deepest in the interval (bytes)",
+            Kind::PfcPaused => "share of time paused (0-1)",
+            Kind::EcnMarks => "ECN marks per second",
+            Kind::Cnps => "CNPs received per second",
+            Kind::QpSend => "payload sent (Gb/s)",
+            Kind::QpDcqcn => "DCQCN rate (Gb/s)",
+        }
+    }
+
+    /// Stored value to the unit written.
+    fn scale(self) -> f64 {
+        match self {
+            Kind::QpSend | Kind::QpDcqcn => 1e-9,
+            _ => 1.0,
+        }
+    }
+
+    pub fn element_name(self, sim: &Simulation, key: u32) -> String {
+        let topo = &sim.topo;
+        let k = key as usize;
+        match self {
+            Kind::LinkUtil | Kind::EcnMarks | Kind::Cnps => link_name(topo, PortId(key)),
+            Kind::QueueDepth => format!(
+                "{} q{}",
+                link_name(topo, PortId((k / QUEUES) as u32)),
+                k % QUEUES
+            ),
+            Kind::PfcPaused => format!(
+                "{} p{}",
+                link_name(topo, PortId((k / QUEUES) as u32)),
+                k % QUEUES
+            ),
+            Kind::QpSend | Kind::QpDcqcn => {
+                format!("qp{} flow{}", key, sim.qps[k].flow.0)
+            }
+        }
+    }
+
+    /// A value as it is written.
+    pub fn value(self, v: f32) -> f64 {
+        v as f64 * self.scale()
+    }
+}
+
+/// Bucket start times in microseconds.
+pub fn times_us(s: &Series) -> Vec<f64> {
+    (0..s.points)
+        .map(|i| s.bucket_start(i).0 as f64 / 1e6)
+        .collect()
+}
+
+pub fn csv(sim: &Simulation, kind: Kind) -> std::io::Result<Vec<u8>> {
+    let s = &sim.series;
+    let g = kind.group(s);
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec!["time_us".to_string()];
+    header.extend(g.series.keys().map(|&k| kind.element_name(sim, k)));
+    w.write_record(&header)?;
+    for (i, t) in times_us(s).into_iter().enumerate() {
+        let mut row = vec![format!("{t:.3}")];
+        row.extend(g.series.values().map(|v| {
+            let x = kind.value(v[i]);
+            if x == 0.0 {
+                "0".to_string()
+            } else {
+                format!("{x:.4}")
+            }
+        }));
+        w.write_record(&row)?;
+    }
+    let bytes = w.into_inner().map_err(|e| e.into_error())?;
+    Ok(bytes)
+}

@@ -1,0 +1,223 @@
+//! What a user looks at: time series, SVG plots, the HTML report and
+//! packet captures.
+
+mod common;
+
+use common::{run_file, run_with};
+use fabricsim::report::{plots, Summary};
+use fabricsim::units::SimTime;
+use std::path::{Path, PathBuf};
+
+fn example(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(rel)
+}
+
+/// The text an SVG shows, one entry per `<text>` element.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = &t[t.find('>')? + 1..t.find("</text>")?];
+            Some(
+                body.trim()
+                    .replace("&gt;", ">")
+                    .replace("&lt;", "<")
+                    .replace("&amp;", "&"),
+            )
+        })
+        .collect()
+}
+
+/// The incast walk-through marks, pauses and cuts rates: every plot has
+/// its axes, units and the series that matter.
+#[test]
+fn svg_plots_show_their_series_and_labels() {
+    let (sim, _) = run_file(&example("lossless/incast.toml"), &[]);
+    let svgs: std::collections::HashMap<&str, String> =
+        plots::all(&sim).unwrap().into_iter().collect();
+    assert_eq!(svgs.len(), 8);
+    let texts = |name: &str| svg_texts(&svgs[name]);
+    let has = |name: &str, want: &str| {
+        let t = texts(name);
+        assert!(
+            t.iter().any(|x| x.contains(want)),
+            "{name} lacks {want:?}; it shows {t:?}"
+        );
+    };
+    // The receiver's port (leaf0 -> host0) is the bottleneck.
+    for want in [
+        "Link utilization",
+        "time (us)",
+        "leaf0->host0/nic0",
+        "utilization",
+    ] {
+        has("plot_link_util.svg", want);
+    }
+    for want in [
+        "Deepest switch queues",
+        "deepest in the interval (KB)",
+        "leaf0->host0/nic0 q3",
+        "WRED min",
+        "WRED max",
+        "PFC XOFF (per ingress port)",
+    ] {
+        has("plot_queue_depth.svg", want);
+    }
+    // The spine's port into the receiver's leaf is paused, and so are the
+    // senders' NICs.
+    for want in [
+        "PFC pause timeline",
+        "share paused",
+        "spine0->leaf0/2 p3",
+        "host2/nic0->leaf1 p3",
+    ] {
+        has("plot_pfc_pause.svg", want);
+    }
+    for want in ["ECN marks", "CNPs received", "per microsecond"] {
+        has("plot_ecn_cnp.svg", want);
+    }
+    for want in [
+        "CDF of 6 transfers",
+        "completion time (us, log scale)",
+        "fraction of transfers",
+    ] {
+        has("plot_fct_cdf.svg", want);
+    }
+    for want in ["transfer size (bytes, log scale)", "ideal (1)"] {
+        has("plot_slowdown.svg", want);
+    }
+    for want in ["rate (Gb/s)", "qp0 flow0 sent", "qp0 flow0 DCQCN rate"] {
+        has("plot_qp_rate.svg", want);
+    }
+    for want in ["bytes sent (MB)", "leaf1 g0"] {
+        has("plot_group_bytes.svg", want);
+    }
+    // The queue line's points: as many as buckets.
+    let svg = &svgs["plot_queue_depth.svg"];
+    let first_line = svg
+        .split("<polyline")
+        .find(|p| p.contains("stroke-width=\"2\""))
+        .unwrap();
+    let points = first_line.split("points=\"").nth(1).unwrap();
+    let n = points.split('"').next().unwrap().split_whitespace().count();
+    assert_eq!(n, sim.series.points);
+}
+
+/// A plot with nothing to show says so instead of drawing empty axes.
+#[test]
+fn plots_without_a_subject_say_why() {
+    let (sim, _) = run_with(
+        r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 1
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "1MB"
+"#,
+        &[],
+    );
+    let svgs: std::collections::HashMap<&str, String> =
+        plots::all(&sim).unwrap().into_iter().collect();
+    let t = svg_texts(&svgs["plot_pfc_pause.svg"]);
+    assert!(
+        t.contains(&"no port was paused by PFC".to_string()),
+        "{t:?}"
+    );
+}
+
+/// However long the run, each series holds at most `samples` points; the
+/// sampler's memory is the same for a run ten times as long.
+#[test]
+fn sampling_memory_stays_bounded_on_a_long_run() {
+    let text = |bytes: &str| {
+        format!(
+            r#"
+[topology]
+kind = "single-rail"
+hosts = 3
+gpus_per_host = 1
+nic_speed = "100G"
+[report]
+sample_interval = "100ns"
+samples = 64
+[[workload]]
+kind = "incast"
+dst = 0
+srcs = [1, 2]
+bytes = "{bytes}"
+"#
+        )
+    };
+    let (short, _) = run_with(&text("2MB"), &[]);
+    let prepared = fabricsim::scenario::prepare("long.toml", &text("200MB"), &[]).unwrap();
+    let mut long = fabricsim::engine::Simulation::new(prepared);
+    long.run_until(SimTime::from_us(1000), u64::MAX);
+    let mid_bytes = long.series.heap_bytes();
+    let mid_points = long.series.points;
+    long.run(|_| {});
+    assert!(long.now.0 > 50 * short.now.0);
+    for sim in [&short, &long] {
+        let s = &sim.series;
+        assert!(s.points >= 32 && s.points <= 64, "{} points", s.points);
+        for g in s.groups() {
+            for v in g.series.values() {
+                assert_eq!(v.len(), s.points);
+                assert!(v.capacity() <= 64);
+            }
+        }
+        // The buckets cover the run.
+        assert!(s.bucket_start(s.points - 1) < sim.now);
+        assert!(s.bucket_start(s.points) >= sim.now);
+    }
+    // From 1 ms to the end (16 ms) the sampler holds no more memory.
+    assert!(mid_points >= 32);
+    assert_eq!(mid_bytes, long.series.heap_bytes());
+    // The interval doubled from 100 ns as the run went on.
+    assert!(long.series.interval > SimTime::from_us(100));
+    assert_eq!(long.series.interval.0 % 100_000, 0);
+    assert!((long.series.interval.0 / 100_000).is_power_of_two());
+}
+
+/// Sampling only reads the simulation: the results are the same with it
+/// on or off, whatever the interval.
+#[test]
+fn sampling_does_not_change_the_run() {
+    let path = example("lossless/incast.toml");
+    let (_, a) = run_file(&path, &["report.sample_interval=\"off\""]);
+    let (_, b) = run_file(&path, &["report.sample_interval=\"300ns\""]);
+    let (_, c) = run_file(&path, &[]);
+    let json = |s: &Summary| serde_json::to_string(s).unwrap();
+    assert_eq!(json(&a), json(&b));
+    assert_eq!(json(&a), json(&c));
+}
+
+/// Link utilization over the run equals what `links.csv` reports: the
+/// bottleneck's mean over its buckets is its busy share.
+#[test]
+fn link_utilization_series_adds_up_to_the_busy_time() {
+    let (sim, _) = run_file(&example("lossless/incast.toml"), &[]);
+    let s = &sim.series;
+    for (&k, v) in &s.link_util.series {
+        let busy = sim.ports[k as usize].busy_ps as f64;
+        let mut sum = 0.0;
+        for (i, &u) in v.iter().enumerate() {
+            let start = s.bucket_start(i).0 as f64;
+            let end = if i + 1 == s.points {
+                s.last.0 as f64
+            } else {
+                s.bucket_start(i + 1).0 as f64
+            };
+            sum += u as f64 * (end - start);
+        }
+        assert!(
+            (sum - busy).abs() <= busy * 1e-3 + 1e6,
+            "port {k}: series gives {sum} ps busy, the port {busy}"
+        );
+    }
+}
