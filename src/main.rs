@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
+use fabricsim::engine::capture::CaptureSpec;
 use fabricsim::engine::Simulation;
 use fabricsim::report::{self, Perf, Summary};
 use fabricsim::scenario::{self, Prepared, ScenarioError};
@@ -32,6 +33,28 @@ struct ScenarioArgs {
     sets: Vec<String>,
 }
 
+/// What `run` writes besides the tables.
+#[derive(clap::Args, Clone, Default)]
+struct ViewArgs {
+    /// Capture frames into capture.pcapng: `all`, `link=FROM->TO` (one
+    /// direction, as named in links.csv), `link=DEVICE` (every link to or
+    /// from it) or `flow=ID` (repeatable; links and flows combine).
+    #[arg(long, value_name = "WHAT")]
+    capture: Vec<String>,
+    /// Capture only frames sent in this window, e.g. 10us..50us.
+    #[arg(long, value_name = "FROM..TO", requires = "capture")]
+    capture_window: Option<String>,
+    /// Most frames to capture (default 1000000); later ones are counted.
+    #[arg(long, value_name = "N", requires = "capture")]
+    capture_limit: Option<u64>,
+    /// Write no SVG plots (as report.plots = false).
+    #[arg(long)]
+    no_plots: bool,
+    /// Write no report.html (as report.html = false).
+    #[arg(long)]
+    no_html: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario (the built-in default when none is given; `-` reads
@@ -52,6 +75,8 @@ enum Command {
         strict: bool,
         #[command(flatten)]
         args: ScenarioArgs,
+        #[command(flatten)]
+        view: ViewArgs,
     },
     /// Check a scenario and report what it would simulate, without running.
     Validate {
@@ -148,6 +173,7 @@ fn main() -> ExitCode {
         quiet: false,
         strict: false,
         args: ScenarioArgs::default(),
+        view: ViewArgs::default(),
     });
     let result = match command {
         Command::Run {
@@ -157,12 +183,19 @@ fn main() -> ExitCode {
             quiet,
             strict,
             args,
+            view,
         } => {
             let mut sets = args.sets;
             if let Some(s) = seed {
                 sets.push(format!("simulation.seed={s}"));
             }
-            run(scenario.as_deref(), &sets, &out, quiet, strict)
+            if view.no_plots {
+                sets.push("report.plots=false".into());
+            }
+            if view.no_html {
+                sets.push("report.html=false".into());
+            }
+            run(scenario.as_deref(), &sets, &out, quiet, strict, &view)
         }
         Command::Validate {
             scenario,
@@ -232,10 +265,29 @@ fn run(
     out: &Path,
     quiet: bool,
     strict: bool,
+    view: &ViewArgs,
 ) -> Result<(), String> {
+    let capture = if view.capture.is_empty() {
+        None
+    } else {
+        let mut spec = CaptureSpec::parse(&view.capture)?;
+        if let Some(w) = &view.capture_window {
+            spec.set_window(w)?;
+        }
+        if let Some(n) = view.capture_limit {
+            spec.limit = n;
+        }
+        Some(spec)
+    };
     let prepared = load(path, sets)?;
     warnings(path, &prepared, strict)?;
     let mut sim = Simulation::new(prepared);
+    // The capture is written beside the other outputs and moved into
+    // place with them.
+    let staged = out.join(format!(".capture-{}.pcapng.partial", std::process::id()));
+    if let Some(spec) = &capture {
+        sim.start_capture(spec, &staged)?;
+    }
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_style(
@@ -262,10 +314,22 @@ fn run(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    let captured = sim.finish_capture().transpose().inspect_err(|_| {
+        let _ = std::fs::remove_file(&staged);
+    })?;
     let summary = Summary::of(&sim, stop);
     let perf = Perf::of(&sim, wall);
-    let files = report::write_outputs(out, &sim, &summary, &perf)
-        .map_err(|e| format!("{}: cannot write the results: {e}", out.display()))?;
+    let written = report::write_outputs(out, &sim, &summary, &perf);
+    let mut files = written.map_err(|e| {
+        let _ = std::fs::remove_file(&staged);
+        format!("{}: cannot write the results: {e}", out.display())
+    })?;
+    if captured.is_some() {
+        let dst = out.join("capture.pcapng");
+        std::fs::rename(&staged, &dst)
+            .map_err(|e| format!("{}: cannot write the capture: {e}", dst.display()))?;
+        files.push(dst);
+    }
     if !quiet {
         print!("{}", report::render(&sim, &summary));
         println!(
@@ -275,6 +339,14 @@ fn run(
             perf.link_transmissions_per_second / 1e6,
             perf.peak_rss_bytes as f64 / 1e6
         );
+        if let Some((frames, links, over)) = captured {
+            let over = if over > 0 {
+                format!("; {over} more frames were over --capture-limit")
+            } else {
+                String::new()
+            };
+            println!("capture   {frames} frames on {links} links{over}");
+        }
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         println!("outputs   {}", names.join(", "));
     }

@@ -146,6 +146,10 @@ impl Simulation {
                 }
             }
         }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("{}: cannot create the output folder: {e}", dir.display()))?;
+        }
         let file = std::fs::File::create(path)
             .map_err(|e| format!("{}: cannot write the capture: {e}", path.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
