@@ -157,7 +157,11 @@ fn tshark_decodes_every_header_of_a_capture() {
             other => panic!("unexpected opcode {other}"),
         }
     }
-    assert_eq!(firsts, 6 * 4, "one RDMA Write First per sender, on four hops");
+    assert_eq!(
+        firsts,
+        6 * 4,
+        "one RDMA Write First per sender, on four hops"
+    );
     assert!(
         ce > 0 && cnps > 0 && acks > 0,
         "CE {ce}, CNPs {cnps}, ACKs {acks}"
@@ -177,7 +181,10 @@ fn tshark_decodes_every_header_of_a_capture() {
         // not know the CNP opcode, so shows its 16 reserved bytes and ICRC
         // as vendor data.
         if f["infiniband.bth.opcode"] != "129" {
-            assert_eq!(num(&f["infiniband.invariant.crc"]), icrc.swap_bytes() as u64);
+            assert_eq!(
+                num(&f["infiniband.invariant.crc"]),
+                icrc.swap_bytes() as u64
+            );
         }
         assert!(n >= 60);
         checked += 1;

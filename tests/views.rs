@@ -221,3 +221,116 @@ fn link_utilization_series_adds_up_to_the_busy_time() {
         );
     }
 }
+
+/// Every output of a run, written into a fresh folder.
+fn write_all(sim: &fabricsim::engine::Simulation, summary: &Summary, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fabricsim-views-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let perf = fabricsim::report::Perf::of(sim, 1.0);
+    fabricsim::report::write_outputs(&dir, sim, summary, &perf).unwrap();
+    dir
+}
+
+/// The value of `attr="..."` on the first element that has it.
+fn attr(dom: &str, name: &str) -> Option<String> {
+    let at = dom.find(&format!(" {name}=\""))? + name.len() + 3;
+    let end = dom[at..].find('"')? + at;
+    Some(dom[at..end].replace("&gt;", ">").replace("&amp;", "&"))
+}
+
+/// `report.html` opened in headless Chromium (installed by `.ci/setup`):
+/// it loads nothing from the network, its script runs without error and
+/// draws every chart, hovering the heatmap names a link, and dragging
+/// across a chart zooms it.
+#[test]
+fn the_html_report_renders_in_a_real_browser() {
+    let (sim, summary) = run_file(&example("lossless/incast.toml"), &[]);
+    let dir = write_all(&sim, &summary, "html");
+    let page = dir.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.len() < 400_000,
+        "the page stays small: {} bytes",
+        html.len()
+    );
+    for external in ["<link", " src=", "@import", "url(http", "fetch("] {
+        assert!(
+            !html.contains(external),
+            "the page must load nothing ({external})"
+        );
+    }
+    for want in [
+        "Busiest links",
+        "Deepest queues",
+        "Paused by PFC",
+        "leaf0-&gt;host0/nic0",
+        "id=\"link-util\"",
+    ] {
+        assert!(html.contains(want), "{want}");
+    }
+    let profile = dir.join("chromium-profile");
+    let o = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("file://{}#selftest", page.display()))
+        .output()
+        .expect("chromium is needed for this test: run .ci/setup (installs Debian's chromium)");
+    let dom = String::from_utf8_lossy(&o.stdout);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    assert!(!log.contains("Uncaught"), "script error: {log}");
+    assert_eq!(attr(&dom, "data-errors").as_deref(), Some("0"), "{dom}");
+    // Two heatmaps and three line charts.
+    assert_eq!(attr(&dom, "data-rendered").as_deref(), Some("5"));
+    assert_eq!(dom.matches("<canvas").count(), 2);
+    assert!(dom.matches("class=\"chart\"").count() >= 3);
+    let hover = attr(&dom, "data-hover").unwrap();
+    assert!(
+        hover.contains("->") && hover.contains("us: utilization"),
+        "{hover}"
+    );
+    // The drag from 30% to 60% of the chart's width zoomed it.
+    let zoom = attr(&dom, "data-zoom").unwrap();
+    let (a, b) = zoom.split_once("..").unwrap();
+    let (a, b): (f64, f64) = (a.parse().unwrap(), b.parse().unwrap());
+    let end = sim.series.last.0 as f64 / 1e6;
+    assert!(
+        a > 0.1 * end && b < 0.8 * end && b > a,
+        "zoomed to {zoom} of {end} us"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--no-plots` and `--no-html` (the scenario's `report.plots` and
+/// `report.html`) leave those files out; by default both are written.
+#[test]
+fn plots_and_the_report_can_be_turned_off() {
+    let names = |sets: &[&str]| {
+        let (sim, summary) = run_file(&example("lossless/incast.toml"), sets);
+        let dir = write_all(&sim, &summary, &format!("off-{}", sets.len()));
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        let _ = std::fs::remove_dir_all(dir);
+        v
+    };
+    let all = names(&[]);
+    assert!(all.contains(&"report.html".to_string()));
+    assert_eq!(all.iter().filter(|n| n.ends_with(".svg")).count(), 8);
+    let none = names(&["report.plots=false", "report.html=false"]);
+    assert!(
+        none.iter()
+            .all(|n| !n.ends_with(".svg") && n != "report.html"),
+        "{none:?}"
+    );
+    assert_eq!(all.len(), none.len() + 9);
+}

@@ -7,6 +7,7 @@
 //! temporary folder inside the output folder and moved into place only
 //! when all of them were written.
 
+pub mod html;
 pub mod pcapng;
 pub mod plots;
 pub mod series;
@@ -664,9 +665,17 @@ pub fn write_outputs(
                 files.push((kind.file(), series::csv(sim, kind)?));
             }
         }
-        if sim.scenario.report.plots {
-            for (name, svg) in plots::all(sim).map_err(std::io::Error::other)? {
-                files.push((name, svg.into_bytes()));
+        let views = &sim.scenario.report;
+        if views.plots || views.html {
+            let svgs = plots::all(sim).map_err(std::io::Error::other)?;
+            if views.html {
+                let page = html::render(sim, summary, &svgs).map_err(std::io::Error::other)?;
+                files.push(("report.html", page.into_bytes()));
+            }
+            if views.plots {
+                for (name, svg) in svgs {
+                    files.push((name, svg.into_bytes()));
+                }
             }
         }
         for (name, bytes) in &mut files {

@@ -442,6 +442,37 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
     )
 }
 
+/// The (port, priority) series paused longest, ordered by the tier of
+/// the paused sender and then by name, with that tier.
+pub fn pfc_rows(sim: &Simulation) -> Vec<(u32, String)> {
+    let g = &sim.series.pfc_paused;
+    let mut keys: Vec<(f32, u32)> = g
+        .series
+        .iter()
+        .map(|(&k, s)| (s.iter().sum::<f32>(), k))
+        .collect();
+    keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    keys.truncate(HEATMAP_ROWS);
+    let names = sim.topo.kind.tier_names();
+    let tier = |p: PortId| match sim.topo.port(p).owner {
+        Owner::Switch(s) => names[sim.topo.switches[s.idx()].tier as usize],
+        Owner::Nic(_) => "nic",
+    };
+    let mut rows: Vec<(u32, String, String)> = keys
+        .iter()
+        .map(|&(_, k)| {
+            let p = PortId(k / QUEUES as u32);
+            (
+                k,
+                format!("{} sender", tier(p)),
+                Kind::PfcPaused.element_name(sim, k),
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(&b.2)));
+    rows.into_iter().map(|(k, t, _)| (k, t)).collect()
+}
+
 fn pfc_timeline(sim: &Simulation, root: &Area) -> Res {
     let title = "PFC pause timeline";
     if !sim.series.enabled {
@@ -455,30 +486,16 @@ fn pfc_timeline(sim: &Simulation, root: &Area) -> Res {
     if g.series.is_empty() {
         return empty(root, title, "no port was paused by PFC");
     }
-    let mut keys: Vec<(f32, u32)> = g
-        .series
-        .iter()
-        .map(|(&k, s)| (s.iter().sum::<f32>(), k))
-        .collect();
-    keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    keys.truncate(HEATMAP_ROWS);
-    let names = sim.topo.kind.tier_names();
-    let tier = |p: PortId| match sim.topo.port(p).owner {
-        Owner::Switch(s) => names[sim.topo.switches[s.idx()].tier as usize],
-        Owner::Nic(_) => "nic",
-    };
-    let mut rows: Vec<(String, &[f32], String)> = keys
-        .iter()
-        .map(|&(_, k)| {
-            let p = PortId(k / QUEUES as u32);
+    let rows: Vec<(String, &[f32], String)> = pfc_rows(sim)
+        .into_iter()
+        .map(|(k, tier)| {
             (
                 Kind::PfcPaused.element_name(sim, k),
                 g.series[&k].as_slice(),
-                tier(p).to_string(),
+                tier,
             )
         })
         .collect();
-    rows.sort_by(|a, b| a.2.cmp(&b.2).then(a.0.cmp(&b.0)));
     heatmap(
         root,
         title,
