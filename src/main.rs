@@ -298,15 +298,7 @@ fn run(
     let start = Instant::now();
     let stop = sim.run(|s| {
         if let Some(b) = &bar {
-            let w = start.elapsed().as_secs_f64().max(1e-9);
-            b.set_message(format!(
-                "sim time {}  {} events  {:.2} M events/s  {}/{} transfers done",
-                s.now,
-                s.counters.events,
-                s.counters.events as f64 / w / 1e6,
-                s.counters.flows_completed,
-                s.flows.len()
-            ));
+            b.set_message(report::progress_line(s, start.elapsed().as_secs_f64()));
             b.tick();
         }
     });

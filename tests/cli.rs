@@ -28,6 +28,9 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
         "{stdout}"
     );
     assert!(stdout.contains("equal-cost balance"), "{stdout}");
+    // Standard error is not a terminal here: no progress line.
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("% done"), "{stderr}");
     // The collective's nccl-tests line: size, name, algorithm, ranks.
     assert!(stdout.contains("busbw"), "{stdout}");
     assert!(
@@ -149,6 +152,7 @@ fn seed_and_set_flags_reach_the_run() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(o.stdout.is_empty(), "--quiet prints nothing");
+    assert!(o.stderr.is_empty(), "--quiet shows no progress either");
     let s: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["seed"], 9);

@@ -334,3 +334,42 @@ fn plots_and_the_report_can_be_turned_off() {
     );
     assert_eq!(all.len(), none.len() + 9);
 }
+
+/// The progress estimate starts at nothing, never goes back and reaches
+/// all at the end, through a collective whose steps wait on each other.
+#[test]
+fn progress_rises_to_done_and_the_eta_follows_the_pace() {
+    use fabricsim::engine::{Simulation, StopReason};
+    let path = example("collectives/ring-allreduce.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let sets = ["workload.0.bytes=\"4MB\"".to_string()];
+    let prepared = fabricsim::scenario::prepare(&path.to_string_lossy(), &text, &sets).unwrap();
+    let mut sim = Simulation::new(prepared);
+    assert_eq!(sim.done_fraction(), 0.0);
+    let mut last = 0.0;
+    let mut steps = 0;
+    loop {
+        let stop = sim.run_until(SimTime::MAX, 2000);
+        let f = sim.done_fraction();
+        assert!(f >= last, "progress went back from {last} to {f}");
+        last = f;
+        steps += 1;
+        if stop == StopReason::Finished {
+            break;
+        }
+    }
+    assert!(steps > 10, "only {steps} steps");
+    assert_eq!(sim.done_fraction(), 1.0);
+    let line = fabricsim::report::progress_line(&sim, 2.0);
+    assert!(line.contains("100.0% done"), "{line}");
+    assert!(!line.contains("ETA"), "nothing is left: {line}");
+
+    // A quarter done in 10 s leaves 30 s at that pace.
+    use fabricsim::report::{eta_seconds, wall_duration};
+    assert_eq!(eta_seconds(0.25, 10.0), Some(30.0));
+    assert_eq!(eta_seconds(0.005, 10.0), None);
+    assert_eq!(eta_seconds(0.5, 0.1), None);
+    assert_eq!(wall_duration(42.4), "42s");
+    assert_eq!(wall_duration(185.0), "3m 05s");
+    assert_eq!(wall_duration(7800.0), "2h 10m");
+}

@@ -630,6 +630,31 @@ impl Simulation {
         }
     }
 
+    /// How far the run has got, from 0 to 1, for progress display: the
+    /// larger of the share of offered bytes delivered, the share of
+    /// workload tasks done and, with a `max_sim_time`, the share of it
+    /// elapsed. Compute phases deliver no bytes, so bytes alone would
+    /// stall the estimate through them.
+    pub fn done_fraction(&self) -> f64 {
+        let offered: u64 = self.flows.iter().map(|f| f.spec.bytes).sum();
+        let bytes = if offered == 0 {
+            0.0
+        } else {
+            self.counters.bytes_delivered as f64 / offered as f64
+        };
+        let tasks = self.tasks.graph.tasks.len();
+        let tasks = if tasks == 0 {
+            0.0
+        } else {
+            self.tasks.tasks_done as f64 / tasks as f64
+        };
+        let time = match self.scenario.max_sim_time {
+            Some(limit) if limit.0 > 0 => self.now.0 as f64 / limit.0 as f64,
+            _ => 0.0,
+        };
+        bytes.max(tasks).max(time).clamp(0.0, 1.0)
+    }
+
     /// Changes whenever any transfer makes progress.
     fn progress_mark(&self) -> (u64, u64) {
         let acked: u64 = self.qps.iter().map(|q| q.req.una as u64).sum();

@@ -635,6 +635,42 @@ impl Perf {
     }
 }
 
+/// The live line shown while a run goes on: simulated time reached,
+/// speed, how much is done and, once there is enough to go on, the wall
+/// time left at the pace so far.
+pub fn progress_line(sim: &Simulation, wall_seconds: f64) -> String {
+    let w = wall_seconds.max(1e-9);
+    let done = sim.done_fraction();
+    let eta = eta_seconds(done, wall_seconds)
+        .map(|left| format!(", ETA {}", wall_duration(left)))
+        .unwrap_or_default();
+    format!(
+        "{:.1}% done{eta}  sim {}  {:.2} M events/s  {:.2} M link tx/s  {}/{} transfers",
+        done * 100.0,
+        sim.now,
+        sim.counters.events as f64 / w / 1e6,
+        sim.counters.link_transmissions as f64 / w / 1e6,
+        sim.counters.flows_completed,
+        sim.flows.len(),
+    )
+}
+
+/// Wall seconds left if the rest goes at the pace so far; none before
+/// 1% is done or half a second has passed, when the guess is noise.
+pub fn eta_seconds(done: f64, wall_seconds: f64) -> Option<f64> {
+    (done >= 0.01 && done < 1.0 && wall_seconds >= 0.5).then(|| wall_seconds * (1.0 - done) / done)
+}
+
+/// `42s`, `3m 05s`, `2h 10m`.
+pub fn wall_duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
 /// Writes every output file into `dir`, all or nothing.
 pub fn write_outputs(
     dir: &Path,
