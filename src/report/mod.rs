@@ -658,7 +658,7 @@ pub fn progress_line(sim: &Simulation, wall_seconds: f64) -> String {
 /// Wall seconds left if the rest goes at the pace so far; none before
 /// 1% is done or half a second has passed, when the guess is noise.
 pub fn eta_seconds(done: f64, wall_seconds: f64) -> Option<f64> {
-    (done >= 0.01 && done < 1.0 && wall_seconds >= 0.5).then(|| wall_seconds * (1.0 - done) / done)
+    ((0.01..1.0).contains(&done) && wall_seconds >= 0.5).then(|| wall_seconds * (1.0 - done) / done)
 }
 
 /// `42s`, `3m 05s`, `2h 10m`.
