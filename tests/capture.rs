@@ -266,6 +266,29 @@ fn captures_take_only_what_was_selected() {
     let _ = std::fs::remove_dir_all(out);
 }
 
+/// A capture only reads the run: every result file is the same with and
+/// without one.
+#[test]
+fn capturing_does_not_change_the_results() {
+    let plain = capture("unchanged-plain", &[]);
+    let all = capture("unchanged-all", &["--capture", "all"]);
+    assert!(all.join("capture.pcapng").exists());
+    assert!(!plain.join("capture.pcapng").exists());
+    for name in [
+        "summary.json",
+        "flows.csv",
+        "links.csv",
+        "queues.csv",
+        "pfc.csv",
+    ] {
+        let a = std::fs::read(plain.join(name)).unwrap();
+        let b = std::fs::read(all.join(name)).unwrap();
+        assert!(a == b, "{name} differs with --capture all");
+    }
+    let _ = std::fs::remove_dir_all(plain);
+    let _ = std::fs::remove_dir_all(all);
+}
+
 #[test]
 fn a_bad_capture_selection_is_refused_before_anything_runs() {
     for (args, want) in [
