@@ -166,12 +166,11 @@ fn dcqcn_converges_to_a_fair_share_near_the_marking_thresholds() {
     assert_eq!(series.interval, SimTime::from_us(5), "no merging yet");
     let depths: Vec<f32> = series
         .queue_depth
-        .series
         .iter()
-        .filter(|(&k, _)| k as usize / 8 == to0.idx())
+        .filter(|(k, _)| *k as usize / 8 == to0.idx())
         .flat_map(|(_, v)| {
             let from = (window.0 .0 / series.interval.0) as usize;
-            v[from..].iter().copied()
+            v[from..].to_vec()
         })
         .collect();
     let mean = depths.iter().map(|&d| d as f64).sum::<f64>() / 10_000.0;

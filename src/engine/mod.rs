@@ -525,6 +525,7 @@ impl Simulation {
             scenario.report.samples,
             topo.ports.len(),
             scenario.report.sample_qps.min(qps.len()),
+            nic_classes.queues_used(),
         );
         let mut sim = Simulation {
             now: SimTime::ZERO,
@@ -1212,6 +1213,7 @@ impl Simulation {
                     self.packets.get_mut(id).tos = tos | ecn::CE;
                 }
                 qs.stats[queue as usize].ecn_marks += 1;
+                qs.marks = qs.marks.wrapping_add(1);
                 self.counters.ecn_marks += 1;
                 first(&mut self.firsts.ecn_mark_ps, self.now);
                 true

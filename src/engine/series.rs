@@ -17,6 +17,7 @@ use crate::nic::rate::RateControl;
 use crate::switch::classify::QUEUES;
 use crate::topology::PortId;
 use crate::units::SimTime;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// How two neighbouring buckets become one.
@@ -29,65 +30,196 @@ pub enum Merge {
 }
 
 /// Series of one kind, keyed by element (a port, a port's queue...).
+///
+/// The sampler visits every element at every bucket (some 60,000 on a
+/// 1024-host fabric), so values are stored by bucket: each bucket is one
+/// contiguous frame holding a value per row, and rows are found through
+/// a dense table indexed by key. Writing a bucket is then a sequential
+/// pass instead of one cache miss per element; reading a row back, done
+/// once at the end, strides over the frames.
 #[derive(Debug)]
 pub struct Group {
     pub merge: Merge,
-    /// Only elements that were ever non-zero; every stored series has one
-    /// value per closed bucket.
-    pub series: BTreeMap<u32, Vec<f32>>,
+    /// Per key: its row, or `NO_ROW`.
+    row_of: Vec<u32>,
+    /// Per row: its key. Rows exist only for elements that were ever
+    /// non-zero, numbered in the order they first were.
+    keys: Vec<u32>,
+    /// Where each bucket's frame starts in `values`; a frame holds one
+    /// value for each row that existed when it was written, so rows that
+    /// started later read as zero there.
+    frame_start: Vec<usize>,
+    values: Vec<f32>,
+    /// Once the run has ended: the same values row by row, every row
+    /// full length, so the several readers of the outputs need not
+    /// transpose the frames again. `values` is then empty.
+    finished: Option<Vec<Vec<f32>>>,
 }
+
+const NO_ROW: u32 = u32::MAX;
 
 impl Group {
     fn new(merge: Merge) -> Group {
         Group {
             merge,
-            series: BTreeMap::new(),
+            row_of: Vec::new(),
+            keys: Vec::new(),
+            frame_start: Vec::new(),
+            values: Vec::new(),
+            finished: None,
         }
     }
 
-    fn push(&mut self, key: u32, bucket: usize, cap: usize, v: f32) {
-        if v == 0.0 {
-            if let Some(s) = self.series.get_mut(&key) {
-                s.push(0.0);
+    /// Opens the next bucket's frame, every existing row at zero.
+    fn begin(&mut self) {
+        if let Some(rows) = self.finished.take() {
+            // Sampling goes on after `finish` (a caller ran further):
+            // back to frames, each now holding every row.
+            for b in 0..self.frame_start.len() {
+                self.frame_start[b] = self.values.len();
+                self.values.extend(rows.iter().map(|r| r[b]));
             }
+        }
+        self.frame_start.push(self.values.len());
+        self.values.resize(self.values.len() + self.keys.len(), 0.0);
+    }
+
+    /// Sets `key`'s value in the open frame; a zero starts no row.
+    fn push(&mut self, key: u32, v: f32) {
+        let base = *self.frame_start.last().expect("a frame is open");
+        let row = self.row_of.get(key as usize).copied().unwrap_or(NO_ROW);
+        if row != NO_ROW {
+            self.values[base + row as usize] = v;
             return;
         }
-        let s = self.series.entry(key).or_insert_with(|| {
-            let mut s = Vec::with_capacity(cap);
-            s.resize(bucket, 0.0);
-            s
-        });
-        s.push(v);
+        if v == 0.0 {
+            return;
+        }
+        if self.row_of.len() <= key as usize {
+            self.row_of.resize(key as usize + 1, NO_ROW);
+        }
+        // The open frame is last in `values`: the new row's slot is
+        // appended to it.
+        self.row_of[key as usize] = self.keys.len() as u32;
+        self.keys.push(key);
+        self.values.push(v);
     }
 
-    /// Series that have fallen behind (their element was skipped this
-    /// bucket) are padded with zeros to `points`.
-    fn pad(&mut self, points: usize) {
-        for s in self.series.values_mut() {
-            s.resize(points, 0.0);
+    fn frame(&self, b: usize) -> &[f32] {
+        let end = self
+            .frame_start
+            .get(b + 1)
+            .copied()
+            .unwrap_or(self.values.len());
+        &self.values[self.frame_start[b]..end]
+    }
+
+    /// Transposes the frames into rows for the readers to come.
+    fn finish(&mut self) {
+        if self.finished.is_none() {
+            self.finished = Some(self.transpose());
+            self.values = Vec::new();
         }
     }
 
-    fn halve(&mut self) {
-        for s in self.series.values_mut() {
-            let n = s.len() / 2;
-            for i in 0..n {
-                let (a, b) = (s[2 * i], s[2 * i + 1]);
-                s[i] = match self.merge {
-                    Merge::Mean => (a + b) / 2.0,
-                    Merge::Max => a.max(b),
-                };
+    fn row(&self, row: usize) -> Cow<'_, [f32]> {
+        if let Some(rows) = &self.finished {
+            return Cow::Borrowed(&rows[row]);
+        }
+        Cow::Owned(
+            (0..self.frame_start.len())
+                .map(|b| self.frame(b).get(row).copied().unwrap_or(0.0))
+                .collect(),
+        )
+    }
+
+    /// The series of `key`, one value per closed bucket, if it was ever
+    /// non-zero.
+    pub fn get(&self, key: u32) -> Option<Cow<'_, [f32]>> {
+        match self.row_of.get(key as usize) {
+            Some(&r) if r != NO_ROW => Some(self.row(r as usize)),
+            _ => None,
+        }
+    }
+
+    /// Every row, read a block of frames at a time so that both the
+    /// frames and the rows are walked in order; borrowed once finished.
+    fn rows(&self) -> Vec<Cow<'_, [f32]>> {
+        if let Some(rows) = &self.finished {
+            return rows.iter().map(|r| Cow::Borrowed(r.as_slice())).collect();
+        }
+        self.transpose().into_iter().map(Cow::Owned).collect()
+    }
+
+    fn transpose(&self) -> Vec<Vec<f32>> {
+        const BLOCK: usize = 16;
+        let points = self.frame_start.len();
+        let mut rows = vec![Vec::with_capacity(points); self.keys.len()];
+        for first in (0..points).step_by(BLOCK) {
+            let frames: Vec<&[f32]> = (first..points.min(first + BLOCK))
+                .map(|b| self.frame(b))
+                .collect();
+            for (r, row) in rows.iter_mut().enumerate() {
+                row.extend(frames.iter().map(|f| f.get(r).copied().unwrap_or(0.0)));
             }
-            s.truncate(n);
         }
+        rows
     }
 
-    /// Heap bytes held by the values.
+    /// Every stored series by key, in key order.
+    pub fn series(&self) -> BTreeMap<u32, Cow<'_, [f32]>> {
+        self.keys.iter().copied().zip(self.rows()).collect()
+    }
+
+    /// Every stored series with its key, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, Cow<'_, [f32]>)> {
+        self.keys.iter().copied().zip(self.rows())
+    }
+
+    /// How many elements have a series.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Merges neighbouring buckets pairwise (an even number of them).
+    fn halve(&mut self) {
+        debug_assert!(self.finished.is_none(), "a frame was opened first");
+        let n = self.frame_start.len() / 2;
+        let mut values = Vec::with_capacity(self.values.capacity());
+        let mut starts = Vec::with_capacity(self.frame_start.capacity());
+        for i in 0..n {
+            let (a, b) = (self.frame(2 * i), self.frame(2 * i + 1));
+            starts.push(values.len());
+            // A later frame has at least the rows of an earlier one.
+            values.extend(b.iter().enumerate().map(|(r, &y)| {
+                let x = a.get(r).copied().unwrap_or(0.0);
+                match self.merge {
+                    Merge::Mean => (x + y) / 2.0,
+                    Merge::Max => x.max(y),
+                }
+            }));
+        }
+        self.values = values;
+        self.frame_start = starts;
+    }
+
+    /// Heap bytes held by the values and the index.
     pub fn heap_bytes(&self) -> usize {
-        self.series
-            .values()
-            .map(|s| s.capacity() * 4 + 48)
-            .sum::<usize>()
+        let finished: usize = self
+            .finished
+            .iter()
+            .flatten()
+            .map(|r| r.capacity() * 4 + 24)
+            .sum();
+        finished
+            + self.values.capacity() * 4
+            + self.frame_start.capacity() * 8
+            + self.row_of.capacity() * 4
+            + self.keys.capacity() * 4
     }
 }
 
@@ -99,6 +231,9 @@ pub struct Series {
     /// The width of every closed bucket but possibly the last.
     pub interval: SimTime,
     pub cap: usize,
+    /// The queues the class map uses (a bit each); the others are
+    /// always empty and are not visited.
+    queues_used: u8,
     /// Closed buckets.
     pub points: usize,
     /// When the last bucket closed (the run's end, once `finish` ran).
@@ -125,13 +260,19 @@ pub struct Series {
     pub qp_sent: Vec<u64>,
     prev_busy: Vec<u64>,
     prev_paused: Vec<u64>,
-    prev_marks: Vec<u64>,
+    prev_marks: Vec<u32>,
     prev_cnps: Vec<u64>,
     prev_sent: Vec<u64>,
 }
 
 impl Series {
-    pub fn new(interval: Option<SimTime>, cap: usize, ports: usize, tracked_qps: usize) -> Series {
+    pub fn new(
+        interval: Option<SimTime>,
+        cap: usize,
+        ports: usize,
+        tracked_qps: usize,
+        queues_used: u8,
+    ) -> Series {
         let enabled = interval.is_some();
         let n = if enabled { ports } else { 0 };
         let q = if enabled { tracked_qps } else { 0 };
@@ -139,6 +280,7 @@ impl Series {
             enabled,
             interval: interval.unwrap_or(SimTime::MAX),
             cap: cap.max(2) & !1,
+            queues_used,
             points: 0,
             last: SimTime::ZERO,
             link_util: Group::new(Merge::Mean),
@@ -221,45 +363,43 @@ impl Simulation {
         if self.series.enabled && self.now > self.series.last {
             self.close_bucket();
         }
+        for g in self.series.groups_mut() {
+            g.finish();
+        }
     }
 
     fn close_bucket(&mut self) {
         let now = self.now;
         let dt = now.saturating_sub(self.series.last).0.max(1) as f64;
         let per_s = 1e12 / dt;
-        let b = self.series.points;
-        let cap = self.series.cap;
         let s = &mut self.series;
+        for g in s.groups_mut() {
+            g.begin();
+        }
         for (i, port) in self.ports.iter().enumerate() {
             // The frame on the wire counts only up to now.
             let busy = port.busy_ps - port.busy_until.saturating_sub(now).0.min(port.busy_ps);
             let d = busy.saturating_sub(s.prev_busy[i]);
             s.prev_busy[i] = busy;
-            s.link_util
-                .push(i as u32, b, cap, (d as f64 / dt).min(1.0) as f32);
+            s.link_util.push(i as u32, (d as f64 / dt).min(1.0) as f32);
         }
         for (i, owner) in self.owners.iter().enumerate() {
             let qs = &mut self.queues[i];
             if matches!(owner, Owner::Switch(_)) {
-                let mut marks = 0;
-                for q in 0..QUEUES {
-                    let depth = qs.queue_bytes(q as u8);
-                    let st = &mut qs.stats[q];
-                    marks += st.ecn_marks;
-                    let deepest = st.window_max;
-                    st.window_max = depth;
+                for q in (0..QUEUES).filter(|q| s.queues_used >> q & 1 == 1) {
+                    let deepest = qs.window_max[q];
+                    qs.window_max[q] = qs.queue_bytes(q as u8);
                     let key = (i * QUEUES + q) as u32;
-                    s.queue_depth.push(key, b, cap, deepest as f32);
+                    s.queue_depth.push(key, deepest as f32);
                 }
-                let d = marks - s.prev_marks[i];
-                s.prev_marks[i] = marks;
-                s.ecn_marks
-                    .push(i as u32, b, cap, (d as f64 * per_s) as f32);
+                let d = qs.marks.wrapping_sub(s.prev_marks[i]);
+                s.prev_marks[i] = qs.marks;
+                s.ecn_marks.push(i as u32, (d as f64 * per_s) as f32);
             } else {
                 let c = s.cnp_count[i];
                 let d = c - s.prev_cnps[i];
                 s.prev_cnps[i] = c;
-                s.cnps.push(i as u32, b, cap, (d as f64 * per_s) as f32);
+                s.cnps.push(i as u32, (d as f64 * per_s) as f32);
             }
         }
         for (prio, &slot) in self.pfc_slot.iter().enumerate() {
@@ -273,7 +413,7 @@ impl Simulation {
                 let d = paused.saturating_sub(s.prev_paused[key]);
                 s.prev_paused[key] = paused;
                 let v = (d as f64 / dt).min(1.0) as f32;
-                s.pfc_paused.push(key as u32, b, cap, v);
+                s.pfc_paused.push(key as u32, v);
             }
         }
         let params = &self.scenario.transport.dcqcn;
@@ -281,23 +421,18 @@ impl Simulation {
         for q in 0..s.qp_sent.len() {
             let d = s.qp_sent[q] - s.prev_sent[q];
             s.prev_sent[q] = s.qp_sent[q];
-            s.qp_send
-                .push(q as u32, b, cap, (d as f64 * 8.0 * per_s) as f32);
+            s.qp_send.push(q as u32, (d as f64 * 8.0 * per_s) as f32);
             let qp = &self.qps[q];
             if let RateControl::Dcqcn(d) = &qp.req.rate {
-                if !qp.req.is_done() || s.qp_dcqcn.series.contains_key(&(q as u32)) {
+                if !qp.req.is_done() || s.qp_dcqcn.get(q as u32).is_some() {
                     // A copy: replaying timers in other steps would round
                     // differently and change the run.
                     let bps = d.clone().rate_at(now, params);
-                    s.qp_dcqcn.push(q as u32, b, cap, bps as f32);
+                    s.qp_dcqcn.push(q as u32, bps as f32);
                 }
             }
         }
         s.points += 1;
-        let points = s.points;
-        for g in s.groups_mut() {
-            g.pad(points);
-        }
         s.last = now;
     }
 }
@@ -317,27 +452,33 @@ mod tests {
     #[test]
     fn halving_keeps_means_and_maxima() {
         let mut g = Group::new(Merge::Mean);
-        for (b, v) in [1.0, 3.0, 0.0, 2.0].into_iter().enumerate() {
-            g.push(7, b, 4, v);
+        for v in [1.0, 3.0, 0.0, 2.0] {
+            g.begin();
+            g.push(7, v);
         }
         g.halve();
-        assert_eq!(g.series[&7], vec![2.0, 1.0]);
+        assert_eq!(*g.get(7).unwrap(), [2.0, 1.0]);
         let mut g = Group::new(Merge::Max);
-        for (b, v) in [1.0, 3.0, 0.0, 2.0].into_iter().enumerate() {
-            g.push(7, b, 4, v);
+        for v in [1.0, 3.0, 0.0, 2.0] {
+            g.begin();
+            g.push(7, v);
         }
         g.halve();
-        assert_eq!(g.series[&7], vec![3.0, 2.0]);
+        assert_eq!(*g.get(7).unwrap(), [3.0, 2.0]);
     }
 
     #[test]
     fn a_series_starts_when_it_is_first_non_zero() {
         let mut g = Group::new(Merge::Mean);
-        g.push(1, 0, 8, 0.0);
-        g.push(1, 1, 8, 0.0);
-        assert!(g.series.is_empty());
-        g.push(1, 2, 8, 5.0);
-        g.push(1, 3, 8, 0.0);
-        assert_eq!(g.series[&1], vec![0.0, 0.0, 5.0, 0.0]);
+        for v in [0.0, 0.0] {
+            g.begin();
+            g.push(1, v);
+        }
+        assert!(g.is_empty());
+        for v in [5.0, 0.0] {
+            g.begin();
+            g.push(1, v);
+        }
+        assert_eq!(*g.get(1).unwrap(), [0.0, 0.0, 5.0, 0.0]);
     }
 }

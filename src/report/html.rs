@@ -12,6 +12,7 @@ use crate::switch::classify::QUEUES;
 use crate::topology::PortId;
 use crate::units::fmt_bytes;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::fmt::Write;
 
 const SCRIPT: &str = include_str!("report.js");
@@ -455,16 +456,18 @@ fn lines(sim: &Simulation) -> Vec<Value> {
     // Deepest queues, with the first one's thresholds.
     let mut peaks: Vec<(f32, u32)> = s
         .queue_depth
-        .series
         .iter()
-        .map(|(&k, v)| (v.iter().copied().fold(0.0, f32::max), k))
+        .map(|(k, v)| (v.iter().copied().fold(0.0, f32::max), k))
         .collect();
     peaks.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let queues: Vec<(String, Vec<f64>, bool)> = peaks
         .iter()
         .take(6)
         .map(|&(_, k)| {
-            let v = s.queue_depth.series[&k]
+            let v = s
+                .queue_depth
+                .get(k)
+                .unwrap_or_default()
                 .iter()
                 .map(|&x| x as f64 / 1e3)
                 .collect();
@@ -495,14 +498,17 @@ fn lines(sim: &Simulation) -> Vec<Value> {
         marks,
     ));
     let mut rates = Vec::new();
-    for &k in s.qp_send.series.keys().take(6) {
+    for k in s.qp_send.series().into_keys().take(6) {
         let name = Kind::QpSend.element_name(sim, k);
-        let v = s.qp_send.series[&k]
+        let v = s
+            .qp_send
+            .get(k)
+            .unwrap_or_default()
             .iter()
             .map(|&x| x as f64 / 1e9)
             .collect();
         rates.push((format!("{name} sent"), v, false));
-        if let Some(d) = s.qp_dcqcn.series.get(&k) {
+        if let Some(d) = s.qp_dcqcn.get(k) {
             let v = d.iter().map(|&x| x as f64 / 1e9).collect();
             rates.push((format!("{name} DCQCN rate"), v, true));
         }
@@ -510,7 +516,7 @@ fn lines(sim: &Simulation) -> Vec<Value> {
     out.push(line_spec("qp-rate", s, "rate (Gb/s)", rates, Vec::new()));
     let total = |g: &crate::engine::series::Group| -> Vec<f64> {
         (0..s.points)
-            .map(|i| g.series.values().map(|v| v[i] as f64).sum::<f64>() / 1e6)
+            .map(|i| g.series().into_values().map(|v| v[i] as f64).sum::<f64>() / 1e6)
             .collect()
     };
     out.push(line_spec(
@@ -531,7 +537,7 @@ fn heatmap_spec(
     s: &Series,
     unit: &str,
     hot: [u8; 3],
-    rows: Vec<(String, String, &[f32])>,
+    rows: Vec<(String, String, Cow<[f32]>)>,
 ) -> Value {
     let mut span = 1;
     let values: Vec<Vec<u32>> = rows
@@ -563,23 +569,23 @@ fn heatmaps(sim: &Simulation) -> Vec<Value> {
     if !s.enabled {
         return Vec::new();
     }
-    let links: Vec<(String, String, &[f32])> = heatmap_links(sim)
+    let links: Vec<(String, String, Cow<[f32]>)> = heatmap_links(sim)
         .into_iter()
         .map(|(p, tier)| {
             (
                 link_name(&sim.topo, p),
                 tier,
-                s.link_util.series[&p.0].as_slice(),
+                s.link_util.get(p.0).unwrap_or_default(),
             )
         })
         .collect();
-    let pfc: Vec<(String, String, &[f32])> = plots::pfc_rows(sim)
+    let pfc: Vec<(String, String, Cow<[f32]>)> = plots::pfc_rows(sim)
         .into_iter()
         .map(|(k, tier)| {
             (
                 Kind::PfcPaused.element_name(sim, k),
                 tier,
-                s.pfc_paused.series[&k].as_slice(),
+                s.pfc_paused.get(k).unwrap_or_default(),
             )
         })
         .collect();

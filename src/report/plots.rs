@@ -11,6 +11,7 @@ use crate::topology::{Owner, PortId};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::borrow::Cow;
 
 const W: u32 = 960;
 const H: u32 = 540;
@@ -93,9 +94,9 @@ pub fn heatmap_links(sim: &Simulation) -> Vec<(PortId, String)> {
     let mut busy: Vec<(u64, u32)> = sim
         .series
         .link_util
-        .series
-        .keys()
-        .map(|&k| (sim.ports[k as usize].tx_wire_bytes, k))
+        .series()
+        .into_keys()
+        .map(|k| (sim.ports[k as usize].tx_wire_bytes, k))
         .collect();
     busy.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     busy.truncate(HEATMAP_ROWS);
@@ -159,7 +160,7 @@ fn heatmap(
     root: &Area,
     title: &str,
     series: &Series,
-    rows: &[(String, &[f32], String)],
+    rows: &[(String, Cow<[f32]>, String)],
     rows_desc: &str,
     value_desc: &str,
     scale: f64,
@@ -269,14 +270,14 @@ fn link_heatmap(sim: &Simulation, root: &Area) -> Res {
     if links.is_empty() {
         return empty(root, title, "no link carried traffic");
     }
-    let rows: Vec<(String, &[f32], String)> = links
+    let rows: Vec<(String, Cow<[f32]>, String)> = links
         .iter()
         .map(|(p, tier)| {
-            let v = &sim.series.link_util.series[&p.0];
-            (link_name(&sim.topo, *p), v.as_slice(), tier.clone())
+            let v = sim.series.link_util.get(p.0).unwrap_or_default();
+            (link_name(&sim.topo, *p), v, tier.clone())
         })
         .collect();
-    let desc = format!("busiest links of {}", sim.series.link_util.series.len());
+    let desc = format!("busiest links of {}", sim.series.link_util.len());
     heatmap(
         root,
         title,
@@ -292,9 +293,8 @@ fn link_heatmap(sim: &Simulation, root: &Area) -> Res {
 /// Keys of a group's series with the largest values first (by peak).
 fn top_by_peak(g: &crate::engine::series::Group, n: usize) -> Vec<u32> {
     let mut v: Vec<(f32, u32)> = g
-        .series
         .iter()
-        .map(|(&k, s)| (s.iter().copied().fold(0.0, f32::max), k))
+        .map(|(k, s)| (s.iter().copied().fold(0.0, f32::max), k))
         .collect();
     v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     v.into_iter().take(n).map(|(_, k)| k).collect()
@@ -408,7 +408,12 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
         .enumerate()
         .map(|(i, &k)| Line {
             name: Kind::QueueDepth.element_name(sim, k),
-            values: g.series[&k].iter().map(|&v| v as f64 / 1e3).collect(),
+            values: g
+                .get(k)
+                .unwrap_or_default()
+                .iter()
+                .map(|&v| v as f64 / 1e3)
+                .collect(),
             color: PALETTE[i % PALETTE.len()],
             dashed: false,
         })
@@ -446,11 +451,7 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
 /// the paused sender and then by name, with that tier.
 pub fn pfc_rows(sim: &Simulation) -> Vec<(u32, String)> {
     let g = &sim.series.pfc_paused;
-    let mut keys: Vec<(f32, u32)> = g
-        .series
-        .iter()
-        .map(|(&k, s)| (s.iter().sum::<f32>(), k))
-        .collect();
+    let mut keys: Vec<(f32, u32)> = g.iter().map(|(k, s)| (s.iter().sum::<f32>(), k)).collect();
     keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     keys.truncate(HEATMAP_ROWS);
     let names = sim.topo.kind.tier_names();
@@ -483,15 +484,15 @@ fn pfc_timeline(sim: &Simulation, root: &Area) -> Res {
         );
     }
     let g = &sim.series.pfc_paused;
-    if g.series.is_empty() {
+    if g.is_empty() {
         return empty(root, title, "no port was paused by PFC");
     }
-    let rows: Vec<(String, &[f32], String)> = pfc_rows(sim)
+    let rows: Vec<(String, Cow<[f32]>, String)> = pfc_rows(sim)
         .into_iter()
         .map(|(k, tier)| {
             (
                 Kind::PfcPaused.element_name(sim, k),
-                g.series[&k].as_slice(),
+                g.get(k).unwrap_or_default(),
                 tier,
             )
         })
@@ -520,7 +521,7 @@ fn ecn_cnp(sim: &Simulation, root: &Area) -> Res {
     let s = &sim.series;
     let total = |g: &crate::engine::series::Group| -> Vec<f64> {
         (0..s.points)
-            .map(|i| g.series.values().map(|v| v[i] as f64).sum::<f64>() / 1e6)
+            .map(|i| g.series().into_values().map(|v| v[i] as f64).sum::<f64>() / 1e6)
             .collect()
     };
     let lines = vec![
@@ -669,7 +670,7 @@ fn qp_rate(sim: &Simulation, root: &Area) -> Res {
         );
     }
     let s = &sim.series;
-    let keys: Vec<u32> = s.qp_send.series.keys().copied().take(LINES).collect();
+    let keys: Vec<u32> = s.qp_send.series().into_keys().take(LINES).collect();
     if keys.is_empty() {
         return empty(root, title, "no tracked QP sent data ([report] sample_qps)");
     }
@@ -678,14 +679,17 @@ fn qp_rate(sim: &Simulation, root: &Area) -> Res {
         let color = PALETTE[i % PALETTE.len()];
         lines.push(Line {
             name: format!("{} sent", Kind::QpSend.element_name(sim, k)),
-            values: s.qp_send.series[&k]
+            values: s
+                .qp_send
+                .get(k)
+                .unwrap_or_default()
                 .iter()
                 .map(|&v| v as f64 / 1e9)
                 .collect(),
             color,
             dashed: false,
         });
-        if let Some(d) = s.qp_dcqcn.series.get(&k) {
+        if let Some(d) = s.qp_dcqcn.get(k) {
             lines.push(Line {
                 name: format!("{} DCQCN rate", Kind::QpDcqcn.element_name(sim, k)),
                 values: d.iter().map(|&v| v as f64 / 1e9).collect(),

@@ -124,11 +124,11 @@ pub fn csv(sim: &Simulation, kind: Kind) -> std::io::Result<Vec<u8>> {
     let g = kind.group(s);
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["time_us".to_string()];
-    header.extend(g.series.keys().map(|&k| kind.element_name(sim, k)));
+    header.extend(g.series().into_keys().map(|k| kind.element_name(sim, k)));
     w.write_record(&header)?;
     for (i, t) in times_us(s).into_iter().enumerate() {
         let mut row = vec![format!("{t:.3}")];
-        row.extend(g.series.values().map(|v| {
+        row.extend(g.series().into_values().map(|v| {
             let x = kind.value(v[i]);
             if x == 0.0 {
                 "0".to_string()

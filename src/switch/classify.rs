@@ -32,6 +32,12 @@ impl ClassMap {
         ClassMap { queue }
     }
 
+    /// The queues some DSCP maps to, one bit per queue: the only ones
+    /// that ever hold a frame (trimmed headers go to the CNP's queue).
+    pub fn queues_used(&self) -> u8 {
+        self.queue.iter().fold(0, |m, &q| m | 1 << q)
+    }
+
     #[inline]
     pub fn queue_of(&self, dscp: u8) -> u8 {
         self.queue[(dscp & 63) as usize]
@@ -49,5 +55,6 @@ mod tests {
         assert_eq!(m.queue_of(48), 7);
         assert_eq!(m.queue_of(0), 0);
         assert_eq!(m.queue_of(46), 0);
+        assert_eq!(m.queues_used(), 0b1000_1001);
     }
 }

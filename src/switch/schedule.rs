@@ -66,8 +66,6 @@ impl Scheduler {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueueStats {
     pub max_bytes: u32,
-    /// Largest depth since the time-series sampler last looked.
-    pub window_max: u32,
     pub enqueued: u64,
     pub ecn_marks: u64,
     /// Dropped at admission (buffer, headroom or WRED) while headed here.
@@ -109,6 +107,12 @@ pub struct EgressQueues {
     /// PFC frames waiting in `control`.
     n_control: u16,
     bytes: [u32; QUEUES],
+    /// Per queue, the largest depth since the time-series sampler last
+    /// looked; beside `bytes` so the sampler reads one place per port.
+    pub window_max: [u32; QUEUES],
+    /// ECN marks on this port, for the sampler (wraps; it takes
+    /// differences). The per-queue totals are in `stats`.
+    pub marks: u32,
     /// Bytes queued across all priorities.
     pub total_bytes: u64,
     /// Largest `total_bytes` seen.
@@ -157,7 +161,7 @@ impl EgressQueues {
         self.bytes[q] += bytes;
         let st = &mut self.stats[q];
         st.max_bytes = st.max_bytes.max(self.bytes[q]);
-        st.window_max = st.window_max.max(self.bytes[q]);
+        self.window_max[q] = self.window_max[q].max(self.bytes[q]);
         st.enqueued += 1;
         self.total_bytes += bytes as u64;
         self.max_bytes = self.max_bytes.max(self.total_bytes);
