@@ -266,6 +266,71 @@ fn captures_take_only_what_was_selected() {
     let _ = std::fs::remove_dir_all(out);
 }
 
+/// With `[qos] vlan_tagging`, RoCEv2 frames carry an 802.1Q tag with the
+/// class's priority and the VLAN ID; PFC frames stay untagged; frames are
+/// 4 bytes longer and still decode to the end.
+#[test]
+fn tagged_frames_carry_priority_and_vlan() {
+    let out = capture(
+        "vlan",
+        &[
+            "--set",
+            "qos.vlan_tagging=true",
+            "--set",
+            "qos.vlan_id=42",
+            "--capture",
+            "all",
+            "--capture-window",
+            "0us..30us",
+        ],
+    );
+    let file = out.join("capture.pcapng");
+    let fields = [
+        "eth.type",
+        "vlan.id",
+        "vlan.priority",
+        "vlan.etype",
+        "frame.len",
+        "infiniband.bth.opcode",
+        "infiniband.bth.psn",
+        "ip.dsfield.dscp",
+    ];
+    let frames = tshark(&file, "", &fields);
+    let (mut data, mut cnps, mut pfc) = (0, 0, 0);
+    for f in &frames {
+        match f["eth.type"].as_str() {
+            "0x8100" => {
+                assert_eq!(f["vlan.id"], "42");
+                assert_eq!(f["vlan.etype"], "0x0800");
+                // DSCP 24 (data, ACKs) is queue 3, DSCP 48 (CNPs) queue 7.
+                let want = if f["ip.dsfield.dscp"] == "48" {
+                    "7"
+                } else {
+                    "3"
+                };
+                assert_eq!(f["vlan.priority"], want, "{f:?}");
+                match f["infiniband.bth.opcode"].as_str() {
+                    "6" => {
+                        // Write First of 4096 B: 4170 B untagged without
+                        // the FCS, and the 4 B tag.
+                        assert_eq!(f["frame.len"], "4174");
+                        data += 1;
+                    }
+                    "129" => cnps += 1,
+                    _ => {}
+                }
+            }
+            "0x8808" => {
+                assert_eq!(f["vlan.id"], "");
+                pfc += 1;
+            }
+            other => panic!("unexpected ethertype {other}"),
+        }
+    }
+    assert!(data > 0 && cnps > 0 && pfc > 0, "{data} {cnps} {pfc}");
+    let _ = std::fs::remove_dir_all(out);
+}
+
 /// A capture only reads the run: every result file is the same with and
 /// without one.
 #[test]

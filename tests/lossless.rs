@@ -516,3 +516,40 @@ fn sampled_outputs_repeat_exactly() {
     assert!(x[1].len() > 1000, "queue depths were sampled");
     let _ = std::fs::remove_dir_all(base);
 }
+
+/// A VLAN ID only means something on tagged frames, and rails that are
+/// VLANs bring their own.
+#[test]
+fn vlan_settings_are_checked() {
+    let text = |kind: &str| {
+        format!(
+            r#"
+[topology]
+kind = "{kind}"
+hosts = 2
+gpus_per_host = 1
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "1MB"
+"#
+        )
+    };
+    let fabric = text("rail-only");
+    let e = error_of(&fabric, &["qos.vlan_id=10"]);
+    assert!(
+        e.contains("qos.vlan_id") && e.contains("got 10") && e.contains("vlan_tagging = true"),
+        "{e}"
+    );
+    let e = error_of(&fabric, &["qos.vlan_tagging=true", "qos.vlan_id=4095"]);
+    assert!(e.contains("from 1 to 4094"), "{e}");
+    let e = error_of(
+        &text("single-rail"),
+        &["qos.vlan_tagging=true", "qos.vlan_id=10"],
+    );
+    assert!(e.contains("rails are VLANs"), "{e}");
+    let e = error_of(&fabric, &["qos.vlan_tagging=\"yes\""]);
+    assert!(e.contains("qos.vlan_tagging"), "{e}");
+}

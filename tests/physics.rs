@@ -32,28 +32,34 @@ bytes = 10000
 
 #[test]
 fn one_transfer_through_one_switch_finishes_exactly_on_time() {
-    let (sim, s) = run(ONE_SWITCH);
-    // Three packets: Write First 4096 B, Middle 4096 B, Last 1808 B.
-    let w = [4096 + OVERHEAD + RETH, 4096 + OVERHEAD, 1808 + OVERHEAD];
-    let ser = |b: u64| b * PS_PER_BYTE_100G;
-    // The NIC sends back to back; the switch forwards each packet once
-    // received whole (store and forward) and as soon as its port is free.
-    let mut nic_done = 0;
-    let mut sw_done = 0;
-    for &b in &w {
-        nic_done += ser(b);
-        let arrive = nic_done + DELAY_PS;
-        sw_done = arrive.max(sw_done) + ser(b);
+    // Untagged, then with an 802.1Q tag (4 more bytes on every frame).
+    for (tag, sets, want) in [
+        (0, &[][..], 3_156_480),
+        (4, &["qos.vlan_tagging=true"][..], 3_157_760),
+    ] {
+        let (sim, s) = run_with(ONE_SWITCH, sets);
+        // Three packets: Write First 4096 B, Middle 4096 B, Last 1808 B.
+        let w = [4096 + OVERHEAD + RETH, 4096 + OVERHEAD, 1808 + OVERHEAD].map(|b| b + tag);
+        let ser = |b: u64| b * PS_PER_BYTE_100G;
+        // The NIC sends back to back; the switch forwards each packet once
+        // received whole (store and forward) and as soon as its port is free.
+        let mut nic_done = 0;
+        let mut sw_done = 0;
+        for &b in &w {
+            nic_done += ser(b);
+            let arrive = nic_done + DELAY_PS;
+            sw_done = arrive.max(sw_done) + ser(b);
+        }
+        let expected = sw_done + DELAY_PS;
+        assert_eq!(expected, want);
+        assert_eq!(fct(&sim, 0), expected);
+        assert_eq!(sim.flows[0].ideal_fct.0, expected);
+        assert_eq!(s.slowdown.unwrap().max, 1.0);
+        assert_eq!(s.bytes_delivered, 10_000);
+        // 3 data packets and one ACK (the last packet is always
+        // acknowledged), each over two links.
+        assert_eq!(s.link_transmissions, 3 * 2 + 2);
     }
-    let expected = sw_done + DELAY_PS;
-    assert_eq!(expected, 3_156_480);
-    assert_eq!(fct(&sim, 0), expected);
-    assert_eq!(sim.flows[0].ideal_fct.0, expected);
-    assert_eq!(s.slowdown.unwrap().max, 1.0);
-    assert_eq!(s.bytes_delivered, 10_000);
-    // 3 data packets and one ACK (the last packet is always acknowledged),
-    // each over two links.
-    assert_eq!(s.link_transmissions, 3 * 2 + 2);
 }
 
 #[test]

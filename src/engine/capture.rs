@@ -225,6 +225,10 @@ impl Simulation {
             src_ip,
             dst_ip,
             dma_length,
+            vlan_tci: self.scenario.qos.framing.tags(pkt.opcode).then(|| {
+                let priority = self.nic_classes.queue_of(pkt.dscp());
+                encode::vlan_tci(priority, topo.vlan_of(pkt.src))
+            }),
         };
         let bytes = encode::encode(&pkt, &ctx);
         let result = (|| {

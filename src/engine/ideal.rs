@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use crate::nic::transport::Requester;
 use crate::topology::{PortId, Topology};
 use crate::units::SimTime;
-use crate::wire::frame;
+use crate::wire::frame::Framing;
 
 struct InFlight {
     qp: usize,
@@ -36,7 +36,12 @@ struct InFlight {
 
 /// `reqs[i]` is QP i of the transfer; `routes[i]` the egress ports its
 /// packets leave through, the NIC port first.
-pub fn ideal_fct(topo: &Topology, reqs: &[&Requester], routes: &[Vec<PortId>]) -> SimTime {
+pub fn ideal_fct(
+    topo: &Topology,
+    framing: Framing,
+    reqs: &[&Requester],
+    routes: &[Vec<PortId>],
+) -> SimTime {
     let ser = |p: PortId, wire: u64| topo.port(p).rate.serialize(wire);
     let mut pkts: Vec<InFlight> = Vec::new();
     // Hop 0: each NIC port sends its QPs' packets round robin, back to back.
@@ -57,7 +62,7 @@ pub fn ideal_fct(topo: &Topology, reqs: &[&Requester], routes: &[Vec<PortId>]) -
                 any = true;
                 let psn = sent[k];
                 sent[k] += 1;
-                let wire = frame::wire_bytes(r.opcode_of(psn), r.payload_of(psn)) as u64;
+                let wire = framing.wire_bytes(r.opcode_of(psn), r.payload_of(psn)) as u64;
                 let start = free;
                 free = start + ser(port, wire);
                 pkts.push(InFlight {

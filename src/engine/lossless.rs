@@ -273,7 +273,7 @@ impl Simulation {
             qp: q,
             psn: 0,
             payload: 0,
-            wire_bytes: frame::wire_bytes(Opcode::Cnp, 0),
+            wire_bytes: self.scenario.qos.framing.wire_bytes(Opcode::Cnp, 0),
             header_crc: qp.header_crc[1],
             udp_sport: qp.udp_sport,
             opcode: Opcode::Cnp,

@@ -45,7 +45,7 @@ use crate::topology::routing::Routes;
 use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
 use crate::wire::frame::ecn;
-use crate::wire::{frame, Opcode, Packet, PacketArena, PacketId};
+use crate::wire::{Opcode, Packet, PacketArena, PacketId};
 use crate::workload::FlowSpec;
 use port::{PortDrops, PortState};
 use queue::EventQueue;
@@ -580,14 +580,15 @@ impl Simulation {
                 })
                 .collect();
             let reqs: Vec<&Requester> = qps.map(|q| &sim.qps[q as usize].req).collect();
-            let mut ideal = ideal::ideal_fct(&sim.topo, &reqs, &routes);
+            let framing = sim.scenario.qos.framing;
+            let mut ideal = ideal::ideal_fct(&sim.topo, framing, &reqs, &routes);
             // A rate cap: the whole transfer on the wire at that rate.
             if let Some(cap) = sim.flows[f].spec.rate {
                 let wire: u64 = reqs
                     .iter()
                     .flat_map(|r| {
                         (0..r.n_pkts)
-                            .map(|p| frame::wire_bytes(r.opcode_of(p), r.payload_of(p)) as u64)
+                            .map(|p| framing.wire_bytes(r.opcode_of(p), r.payload_of(p)) as u64)
                     })
                     .sum();
                 ideal = ideal.max(cap.serialize(wire));
@@ -962,7 +963,11 @@ impl Simulation {
                 qp: q,
                 psn: out.psn,
                 payload: out.payload,
-                wire_bytes: frame::wire_bytes(out.opcode, out.payload),
+                wire_bytes: self
+                    .scenario
+                    .qos
+                    .framing
+                    .wire_bytes(out.opcode, out.payload),
                 header_crc: qp.header_crc[0],
                 udp_sport: qp.udp_sport,
                 opcode: out.opcode,
@@ -1157,7 +1162,7 @@ impl Simulation {
         if self.pfc_slot[hq as usize] != NO_SLOT {
             return false;
         }
-        let wire = frame::wire_bytes(pkt.opcode, 0);
+        let wire = self.scenario.qos.framing.wire_bytes(pkt.opcode, 0);
         let depth = self.queues[out.idx()].queue_bytes(hq);
         if !self.switches[s].buffer.admit(held(wire), depth) {
             return false;
@@ -1368,7 +1373,7 @@ impl Simulation {
             qp: q,
             psn,
             payload: 0,
-            wire_bytes: frame::wire_bytes(opcode, 0),
+            wire_bytes: self.scenario.qos.framing.wire_bytes(opcode, 0),
             header_crc: self.qps[q.idx()].header_crc[1],
             udp_sport: self.qps[q.idx()].udp_sport,
             opcode,

@@ -15,7 +15,7 @@ use crate::switch::qos::{
 };
 use crate::topology::{GpuId, Owner, Topology};
 use crate::units::{fmt_bytes, parse_rate, Rate, SimTime};
-use crate::wire::frame::{self, Opcode};
+use crate::wire::frame::Opcode;
 
 type R<T> = Result<T, KeyError>;
 
@@ -319,6 +319,33 @@ pub fn qos(
                 ))
             }
         };
+        cfg.framing.vlan_tag = q.vlan_tagging.unwrap_or(false);
+        cfg.vlan_id = match q.vlan_id {
+            None if cfg.framing.vlan_tag && !topo.vlan_rails => 1,
+            None => 0,
+            Some(id) if !cfg.framing.vlan_tag => {
+                return Err(KeyError::new(
+                    &path.key("vlan_id"),
+                    format!("got {id}, but frames are untagged; set vlan_tagging = true"),
+                ))
+            }
+            Some(id) if topo.vlan_rails => {
+                return Err(KeyError::new(
+                    &path.key("vlan_id"),
+                    format!(
+                        "got {id}, but this topology's rails are VLANs of their own \
+                         (rail r is VLAN r + 1); leave vlan_id out"
+                    ),
+                ))
+            }
+            Some(id @ 1..=4094) => id as u16,
+            Some(id) => {
+                return Err(KeyError::new(
+                    &path.key("vlan_id"),
+                    format!("got {id}, expected a VLAN ID from 1 to 4094"),
+                ))
+            }
+        };
         if !q.class.is_empty() {
             let mut queues: [QueueConfig; QUEUES] = std::array::from_fn(|_| QueueConfig::unused());
             let mut used = [false; QUEUES];
@@ -513,7 +540,7 @@ fn class_key(raw: Option<&RawQos>, q: usize, path: &KeyPath) -> KeyPath {
 /// their class MTU.
 pub fn check_transport(cfg: &QosConfig, mtu: u32, dscp: u8, transport: &KeyPath) -> R<()> {
     let q = cfg.map.queue_of(dscp) as usize;
-    let frame = frame::frame_bytes(Opcode::WriteFirst, mtu);
+    let frame = cfg.framing.frame_bytes(Opcode::WriteFirst, mtu);
     if frame > cfg.queues[q].mtu {
         return Err(KeyError::new(
             &transport.key("mtu"),

@@ -179,7 +179,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             )?),
         };
         let tspec = resolve::topology(raw.topology.as_ref(), &root.key("topology"))?;
-        let topology = Topology::build(&tspec).map_err(|e| {
+        let mut topology = Topology::build(&tspec).map_err(|e| {
             let key = match e {
                 TopologyError::RadixExceeded { .. } => "switch_radix",
                 TopologyError::Invalid(_) => "kind",
@@ -197,6 +197,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             switch.buffer_bytes,
             &root,
         )?;
+        topology.vlan_id = qos.vlan_id;
         lossless::check_transport(
             &qos,
             transport.mtu,

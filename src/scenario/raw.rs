@@ -61,6 +61,8 @@ pub struct RawReport {
 #[serde(deny_unknown_fields)]
 pub struct RawQos {
     pub mark_on: Option<String>,
+    pub vlan_tagging: Option<bool>,
+    pub vlan_id: Option<i64>,
     #[serde(default)]
     pub class: Vec<RawClass>,
 }

@@ -162,6 +162,11 @@ pub fn pause_time(quanta: u16, rate: Rate) -> SimTime {
 #[derive(Clone, Debug)]
 pub struct QosConfig {
     pub map: ClassMap,
+    /// Whether RoCEv2 frames carry an 802.1Q tag.
+    pub framing: frame::Framing,
+    /// The VLAN ID tagged frames carry where the topology's rails are
+    /// not VLANs of their own.
+    pub vlan_id: u16,
     pub queues: [QueueConfig; QUEUES],
     pub mark_on: MarkPoint,
     pub pfc: PfcConfig,
@@ -198,6 +203,8 @@ impl QosConfig {
         };
         QosConfig {
             map: ClassMap::default(),
+            framing: frame::Framing::default(),
+            vlan_id: 0,
             queues,
             mark_on: MarkPoint::Dequeue,
             pfc: PfcConfig::default(),

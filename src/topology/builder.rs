@@ -21,6 +21,7 @@ impl TopoBuilder {
                 ports: Vec::new(),
                 links: Vec::new(),
                 vlan_rails: false,
+                vlan_id: 0,
                 switch_radix: spec.switch_radix,
             },
             nic_speed: spec.nic_speed,

@@ -189,6 +189,9 @@ pub struct Topology {
     /// Rails are separate layer-2 domains (a VLAN per rail, no routing
     /// between them): traffic only flows between NICs of the same rail.
     pub vlan_rails: bool,
+    /// The VLAN of every NIC where rails are not VLANs: 0 when frames
+    /// are untagged, else `[qos] vlan_id`.
+    pub vlan_id: u16,
     pub switch_radix: Option<u32>,
 }
 
@@ -256,13 +259,13 @@ impl Topology {
     }
 
     /// Human-readable name of a port's owner.
-    /// The VLAN ID a NIC's frames carry: its rail's VLAN (rail + 1) where
-    /// rails are separate VLANs, else 0 (untagged).
+    /// The VLAN ID a NIC's frames belong to: its rail's VLAN (rail + 1)
+    /// where rails are separate VLANs, else `vlan_id` (0: untagged).
     pub fn vlan_of(&self, nic: NicId) -> u16 {
         if self.vlan_rails {
             (self.nics[nic.idx()].rail + 1) as u16
         } else {
-            0
+            self.vlan_id
         }
     }
 

@@ -48,6 +48,15 @@ pub struct Context {
     pub dst_ip: [u8; 4],
     /// RDMA Write First/Only: the length of the whole message.
     pub dma_length: u32,
+    /// The 802.1Q tag control information (priority code point, drop
+    /// eligible bit, VLAN ID) of a tagged frame.
+    pub vlan_tci: Option<u16>,
+}
+
+/// Tag control information: priority in the top 3 bits, VLAN ID in the
+/// low 12 (drop eligible bit clear).
+pub fn vlan_tci(priority: u8, vlan_id: u16) -> u16 {
+    (priority as u16 & 7) << 13 | (vlan_id & 0x0fff)
 }
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
@@ -62,6 +71,10 @@ pub fn encode(pkt: &Packet, ctx: &Context) -> Vec<u8> {
         f[..6].copy_from_slice(&PFC_DST_MAC);
         pfc(&mut f, pkt);
     } else {
+        if let Some(tci) = ctx.vlan_tci {
+            f.extend_from_slice(&frame::VLAN_TPID.to_be_bytes());
+            f.extend_from_slice(&tci.to_be_bytes());
+        }
         f.extend_from_slice(&0x0800u16.to_be_bytes());
         if pkt.opcode == Opcode::Heartbeat {
             heartbeat(&mut f, pkt, ctx);
@@ -235,6 +248,7 @@ mod tests {
             src_ip: nic_ip(0),
             dst_ip: nic_ip(1),
             dma_length: 8192,
+            vlan_tci: None,
         }
     }
 
@@ -279,7 +293,30 @@ mod tests {
             let f = encode(&packet(op, payload), &ctx());
             let want = frame::frame_bytes(op, payload) - frame::ETH_FCS;
             assert_eq!(f.len() as u32, want, "{op:?}");
+            let tagged = Context {
+                vlan_tci: (op != Opcode::Pause).then_some(vlan_tci(3, 7)),
+                ..ctx()
+            };
+            let f = encode(&packet(op, payload), &tagged);
+            let framing = frame::Framing { vlan_tag: true };
+            let want = framing.frame_bytes(op, payload) - frame::ETH_FCS;
+            assert_eq!(f.len() as u32, want, "tagged {op:?}");
         }
+    }
+
+    #[test]
+    fn a_tagged_frame_carries_priority_and_vlan_before_the_ethertype() {
+        let tagged = Context {
+            vlan_tci: Some(vlan_tci(3, 0x123)),
+            ..ctx()
+        };
+        let f = encode(&packet(Opcode::WriteFirst, 4096), &tagged);
+        assert_eq!(&f[12..18], &[0x81, 0x00, 0x61, 0x23, 0x08, 0x00]);
+        // The ICRC covers the IP packet, which the tag does not touch.
+        let n = f.len();
+        assert_eq!(f[n - 4..], icrc(&f[18..n - 4]).to_le_bytes());
+        let untagged = encode(&packet(Opcode::WriteFirst, 4096), &ctx());
+        assert_eq!(f[18..], untagged[14..]);
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! Only) or AETH (4 B, on ACK/NAK) / payload / ICRC (4 B). On the wire every
 //! frame is also preceded by 7 B preamble and 1 B start delimiter and
 //! followed by a 12 B minimum inter-frame gap (IEEE 802.3), and is padded
-//! to the 64 B minimum frame. Serialization time counts all of it. VLAN
-//! tags are not modelled yet (routed fabrics carry none).
+//! to the 64 B minimum frame. Serialization time counts all of it. With
+//! `[qos] vlan_tagging`, RoCEv2 frames also carry a 4 B IEEE 802.1Q tag.
 
 /// Preamble (7 B) + start-of-frame delimiter (1 B) + inter-frame gap (12 B).
 pub const PREAMBLE_SFD_IFG: u32 = 20;
@@ -21,6 +21,8 @@ pub const AETH: u32 = 4;
 pub const ICRC: u32 = 4;
 /// Minimum Ethernet frame, destination MAC through FCS.
 pub const MIN_FRAME: u32 = 64;
+pub const VLAN_TAG: u32 = 4;
+pub const VLAN_TPID: u16 = 0x8100;
 /// RoCEv2's registered UDP destination port.
 pub const ROCEV2_UDP_PORT: u16 = 4791;
 /// IP protocol number of UDP.
@@ -110,31 +112,63 @@ impl Opcode {
     }
 }
 
-/// Bytes of the frame from destination MAC to FCS (what a switch buffers).
-pub fn frame_bytes(opcode: Opcode, payload: u32) -> u32 {
+/// Bytes of the frame from destination MAC to FCS before padding.
+fn unpadded(opcode: Opcode, payload: u32) -> u32 {
     match opcode {
         // Destination MAC, source MAC, ethertype, opcode, class-enable
         // vector, eight quanta, padding: always the minimum frame.
-        Opcode::Pause => return MIN_FRAME,
-        Opcode::Cnp => {
-            return (ETH_HEADER + IPV4_HEADER + UDP_HEADER + BTH + CNP_PAYLOAD + ICRC + ETH_FCS)
-                .max(MIN_FRAME)
+        Opcode::Pause => MIN_FRAME,
+        Opcode::Cnp => ETH_HEADER + IPV4_HEADER + UDP_HEADER + BTH + CNP_PAYLOAD + ICRC + ETH_FCS,
+        Opcode::Heartbeat => ETH_HEADER + IPV4_HEADER + UDP_HEADER + payload + ETH_FCS,
+        _ => {
+            let transport = BTH
+                + ICRC
+                + if opcode.has_reth() { RETH } else { 0 }
+                + if opcode.is_data() { 0 } else { AETH };
+            ETH_HEADER + IPV4_HEADER + UDP_HEADER + transport + payload + ETH_FCS
         }
-        Opcode::Heartbeat => {
-            return (ETH_HEADER + IPV4_HEADER + UDP_HEADER + payload + ETH_FCS).max(MIN_FRAME)
-        }
-        _ => {}
     }
-    let transport = BTH
-        + ICRC
-        + if opcode.has_reth() { RETH } else { 0 }
-        + if opcode.is_data() { 0 } else { AETH };
-    (ETH_HEADER + IPV4_HEADER + UDP_HEADER + transport + payload + ETH_FCS).max(MIN_FRAME)
 }
 
-/// Bytes the frame occupies on the wire, including preamble and gap.
+/// Bytes of an untagged frame from destination MAC to FCS (what a switch
+/// buffers).
+pub fn frame_bytes(opcode: Opcode, payload: u32) -> u32 {
+    Framing::default().frame_bytes(opcode, payload)
+}
+
+/// Bytes an untagged frame occupies on the wire, including preamble and
+/// gap.
 pub fn wire_bytes(opcode: Opcode, payload: u32) -> u32 {
     frame_bytes(opcode, payload) + PREAMBLE_SFD_IFG
+}
+
+/// How RoCEv2 frames (data, ACKs, NAKs, CNPs, trimmed headers) are
+/// framed: untagged, or with an IEEE 802.1Q tag (4 B after the source
+/// MAC: TPID 0x8100, then priority code point, drop eligible bit and
+/// VLAN ID) on every link. PFC frames are MAC control frames and GLB
+/// heartbeats come from the switches: never tagged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Framing {
+    pub vlan_tag: bool,
+}
+
+impl Framing {
+    /// Whether a frame of this kind carries the tag.
+    pub fn tags(self, opcode: Opcode) -> bool {
+        self.vlan_tag && !matches!(opcode, Opcode::Pause | Opcode::Heartbeat)
+    }
+
+    /// Bytes from destination MAC to FCS, padded to the minimum frame
+    /// (which a tag does not change).
+    pub fn frame_bytes(self, opcode: Opcode, payload: u32) -> u32 {
+        let tag = if self.tags(opcode) { VLAN_TAG } else { 0 };
+        (unpadded(opcode, payload) + tag).max(MIN_FRAME)
+    }
+
+    /// Bytes on the wire, including preamble and gap.
+    pub fn wire_bytes(self, opcode: Opcode, payload: u32) -> u32 {
+        self.frame_bytes(opcode, payload) + PREAMBLE_SFD_IFG
+    }
 }
 
 #[cfg(test)]
@@ -156,5 +190,18 @@ mod tests {
         assert_eq!(frame_bytes(Opcode::Cnp, 0), 78);
         assert_eq!(wire_bytes(Opcode::Pause, 0), 84);
         assert_eq!(Opcode::Cnp.bth_opcode(), 0x81);
+    }
+
+    #[test]
+    fn a_vlan_tag_adds_four_bytes_to_rocev2_frames_only() {
+        let tagged = Framing { vlan_tag: true };
+        assert_eq!(tagged.wire_bytes(Opcode::WriteFirst, 4096), 4198);
+        assert_eq!(tagged.frame_bytes(Opcode::Ack, 0), 70);
+        assert_eq!(tagged.frame_bytes(Opcode::Cnp, 0), 82);
+        // Padding absorbs the tag of a tiny frame.
+        assert_eq!(tagged.frame_bytes(Opcode::WriteMiddle, 1), 67);
+        assert_eq!(tagged.frame_bytes(Opcode::Pause, 0), 64);
+        assert_eq!(tagged.frame_bytes(Opcode::Heartbeat, 8), 64);
+        assert_eq!(Framing::default().wire_bytes(Opcode::WriteOnly, 4000), 4098);
     }
 }
