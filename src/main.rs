@@ -142,6 +142,13 @@ enum Command {
         /// Where to keep each benchmark's output folder.
         #[arg(long, default_value = "out/bench")]
         out: PathBuf,
+        /// Simulate only the first microseconds of each: checks that they
+        /// run, measures nothing.
+        #[arg(long)]
+        smoke: bool,
+        /// Print the table as Markdown rows.
+        #[arg(long)]
+        markdown: bool,
     },
 }
 
@@ -212,7 +219,19 @@ fn main() -> ExitCode {
             out,
             args,
         } => compare(&scenarios, &args.sets, &out),
-        Command::Bench { only, out } => fabricsim::bench::run(only.as_deref(), &out),
+        Command::Bench {
+            only,
+            out,
+            smoke,
+            markdown,
+        } => fabricsim::bench::run(
+            &fabricsim::bench::Options {
+                only,
+                smoke,
+                markdown,
+            },
+            &out,
+        ),
         Command::Plan {
             params,
             bytes_per_param,
@@ -282,6 +301,10 @@ fn run(
     let prepared = load(path, sets)?;
     warnings(path, &prepared, strict)?;
     let mut sim = Simulation::new(prepared);
+    // A run that should take more than a few seconds says so first.
+    if !quiet && sim.estimate.wall_seconds() >= 3.0 {
+        eprintln!("{}", report::estimate_line(&sim));
+    }
     // The capture is written beside the other outputs and moved into
     // place with them.
     let staged = out.join(format!(".capture-{}.pcapng.partial", std::process::id()));

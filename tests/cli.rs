@@ -336,3 +336,48 @@ fn plan_gives_memory_gpus_and_servers() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--params"));
 }
+
+/// Every benchmark still runs: a smoke run of each puts packets on links
+/// and writes its figures (CI runs this, so the scenarios never rot).
+#[test]
+fn every_benchmark_runs_in_a_smoke_run() {
+    let out = temp("bench");
+    let o = fabricsim()
+        .args(["bench", "--smoke", "--markdown", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| benchmark"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    let names: Vec<&str> = fabricsim::bench::BENCHMARKS
+        .iter()
+        .map(|b| b.name)
+        .collect();
+    assert_eq!(
+        rows.iter().map(|r| r[0]).collect::<Vec<_>>(),
+        names,
+        "{stdout}"
+    );
+    for r in &rows {
+        let link_tx: u64 = r[3].replace(',', "").parse().unwrap();
+        assert!(link_tx > 0, "{} put nothing on a link: {stdout}", r[0]);
+        assert!(out.join(r[0]).join("perf.json").exists());
+    }
+    let o = fabricsim()
+        .args(["bench", "--only", "nothing-like-this", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("matches no benchmark") && err.contains("fat-tree-k8-alltoall"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(out);
+}

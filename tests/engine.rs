@@ -103,3 +103,45 @@ fn cached_header_crcs_give_the_hash_of_the_header() {
         }
     }
 }
+
+/// The estimate made before a run counts every data packet and ACK over
+/// each link of its path: exact when nothing is lost or paused, close on
+/// a permutation with ECMP collisions, CNPs and PFC frames.
+#[test]
+fn the_estimate_before_a_run_matches_what_it_then_does() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // One transfer through one switch: 3 data packets and the ACK of the
+    // last, each over two links.
+    let (sim, s) = common::run_with(
+        r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 1
+nic_speed = "100G"
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = 10000
+"#,
+        &[],
+    );
+    assert_eq!(s.link_transmissions, 8);
+    assert_eq!(sim.estimate.link_transmissions, 8);
+    let (sim, s) = common::run_file(
+        &root.join("examples/bench/fat-tree-k8-permutation.toml"),
+        &[],
+    );
+    let est = sim.estimate.link_transmissions as f64;
+    let got = s.link_transmissions as f64;
+    assert!((est / got - 1.0).abs() < 0.03, "estimated {est}, did {got}");
+    let est = sim.estimate.events as f64;
+    let got = s.events as f64;
+    assert!(
+        (est / got - 1.0).abs() < 0.15,
+        "estimated {est} events, handled {got}"
+    );
+    let line = fabricsim::report::estimate_line(&sim);
+    assert!(line.contains("0.5 M link transmissions"), "{line}");
+}

@@ -198,6 +198,30 @@ pub(crate) fn first(slot: &mut Option<u64>, now: SimTime) {
     }
 }
 
+/// What a run should cost, worked out before it starts from its traffic
+/// and paths: every data packet and ACK over each link of its QP's first
+/// path, with nothing lost or retransmitted and no CNPs or PFC frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Estimate {
+    pub link_transmissions: u64,
+    pub events: u64,
+}
+
+impl Estimate {
+    /// Events per link transmission on the benchmarks (1.5 to 1.9: an
+    /// arrival per hop, plus transmitter wake-ups and timers).
+    pub const EVENTS_PER_LINK_TX: f64 = 1.7;
+    /// Link transmissions per wall second assumed for the wall-time
+    /// guess: what the 1024-host benchmark reaches on the reference
+    /// machine (BENCHMARKS.md); smaller fabrics run faster, larger slower.
+    pub const LINK_TX_PER_SECOND: f64 = 2e6;
+
+    /// The wall-time guess, in seconds.
+    pub fn wall_seconds(&self) -> f64 {
+        self.link_transmissions as f64 / Self::LINK_TX_PER_SECOND
+    }
+}
+
 /// Why a run stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -272,6 +296,8 @@ pub struct Simulation {
     pcie_next: Vec<SimTime>,
     pcie_ps_per_byte: f64,
     pub counters: Counters,
+    /// What the run should cost, from its traffic and paths.
+    pub estimate: Estimate,
     pub firsts: FirstEvents,
 }
 
@@ -560,8 +586,10 @@ impl Simulation {
             pcie_next,
             pcie_ps_per_byte,
             counters: Counters::default(),
+            estimate: Estimate::default(),
             firsts: FirstEvents::default(),
         };
+        let ack_every = sim.scenario.transport.ack_every.max(1) as u64;
         for f in 0..sim.flows.len() {
             let (first, n, dst) = {
                 let fl = &sim.flows[f];
@@ -580,6 +608,11 @@ impl Simulation {
                 })
                 .collect();
             let reqs: Vec<&Requester> = qps.map(|q| &sim.qps[q as usize].req).collect();
+            for (r, route) in reqs.iter().zip(&routes) {
+                let pkts = r.n_pkts as u64;
+                sim.estimate.link_transmissions +=
+                    (pkts + pkts.div_ceil(ack_every)) * route.len() as u64;
+            }
             let framing = sim.scenario.qos.framing;
             let mut ideal = ideal::ideal_fct(&sim.topo, framing, &reqs, &routes);
             // A rate cap: the whole transfer on the wire at that rate.
@@ -595,6 +628,8 @@ impl Simulation {
             }
             sim.flows[f].ideal_fct = ideal;
         }
+        sim.estimate.events =
+            (sim.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
         sim
     }
 

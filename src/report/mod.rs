@@ -325,6 +325,9 @@ pub struct Perf {
     pub wall_seconds_per_sim_ms: f64,
     pub peak_rss_bytes: u64,
     pub peak_live_packets: usize,
+    /// What was expected before the run (see `Estimate`).
+    pub estimated_link_transmissions: u64,
+    pub estimated_events: u64,
 }
 
 impl Summary {
@@ -631,6 +634,8 @@ impl Perf {
             },
             peak_rss_bytes: peak_rss_bytes(),
             peak_live_packets: sim.packets.peak_live(),
+            estimated_link_transmissions: sim.estimate.link_transmissions,
+            estimated_events: sim.estimate.events,
         }
     }
 }
@@ -652,6 +657,18 @@ pub fn progress_line(sim: &Simulation, wall_seconds: f64) -> String {
         sim.counters.link_transmissions as f64 / w / 1e6,
         sim.counters.flows_completed,
         sim.flows.len(),
+    )
+}
+
+/// The line shown before a large run starts: what it should cost.
+pub fn estimate_line(sim: &Simulation) -> String {
+    let e = sim.estimate;
+    format!(
+        "estimate  {:.1} M link transmissions, {:.1} M events; about {} at {:.0} M link transmissions/s",
+        e.link_transmissions as f64 / 1e6,
+        e.events as f64 / 1e6,
+        wall_duration(e.wall_seconds()),
+        crate::engine::Estimate::LINK_TX_PER_SECOND / 1e6
     )
 }
 
