@@ -153,6 +153,7 @@ impl Simulation {
                 self.failures.link_cause[l.idx()] = i;
             }
             let down = *n > 0;
+            self.links_failed |= down;
             for p in [link.a, link.b] {
                 self.ports[p.idx()].down = down;
                 if !down {

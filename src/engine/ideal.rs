@@ -15,8 +15,6 @@
 //! order than the simulator's event order picks, and the two can differ
 //! by up to one frame time.
 
-use std::collections::HashMap;
-
 use crate::nic::transport::Requester;
 use crate::topology::{PortId, Topology};
 use crate::units::SimTime;
@@ -79,17 +77,30 @@ pub fn ideal_fct(
         }
     }
     let hops = routes.iter().map(|r| r.len()).max().unwrap_or(0);
-    let mut free_at: HashMap<PortId, SimTime> = HashMap::new();
+    // On one shared path a FIFO keeps the packets in order: no sorting.
+    let one_path = routes.iter().all(|r| r == &routes[0]);
+    // When each link of this hop is free again; a transfer's QPs use few
+    // links per hop, so a short list beats hashing.
+    let mut free_at: Vec<(PortId, SimTime)> = Vec::new();
     for h in 1..hops {
-        pkts.sort_by_key(|p| (p.at, p.started, p.order));
+        if !one_path {
+            pkts.sort_by_key(|p| (p.at, p.started, p.order));
+        }
         free_at.clear();
         for p in pkts.iter_mut().filter(|p| routes[p.qp].len() > h) {
             let link = routes[p.qp][h];
-            let free = free_at.entry(link).or_insert(SimTime::ZERO);
-            let start = p.at.max(*free);
-            *free = start + ser(link, p.wire);
+            let k = match free_at.iter().position(|&(l, _)| l == link) {
+                Some(k) => k,
+                None => {
+                    free_at.push((link, SimTime::ZERO));
+                    free_at.len() - 1
+                }
+            };
+            let start = p.at.max(free_at[k].1);
+            let free = start + ser(link, p.wire);
+            free_at[k].1 = free;
             p.started = start;
-            p.at = *free + topo.port(link).delay;
+            p.at = free + topo.port(link).delay;
         }
     }
     pkts.iter().map(|p| p.at).max().unwrap_or(SimTime::ZERO)

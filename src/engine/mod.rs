@@ -298,6 +298,9 @@ pub struct Simulation {
     pub counters: Counters,
     /// What the run should cost, from its traffic and paths.
     pub estimate: Estimate,
+    /// Some link has gone down in this run: arrivals must then check
+    /// their port's `down` flag (a cache miss the common case skips).
+    links_failed: bool,
     pub firsts: FirstEvents,
 }
 
@@ -587,6 +590,7 @@ impl Simulation {
             pcie_ps_per_byte,
             counters: Counters::default(),
             estimate: Estimate::default(),
+            links_failed: false,
             firsts: FirstEvents::default(),
         };
         let ack_every = sim.scenario.transport.ack_every.max(1) as u64;
@@ -734,7 +738,17 @@ impl Simulation {
     #[inline]
     fn prefetch_far(&self, ev: Event) {
         match ev {
-            Event::Arrive(_, id) => prefetch_read(self.packets.slot_ptr(id)),
+            Event::Arrive(p, id) => {
+                prefetch_read(self.packets.slot_ptr(id));
+                // Most arrivals are data of the lossless class: its PFC
+                // account at this ingress port.
+                let slot = self.pfc_slot[self.data_queue as usize];
+                if slot != NO_SLOT {
+                    if let Some(entry) = self.pfc.get(p.idx() * self.pfc_slots + slot as usize) {
+                        prefetch_read(entry);
+                    }
+                }
+            }
             Event::TxDone(p) => prefetch_read(&self.ports[p.idx()]),
             _ => {}
         }
@@ -1063,7 +1077,7 @@ impl Simulation {
     }
 
     fn arrive(&mut self, p: PortId, id: PacketId) {
-        if self.ports[p.idx()].down {
+        if self.links_failed && self.ports[p.idx()].down {
             self.lose(Some(p), id);
             return;
         }
@@ -1624,7 +1638,7 @@ impl Simulation {
 
 /// A hint to pull the cache line holding `*ptr` in; a no-op off x86-64.
 #[inline(always)]
-fn prefetch_read<T>(ptr: *const T) {
+pub(super) fn prefetch_read<T>(ptr: *const T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

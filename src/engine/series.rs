@@ -383,7 +383,13 @@ impl Simulation {
             s.prev_busy[i] = busy;
             s.link_util.push(i as u32, (d as f64 / dt).min(1.0) as f32);
         }
+        // Each port's queue record is a cache miss: ask for those a few
+        // ports ahead so that the misses overlap.
+        const AHEAD: usize = 16;
         for (i, owner) in self.owners.iter().enumerate() {
+            if let Some(ahead) = self.queues.get(i + AHEAD) {
+                super::prefetch_read(&ahead.window_max);
+            }
             let qs = &mut self.queues[i];
             if matches!(owner, Owner::Switch(_)) {
                 for q in (0..QUEUES).filter(|q| s.queues_used >> q & 1 == 1) {

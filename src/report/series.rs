@@ -119,6 +119,47 @@ pub fn times_us(s: &Series) -> Vec<f64> {
         .collect()
 }
 
+/// Appends `x` with four decimals, through integers: the float
+/// formatter's exact decimal expansion is slow, and these files hold a
+/// value per element and bucket.
+fn push_fixed4(buf: &mut Vec<u8>, x: f64) {
+    let n = (x.abs() * 1e4).round();
+    if !n.is_finite() || n >= 9e18 {
+        buf.extend_from_slice(format!("{x:.4}").as_bytes());
+        return;
+    }
+    let n = n as u64;
+    if x < 0.0 && n > 0 {
+        buf.push(b'-');
+    }
+    push_u64(buf, n / 10_000);
+    let frac = n % 10_000;
+    buf.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 1000) as u8,
+        b'0' + (frac / 100 % 10) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+/// One column per element that has a series (named as in the other
+/// tables), one row per bucket; values are numbers, so only the header
+/// goes through the CSV writer.
 pub fn csv(sim: &Simulation, kind: Kind) -> std::io::Result<Vec<u8>> {
     let s = &sim.series;
     let g = kind.group(s);
@@ -126,18 +167,47 @@ pub fn csv(sim: &Simulation, kind: Kind) -> std::io::Result<Vec<u8>> {
     let mut header = vec!["time_us".to_string()];
     header.extend(g.series().into_keys().map(|k| kind.element_name(sim, k)));
     w.write_record(&header)?;
+    let mut buf = w.into_inner().map_err(|e| e.into_error())?;
+    let rows = g.series();
     for (i, t) in times_us(s).into_iter().enumerate() {
-        let mut row = vec![format!("{t:.3}")];
-        row.extend(g.series().into_values().map(|v| {
+        buf.extend_from_slice(format!("{t:.3}").as_bytes());
+        for v in rows.values() {
+            buf.push(b',');
             let x = kind.value(v[i]);
             if x == 0.0 {
-                "0".to_string()
+                buf.push(b'0');
             } else {
-                format!("{x:.4}")
+                push_fixed4(&mut buf, x);
             }
-        }));
-        w.write_record(&row)?;
+        }
+        buf.push(b'\n');
     }
-    let bytes = w.into_inner().map_err(|e| e.into_error())?;
-    Ok(bytes)
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    fn fixed4(x: f64) -> String {
+        let mut buf = Vec::new();
+        super::push_fixed4(&mut buf, x);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn four_decimals_as_the_formatter_gives_them() {
+        for x in [
+            0.5,
+            0.12344,
+            0.12346,
+            1.0,
+            123456.78901,
+            3e9,
+            0.00004,
+            7.25e-3,
+        ] {
+            assert_eq!(fixed4(x), format!("{x:.4}"), "{x}");
+        }
+        assert_eq!(fixed4(-0.25), "-0.2500");
+        assert_eq!(fixed4(f64::INFINITY), "inf");
+    }
 }
