@@ -14,6 +14,7 @@ pub mod plan;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod sweep;
 pub mod switch;
 pub mod topology;
 pub mod units;

@@ -1,4 +1,5 @@
-//! The `fabricsim` command line: run, validate, topo, bench.
+//! The `fabricsim` command line: run, validate, topo, compare, sweep,
+//! merge, plan, bench.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -134,6 +135,40 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a parameter sweep: every point of a grid of scenario settings
+    /// and seeds, in parallel here or as a Slurm array job.
+    Sweep {
+        /// The sweep file (base scenario, axes, seeds).
+        sweep: PathBuf,
+        /// Output folder: manifest.csv, points/, and after the merge
+        /// sweep.csv and plots/.
+        #[arg(long, default_value = "out/sweep")]
+        out: PathBuf,
+        /// Points run at once (default: every core).
+        #[arg(long, short)]
+        jobs: Option<usize>,
+        /// Run only point N (a batch task's index, e.g.
+        /// $SLURM_ARRAY_TASK_ID or $JOB_COMPLETION_INDEX).
+        #[arg(long, value_name = "N", conflicts_with = "emit")]
+        point: Option<usize>,
+        /// Write batch scripts instead of running: `slurm`.
+        #[arg(long, value_name = "SCHEDULER")]
+        emit: Option<String>,
+        /// With --emit slurm: submit the jobs with sbatch.
+        #[arg(long, requires = "emit")]
+        submit: bool,
+        /// Print nothing but errors.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Gather a sweep's points into sweep.csv and comparison plots.
+    Merge {
+        /// The sweep's output folder.
+        dir: PathBuf,
+        /// Print nothing but errors.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Run the benchmark scenarios and report simulator speed.
     Bench {
         /// Run only benchmarks whose name contains this.
@@ -232,6 +267,16 @@ fn main() -> ExitCode {
             },
             &out,
         ),
+        Command::Sweep {
+            sweep,
+            out,
+            jobs,
+            point,
+            emit,
+            submit,
+            quiet,
+        } => run_sweep(&sweep, &out, jobs, point, emit.as_deref(), submit, quiet),
+        Command::Merge { dir, quiet } => merge(&dir, quiet),
         Command::Plan {
             params,
             bytes_per_param,
@@ -404,6 +449,126 @@ fn compare(paths: &[PathBuf], sets: &[String], out: &Path) -> Result<(), String>
     print!("{}", report::compare(&runs));
     println!("outputs   {}/<name>/", out.display());
     Ok(())
+}
+
+fn run_sweep(
+    file: &Path,
+    out: &Path,
+    jobs: Option<usize>,
+    point: Option<usize>,
+    emit: Option<&str>,
+    submit: bool,
+    quiet: bool,
+) -> Result<(), String> {
+    use fabricsim::sweep::{self, slurm, Sweep};
+    let s = Sweep::load(file)?;
+    if let Some(id) = point {
+        return match sweep::run_one(&s, out, id)? {
+            sweep::Ran::AlreadyDone => {
+                if !quiet {
+                    println!("point {id} was already done");
+                }
+                Ok(())
+            }
+            sweep::Ran::Done { wall_seconds } => {
+                if !quiet {
+                    println!("point {id} done in {wall_seconds:.2} s");
+                }
+                Ok(())
+            }
+        };
+    }
+    match emit {
+        None => {}
+        Some("slurm") => {
+            sweep::settle(&s, out)?;
+            let e = slurm::emit(&s, file, out)?;
+            if submit {
+                let (array, merge) = slurm::submit(&e)?;
+                println!(
+                    "submitted array job {array} ({} tasks) and merge job {merge}",
+                    s.points_len()
+                );
+            } else {
+                println!(
+                    "wrote {}, {} and {}; submit with: sh {}",
+                    e.array.display(),
+                    e.merge.display(),
+                    e.submit.display(),
+                    e.submit.display()
+                );
+            }
+            return Ok(());
+        }
+        Some(other) => {
+            return Err(format!(
+                "--emit: got \"{other}\", expected \"slurm\" (for other schedulers, run each task as `fabricsim sweep FILE --out DIR --point INDEX`)"
+            ))
+        }
+    }
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        return Err("--jobs: got 0, expected at least 1".into());
+    }
+    let o = sweep::run_local(&s, out, &sweep::Local { jobs, quiet })?;
+    let merged = sweep::merge::merge(out)?;
+    if !quiet {
+        print!("{}", merged.table);
+        println!(
+            "sweep     {} points: {} run now, {} done before, {} failed",
+            o.points,
+            o.ran,
+            o.already_done,
+            o.failures.len()
+        );
+        println!(
+            "outputs   {}, {} plots in {}",
+            out.join("sweep.csv").display(),
+            merged.plots,
+            out.join("plots").display()
+        );
+    }
+    if o.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {} points failed (the others are done; run the sweep again to retry them):\n{}",
+            o.failures.len(),
+            o.points,
+            o.failures.join("\n")
+        ))
+    }
+}
+
+fn merge(dir: &Path, quiet: bool) -> Result<(), String> {
+    let m = fabricsim::sweep::merge::merge(dir)?;
+    if !quiet {
+        print!("{}", m.table);
+        println!(
+            "merged    {} points: {} done, {} failed, {} missing; {} and {} plots in {}",
+            m.points,
+            m.done,
+            m.failed.len(),
+            m.missing.len(),
+            dir.join("sweep.csv").display(),
+            m.plots,
+            dir.join("plots").display()
+        );
+    }
+    if m.failed.is_empty() && m.missing.is_empty() {
+        return Ok(());
+    }
+    let mut why: Vec<String> = m.failed.clone();
+    if !m.missing.is_empty() {
+        why.push(format!("not run yet: {}", m.missing.join(", ")));
+    }
+    Err(format!(
+        "{}: {} of {} points have no results:\n{}",
+        dir.display(),
+        m.failed.len() + m.missing.len(),
+        m.points,
+        why.join("\n")
+    ))
 }
 
 fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {

@@ -11,12 +11,13 @@ mod common;
 #[test]
 fn example_scenarios_produce_their_expected_summaries() {
     let update = std::env::var_os("UPDATE_EXPECT").is_some();
-    // Top-level examples and those of each mechanism family, not `bench/`.
+    // Top-level examples and those of each mechanism family, not `bench/`
+    // or `sweep/` (sweep files; tests/sweep.rs runs them).
     let mut names: Vec<_> = std::fs::read_dir("examples")
         .unwrap()
         .map(|e| e.unwrap().path())
         .flat_map(|p| {
-            if p.is_dir() && p.file_name().is_some_and(|n| n != "bench") {
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "bench" && n != "sweep") {
                 std::fs::read_dir(&p)
                     .unwrap()
                     .map(|e| e.unwrap().path())

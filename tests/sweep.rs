@@ -1,0 +1,337 @@
+//! `fabricsim sweep` and `fabricsim merge`: grids of scenario settings run
+//! in parallel, resumed, isolated when one point fails, and emitted as a
+//! Slurm array job (`tests/slurm-cluster.sh` runs that on a real one).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fabricsim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fabricsim-sweep-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    d
+}
+
+fn sweep(file: &Path, out: &Path, extra: &[&str]) -> Output {
+    fabricsim()
+        .arg("sweep")
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A four-point sweep (two balancers, two seeds) on the example's base.
+fn small_sweep(dir: &Path, values: &str) -> PathBuf {
+    fs::create_dir_all(dir).unwrap();
+    let base = fs::canonicalize("examples/sweep/balancers-base.toml").unwrap();
+    let file = dir.join("small.toml");
+    fs::write(
+        &file,
+        format!(
+            "base = {:?}\nseeds = [1, 2]\nset = [\"workload.0.bytes=\\\"50KB\\\"\"]\n[[axis]]\nkey = \"switch.balance.mode\"\nname = \"balancer\"\nvalues = {values}\n",
+            base.display().to_string()
+        ),
+    )
+    .unwrap();
+    file
+}
+
+/// Every file of every point but `perf.json` (wall-clock figures).
+fn point_files(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut dirs: Vec<_> = fs::read_dir(out.join("points"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        let mut names: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for f in names {
+            if f.file_name().unwrap() != "perf.json" {
+                let rel = f.strip_prefix(out).unwrap().display().to_string();
+                files.push((rel, fs::read(&f).unwrap()));
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn the_example_sweep_gives_the_same_results_in_parallel_as_one_at_a_time() {
+    let file = Path::new("examples/sweep/balancers.toml");
+    let (a, b) = (temp("par"), temp("serial"));
+    let o = sweep(file, &a, &["--jobs", "2"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(
+        stdout.contains("18 points: 18 run now, 0 done before, 0 failed"),
+        "{stdout}"
+    );
+    let o = sweep(file, &b, &["--jobs", "1", "--quiet"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty() && o.stderr.is_empty());
+
+    let csv_a = fs::read_to_string(a.join("sweep.csv")).unwrap();
+    assert_eq!(csv_a, fs::read_to_string(b.join("sweep.csv")).unwrap());
+    let files = point_files(&a);
+    assert_eq!(files, point_files(&b));
+    assert!(files.len() >= 18 * 5, "{}", files.len());
+
+    // Axes as columns, one row per point in id order, headline metrics.
+    let mut lines = csv_a.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("point,dir,seed,balancer,flowlet_timeout,status,"),
+        "{header}"
+    );
+    for m in [
+        "makespan_us",
+        "fct_p99_us",
+        "slowdown_p99",
+        "busbw_gbps",
+        "max_queue_bytes",
+        "pfc_pause_frames",
+        "drops",
+        "uplink_imbalance",
+    ] {
+        assert!(header.contains(m), "{m} missing from {header}");
+    }
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 18);
+    assert!(
+        rows[0].starts_with("0,p0000,1,dlb,2us,done,true,"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[17].starts_with("17,p0017,3,glb,32us,done,true,"),
+        "{}",
+        rows[17]
+    );
+    let manifest = fs::read_to_string(a.join("manifest.csv")).unwrap();
+    assert!(
+        manifest.starts_with("point,dir,seed,balancer,flowlet_timeout\n0,p0000,1,dlb,2us\n"),
+        "{manifest}"
+    );
+
+    // A plot per metric against each axis, labelled.
+    let svg = fs::read_to_string(a.join("plots/makespan_us-by-flowlet_timeout.svg")).unwrap();
+    assert!(svg.contains("makespan (us) by flowlet_timeout"));
+    assert!(svg.contains("\n32us\n") && svg.contains("seed 3") && svg.contains("mean"));
+    assert!(a.join("plots/slowdown_p99-by-balancer.svg").is_file());
+    // No collective in this workload: no bus-bandwidth plot.
+    assert!(!a.join("plots/busbw_gbps-by-balancer.svg").exists());
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_where_it_stopped() {
+    let out = temp("resume");
+    let file = small_sweep(&temp("resume-def"), "[\"dlb\", \"glb\"]");
+    let o = sweep(&file, &out, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let before = point_files(&out);
+    // A point that never finished, and the staging folder of a killed run.
+    fs::remove_dir_all(out.join("points/p0002")).unwrap();
+    fs::create_dir_all(out.join("points/.p0002.partial-99999999")).unwrap();
+    fs::write(out.join("points/.p0002.partial-99999999/summary.json"), "{").unwrap();
+    let untouched = fs::metadata(out.join("points/p0000/summary.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+
+    let o = sweep(&file, &out, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains("4 points, 3 already done, running 1"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("p0002 done"), "{stderr}");
+    assert!(text(&o.stdout).contains("4 points: 1 run now, 3 done before, 0 failed"));
+    assert_eq!(point_files(&out), before);
+    assert_eq!(
+        fs::metadata(out.join("points/p0000/summary.json"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        untouched
+    );
+    assert!(!out.join("points/.p0002.partial-99999999").exists());
+}
+
+#[test]
+fn a_failing_point_is_reported_and_the_others_finish() {
+    let out = temp("failure");
+    let file = small_sweep(&temp("failure-def"), "[\"dlb\", \"glb\"]");
+    // Point 1's results cannot be moved into place: a file holds its name.
+    fs::create_dir_all(out.join("points")).unwrap();
+    fs::write(out.join("points/p0001"), "in the way").unwrap();
+    let o = sweep(&file, &out, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains("1 of 4 points failed"), "{stderr}");
+    assert!(
+        stderr.contains("p0001 (balancer=dlb seed=2): cannot move the results into place"),
+        "{stderr}"
+    );
+    for p in ["p0000", "p0002", "p0003"] {
+        assert!(
+            out.join("points").join(p).join("summary.json").is_file(),
+            "{p}"
+        );
+    }
+    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let row = csv.lines().nth(2).unwrap();
+    assert!(row.starts_with("1,p0001,2,dlb,failed,,,"), "{row}");
+    assert!(row.contains("cannot move the results into place"), "{row}");
+    assert!(out.join("points/p0001.error").is_file());
+
+    // Cleared, a second run retries only that point.
+    fs::remove_file(out.join("points/p0001")).unwrap();
+    let o = sweep(&file, &out, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("4 points: 1 run now, 3 done before, 0 failed"));
+    assert!(!out.join("points/p0001.error").exists());
+    let o = fabricsim().arg("merge").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("4 points: 4 done, 0 failed, 0 missing"));
+}
+
+#[test]
+fn every_point_is_checked_before_any_runs() {
+    let out = temp("invalid");
+    let file = small_sweep(&temp("invalid-def"), "[\"dlb\", \"flowlets\"]");
+    let o = sweep(&file, &out, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains("small.toml: point p0002 (balancer=flowlets seed=1)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("switch.balance.mode"), "{stderr}");
+    assert!(
+        stderr.contains("2 of 4 points are invalid; nothing was run"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "nothing may be written");
+}
+
+#[test]
+fn a_folder_keeps_one_sweep() {
+    let out = temp("other");
+    let def = temp("other-def");
+    let o = sweep(&small_sweep(&def, "[\"dlb\", \"glb\"]"), &out, &["-q"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = sweep(&small_sweep(&def, "[\"glb\", \"dlb\"]"), &out, &["-q"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("manifest.csv: holds a different sweep"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn slurm_scripts_run_each_point_as_an_array_task_and_merge_after() {
+    let out = temp("slurm");
+    let file = Path::new("examples/sweep/balancers.toml");
+    let o = sweep(file, &out, &["--emit", "slurm"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("submit with: sh"));
+    let array = fs::read_to_string(out.join("slurm/array.sbatch")).unwrap();
+    for want in [
+        "#!/bin/bash\n",
+        "#SBATCH --job-name=balancers\n",
+        "#SBATCH --array=0-17%8\n",
+        "#SBATCH --time=00:10:00\n",
+        "#SBATCH --mem=1G\n",
+        "#SBATCH --cpus-per-task=1\n",
+        "/slurm/logs/point-%a.out\n",
+        " --point \"$SLURM_ARRAY_TASK_ID\"\n",
+    ] {
+        assert!(array.contains(want), "{want} not in\n{array}");
+    }
+    let abs = fs::canonicalize(file).unwrap();
+    assert!(
+        array.contains(&format!("sweep {} --out ", abs.display())),
+        "{array}"
+    );
+    let merge = fs::read_to_string(out.join("slurm/merge.sbatch")).unwrap();
+    assert!(
+        merge.contains(" merge ") && merge.contains("#SBATCH --job-name=balancers-merge"),
+        "{merge}"
+    );
+    let submit = fs::read_to_string(out.join("slurm/submit.sh")).unwrap();
+    assert!(
+        submit.contains("--dependency=afterok:\"$array\""),
+        "{submit}"
+    );
+    assert!(out.join("slurm/logs").is_dir());
+    // Nothing ran, but the manifest is there for the tasks.
+    assert!(out.join("manifest.csv").is_file());
+    assert!(!out.join("points/p0000").exists());
+
+    // A task runs its point only, the way any scheduler's index would.
+    let o = sweep(file, &out, &["--point", "4"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("point 4 done"));
+    let o = sweep(file, &out, &["--point", "4"]);
+    assert!(text(&o.stdout).contains("point 4 was already done"));
+    let points: Vec<_> = fs::read_dir(out.join("points"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(points, vec!["p0004"]);
+    let o = sweep(file, &out, &["--point", "18"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("has 18 points, numbered 0 to 17"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // Merging early says what is missing, and still writes the table.
+    let o = fabricsim().arg("merge").arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("17 of 18 points have no results"),
+        "{}",
+        text(&o.stderr)
+    );
+    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().filter(|l| l.contains(",missing,")).count(), 17);
+    assert_eq!(csv.lines().filter(|l| l.contains(",done,")).count(), 1);
+
+    let o = sweep(file, &out, &["--emit", "pbs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--emit: got \"pbs\", expected \"slurm\""));
+}
+
+#[test]
+fn merge_of_a_folder_that_is_not_a_sweep_says_so() {
+    let out = temp("not-a-sweep");
+    fs::create_dir_all(&out).unwrap();
+    let o = fabricsim().arg("merge").arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("is this a `fabricsim sweep` output folder?"),
+        "{}",
+        text(&o.stderr)
+    );
+}
