@@ -310,9 +310,11 @@ fn seeds(v: &Value) -> Result<Vec<u64>, String> {
                         }
                         out.push(*s as u64);
                     }
-                    other => return Err(format!(
+                    other => {
+                        return Err(format!(
                         "got {other}, expected non-negative integer seeds, e.g. seeds = [1, 2, 3]"
-                    )),
+                    ))
+                    }
                 }
             }
             Ok(out)
