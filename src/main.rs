@@ -34,6 +34,95 @@ struct ScenarioArgs {
     sets: Vec<String>,
 }
 
+/// Limits on one run. A run stopped by one writes its results so far,
+/// marked partial.
+#[derive(clap::Args, Clone, Default)]
+struct LimitArgs {
+    /// Stop after this many events.
+    #[arg(long, value_name = "N")]
+    max_events: Option<u64>,
+    /// Stop at this simulated time, e.g. 500us (as simulation.max_sim_time).
+    #[arg(long, value_name = "TIME")]
+    max_sim_time: Option<String>,
+    /// Stop after this much wall-clock time, e.g. 90s, 10min, 2h.
+    #[arg(long, value_name = "DURATION")]
+    max_wall: Option<String>,
+    /// Refuse to start when the estimated peak memory is above this, e.g.
+    /// 8GB (default: the memory this machine has available).
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+}
+
+/// A wall-clock duration: a number and ms, s, min or h.
+fn parse_wall(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "min" => 60.0,
+        "h" => 3600.0,
+        _ => f64::NAN,
+    };
+    let secs = num.parse::<f64>().map(|n| n * scale).unwrap_or(f64::NAN);
+    if !(secs.is_finite() && secs > 0.0 && secs < 1e9) {
+        return Err(format!(
+            "--max-wall: got \"{s}\", expected a duration such as 90s, 10min or 2h"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Memory this machine can still give (Linux `MemAvailable`).
+fn available_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+fn current_rss() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn mb(bytes: u64) -> String {
+    if bytes >= 10_000_000_000 {
+        format!("{:.1} GB", bytes as f64 / 1e9)
+    } else {
+        format!("{:.0} MB", bytes as f64 / 1e6)
+    }
+}
+
+/// Ctrl-C and SIGTERM: the first asks the run to stop at the next safe
+/// point (the flag), a second exits at once with status 130.
+fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::flag;
+    let f = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        // The shutdown goes first: it fires only once the flag is set.
+        flag::register_conditional_shutdown(sig, 130, std::sync::Arc::clone(&f))
+            .and_then(|_| flag::register(sig, std::sync::Arc::clone(&f)))
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+    }
+    Ok(f)
+}
+
 /// What `run` writes besides the tables.
 #[derive(clap::Args, Clone, Default)]
 struct ViewArgs {
@@ -78,6 +167,8 @@ enum Command {
         args: ScenarioArgs,
         #[command(flatten)]
         view: ViewArgs,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Check a scenario and report what it would simulate, without running.
     Validate {
@@ -216,6 +307,7 @@ fn main() -> ExitCode {
         strict: false,
         args: ScenarioArgs::default(),
         view: ViewArgs::default(),
+        limits: LimitArgs::default(),
     });
     let result = match command {
         Command::Run {
@@ -226,8 +318,12 @@ fn main() -> ExitCode {
             strict,
             args,
             view,
+            limits,
         } => {
             let mut sets = args.sets;
+            if let Some(t) = &limits.max_sim_time {
+                sets.push(format!("simulation.max_sim_time={t:?}"));
+            }
             if let Some(s) = seed {
                 sets.push(format!("simulation.seed={s}"));
             }
@@ -237,7 +333,15 @@ fn main() -> ExitCode {
             if view.no_html {
                 sets.push("report.html=false".into());
             }
-            run(scenario.as_deref(), &sets, &out, quiet, strict, &view)
+            run(
+                scenario.as_deref(),
+                &sets,
+                &out,
+                quiet,
+                strict,
+                &view,
+                &limits,
+            )
         }
         Command::Validate {
             scenario,
@@ -330,7 +434,18 @@ fn run(
     quiet: bool,
     strict: bool,
     view: &ViewArgs,
+    limit_args: &LimitArgs,
 ) -> Result<(), String> {
+    let interrupt = interrupt_flag()?;
+    let max_wall = limit_args.max_wall.as_deref().map(parse_wall).transpose()?;
+    let max_memory = match &limit_args.max_memory {
+        None => None,
+        Some(m) => Some(
+            fabricsim::units::parse_bytes(m)
+                .filter(|&b| b > 0)
+                .ok_or_else(|| format!("--max-memory: got \"{m}\", expected a size such as 8GB"))?,
+        ),
+    };
     let capture = if view.capture.is_empty() {
         None
     } else {
@@ -346,6 +461,25 @@ fn run(
     let prepared = load(path, sets)?;
     warnings(path, &prepared, strict)?;
     let mut sim = Simulation::new(prepared);
+    let memory = sim.memory_estimate(current_rss());
+    let (limit, whose) = match max_memory {
+        Some(m) => (Some(m), "the --max-memory limit"),
+        None => (available_memory(), "the memory this machine has available"),
+    };
+    if let Some(limit) = limit.filter(|&l| memory.total() > l) {
+        let file = path.map_or(scenario::DEFAULT_NAME.to_string(), |p| {
+            p.display().to_string()
+        });
+        return Err(format!(
+            "{file}: the run needs an estimated {} of memory ({} for the fabric and its state, up to {} packets alive at once at {} B each, {} of time series), more than {} ({whose}); nothing was run. Try a smaller fabric or workload, [report] sample_interval = \"off\", or a higher --max-memory",
+            mb(memory.total()),
+            mb(memory.built_bytes),
+            memory.packets,
+            fabricsim::engine::MemoryEstimate::BYTES_PER_PACKET,
+            mb(memory.series_bytes),
+            mb(limit),
+        ));
+    }
     // A run that should take more than a few seconds says so first.
     if !quiet && sim.estimate.wall_seconds() >= 3.0 {
         eprintln!("{}", report::estimate_line(&sim));
@@ -363,8 +497,13 @@ fn run(
         );
         b
     });
+    let limits = fabricsim::engine::Limits {
+        max_events: limit_args.max_events,
+        max_wall,
+        interrupt: Some(interrupt),
+    };
     let start = Instant::now();
-    let stop = sim.run(|s| {
+    let stop = sim.run_limited(&limits, |s| {
         if let Some(b) = &bar {
             b.set_message(report::progress_line(s, start.elapsed().as_secs_f64()));
             b.tick();
@@ -373,6 +512,12 @@ fn run(
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if stop == fabricsim::engine::StopReason::Interrupted {
+        eprintln!(
+            "interrupted at {} simulated: writing the results so far, marked partial (interrupt again to quit at once)",
+            sim.now
+        );
     }
     let captured = sim.finish_capture().transpose().inspect_err(|_| {
         let _ = std::fs::remove_file(&staged);
@@ -409,6 +554,11 @@ fn run(
         }
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         println!("outputs   {}", names.join(", "));
+    }
+    if stop == fabricsim::engine::StopReason::Interrupted {
+        // As a shell reports a command stopped by Ctrl-C, results written.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(130);
     }
     Ok(())
 }

@@ -233,7 +233,63 @@ pub enum StopReason {
     Paused,
     /// No transfer made progress for a long time (see `run`).
     Stalled,
+    /// `Limits::max_events` events were handled.
+    EventLimit,
+    /// `Limits::max_wall` of wall-clock time went by.
+    WallLimit,
+    /// `Limits::interrupt` was raised (Ctrl-C or SIGTERM).
+    Interrupted,
 }
+
+impl StopReason {
+    /// Whether the run stopped before its workload was done because a
+    /// limit or an interruption cut it short: its results are partial.
+    pub fn is_partial(self) -> bool {
+        matches!(
+            self,
+            StopReason::SimTimeLimit
+                | StopReason::EventLimit
+                | StopReason::WallLimit
+                | StopReason::Interrupted
+        )
+    }
+}
+
+/// Limits a caller puts on one run, beyond the scenario's own
+/// `max_sim_time`. The event limit is exact; the wall-clock limit and
+/// the interruption are checked between batches of events (a fraction of
+/// a second apart), always at an event boundary, so the state is whole.
+#[derive(Clone, Debug, Default)]
+pub struct Limits {
+    pub max_events: Option<u64>,
+    pub max_wall: Option<std::time::Duration>,
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Peak memory a run should reach, worked out before it starts: what the
+/// process holds once the simulation is built (fabric, routes, transfers,
+/// per-port state), plus the most packets that can be alive at once at
+/// the bytes each costs, plus the time series at their bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MemoryEstimate {
+    pub built_bytes: u64,
+    pub packets: u64,
+    pub series_bytes: u64,
+}
+
+impl MemoryEstimate {
+    /// Memory per packet alive, as measured on the k = 8 to 32
+    /// benchmarks (67 to 73 B: the packet record, its queue entry, its
+    /// event; BENCHMARKS.md).
+    pub const BYTES_PER_PACKET: u64 = 72;
+
+    pub fn total(&self) -> u64 {
+        self.built_bytes + self.packets * Self::BYTES_PER_PACKET + self.series_bytes
+    }
+}
+
+/// Events handled between checks of the wall clock and of interruption.
+const BATCH: u64 = 1 << 16;
 
 /// The UDP source port of an MRC QP's path: spread over the ephemeral
 /// range from the QP's own port.
@@ -637,6 +693,39 @@ impl Simulation {
         sim
     }
 
+    /// The memory estimate, given what the process holds now (resident
+    /// bytes, read by the caller). Packets alive at once are at most all
+    /// of the workload's packets, and at most what the switch buffers hold
+    /// in full-size frames plus a few per port on the wires.
+    pub fn memory_estimate(&self, built_bytes: u64) -> MemoryEstimate {
+        let total: u64 = self
+            .qps
+            .iter()
+            .map(|q| {
+                let n = q.req.n_pkts as u64;
+                n + n.div_ceil(self.scenario.transport.ack_every.max(1) as u64)
+            })
+            .sum();
+        let frame = self.scenario.transport.mtu as u64 + 100;
+        let held = self.switches.len() as u64 * self.scenario.switch.buffer_bytes / frame
+            + self.ports.len() as u64 * 4;
+        let series_bytes = if self.series.enabled {
+            // Per port: utilization, marks, CNPs, and a depth and a pause
+            // share per used queue; per tracked QP two rates.
+            let per_port = 3 + 2 * self.nic_classes.queues_used().count_ones() as u64;
+            (self.ports.len() as u64 * per_port + 2 * self.scenario.report.sample_qps as u64)
+                * self.series.cap as u64
+                * 4
+        } else {
+            0
+        };
+        MemoryEstimate {
+            built_bytes,
+            packets: total.min(held),
+            series_bytes,
+        }
+    }
+
     /// Runs until nothing is left, or the scenario's `max_sim_time`.
     /// `progress` is called every 2^18 events.
     ///
@@ -645,25 +734,56 @@ impl Simulation {
     /// delivering or acknowledging a single byte is stuck (say, a buffer
     /// too small for the incast it gets) and stops as `Stalled`.
     pub fn run(&mut self, progress: impl FnMut(&Simulation)) -> StopReason {
-        let stop = self.run_to_end(progress);
+        self.run_limited(&Limits::default(), progress)
+    }
+
+    /// As `run`, stopping early at any of `limits`.
+    pub fn run_limited(
+        &mut self,
+        limits: &Limits,
+        progress: impl FnMut(&Simulation),
+    ) -> StopReason {
+        let stop = self.run_to_end(limits, progress);
         self.finish_series();
         stop
     }
 
-    fn run_to_end(&mut self, mut progress: impl FnMut(&Simulation)) -> StopReason {
+    fn run_to_end(&mut self, limits: &Limits, mut progress: impl FnMut(&Simulation)) -> StopReason {
         let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
         let stall_after = SimTime(self.scenario.transport.rto.0.saturating_mul(1000));
         let mut last = (self.now, self.progress_mark());
+        let started = std::time::Instant::now();
+        let mut since_progress: u64 = 0;
         loop {
-            match self.run_until(limit, 1 << 18) {
+            let batch = match limits.max_events {
+                Some(m) if self.counters.events >= m => return StopReason::EventLimit,
+                Some(m) => BATCH.min(m - self.counters.events),
+                None => BATCH,
+            };
+            let stop = self.run_until(limit, batch);
+            match stop {
                 StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= limit) => {
-                    let mark = self.progress_mark();
-                    if mark != last.1 {
-                        last = (self.now, mark);
-                    } else if self.now.saturating_sub(last.0) > stall_after {
-                        return StopReason::Stalled;
+                    if limits
+                        .interrupt
+                        .as_ref()
+                        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+                    {
+                        return StopReason::Interrupted;
                     }
-                    progress(self)
+                    if limits.max_wall.is_some_and(|w| started.elapsed() >= w) {
+                        return StopReason::WallLimit;
+                    }
+                    since_progress += batch;
+                    if since_progress >= 4 * BATCH {
+                        since_progress = 0;
+                        let mark = self.progress_mark();
+                        if mark != last.1 {
+                            last = (self.now, mark);
+                        } else if self.now.saturating_sub(last.0) > stall_after {
+                            return StopReason::Stalled;
+                        }
+                        progress(self)
+                    }
                 }
                 StopReason::Paused => return StopReason::SimTimeLimit,
                 other => return other,

@@ -87,6 +87,14 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
     if !sim.scenario.description.is_empty() {
         let _ = write!(o, "<p>{}</p>", esc(&sim.scenario.description));
     }
+    if s.partial {
+        let _ = write!(
+            o,
+            "<p class=\"partial\"><strong>Partial results</strong>: the run stopped early ({}); every figure covers the first {} us only.</p>",
+            esc(&s.stop_reason),
+            us(s.sim_time_ps)
+        );
+    }
     headline(&mut o, s);
     o.push_str("<h2>Summary</h2>");
     let _ = write!(o, "<pre>{}</pre>", esc(&super::render(sim, s)));

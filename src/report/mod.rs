@@ -73,6 +73,10 @@ pub struct Summary {
     pub topology: String,
     pub complete: bool,
     pub stop_reason: String,
+    /// Cut short by a limit (`max_sim_time`, `--max-events`,
+    /// `--max-wall`) or an interruption: the figures cover the run up to
+    /// `sim_time_ps` only.
+    pub partial: bool,
     pub sim_time_ps: u64,
     pub makespan_ps: u64,
     pub events: u64,
@@ -364,8 +368,12 @@ impl Summary {
                 StopReason::Stalled => {
                     "stalled: no transfer made progress for 1000 retransmission timeouts"
                 }
+                StopReason::EventLimit => "max_events reached",
+                StopReason::WallLimit => "max_wall reached",
+                StopReason::Interrupted => "interrupted",
             }
             .to_string(),
+            partial: stop.is_partial(),
             sim_time_ps: sim.now.0,
             makespan_ps: makespan,
             events: c.events,

@@ -72,7 +72,14 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         s.events,
         s.link_transmissions
     );
-    if !s.complete {
+    if s.partial {
+        let _ = writeln!(
+            o,
+            "          PARTIAL: stopped early ({}); the figures cover the first {} only",
+            s.stop_reason,
+            SimTime(s.sim_time_ps)
+        );
+    } else if !s.complete {
         let _ = writeln!(o, "          stopped early: {}", s.stop_reason);
     }
     for j in &s.jobs {

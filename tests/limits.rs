@@ -1,0 +1,229 @@
+//! Limits on a run and interruption: each stops the run cleanly and the
+//! results so far are written whole and marked partial; a run that would
+//! not fit in memory is refused before it starts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn fabricsim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fabricsim-limits-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn summary(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn run(args: &[&str], out: &Path) -> Output {
+    fabricsim()
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// The k = 16 benchmark with ten times the bytes: tens of seconds, far
+/// longer than any of these tests waits.
+const LONG: [&str; 5] = [
+    "examples/bench/fat-tree-k16-permutation.toml",
+    "--set",
+    "workload.0.bytes=20000000",
+    "--no-plots",
+    "--no-html",
+];
+
+#[test]
+fn the_event_limit_is_exact_and_the_results_are_partial() {
+    let out = temp("events");
+    let o = run(&["--max-events", "1000", "-q"], &out);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = summary(&out);
+    assert_eq!(s["events"], 1000);
+    assert_eq!(s["partial"], true);
+    assert_eq!(s["complete"], false);
+    assert_eq!(s["stop_reason"], "max_events reached");
+    // Every output is written, as for a whole run.
+    for f in ["flows.csv", "links.csv", "perf.json", "ts_link_util.csv"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+}
+
+#[test]
+fn the_simulated_time_limit_marks_the_text_summary_too() {
+    let out = temp("simtime");
+    let o = run(&["--max-sim-time", "10us"], &out);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(
+        stdout.contains("PARTIAL: stopped early (max_sim_time reached); the figures cover the first 10.000 us only"),
+        "{stdout}"
+    );
+    let s = summary(&out);
+    assert_eq!(s["partial"], true);
+    assert!(s["sim_time_ps"].as_u64().unwrap() <= 10_000_000);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<strong>Partial results</strong>"));
+    // A whole run is not partial.
+    let out = temp("whole");
+    let o = run(&["examples/lossless/incast.toml", "-q", "--no-plots"], &out);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(summary(&out)["partial"], false);
+}
+
+#[test]
+fn the_wall_clock_limit_stops_a_long_run() {
+    let out = temp("wall");
+    let start = Instant::now();
+    let mut args = LONG.to_vec();
+    args.extend(["--max-wall", "300ms", "-q"]);
+    let o = run(&args, &out);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(start.elapsed() < Duration::from_secs(60));
+    let s = summary(&out);
+    assert_eq!(s["stop_reason"], "max_wall reached");
+    assert_eq!(s["partial"], true);
+    assert!(s["flows_completed"].as_u64().unwrap() < 1024);
+}
+
+#[test]
+fn a_run_that_would_not_fit_in_memory_is_refused_with_its_estimate() {
+    let out = temp("memory");
+    let o = run(&["--max-memory", "1MB"], &out);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    for want in [
+        "the run needs an estimated",
+        "MB for the fabric and its state",
+        "packets alive at once at 72 B each",
+        "more than 1 MB (the --max-memory limit); nothing was run",
+    ] {
+        assert!(e.contains(want), "{want} not in {e}");
+    }
+    assert!(!out.exists(), "nothing may be written");
+}
+
+#[test]
+fn limits_that_make_no_sense_are_refused() {
+    let out = temp("bad");
+    for (args, want) in [
+        (
+            &["--max-wall", "5 parsecs"][..],
+            "--max-wall: got \"5 parsecs\", expected a duration",
+        ),
+        (&["--max-wall", "0s"][..], "--max-wall: got \"0s\""),
+        (
+            &["--max-memory", "lots"][..],
+            "--max-memory: got \"lots\", expected a size",
+        ),
+        (&["--max-sim-time", "soon"][..], "simulation.max_sim_time"),
+    ] {
+        let o = run(args, &out);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(want),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    assert!(!out.exists());
+}
+
+fn start_long(out: &Path) -> Child {
+    fabricsim()
+        .arg("run")
+        .args(LONG)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// Waits until the run has built its fabric and is simulating: its
+/// handlers are in place long before, as they are set first.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(1500));
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_writes_the_results_so_far() {
+    let out = temp("sigint");
+    let child = start_long(&out);
+    settle();
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(e.contains("interrupted at"), "{e}");
+    assert!(
+        e.contains("writing the results so far, marked partial"),
+        "{e}"
+    );
+    let s = summary(&out);
+    assert_eq!(s["stop_reason"], "interrupted");
+    assert_eq!(s["partial"], true);
+    assert!(text(&o.stdout).contains("PARTIAL: stopped early (interrupted)"));
+    assert!(out.join("flows.csv").is_file());
+    // Nothing staged is left behind.
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+}
+
+#[test]
+fn sigterm_does_the_same() {
+    let out = temp("sigterm");
+    let child = start_long(&out);
+    settle();
+    signal(&child, "TERM");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    assert_eq!(summary(&out)["stop_reason"], "interrupted");
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once() {
+    let out = temp("sigint2");
+    let child = start_long(&out);
+    settle();
+    signal(&child, "INT");
+    // Apart, so that the two are not merged into one pending signal.
+    std::thread::sleep(Duration::from_millis(20));
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    // Whatever was written is whole: every JSON file there parses.
+    if let Ok(entries) = std::fs::read_dir(&out) {
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json") {
+                let t = std::fs::read_to_string(&p).unwrap();
+                serde_json::from_str::<serde_json::Value>(&t)
+                    .unwrap_or_else(|err| panic!("{}: {err}", p.display()));
+            }
+        }
+    }
+}
