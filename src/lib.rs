@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod engine;
+pub mod fuzz;
 pub mod nic;
 pub mod plan;
 pub mod report;
