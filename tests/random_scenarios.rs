@@ -1,7 +1,11 @@
 //! Randomized scenarios: a seeded generator draws small fabrics of every
-//! kind, buffers from 300 KB (drops) to 32 MB, and mixed workloads; each must finish
-//! with every byte delivered exactly once, conserve bytes at checkpoints,
-//! and give the same summary twice. A failure names the generator seed.
+//! kind, buffers from 300 KB (drops) to 32 MB, balancers, PFC and ECN
+//! settings, failures and mixed workloads; each is run with the invariant
+//! checks on and must finish with every byte delivered exactly once,
+//! conserve bytes at checkpoints, keep time monotonic, never hold more
+//! than a switch's buffer, never drop a lossless packet where headroom is
+//! sufficient, never beat its ideal completion time, and give the same
+//! summary twice. A failure names the generator seed that reproduces it.
 //!
 //! `FABRICSIM_RANDOM_CASES=500 cargo test --release --test random_scenarios`
 //! runs a longer search.
@@ -227,7 +231,11 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
     let mut t = SimTime::ZERO;
     let stop = loop {
         t += SimTime::from_us(25);
+        let before = sim.now;
         let stop = sim.run_until(t, u64::MAX);
+        if sim.now < before {
+            return Err(format!("time ran backwards from {before} to {}", sim.now));
+        }
         sim.check_conservation()?;
         if stop == StopReason::Finished || t > SimTime::from_us(200_000) {
             break stop;
@@ -254,6 +262,14 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
         return Err(format!(
             "delivered {} of {} bytes",
             s.bytes_delivered, s.bytes_offered
+        ));
+    }
+    // A switch never holds more than its buffer (headroom is set aside
+    // from it).
+    if s.max_switch_buffer_bytes > sim.scenario.switch.buffer_bytes {
+        return Err(format!(
+            "a switch held {} bytes in a {}-byte buffer",
+            s.max_switch_buffer_bytes, sim.scenario.switch.buffer_bytes
         ));
     }
     // PFC with enough headroom never drops a lossless packet, unless a
