@@ -2,7 +2,7 @@
 //! and look at what came out.
 #![allow(dead_code)]
 
-use fabricsim::engine::{Simulation, StopReason};
+use fabricsim::engine::Simulation;
 use fabricsim::report::Summary;
 use fabricsim::scenario;
 
@@ -22,13 +22,25 @@ pub fn run_file(path: &std::path::Path, sets: &[&str]) -> (Simulation, Summary) 
 }
 
 pub fn run_named(name: &str, text: &str, sets: &[&str]) -> (Simulation, Summary) {
+    let (sim, summary) = run_to_stop(name, text, sets);
+    assert_eq!(summary.stop_reason, "finished");
+    (sim, summary)
+}
+
+/// Runs a scenario until it stops, for whatever reason.
+pub fn run_to_stop(name: &str, text: &str, sets: &[&str]) -> (Simulation, Summary) {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let prepared = scenario::prepare(name, text, &sets).unwrap_or_else(|e| panic!("{e}"));
     let mut sim = Simulation::new(prepared);
     let stop = sim.run(|_| {});
-    assert_eq!(stop, StopReason::Finished);
     let summary = Summary::of(&sim, stop);
     (sim, summary)
+}
+
+/// A scenario file run until it stops.
+pub fn run_file_to_stop(path: &std::path::Path, sets: &[&str]) -> (Simulation, Summary) {
+    let text = std::fs::read_to_string(path).unwrap();
+    run_to_stop(&path.to_string_lossy(), &text, sets)
 }
 
 /// The error message a scenario text produces.

@@ -20,6 +20,7 @@
 
 mod balance;
 pub mod capture;
+pub mod deadlock;
 pub mod failures;
 pub mod ideal;
 mod lossless;
@@ -239,6 +240,8 @@ pub enum StopReason {
     WallLimit,
     /// `Limits::interrupt` was raised (Ctrl-C or SIGTERM).
     Interrupted,
+    /// A PFC deadlock: `Simulation::deadlock` holds the cycle.
+    Deadlock,
 }
 
 impl StopReason {
@@ -354,6 +357,8 @@ pub struct Simulation {
     pub counters: Counters,
     /// What the run should cost, from its traffic and paths.
     pub estimate: Estimate,
+    /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
+    pub deadlock: Vec<deadlock::Waiting>,
     /// Some link has gone down in this run: arrivals must then check
     /// their port's `down` flag (a cache miss the common case skips).
     links_failed: bool,
@@ -646,6 +651,7 @@ impl Simulation {
             pcie_ps_per_byte,
             counters: Counters::default(),
             estimate: Estimate::default(),
+            deadlock: Vec::new(),
             links_failed: false,
             firsts: FirstEvents::default(),
         };
@@ -754,13 +760,23 @@ impl Simulation {
         let mut last = (self.now, self.progress_mark());
         let started = std::time::Instant::now();
         let mut since_progress: u64 = 0;
+        let mut watch = deadlock::Watch::default();
+        let mut delivered = (self.counters.bytes_delivered, self.now);
         loop {
             let batch = match limits.max_events {
                 Some(m) if self.counters.events >= m => return StopReason::EventLimit,
                 Some(m) => BATCH.min(m - self.counters.events),
                 None => BATCH,
             };
-            let stop = self.run_until(limit, batch);
+            // Batches end at least every retransmission timeout of
+            // simulated time, so that a run where little happens (a
+            // deadlock, a long compute phase) is still checked often.
+            let until = limit.min(SimTime(
+                self.now
+                    .0
+                    .saturating_add(self.scenario.transport.rto.0.max(1)),
+            ));
+            let stop = self.run_until(until, batch);
             match stop {
                 StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= limit) => {
                     if limits
@@ -772,6 +788,16 @@ impl Simulation {
                     }
                     if limits.max_wall.is_some_and(|w| started.elapsed() >= w) {
                         return StopReason::WallLimit;
+                    }
+                    // Nothing delivered for a retransmission timeout: look
+                    // for a PFC cycle.
+                    if self.counters.bytes_delivered != delivered.0 {
+                        delivered = (self.counters.bytes_delivered, self.now);
+                        watch.clear();
+                    } else if self.now.saturating_sub(delivered.1) >= self.scenario.transport.rto
+                        && self.deadlocked(&mut watch)
+                    {
+                        return StopReason::Deadlock;
                     }
                     since_progress += batch;
                     if since_progress >= 4 * BATCH {

@@ -73,6 +73,9 @@ pub struct Summary {
     pub topology: String,
     pub complete: bool,
     pub stop_reason: String,
+    /// The queues of a PFC deadlock (`LINK priority P`), when the run
+    /// stopped on one; empty otherwise.
+    pub deadlock_cycle: Vec<String>,
     /// Cut short by a limit (`max_sim_time`, `--max-events`,
     /// `--max-wall`) or an interruption: the figures cover the run up to
     /// `sim_time_ps` only.
@@ -362,17 +365,22 @@ impl Summary {
             topology: sim.topo.kind.name().to_string(),
             complete: c.flows_completed == sim.flows.len() as u64,
             stop_reason: match stop {
-                StopReason::Finished => "finished",
-                StopReason::SimTimeLimit => "max_sim_time reached",
-                StopReason::Paused => "paused",
+                StopReason::Finished => "finished".to_string(),
+                StopReason::SimTimeLimit => "max_sim_time reached".to_string(),
+                StopReason::Paused => "paused".to_string(),
                 StopReason::Stalled => {
                     "stalled: no transfer made progress for 1000 retransmission timeouts"
+                        .to_string()
                 }
-                StopReason::EventLimit => "max_events reached",
-                StopReason::WallLimit => "max_wall reached",
-                StopReason::Interrupted => "interrupted",
-            }
-            .to_string(),
+                StopReason::EventLimit => "max_events reached".to_string(),
+                StopReason::WallLimit => "max_wall reached".to_string(),
+                StopReason::Interrupted => "interrupted".to_string(),
+                StopReason::Deadlock => format!(
+                    "PFC deadlock: a cycle of paused queues, each waiting on the next: {}",
+                    deadlock_cycle(sim).join(", ")
+                ),
+            },
+            deadlock_cycle: deadlock_cycle(sim),
             partial: stop.is_partial(),
             sim_time_ps: sim.now.0,
             makespan_ps: makespan,
@@ -614,6 +622,14 @@ fn balance(tier: &str, direction: &str, bytes: &[u64]) -> Option<UplinkBalance> 
         jain,
         idle_links: bytes.iter().filter(|&&b| b == 0).count(),
     })
+}
+
+/// The deadlock's queues as `FROM->TO priority P`.
+fn deadlock_cycle(sim: &Simulation) -> Vec<String> {
+    sim.deadlock
+        .iter()
+        .map(|&(p, q)| format!("{} priority {q}", series::link_name(&sim.topo, p)))
+        .collect()
 }
 
 /// Peak resident memory of this process (Linux `VmHWM`), 0 if unknown.

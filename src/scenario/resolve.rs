@@ -113,10 +113,17 @@ const KIND_KEYS: &[(&str, &[TopologyKind])] = {
         ("spine_uplink_speed", &[MultiPod]),
         ("spine_uplinks_per_super_spine", &[MultiPod]),
         ("k", &[FatTree]),
-        ("link_speed", &[FatTree]),
+        ("link_speed", &[FatTree, Ring]),
         (
             "hosts",
-            &[SingleRail, DualRail, RailOnly, RailOptimized, MultiPod],
+            &[
+                SingleRail,
+                DualRail,
+                RailOnly,
+                RailOptimized,
+                MultiPod,
+                Ring,
+            ],
         ),
     ]
 };
@@ -128,7 +135,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
             "missing [topology] table; every scenario needs one",
         ));
     };
-    let kinds = "single-rail, dual-rail, rail-only, rail-optimized, multi-pod or fat-tree";
+    let kinds = "single-rail, dual-rail, rail-only, rail-optimized, multi-pod, fat-tree or ring";
     let kind = match t.kind.as_deref() {
         Some("single-rail") => TopologyKind::SingleRail,
         Some("dual-rail") => TopologyKind::DualRail,
@@ -136,6 +143,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
         Some("rail-optimized") => TopologyKind::RailOptimized,
         Some("multi-pod") => TopologyKind::MultiPod,
         Some("fat-tree") => TopologyKind::FatTree,
+        Some("ring") => TopologyKind::Ring,
         Some(other) => {
             return Err(KeyError::new(
                 &path.key("kind"),
@@ -187,6 +195,8 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
         ));
     }
     let fat = kind == TopologyKind::FatTree;
+    // Every link at link_speed, one GPU per host by default.
+    let uniform = matches!(kind, TopologyKind::FatTree | TopologyKind::Ring);
     let link_speed = rate(
         t.link_speed.as_ref(),
         &path.key("link_speed"),
@@ -195,7 +205,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
     let gpus_per_host = count(
         t.gpus_per_host,
         &path.key("gpus_per_host"),
-        if fat { 1 } else { 8 },
+        if uniform { 1 } else { 8 },
         1,
     )?;
     let nics_per_host = count(
@@ -221,7 +231,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
     let nic_speed = rate(
         t.nic_speed.as_ref(),
         &path.key("nic_speed"),
-        if fat { link_speed } else { Rate::gbps(200) },
+        if uniform { link_speed } else { Rate::gbps(200) },
     )?;
     if ![100u64, 200, 400, 800].contains(&(nic_speed.bps() / 1_000_000_000))
         || nic_speed.bps() % 1_000_000_000 != 0
@@ -235,7 +245,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
     let uplink_speed = rate(
         t.uplink_speed.as_ref(),
         &path.key("uplink_speed"),
-        if fat { link_speed } else { nic_speed },
+        if uniform { link_speed } else { nic_speed },
     )?;
     let link_delay = match (&t.link_delay, &t.cable_length) {
         (_, Some(v)) => {
@@ -346,6 +356,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
                             * (spec.super_spines * spec.spine_uplinks_per_super_spine) as u64)
             }
             TopologyKind::FatTree => hosts * 2,
+            TopologyKind::Ring => hosts,
             _ => 0,
         };
     if total_gpus > 1 << 20 || links > 4 << 20 {

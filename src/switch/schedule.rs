@@ -192,6 +192,16 @@ impl EgressQueues {
         !self.paused
     }
 
+    /// Whether queue `q` holds a frame that came in at `ingress`.
+    pub fn holds_from(&self, q: u8, ingress: u32) -> bool {
+        self.fifo[q as usize].iter().any(|e| e.ingress == ingress)
+    }
+
+    /// Whether queue `q` has frames waiting.
+    pub fn is_nonempty(&self, q: u8) -> bool {
+        self.nonempty & (1 << q) != 0
+    }
+
     /// Whether queue `q` is paused at `now`.
     pub fn is_paused(&self, q: u8, now: SimTime) -> bool {
         self.paused & (1 << q) != 0 && self.paused_until[q as usize] > now

@@ -12,6 +12,7 @@ mod builder;
 mod clos;
 mod fat_tree;
 mod rails;
+mod ring;
 pub mod routing;
 pub mod summary;
 
@@ -73,6 +74,7 @@ pub enum TopologyKind {
     RailOptimized,
     MultiPod,
     FatTree,
+    Ring,
 }
 
 impl TopologyKind {
@@ -84,6 +86,7 @@ impl TopologyKind {
             TopologyKind::RailOptimized => "rail-optimized",
             TopologyKind::MultiPod => "multi-pod",
             TopologyKind::FatTree => "fat-tree",
+            TopologyKind::Ring => "ring",
         }
     }
 
@@ -218,6 +221,7 @@ impl Topology {
             TopologyKind::RailOptimized => clos::rail_optimized(spec)?,
             TopologyKind::MultiPod => clos::multi_pod(spec)?,
             TopologyKind::FatTree => fat_tree::fat_tree(spec)?,
+            TopologyKind::Ring => ring::ring(spec)?,
         };
         topo.check_radix()?;
         Ok(topo)

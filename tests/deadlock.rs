@@ -1,0 +1,68 @@
+//! PFC deadlock detection: a ring whose lossless flows close their pauses
+//! into a cycle stops with the cycle named, instead of spinning until a
+//! time limit; the same ring under light load, or with the PFC watchdog,
+//! finishes.
+
+mod common;
+
+use std::path::Path;
+
+const RING: &str = "examples/lossless/pfc-deadlock.toml";
+
+#[test]
+fn a_pfc_cycle_on_a_ring_is_reported_with_its_queues() {
+    let (sim, s) = common::run_file_to_stop(Path::new(RING), &[]);
+    assert!(
+        s.stop_reason
+            .starts_with("PFC deadlock: a cycle of paused queues"),
+        "{}",
+        s.stop_reason
+    );
+    let want: Vec<String> = (0..6)
+        .map(|i| format!("ring{i}->ring{} priority 3", (i + 1) % 6))
+        .collect();
+    assert_eq!(s.deadlock_cycle, want);
+    assert_eq!(s.flows_completed, 0);
+    assert!(!s.complete && !s.partial);
+    assert_eq!(s.lossless_drops, 0);
+    // Found within a few retransmission timeouts of the last delivery,
+    // not after the thousand of the stall limit.
+    let rto = sim.scenario.transport.rto.0;
+    assert!(s.sim_time_ps < 20 * rto, "{} ps", s.sim_time_ps);
+    // Every queue of the cycle is paused and holds frames.
+    for &(p, q) in &sim.deadlock {
+        assert!(sim.queues[p.idx()].is_paused(q, sim.now));
+        assert!(sim.queues[p.idx()].is_nonempty(q));
+    }
+}
+
+#[test]
+fn dcqcn_does_not_prevent_it() {
+    let (_, s) =
+        common::run_file_to_stop(Path::new(RING), &["transport.congestion_control=\"dcqcn\""]);
+    assert_eq!(s.deadlock_cycle.len(), 6, "{}", s.stop_reason);
+    assert!(s.dcqcn_rate_cuts > 0);
+}
+
+#[test]
+fn the_pfc_watchdog_breaks_the_deadlock() {
+    let text = std::fs::read_to_string(RING).unwrap()
+        + "\n[pfc.watchdog]\ninterval = \"200us\"\naction = \"drop\"\nrecovery = \"1ms\"\n";
+    let (_, s) = common::run_named("ring-watchdog.toml", &text, &[]);
+    assert_eq!(s.stop_reason, "finished");
+    assert_eq!(s.flows_completed, 6);
+    assert!(s.deadlock_cycle.is_empty());
+    assert!(s.watchdog_events > 0 && s.watchdog_drops > 0);
+}
+
+#[test]
+fn light_load_on_the_same_ring_finishes() {
+    let sets: Vec<String> = (0..6)
+        .map(|i| format!("workload.{i}.bytes=\"1MB\""))
+        .collect();
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let (sim, s) = common::run_file(Path::new(RING), &sets);
+    assert_eq!(s.stop_reason, "finished");
+    assert_eq!(s.flows_completed, 6);
+    assert!(sim.pfc_cycle().is_none());
+}
