@@ -66,3 +66,24 @@ fn light_load_on_the_same_ring_finishes() {
     assert_eq!(s.flows_completed, 6);
     assert!(sim.pfc_cycle().is_none());
 }
+
+#[test]
+fn the_ring_is_described_as_a_ring() {
+    let p = fabricsim::scenario::prepare("ring.toml", &std::fs::read_to_string(RING).unwrap(), &[])
+        .unwrap();
+    let s = fabricsim::topology::summary::TopologySummary::of(
+        &p.topology,
+        fabricsim::scenario::resolve::cross_rail(&p.topology),
+    );
+    let links: Vec<(String, usize)> = s.links.iter().map(|l| (l.tier.clone(), l.count)).collect();
+    assert_eq!(
+        links,
+        vec![("host-ring".to_string(), 6), ("ring-ring".to_string(), 6)]
+    );
+    // Halving the ring cuts two 100G links.
+    assert_eq!(s.bisection_bps, 200_000_000_000);
+    assert!(s.cross_rail);
+    // Fewer than three switches is no ring.
+    let e = common::error_of("[topology]\nkind = \"ring\"\nhosts = 2\n", &[]);
+    assert!(e.contains("a ring needs at least 3 switches"), "{e}");
+}

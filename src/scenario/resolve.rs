@@ -791,7 +791,10 @@ pub fn workloads(
 pub fn cross_rail(topo: &Topology) -> bool {
     matches!(
         topo.kind,
-        TopologyKind::RailOptimized | TopologyKind::MultiPod | TopologyKind::FatTree
+        TopologyKind::RailOptimized
+            | TopologyKind::MultiPod
+            | TopologyKind::FatTree
+            | TopologyKind::Ring
     )
 }
 

@@ -94,6 +94,7 @@ impl TopologyKind {
     pub fn tier_names(self) -> [&'static str; 3] {
         match self {
             TopologyKind::FatTree => ["edge", "aggregation", "core"],
+            TopologyKind::Ring => ["ring", "-", "-"],
             _ => ["leaf", "spine", "super-spine"],
         }
     }

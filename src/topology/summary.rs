@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::{Owner, Topology};
+use super::{Owner, Topology, TopologyKind};
 use crate::units::{fmt_bps, Rate};
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -99,16 +99,22 @@ impl TopologySummary {
                 oversubscription: (up > 0).then(|| down as f64 / up as f64),
             });
         }
-        let mut classes: BTreeMap<(u8, u64), usize> = BTreeMap::new();
+        // (tier, between two switches of that tier, rate): a ring's links
+        // join switches of one tier.
+        let mut classes: BTreeMap<(u8, bool, u64), usize> = BTreeMap::new();
+        let level =
+            |l: &super::Link| matches!(topo.port(l.a).owner, Owner::Switch(_)) && l.tier == 0;
         for l in &topo.links {
             *classes
-                .entry((l.tier, topo.port(l.a).rate.bps()))
+                .entry((l.tier, level(l), topo.port(l.a).rate.bps()))
                 .or_default() += 1;
         }
         let links = classes
             .into_iter()
-            .map(|((tier, rate), count)| LinkClass {
-                tier: if tier == 0 {
+            .map(|((tier, level, rate), count)| LinkClass {
+                tier: if level {
+                    format!("{}-{}", names[0], names[0])
+                } else if tier == 0 {
                     format!("host-{}", names[0])
                 } else {
                     format!("{}-{}", names[tier as usize - 1], names[tier as usize])
@@ -128,6 +134,17 @@ impl TopologySummary {
             if t.up_bps > 0 {
                 bisection = bisection.min(t.up_bps / 2);
             }
+        }
+        // Cutting a ring in two halves cuts two of its links.
+        if topo.kind == TopologyKind::Ring {
+            let ring: u64 = topo
+                .links
+                .iter()
+                .filter(|l| level(l))
+                .map(|l| topo.port(l.a).rate.bps())
+                .min()
+                .unwrap_or(0);
+            bisection = bisection.min(2 * ring);
         }
         TopologySummary {
             kind: topo.kind.name().to_string(),
