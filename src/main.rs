@@ -76,30 +76,6 @@ fn parse_wall(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(secs))
 }
 
-/// Memory this machine can still give (Linux `MemAvailable`).
-fn available_memory() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
-fn current_rss() -> u64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 fn mb(bytes: u64) -> String {
     if bytes >= 10_000_000_000 {
         format!("{:.1} GB", bytes as f64 / 1e9)
@@ -461,10 +437,13 @@ fn run(
     let prepared = load(path, sets)?;
     warnings(path, &prepared, strict)?;
     let mut sim = Simulation::new(prepared);
-    let memory = sim.memory_estimate(current_rss());
+    let memory = sim.memory_estimate(report::rss_bytes());
     let (limit, whose) = match max_memory {
         Some(m) => (Some(m), "the --max-memory limit"),
-        None => (available_memory(), "the memory this machine has available"),
+        None => (
+            report::available_memory_bytes(),
+            "the memory this machine has available",
+        ),
     };
     if let Some(limit) = limit.filter(|&l| memory.total() > l) {
         let file = path.map_or(scenario::DEFAULT_NAME.to_string(), |p| {

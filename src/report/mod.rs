@@ -632,15 +632,33 @@ fn deadlock_cycle(sim: &Simulation) -> Vec<String> {
         .collect()
 }
 
+/// A `NAME: N kB` field of a Linux `/proc` file, in bytes.
+fn proc_kb(file: &str, field: &str) -> Option<u64> {
+    let s = fs::read_to_string(file).ok()?;
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 /// Peak resident memory of this process (Linux `VmHWM`), 0 if unknown.
 pub fn peak_rss_bytes() -> u64 {
-    let Ok(s) = fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    proc_kb("/proc/self/status", "VmHWM").unwrap_or(0)
+}
+
+/// Resident memory of this process now (Linux `VmRSS`), 0 if unknown.
+pub fn rss_bytes() -> u64 {
+    proc_kb("/proc/self/status", "VmRSS").unwrap_or(0)
+}
+
+/// Memory the machine can still give (Linux `MemAvailable`).
+pub fn available_memory_bytes() -> Option<u64> {
+    proc_kb("/proc/meminfo", "MemAvailable")
 }
 
 impl Perf {

@@ -26,7 +26,7 @@ const SCATTER: usize = 1500;
 /// Most equal-cost groups shown.
 const GROUPS: usize = 12;
 
-const PALETTE: [RGBColor; 8] = [
+pub(crate) const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),

@@ -10,6 +10,7 @@ use plotters::prelude::*;
 use serde_json::Value;
 
 use super::{write_atomic, Layout};
+use crate::report::plots::PALETTE;
 
 /// A headline metric: its column, what the plot's axis says, and how it
 /// is read from a point's `summary.json`.
@@ -306,15 +307,6 @@ fn slug(s: &str) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()
 }
-
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
 
 /// `plots/METRIC-by-AXIS.svg` for every metric some point has: the axis's
 /// values along x, every point a dot (coloured by seed), the mean over
