@@ -214,7 +214,7 @@ impl Simulation {
                 if e.ingress != LOCAL {
                     self.release(s.idx(), e.ingress, prio, held(e.wire_bytes));
                 }
-                self.queues[p.idx()].stats[prio as usize].watchdog_drops += 1;
+                self.queues[p.idx()].counts[prio as usize].watchdog_drops += 1;
                 self.counters.watchdog_drops += 1;
                 self.drop_packet(e.id);
             }

@@ -1293,7 +1293,7 @@ impl Simulation {
         let b = pkt.buffer_bytes();
         let slot = self.pfc_slot[queue as usize];
         if slot != NO_SLOT && self.watchdog_dropping(out, queue) {
-            self.queues[out.idx()].stats[queue as usize].watchdog_drops += 1;
+            self.queues[out.idx()].counts[queue as usize].watchdog_drops += 1;
             self.counters.watchdog_drops += 1;
             self.drop_packet(id);
             return;
@@ -1365,7 +1365,7 @@ impl Simulation {
         self.counters.payload_dropped += pkt.payload as u64;
         self.counters.payload_in_flight -= pkt.payload as u64;
         self.counters.trimmed_packets += 1;
-        self.queues[out.idx()].stats[queue as usize].trims += 1;
+        self.queues[out.idx()].counts[queue as usize].trims += 1;
         let p = self.packets.get_mut(id);
         p.payload = 0;
         p.opcode = Opcode::Trimmed;
@@ -1382,7 +1382,7 @@ impl Simulation {
         let d = &mut self.port_drops[out.idx()];
         d.packets += 1;
         d.wire_bytes += wire as u64;
-        self.queues[out.idx()].stats[queue as usize].drops += 1;
+        self.queues[out.idx()].counts[queue as usize].drops += 1;
     }
 
     /// Runs WRED for packet `id` in `queue` of switch port `p`; marks it
@@ -1412,14 +1412,14 @@ impl Simulation {
                 if tos & 3 != ecn::CE {
                     self.packets.get_mut(id).tos = tos | ecn::CE;
                 }
-                qs.stats[queue as usize].ecn_marks += 1;
+                qs.counts[queue as usize].ecn_marks += 1;
                 qs.marks = qs.marks.wrapping_add(1);
                 self.counters.ecn_marks += 1;
                 first(&mut self.firsts.ecn_mark_ps, self.now);
                 true
             }
             Mark::Drop => {
-                qs.stats[queue as usize].wred_drops += 1;
+                qs.counts[queue as usize].wred_drops += 1;
                 self.counters.wred_drops += 1;
                 if self.pfc_slot[queue as usize] != NO_SLOT {
                     self.counters.lossless_drops += 1;

@@ -388,13 +388,14 @@ impl Simulation {
         const AHEAD: usize = 16;
         for (i, owner) in self.owners.iter().enumerate() {
             if let Some(ahead) = self.queues.get(i + AHEAD) {
-                super::prefetch_read(&ahead.window_max);
+                super::prefetch_read(
+                    ahead.queue_line(s.queues_used.trailing_zeros() as usize % QUEUES),
+                );
             }
             let qs = &mut self.queues[i];
             if matches!(owner, Owner::Switch(_)) {
                 for q in (0..QUEUES).filter(|q| s.queues_used >> q & 1 == 1) {
-                    let deepest = qs.window_max[q];
-                    qs.window_max[q] = qs.queue_bytes(q as u8);
+                    let deepest = qs.take_window_max(q);
                     let key = (i * QUEUES + q) as u32;
                     s.queue_depth.push(key, deepest as f32);
                 }

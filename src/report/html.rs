@@ -266,7 +266,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
     let mut queues: Vec<(u32, usize, usize)> = Vec::new();
     for p in 0..sim.ports.len() {
         for q in 0..QUEUES {
-            let st = &sim.queues[p].stats[q];
+            let st = sim.queues[p].stats(q);
             if st.max_bytes > 0 {
                 queues.push((st.max_bytes, p, q));
             }
@@ -279,7 +279,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
             .iter()
             .take(TABLE_ROWS)
             .map(|&(b, p, q)| {
-                let st = &sim.queues[p].stats[q];
+                let st = sim.queues[p].stats(q);
                 vec![
                     format!("{} q{q}", link_name(&sim.topo, PortId(p as u32))),
                     fmt_bytes(b as u64),

@@ -1,6 +1,7 @@
 //! The CSV tables: one row per transfer, one row per link direction.
 
 use crate::engine::Simulation;
+use crate::switch::classify::QUEUES;
 use crate::topology::{Owner, PortId};
 use crate::units::SimTime;
 
@@ -339,7 +340,8 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         if !matches!(topo.port(pid).owner, Owner::Switch(_)) {
             continue;
         }
-        for (i, st) in q.stats.iter().enumerate() {
+        for i in 0..QUEUES {
+            let st = q.stats(i);
             if st.enqueued + st.drops + st.wred_drops + st.watchdog_drops + st.trims == 0 {
                 continue;
             }

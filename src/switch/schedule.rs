@@ -62,7 +62,7 @@ impl Scheduler {
     }
 }
 
-/// Counters of one egress queue.
+/// Counters of one egress queue, as reports read them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueueStats {
     pub max_bytes: u32,
@@ -77,6 +77,36 @@ pub struct QueueStats {
     pub trims: u64,
 }
 
+/// The counters of a queue that only marks and drops touch.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueueCounts {
+    pub ecn_marks: u64,
+    /// Dropped at admission (buffer, headroom or WRED) while headed here.
+    pub drops: u64,
+    pub wred_drops: u64,
+    /// Discarded by the PFC watchdog.
+    pub watchdog_drops: u64,
+    /// Data packets trimmed to their headers instead of dropped.
+    pub trims: u64,
+}
+
+/// One priority queue: its FIFO and everything an enqueue or a dequeue
+/// updates, together in one cache line.
+#[derive(Default, Debug)]
+#[repr(C, align(64))]
+struct Fifo {
+    frames: VecDeque<Queued>,
+    bytes: u32,
+    /// The largest depth since the time-series sampler last looked.
+    window_max: u32,
+    /// The largest depth ever.
+    max_bytes: u32,
+    deficit: u32,
+    enqueued: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Fifo>() == 64);
+
 /// What the transmitter gets.
 #[derive(Clone, Copy, Debug)]
 pub enum Dequeued {
@@ -88,9 +118,11 @@ pub enum Dequeued {
     Empty,
 }
 
-/// Laid out by use: the first cache line holds what every enqueue and
-/// dequeue reads (masks, depths), the second the round-robin state, then
-/// the FIFOs, then what only PFC, marking and reports touch.
+/// Laid out by use: a first cache line with what every enqueue and
+/// dequeue reads (masks, port totals), then one line per queue (its FIFO
+/// header, depth and counters), then what only PFC, marking, round robin
+/// among several queues and reports touch. A hop through one queue
+/// touches two lines of this record.
 #[derive(Default, Debug)]
 #[repr(C)]
 pub struct EgressQueues {
@@ -106,23 +138,18 @@ pub struct EgressQueues {
     current: u8,
     /// PFC frames waiting in `control`.
     n_control: u16,
-    bytes: [u32; QUEUES],
-    /// Per queue, the largest depth since the time-series sampler last
-    /// looked; beside `bytes` so the sampler reads one place per port.
-    pub window_max: [u32; QUEUES],
     /// ECN marks on this port, for the sampler (wraps; it takes
-    /// differences). The per-queue totals are in `stats`.
+    /// differences). The per-queue totals are in `counts`.
     pub marks: u32,
     /// Bytes queued across all priorities.
     pub total_bytes: u64,
     /// Largest `total_bytes` seen.
     pub max_bytes: u64,
-    deficit: [u32; QUEUES],
-    quantum: [u32; QUEUES],
-    fifo: [VecDeque<Queued>; QUEUES],
+    fifo: [Fifo; QUEUES],
     control: VecDeque<Queued>,
+    quantum: [u32; QUEUES],
     pub paused_until: [SimTime; QUEUES],
-    pub stats: [QueueStats; QUEUES],
+    pub counts: [QueueCounts; QUEUES],
     /// WRED per queue, inline: marking reads no other allocation.
     pub wred: [Option<Wred>; QUEUES],
 }
@@ -153,16 +180,16 @@ impl EgressQueues {
     pub fn enqueue(&mut self, queue: u8, id: PacketId, wire_bytes: u32, ingress: u32) {
         let q = queue as usize;
         let bytes = held(wire_bytes);
-        self.fifo[q].push_back(Queued {
+        let f = &mut self.fifo[q];
+        f.frames.push_back(Queued {
             id,
             wire_bytes,
             ingress,
         });
-        self.bytes[q] += bytes;
-        let st = &mut self.stats[q];
-        st.max_bytes = st.max_bytes.max(self.bytes[q]);
-        self.window_max[q] = self.window_max[q].max(self.bytes[q]);
-        st.enqueued += 1;
+        f.bytes += bytes;
+        f.max_bytes = f.max_bytes.max(f.bytes);
+        f.window_max = f.window_max.max(f.bytes);
+        f.enqueued += 1;
         self.total_bytes += bytes as u64;
         self.max_bytes = self.max_bytes.max(self.total_bytes);
         self.nonempty |= 1 << q;
@@ -194,7 +221,10 @@ impl EgressQueues {
 
     /// Whether queue `q` holds a frame that came in at `ingress`.
     pub fn holds_from(&self, q: u8, ingress: u32) -> bool {
-        self.fifo[q as usize].iter().any(|e| e.ingress == ingress)
+        self.fifo[q as usize]
+            .frames
+            .iter()
+            .any(|e| e.ingress == ingress)
     }
 
     /// Whether queue `q` has frames waiting.
@@ -239,17 +269,18 @@ impl EgressQueues {
         } else {
             self.drr_pick(eligible)
         };
-        let e = self.fifo[q].pop_front().expect("non-empty queue");
+        let f = &mut self.fifo[q];
+        let e = f.frames.pop_front().expect("non-empty queue");
         let b = held(e.wire_bytes);
-        self.bytes[q] -= b;
-        self.total_bytes -= b as u64;
-        if self.deficit[q] != 0 {
-            self.deficit[q] = self.deficit[q].saturating_sub(e.wire_bytes);
+        f.bytes -= b;
+        if f.deficit != 0 {
+            f.deficit = f.deficit.saturating_sub(e.wire_bytes);
         }
-        if self.fifo[q].is_empty() {
+        if f.frames.is_empty() {
+            f.deficit = 0;
             self.nonempty &= !(1 << q);
-            self.deficit[q] = 0;
         }
+        self.total_bytes -= b as u64;
         Dequeued::Frame(e, q as u8)
     }
 
@@ -268,8 +299,9 @@ impl EgressQueues {
         loop {
             let cur = self.current as usize;
             if cur < QUEUES && set & (1 << cur) != 0 {
-                let head = self.fifo[cur].front().expect("eligible").wire_bytes;
-                if self.deficit[cur] >= head {
+                let f = &self.fifo[cur];
+                let head = f.frames.front().expect("eligible").wire_bytes;
+                if f.deficit >= head {
                     return cur;
                 }
             }
@@ -283,18 +315,18 @@ impl EgressQueues {
                 0 => floor,
                 n => n,
             };
-            self.deficit[next] = self.deficit[next].saturating_add(quantum);
+            self.fifo[next].deficit = self.fifo[next].deficit.saturating_add(quantum);
         }
     }
 
     /// Takes every frame out of queue `q` (the watchdog drops them).
     pub fn drain(&mut self, q: u8) -> Vec<Queued> {
-        let q = q as usize;
-        let out: Vec<Queued> = self.fifo[q].drain(..).collect();
-        self.total_bytes -= self.bytes[q] as u64;
-        self.bytes[q] = 0;
+        let f = &mut self.fifo[q as usize];
+        let out: Vec<Queued> = f.frames.drain(..).collect();
+        self.total_bytes -= f.bytes as u64;
+        f.bytes = 0;
+        f.deficit = 0;
         self.nonempty &= !(1 << q);
-        self.deficit[q] = 0;
         out
     }
 
@@ -302,23 +334,52 @@ impl EgressQueues {
         self.nonempty == 0 && self.n_control == 0
     }
 
+    #[inline]
     pub fn queue_bytes(&self, queue: u8) -> u32 {
-        self.bytes[queue as usize]
+        self.fifo[queue as usize].bytes
     }
 
     pub fn queue_len(&self, queue: u8) -> usize {
-        self.fifo[queue as usize].len()
+        self.fifo[queue as usize].frames.len()
+    }
+
+    /// The largest depth of queue `q` since the last call (the sampler's
+    /// window), starting the next window at the present depth.
+    #[inline]
+    pub fn take_window_max(&mut self, q: usize) -> u32 {
+        let f = &mut self.fifo[q];
+        std::mem::replace(&mut f.window_max, f.bytes)
+    }
+
+    /// Where queue `q`'s line is, for prefetching; never dereferenced.
+    #[inline]
+    pub fn queue_line(&self, q: usize) -> *const u8 {
+        (&self.fifo[q] as *const Fifo).cast()
+    }
+
+    /// Queue `q`'s counters.
+    pub fn stats(&self, q: usize) -> QueueStats {
+        let (f, c) = (&self.fifo[q], &self.counts[q]);
+        QueueStats {
+            max_bytes: f.max_bytes,
+            enqueued: f.enqueued,
+            ecn_marks: c.ecn_marks,
+            drops: c.drops,
+            wred_drops: c.wred_drops,
+            watchdog_drops: c.watchdog_drops,
+            trims: c.trims,
+        }
     }
 
     /// Frames waiting, control frames included.
     pub fn len(&self) -> usize {
-        self.fifo.iter().map(|f| f.len()).sum::<usize>() + self.control.len()
+        self.fifo.iter().map(|f| f.frames.len()).sum::<usize>() + self.control.len()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = PacketId> + '_ {
         self.fifo
             .iter()
-            .flat_map(|f| f.iter().map(|e| e.id))
+            .flat_map(|f| f.frames.iter().map(|e| e.id))
             .chain(self.control.iter().map(|e| e.id))
     }
 
@@ -328,7 +389,7 @@ impl EgressQueues {
         self.fifo
             .iter()
             .enumerate()
-            .flat_map(|(q, f)| f.iter().map(move |e| (q as u8, e)))
+            .flat_map(|(q, f)| f.frames.iter().map(move |e| (q as u8, e)))
     }
 }
 
