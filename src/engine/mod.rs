@@ -282,8 +282,8 @@ pub struct MemoryEstimate {
 
 impl MemoryEstimate {
     /// Memory per packet alive, as measured on the k = 8 to 32
-    /// benchmarks (67 to 73 B: the packet record, its queue entry, its
-    /// event; BENCHMARKS.md).
+    /// benchmarks (61 to 73 B: the packet record, its queue entry, its
+    /// event; BENCHMARKS.md), rounded up.
     pub const BYTES_PER_PACKET: u64 = 72;
 
     pub fn total(&self) -> u64 {

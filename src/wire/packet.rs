@@ -55,20 +55,37 @@ impl Packet {
     }
 }
 
-/// Owner of all live packets.
-#[derive(Default)]
+/// Owner of all live packets. A freed slot holds the index of the next
+/// free one (in its `psn` field), so the free list costs no memory of its
+/// own.
 pub struct PacketArena {
     slots: Vec<Packet>,
-    free: Vec<u32>,
+    /// The first free slot, `NONE` if every slot is live.
+    free_head: u32,
     live: usize,
     peak_live: usize,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Default for PacketArena {
+    fn default() -> Self {
+        PacketArena {
+            slots: Vec::new(),
+            free_head: NONE,
+            live: 0,
+            peak_live: 0,
+        }
+    }
 }
 
 impl PacketArena {
     pub fn alloc(&mut self, p: Packet) -> PacketId {
         self.live += 1;
         self.peak_live = self.peak_live.max(self.live);
-        if let Some(i) = self.free.pop() {
+        if self.free_head != NONE {
+            let i = self.free_head;
+            self.free_head = self.slots[i as usize].psn;
             self.slots[i as usize] = p;
             PacketId(i)
         } else {
@@ -79,7 +96,8 @@ impl PacketArena {
 
     pub fn free(&mut self, id: PacketId) {
         self.live -= 1;
-        self.free.push(id.0);
+        self.slots[id.0 as usize].psn = self.free_head;
+        self.free_head = id.0;
     }
 
     #[inline]
@@ -107,16 +125,58 @@ impl PacketArena {
         self.peak_live
     }
 
-    /// Every live packet (slow: walks the arena; for invariant checks).
+    /// Every live packet (slow: walks the arena and its free list; for
+    /// invariant checks).
     pub fn iter_live(&self) -> impl Iterator<Item = &Packet> {
         let mut is_free = vec![false; self.slots.len()];
-        for &i in &self.free {
+        let mut i = self.free_head;
+        while i != NONE {
             is_free[i as usize] = true;
+            i = self.slots[i as usize].psn;
         }
         self.slots
             .iter()
             .enumerate()
             .filter(move |(i, _)| !is_free[*i])
             .map(|(_, p)| p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{NicId, QpId};
+
+    fn packet(psn: u32) -> Packet {
+        Packet {
+            src: NicId(0),
+            dst: NicId(1),
+            qp: QpId(0),
+            psn,
+            payload: 0,
+            wire_bytes: 84,
+            header_crc: 0,
+            udp_sport: 0,
+            opcode: Opcode::Ack,
+            tos: 0,
+        }
+    }
+
+    /// Freed slots are reused, last freed first, and the walk of live
+    /// packets skips exactly the free ones.
+    #[test]
+    fn free_slots_are_reused_and_skipped() {
+        let mut a = PacketArena::default();
+        let ids: Vec<PacketId> = (0..5).map(|i| a.alloc(packet(100 + i))).collect();
+        a.free(ids[1]);
+        a.free(ids[3]);
+        let mut live: Vec<u32> = a.iter_live().map(|p| p.psn).collect();
+        live.sort();
+        assert_eq!(live, vec![100, 102, 104]);
+        assert_eq!(a.alloc(packet(7)), ids[3]);
+        assert_eq!(a.alloc(packet(8)), ids[1]);
+        assert_eq!(a.alloc(packet(9)), PacketId(5));
+        assert_eq!(a.get(ids[1]).psn, 8);
+        assert_eq!((a.live(), a.peak_live()), (6, 6));
     }
 }
