@@ -23,32 +23,49 @@ use std::collections::BinaryHeap;
 
 use crate::units::SimTime;
 
+/// An event in the ring. It needs no sequence number: a bucket's entries
+/// are in scheduling order (see `advance`), and a stable sort keeps it.
 #[derive(Clone, Copy)]
 struct Entry<E> {
+    time: u64,
+    event: E,
+}
+
+/// An event in one of the heaps, which order by (time, sequence).
+#[derive(Clone, Copy)]
+struct Keyed<E> {
     time: u64,
     seq: u64,
     event: E,
 }
 
-impl<E> Entry<E> {
+impl<E> Keyed<E> {
     #[inline]
     fn key(&self) -> (u64, u64) {
         (self.time, self.seq)
     }
+
+    #[inline]
+    fn entry(self) -> Entry<E> {
+        Entry {
+            time: self.time,
+            event: self.event,
+        }
+    }
 }
 
-impl<E> PartialEq for Entry<E> {
+impl<E> PartialEq for Keyed<E> {
     fn eq(&self, other: &Self) -> bool {
         self.key() == other.key()
     }
 }
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
+impl<E> Eq for Keyed<E> {}
+impl<E> PartialOrd for Keyed<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl<E> Ord for Entry<E> {
+impl<E> Ord for Keyed<E> {
     // Reversed: BinaryHeap is a max-heap and we want the earliest first.
     fn cmp(&self, other: &Self) -> Ordering {
         other.key().cmp(&self.key())
@@ -76,9 +93,10 @@ pub struct EventQueue<E> {
     current: Vec<Entry<E>>,
     head: usize,
     /// Entries scheduled into the bucket being drained after it was
-    /// sorted; popped in turn with `current`'s.
-    late: BinaryHeap<Entry<E>>,
-    far: BinaryHeap<Entry<E>>,
+    /// sorted; popped in turn with `current`'s. Each was scheduled after
+    /// every entry of `current`, so it goes after those due at its time.
+    late: BinaryHeap<Keyed<E>>,
+    far: BinaryHeap<Keyed<E>>,
     /// Drained bucket allocations, reused by the next bucket that fills,
     /// so memory follows the number of non-empty buckets, not the ring.
     spare: Vec<Vec<Entry<E>>>,
@@ -113,18 +131,20 @@ impl<E: Copy> EventQueue<E> {
 
     #[inline]
     pub fn push(&mut self, at: SimTime, event: E) {
-        let e = Entry {
+        self.len += 1;
+        let b = at.0 >> SHIFT;
+        if b > self.cur && b < self.cur + BUCKETS {
+            self.push_ring(b, Entry { time: at.0, event });
+            return;
+        }
+        let e = Keyed {
             time: at.0,
             seq: self.next_seq,
             event,
         };
         self.next_seq += 1;
-        self.len += 1;
-        let b = at.0 >> SHIFT;
         if b <= self.cur {
             self.late.push(e);
-        } else if b < self.cur + BUCKETS {
-            self.push_ring(b, e);
         } else {
             self.far.push(e);
         }
@@ -149,6 +169,14 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Moves the drain to the next non-empty bucket and sorts it.
+    ///
+    /// A bucket's entries are in (time, sequence) order once sorted
+    /// stably on time: those moved in from the far heap come first, in
+    /// heap order, and were all scheduled before any entry pushed into
+    /// the bucket directly (an event goes to the far heap only while its
+    /// bucket is beyond the ring, and is moved in by the advance that
+    /// brings the bucket within reach, before anything else can be pushed
+    /// there); the direct pushes follow in the order they were made.
     #[inline(never)]
     fn advance(&mut self) -> bool {
         while self.head == self.current.len() {
@@ -170,7 +198,7 @@ impl<E: Copy> EventQueue<E> {
                 .is_some_and(|e| (e.time >> SHIFT) < self.cur + BUCKETS)
             {
                 let e = self.far.pop().expect("peeked");
-                self.push_ring(e.time >> SHIFT, e);
+                self.push_ring(e.time >> SHIFT, e.entry());
             }
             let slot = (self.cur % BUCKETS) as usize;
             if !self.ring[slot].is_empty() {
@@ -180,14 +208,7 @@ impl<E: Copy> EventQueue<E> {
                     self.spare.push(drained);
                 }
                 self.in_ring -= self.current.len();
-                // Entries are appended in sequence order unless some came
-                // from the far heap; a stable sort on time alone then
-                // gives the (time, sequence) order.
-                if self.current.windows(2).all(|w| w[0].seq < w[1].seq) {
-                    sort_by_time(&mut self.current, &mut self.scratch);
-                } else {
-                    self.current.sort_unstable_by_key(|e| e.key());
-                }
+                sort_by_time(&mut self.current, &mut self.scratch);
             }
         }
         true
@@ -199,13 +220,13 @@ impl<E: Copy> EventQueue<E> {
             return None;
         }
         let e = match (self.current.get(self.head), self.late.peek()) {
-            (Some(c), Some(l)) if l.key() < c.key() => self.late.pop().expect("peeked"),
+            (Some(c), Some(l)) if l.time < c.time => self.late.pop().expect("peeked").entry(),
             (Some(c), _) => {
                 let c = *c;
                 self.head += 1;
                 c
             }
-            (None, _) => self.late.pop().expect("filled"),
+            (None, _) => self.late.pop().expect("filled").entry(),
         };
         self.len -= 1;
         Some((SimTime(e.time), e.event))
@@ -242,8 +263,7 @@ impl<E: Copy> EventQueue<E> {
     }
 }
 
-/// Sorts one bucket's entries, which are in sequence order, stably by
-/// their time inside the bucket: the result is (time, sequence) order.
+/// Sorts one bucket's entries stably by their time inside the bucket.
 fn sort_by_time<E: Copy>(v: &mut [Entry<E>], scratch: &mut Vec<Entry<E>>) {
     let n = v.len();
     if n <= SMALL {
@@ -323,6 +343,31 @@ mod tests {
         q.push(SimTime(3), 'd');
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(order, vec!['b', 'd', 'a', 'c']);
+    }
+
+    /// Events at one time, some scheduled while it was beyond the ring and
+    /// one after it came within reach, still run in scheduling order.
+    #[test]
+    fn far_and_near_events_at_one_time_keep_schedule_order() {
+        let t = 200_000_000; // 200 us: beyond the ring at first
+        let mut q = EventQueue::new();
+        q.push(SimTime(t), "far-1");
+        q.push(SimTime(t), "far-2");
+        q.push(SimTime(10_000_000), "step");
+        let mut order = Vec::new();
+        while let Some((now, e)) = q.pop() {
+            order.push(e);
+            if e == "step" {
+                if now.0 < t - 60_000_000 {
+                    q.push(SimTime(now.0 + 10_000_000), "step");
+                } else {
+                    q.push(SimTime(t), "near");
+                    q.push(SimTime(t - 1), "just-before");
+                }
+            }
+        }
+        let tail: Vec<&str> = order.into_iter().filter(|&e| e != "step").collect();
+        assert_eq!(tail, vec!["just-before", "far-1", "far-2", "near"]);
     }
 
     /// Random pushes (near, same-time, far beyond the ring) interleaved
