@@ -38,6 +38,17 @@ struct ScenarioArgs {
 /// marked partial.
 #[derive(clap::Args, Clone, Default)]
 struct LimitArgs {
+    #[command(flatten)]
+    stop: StopArgs,
+    /// Refuse to start when the estimated peak memory is above this, e.g.
+    /// 8GB (default: the memory this machine has available).
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+}
+
+/// Where a run (or each point of a sweep) stops early.
+#[derive(clap::Args, Clone, Default)]
+struct StopArgs {
     /// Stop after this many events.
     #[arg(long, value_name = "N")]
     max_events: Option<u64>,
@@ -47,10 +58,6 @@ struct LimitArgs {
     /// Stop after this much wall-clock time, e.g. 90s, 10min, 2h.
     #[arg(long, value_name = "DURATION")]
     max_wall: Option<String>,
-    /// Refuse to start when the estimated peak memory is above this, e.g.
-    /// 8GB (default: the memory this machine has available).
-    #[arg(long, value_name = "SIZE")]
-    max_memory: Option<String>,
 }
 
 /// A wall-clock duration: a number and ms, s, min or h.
@@ -227,6 +234,10 @@ enum Command {
         /// Print nothing but errors.
         #[arg(long, short)]
         quiet: bool,
+        /// Limits on each point: a point stopped by one keeps its results,
+        /// marked partial.
+        #[command(flatten)]
+        limits: StopArgs,
     },
     /// Gather a sweep's points into sweep.csv and comparison plots.
     Merge {
@@ -297,7 +308,7 @@ fn main() -> ExitCode {
             limits,
         } => {
             let mut sets = args.sets;
-            if let Some(t) = &limits.max_sim_time {
+            if let Some(t) = &limits.stop.max_sim_time {
                 sets.push(format!("simulation.max_sim_time={t:?}"));
             }
             if let Some(s) = seed {
@@ -355,7 +366,16 @@ fn main() -> ExitCode {
             emit,
             submit,
             quiet,
-        } => run_sweep(&sweep, &out, jobs, point, emit.as_deref(), submit, quiet),
+            limits,
+        } => run_sweep(
+            &sweep,
+            &out,
+            jobs,
+            point,
+            (emit.as_deref(), submit),
+            quiet,
+            &limits,
+        ),
         Command::Merge { dir, quiet } => merge(&dir, quiet),
         Command::Plan {
             params,
@@ -413,7 +433,12 @@ fn run(
     limit_args: &LimitArgs,
 ) -> Result<(), String> {
     let interrupt = interrupt_flag()?;
-    let max_wall = limit_args.max_wall.as_deref().map(parse_wall).transpose()?;
+    let max_wall = limit_args
+        .stop
+        .max_wall
+        .as_deref()
+        .map(parse_wall)
+        .transpose()?;
     let max_memory = match &limit_args.max_memory {
         None => None,
         Some(m) => Some(
@@ -477,7 +502,7 @@ fn run(
         b
     });
     let limits = fabricsim::engine::Limits {
-        max_events: limit_args.max_events,
+        max_events: limit_args.stop.max_events,
         max_wall,
         interrupt: Some(interrupt),
     };
@@ -585,25 +610,46 @@ fn run_sweep(
     out: &Path,
     jobs: Option<usize>,
     point: Option<usize>,
-    emit: Option<&str>,
-    submit: bool,
+    (emit, submit): (Option<&str>, bool),
     quiet: bool,
+    stop: &StopArgs,
 ) -> Result<(), String> {
     use fabricsim::sweep::{self, slurm, Sweep};
-    let s = Sweep::load(file)?;
+    let mut s = Sweep::load(file)?;
+    let limits = sweep::PointLimits {
+        max_events: stop.max_events,
+        max_sim_time: stop.max_sim_time.clone(),
+        max_wall: stop.max_wall.as_deref().map(parse_wall).transpose()?,
+        interrupt: Some(interrupt_flag()?),
+    };
+    if let Some(t) = &stop.max_sim_time {
+        s.extra.push(format!("simulation.max_sim_time={t:?}"));
+    }
     if let Some(id) = point {
-        return match sweep::run_one(&s, out, id)? {
+        return match sweep::run_one(&s, out, id, &limits)? {
             sweep::Ran::AlreadyDone => {
                 if !quiet {
                     println!("point {id} was already done");
                 }
                 Ok(())
             }
-            sweep::Ran::Done { wall_seconds } => {
+            sweep::Ran::Done {
+                wall_seconds,
+                partial,
+            } => {
                 if !quiet {
-                    println!("point {id} done in {wall_seconds:.2} s");
+                    let how = partial.map_or(String::new(), |why| {
+                        format!(", partial ({})", sweep::limit_name(why))
+                    });
+                    println!("point {id} done in {wall_seconds:.2} s{how}");
                 }
                 Ok(())
+            }
+            sweep::Ran::Interrupted | sweep::Ran::NotStarted => {
+                eprintln!(
+                    "point {id} interrupted: nothing of it was kept; run it again to redo it"
+                );
+                std::process::exit(130);
             }
         };
     }
@@ -611,7 +657,7 @@ fn run_sweep(
         None => {}
         Some("slurm") => {
             sweep::settle(&s, out)?;
-            let e = slurm::emit(&s, file, out)?;
+            let e = slurm::emit(&s, file, out, &limits.args())?;
             if submit {
                 let (array, merge) = slurm::submit(&e)?;
                 println!(
@@ -639,12 +685,25 @@ fn run_sweep(
     if jobs == 0 {
         return Err("--jobs: got 0, expected at least 1".into());
     }
-    let o = sweep::run_local(&s, out, &sweep::Local { jobs, quiet })?;
+    let o = sweep::run_local(
+        &s,
+        out,
+        &sweep::Local {
+            jobs,
+            quiet,
+            limits,
+        },
+    )?;
     let merged = sweep::merge::merge(out)?;
     if !quiet {
         print!("{}", merged.table);
+        let partial = if o.partial > 0 {
+            format!(" ({} partial)", o.partial)
+        } else {
+            String::new()
+        };
         println!(
-            "sweep     {} points: {} run now, {} done before, {} failed",
+            "sweep     {} points: {} run now{partial}, {} done before, {} failed",
             o.points,
             o.ran,
             o.already_done,
@@ -656,6 +715,14 @@ fn run_sweep(
             merged.plots,
             out.join("plots").display()
         );
+    }
+    if o.interrupted > 0 {
+        eprintln!(
+            "interrupted: {} points not finished and not kept; run the sweep again to resume",
+            o.interrupted
+        );
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(130);
     }
     if o.failures.is_empty() {
         Ok(())
@@ -674,9 +741,10 @@ fn merge(dir: &Path, quiet: bool) -> Result<(), String> {
     if !quiet {
         print!("{}", m.table);
         println!(
-            "merged    {} points: {} done, {} failed, {} missing; {} and {} plots in {}",
+            "merged    {} points: {} done, {} partial, {} failed, {} missing; {} and {} plots in {}",
             m.points,
             m.done,
+            m.partial,
             m.failed.len(),
             m.missing.len(),
             dir.join("sweep.csv").display(),

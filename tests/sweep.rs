@@ -4,7 +4,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn fabricsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fabricsim"))
@@ -210,7 +211,7 @@ fn a_failing_point_is_reported_and_the_others_finish() {
     assert!(!out.join("points/p0001.error").exists());
     let o = fabricsim().arg("merge").arg(&out).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("4 points: 4 done, 0 failed, 0 missing"));
+    assert!(text(&o.stdout).contains("4 points: 4 done, 0 partial, 0 failed, 0 missing"));
 }
 
 #[test]
@@ -333,5 +334,147 @@ fn merge_of_a_folder_that_is_not_a_sweep_says_so() {
         text(&o.stderr).contains("is this a `fabricsim sweep` output folder?"),
         "{}",
         text(&o.stderr)
+    );
+}
+
+#[test]
+fn limits_stop_each_point_which_is_kept_and_marked_partial() {
+    let out = temp("limits");
+    let file = small_sweep(&temp("limits-def"), "[\"dlb\", \"glb\"]");
+    let o = sweep(&file, &out, &["--max-events", "500"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("4 points: 4 run now (4 partial), 0 done before"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(text(&o.stderr).contains("PARTIAL (max_events reached)"));
+    for p in ["p0000", "p0001", "p0002", "p0003"] {
+        let s: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(out.join("points").join(p).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(s["partial"], true, "{p}");
+        assert_eq!(s["events"], 500, "{p}");
+    }
+    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(
+        csv.lines().filter(|l| l.contains(",partial,")).count(),
+        4,
+        "{csv}"
+    );
+    // Partial points are finished: running again keeps them.
+    let o = sweep(&file, &out, &[]);
+    assert!(text(&o.stdout).contains("0 run now, 4 done before"));
+    let o = fabricsim().arg("merge").arg(&out).output().unwrap();
+    assert!(
+        text(&o.stdout).contains("4 points: 0 done, 4 partial, 0 failed, 0 missing"),
+        "{}",
+        text(&o.stdout)
+    );
+    // A simulated-time limit reaches every point through its scenario.
+    let out = temp("limits-time");
+    let o = sweep(&file, &out, &["--max-sim-time", "3us", "-q"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = fs::read_to_string(out.join("points/p0002/summary.json")).unwrap();
+    assert!(s.contains("max_sim_time reached"), "{s}");
+    let o = sweep(&file, &temp("limits-bad"), &["--max-sim-time", "soon"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("max_sim_time"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn an_interrupt_keeps_nothing_unfinished_and_the_sweep_resumes() {
+    let def = temp("interrupt-def");
+    fs::create_dir_all(&def).unwrap();
+    let base = fs::canonicalize("examples/bench/fat-tree-k8-alltoall.toml").unwrap();
+    let file = def.join("long.toml");
+    fs::write(
+        &file,
+        format!(
+            "base = {:?}\nseeds = [1, 2, 3]\n",
+            base.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = temp("interrupt");
+    let child = fabricsim()
+        .arg("sweep")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .args(["--jobs", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Into the first point (each runs for seconds): the manifest is
+    // written just before the points start.
+    for _ in 0..600 {
+        if out.join("manifest.csv").is_file() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(
+            "interrupted: 3 points not finished and not kept; run the sweep again to resume"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("p0000 interrupted"), "{e}");
+    let left: Vec<String> = fs::read_dir(out.join("points"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    // The limits are not part of the sweep: a quick resume in the same
+    // folder runs every point.
+    let o = sweep(&file, &out, &["--max-events", "20000", "-q"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(
+        csv.lines().filter(|l| l.contains(",partial,")).count(),
+        3,
+        "{csv}"
+    );
+}
+
+#[test]
+fn batch_tasks_get_the_limits_on_their_command_line() {
+    let out = temp("slurm-limits");
+    let file = Path::new("examples/sweep/balancers.toml");
+    let o = sweep(
+        file,
+        &out,
+        &[
+            "--emit",
+            "slurm",
+            "--max-wall",
+            "10min",
+            "--max-sim-time",
+            "50us",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let array = fs::read_to_string(out.join("slurm/array.sbatch")).unwrap();
+    assert!(
+        array.contains(" --point \"$SLURM_ARRAY_TASK_ID\" --max-sim-time 50us --max-wall 600s\n"),
+        "{array}"
     );
 }

@@ -114,7 +114,10 @@ struct Row {
 /// What a merge found.
 pub struct Merged {
     pub points: usize,
+    /// Points run to their end.
     pub done: usize,
+    /// Points a limit stopped early (in `sweep.csv`, not in the plots).
+    pub partial: usize,
     pub failed: Vec<String>,
     pub missing: Vec<String>,
     pub plots: usize,
@@ -181,9 +184,11 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
                 .map_err(|e| format!("{}: cannot read: {e}", summary_path.display()))?;
             let v: Value = serde_json::from_str(&text)
                 .map_err(|e| format!("{}: not a summary: {e}", summary_path.display()))?;
+            // A point a limit stopped early has results, but not the run's.
+            let partial = v.get("partial").and_then(Value::as_bool) == Some(true);
             Row {
                 fields,
-                status: "done",
+                status: if partial { "partial" } else { "done" },
                 summary: Some(v),
                 error: String::new(),
             }
@@ -231,6 +236,7 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
 
     let plots = write_plots(out, &axes, &rows)?;
     let done = rows.iter().filter(|r| r.status == "done").count();
+    let partial = rows.iter().filter(|r| r.status == "partial").count();
     let failed = rows
         .iter()
         .filter(|r| r.status == "failed")
@@ -244,6 +250,7 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
     Ok(Merged {
         points: rows.len(),
         done,
+        partial,
         failed,
         missing,
         plots,
@@ -335,6 +342,7 @@ fn write_plots(out: &Path, axes: &[String], rows: &[Row]) -> Result<usize, Strin
             for m in METRICS {
                 let pts: Vec<(usize, usize, f64)> = rows
                     .iter()
+                    .filter(|r| r.status == "done")
                     .filter_map(|r| {
                         let y = r.summary.as_ref().and_then(m.read)?;
                         let x = values.iter().position(|v| *v == r.fields[3 + a])?;

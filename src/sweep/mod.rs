@@ -7,6 +7,12 @@
 //! folder, seed and axis values), `points/pNNNN/` (the point's results,
 //! moved into place whole when the run ends), `points/pNNNN.error` (why a
 //! point failed), and after a merge `sweep.csv` and `plots/`.
+//!
+//! Limits on each point (events, simulated and wall-clock time) stop it
+//! early with its results kept and marked partial. An interrupt (Ctrl-C,
+//! SIGTERM, a scheduler cancelling the task) stops the points running at
+//! their next batch and starts no more; what they had done is dropped, so
+//! running the sweep again picks them up.
 
 pub mod merge;
 pub mod slurm;
@@ -15,13 +21,15 @@ use std::fmt::Write as _;
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use serde::Deserialize;
 use toml::Value;
 
-use crate::engine::Simulation;
+use crate::engine::{Limits, Simulation, StopReason};
 use crate::report::{self, Perf, Summary};
 use crate::scenario::{self, Prepared};
 
@@ -76,6 +84,9 @@ pub struct Sweep {
     /// `None`: every point keeps the base scenario's seed.
     pub seeds: Option<Vec<u64>>,
     pub slurm: slurm::Slurm,
+    /// Settings the command line adds to every point after the axes
+    /// (`--max-sim-time`); not part of the sweep's definition.
+    pub extra: Vec<String>,
 }
 
 /// One point of the grid.
@@ -191,6 +202,7 @@ impl Sweep {
             axes,
             seeds,
             slurm: slurm::Slurm::from_raw(raw.slurm.as_ref()).map_err(|(k, m)| err(file, &k, m))?,
+            extra: Vec::new(),
         })
     }
 
@@ -224,6 +236,7 @@ impl Sweep {
         if let Some(s) = p.seed {
             sets.push(format!("simulation.seed={s}"));
         }
+        sets.extend(self.extra.iter().cloned());
         sets
     }
 
@@ -553,31 +566,102 @@ fn validate_all(sweep: &Sweep, points: &[Point]) -> Result<Vec<u64>, String> {
     Err(msg)
 }
 
+/// Limits on each point's run, and the flag an interrupt raises.
+#[derive(Clone, Debug, Default)]
+pub struct PointLimits {
+    pub max_events: Option<u64>,
+    /// Simulated time, as written (`500us`); applied as the scenario
+    /// setting `simulation.max_sim_time` (see `Sweep::extra`).
+    pub max_sim_time: Option<String>,
+    pub max_wall: Option<Duration>,
+    pub interrupt: Option<Arc<AtomicBool>>,
+}
+
+impl PointLimits {
+    fn engine(&self) -> Limits {
+        Limits {
+            max_events: self.max_events,
+            max_wall: self.max_wall,
+            interrupt: self.interrupt.clone(),
+        }
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+
+    /// The same limits as `fabricsim sweep` arguments, for batch tasks.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        if let Some(n) = self.max_events {
+            a.extend(["--max-events".to_string(), n.to_string()]);
+        }
+        if let Some(t) = &self.max_sim_time {
+            a.extend(["--max-sim-time".to_string(), t.clone()]);
+        }
+        if let Some(w) = self.max_wall {
+            a.extend(["--max-wall".to_string(), format!("{}s", w.as_secs_f64())]);
+        }
+        a
+    }
+}
+
+/// Which limit stopped a partial point, for messages.
+pub fn limit_name(why: StopReason) -> &'static str {
+    match why {
+        StopReason::EventLimit => "max_events reached",
+        StopReason::SimTimeLimit => "max_sim_time reached",
+        StopReason::WallLimit => "max_wall reached",
+        _ => "stopped early",
+    }
+}
+
 /// What became of one point.
 #[derive(Debug)]
 pub enum Ran {
-    Done { wall_seconds: f64 },
+    /// Run to its end, or to a limit (`partial`, with the reason).
+    Done {
+        wall_seconds: f64,
+        partial: Option<StopReason>,
+    },
     AlreadyDone,
+    /// Stopped by an interrupt; nothing of it was kept.
+    Interrupted,
+    /// Not started: an interrupt came first.
+    NotStarted,
 }
 
 /// Runs one point into its folder, unless it is already there. A panic in
 /// the simulation is caught and reported as this point's failure.
-pub fn run_point(sweep: &Sweep, layout: &Layout, p: &Point) -> Result<Ran, String> {
+pub fn run_point(
+    sweep: &Sweep,
+    layout: &Layout,
+    p: &Point,
+    limits: &PointLimits,
+) -> Result<Ran, String> {
     let n = sweep.points_len();
     let dir = point_dir(p.id, n);
     if layout.finished(&dir) {
         return Ok(Ran::AlreadyDone);
     }
+    if limits.interrupted() {
+        return Ok(Ran::NotStarted);
+    }
     let stage = layout
         .points()
         .join(format!(".{dir}.partial-{}", std::process::id()));
     let _ = fs::remove_dir_all(&stage);
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<f64, String> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Ran, String> {
         let prepared = sweep.prepare(p)?;
         let mut sim = Simulation::new(prepared);
         let start = Instant::now();
-        let stop = sim.run(|_| {});
+        let stop = sim.run_limited(&limits.engine(), |_| {});
         let wall = start.elapsed().as_secs_f64();
+        if stop == StopReason::Interrupted {
+            return Ok(Ran::Interrupted);
+        }
         let summary = Summary::of(&sim, stop);
         let perf = Perf::of(&sim, wall);
         report::write_outputs(&stage, &sim, &summary, &perf)
@@ -593,7 +677,10 @@ pub fn run_point(sweep: &Sweep, layout: &Layout, p: &Point) -> Result<Ran, Strin
                 dst.display()
             )
         })?;
-        Ok(wall)
+        Ok(Ran::Done {
+            wall_seconds: wall,
+            partial: stop.is_partial().then_some(stop),
+        })
     }))
     .unwrap_or_else(|panic| {
         let what = panic
@@ -605,9 +692,10 @@ pub fn run_point(sweep: &Sweep, layout: &Layout, p: &Point) -> Result<Ran, Strin
     });
     let _ = fs::remove_dir_all(&stage);
     match outcome {
-        Ok(wall) => {
+        Ok(Ran::Interrupted) => Ok(Ran::Interrupted),
+        Ok(ran) => {
             let _ = fs::remove_file(layout.error(&dir));
-            Ok(Ran::Done { wall_seconds: wall })
+            Ok(ran)
         }
         Err(e) => {
             let msg = format!("{dir} ({}): {e}", sweep.describe(p));
@@ -624,6 +712,7 @@ pub struct Local {
     /// Points run at once.
     pub jobs: usize,
     pub quiet: bool,
+    pub limits: PointLimits,
 }
 
 /// What a local sweep did.
@@ -631,6 +720,10 @@ pub struct Outcome {
     pub points: usize,
     pub ran: usize,
     pub already_done: usize,
+    /// Run now but stopped by a limit (kept, marked partial).
+    pub partial: usize,
+    /// Stopped by an interrupt, or not started because of one.
+    pub interrupted: usize,
     pub failures: Vec<String>,
 }
 
@@ -672,31 +765,53 @@ pub fn run_local(sweep: &Sweep, out: &Path, opts: &Local) -> Result<Outcome, Str
         pending
             .par_iter()
             .map(|p| {
-                let r = run_point(sweep, &layout, p);
-                let k = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                let r = run_point(sweep, &layout, p, &opts.limits);
+                let k = finished.fetch_add(1, Ordering::Relaxed) + 1;
                 if !opts.quiet {
                     let dir = point_dir(p.id, n);
+                    let of = pending.len();
+                    let what = sweep.describe(p);
                     match &r {
-                        Ok(Ran::Done { wall_seconds }) => eprintln!(
-                            "[{k}/{}] {dir} done in {wall_seconds:.2} s  {}",
-                            pending.len(),
-                            sweep.describe(p)
+                        Ok(Ran::Done {
+                            wall_seconds,
+                            partial: None,
+                        }) => eprintln!("[{k}/{of}] {dir} done in {wall_seconds:.2} s  {what}"),
+                        Ok(Ran::Done {
+                            wall_seconds,
+                            partial: Some(why),
+                        }) => eprintln!(
+                            "[{k}/{of}] {dir} PARTIAL ({}) after {wall_seconds:.2} s  {what}",
+                            limit_name(*why)
                         ),
-                        Ok(Ran::AlreadyDone) => {}
-                        Err(e) => eprintln!("[{k}/{}] FAILED {e}", pending.len()),
+                        Ok(Ran::Interrupted) => eprintln!("[{k}/{of}] {dir} interrupted  {what}"),
+                        Ok(Ran::AlreadyDone | Ran::NotStarted) => {}
+                        Err(e) => eprintln!("[{k}/{of}] FAILED {e}"),
                     }
                 }
                 r
             })
             .collect()
     });
-    let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
-    Ok(Outcome {
+    let mut o = Outcome {
         points: n,
-        ran: pending.len() - failures.len(),
+        ran: 0,
         already_done,
-        failures,
-    })
+        partial: 0,
+        interrupted: 0,
+        failures: Vec::new(),
+    };
+    for r in results {
+        match r {
+            Ok(Ran::Done { partial, .. }) => {
+                o.ran += 1;
+                o.partial += usize::from(partial.is_some());
+            }
+            Ok(Ran::AlreadyDone) => o.already_done += 1,
+            Ok(Ran::Interrupted | Ran::NotStarted) => o.interrupted += 1,
+            Err(e) => o.failures.push(e),
+        }
+    }
+    Ok(o)
 }
 
 /// Removes the staging folders of runs that were stopped: a local sweep
@@ -714,7 +829,7 @@ fn remove_stale_stages(layout: &Layout) {
 }
 
 /// Runs the one point `id` (an array task's index), after checking it.
-pub fn run_one(sweep: &Sweep, out: &Path, id: usize) -> Result<Ran, String> {
+pub fn run_one(sweep: &Sweep, out: &Path, id: usize, limits: &PointLimits) -> Result<Ran, String> {
     let points = sweep.points();
     let Some(p) = points.get(id) else {
         return Err(format!(
@@ -739,7 +854,7 @@ pub fn run_one(sweep: &Sweep, out: &Path, id: usize) -> Result<Ran, String> {
         }
         settle_manifest(&layout, sweep, &sweep.manifest(&seeds))?;
     }
-    run_point(sweep, &layout, p)
+    run_point(sweep, &layout, p, limits)
 }
 
 #[cfg(test)]

@@ -126,8 +126,13 @@ fn absolute(p: &Path) -> Result<PathBuf, String> {
 
 /// Writes the array job, the merge job and a script that submits both.
 /// `sweep_file` and `out` become absolute paths: the tasks may start
-/// elsewhere.
-pub fn emit(sweep: &Sweep, sweep_file: &Path, out: &Path) -> Result<Emitted, String> {
+/// elsewhere. `args` go on each task's command line (the limits).
+pub fn emit(
+    sweep: &Sweep,
+    sweep_file: &Path,
+    out: &Path,
+    args: &[String],
+) -> Result<Emitted, String> {
     let n = sweep.points_len();
     let s = &sweep.slurm;
     let exe = match &s.binary {
@@ -174,11 +179,14 @@ pub fn emit(sweep: &Sweep, sweep_file: &Path, out: &Path) -> Result<Emitted, Str
         "# {n} points of {}: one task each; a finished point is skipped when\n\
          # the task runs again.\n\
          set -euo pipefail\n\
-         exec {} sweep {} --out {} --point \"$SLURM_ARRAY_TASK_ID\"\n",
+         exec {} sweep {} --out {} --point \"$SLURM_ARRAY_TASK_ID\"{}\n",
         sweep_file.display(),
         shell_quote(&exe),
         q(&sweep_file),
-        q(&out)
+        q(&out),
+        args.iter()
+            .map(|a| format!(" {}", shell_quote(a)))
+            .collect::<String>()
     );
     let mut merge = header(&format!("{}-merge", s.job_name), "merge.out");
     let _ = write!(
