@@ -337,6 +337,12 @@ fn merge_of_a_folder_that_is_not_a_sweep_says_so() {
     );
 }
 
+/// Rows of `sweep.csv` whose status is partial.
+fn partial_rows(out: &Path) -> usize {
+    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    csv.lines().filter(|l| l.contains(",partial,")).count()
+}
+
 #[test]
 fn limits_stop_each_point_which_is_kept_and_marked_partial() {
     let out = temp("limits");
@@ -357,12 +363,7 @@ fn limits_stop_each_point_which_is_kept_and_marked_partial() {
         assert_eq!(s["partial"], true, "{p}");
         assert_eq!(s["events"], 500, "{p}");
     }
-    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
-    assert_eq!(
-        csv.lines().filter(|l| l.contains(",partial,")).count(),
-        4,
-        "{csv}"
-    );
+    assert_eq!(partial_rows(&out), 4);
     // Partial points are finished: running again keeps them.
     let o = sweep(&file, &out, &[]);
     assert!(text(&o.stdout).contains("0 run now, 4 done before"));
@@ -447,12 +448,7 @@ fn an_interrupt_keeps_nothing_unfinished_and_the_sweep_resumes() {
     // folder runs every point.
     let o = sweep(&file, &out, &["--max-events", "20000", "-q"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
-    assert_eq!(
-        csv.lines().filter(|l| l.contains(",partial,")).count(),
-        3,
-        "{csv}"
-    );
+    assert_eq!(partial_rows(&out), 3);
 }
 
 #[test]
