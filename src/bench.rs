@@ -6,6 +6,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::outln;
+
 /// A benchmark scenario, as shipped in `examples/bench/`.
 pub struct Benchmark {
     pub name: &'static str,
@@ -69,7 +71,7 @@ pub fn run(opts: &Options, out: &Path) -> Result<(), String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the fabricsim binary: {e}"))?;
     if opts.smoke {
-        println!(
+        outln!(
             "smoke run: {SMOKE_SIM_TIME} of simulated time each; the figures are not a benchmark"
         );
     }
@@ -85,10 +87,10 @@ pub fn run(opts: &Options, out: &Path) -> Result<(), String> {
         "peak MB",
     ];
     if opts.markdown {
-        println!("| {} |", columns.join(" | "));
-        println!("|{}", "---|".repeat(columns.len()));
+        outln!("| {} |", columns.join(" | "));
+        outln!("|{}", "---|".repeat(columns.len()));
     } else {
-        println!(
+        outln!(
             "{:<32} {:>6} {:>11} {:>11} {:>7} {:>10} {:>11} {:>13} {:>8}",
             columns[0],
             columns[1],
@@ -162,9 +164,9 @@ pub fn run(opts: &Options, out: &Path) -> Result<(), String> {
             format!("{:.0}", f(&perf, "peak_rss_bytes") / 1e6),
         ];
         if opts.markdown {
-            println!("| {} |", cells.join(" | "));
+            outln!("| {} |", cells.join(" | "));
         } else {
-            println!(
+            outln!(
                 "{:<32} {:>6} {:>11} {:>11} {:>7} {:>10} {:>11} {:>13} {:>8}",
                 cells[0],
                 cells[1],

@@ -8,6 +8,7 @@
 //! packets from `wire`; `report` writes the results.
 
 pub mod bench;
+pub mod console;
 pub mod engine;
 pub mod fuzz;
 pub mod nic;

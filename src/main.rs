@@ -14,6 +14,7 @@ use fabricsim::report::{self, Perf, Summary};
 use fabricsim::scenario::{self, Prepared, ScenarioError};
 use fabricsim::topology::summary::TopologySummary;
 use fabricsim::units::SimTime;
+use fabricsim::{errln, out, outln};
 
 #[derive(Parser)]
 #[command(
@@ -395,13 +396,22 @@ fn main() -> ExitCode {
             json,
         ),
     };
-    match result {
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(2)
         }
+    };
+    // Files were written before anything was printed about them; a
+    // reader that closed the pipe early is a normal end of printing, but
+    // output lost to a full disk or a dead terminal is said and shown in
+    // the status.
+    if let Some(e) = fabricsim::console::stdout_failure() {
+        errln!("error: cannot write to standard output: {e}");
+        return ExitCode::from(fabricsim::console::EXIT_IO);
     }
+    code
 }
 
 /// Prints the scenario's threshold warnings; with `strict` they are an
@@ -412,7 +422,7 @@ fn warnings(path: Option<&Path>, p: &Prepared, strict: bool) -> Result<(), Strin
     });
     let w = &p.scenario.warnings;
     for f in w {
-        eprintln!("warning: {file}: {}: {}", f.key, f.message);
+        errln!("warning: {file}: {}: {}", f.key, f.message);
     }
     if strict && !w.is_empty() {
         return Err(format!(
@@ -486,7 +496,7 @@ fn run(
     }
     // A run that should take more than a few seconds says so first.
     if !quiet && sim.estimate.wall_seconds() >= 3.0 {
-        eprintln!("{}", report::estimate_line(&sim));
+        errln!("{}", report::estimate_line(&sim));
     }
     // The capture is written beside the other outputs and moved into
     // place with them.
@@ -518,7 +528,7 @@ fn run(
         b.finish_and_clear();
     }
     if stop == fabricsim::engine::StopReason::Interrupted {
-        eprintln!(
+        errln!(
             "interrupted at {} simulated: writing the results so far, marked partial (interrupt again to quit at once)",
             sim.now
         );
@@ -540,8 +550,8 @@ fn run(
         files.push(dst);
     }
     if !quiet {
-        print!("{}", report::render(&sim, &summary));
-        println!(
+        out!("{}", report::render(&sim, &summary));
+        outln!(
             "speed     {:.2} s wall, {:.2} M events/s, {:.2} M link transmissions/s, peak memory {:.0} MB",
             wall,
             perf.events_per_second / 1e6,
@@ -554,18 +564,33 @@ fn run(
             } else {
                 String::new()
             };
-            println!("capture   {frames} frames on {links} links{over}");
+            outln!("capture   {frames} frames on {links} links{over}");
         }
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-        println!("outputs   {}", names.join(", "));
+        outln!("outputs   {}", names.join(", "));
     }
     if stop == fabricsim::engine::StopReason::Interrupted {
         // As a shell reports a command stopped by Ctrl-C, results written.
-        let _ = std::io::Write::flush(&mut std::io::stdout());
         std::process::exit(130);
+    }
+    if stop.is_stuck() {
+        // The results are written; the status says the workload could
+        // not finish on this fabric, as a limit the user set would not.
+        errln!(
+            "{}: the workload could not finish: {}",
+            path.map_or(scenario::DEFAULT_NAME.to_string(), |p| p
+                .display()
+                .to_string()),
+            summary.stop_reason
+        );
+        std::process::exit(EXIT_STUCK.into());
     }
     Ok(())
 }
+
+/// Exit status of a run whose fabric stopped moving (stalled, or a PFC
+/// deadlock): results written, marked partial.
+const EXIT_STUCK: u8 = 3;
 
 /// Loads every scenario first (nothing runs if one is wrong), runs each,
 /// writes its outputs and prints the comparison.
@@ -589,7 +614,7 @@ fn compare(paths: &[PathBuf], sets: &[String], out: &Path) -> Result<(), String>
     }
     let mut runs = Vec::new();
     for (name, pr) in names.into_iter().zip(prepared) {
-        eprintln!("running {name}");
+        errln!("running {name}");
         let mut sim = Simulation::new(pr);
         let start = Instant::now();
         let stop = sim.run(|_| {});
@@ -600,8 +625,8 @@ fn compare(paths: &[PathBuf], sets: &[String], out: &Path) -> Result<(), String>
             .map_err(|e| format!("{}: cannot write the results: {e}", dir.display()))?;
         runs.push((name, summary));
     }
-    print!("{}", report::compare(&runs));
-    println!("outputs   {}/<name>/", out.display());
+    out!("{}", report::compare(&runs));
+    outln!("outputs   {}/<name>/", out.display());
     Ok(())
 }
 
@@ -629,7 +654,7 @@ fn run_sweep(
         return match sweep::run_one(&s, out, id, &limits)? {
             sweep::Ran::AlreadyDone => {
                 if !quiet {
-                    println!("point {id} was already done");
+                    outln!("point {id} was already done");
                 }
                 Ok(())
             }
@@ -641,14 +666,12 @@ fn run_sweep(
                     let how = partial.map_or(String::new(), |why| {
                         format!(", partial ({})", sweep::limit_name(why))
                     });
-                    println!("point {id} done in {wall_seconds:.2} s{how}");
+                    outln!("point {id} done in {wall_seconds:.2} s{how}");
                 }
                 Ok(())
             }
             sweep::Ran::Interrupted | sweep::Ran::NotStarted => {
-                eprintln!(
-                    "point {id} interrupted: nothing of it was kept; run it again to redo it"
-                );
+                errln!("point {id} interrupted: nothing of it was kept; run it again to redo it");
                 std::process::exit(130);
             }
         };
@@ -660,12 +683,12 @@ fn run_sweep(
             let e = slurm::emit(&s, file, out, &limits.args())?;
             if submit {
                 let (array, merge) = slurm::submit(&e)?;
-                println!(
+                outln!(
                     "submitted array job {array} ({} tasks) and merge job {merge}",
                     s.points_len()
                 );
             } else {
-                println!(
+                outln!(
                     "wrote {}, {} and {}; submit with: sh {}",
                     e.array.display(),
                     e.merge.display(),
@@ -696,20 +719,20 @@ fn run_sweep(
     )?;
     let merged = sweep::merge::merge(out)?;
     if !quiet {
-        print!("{}", merged.table);
+        out!("{}", merged.table);
         let partial = if o.partial > 0 {
             format!(" ({} partial)", o.partial)
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "sweep     {} points: {} run now{partial}, {} done before, {} failed",
             o.points,
             o.ran,
             o.already_done,
             o.failures.len()
         );
-        println!(
+        outln!(
             "outputs   {}, {} plots in {}",
             out.join("sweep.csv").display(),
             merged.plots,
@@ -717,7 +740,7 @@ fn run_sweep(
         );
     }
     if o.interrupted > 0 {
-        eprintln!(
+        errln!(
             "interrupted: {} points not finished and not kept; run the sweep again to resume",
             o.interrupted
         );
@@ -739,8 +762,8 @@ fn run_sweep(
 fn merge(dir: &Path, quiet: bool) -> Result<(), String> {
     let m = fabricsim::sweep::merge::merge(dir)?;
     if !quiet {
-        print!("{}", m.table);
-        println!(
+        out!("{}", m.table);
+        outln!(
             "merged    {} points: {} done, {} partial, {} failed, {} missing; {} and {} plots in {}",
             m.points,
             m.done,
@@ -773,7 +796,7 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     warnings(Some(path), &p, strict)?;
     let s = &p.scenario;
     let bytes: u64 = p.flows.iter().map(|f| f.bytes).sum();
-    println!(
+    outln!(
         "{}: valid. {} fabric with {} hosts, {} GPUs, {} switches, {} links; {} workload entries, {} transfers, {} bytes; seed {}{}",
         path.display(),
         p.topology.kind.name(),
@@ -788,7 +811,7 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
         s.max_sim_time.map_or(String::new(), |t: SimTime| format!("; stops at {t}")),
     );
     for line in scenario::lossless::describe(&p.topology, &s.qos, &s.transport.dcqcn) {
-        println!("  {line}");
+        outln!("  {line}");
     }
     Ok(())
 }
@@ -800,12 +823,12 @@ fn topo(path: Option<&Path>, sets: &[String], json: bool) -> Result<(), String> 
         fabricsim::scenario::resolve::cross_rail(&p.topology),
     );
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
         );
     } else {
-        print!("{}", summary.render());
+        out!("{}", summary.render());
     }
     Ok(())
 }
@@ -840,12 +863,12 @@ fn plan(
         gpus_per_server,
     })?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&p).map_err(|e| e.to_string())?
         );
     } else {
-        print!("{}", p.render());
+        out!("{}", p.render());
     }
     Ok(())
 }

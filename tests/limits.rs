@@ -227,3 +227,47 @@ fn a_second_ctrl_c_quits_at_once() {
         }
     }
 }
+
+/// Ctrl-C on `fabricsim run ... 2>&1 | tee log` after `tee` died: both
+/// pipes are closed when the run is told to stop. It must still write
+/// every result and exit with 130, not panic on the dead pipe.
+#[test]
+fn ctrl_c_with_closed_pipes_still_writes_the_results() {
+    let out = temp("sigint-closed");
+    let mut child = start_long(&out);
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    settle();
+    signal(&child, "INT");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let s = summary(&out);
+    assert_eq!(s["stop_reason"], "interrupted");
+    assert!(out.join("flows.csv").is_file());
+}
+
+/// Printing to a full disk or into a closed pipe never panics: a full
+/// disk is an error with its own status (74) and a message; a reader
+/// that stops early is a normal end of printing.
+#[test]
+fn printing_into_a_full_disk_or_a_closed_pipe_does_not_panic() {
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let o = fabricsim()
+            .args(["validate", "examples/fat-tree.toml"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(74), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("cannot write to standard output"));
+    }
+    let mut child = fabricsim()
+        .args(["topo", "examples/multi-pod.toml", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("panicked"));
+}

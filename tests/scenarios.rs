@@ -141,6 +141,75 @@ fn set_overrides_any_key_and_is_validated_like_the_file() {
     assert!(e.contains("expected --set KEY=VALUE"), "{e}");
 }
 
+/// A mistyped key is refused, never applied as another key: before,
+/// `workload[0.bytes` set `workload[0].bytes`.
+#[test]
+fn set_keys_with_unbalanced_brackets_are_refused() {
+    for (key, why) in [
+        ("workload[0.bytes", "a '[' without its ']'"),
+        ("workload]0.bytes", "a ']' without its '['"),
+        ("workload[0]x.bytes", "characters after ']'"),
+        ("workload[[0]].bytes", "a '[' inside brackets"),
+        ("workload[].bytes", "empty brackets"),
+        ("workload..bytes", "an empty name"),
+        ("workload.0.bytes.", "an empty name"),
+    ] {
+        let e = error_of(GOOD, &[&format!("{key}=2MB")]);
+        assert!(e.contains("is not a key") && e.contains(why), "{key}: {e}");
+    }
+}
+
+/// A retransmission timeout shorter than a round trip would resend every
+/// packet before its ACK could come back: refused with the round trip.
+/// The default is the timeout NCCL gives its RC QPs.
+#[test]
+fn a_retransmission_timeout_below_the_round_trip_is_refused() {
+    let e = error_of(GOOD, &["transport.rto=\"1ps\""]);
+    assert!(
+        e.contains("transport.rto: got 1 ps, expected at least")
+            && e.contains("round trip of the fabric's longest path (4 links each way"),
+        "{e}"
+    );
+    let p = scenario::prepare("t.toml", GOOD, &[]).unwrap();
+    assert_eq!(p.scenario.transport.rto.0, 4_096_000 << 20);
+    // The multipath transport keeps its own short timer.
+    let p = scenario::prepare("t.toml", GOOD, &["transport.protocol=\"mrc\"".into()]).unwrap();
+    assert_eq!(p.scenario.transport.rto.0, 1_000_000_000);
+}
+
+/// A pause refreshed faster than a pause frame takes on the wire fills
+/// the link with pause frames (72 M of them in the incast walk-through
+/// with quanta = 1): refused. A refresh longer than the pause lets it
+/// lapse: a warning.
+#[test]
+fn pfc_refresh_shorter_than_a_pause_frame_is_refused_and_longer_than_a_pause_warned() {
+    let e = error_of(GOOD, &["pfc.quanta=1"]);
+    assert!(
+        e.contains("pfc.quanta: got 1")
+            && e.contains("at least one pause frame's time on the wire"),
+        "{e}"
+    );
+    let e = error_of(GOOD, &["pfc.refresh=\"1ns\""]);
+    assert!(e.contains("pfc.refresh: got 1.000 ns"), "{e}");
+    let p = scenario::prepare(
+        "t.toml",
+        GOOD,
+        &["pfc.quanta=2000".into(), "pfc.refresh=\"40us\"".into()],
+    )
+    .unwrap();
+    assert!(
+        p.scenario
+            .warnings
+            .iter()
+            .any(|w| w.key == "pfc.refresh" && w.message.contains("lapses in between")),
+        "{:?}",
+        p.scenario.warnings
+    );
+    // The defaults raise neither.
+    let p = scenario::prepare("t.toml", GOOD, &[]).unwrap();
+    assert!(p.scenario.warnings.iter().all(|w| w.key != "pfc.refresh"));
+}
+
 fn topo(text: &str) -> (fabricsim::topology::Topology, TopologySummary) {
     let p = scenario::prepare("t.toml", text, &[]).unwrap_or_else(|e| panic!("{e}"));
     let s = TopologySummary::of(&p.topology, scenario::resolve::cross_rail(&p.topology));

@@ -100,8 +100,9 @@ impl Simulation {
     }
 
     /// Called while no transfer makes progress: a deadlock is a cycle
-    /// that is still there, unchanged, a retransmission timeout after it
-    /// was first seen (so a passing alignment of pauses is not one).
+    /// that is still there, unchanged, one watch interval (see
+    /// `Simulation::watch_interval`) after it was first seen (so a
+    /// passing alignment of pauses is not one).
     pub(super) fn deadlocked(&mut self, watch: &mut Watch) -> bool {
         let Some(cycle) = self.pfc_cycle() else {
             watch.suspect = None;
@@ -109,7 +110,7 @@ impl Simulation {
         };
         match &watch.suspect {
             Some((since, c)) if *c == cycle => {
-                if self.now.saturating_sub(*since) >= self.scenario.transport.rto {
+                if self.now.saturating_sub(*since) >= self.watch_interval() {
                     self.deadlock = cycle;
                     return true;
                 }

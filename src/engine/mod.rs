@@ -245,8 +245,10 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    /// Whether the run stopped before its workload was done because a
-    /// limit or an interruption cut it short: its results are partial.
+    /// Whether the run stopped before its workload was done, because a
+    /// limit or an interruption cut it short or because the simulated
+    /// fabric stopped moving (a stall, a PFC deadlock): its results
+    /// cover only the time until then.
     pub fn is_partial(self) -> bool {
         matches!(
             self,
@@ -254,7 +256,16 @@ impl StopReason {
                 | StopReason::EventLimit
                 | StopReason::WallLimit
                 | StopReason::Interrupted
+                | StopReason::Stalled
+                | StopReason::Deadlock
         )
+    }
+
+    /// Whether the simulated workload itself could not finish (as
+    /// opposed to a limit the user set): the run exits with its own
+    /// status and a sweep point gets its own.
+    pub fn is_stuck(self) -> bool {
+        matches!(self, StopReason::Stalled | StopReason::Deadlock)
     }
 }
 
@@ -735,10 +746,12 @@ impl Simulation {
     /// Runs until nothing is left, or the scenario's `max_sim_time`.
     /// `progress` is called every 2^18 events.
     ///
-    /// A run that handles a whole batch of events over more than a
-    /// thousand retransmission timeouts of simulated time without
-    /// delivering or acknowledging a single byte is stuck (say, a buffer
-    /// too small for the incast it gets) and stops as `Stalled`.
+    /// A run that waits on the network (some transfer started and not
+    /// acknowledged) for a thousand watch intervals (`watch_interval`),
+    /// and at least eight retransmission timeouts, of simulated time
+    /// without delivering or acknowledging a single byte
+    /// is stuck (say, a buffer too small for the incast it gets, or a
+    /// dead link with no way around) and stops as `Stalled`.
     pub fn run(&mut self, progress: impl FnMut(&Simulation)) -> StopReason {
         self.run_limited(&Limits::default(), progress)
     }
@@ -756,7 +769,8 @@ impl Simulation {
 
     fn run_to_end(&mut self, limits: &Limits, mut progress: impl FnMut(&Simulation)) -> StopReason {
         let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
-        let stall_after = SimTime(self.scenario.transport.rto.0.saturating_mul(1000));
+        let watch_every = self.watch_interval();
+        let stall_after = self.stall_after();
         let mut last = (self.now, self.progress_mark());
         let started = std::time::Instant::now();
         let mut since_progress: u64 = 0;
@@ -768,14 +782,15 @@ impl Simulation {
                 Some(m) => BATCH.min(m - self.counters.events),
                 None => BATCH,
             };
-            // Batches end at least every retransmission timeout of
-            // simulated time, so that a run where little happens (a
-            // deadlock, a long compute phase) is still checked often.
-            let until = limit.min(SimTime(
-                self.now
-                    .0
-                    .saturating_add(self.scenario.transport.rto.0.max(1)),
-            ));
+            // Batches end at least every watch interval of simulated
+            // time, so that a run where little happens (a deadlock) is
+            // still checked often. The window opens at the
+            // next event, not at `now`: when nothing is due for longer
+            // than a timeout (a long compute phase, a late start), a
+            // window from `now` would hold no event and the loop would
+            // ask for the same empty window forever.
+            let from = self.queue.peek_time().map_or(self.now, |t| t.max(self.now));
+            let until = limit.min(SimTime(from.0.saturating_add(watch_every.0)));
             let stop = self.run_until(until, batch);
             match stop {
                 StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= limit) => {
@@ -794,7 +809,7 @@ impl Simulation {
                     if self.counters.bytes_delivered != delivered.0 {
                         delivered = (self.counters.bytes_delivered, self.now);
                         watch.clear();
-                    } else if self.now.saturating_sub(delivered.1) >= self.scenario.transport.rto
+                    } else if self.now.saturating_sub(delivered.1) >= watch_every
                         && self.deadlocked(&mut watch)
                     {
                         return StopReason::Deadlock;
@@ -803,7 +818,10 @@ impl Simulation {
                     if since_progress >= 4 * BATCH {
                         since_progress = 0;
                         let mark = self.progress_mark();
-                        if mark != last.1 {
+                        // Only time spent waiting on the network counts
+                        // towards a stall: a long compute phase or a late
+                        // start is not one.
+                        if mark != last.1 || !self.network_waiting() {
                             last = (self.now, mark);
                         } else if self.now.saturating_sub(last.0) > stall_after {
                             return StopReason::Stalled;
@@ -840,6 +858,39 @@ impl Simulation {
             _ => 0.0,
         };
         bytes.max(tasks).max(time).clamp(0.0, 1.0)
+    }
+
+    /// How often a run that makes no progress is looked at (for a PFC
+    /// deadlock, for a stall): the retransmission timeout, at most 1 ms,
+    /// since the timeouts RC NICs use (seconds) are far longer than any
+    /// pause a working fabric holds.
+    pub fn watch_interval(&self) -> SimTime {
+        self.scenario
+            .transport
+            .rto
+            .min(SimTime::from_us(1000))
+            .max(SimTime(1))
+    }
+
+    /// How long transfers may wait on the network without any progress
+    /// before the run stops as stalled: a thousand watch intervals, and
+    /// at least the eight timeouts after which an RC QP gives up (NCCL's
+    /// IB_RETRY_CNT of 7 retries).
+    pub fn stall_after(&self) -> SimTime {
+        SimTime(
+            self.watch_interval()
+                .0
+                .saturating_mul(1000)
+                .max(self.scenario.transport.rto.0.saturating_mul(8)),
+        )
+    }
+
+    /// Whether some transfer has started and is not yet acknowledged in
+    /// full, so that the run is waiting on the fabric.
+    fn network_waiting(&self) -> bool {
+        self.flows
+            .iter()
+            .any(|f| f.acked.is_none() && f.start <= self.now)
     }
 
     /// Changes whenever any transfer makes progress.

@@ -368,10 +368,10 @@ impl Summary {
                 StopReason::Finished => "finished".to_string(),
                 StopReason::SimTimeLimit => "max_sim_time reached".to_string(),
                 StopReason::Paused => "paused".to_string(),
-                StopReason::Stalled => {
-                    "stalled: no transfer made progress for 1000 retransmission timeouts"
-                        .to_string()
-                }
+                StopReason::Stalled => format!(
+                    "stalled: transfers waited on the network with no progress for {}",
+                    sim.stall_after()
+                ),
                 StopReason::EventLimit => "max_events reached".to_string(),
                 StopReason::WallLimit => "max_wall reached".to_string(),
                 StopReason::Interrupted => "interrupted".to_string(),

@@ -31,29 +31,55 @@ impl KeyPath {
         KeyPath(v)
     }
     /// Parses the `--set` form: `workload.0.bytes` or `workload[0].bytes`.
-    pub fn parse_dotted(s: &str) -> KeyPath {
+    /// Reads a key as `--set` takes it: dotted names, with list indices
+    /// either as `[N]` or as a dotted number (`workload[0].bytes`,
+    /// `workload.0.bytes`). Unbalanced or empty brackets, empty names and
+    /// stray characters after a bracket are refused, so a mistyped key is
+    /// never applied as some other key.
+    pub fn parse_dotted(s: &str) -> Result<KeyPath, String> {
+        let bad = |why: &str| Err(format!("\"{s}\" is not a key: {why}"));
         let mut segs = Vec::new();
         for part in s.split('.') {
-            let (name, rest) = match part.find('[') {
+            let (name, mut rest) = match part.find('[') {
                 Some(i) => (&part[..i], &part[i..]),
                 None => (part, ""),
             };
+            if name.contains(']') {
+                return bad("a ']' without its '['");
+            }
+            if name.is_empty() && (rest.is_empty() || segs.is_empty()) {
+                return bad("an empty name (two dots, or a dot at an end)");
+            }
             if !name.is_empty() {
                 match name.parse::<usize>() {
                     Ok(i) => segs.push(Seg::Index(i)),
                     Err(_) => segs.push(Seg::Key(name.to_string())),
                 }
             }
-            for idx in rest.split('[').filter(|x| !x.is_empty()) {
-                let idx = idx.trim_end_matches(']');
+            while !rest.is_empty() {
+                let Some(body) = rest.strip_prefix('[') else {
+                    return bad("characters after ']' that are not '[' or '.'");
+                };
+                let Some(close) = body.find(']') else {
+                    return bad("a '[' without its ']'");
+                };
+                let idx = &body[..close];
+                if idx.contains('[') {
+                    return bad("a '[' inside brackets");
+                }
+                if idx.is_empty() {
+                    return bad("empty brackets; expected a list index such as [0]");
+                }
                 match idx.parse::<usize>() {
                     Ok(i) => segs.push(Seg::Index(i)),
                     Err(_) => segs.push(Seg::Key(idx.to_string())),
                 }
+                rest = &body[close + 1..];
             }
         }
-        KeyPath(segs)
+        Ok(KeyPath(segs))
     }
+
     pub fn starts_with(&self, other: &KeyPath) -> bool {
         self.0.len() >= other.0.len() && self.0[..other.0.len()] == other.0[..]
     }

@@ -636,6 +636,11 @@ pub fn check(
             }
         }
     }
+    if cfg.queues.iter().any(|q| q.lossless) {
+        let (w, e) = check_refresh(topo, &cfg.pfc);
+        warnings.extend(w);
+        error = error.or(e);
+    }
     // Headroom is set aside from each switch's buffer.
     let lossless: Vec<&QueueConfig> = cfg.queues.iter().filter(|q| q.lossless).collect();
     if !lossless.is_empty() {
@@ -672,6 +677,57 @@ pub fn check(
         }
     }
     (warnings, error)
+}
+
+/// A pause is re-sent every refresh while congestion lasts. A refresh
+/// shorter than a pause frame's own time on the wire would fill the link
+/// with pause frames (and the event queue with their timers): refused. A
+/// refresh longer than the pause lets the pause lapse between frames, so
+/// the partner sends into a full queue: a warning. Checked at each port
+/// speed, where both times differ.
+fn check_refresh(topo: &Topology, pfc: &PfcConfig) -> (Vec<Finding>, Option<KeyError>) {
+    use crate::wire::frame;
+    let mut rates: Vec<Rate> = topo.ports.iter().map(|p| p.rate).collect();
+    rates.sort_by_key(|r| r.bps());
+    rates.dedup();
+    let mut warnings = Vec::new();
+    let frame_bytes = frame::wire_bytes(Opcode::Pause, 0) as u64;
+    for rate in rates {
+        let pause = crate::switch::qos::pause_time(pfc.quanta, rate);
+        let refresh = pfc.refresh.unwrap_or(SimTime(pause.0 / 2));
+        let on_wire = rate.serialize(frame_bytes);
+        if refresh < on_wire {
+            let (key, given) = match pfc.refresh {
+                Some(r) => ("refresh", format!("got {r}")),
+                None => (
+                    "quanta",
+                    format!(
+                        "got {}, which pauses for {pause} at {rate} and so refreshes every {refresh} (half of it)",
+                        pfc.quanta
+                    ),
+                ),
+            };
+            return (
+                warnings,
+                Some(KeyError::new(
+                    &KeyPath::root().key("pfc").key(key),
+                    format!(
+                        "{given}; a refresh must be at least one pause frame's time on the wire, {on_wire} at {rate}, or the port sends nothing but pause frames"
+                    ),
+                )),
+            );
+        }
+        if pfc.refresh.is_some() && refresh > pause {
+            warnings.push(Finding {
+                key: "pfc.refresh".into(),
+                message: format!(
+                    "ports at {rate}: a pause lasts {pause} ({} quanta) but is refreshed only every {refresh}, so it lapses in between and the partner sends into a congested queue; lossless frames may be dropped. Refresh at most every {pause}, or raise pfc.quanta",
+                    pfc.quanta
+                ),
+            });
+        }
+    }
+    (warnings, None)
 }
 
 /// One line per lossless class and kind of switch port (tier, speed,

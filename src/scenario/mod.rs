@@ -77,6 +77,26 @@ impl Default for HostConfig {
     }
 }
 
+/// An idle round trip over the fabric's longest path, bounded above: on
+/// each of its links, NIC to NIC, a full data frame out and an ACK back,
+/// each at the slowest rate and longest delay of any link.
+fn longest_round_trip(
+    topo: &Topology,
+    routes: &Routes,
+    mtu: u32,
+    framing: crate::wire::frame::Framing,
+) -> SimTime {
+    use crate::wire::frame::Opcode;
+    let links = routes.longest_switch_hops as u64 + 2;
+    let Some(slowest) = topo.ports.iter().map(|p| p.rate).min_by_key(|r| r.bps()) else {
+        return SimTime::ZERO;
+    };
+    let delay = topo.ports.iter().map(|p| p.delay).max().unwrap_or_default();
+    let out = slowest.serialize(framing.wire_bytes(Opcode::WriteMiddle, mtu) as u64);
+    let back = slowest.serialize(framing.wire_bytes(Opcode::Ack, 0) as u64);
+    SimTime(links * (out.0 + back.0 + 2 * delay.0))
+}
+
 /// A scenario with its fabric built and its traffic expanded: everything a
 /// simulation needs.
 pub struct Prepared {
@@ -115,7 +135,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 "expected --set KEY=VALUE, e.g. --set topology.k=8".into(),
             ));
         };
-        let path = KeyPath::parse_dotted(k.trim());
+        let path = KeyPath::parse_dotted(k.trim()).map_err(|m| err(k.trim(), m))?;
         let value = parse_set_value(v.trim());
         apply_set(&mut table, &path, value).map_err(|m| err(k.trim(), m))?;
         set_paths.push(path);
@@ -204,6 +224,17 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             transport.data_dscp,
             &root.key("transport"),
         )?;
+        let round_trip = longest_round_trip(&topology, &routes, transport.mtu, qos.framing);
+        if transport.rto < round_trip {
+            return Err(KeyError::new(
+                &root.key("transport").key("rto"),
+                format!(
+                    "got {}, expected at least {round_trip}: the round trip of the fabric's longest path ({} links each way, a full data frame out and an ACK back on its slowest and longest links); a shorter timeout resends every packet before its ACK can arrive",
+                    transport.rto,
+                    routes.longest_switch_hops + 2
+                ),
+            ));
+        }
         let (mut warnings, error) =
             lossless::check(&topology, &qos, &transport.dcqcn, switch.buffer_bytes);
         warnings.extend(balance::check(&topology, &switch.ecmp, &switch.balance));

@@ -443,13 +443,6 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             ))
         }
     };
-    let rto = time(t.rto.as_ref(), &path.key("rto"), SimTime::from_us(1000))?;
-    if rto == SimTime::ZERO {
-        return Err(KeyError::new(
-            &path.key("rto"),
-            "got 0, expected a positive retransmission timeout",
-        ));
-    }
     let dcqcn_enabled = match t.congestion_control.as_deref() {
         None | Some("dcqcn") => true,
         Some("none") => false,
@@ -542,6 +535,24 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             ))
         }
     };
+    // An RC QP times out after its local ACK timeout, 4.096 us x
+    // 2^timeout (InfiniBand Architecture Specification, the QP attribute
+    // that RoCEv2 NICs take over); NCCL sets timeout = 20 on every QP it
+    // creates (NCCL_IB_TIMEOUT's default in current releases; 18, or
+    // 1.07 s, in older ones such as 2.19), so 4.29 s. The MRC-like transport keeps a short per-packet timer: it is
+    // built to resend on its own after losses on sprayed paths.
+    let default_rto = if mrc.is_some() {
+        SimTime::from_us(1000)
+    } else {
+        RC_DEFAULT_RTO
+    };
+    let rto = time(t.rto.as_ref(), &path.key("rto"), default_rto)?;
+    if rto == SimTime::ZERO {
+        return Err(KeyError::new(
+            &path.key("rto"),
+            "got 0, expected a positive retransmission timeout",
+        ));
+    }
     Ok(TransportConfig {
         mtu: mtu as u32,
         ooo,
@@ -556,6 +567,10 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::Mellanox),
     })
 }
+
+/// The retransmission timeout of an RC QP as NCCL configures it:
+/// 4.096 us x 2^20 (see `transport`).
+pub const RC_DEFAULT_RTO: SimTime = SimTime(4_096_000 << 20);
 
 fn gpu(topo: &Topology, n: i64, path: &KeyPath) -> R<GpuId> {
     let total = topo.gpus.len();

@@ -184,11 +184,22 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
                 .map_err(|e| format!("{}: cannot read: {e}", summary_path.display()))?;
             let v: Value = serde_json::from_str(&text)
                 .map_err(|e| format!("{}: not a summary: {e}", summary_path.display()))?;
-            // A point a limit stopped early has results, but not the run's.
+            // A point a limit stopped early has results, but not the run's;
+            // one whose fabric stopped moving says so in its status.
             let partial = v.get("partial").and_then(Value::as_bool) == Some(true);
+            let reason = v.get("stop_reason").and_then(Value::as_str).unwrap_or("");
+            let status = if reason.starts_with("stalled") {
+                "stalled"
+            } else if reason.starts_with("PFC deadlock") {
+                "deadlock"
+            } else if partial {
+                "partial"
+            } else {
+                "done"
+            };
             Row {
                 fields,
-                status: if partial { "partial" } else { "done" },
+                status,
                 summary: Some(v),
                 error: String::new(),
             }
@@ -236,7 +247,10 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
 
     let plots = write_plots(out, &axes, &rows)?;
     let done = rows.iter().filter(|r| r.status == "done").count();
-    let partial = rows.iter().filter(|r| r.status == "partial").count();
+    let partial = rows
+        .iter()
+        .filter(|r| matches!(r.status, "partial" | "stalled" | "deadlock"))
+        .count();
     let failed = rows
         .iter()
         .filter(|r| r.status == "failed")

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::errln;
 use rayon::prelude::*;
 use serde::Deserialize;
 use toml::Value;
@@ -614,6 +615,8 @@ pub fn limit_name(why: StopReason) -> &'static str {
         StopReason::EventLimit => "max_events reached",
         StopReason::SimTimeLimit => "max_sim_time reached",
         StopReason::WallLimit => "max_wall reached",
+        StopReason::Stalled => "stalled",
+        StopReason::Deadlock => "PFC deadlock",
         _ => "stopped early",
     }
 }
@@ -754,7 +757,7 @@ pub fn run_local(sweep: &Sweep, out: &Path, opts: &Local) -> Result<Outcome, Str
         .collect();
     let already_done = n - pending.len();
     if !opts.quiet {
-        eprintln!(
+        errln!(
             "sweep: {n} points, {already_done} already done, running {} on {} threads",
             pending.len(),
             opts.jobs.max(1)
@@ -775,17 +778,17 @@ pub fn run_local(sweep: &Sweep, out: &Path, opts: &Local) -> Result<Outcome, Str
                         Ok(Ran::Done {
                             wall_seconds,
                             partial: None,
-                        }) => eprintln!("[{k}/{of}] {dir} done in {wall_seconds:.2} s  {what}"),
+                        }) => errln!("[{k}/{of}] {dir} done in {wall_seconds:.2} s  {what}"),
                         Ok(Ran::Done {
                             wall_seconds,
                             partial: Some(why),
-                        }) => eprintln!(
+                        }) => errln!(
                             "[{k}/{of}] {dir} PARTIAL ({}) after {wall_seconds:.2} s  {what}",
                             limit_name(*why)
                         ),
-                        Ok(Ran::Interrupted) => eprintln!("[{k}/{of}] {dir} interrupted  {what}"),
+                        Ok(Ran::Interrupted) => errln!("[{k}/{of}] {dir} interrupted  {what}"),
                         Ok(Ran::AlreadyDone | Ran::NotStarted) => {}
-                        Err(e) => eprintln!("[{k}/{of}] FAILED {e}"),
+                        Err(e) => errln!("[{k}/{of}] FAILED {e}"),
                     }
                 }
                 r

@@ -98,6 +98,9 @@ pub struct Routes {
     /// switches share a class.
     pub nic_class: Vec<u32>,
     pub switches: Vec<SwitchRoutes>,
+    /// Switch-to-switch links on the longest shortest path between two
+    /// switches that NICs hang off (0 when every NIC shares a switch).
+    pub longest_switch_hops: u32,
 }
 
 /// One switch's groups, interned by the neighbour indices they are made
@@ -222,6 +225,13 @@ impl Routes {
                 }
             }
         }
+        let mut attached = vec![false; n_sw];
+        for sources in &reach {
+            for s in sources {
+                attached[s.idx()] = true;
+            }
+        }
+        let mut longest_switch_hops = 0;
         for (c, sources) in reach.iter_mut().enumerate() {
             sources.sort();
             dist.fill(u32::MAX);
@@ -247,6 +257,9 @@ impl Routes {
             for s in 0..n_sw {
                 if dist[s] == u32::MAX || dist[s] == 0 {
                     continue;
+                }
+                if attached[s] {
+                    longest_switch_hops = longest_switch_hops.max(dist[s]);
                 }
                 scratch.clear();
                 scratch.extend(
@@ -283,6 +296,7 @@ impl Routes {
         Routes {
             nic_class,
             switches,
+            longest_switch_hops,
         }
     }
 

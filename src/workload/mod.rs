@@ -157,6 +157,54 @@ pub fn network_path(topo: &Topology, routes: &Routes, a: GpuId, b: GpuId) -> Res
 /// Most transfers one scenario may hold.
 pub const MAX_FLOWS: usize = 4 << 20;
 
+/// The latest simulated time a workload may reach through its start and
+/// compute times alone: half of what `SimTime` holds (about 106 days),
+/// which leaves the other half for the network time on top and for the
+/// timers the engine adds to `now`, each at most a scenario duration.
+pub const MAX_SPAN_PS: u64 = u64::MAX / 2;
+
+/// Refuses workloads whose start and compute times could carry simulated
+/// time past `MAX_SPAN_PS`. Kernels of every workload may share a GPU
+/// and so run one after another; their sum, after the latest start, is
+/// a bound on when the last one ends that holds whatever the order.
+fn check_time_span(
+    workloads: &[Workload],
+    graph: &graph::TaskGraph,
+    tasks_from: &[usize],
+) -> Result<(), KeyError> {
+    let mut latest_start: u128 = 0;
+    let mut compute: u128 = 0;
+    for (wi, w) in workloads.iter().enumerate() {
+        let end = tasks_from.get(wi + 1).copied().unwrap_or(graph.tasks.len());
+        for t in &graph.tasks[tasks_from[wi]..end] {
+            latest_start = latest_start.max(t.not_before.0 as u128);
+            if let graph::TaskKind::Delay(d) = t.kind {
+                compute += d.0 as u128;
+            }
+        }
+        latest_start = latest_start.max(w.start.0 as u128);
+        if let Pattern::Background { duration, .. } = &w.pattern {
+            latest_start = latest_start.max(w.start.0 as u128 + duration.0 as u128);
+        }
+        let span = latest_start + compute;
+        if span > MAX_SPAN_PS as u128 {
+            let path = match &w.pattern {
+                Pattern::Chakra(_) => w.path.key("trace"),
+                _ => w.path.clone(),
+            };
+            return Err(KeyError::new(
+                &path,
+                format!(
+                    "start and compute times up to this workload add up to {:.3e} s of simulated time; a run can simulate at most {:.3e} s (2^63 ps)",
+                    span as f64 * 1e-12,
+                    MAX_SPAN_PS as f64 * 1e-12
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Expands every workload entry into transfers, in scenario order.
 pub fn expand(
     workloads: &[Workload],
@@ -168,7 +216,9 @@ pub fn expand(
     let mut graph = graph::GraphBuilder::default();
     let mut collectives = Vec::new();
     let mut jobs = Vec::new();
+    let mut tasks_from = Vec::with_capacity(workloads.len());
     for (wi, w) in workloads.iter().enumerate() {
+        tasks_from.push(graph.len());
         let pairs: Vec<(GpuId, GpuId)> = match &w.pattern {
             Pattern::Collective(c) => {
                 let mut e = collective::Emitter::new(
@@ -333,9 +383,11 @@ pub fn expand(
             });
         }
     }
+    let graph = graph.build();
+    check_time_span(workloads, &graph, &tasks_from)?;
     Ok(Expanded {
         flows,
-        graph: graph.build(),
+        graph,
         collectives,
         jobs,
     })
