@@ -14,7 +14,7 @@ use fabricsim::report::{self, Perf, Summary};
 use fabricsim::scenario::{self, Prepared, ScenarioError};
 use fabricsim::topology::summary::TopologySummary;
 use fabricsim::units::SimTime;
-use fabricsim::{errln, out, outln};
+use fabricsim::{errln, input, out, outln};
 
 #[derive(Parser)]
 #[command(
@@ -185,6 +185,9 @@ enum Command {
         /// Settings applied to every scenario.
         #[command(flatten)]
         args: ScenarioArgs,
+        /// Limits on each run, as for `run`.
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Plan a model's GPUs: memory its parameters need and the fewest
     /// GPUs and servers that hold them.
@@ -271,15 +274,12 @@ fn load(path: Option<&Path>, sets: &[String]) -> Result<Prepared, String> {
         None => scenario::prepare(scenario::DEFAULT_NAME, scenario::DEFAULT_SCENARIO, sets)
             .map_err(|e| e.to_string()),
         Some(p) if p == Path::new("-") => {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .map_err(|e| format!("<stdin>: cannot read the scenario: {e}"))?;
+            let text = input::read_stdin_text(input::MAX_SCENARIO_BYTES, "scenario")?;
             scenario::prepare("<stdin>", &text, sets).map_err(|e: ScenarioError| e.to_string())
         }
         Some(p) => {
             let name = p.display().to_string();
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("{name}: cannot read the scenario: {e}"))?;
+            let text = input::read_text(p, input::MAX_SCENARIO_BYTES, "scenario")?;
             scenario::prepare(&name, &text, sets).map_err(|e: ScenarioError| e.to_string())
         }
     }
@@ -345,7 +345,14 @@ fn main() -> ExitCode {
             scenarios,
             out,
             args,
-        } => compare(&scenarios, &args.sets, &out),
+            limits,
+        } => {
+            let mut sets = args.sets;
+            if let Some(t) = &limits.stop.max_sim_time {
+                sets.push(format!("simulation.max_sim_time={t:?}"));
+            }
+            compare(&scenarios, &sets, &out, &limits)
+        }
         Command::Bench {
             only,
             out,
@@ -433,23 +440,12 @@ fn warnings(path: Option<&Path>, p: &Prepared, strict: bool) -> Result<(), Strin
     Ok(())
 }
 
-fn run(
-    path: Option<&Path>,
-    sets: &[String],
-    out: &Path,
-    quiet: bool,
-    strict: bool,
-    view: &ViewArgs,
-    limit_args: &LimitArgs,
-) -> Result<(), String> {
+/// The engine's limits from the command line, with the interrupt flag
+/// (Ctrl-C, SIGTERM), and the `--max-memory` limit.
+fn engine_limits(args: &LimitArgs) -> Result<(fabricsim::engine::Limits, Option<u64>), String> {
     let interrupt = interrupt_flag()?;
-    let max_wall = limit_args
-        .stop
-        .max_wall
-        .as_deref()
-        .map(parse_wall)
-        .transpose()?;
-    let max_memory = match &limit_args.max_memory {
+    let max_wall = args.stop.max_wall.as_deref().map(parse_wall).transpose()?;
+    let max_memory = match &args.max_memory {
         None => None,
         Some(m) => Some(
             fabricsim::units::parse_bytes(m)
@@ -457,21 +453,21 @@ fn run(
                 .ok_or_else(|| format!("--max-memory: got \"{m}\", expected a size such as 8GB"))?,
         ),
     };
-    let capture = if view.capture.is_empty() {
-        None
-    } else {
-        let mut spec = CaptureSpec::parse(&view.capture)?;
-        if let Some(w) = &view.capture_window {
-            spec.set_window(w)?;
-        }
-        if let Some(n) = view.capture_limit {
-            spec.limit = n;
-        }
-        Some(spec)
+    let limits = fabricsim::engine::Limits {
+        max_events: args.stop.max_events,
+        max_wall,
+        interrupt: Some(interrupt),
     };
-    let prepared = load(path, sets)?;
-    warnings(path, &prepared, strict)?;
-    let mut sim = Simulation::new(prepared);
+    Ok((limits, max_memory))
+}
+
+/// Refuses a run whose estimated peak memory is above `max_memory` or,
+/// by default, above what the machine has available.
+fn check_memory(
+    path: Option<&Path>,
+    sim: &Simulation,
+    max_memory: Option<u64>,
+) -> Result<(), String> {
     let memory = sim.memory_estimate(report::rss_bytes());
     let (limit, whose) = match max_memory {
         Some(m) => (Some(m), "the --max-memory limit"),
@@ -494,16 +490,57 @@ fn run(
             mb(limit),
         ));
     }
+    Ok(())
+}
+
+fn run(
+    path: Option<&Path>,
+    sets: &[String],
+    out: &Path,
+    quiet: bool,
+    strict: bool,
+    view: &ViewArgs,
+    limit_args: &LimitArgs,
+) -> Result<(), String> {
+    let (limits, max_memory) = engine_limits(limit_args)?;
+    let capture = if view.capture.is_empty() {
+        None
+    } else {
+        let mut spec = CaptureSpec::parse(&view.capture)?;
+        if let Some(w) = &view.capture_window {
+            spec.set_window(w)?;
+        }
+        if let Some(n) = view.capture_limit {
+            spec.limit = n;
+        }
+        Some(spec)
+    };
+    let prepared = load(path, sets)?;
+    warnings(path, &prepared, strict)?;
+    let mut sim = Simulation::new(prepared);
+    check_memory(path, &sim, max_memory)?;
     // A run that should take more than a few seconds says so first.
     if !quiet && sim.estimate.wall_seconds() >= 3.0 {
         errln!("{}", report::estimate_line(&sim));
     }
-    // The capture is written beside the other outputs and moved into
-    // place with them.
-    let staged = out.join(format!(".capture-{}.pcapng.partial", std::process::id()));
-    if let Some(spec) = &capture {
-        sim.start_capture(spec, &staged)?;
-    }
+    // Results go where they can be written: found out now, not after
+    // the whole simulation.
+    fabricsim::output::check_writable(out)?;
+    // The capture is written beside the other outputs under a temporary
+    // name and moved into place with them (removed if the run fails).
+    let staged = match &capture {
+        Some(spec) => {
+            let tmp = fabricsim::output::temp_file_in(out, "capture")
+                .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
+            let file = tmp
+                .as_file()
+                .try_clone()
+                .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
+            sim.start_capture(spec, file, tmp.path())?;
+            Some(tmp)
+        }
+        None => None,
+    };
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_style(
@@ -511,11 +548,6 @@ fn run(
         );
         b
     });
-    let limits = fabricsim::engine::Limits {
-        max_events: limit_args.stop.max_events,
-        max_wall,
-        interrupt: Some(interrupt),
-    };
     let start = Instant::now();
     let stop = sim.run_limited(&limits, |s| {
         if let Some(b) = &bar {
@@ -533,21 +565,19 @@ fn run(
             sim.now
         );
     }
-    let captured = sim.finish_capture().transpose().inspect_err(|_| {
-        let _ = std::fs::remove_file(&staged);
-    })?;
+    let captured = sim.finish_capture().transpose()?;
     let summary = Summary::of(&sim, stop);
     let perf = Perf::of(&sim, wall);
     let written = report::write_outputs(out, &sim, &summary, &perf);
-    let mut files = written.map_err(|e| {
-        let _ = std::fs::remove_file(&staged);
-        format!("{}: cannot write the results: {e}", out.display())
-    })?;
-    if captured.is_some() {
+    let mut files =
+        written.map_err(|e| format!("{}: cannot write the results: {e}", out.display()))?;
+    if let (Some(_), Some(tmp)) = (captured, staged) {
         let dst = out.join("capture.pcapng");
-        std::fs::rename(&staged, &dst)
+        tmp.persist(&dst)
             .map_err(|e| format!("{}: cannot write the capture: {e}", dst.display()))?;
         files.push(dst);
+        fabricsim::output::replace_manifest(out, &files)
+            .map_err(|e| format!("{}: cannot write the results: {e}", out.display()))?;
     }
     if !quiet {
         out!("{}", report::render(&sim, &summary));
@@ -592,9 +622,17 @@ fn run(
 /// deadlock): results written, marked partial.
 const EXIT_STUCK: u8 = 3;
 
-/// Loads every scenario first (nothing runs if one is wrong), runs each,
-/// writes its outputs and prints the comparison.
-fn compare(paths: &[PathBuf], sets: &[String], out: &Path) -> Result<(), String> {
+/// Loads every scenario first (nothing runs if one is wrong), runs each
+/// under the limits (a run stopped by one is kept, marked partial),
+/// writes its outputs and prints the comparison. Ctrl-C stops the run
+/// going on, writes it, prints what ran and exits with 130.
+fn compare(
+    paths: &[PathBuf],
+    sets: &[String],
+    out: &Path,
+    limit_args: &LimitArgs,
+) -> Result<(), String> {
+    let (limits, max_memory) = engine_limits(limit_args)?;
     let mut names: Vec<String> = Vec::new();
     let mut prepared = Vec::new();
     for p in paths {
@@ -612,21 +650,42 @@ fn compare(paths: &[PathBuf], sets: &[String], out: &Path) -> Result<(), String>
         names.push(name);
         prepared.push(pr);
     }
+    fabricsim::output::check_writable(out)?;
     let mut runs = Vec::new();
-    for (name, pr) in names.into_iter().zip(prepared) {
-        errln!("running {name}");
+    let mut interrupted = false;
+    for ((name, pr), path) in names.into_iter().zip(prepared).zip(paths) {
         let mut sim = Simulation::new(pr);
+        check_memory(Some(path), &sim, max_memory)?;
+        errln!("running {name}");
         let start = Instant::now();
-        let stop = sim.run(|_| {});
+        let stop = sim.run_limited(&limits, |_| {});
         let summary = Summary::of(&sim, stop);
         let perf = Perf::of(&sim, start.elapsed().as_secs_f64());
         let dir = out.join(&name);
         report::write_outputs(&dir, &sim, &summary, &perf)
             .map_err(|e| format!("{}: cannot write the results: {e}", dir.display()))?;
+        if summary.partial {
+            errln!(
+                "{name}: stopped early ({}); its results are partial",
+                summary.stop_reason
+            );
+        }
         runs.push((name, summary));
+        if stop == fabricsim::engine::StopReason::Interrupted {
+            interrupted = true;
+            break;
+        }
     }
     out!("{}", report::compare(&runs));
     outln!("outputs   {}/<name>/", out.display());
+    if interrupted {
+        errln!(
+            "interrupted: {} of {} scenarios ran (the last one partial)",
+            runs.len(),
+            paths.len()
+        );
+        std::process::exit(130);
+    }
     Ok(())
 }
 

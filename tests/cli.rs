@@ -381,3 +381,198 @@ fn every_benchmark_runs_in_a_smoke_run() {
     );
     let _ = std::fs::remove_dir_all(out);
 }
+
+fn run_into(out: &std::path::Path, args: &[&str]) -> std::process::Output {
+    fabricsim()
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("-q")
+        .output()
+        .unwrap()
+}
+
+/// A folder holds one run's outputs: a second run removes the files the
+/// first one wrote and it did not (here `collectives.csv`, the time
+/// series and plots), and nothing else.
+#[test]
+fn a_second_run_into_a_folder_leaves_one_runs_outputs_and_the_users_files() {
+    let out = temp("rerun");
+    let o = run_into(&out, &["examples/rail-optimized-pod.toml", "--no-html"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.join("collectives.csv").is_file());
+    assert!(out.join("ts_link_util.csv").is_file());
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    std::fs::create_dir_all(out.join("mine")).unwrap();
+    let o = run_into(
+        &out,
+        &[
+            "examples/single-rail.toml",
+            "--no-plots",
+            "--no-html",
+            "--set",
+            "report.sample_interval=\"off\"",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for gone in ["collectives.csv", "ts_link_util.csv", "plot_fct_cdf.svg"] {
+        assert!(!out.join(gone).exists(), "{gone} left from the first run");
+    }
+    assert!(out.join("summary.json").is_file());
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert!(out.join("mine").is_dir());
+}
+
+/// An output folder that cannot be written is found before the run, not
+/// after the whole simulation.
+#[test]
+fn an_unwritable_output_folder_is_refused_before_the_run() {
+    let dir = temp("unwritable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let start = std::time::Instant::now();
+    let o = run_into(
+        &file.join("out"),
+        &[
+            "examples/bench/fat-tree-k16-permutation.toml",
+            "--set",
+            "workload.0.bytes=20000000",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("cannot write results here"), "{e}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+}
+
+/// Temporaries left by a run that was killed (its process is gone) are
+/// removed by the next run into the folder; those of a live process, and
+/// anything else, stay.
+#[test]
+fn leftovers_of_killed_runs_are_removed_and_nothing_else() {
+    let out = temp("leftovers");
+    std::fs::create_dir_all(&out).unwrap();
+    let dead = (4_000_000..4_100_000u32)
+        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        .unwrap();
+    let stale = out.join(format!(".fabricsim-staging-{dead}-Xy12ab"));
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("summary.json"), "{").unwrap();
+    let stale_capture = out.join(format!(".fabricsim-capture-{dead}-Qw34cd"));
+    std::fs::write(&stale_capture, "partial").unwrap();
+    let live = out.join(format!(".fabricsim-staging-{}-Zz99zz", std::process::id()));
+    std::fs::create_dir_all(&live).unwrap();
+    let own = out.join(".my-dotfile");
+    std::fs::write(&own, "keep").unwrap();
+    let o = run_into(
+        &out,
+        &["examples/single-rail.toml", "--no-plots", "--no-html"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!stale.exists() && !stale_capture.exists());
+    assert!(live.is_dir() && own.is_file());
+}
+
+/// Inputs are read whole, so only regular files of a stated size are:
+/// `/dev/zero` used to fill memory and a FIFO with no writer to block.
+#[test]
+fn inputs_that_are_not_regular_files_or_too_large_are_refused() {
+    let dir = temp("inputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let big = dir.join("big.toml");
+    std::fs::write(&big, vec![b'#'; (4 << 20) + 1]).unwrap();
+    let sweep_zero = dir.join("sweep.toml");
+    std::fs::write(&sweep_zero, "base = \"/dev/zero\"\nseeds = 2\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["validate".into(), "/dev/zero".into()],
+            "is not a regular file",
+        ),
+        (
+            vec!["validate".into(), fifo.display().to_string()],
+            "is not a regular file",
+        ),
+        (
+            vec!["validate".into(), big.display().to_string()],
+            "more than the 4194304 (4 MB)",
+        ),
+        (
+            vec![
+                "validate".into(),
+                "examples/collectives/training-with-background.toml".into(),
+                "--set".into(),
+                "workload.1.cdf=\"/dev/zero\"".into(),
+            ],
+            "workload[1].cdf: the CDF file /dev/zero is not a regular file",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                "/dev/zero".into(),
+                "--out".into(),
+                dir.join("o").display().to_string(),
+            ],
+            "is not a regular file",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                sweep_zero.display().to_string(),
+                "--out".into(),
+                dir.join("o").display().to_string(),
+            ],
+            "base: the base scenario /dev/zero is not a regular file",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut child = fabricsim()
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?} still running");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+/// A background workload that would draw more flows than the cap is
+/// refused while drawing, not after building every flow (a million
+/// seconds at load 0.9 used to take 6.4 GB first).
+#[test]
+fn a_background_workload_past_the_flow_cap_is_refused_early() {
+    let start = std::time::Instant::now();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000; exec {} validate examples/collectives/training-with-background.toml --set 'workload.1.duration=\"1000000s\"' --set workload.1.load=0.9",
+            env!("CARGO_BIN_EXE_fabricsim")
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("background traffic would have more than"), "{e}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+}

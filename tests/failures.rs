@@ -193,3 +193,28 @@ fn dlb_and_glb_route_around_a_dead_spine() {
         );
     }
 }
+
+/// A link that fails loses what waited for it at once, and its port
+/// stops: frames are lost only until routing reconverges (plus what was
+/// on the wires), not while a dead port drained its queue at line rate
+/// (99 us of losses against a 50 us reconvergence before).
+#[test]
+fn a_dead_port_loses_its_queue_at_once_and_stops() {
+    let text = std::fs::read_to_string("examples/failures/spine-failure.toml").unwrap();
+    for reconverge_us in [20u64, 50] {
+        let (sim, s) = run_with(
+            &text,
+            &[&format!("routing.reconverge=\"{reconverge_us}us\"")],
+        );
+        let f = &s.failures[0];
+        let losing = f.losing_for_ps.unwrap();
+        let slack = 2_000_000; // a link's delay and a frame on the wire
+        assert!(
+            losing <= reconverge_us * 1_000_000 + slack,
+            "lost frames for {losing} ps with a {reconverge_us} us reconvergence"
+        );
+        assert!(f.lost_packets > 0);
+        sim.check_conservation().unwrap();
+        assert_eq!(s.flows_completed, s.flows_total);
+    }
+}

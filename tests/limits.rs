@@ -190,7 +190,12 @@ fn ctrl_c_stops_the_run_and_writes_the_results_so_far() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.starts_with('.') || n == ".fabricsim-outputs"),
+        "{names:?}"
+    );
 }
 
 #[test]
@@ -270,4 +275,69 @@ fn printing_into_a_full_disk_or_a_closed_pipe_does_not_panic() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(!text(&o.stderr).contains("panicked"));
+}
+
+/// `compare` takes the same limits and interruption as `run`.
+#[test]
+fn compare_has_the_limits_of_run() {
+    let out = temp("compare");
+    let o = fabricsim()
+        .args([
+            "compare",
+            "examples/load-balancing/ecmp.toml",
+            "examples/load-balancing/spray.toml",
+            "--max-events",
+            "500",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("(partial)"), "{}", text(&o.stdout));
+    for name in ["ecmp", "spray"] {
+        let s = summary(&out.join(name));
+        assert_eq!(s["events"], 500);
+        assert_eq!(s["stop_reason"], "max_events reached");
+    }
+    let o = fabricsim()
+        .args([
+            "compare",
+            "examples/load-balancing/ecmp.toml",
+            "examples/load-balancing/spray.toml",
+            "--max-memory",
+            "1MB",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("the --max-memory limit"));
+
+    // Ctrl-C: the run going on is written, marked partial; exit 130.
+    let out = temp("compare-int");
+    let child = fabricsim()
+        .args([
+            "compare",
+            LONG[0],
+            LONG[0],
+            "--set",
+            LONG[2],
+            "--set",
+            "report.plots=false",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    settle();
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let first = out.join("fat-tree-k16-permutation");
+    assert_eq!(summary(&first)["stop_reason"], "interrupted");
+    assert!(!out.join("fat-tree-k16-permutation-2").exists());
 }

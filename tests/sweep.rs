@@ -180,8 +180,9 @@ fn an_interrupted_sweep_resumes_where_it_stopped() {
 fn a_failing_point_is_reported_and_the_others_finish() {
     let out = temp("failure");
     let file = small_sweep(&temp("failure-def"), "[\"dlb\", \"glb\"]");
-    // Point 1's results cannot be moved into place: a file holds its name.
-    fs::create_dir_all(out.join("points")).unwrap();
+    // Point 1's results cannot be moved into place: a file holds its name
+    // (placed once the folder is the sweep's).
+    assert!(sweep(&file, &out, &["--emit", "slurm"]).status.success());
     fs::write(out.join("points/p0001"), "in the way").unwrap();
     let o = sweep(&file, &out, &[]);
     assert_eq!(o.status.code(), Some(2));
@@ -473,4 +474,130 @@ fn batch_tasks_get_the_limits_on_their_command_line() {
         array.contains(" --point \"$SLURM_ARRAY_TASK_ID\" --max-sim-time 50us --max-wall 600s\n"),
         "{array}"
     );
+}
+
+/// A newline in a path that goes into a Slurm script used to end the
+/// comment or `#SBATCH` line it sat in and run the rest as a command; a
+/// space broke `--output`. Control characters are refused, spaces quoted.
+#[test]
+fn paths_in_slurm_scripts_are_quoted_and_cannot_inject_commands() {
+    let root = temp("inject");
+    let marker = root.join("pwned");
+    let evil = root.join(format!("x\ntouch {}\n", marker.display()));
+    let file = small_sweep(&evil, "[\"dlb\", \"glb\"]");
+    let o = sweep(&file, &root.join("out"), &["--emit", "slurm"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("control character"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = sweep(
+        &small_sweep(&root.join("ok"), "[\"dlb\"]"),
+        &root.join("a\nb"),
+        &["--emit", "slurm"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!root.join("a\nb").join("slurm").exists());
+
+    // Spaces: every path a single word for the shell and for sbatch.
+    let spaced = root.join("my sweeps");
+    let file = small_sweep(&spaced, "[\"dlb\", \"glb\"]");
+    let out = spaced.join("out dir");
+    let o = sweep(&file, &out, &["--emit", "slurm"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let array = fs::read_to_string(out.join("slurm/array.sbatch")).unwrap();
+    let log = out.join("slurm/logs/point-%a.out");
+    assert!(
+        array.contains(&format!("#SBATCH --output=\"{}\"\n", log.display())),
+        "{array}"
+    );
+    let sweep_file = fs::canonicalize(&file).unwrap();
+    assert!(
+        array.contains(&format!("# 4 points of '{}'", sweep_file.display())),
+        "{array}"
+    );
+    // bash reads the script as intended: parse it without running it.
+    let check = Command::new("bash")
+        .arg("-n")
+        .arg(out.join("slurm/array.sbatch"))
+        .status()
+        .unwrap();
+    assert!(check.success());
+    assert!(!marker.exists());
+}
+
+/// Grids are refused above a stated size, with their count, before any
+/// expansion (five ranges of 10,000 values used to overflow and panic).
+#[test]
+fn a_grid_too_large_is_refused_with_its_size() {
+    let dir = temp("huge-grid");
+    fs::create_dir_all(&dir).unwrap();
+    let base = fs::canonicalize("examples/sweep/balancers-base.toml").unwrap();
+    let mut text = format!("base = {:?}\n", base.display().to_string());
+    for k in ["a", "b", "c", "d", "e"] {
+        text.push_str(&format!(
+            "[[axis]]\nkey = \"workload.0.start\"\nname = \"{k}\"\nfrom = 1\nto = 10000\nstep = 1\nunit = \"us\"\n"
+        ));
+    }
+    let file = dir.join("huge.toml");
+    fs::write(&file, text).unwrap();
+    let o = sweep(&file, &dir.join("out"), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text_of(&o.stderr);
+    assert!(
+        e.contains(
+            "the grid has 100000000000000000000 points (10000 x 10000 x 10000 x 10000 x 10000 x 1"
+        ) && e.contains("expected at most 100000"),
+        "{e}"
+    );
+}
+
+fn text_of(b: &[u8]) -> String {
+    text(b)
+}
+
+/// A sweep never takes over a folder that is not a sweep's, and a merge
+/// removes only plots an earlier merge wrote.
+#[test]
+fn a_sweep_refuses_a_foreign_folder_and_keeps_the_users_files_in_plots() {
+    let dir = temp("foreign");
+    let file = small_sweep(&dir, "[\"dlb\", \"glb\"]");
+    let foreign = dir.join("mine");
+    fs::create_dir_all(foreign.join("plots")).unwrap();
+    fs::write(foreign.join("plots/figure.svg"), "mine").unwrap();
+    fs::write(foreign.join("sweep.csv"), "mine").unwrap();
+    let o = sweep(&file, &foreign, &["-q"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("is not empty and holds no sweep"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        fs::read_to_string(foreign.join("sweep.csv")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        fs::read_to_string(foreign.join("plots/figure.svg")).unwrap(),
+        "mine"
+    );
+
+    let out = dir.join("out");
+    let o = sweep(&file, &out, &["-q"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    fs::write(out.join("plots/figure.svg"), "mine").unwrap();
+    let before = fs::read_dir(out.join("plots")).unwrap().count();
+    let o = fabricsim()
+        .arg("merge")
+        .arg(&out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        fs::read_to_string(out.join("plots/figure.svg")).unwrap(),
+        "mine"
+    );
+    assert_eq!(fs::read_dir(out.join("plots")).unwrap().count(), before);
 }

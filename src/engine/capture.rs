@@ -112,6 +112,7 @@ impl Simulation {
     pub fn start_capture(
         &mut self,
         spec: &CaptureSpec,
+        file: std::fs::File,
         path: &std::path::Path,
     ) -> Result<(), String> {
         let mut ports = Vec::new();
@@ -146,12 +147,6 @@ impl Simulation {
                 }
             }
         }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("{}: cannot create the output folder: {e}", dir.display()))?;
-        }
-        let file = std::fs::File::create(path)
-            .map_err(|e| format!("{}: cannot write the capture: {e}", path.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         crate::report::pcapng::section_header(&mut out)
             .map_err(|e| format!("{}: cannot write the capture: {e}", path.display()))?;

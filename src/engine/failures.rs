@@ -156,7 +156,9 @@ impl Simulation {
             self.links_failed |= down;
             for p in [link.a, link.b] {
                 self.ports[p.idx()].down = down;
-                if !down {
+                if down {
+                    self.flush_dead_port(p);
+                } else {
                     self.kick(p);
                 }
             }
@@ -221,6 +223,33 @@ impl Simulation {
 
     /// A frame is lost to a failure: on a dead port, or with no route.
     #[inline(never)]
+    /// A port whose link just failed loses every frame waiting in it, at
+    /// once and counted against the failure, and gives their buffer back.
+    fn flush_dead_port(&mut self, p: PortId) {
+        for (e, q) in self.queues[p.idx()].drain_all() {
+            self.ports[p.idx()].queued -= 1;
+            self.lose_queued(p, q, e.id, e.wire_bytes, e.ingress);
+        }
+    }
+
+    /// A frame that was (or was about to be) queued at port `p` is lost
+    /// to the port's dead link: its buffer is given back at a switch.
+    pub(super) fn lose_queued(
+        &mut self,
+        p: PortId,
+        queue: u8,
+        id: PacketId,
+        wire: u32,
+        ingress: u32,
+    ) {
+        if let crate::topology::Owner::Switch(s) = self.owners[p.idx()] {
+            if ingress != super::LOCAL && queue != crate::switch::schedule::CONTROL {
+                self.release(s.idx(), ingress, queue, super::held(wire));
+            }
+        }
+        self.lose(Some(p), id);
+    }
+
     pub(super) fn lose(&mut self, p: Option<PortId>, id: PacketId) {
         let pkt = *self.packets.get(id);
         let cause = match p {

@@ -1074,6 +1074,12 @@ impl Simulation {
     #[inline]
     fn offer(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32, ingress: u32) {
         let port = &self.ports[p.idx()];
+        if self.links_failed && port.down {
+            // Forwarded to a dead link before routing reacts: lost here
+            // and now, not after queueing behind frames that are lost too.
+            self.lose_queued(p, queue, id, wire, ingress);
+            return;
+        }
         if port.idle(self.now)
             && !(port.ever_paused && self.queues[p.idx()].is_paused(queue, self.now))
         {
@@ -1088,6 +1094,12 @@ impl Simulation {
     /// Puts the next waiting frame on the wire. The port must be idle with
     /// no `TxDone` pending.
     fn start_tx(&mut self, p: PortId) {
+        if self.links_failed && self.ports[p.idx()].down {
+            // A dead port sends nothing: a NIC's QPs wait for the link
+            // (or their timeouts); a switch port's queue was emptied when
+            // the link failed.
+            return;
+        }
         while self.ports[p.idx()].queued > 0 {
             match self.queues[p.idx()].dequeue(self.now) {
                 Dequeued::Frame(e, q) => {

@@ -730,7 +730,10 @@ pub fn wall_duration(seconds: f64) -> String {
     }
 }
 
-/// Writes every output file into `dir`, all or nothing.
+/// Writes every output file into `dir`, all or nothing, through a private
+/// staging folder; then files an earlier run left there and this one did
+/// not write again are removed (see `crate::output`), so the folder holds
+/// one run's outputs.
 pub fn write_outputs(
     dir: &Path,
     sim: &Simulation,
@@ -738,9 +741,9 @@ pub fn write_outputs(
     perf: &Perf,
 ) -> std::io::Result<Vec<PathBuf>> {
     fs::create_dir_all(dir)?;
-    let stage = dir.join(format!(".fabricsim-staging-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&stage);
-    fs::create_dir_all(&stage)?;
+    crate::output::remove_dead_leftovers(dir);
+    let staging = crate::output::stage_in(dir, "staging")?;
+    let stage = staging.path().to_path_buf();
     let result = (|| -> std::io::Result<Vec<PathBuf>> {
         let mut files: Vec<(&str, Vec<u8>)> = vec![
             ("summary.json", json(summary)?),
@@ -782,9 +785,10 @@ pub fn write_outputs(
             fs::rename(stage.join(name), &dst)?;
             written.push(dst);
         }
+        crate::output::replace_manifest(dir, &written)?;
         Ok(written)
     })();
-    let _ = fs::remove_dir_all(&stage);
+    drop(staging);
     result
 }
 

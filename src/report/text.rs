@@ -306,7 +306,10 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
         ("leaf balancer", Box::new(balancer)),
         (
             "transfers done",
-            Box::new(|s: &Summary| format!("{}/{}", s.flows_completed, s.flows_total)),
+            Box::new(|s: &Summary| {
+                let partial = if s.partial { " (partial)" } else { "" };
+                format!("{}/{}{partial}", s.flows_completed, s.flows_total)
+            }),
         ),
         (
             "makespan",

@@ -1144,12 +1144,8 @@ fn background(w: &RawWorkload, topo: &Topology, base: &std::path::Path, p: &KeyP
         ));
     };
     let path = base.join(file);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        KeyError::new(
-            &p.key("cdf"),
-            format!("cannot read {}: {e}", path.display()),
-        )
-    })?;
+    let text = crate::input::read_text(&path, crate::input::MAX_CDF_BYTES, "CDF file")
+        .map_err(|e| KeyError::new(&p.key("cdf"), e))?;
     let cdf = crate::workload::background::Cdf::parse(&text)
         .map_err(|m| KeyError::new(&p.key("cdf"), format!("{}: {m}", path.display())))?;
     let load = match w.load {

@@ -331,12 +331,13 @@ fn slug(s: &str) -> String {
 
 /// `plots/METRIC-by-AXIS.svg` for every metric some point has: the axis's
 /// values along x, every point a dot (coloured by seed), the mean over
-/// the other axes and seeds a line. Old plots are replaced as a set.
+/// the other axes and seeds a line. Each is written whole; plots an
+/// earlier merge wrote and this one did not are removed, and nothing
+/// else in `plots/` is.
 fn write_plots(out: &Path, axes: &[String], rows: &[Row]) -> Result<usize, String> {
     let dir = out.join("plots");
-    let stage = out.join(format!(".plots-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&stage);
-    fs::create_dir_all(&stage).map_err(|e| format!("{}: cannot create: {e}", stage.display()))?;
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    let mut written = Vec::new();
     let result = (|| -> Result<usize, String> {
         let seeds: Vec<&str> = {
             let mut s: Vec<&str> = rows.iter().map(|r| r.fields[2].as_str()).collect();
@@ -368,18 +369,20 @@ fn write_plots(out: &Path, axes: &[String], rows: &[Row]) -> Result<usize, Strin
                     continue;
                 }
                 let svg = plot(m, axis, &values, &seeds, &pts)?;
-                let name = format!("{}-by-{}.svg", m.column, slug(axis));
-                fs::write(stage.join(&name), svg)
-                    .map_err(|e| format!("{}: cannot write: {e}", stage.join(&name).display()))?;
+                let path = dir.join(format!("{}-by-{}.svg", m.column, slug(axis)));
+                write_atomic(&path, svg.as_bytes())?;
+                written.push(path);
                 count += 1;
             }
         }
-        let _ = fs::remove_dir_all(&dir);
-        fs::rename(&stage, &dir).map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
         Ok(count)
     })();
-    let _ = fs::remove_dir_all(&stage);
-    result
+    // Plots of an earlier merge that this one did not draw again go;
+    // anything else in the folder stays.
+    let count = result?;
+    crate::output::replace_manifest(&dir, &written)
+        .map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
+    Ok(count)
 }
 
 fn plot(

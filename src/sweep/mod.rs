@@ -121,8 +121,7 @@ impl Sweep {
     /// Reads and checks a sweep file (not yet its points).
     pub fn load(path: &Path) -> Result<Sweep, String> {
         let file = path.display().to_string();
-        let text = fs::read_to_string(path)
-            .map_err(|e| err(&file, "", format!("cannot read the sweep: {e}")))?;
+        let text = crate::input::read_text(path, crate::input::MAX_SCENARIO_BYTES, "sweep file")?;
         let dir = path.parent().unwrap_or(Path::new("."));
         Sweep::parse(&file, &text, dir)
     }
@@ -146,13 +145,9 @@ impl Sweep {
             ));
         };
         let base = dir.join(&base_name);
-        let base_text = fs::read_to_string(&base).map_err(|e| {
-            err(
-                file,
-                "base",
-                format!("cannot read \"{}\": {e}", base.display()),
-            )
-        })?;
+        let base_text =
+            crate::input::read_text(&base, crate::input::MAX_SCENARIO_BYTES, "base scenario")
+                .map_err(|e| err(file, "base", e))?;
         for (i, s) in raw.set.iter().enumerate() {
             if !s.contains('=') {
                 return Err(err(
@@ -187,6 +182,26 @@ impl Sweep {
                 ));
             }
             axes.push(axis);
+        }
+        // The grid is refused before anything is expanded: five range
+        // axes of 10,000 values would otherwise overflow the count.
+        let mut sizes: Vec<usize> = axes.iter().map(|a| a.values.len()).collect();
+        sizes.push(seeds.as_ref().map_or(1, Vec::len));
+        let count = sizes
+            .iter()
+            .try_fold(1usize, |n, &k| n.checked_mul(k))
+            .filter(|&n| n <= MAX_POINTS);
+        if count.is_none() {
+            let total: f64 = sizes.iter().map(|&k| k as f64).product();
+            let parts: Vec<String> = sizes.iter().map(|k| k.to_string()).collect();
+            return Err(err(
+                file,
+                "axis",
+                format!(
+                    "the grid has {total:.0} points ({}, the last factor being seeds); expected at most {MAX_POINTS}: split the study or use fewer values",
+                    parts.join(" x ")
+                ),
+            ));
         }
         if axes.is_empty() && seeds.as_ref().is_none_or(|s| s.len() < 2) {
             return Err(err(
@@ -341,6 +356,9 @@ fn seeds(v: &Value) -> Result<Vec<u64>, String> {
 
 /// Most values one range may give.
 const MAX_RANGE: usize = 10_000;
+
+/// Most points in one sweep (axes' values times seeds).
+pub const MAX_POINTS: usize = 100_000;
 
 fn axis(a: &RawAxis) -> Result<Axis, (String, String)> {
     let e = |k: &str, m: String| (k.to_string(), m);
@@ -498,26 +516,28 @@ impl Layout {
     }
 }
 
-/// Writes a file whole or not at all: a temporary name, then a rename.
+/// Writes a file whole or not at all (see `crate::output::write_atomic`).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map_or("out".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
-    fs::write(&tmp, bytes)
-        .and_then(|()| fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            format!("{}: cannot write: {e}", path.display())
-        })
+    crate::output::write_atomic(path, bytes)
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
 /// Writes `manifest.csv` and `definition.json`, or checks that those
 /// there are this sweep's: a folder's finished points are reused only by
 /// the same sweep.
 fn settle_manifest(layout: &Layout, sweep: &Sweep, manifest: &str) -> Result<(), String> {
+    // A folder that is neither new, nor empty, nor a sweep's is someone
+    // else's: its files are not ours to overwrite.
+    if !layout.manifest().is_file() {
+        if let Ok(mut entries) = fs::read_dir(&layout.root) {
+            if entries.next().is_some() {
+                return Err(format!(
+                    "{}: is not empty and holds no sweep (no manifest.csv); give a new or empty --out folder",
+                    layout.root.display()
+                ));
+            }
+        }
+    }
     fs::create_dir_all(layout.points())
         .map_err(|e| format!("{}: cannot create: {e}", layout.points().display()))?;
     let definition = sweep.definition();
@@ -652,10 +672,9 @@ pub fn run_point(
     if limits.interrupted() {
         return Ok(Ran::NotStarted);
     }
-    let stage = layout
-        .points()
-        .join(format!(".{dir}.partial-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&stage);
+    let staging = crate::output::stage_in(&layout.points(), "point")
+        .map_err(|e| format!("{}: cannot write: {e}", layout.points().display()))?;
+    let stage = staging.path().to_path_buf();
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Ran, String> {
         let prepared = sweep.prepare(p)?;
         let mut sim = Simulation::new(prepared);
@@ -693,7 +712,7 @@ pub fn run_point(
             .unwrap_or_else(|| "unknown panic".into());
         Err(format!("the simulation panicked: {what}"))
     });
-    let _ = fs::remove_dir_all(&stage);
+    drop(staging);
     match outcome {
         Ok(Ran::Interrupted) => Ok(Ran::Interrupted),
         Ok(ran) => {
@@ -820,6 +839,8 @@ pub fn run_local(sweep: &Sweep, out: &Path, opts: &Local) -> Result<Outcome, Str
 /// Removes the staging folders of runs that were stopped: a local sweep
 /// is the only one writing into its folder.
 fn remove_stale_stages(layout: &Layout) {
+    crate::output::remove_dead_leftovers(&layout.root);
+    crate::output::remove_dead_leftovers(&layout.points());
     let Ok(entries) = fs::read_dir(layout.points()) else {
         return;
     };

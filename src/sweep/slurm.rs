@@ -50,7 +50,7 @@ pub struct Slurm {
 fn plain_option(key: &str, v: &str) -> Result<String, (String, String)> {
     if v.is_empty()
         || v.chars()
-            .any(|c| c.is_whitespace() || c == '#' || c == '\'')
+            .any(|c| c.is_whitespace() || c.is_control() || c == '#' || c == '\'')
     {
         return Err((
             format!("slurm.{key}"),
@@ -78,7 +78,7 @@ impl Slurm {
         };
         let mut extra = Vec::new();
         for (i, e) in r.extra.iter().flatten().enumerate() {
-            if !e.starts_with('-') || e.contains('\n') {
+            if !e.starts_with('-') || e.chars().any(char::is_control) {
                 return Err((
                     format!("slurm.extra[{i}]"),
                     format!("got \"{e}\", expected an sbatch option such as \"--constraint=x86\""),
@@ -96,7 +96,15 @@ impl Slurm {
             mem: opt("mem", &r.mem)?,
             limit: positive("limit", r.limit)?,
             extra,
-            binary: r.binary.clone(),
+            binary: match &r.binary {
+                Some(b) if b.chars().any(char::is_control) => {
+                    return Err((
+                        "slurm.binary".into(),
+                        format!("got {b:?}, expected a path without control characters"),
+                    ))
+                }
+                b => b.clone(),
+            },
         })
     }
 }
@@ -110,6 +118,43 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// A path that goes into a generated script, as text: a control
+/// character (a newline ends a comment or an `#SBATCH` line and starts a
+/// command) is refused, whatever quoting follows.
+fn script_path(p: &Path, what: &str) -> Result<String, String> {
+    let s = p.to_str().ok_or_else(|| {
+        format!(
+            "{what} {}: not UTF-8; expected a plain path for the Slurm scripts",
+            p.display()
+        )
+    })?;
+    if s.chars().any(char::is_control) {
+        return Err(format!(
+            "{what} {s:?} holds a control character (such as a newline); it cannot go into a Slurm script"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A value of an `#SBATCH` line: sbatch reads these lines itself, not
+/// the shell, and takes a double-quoted value whole, so a value with a
+/// space is double-quoted; one with a double quote or a backslash has no
+/// safe spelling there and is refused.
+fn sbatch_value(s: &str, what: &str) -> Result<String, String> {
+    if s.contains('"') || s.contains('\\') {
+        return Err(format!(
+            "{what} {s:?} holds a double quote or a backslash, which an #SBATCH line cannot carry; choose another folder"
+        ));
+    }
+    if s.chars()
+        .any(|c| c.is_whitespace() || c == '#' || c == '\'')
+    {
+        Ok(format!("\"{s}\""))
+    } else {
+        Ok(s.to_string())
     }
 }
 
@@ -144,15 +189,32 @@ pub fn emit(
     };
     let sweep_file = absolute(sweep_file)?;
     let out = absolute(out)?;
+    // Every path checked before anything is written.
+    script_path(&sweep_file, "the sweep file")?;
+    script_path(&out, "the output folder")?;
+    script_path(Path::new(&exe), "the fabricsim binary")?;
+    if let Some(a) = args.iter().find(|a| a.chars().any(char::is_control)) {
+        return Err(format!(
+            "the option {a:?} holds a control character; it cannot go into a Slurm script"
+        ));
+    }
     let dir = out.join("slurm");
     let logs = dir.join("logs");
+    let log_value = |log: &str| {
+        sbatch_value(
+            &script_path(&logs.join(log), "the log path")?,
+            "the log path",
+        )
+    };
+    let array_log = log_value("point-%a.out")?;
+    let merge_log = log_value("merge.out")?;
     fs::create_dir_all(&logs).map_err(|e| format!("{}: cannot create: {e}", logs.display()))?;
     let q = |p: &Path| shell_quote(&p.display().to_string());
 
     let header = |name: &str, log: &str| {
         let mut h = String::from("#!/bin/bash\n");
         let _ = writeln!(h, "#SBATCH --job-name={name}");
-        let _ = writeln!(h, "#SBATCH --output={}", logs.join(log).display());
+        let _ = writeln!(h, "#SBATCH --output={log}");
         let _ = writeln!(h, "#SBATCH --cpus-per-task={}", s.cpus_per_task);
         for (k, v) in [
             ("partition", &s.partition),
@@ -171,7 +233,7 @@ pub fn emit(
         h
     };
 
-    let mut array = header(&s.job_name, "point-%a.out");
+    let mut array = header(&s.job_name, &array_log);
     let limit = s.limit.map_or(String::new(), |l| format!("%{l}"));
     let _ = writeln!(array, "#SBATCH --array=0-{}{limit}", n - 1);
     let _ = write!(
@@ -180,7 +242,7 @@ pub fn emit(
          # the task runs again.\n\
          set -euo pipefail\n\
          exec {} sweep {} --out {} --point \"$SLURM_ARRAY_TASK_ID\"{}\n",
-        sweep_file.display(),
+        q(&sweep_file),
         shell_quote(&exe),
         q(&sweep_file),
         q(&out),
@@ -188,7 +250,7 @@ pub fn emit(
             .map(|a| format!(" {}", shell_quote(a)))
             .collect::<String>()
     );
-    let mut merge = header(&format!("{}-merge", s.job_name), "merge.out");
+    let mut merge = header(&format!("{}-merge", s.job_name), &merge_log);
     let _ = write!(
         merge,
         "# Gathers every point into sweep.csv and plots/ once all tasks have\n\

@@ -319,6 +319,18 @@ impl EgressQueues {
         }
     }
 
+    /// Takes every frame out of every queue, the control slot too, each
+    /// with its queue (`CONTROL` for the slot): a link that fails loses
+    /// what waited for it.
+    pub fn drain_all(&mut self) -> Vec<(Queued, u8)> {
+        let mut out: Vec<(Queued, u8)> = self.control.drain(..).map(|e| (e, CONTROL)).collect();
+        self.n_control = 0;
+        for q in 0..QUEUES as u8 {
+            out.extend(self.drain(q).into_iter().map(|e| (e, q)));
+        }
+        out
+    }
+
     /// Takes every frame out of queue `q` (the watchdog drops them).
     pub fn drain(&mut self, q: u8) -> Vec<Queued> {
         let f = &mut self.fifo[q as usize];

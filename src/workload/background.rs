@@ -111,6 +111,7 @@ pub fn arrivals(
     start: SimTime,
     duration: SimTime,
     peers: usize,
+    most: usize,
     rng: &mut Stream,
 ) -> Vec<(SimTime, usize, u64)> {
     let per_ps = rate_bytes / cdf.mean() / 1e12;
@@ -121,7 +122,9 @@ pub fn arrivals(
     let mut t = 0.0f64;
     loop {
         t += -(1.0 - rng.unit()).ln() / per_ps;
-        if t >= duration.0 as f64 {
+        // Past `most` the caller refuses the workload: drawing the rest
+        // would only fill memory first.
+        if t >= duration.0 as f64 || out.len() > most {
             return out;
         }
         let dst = rng.below(peers as u64) as usize;
@@ -152,7 +155,7 @@ mod tests {
         let c = Cdf::parse("1000 0.2\n100000 1\n").unwrap();
         let mut rng = crate::rng::Streams::new(3).stream("bg");
         let dur = SimTime::from_us(100_000);
-        let a = arrivals(&c, 1e9, SimTime::ZERO, dur, 7, &mut rng);
+        let a = arrivals(&c, 1e9, SimTime::ZERO, dur, 7, usize::MAX, &mut rng);
         let bytes: u64 = a.iter().map(|x| x.2).sum();
         let rate = bytes as f64 / 0.1;
         assert!((rate / 1e9 - 1.0).abs() < 0.05, "{rate}");

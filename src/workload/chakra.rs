@@ -180,7 +180,7 @@ fn int_of(v: &pb::Value) -> Option<i64> {
 
 /// Reads one rank's file.
 pub fn read_file(path: &Path) -> Result<Vec<Node>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = crate::input::read_bytes(path, crate::input::MAX_TRACE_BYTES, "trace file")?;
     decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 

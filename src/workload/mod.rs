@@ -302,9 +302,16 @@ pub fn expand(
                     let nic = &topo.nics[topo.gpus[a.idx()].nic.idx()];
                     let line: u64 = nic.ports.iter().map(|&p| topo.port(p).rate.bps()).sum();
                     let rate = load * line as f64 / 8.0;
-                    for (t, d, size) in
-                        background::arrivals(cdf, rate, w.start, *duration, peers.len(), &mut rng)
-                    {
+                    let most = MAX_FLOWS.saturating_sub(flows.len() + starts.len());
+                    for (t, d, size) in background::arrivals(
+                        cdf,
+                        rate,
+                        w.start,
+                        *duration,
+                        peers.len(),
+                        most,
+                        &mut rng,
+                    ) {
                         starts.push((a, peers[d], t, size));
                         if flows.len() + starts.len() > MAX_FLOWS {
                             return Err(KeyError::new(
