@@ -246,3 +246,36 @@ start = "18042ns"
     );
     assert_eq!(dt.bytes_delivered, dt.bytes_offered);
 }
+
+/// Every frame a switch port sends comes out of one of its queues, and
+/// each queue counts it, whether it waited or went straight onto an idle
+/// wire: CNPs that never waited used to have no row in queues.csv.
+#[test]
+fn every_frame_a_switch_port_sends_is_counted_by_its_queue() {
+    let text = std::fs::read_to_string("examples/rail-optimized-pod.toml").unwrap();
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(s.pfc_pause_frames, 0, "no control frames to account for");
+    assert!(s.cnps_sent > 0);
+    let cnp_queue = 7;
+    let mut cnp_frames = 0;
+    for sw in &sim.topo.switches {
+        for &p in &sw.ports {
+            let q = &sim.queues[p.idx()];
+            let frames: u64 = (0..8).map(|i| q.stats(i).frames).sum();
+            assert_eq!(frames, sim.ports[p.idx()].tx_packets, "{}", sw.name);
+            cnp_frames += q.stats(cnp_queue).frames;
+        }
+    }
+    // Each CNP crosses at least one switch.
+    assert!(cnp_frames >= s.cnps_sent, "{cnp_frames} < {}", s.cnps_sent);
+    let dir = std::env::temp_dir().join(format!("fabricsim-queues-{}", std::process::id()));
+    let perf = Perf::of(&sim, 1.0);
+    report::write_outputs(&dir, &sim, &s, &perf).unwrap();
+    let csv = std::fs::read_to_string(dir.join("queues.csv")).unwrap();
+    assert!(csv.starts_with("from,to,queue,class,frames,enqueued,"));
+    assert!(
+        csv.lines().any(|l| l.split(',').nth(2) == Some("7")),
+        "no CNP queue row:\n{csv}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

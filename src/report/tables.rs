@@ -327,6 +327,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "to",
         "queue",
         "class",
+        "frames",
         "enqueued",
         "max_depth_bytes",
         "ecn_marks",
@@ -342,7 +343,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         }
         for i in 0..QUEUES {
             let st = q.stats(i);
-            if st.enqueued + st.drops + st.wred_drops + st.watchdog_drops + st.trims == 0 {
+            if st.frames + st.drops + st.wred_drops + st.watchdog_drops + st.trims == 0 {
                 continue;
             }
             w.write_record([
@@ -350,6 +351,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 topo.owner_name(topo.port(pid).peer).to_string(),
                 i.to_string(),
                 sim.scenario.qos.queues[i].name.clone(),
+                st.frames.to_string(),
                 st.enqueued.to_string(),
                 st.max_bytes.to_string(),
                 st.ecn_marks.to_string(),

@@ -269,7 +269,13 @@ fn color_index(colors: &[Color], name: &str, path: &KeyPath) -> R<usize> {
 }
 
 /// One balance table: the default algorithm and its settings.
-fn spec(b: &RawBalance, path: &KeyPath, topo: &Topology, colors: &[Color]) -> R<BalanceSpec> {
+fn spec(
+    b: &RawBalance,
+    path: &KeyPath,
+    topo: &Topology,
+    colors: &[Color],
+    unused: &mut Vec<(String, String)>,
+) -> R<BalanceSpec> {
     let mut s = BalanceSpec {
         algo: algo(b.mode.as_deref().unwrap_or("ecmp"), &path.key("mode"))?,
         ..BalanceSpec::default()
@@ -374,11 +380,11 @@ fn spec(b: &RawBalance, path: &KeyPath, topo: &Topology, colors: &[Color]) -> R<
         if used {
             continue;
         }
-        if let Some((k, _)) = keys.iter().find(|(_, given)| *given) {
-            return Err(KeyError::new(
-                &path.key(k),
+        for (k, _) in keys.iter().filter(|(_, given)| *given) {
+            unused.push((
+                path.key(k).to_string(),
                 format!(
-                    "is only used by mode = \"{needs}\" (here mode is \"{}\" and no selective rule uses it)",
+                    "is only used by mode = \"{needs}\" (here mode is \"{}\" and no selective rule uses it); ignored",
                     b.mode.as_deref().unwrap_or("ecmp")
                 ),
             ));
@@ -569,8 +575,9 @@ pub fn balance(raw: Option<&RawBalance>, path: &KeyPath, topo: &Topology) -> R<B
             switches,
         });
     }
+    let mut unused = Vec::new();
     let mut cfg = BalanceConfig {
-        default: spec(b, path, topo, &colors)?,
+        default: spec(b, path, topo, &colors, &mut unused)?,
         ..BalanceConfig::default()
     };
     let nested = |o: &RawBalance, op: &KeyPath| -> R<()> {
@@ -600,22 +607,31 @@ pub fn balance(raw: Option<&RawBalance>, path: &KeyPath, topo: &Topology) -> R<B
             ));
         };
         nested(t, &tp)?;
-        cfg.tiers[i] = Some(spec(t, &tp, topo, &colors)?);
+        cfg.tiers[i] = Some(spec(t, &tp, topo, &colors, &mut unused)?);
     }
     for (name, o) in b.switch.iter().flatten() {
         let sp = path.key("switch").key(name);
         let id = switch_id(topo, name).ok_or_else(|| no_switch(&sp, name, topo))?;
         nested(o, &sp)?;
-        cfg.switches.push((id, spec(o, &sp, topo, &colors)?));
+        cfg.switches
+            .push((id, spec(o, &sp, topo, &colors, &mut unused)?));
     }
     cfg.switches.sort_by_key(|e| e.0);
     cfg.colors = colors;
+    cfg.unused_keys = unused;
     Ok(cfg)
 }
 
 /// Balancer setups that run but do not mean what the user may expect.
 pub fn check(topo: &Topology, ecmp: &EcmpConfig, cfg: &BalanceConfig) -> Vec<Finding> {
-    let mut out = Vec::new();
+    let mut out: Vec<Finding> = cfg
+        .unused_keys
+        .iter()
+        .map(|(key, message)| Finding {
+            key: key.clone(),
+            message: message.clone(),
+        })
+        .collect();
     if ecmp.fields.has(HashFields::SYMMETRIC) && ecmp.seed == EcmpSeed::PerSwitch {
         out.push(Finding {
             key: "switch.ecmp.symmetric".into(),

@@ -66,7 +66,11 @@ impl Scheduler {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueueStats {
     pub max_bytes: u32,
+    /// Frames that waited in the queue.
     pub enqueued: u64,
+    /// Every frame the queue carried: those that waited and those that
+    /// went straight onto an idle wire.
+    pub frames: u64,
     pub ecn_marks: u64,
     /// Dropped at admission (buffer, headroom or WRED) while headed here.
     pub drops: u64,
@@ -80,6 +84,8 @@ pub struct QueueStats {
 /// The counters of a queue that only marks and drops touch.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueueCounts {
+    /// Frames of this queue sent at once on an idle port, without waiting.
+    pub direct: u64,
     pub ecn_marks: u64,
     /// Dropped at admission (buffer, headroom or WRED) while headed here.
     pub drops: u64,
@@ -375,6 +381,7 @@ impl EgressQueues {
         QueueStats {
             max_bytes: f.max_bytes,
             enqueued: f.enqueued,
+            frames: f.enqueued + c.direct,
             ecn_marks: c.ecn_marks,
             drops: c.drops,
             wred_drops: c.wred_drops,

@@ -173,6 +173,10 @@ pub struct BalanceConfig {
     /// Per-switch overrides, sorted by switch.
     pub switches: Vec<(SwitchId, BalanceSpec)>,
     pub colors: Vec<Color>,
+    /// Settings given for a mode no balancer uses (key, mode it is for),
+    /// kept to warn about: a sweep or `--set` can change the mode
+    /// without having to remove them.
+    pub unused_keys: Vec<(String, String)>,
 }
 
 impl BalanceConfig {
