@@ -533,3 +533,32 @@ bytes = "4KB"
     // Parallel links still run: the best member of the port channel counts.
     run_with(&text(4, 2), &[]);
 }
+
+/// Balance is measured per equal-cost group, the only set a balancer
+/// chooses among: perfect spraying is 1.0 per group though the pooled
+/// figure over both leaves' uplinks is about 2 (traffic enters one leaf
+/// only), which used to be the headline.
+#[test]
+fn balance_is_reported_per_equal_cost_group_with_the_pooled_figure_apart() {
+    let text = std::fs::read_to_string("examples/load-balancing/spray.toml").unwrap();
+    let (_, s) = common::run_with(&text, &[]);
+    let leaf = s
+        .uplink_balance
+        .iter()
+        .find(|b| b.tier == "leaf" && b.direction == "up")
+        .unwrap();
+    assert!(leaf.groups >= 1);
+    assert!(leaf.max_over_mean < 1.02, "{leaf:?}");
+    assert!(leaf.jain > 0.999, "{leaf:?}");
+    assert!(leaf.pooled_max_over_mean > 1.9, "{leaf:?}");
+    assert!(leaf.pooled_jain < 0.6, "{leaf:?}");
+    assert!((s.uplink_imbalance.unwrap() - leaf.max_over_mean).abs() < 1e-9);
+    // ECMP collides within a group: its worst group says where.
+    let text = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
+    let (_, e) = common::run_with(&text, &[]);
+    let leaf = e.uplink_balance.iter().find(|b| b.tier == "leaf").unwrap();
+    assert!(
+        leaf.max_over_mean > 1.5 && leaf.worst_group == "leaf0",
+        "{leaf:?}"
+    );
+}

@@ -158,7 +158,7 @@ fn headline(o: &mut String, s: &Summary) {
     card(o, &s.pfc_pause_frames.to_string(), "PFC pauses");
     card(o, &fmt_bytes(s.max_queue_bytes), "deepest queue");
     if let Some(i) = s.uplink_imbalance {
-        card(o, &format!("{i:.2}"), "uplink max/mean");
+        card(o, &format!("{i:.2}"), "equal-cost max/mean");
     }
     o.push_str("</div>");
 }

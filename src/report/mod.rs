@@ -52,16 +52,36 @@ impl Distribution {
 /// Balance of traffic over the links a tier of switches chooses among:
 /// its uplinks (`direction = "up"`, every one an equal-cost next hop) and
 /// the members of its downlink port channels (`"down"`).
+///
+/// A balancer only ever chooses among the members of one equal-cost
+/// group at one switch, so balance is measured per group (busiest member
+/// over the group's mean, and Jain's index over its members), then
+/// summed up over the tier's groups as a byte-weighted mean and the worst
+/// group. The pooled figures lump every link of the tier together, so
+/// they also count how unevenly traffic enters the leaves, which no
+/// balancer controls (perfect spraying under a ring shows 1.0 per group
+/// and about 2 pooled).
 #[derive(Serialize, Debug, Clone)]
 pub struct UplinkBalance {
     pub tier: String,
     pub direction: String,
     pub links: usize,
     pub bytes_total: u64,
-    /// Busiest link over the mean (1.0 = perfectly even).
+    /// Equal-cost groups of two or more members in this tier and
+    /// direction.
+    pub groups: usize,
+    /// Per group, busiest member over the group's mean, averaged weighted
+    /// by the group's bytes (1.0 = every group perfectly even).
     pub max_over_mean: f64,
-    /// Jain's fairness index over link bytes (1.0 = perfectly even).
+    /// Per group Jain's index over its members' bytes, weighted alike.
     pub jain: f64,
+    /// The group with the highest max/mean: its switch and figure.
+    pub worst_group: String,
+    pub worst_max_over_mean: f64,
+    /// Busiest link over the mean of every link of the tier together.
+    pub pooled_max_over_mean: f64,
+    /// Jain's index over every link of the tier together.
+    pub pooled_jain: f64,
     /// Links that carried nothing.
     pub idle_links: usize,
 }
@@ -576,16 +596,22 @@ fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
         Owner::Nic(_) => None,
     };
     let mut out = Vec::new();
+    let bytes_of = |p: &PortId| sim.ports[p.idx()].tx_wire_bytes;
     for tier in 0..3u8 {
-        let switches = || topo.switches.iter().filter(move |s| s.tier == tier);
+        let switches = || {
+            topo.switches
+                .iter()
+                .enumerate()
+                .filter(move |(_, s)| s.tier == tier)
+        };
         // Every uplink is a choice among equal-cost next hops.
         let up: Vec<PortId> = switches()
-            .flat_map(|s| s.ports.iter().copied())
+            .flat_map(|(_, s)| s.ports.iter().copied())
             .filter(|&p| topo.owner_tier(topo.port(p).peer) > tier as i32)
             .collect();
         // A downlink is a choice only as a member of a port channel.
         let down: Vec<PortId> = switches()
-            .flat_map(|s| {
+            .flat_map(|(_, s)| {
                 s.ports.iter().copied().filter(move |&p| {
                     let n = peer_switch(p);
                     n.is_some()
@@ -595,33 +621,62 @@ fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
             })
             .collect();
         for (ports, direction) in [(up, "up"), (down, "down")] {
-            let bytes: Vec<u64> = ports
-                .iter()
-                .map(|p| sim.ports[p.idx()].tx_wire_bytes)
-                .collect();
-            if let Some(b) = balance(names[tier as usize], direction, &bytes) {
-                out.push(b);
+            let bytes: Vec<u64> = ports.iter().map(bytes_of).collect();
+            let total: u64 = bytes.iter().sum();
+            if bytes.is_empty() || total == 0 {
+                continue;
             }
+            // The equal-cost groups of these switches whose members are
+            // among these ports.
+            let mut groups: Vec<(String, Vec<u64>)> = Vec::new();
+            for (si, s) in switches() {
+                let r = &sim.routes.switches[si];
+                for g in 0..r.groups.len() as u32 {
+                    let members = r.member_slice(g);
+                    if members.len() >= 2 && members.iter().all(|m| ports.contains(m)) {
+                        groups.push((s.name.clone(), members.iter().map(bytes_of).collect()));
+                    }
+                }
+            }
+            let (pooled_max_over_mean, pooled_jain) = tables::spread(&bytes);
+            let mut weighted = (0.0, 0.0, 0u64);
+            let mut worst = (String::new(), 1.0f64);
+            for (name, b) in &groups {
+                let w: u64 = b.iter().sum();
+                let (mom, jain) = tables::spread(b);
+                weighted.0 += mom * w as f64;
+                weighted.1 += jain * w as f64;
+                weighted.2 += w;
+                if w > 0 && mom > worst.1 {
+                    worst = (name.clone(), mom);
+                }
+            }
+            let (max_over_mean, jain) = if weighted.2 > 0 {
+                (
+                    weighted.0 / weighted.2 as f64,
+                    weighted.1 / weighted.2 as f64,
+                )
+            } else {
+                // No group of two: nothing was chosen among.
+                (1.0, 1.0)
+            };
+            out.push(UplinkBalance {
+                tier: names[tier as usize].to_string(),
+                direction: direction.to_string(),
+                links: bytes.len(),
+                bytes_total: total,
+                groups: groups.len(),
+                max_over_mean,
+                jain,
+                worst_group: worst.0,
+                worst_max_over_mean: worst.1,
+                pooled_max_over_mean,
+                pooled_jain,
+                idle_links: bytes.iter().filter(|&&b| b == 0).count(),
+            });
         }
     }
     out
-}
-
-fn balance(tier: &str, direction: &str, bytes: &[u64]) -> Option<UplinkBalance> {
-    let total: u64 = bytes.iter().sum();
-    if bytes.is_empty() || total == 0 {
-        return None;
-    }
-    let (max_over_mean, jain) = tables::spread(bytes);
-    Some(UplinkBalance {
-        tier: tier.to_string(),
-        direction: direction.to_string(),
-        links: bytes.len(),
-        bytes_total: total,
-        max_over_mean,
-        jain,
-        idle_links: bytes.iter().filter(|&&b| b == 0).count(),
-    })
 }
 
 /// The deadlock's queues as `FROM->TO priority P`.

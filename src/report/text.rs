@@ -168,24 +168,43 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             .collect();
         let _ = writeln!(
             o,
-            "\nequal-cost balance (bytes per link a switch chooses among; {}; weighted max/mean {:.2})",
+            "\nequal-cost balance (bytes per member of each group a switch chooses among; {}; weighted max/mean {:.2})",
             bal.join(", "),
             s.uplink_imbalance.unwrap_or(1.0)
         );
         let _ = writeln!(
             o,
-            "  {:<30} {:>6} {:>6} {:>10} {:>8}",
-            "links", "count", "idle", "max/mean", "Jain"
+            "  {:<30} {:>6} {:>6} {:>6} {:>10} {:>8} {:>18} {:>15}",
+            "links",
+            "count",
+            "idle",
+            "groups",
+            "max/mean",
+            "Jain",
+            "worst group",
+            "pooled max/mean"
         );
         for b in &s.uplink_balance {
             let what = match b.direction.as_str() {
                 "up" => format!("{} uplinks", b.tier),
                 _ => format!("{} port-channel downlinks", b.tier),
             };
+            let worst = if b.groups == 0 {
+                "-".to_string()
+            } else {
+                format!("{} {:.2}", b.worst_group, b.worst_max_over_mean)
+            };
             let _ = writeln!(
                 o,
-                "  {:<30} {:>6} {:>6} {:>10.2} {:>8.3}",
-                what, b.links, b.idle_links, b.max_over_mean, b.jain
+                "  {:<30} {:>6} {:>6} {:>6} {:>10.2} {:>8.3} {:>18} {:>15.2}",
+                what,
+                b.links,
+                b.idle_links,
+                b.groups,
+                b.max_over_mean,
+                b.jain,
+                worst,
+                b.pooled_max_over_mean
             );
         }
     }
@@ -332,7 +351,7 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
             }),
         ),
         (
-            "uplink max/mean",
+            "group max/mean",
             Box::new(|s: &Summary| s.uplink_imbalance.map_or("-".into(), |x| format!("{x:.2}"))),
         ),
         (
