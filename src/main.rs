@@ -457,6 +457,9 @@ fn engine_limits(args: &LimitArgs) -> Result<(fabricsim::engine::Limits, Option<
         max_events: args.stop.max_events,
         max_wall,
         interrupt: Some(interrupt),
+        // Also while running: a run that grows past the limit despite the
+        // estimate stops, its results so far written.
+        max_memory: max_memory.map(|m| (m, report::rss_bytes as fn() -> u64)),
     };
     Ok((limits, max_memory))
 }
@@ -465,10 +468,10 @@ fn engine_limits(args: &LimitArgs) -> Result<(fabricsim::engine::Limits, Option<
 /// by default, above what the machine has available.
 fn check_memory(
     path: Option<&Path>,
-    sim: &Simulation,
+    prepared: &Prepared,
     max_memory: Option<u64>,
 ) -> Result<(), String> {
-    let memory = sim.memory_estimate(report::rss_bytes());
+    let memory = fabricsim::engine::MemoryEstimate::of(prepared, report::rss_bytes());
     let (limit, whose) = match max_memory {
         Some(m) => (Some(m), "the --max-memory limit"),
         None => (
@@ -481,12 +484,14 @@ fn check_memory(
             p.display().to_string()
         });
         return Err(format!(
-            "{file}: the run needs an estimated {} of memory ({} for the fabric and its state, up to {} packets alive at once at {} B each, {} of time series), more than {} ({whose}); nothing was run. Try a smaller fabric or workload, [report] sample_interval = \"off\", or a higher --max-memory",
+            "{file}: the run needs an estimated {} of memory ({} for the scenario as loaded, {} for the simulation's state, up to {} packets alive at once at {} B each, {} of time series, {} to write the largest output), more than {} ({whose}); nothing was built or run. Try a smaller fabric or workload, [report] sample_interval = \"off\", or a higher --max-memory",
             mb(memory.total()),
-            mb(memory.built_bytes),
+            mb(memory.loaded_bytes),
+            mb(memory.state_bytes),
             memory.packets,
             fabricsim::engine::MemoryEstimate::BYTES_PER_PACKET,
             mb(memory.series_bytes),
+            mb(memory.output_bytes),
             mb(limit),
         ));
     }
@@ -517,8 +522,13 @@ fn run(
     };
     let prepared = load(path, sets)?;
     warnings(path, &prepared, strict)?;
+    check_memory(path, &prepared, max_memory)?;
+    if std::env::var_os("FABRICSIM_MEMORY_ESTIMATE").is_some() {
+        // For ACCURACY.md: the estimate, to set beside perf.json's peak.
+        let m = fabricsim::engine::MemoryEstimate::of(&prepared, report::rss_bytes());
+        errln!("memory estimate {} B ({m:?})", m.total());
+    }
     let mut sim = Simulation::new(prepared);
-    check_memory(path, &sim, max_memory)?;
     // A run that should take more than a few seconds says so first.
     if !quiet && sim.estimate.wall_seconds() >= 3.0 {
         errln!("{}", report::estimate_line(&sim));
@@ -654,8 +664,8 @@ fn compare(
     let mut runs = Vec::new();
     let mut interrupted = false;
     for ((name, pr), path) in names.into_iter().zip(prepared).zip(paths) {
+        check_memory(Some(path), &pr, max_memory)?;
         let mut sim = Simulation::new(pr);
-        check_memory(Some(path), &sim, max_memory)?;
         errln!("running {name}");
         let start = Instant::now();
         let stop = sim.run_limited(&limits, |_| {});

@@ -543,6 +543,16 @@ bytes = "16MB"
     let fct = common::fct(&sim, 0) as f64;
     let pcie = 16e6 / 32e9 * 1e12;
     assert!(fct > pcie && fct < pcie * 1.01, "fct {fct} vs {pcie}");
+    // Alone on an idle fabric it is its own ideal: the ideal goes through
+    // PCIe too (it reported a slowdown of 1.5 before, 3.05 with more QPs).
+    let ideal = sim.flows[0].ideal_fct.0 as f64;
+    assert!(
+        (fct / ideal - 1.0).abs() < 0.005,
+        "fct {fct} vs ideal {ideal}"
+    );
+    let (sim, _) = run_with(text, &["workload.0.qps=4"]);
+    let slowdown = common::fct(&sim, 0) as f64 / sim.flows[0].ideal_fct.0 as f64;
+    assert!((0.995..1.005).contains(&slowdown), "{slowdown}");
     let (sim, _) = run_with(text, &["host.pcie=\"128GB/s\""]);
     let fct = common::fct(&sim, 0) as f64;
     let nic = 16e6 * 8.0 / 400e9 * 1e12;
@@ -572,4 +582,15 @@ start = "2us"
     // 9 MB at 450 GB/s is 20 us; 1 us of latency.
     let end = sim.tasks.done.iter().max().unwrap().0;
     assert_eq!(end, 2_000_000 + 20_000_000 + 1_000_000);
+    // flows.csv has a row for it, marked as NVLink, at its own ideal.
+    let csv = String::from_utf8(fabricsim::report::tables::flows_csv(&sim).unwrap()).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{csv}");
+    let f: Vec<&str> = rows[0].split(',').collect();
+    assert_eq!(f[0], "", "not a network flow");
+    assert_eq!((f[1], f[2], f[3], f[6]), ("0", "0", "3", "9000000"));
+    assert_eq!((f[8], f[9], f[10]), ("2000000", "23000000", "21000000"));
+    assert_eq!(f[11], "21000000");
+    assert_eq!(f[12], "1.0000");
+    assert_eq!(*f.last().unwrap(), "nvlink");
 }

@@ -105,9 +105,10 @@ fn a_run_that_would_not_fit_in_memory_is_refused_with_its_estimate() {
     let e = text(&o.stderr);
     for want in [
         "the run needs an estimated",
-        "MB for the fabric and its state",
+        "MB for the scenario as loaded",
+        "MB for the simulation's state",
         "packets alive at once at 72 B each",
-        "more than 1 MB (the --max-memory limit); nothing was run",
+        "more than 1 MB (the --max-memory limit); nothing was built or run",
     ] {
         assert!(e.contains(want), "{want} not in {e}");
     }
@@ -340,4 +341,35 @@ fn compare_has_the_limits_of_run() {
     let first = out.join("fat-tree-k16-permutation");
     assert_eq!(summary(&first)["stop_reason"], "interrupted");
     assert!(!out.join("fat-tree-k16-permutation-2").exists());
+}
+
+/// Memory is checked while running too: a run that grows past
+/// `--max-memory` stops between batches with its results so far, marked
+/// partial (`max_memory reached`). The reader is the caller's, here one
+/// that reports 2 GB from the start.
+#[test]
+fn a_run_that_grows_past_its_memory_limit_stops_partial() {
+    let text = std::fs::read_to_string("examples/lossless/incast.toml").unwrap();
+    let p = fabricsim::scenario::prepare("incast.toml", &text, &[]).unwrap();
+    let mut sim = fabricsim::engine::Simulation::new(p);
+    let limits = fabricsim::engine::Limits {
+        max_memory: Some((1 << 30, || 2 << 30)),
+        ..Default::default()
+    };
+    let stop = sim.run_limited(&limits, |_| {});
+    assert_eq!(stop, fabricsim::engine::StopReason::MemoryLimit);
+    let s = fabricsim::report::Summary::of(&sim, stop);
+    assert!(s.partial && !s.complete);
+    assert_eq!(s.stop_reason, "max_memory reached");
+    // Under the limit the same run finishes.
+    let p = fabricsim::scenario::prepare("incast.toml", &text, &[]).unwrap();
+    let mut sim = fabricsim::engine::Simulation::new(p);
+    let limits = fabricsim::engine::Limits {
+        max_memory: Some((1 << 30, || 1 << 20)),
+        ..Default::default()
+    };
+    assert_eq!(
+        sim.run_limited(&limits, |_| {}),
+        fabricsim::engine::StopReason::Finished
+    );
 }

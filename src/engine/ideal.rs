@@ -14,6 +14,13 @@
 //! packets arriving at the same picosecond may be served in the other
 //! order than the simulator's event order picks, and the two can differ
 //! by up to one frame time.
+//!
+//! Where PCIe can bind (a GPU's half of its PCIe link is slower than its
+//! NIC), every packet's payload first crosses the sending GPU's PCIe link,
+//! one packet after another whatever NIC port it leaves by, as the NIC
+//! paces it in the simulator; the first hop then starts each packet no
+//! sooner than the PCIe link is free, and merges the NIC ports in time
+//! order since they share it.
 
 use crate::nic::transport::Requester;
 use crate::topology::{PortId, Topology};
@@ -33,12 +40,14 @@ struct InFlight {
 }
 
 /// `reqs[i]` is QP i of the transfer; `routes[i]` the egress ports its
-/// packets leave through, the NIC port first.
+/// packets leave through, the NIC port first. `pcie_ps_per_byte`: the
+/// sending GPU's PCIe pacing, where it binds.
 pub fn ideal_fct(
     topo: &Topology,
     framing: Framing,
     reqs: &[&Requester],
     routes: &[Vec<PortId>],
+    pcie_ps_per_byte: Option<f64>,
 ) -> SimTime {
     let ser = |p: PortId, wire: u64| topo.port(p).rate.serialize(wire);
     let mut pkts: Vec<InFlight> = Vec::new();
@@ -46,7 +55,10 @@ pub fn ideal_fct(
     let mut ports: Vec<PortId> = routes.iter().map(|r| r[0]).collect();
     ports.sort();
     ports.dedup();
-    for port in ports {
+    if let Some(pcie) = pcie_ps_per_byte {
+        first_hop_through_pcie(topo, framing, reqs, routes, &ports, pcie, &mut pkts);
+    }
+    for port in ports.into_iter().filter(|_| pcie_ps_per_byte.is_none()) {
         let mine: Vec<usize> = (0..reqs.len()).filter(|&i| routes[i][0] == port).collect();
         let mut sent = vec![0u32; mine.len()];
         let mut free = SimTime::ZERO;
@@ -104,4 +116,77 @@ pub fn ideal_fct(
         }
     }
     pkts.iter().map(|p| p.at).max().unwrap_or(SimTime::ZERO)
+}
+
+/// Hop 0 when the GPU's PCIe link paces the NIC: each port sends its QPs'
+/// packets round robin; the next packet to go is the one whose port can
+/// start it first (the lower port on a tie), no sooner than the PCIe link
+/// has carried the previous payload, as the simulator's NIC does.
+fn first_hop_through_pcie(
+    topo: &Topology,
+    framing: Framing,
+    reqs: &[&Requester],
+    routes: &[Vec<PortId>],
+    ports: &[PortId],
+    pcie_ps_per_byte: f64,
+    pkts: &mut Vec<InFlight>,
+) {
+    struct Port {
+        id: PortId,
+        mine: Vec<usize>,
+        sent: Vec<u32>,
+        next: usize,
+        free: SimTime,
+    }
+    let mut state: Vec<Port> = ports
+        .iter()
+        .map(|&id| {
+            let mine: Vec<usize> = (0..reqs.len()).filter(|&i| routes[i][0] == id).collect();
+            Port {
+                id,
+                sent: vec![0; mine.len()],
+                mine,
+                next: 0,
+                free: SimTime::ZERO,
+            }
+        })
+        .collect();
+    let mut pcie_free = SimTime::ZERO;
+    loop {
+        // The QP each port sends next, round robin over those with data.
+        let mut best: Option<(SimTime, usize, usize)> = None;
+        for (pi, st) in state.iter().enumerate() {
+            let n = st.mine.len();
+            let Some(k) = (0..n)
+                .map(|j| (st.next + j) % n)
+                .find(|&k| st.sent[k] < reqs[st.mine[k]].n_pkts)
+            else {
+                continue;
+            };
+            let start = st.free.max(pcie_free);
+            if best.is_none_or(|(t, _, _)| start < t) {
+                best = Some((start, pi, k));
+            }
+        }
+        let Some((start, pi, k)) = best else {
+            break;
+        };
+        let st = &mut state[pi];
+        let i = st.mine[k];
+        let psn = st.sent[k];
+        st.sent[k] += 1;
+        st.next = (k + 1) % st.mine.len();
+        let r = reqs[i];
+        let payload = r.payload_of(psn);
+        let wire = framing.wire_bytes(r.opcode_of(psn), payload) as u64;
+        st.free = start + topo.port(st.id).rate.serialize(wire);
+        pcie_free = start + SimTime((payload as f64 * pcie_ps_per_byte).ceil() as u64);
+        pkts.push(InFlight {
+            qp: i,
+            wire,
+            at: st.free + topo.port(st.id).delay,
+            started: start,
+            order: pkts.len(),
+        });
+    }
 }

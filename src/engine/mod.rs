@@ -240,6 +240,8 @@ pub enum StopReason {
     WallLimit,
     /// `Limits::interrupt` was raised (Ctrl-C or SIGTERM).
     Interrupted,
+    /// The process grew past `Limits::max_memory`.
+    MemoryLimit,
     /// A PFC deadlock: `Simulation::deadlock` holds the cycle.
     Deadlock,
 }
@@ -256,6 +258,7 @@ impl StopReason {
                 | StopReason::EventLimit
                 | StopReason::WallLimit
                 | StopReason::Interrupted
+                | StopReason::MemoryLimit
                 | StopReason::Stalled
                 | StopReason::Deadlock
         )
@@ -278,17 +281,28 @@ pub struct Limits {
     pub max_events: Option<u64>,
     pub max_wall: Option<std::time::Duration>,
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Stop once the process holds more than this many bytes, as the
+    /// given reader measures it (the engine reads no operating-system
+    /// state itself).
+    pub max_memory: Option<(u64, fn() -> u64)>,
 }
 
-/// Peak memory a run should reach, worked out before it starts: what the
-/// process holds once the simulation is built (fabric, routes, transfers,
-/// per-port state), plus the most packets that can be alive at once at
-/// the bytes each costs, plus the time series at their bound.
+/// Peak memory a run should reach, worked out before the simulation is
+/// built: what the process holds with the scenario loaded (fabric, routes,
+/// transfers), the state the simulation will build from it, the most
+/// packets that can be alive at once at the bytes each costs, the time
+/// series at their bound, and the largest output file.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MemoryEstimate {
-    pub built_bytes: u64,
+    /// What the process holds now: the scenario, its topology, routes and
+    /// expanded workload.
+    pub loaded_bytes: u64,
+    /// The simulation's own state, built from it: per QP, port and task.
+    pub state_bytes: u64,
     pub packets: u64,
     pub series_bytes: u64,
+    /// The largest output file, held whole while it is written.
+    pub output_bytes: u64,
 }
 
 impl MemoryEstimate {
@@ -296,9 +310,73 @@ impl MemoryEstimate {
     /// benchmarks (61 to 73 B: the packet record, its queue entry, its
     /// event; BENCHMARKS.md), rounded up.
     pub const BYTES_PER_PACKET: u64 = 72;
+    /// State `Simulation::new` builds, fitted on five scenarios (ACCURACY.md):
+    /// per QP (both halves, rings, timers, its flow's record, path records)
+    /// 600 B, per port (queues, PFC accounts, counters, balancer state)
+    /// 1.8 KB, per task of the graph 32 B.
+    pub const BYTES_PER_QP: u64 = 600;
+    pub const BYTES_PER_PORT: u64 = 1_800;
+    pub const BYTES_PER_TASK: u64 = 32;
+    /// A row of flows.csv (network or NVLink), and of qps.csv.
+    pub const BYTES_PER_FLOW_ROW: u64 = 220;
+    pub const BYTES_PER_QP_ROW: u64 = 110;
 
     pub fn total(&self) -> u64 {
-        self.built_bytes + self.packets * Self::BYTES_PER_PACKET + self.series_bytes
+        self.loaded_bytes
+            + self.state_bytes
+            + self.packets * Self::BYTES_PER_PACKET
+            + self.series_bytes
+            + self.output_bytes
+    }
+
+    /// The estimate for a loaded scenario, before anything of the
+    /// simulation is built, so that a run too large is refused before it
+    /// allocates. `loaded_bytes`: what the process holds now. Packets
+    /// alive at once are at most all of the workload's packets, and at
+    /// most what the switch buffers hold in full-size frames plus a few
+    /// per port on the wires.
+    pub fn of(p: &crate::scenario::Prepared, loaded_bytes: u64) -> MemoryEstimate {
+        let sc = &p.scenario;
+        let mtu = sc.transport.mtu.max(1) as u64;
+        let ack_every = sc.transport.ack_every.max(1) as u64;
+        let mut qps = 0u64;
+        let mut total = 0u64;
+        for f in &p.flows {
+            let n = f.qps.max(1) as u64;
+            qps += n;
+            let per_qp = f.bytes.div_ceil(n).div_ceil(mtu).max(1);
+            total += n * (per_qp + per_qp.div_ceil(ack_every));
+        }
+        let ports = p.topology.ports.len() as u64;
+        let tasks = p.graph.tasks.len() as u64;
+        let frame = mtu + 100;
+        let held = p.topology.switches.len() as u64 * sc.switch.buffer_bytes / frame + ports * 4;
+        let series_bytes = if sc.report.sample_interval.is_some() {
+            // Per port: utilization, marks, CNPs, and a depth and a pause
+            // share per used queue; per tracked QP two rates.
+            let per_port = 3 + 2 * sc.qos.map.queues_used().count_ones() as u64;
+            (ports * per_port + 2 * (sc.report.sample_qps as u64).min(qps))
+                * sc.report.samples as u64
+                * 4
+        } else {
+            0
+        };
+        let copies = p
+            .graph
+            .tasks
+            .iter()
+            .filter(|t| matches!(t.kind, crate::workload::graph::TaskKind::Local { .. }))
+            .count() as u64;
+        MemoryEstimate {
+            loaded_bytes,
+            state_bytes: qps * Self::BYTES_PER_QP
+                + ports * Self::BYTES_PER_PORT
+                + tasks * Self::BYTES_PER_TASK,
+            packets: total.min(held),
+            series_bytes,
+            output_bytes: ((p.flows.len() as u64 + copies) * Self::BYTES_PER_FLOW_ROW)
+                .max(qps * Self::BYTES_PER_QP_ROW),
+        }
     }
 }
 
@@ -691,7 +769,8 @@ impl Simulation {
                     (pkts + pkts.div_ceil(ack_every)) * route.len() as u64;
             }
             let framing = sim.scenario.qos.framing;
-            let mut ideal = ideal::ideal_fct(&sim.topo, framing, &reqs, &routes);
+            let pcie = (!sim.pcie_next.is_empty()).then_some(sim.pcie_ps_per_byte);
+            let mut ideal = ideal::ideal_fct(&sim.topo, framing, &reqs, &routes, pcie);
             // A rate cap: the whole transfer on the wire at that rate.
             if let Some(cap) = sim.flows[f].spec.rate {
                 let wire: u64 = reqs
@@ -708,39 +787,6 @@ impl Simulation {
         sim.estimate.events =
             (sim.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
         sim
-    }
-
-    /// The memory estimate, given what the process holds now (resident
-    /// bytes, read by the caller). Packets alive at once are at most all
-    /// of the workload's packets, and at most what the switch buffers hold
-    /// in full-size frames plus a few per port on the wires.
-    pub fn memory_estimate(&self, built_bytes: u64) -> MemoryEstimate {
-        let total: u64 = self
-            .qps
-            .iter()
-            .map(|q| {
-                let n = q.req.n_pkts as u64;
-                n + n.div_ceil(self.scenario.transport.ack_every.max(1) as u64)
-            })
-            .sum();
-        let frame = self.scenario.transport.mtu as u64 + 100;
-        let held = self.switches.len() as u64 * self.scenario.switch.buffer_bytes / frame
-            + self.ports.len() as u64 * 4;
-        let series_bytes = if self.series.enabled {
-            // Per port: utilization, marks, CNPs, and a depth and a pause
-            // share per used queue; per tracked QP two rates.
-            let per_port = 3 + 2 * self.nic_classes.queues_used().count_ones() as u64;
-            (self.ports.len() as u64 * per_port + 2 * self.scenario.report.sample_qps as u64)
-                * self.series.cap as u64
-                * 4
-        } else {
-            0
-        };
-        MemoryEstimate {
-            built_bytes,
-            packets: total.min(held),
-            series_bytes,
-        }
     }
 
     /// Runs until nothing is left, or the scenario's `max_sim_time`.
@@ -803,6 +849,9 @@ impl Simulation {
                     }
                     if limits.max_wall.is_some_and(|w| started.elapsed() >= w) {
                         return StopReason::WallLimit;
+                    }
+                    if limits.max_memory.is_some_and(|(most, now)| now() > most) {
+                        return StopReason::MemoryLimit;
                     }
                     // Nothing delivered for a retransmission timeout: look
                     // for a PFC cycle.

@@ -227,6 +227,12 @@ struct Copy {
 
 impl Nvlink {
     /// `bytes_per_s`: what one GPU sends (and receives) per second.
+    /// How long a copy of `bytes` takes alone on idle NVLink, latency
+    /// included: the ideal of an NVLink row in flows.csv.
+    pub fn alone(&self, bytes: u64) -> SimTime {
+        SimTime((bytes as f64 / self.rate).ceil() as u64) + self.latency
+    }
+
     pub fn new(hosts: usize, bytes_per_s: u64, latency: SimTime) -> Self {
         Nvlink {
             rate: bytes_per_s as f64 / 1e12,

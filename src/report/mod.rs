@@ -395,6 +395,7 @@ impl Summary {
                 StopReason::EventLimit => "max_events reached".to_string(),
                 StopReason::WallLimit => "max_wall reached".to_string(),
                 StopReason::Interrupted => "interrupted".to_string(),
+                StopReason::MemoryLimit => "max_memory reached".to_string(),
                 StopReason::Deadlock => format!(
                     "PFC deadlock: a cycle of paused queues, each waiting on the next: {}",
                     deadlock_cycle(sim).join(", ")
@@ -800,22 +801,29 @@ pub fn write_outputs(
     let staging = crate::output::stage_in(dir, "staging")?;
     let stage = staging.path().to_path_buf();
     let result = (|| -> std::io::Result<Vec<PathBuf>> {
-        let mut files: Vec<(&str, Vec<u8>)> = vec![
-            ("summary.json", json(summary)?),
-            ("perf.json", json(perf)?),
-            ("flows.csv", tables::flows_csv(sim)?),
-            ("links.csv", tables::links_csv(sim)?),
-            ("queues.csv", tables::queues_csv(sim)?),
-            ("pfc.csv", tables::pfc_csv(sim)?),
-            ("qps.csv", tables::qps_csv(sim)?),
-            ("groups.csv", tables::groups_csv(sim)?),
-        ];
+        // Each file goes to the staging folder as soon as it is made, so
+        // at most one file's bytes are held at once (flows.csv of a
+        // million-transfer run is hundreds of MB).
+        let mut files: Vec<&str> = Vec::new();
+        let mut put = |name: &'static str, bytes: std::io::Result<Vec<u8>>| {
+            fs::write(stage.join(name), bytes?)?;
+            files.push(name);
+            std::io::Result::Ok(())
+        };
+        put("summary.json", json(summary))?;
+        put("perf.json", json(perf))?;
+        put("flows.csv", tables::flows_csv(sim))?;
+        put("links.csv", tables::links_csv(sim))?;
+        put("queues.csv", tables::queues_csv(sim))?;
+        put("pfc.csv", tables::pfc_csv(sim))?;
+        put("qps.csv", tables::qps_csv(sim))?;
+        put("groups.csv", tables::groups_csv(sim))?;
         if !summary.collectives.is_empty() {
-            files.push(("collectives.csv", tables::collectives_csv(summary)?));
+            put("collectives.csv", tables::collectives_csv(summary))?;
         }
         if sim.series.enabled {
             for kind in series::Kind::ALL {
-                files.push((kind.file(), series::csv(sim, kind)?));
+                put(kind.file(), series::csv(sim, kind))?;
             }
         }
         let views = &sim.scenario.report;
@@ -823,19 +831,16 @@ pub fn write_outputs(
             let svgs = plots::all(sim).map_err(std::io::Error::other)?;
             if views.html {
                 let page = html::render(sim, summary, &svgs).map_err(std::io::Error::other)?;
-                files.push(("report.html", page.into_bytes()));
+                put("report.html", Ok(page.into_bytes()))?;
             }
             if views.plots {
                 for (name, svg) in svgs {
-                    files.push((name, svg.into_bytes()));
+                    put(name, Ok(svg.into_bytes()))?;
                 }
             }
         }
-        for (name, bytes) in &mut files {
-            fs::write(stage.join(name), bytes)?;
-        }
         let mut written = Vec::new();
-        for (name, _) in &files {
+        for name in &files {
             let dst = dir.join(name);
             fs::rename(stage.join(name), &dst)?;
             written.push(dst);

@@ -4,6 +4,7 @@ use crate::engine::Simulation;
 use crate::switch::classify::QUEUES;
 use crate::topology::{Owner, PortId};
 use crate::units::SimTime;
+use crate::workload::graph::TaskKind;
 
 fn finish(w: csv::Writer<Vec<u8>>) -> std::io::Result<Vec<u8>> {
     w.into_inner()
@@ -69,6 +70,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "ack_paths",
         "paths_used",
         "out_of_order_fraction",
+        "medium",
     ])?;
     for (i, f) in sim.flows.iter().enumerate() {
         let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
@@ -120,7 +122,51 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 qps.iter().map(|q| q.resp.out_of_order).sum::<u64>() as f64
                     / qps.iter().map(|q| q.resp.n_pkts as u64).sum::<u64>().max(1) as f64
             ),
+            "network".to_string(),
         ])?;
+    }
+    // Copies between GPUs of one host went over NVLink: rows of their own,
+    // with no flow id and no network figures.
+    let graph = &sim.tasks.graph;
+    for (t, task) in graph.tasks.iter().enumerate() {
+        let TaskKind::Local { src, dst, bytes } = task.kind else {
+            continue;
+        };
+        if src == dst {
+            continue;
+        }
+        let started = sim.tasks.started[t];
+        let done = sim.tasks.done[t];
+        let start = (started != SimTime::MAX).then_some(started);
+        let finish = (done != SimTime::MAX).then_some(done);
+        let fct = start.zip(finish).map(|(s, f)| f - s);
+        let ideal = sim.tasks.nvlink.alone(bytes);
+        let workload = graph
+            .workload_first_task
+            .partition_point(|&first| first as usize <= t)
+            .saturating_sub(1);
+        let opt = |v: Option<SimTime>| v.map_or(String::new(), |x| x.0.to_string());
+        let mut row = vec![
+            String::new(),
+            workload.to_string(),
+            src.0.to_string(),
+            dst.0.to_string(),
+            sim.topo.gpu_name(src),
+            sim.topo.gpu_name(dst),
+            bytes.to_string(),
+            "0".into(),
+            opt(start),
+            opt(finish),
+            opt(fct),
+            ideal.0.to_string(),
+            fct.map_or(String::new(), |f| {
+                format!("{:.4}", f.0 as f64 / ideal.0.max(1) as f64)
+            }),
+        ];
+        // No acknowledgement, retransmission or path: empty network columns.
+        row.resize(23, String::new());
+        row.push("nvlink".into());
+        w.write_record(&row)?;
     }
     finish(w)
 }

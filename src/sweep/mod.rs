@@ -604,6 +604,7 @@ impl PointLimits {
             max_events: self.max_events,
             max_wall: self.max_wall,
             interrupt: self.interrupt.clone(),
+            max_memory: None,
         }
     }
 
@@ -635,6 +636,7 @@ pub fn limit_name(why: StopReason) -> &'static str {
         StopReason::EventLimit => "max_events reached",
         StopReason::SimTimeLimit => "max_sim_time reached",
         StopReason::WallLimit => "max_wall reached",
+        StopReason::MemoryLimit => "max_memory reached",
         StopReason::Stalled => "stalled",
         StopReason::Deadlock => "PFC deadlock",
         _ => "stopped early",

@@ -44,6 +44,9 @@ pub struct TaskGraph {
     succ_at: Vec<u32>,
     succ: Vec<u32>,
     pub lanes: u32,
+    /// The first task of each workload entry, in scenario order (tasks
+    /// are added workload by workload).
+    pub workload_first_task: Vec<u32>,
 }
 
 impl TaskGraph {
@@ -130,6 +133,7 @@ impl GraphBuilder {
             succ_at,
             succ,
             lanes: self.lanes,
+            workload_first_task: Vec::new(),
         }
     }
 }

@@ -390,8 +390,9 @@ pub fn expand(
             });
         }
     }
-    let graph = graph.build();
+    let mut graph = graph.build();
     check_time_span(workloads, &graph, &tasks_from)?;
+    graph.workload_first_task = tasks_from.iter().map(|&t| t as u32).collect();
     Ok(Expanded {
         flows,
         graph,
