@@ -73,6 +73,35 @@ pub struct DcqcnParams {
     /// long after the CE-marked packet arrives.
     pub cnp_interval: SimTime,
     pub cnp_delay: SimTime,
+    /// When a cut sets the target rate to the current rate (see
+    /// `ClampTarget`).
+    pub clamp_target: ClampTarget,
+}
+
+/// Whether a rate cut also lowers the target rate the QP recovers
+/// towards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClampTarget {
+    /// On every cut (the paper: Rt = Rc, then Rc is cut).
+    Always,
+    /// Only if the rate-increase timer fired since the last cut (the
+    /// ConnectX firmware's CLAMP_TGT_RATE = 0 with
+    /// CLAMP_TGT_RATE_AFTER_TIME_INC = 1): cuts in quick succession keep
+    /// the target from before the congestion, so each recovery heads
+    /// back towards it rather than towards the last cut rate.
+    AfterTimerIncrease,
+}
+
+impl ClampTarget {
+    pub const NAMES: &'static [&'static str] = &["always", "after-timer-increase"];
+
+    pub fn from_name(s: &str) -> Option<ClampTarget> {
+        match s {
+            "always" => Some(ClampTarget::Always),
+            "after-timer-increase" => Some(ClampTarget::AfterTimerIncrease),
+            _ => None,
+        }
+    }
 }
 
 impl DcqcnParams {
@@ -96,6 +125,12 @@ impl DcqcnParams {
                 threshold_ref: Rate::gbps(25),
                 cnp_interval: SimTime::from_us(50),
                 cnp_delay: SimTime::ZERO,
+                // The firmware clamps only after a timer increase; with its
+                // 32 KB byte counter that lets a fast flow win back every
+                // cut within microseconds at 400G (an incast of six went
+                // to Jain 0.17), so the profile keeps the paper's rule
+                // until issue 19's calibration settles it.
+                clamp_target: ClampTarget::Always,
             },
             Preset::Paper => DcqcnParams {
                 preset: p,
@@ -114,6 +149,7 @@ impl DcqcnParams {
                 threshold_ref: Rate::gbps(40),
                 cnp_interval: SimTime::from_us(50),
                 cnp_delay: SimTime::ZERO,
+                clamp_target: ClampTarget::Always,
             },
         }
     }
@@ -155,6 +191,10 @@ pub struct Dcqcn {
     bc_stage: u32,
     bc_bytes: u64,
     last_cut: Option<SimTime>,
+    /// A CNP came within the rate-decrease interval of the last cut: the
+    /// cut it asks for happens when the interval ends (the NIC checks for
+    /// CNPs once per period and cuts then), not never.
+    cut_pending: bool,
     next_send: SimTime,
     pub cnps: u64,
     pub cuts: u64,
@@ -182,6 +222,7 @@ impl Dcqcn {
             bc_stage: 0,
             bc_bytes: 0,
             last_cut: None,
+            cut_pending: false,
             next_send: SimTime::ZERO,
             cnps: 0,
             cuts: 0,
@@ -213,8 +254,21 @@ impl Dcqcn {
         }
     }
 
-    /// Replays the alpha and rate-increase timers up to `now`.
+    /// Replays the alpha and rate-increase timers, and a cut that was
+    /// waiting for the end of its rate-decrease interval, up to `now`.
     pub fn advance(&mut self, now: SimTime, p: &DcqcnParams) {
+        if self.cut_pending {
+            if let Some(at) = self.last_cut.map(|t| t + p.rate_decrease_interval) {
+                if at <= now {
+                    self.replay(at, p);
+                    self.cut(at, p);
+                }
+            }
+        }
+        self.replay(now, p);
+    }
+
+    fn replay(&mut self, now: SimTime, p: &DcqcnParams) {
         if self.last_cut.is_none() {
             return;
         }
@@ -241,7 +295,8 @@ impl Dcqcn {
         }
     }
 
-    /// A CNP for this QP arrived.
+    /// A CNP for this QP arrived: the rate is cut now, or at the end of
+    /// the rate-decrease interval that the last cut started.
     pub fn on_cnp(&mut self, now: SimTime, p: &DcqcnParams) {
         self.advance(now, p);
         self.cnps += 1;
@@ -249,18 +304,27 @@ impl Dcqcn {
             .last_cut
             .is_none_or(|t| now.saturating_sub(t) >= p.rate_decrease_interval);
         if may_cut {
-            self.rt = self.rc;
-            self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(p.min_rate.bps() as f64);
-            self.min_rc = self.min_rc.min(self.rc);
-            self.last_cut = Some(now);
-            self.cuts += 1;
-            self.t_stage = 0;
-            self.bc_stage = 0;
-            self.bc_bytes = 0;
-            self.rate_epoch = now;
+            self.cut(now, p);
+        } else {
+            self.cut_pending = true;
         }
         self.alpha = (1.0 - p.g) * self.alpha + p.g;
         self.alpha_epoch = now;
+    }
+
+    fn cut(&mut self, at: SimTime, p: &DcqcnParams) {
+        if p.clamp_target == ClampTarget::Always || self.t_stage > 0 {
+            self.rt = self.rc;
+        }
+        self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(p.min_rate.bps() as f64);
+        self.min_rc = self.min_rc.min(self.rc);
+        self.last_cut = Some(at);
+        self.cut_pending = false;
+        self.cuts += 1;
+        self.t_stage = 0;
+        self.bc_stage = 0;
+        self.bc_bytes = 0;
+        self.rate_epoch = at;
     }
 
     /// Earliest time the next packet may start.
@@ -313,11 +377,11 @@ mod tests {
         assert_eq!(d.rc, 50e9);
         assert_eq!(d.rt, 100e9);
         assert!((d.alpha - 1.0).abs() < 1e-12);
-        // A second CNP inside the rate-decrease interval does not cut.
+        // A second CNP inside the rate-decrease interval does not cut yet;
+        // its cut comes at 14 us and uses the (slightly decayed) alpha.
         d.on_cnp(SimTime::from_us(12), &p);
         assert_eq!(d.cuts, 1);
-        // After it, the cut uses the (slightly decayed) alpha.
-        d.on_cnp(SimTime::from_us(20), &p);
+        d.advance(SimTime::from_us(14), &p);
         assert_eq!(d.cuts, 2);
         assert!(d.rc < 26e9 && d.rc > 25e9, "rc = {}", d.rc);
     }
@@ -362,6 +426,45 @@ mod tests {
         let before = d.rt;
         d.advance(SimTime::from_us(60 + 55), &p);
         assert!((d.rt - (before + 200e6)).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_cnp_inside_the_decrease_interval_cuts_when_it_ends() {
+        let p = mlx();
+        let mut d = Dcqcn::new(&p, Rate::gbps(100));
+        d.on_cnp(SimTime::from_us(10), &p);
+        assert_eq!(d.cuts, 1);
+        // 2 us later: no cut yet, but one is owed at 14 us.
+        d.on_cnp(SimTime::from_us(12), &p);
+        assert_eq!(d.cuts, 1);
+        d.advance(SimTime::from_us(13), &p);
+        assert_eq!(d.cuts, 1);
+        let before = d.rc;
+        d.advance(SimTime::from_us(14), &p);
+        assert_eq!(d.cuts, 2);
+        assert!(d.rc < before * 0.6, "{} -> {}", before, d.rc);
+        assert_eq!(d.last_cut, Some(SimTime::from_us(14)));
+    }
+
+    #[test]
+    fn clamping_after_a_timer_increase_keeps_the_target_of_a_burst_of_cuts() {
+        let mut p = mlx();
+        p.byte_counter = u64::MAX;
+        p.clamp_target = ClampTarget::AfterTimerIncrease;
+        let mut d = Dcqcn::new(&p, Rate::gbps(100));
+        d.on_cnp(SimTime::ZERO, &p);
+        d.on_cnp(SimTime::from_us(10), &p);
+        // No timer stage between the cuts: the target stays at line rate.
+        assert_eq!(d.rt, 100e9);
+        // After a timer stage (300 us), the next cut lowers it.
+        d.on_cnp(SimTime::from_us(10 + 301), &p);
+        assert!(d.rt < 100e9, "rt = {}", d.rt);
+        // The paper's rule lowers it on every cut.
+        p.clamp_target = ClampTarget::Always;
+        let mut d = Dcqcn::new(&p, Rate::gbps(100));
+        d.on_cnp(SimTime::ZERO, &p);
+        d.on_cnp(SimTime::from_us(10), &p);
+        assert_eq!(d.rt, 50e9);
     }
 
     #[test]

@@ -131,6 +131,17 @@ pub fn dcqcn(raw: Option<&RawDcqcn>, path: &KeyPath) -> R<DcqcnParams> {
         p.cnp_interval,
     )?;
     p.cnp_delay = time(d.cnp_delay.as_ref(), &path.key("cnp_delay"), p.cnp_delay)?;
+    if let Some(c) = &d.clamp_target {
+        p.clamp_target = crate::nic::dcqcn::ClampTarget::from_name(c).ok_or_else(|| {
+            KeyError::new(
+                &path.key("clamp_target"),
+                format!(
+                    "got \"{c}\", expected one of {}",
+                    crate::nic::dcqcn::ClampTarget::NAMES.join(", ")
+                ),
+            )
+        })?;
+    }
     Ok(p)
 }
 

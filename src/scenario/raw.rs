@@ -139,6 +139,7 @@ pub struct RawDcqcn {
     pub min_rate: Option<Value>,
     pub cnp_interval: Option<Value>,
     pub cnp_delay: Option<Value>,
+    pub clamp_target: Option<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]
