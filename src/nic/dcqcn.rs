@@ -24,15 +24,22 @@ pub enum Preset {
     Mellanox,
     /// The original paper's settings (measured at 40G).
     Paper,
+    /// The ConnectX firmware's own defaults as `mlxconfig` lists them
+    /// (RPG_*, DCE_TCP_*, RATE_REDUCE_MONITOR_PERIOD,
+    /// MIN_TIME_BETWEEN_CNPS, CLAMP_TGT_RATE_AFTER_TIME_INC), units as
+    /// NVIDIA documents them: increase steps in absolute Mb/s, a CNP at
+    /// most every 4 us per QP, alpha's gain (1024 - 1019) / 1024.
+    ConnectxFirmware,
 }
 
 impl Preset {
-    pub const NAMES: &'static [&'static str] = &["mellanox", "dcqcn-paper"];
+    pub const NAMES: &'static [&'static str] = &["mellanox", "dcqcn-paper", "connectx-firmware"];
 
     pub fn from_name(s: &str) -> Option<Preset> {
         match s {
             "mellanox" => Some(Preset::Mellanox),
             "dcqcn-paper" => Some(Preset::Paper),
+            "connectx-firmware" => Some(Preset::ConnectxFirmware),
             _ => None,
         }
     }
@@ -41,6 +48,7 @@ impl Preset {
         match self {
             Preset::Mellanox => "mellanox",
             Preset::Paper => "dcqcn-paper",
+            Preset::ConnectxFirmware => "connectx-firmware",
         }
     }
 }
@@ -151,6 +159,33 @@ impl DcqcnParams {
                 cnp_delay: SimTime::ZERO,
                 clamp_target: ClampTarget::Always,
             },
+            Preset::ConnectxFirmware => DcqcnParams {
+                preset: p,
+                // DCE_TCP_G = 1019 of 1024 keeps alpha; the rest is gain.
+                g: 5.0 / 1024.0,
+                // DCE_TCP_RTT
+                alpha_timer: SimTime::from_us(1),
+                // RATE_REDUCE_MONITOR_PERIOD
+                rate_decrease_interval: SimTime::from_us(4),
+                // RPG_TIME_RESET, RPG_BYTE_RESET, RPG_THRESHOLD
+                rate_increase_timer: SimTime::from_us(300),
+                byte_counter: 32_767,
+                f: 1,
+                // RPG_AI_RATE, RPG_HAI_RATE, RPG_MIN_RATE (Mb/s)
+                rai: Some(Rate(5_000_000)),
+                rhai: Some(Rate(50_000_000)),
+                min_rate: Rate(1_000_000),
+                // Switch side: the Mellanox profile's thresholds.
+                kmin_ref: 100_000,
+                kmax_ref: 400_000,
+                pmax: 0.2,
+                threshold_ref: Rate::gbps(25),
+                // MIN_TIME_BETWEEN_CNPS
+                cnp_interval: SimTime::from_us(4),
+                cnp_delay: SimTime::ZERO,
+                // CLAMP_TGT_RATE = 0, CLAMP_TGT_RATE_AFTER_TIME_INC = 1
+                clamp_target: ClampTarget::AfterTimerIncrease,
+            },
         }
     }
 
@@ -167,6 +202,7 @@ impl DcqcnParams {
         let (rai, rhai, scale) = match self.preset {
             Preset::Mellanox => (5e6, 50e6, speed.bps() as f64 / 25e9),
             Preset::Paper => (40e6, 200e6, 1.0),
+            Preset::ConnectxFirmware => (5e6, 50e6, 1.0),
         };
         (
             self.rai.map_or(rai * scale, |r| r.bps() as f64),
