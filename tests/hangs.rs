@@ -51,60 +51,39 @@ fn text(b: &[u8]) -> String {
 #[test]
 fn a_workload_that_starts_late_runs_and_the_limits_still_fire() {
     let out = temp("late");
-    let o = within(
-        60,
-        &[
-            "run",
-            "examples/fat-tree.toml",
-            "--set",
-            "report.sample_interval=\"off\"",
-            "--set",
-            "workload.0.start=\"2ms\"",
-            "--max-sim-time",
-            "5ms",
-            "-q",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let s = summary(&out);
+    // `fabricsim run examples/fat-tree.toml -q` with these options; its
+    // summary.
+    let fat_tree = |extra: &[&str]| {
+        let mut args = vec!["run", "examples/fat-tree.toml", "-q", "--out"];
+        args.push(out.to_str().unwrap());
+        args.extend(extra);
+        let o = within(60, &args);
+        assert!(o.status.success(), "{extra:?}: {}", text(&o.stderr));
+        summary(&out)
+    };
+    let no_series = "report.sample_interval=\"off\"";
+    let s = fat_tree(&[
+        "--set",
+        no_series,
+        "--set",
+        "workload.0.start=\"2ms\"",
+        "--max-sim-time",
+        "5ms",
+    ]);
     assert_eq!(s["stop_reason"], "finished");
     assert!(s["sim_time_ps"].as_u64().unwrap() > 2_000_000_000);
     // With default sampling and a start 200 ms away.
-    let o = within(
-        60,
-        &[
-            "run",
-            "examples/fat-tree.toml",
-            "--set",
-            "workload.0.start=\"200ms\"",
-            "-q",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(summary(&out)["makespan_ps"].as_u64().unwrap() > 200_000_000_000);
+    let s = fat_tree(&["--set", "workload.0.start=\"200ms\""]);
+    assert!(s["makespan_ps"].as_u64().unwrap() > 200_000_000_000);
     // A limit that falls inside the idle gap stops the run there.
-    let o = within(
-        60,
-        &[
-            "run",
-            "examples/fat-tree.toml",
-            "--set",
-            "report.sample_interval=\"off\"",
-            "--set",
-            "workload.0.start=\"200ms\"",
-            "--max-sim-time",
-            "100ms",
-            "-q",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let s = summary(&out);
+    let s = fat_tree(&[
+        "--set",
+        no_series,
+        "--set",
+        "workload.0.start=\"200ms\"",
+        "--max-sim-time",
+        "100ms",
+    ]);
     assert_eq!(s["stop_reason"], "max_sim_time reached");
     assert_eq!(s["flows_completed"], 0);
 }

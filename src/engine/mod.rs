@@ -1132,9 +1132,7 @@ impl Simulation {
         if port.idle(self.now)
             && !(port.ever_paused && self.queues[p.idx()].is_paused(queue, self.now))
         {
-            if let Some(c) = self.queues[p.idx()].counts.get_mut(queue as usize) {
-                c.direct += 1;
-            }
+            self.queues[p.idx()].count_direct(queue);
             self.transmit(p, id, wire, queue, ingress);
         } else {
             self.queues[p.idx()].enqueue(queue, id, wire, ingress);

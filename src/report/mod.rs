@@ -629,12 +629,16 @@ fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
             }
             // The equal-cost groups of these switches whose members are
             // among these ports.
+            let mut chosen = vec![false; topo.ports.len()];
+            for p in &ports {
+                chosen[p.idx()] = true;
+            }
             let mut groups: Vec<(String, Vec<u64>)> = Vec::new();
             for (si, s) in switches() {
                 let r = &sim.routes.switches[si];
                 for g in 0..r.groups.len() as u32 {
                     let members = r.member_slice(g);
-                    if members.len() >= 2 && members.iter().all(|m| ports.contains(m)) {
+                    if members.len() >= 2 && members.iter().all(|m| chosen[m.idx()]) {
                         groups.push((s.name.clone(), members.iter().map(bytes_of).collect()));
                     }
                 }

@@ -84,8 +84,6 @@ pub struct QueueStats {
 /// The counters of a queue that only marks and drops touch.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueueCounts {
-    /// Frames of this queue sent at once on an idle port, without waiting.
-    pub direct: u64,
     pub ecn_marks: u64,
     /// Dropped at admission (buffer, headroom or WRED) while headed here.
     pub drops: u64,
@@ -109,6 +107,9 @@ struct Fifo {
     max_bytes: u32,
     deficit: u32,
     enqueued: u64,
+    /// Frames sent at once on an idle port, without waiting (the line's
+    /// spare eight bytes).
+    direct: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Fifo>() == 64);
@@ -325,6 +326,14 @@ impl EgressQueues {
         }
     }
 
+    /// A frame of queue `q` went straight onto the idle wire.
+    #[inline]
+    pub fn count_direct(&mut self, q: u8) {
+        if let Some(f) = self.fifo.get_mut(q as usize) {
+            f.direct += 1;
+        }
+    }
+
     /// Takes every frame out of every queue, the control slot too, each
     /// with its queue (`CONTROL` for the slot): a link that fails loses
     /// what waited for it.
@@ -381,7 +390,7 @@ impl EgressQueues {
         QueueStats {
             max_bytes: f.max_bytes,
             enqueued: f.enqueued,
-            frames: f.enqueued + c.direct,
+            frames: f.enqueued + f.direct,
             ecn_marks: c.ecn_marks,
             drops: c.drops,
             wred_drops: c.wred_drops,
