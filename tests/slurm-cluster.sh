@@ -143,7 +143,9 @@ wait_for 60 node_idle
 echo "slurm-cluster: node $host up ($cpus CPUs) under slurmctld $(cat "$work/slurmctld.pid") and slurmd $(cat "$work/slurmd.pid")" >&2
 
 sweep=$repo/examples/sweep/balancers.toml
-out=$work/out-slurm
+# A space in the output folder: every path in the batch scripts must be
+# quoted for bash and for sbatch's own reading of #SBATCH lines.
+out="$work/out slurm"
 submitted=$("$bin" sweep "$sweep" --out "$out" --emit slurm --submit)
 echo "slurm-cluster: $submitted" >&2
 array=$(sed -n 's/.*array job \([0-9]*\).*/\1/p' <<<"$submitted")
@@ -168,4 +170,6 @@ local_out=$work/out-local
 diff "$out/sweep.csv" "$local_out/sweep.csv"
 diff "$out/manifest.csv" "$local_out/manifest.csv"
 diff -r -x perf.json "$out/points" "$local_out/points"
+# The task logs went where #SBATCH --output said, space and all.
+[ -f "$out/slurm/logs/point-0.out" ] && [ -f "$out/slurm/logs/merge.out" ]
 echo "slurm-cluster: ok: $points points run as array job $array and merged by job $merge, identical to the local sweep" >&2
