@@ -472,15 +472,20 @@ fn dynamic_paths_are_recorded_per_switch() {
 
 /// Reactive rebalancing: assigned-flow DLB places the three simultaneous
 /// writes of figure 12-4 on one uplink (with this seed); rebalancing by
-/// three bands moves exactly one of them to the idle uplink.
+/// three bands moves flows to the idle uplink. DCQCN keeps changing the
+/// senders' rates, so the members' quality keeps changing and flows move
+/// more than once (at most one per group and quality interval).
 #[test]
 fn reactive_rebalancing_moves_a_flow_off_a_degraded_member() {
     let text = std::fs::read_to_string("examples/load-balancing/dlb-rebalance.toml").unwrap();
     let (_, off) = run_with(&text, &["switch.balance.rebalance_bands=0"]);
     let (sim, on) = run_with(&text, &[]);
     assert_eq!(off.balancers[0].rebalances, 0);
-    assert_eq!(on.balancers[0].rebalances, 1);
-    assert_eq!(on.path_changes, 1);
+    let moves = on.balancers[0].rebalances;
+    assert!(moves >= 1);
+    assert_eq!(on.path_changes, moves);
+    let interval = 1_000_000; // the default quality interval, 1 us
+    assert!(moves <= on.makespan_ps / interval + 1, "{moves} moves");
     assert!((on.makespan_ps as f64) < 0.75 * off.makespan_ps as f64);
     assert!(leaf0_uplinks(&sim)[0] > 0.3);
     // Moving a flow mid-stream reorders some of its packets.

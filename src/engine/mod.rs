@@ -1160,7 +1160,7 @@ impl Simulation {
             let mut t = qp
                 .req
                 .rate
-                .earliest_send(now)
+                .earliest_send(now, &self.scenario.transport.dcqcn)
                 .max(qp.cap_next)
                 .max(qp.req.path_ready(now, plane as u8));
             if !self.pcie_next.is_empty() {

@@ -19,8 +19,10 @@ use crate::units::{Rate, SimTime};
 /// Which published parameter set a scenario starts from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
-    /// The profile NVIDIA/Mellanox NICs ship and public simulators use:
-    /// thresholds and increase steps scale with link speed (per 25G).
+    /// The "Mellanox" DCQCN of the public simulators (HPCC's ns-3 and
+    /// those built on it): the firmware's timers, thresholds and increase
+    /// steps scaled with link speed (per 25G), increase by the timer alone
+    /// (no byte counter), every CE mark echoed back.
     Mellanox,
     /// The original paper's settings (measured at 40G).
     Paper,
@@ -84,6 +86,31 @@ pub struct DcqcnParams {
     /// When a cut sets the target rate to the current rate (see
     /// `ClampTarget`).
     pub clamp_target: ClampTarget,
+    /// When a CNP raises alpha (see `AlphaUpdate`).
+    pub alpha_update: AlphaUpdate,
+}
+
+/// When a CNP raises alpha.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlphaUpdate {
+    /// At once, on every CNP, and the decay timer restarts (the paper).
+    OnCnp,
+    /// Once per alpha period, if any CNP arrived in it; otherwise it
+    /// decays (the firmware, and HPCC's ns-3: several CNPs in one period
+    /// raise alpha once).
+    PerPeriod,
+}
+
+impl AlphaUpdate {
+    pub const NAMES: &'static [&'static str] = &["on-cnp", "per-period"];
+
+    pub fn from_name(s: &str) -> Option<AlphaUpdate> {
+        match s {
+            "on-cnp" => Some(AlphaUpdate::OnCnp),
+            "per-period" => Some(AlphaUpdate::PerPeriod),
+            _ => None,
+        }
+    }
 }
 
 /// Whether a rate cut also lowers the target rate the QP recovers
@@ -92,8 +119,8 @@ pub struct DcqcnParams {
 pub enum ClampTarget {
     /// On every cut (the paper: Rt = Rc, then Rc is cut).
     Always,
-    /// Only if the rate-increase timer fired since the last cut (the
-    /// ConnectX firmware's CLAMP_TGT_RATE = 0 with
+    /// Only if the rate rose since the last cut, by the timer or by the
+    /// byte counter (the ConnectX firmware's CLAMP_TGT_RATE = 0 with
     /// CLAMP_TGT_RATE_AFTER_TIME_INC = 1): cuts in quick succession keep
     /// the target from before the congestion, so each recovery heads
     /// back towards it rather than towards the last cut rate.
@@ -112,6 +139,13 @@ impl ClampTarget {
     }
 }
 
+/// `byte_counter = "off"`: rate increase by the timer alone.
+pub const BYTE_COUNTER_OFF: u64 = u64::MAX;
+
+/// The firmware's byte counter: RPG_BYTE_RESET's default 32767 counts
+/// 64-byte units, so a stage every 2 MB sent (not 32 KB).
+pub const RPG_BYTE_RESET: u64 = 32_767 * 64;
+
 impl DcqcnParams {
     pub fn preset(p: Preset) -> DcqcnParams {
         match p {
@@ -121,8 +155,9 @@ impl DcqcnParams {
                 alpha_timer: SimTime::from_us(1),
                 rate_decrease_interval: SimTime::from_us(4),
                 rate_increase_timer: SimTime::from_us(300),
-                // The NIC firmware default (rpg_byte_reset).
-                byte_counter: 32_767,
+                // The public simulators' DCQCN (HPCC's ns-3 and the
+                // simulators built on it) has no byte counter.
+                byte_counter: BYTE_COUNTER_OFF,
                 f: 1,
                 rai: None,
                 rhai: None,
@@ -131,14 +166,14 @@ impl DcqcnParams {
                 kmax_ref: 400_000,
                 pmax: 0.2,
                 threshold_ref: Rate::gbps(25),
-                cnp_interval: SimTime::from_us(50),
+                // They echo every CE mark back (in the ACK); the sender
+                // samples that once per alpha and decrease period.
+                cnp_interval: SimTime::ZERO,
                 cnp_delay: SimTime::ZERO,
-                // The firmware clamps only after a timer increase; with its
-                // 32 KB byte counter that lets a fast flow win back every
-                // cut within microseconds at 400G (an incast of six went
-                // to Jain 0.17), so the profile keeps the paper's rule
-                // until issue 19's calibration settles it.
-                clamp_target: ClampTarget::Always,
+                // Their CLAMP_TARGET_RATE 0: clamp only after a timer
+                // increase.
+                clamp_target: ClampTarget::AfterTimerIncrease,
+                alpha_update: AlphaUpdate::PerPeriod,
             },
             Preset::Paper => DcqcnParams {
                 preset: p,
@@ -158,6 +193,7 @@ impl DcqcnParams {
                 cnp_interval: SimTime::from_us(50),
                 cnp_delay: SimTime::ZERO,
                 clamp_target: ClampTarget::Always,
+                alpha_update: AlphaUpdate::OnCnp,
             },
             Preset::ConnectxFirmware => DcqcnParams {
                 preset: p,
@@ -169,7 +205,7 @@ impl DcqcnParams {
                 rate_decrease_interval: SimTime::from_us(4),
                 // RPG_TIME_RESET, RPG_BYTE_RESET, RPG_THRESHOLD
                 rate_increase_timer: SimTime::from_us(300),
-                byte_counter: 32_767,
+                byte_counter: RPG_BYTE_RESET,
                 f: 1,
                 // RPG_AI_RATE, RPG_HAI_RATE, RPG_MIN_RATE (Mb/s)
                 rai: Some(Rate(5_000_000)),
@@ -185,6 +221,7 @@ impl DcqcnParams {
                 cnp_delay: SimTime::ZERO,
                 // CLAMP_TGT_RATE = 0, CLAMP_TGT_RATE_AFTER_TIME_INC = 1
                 clamp_target: ClampTarget::AfterTimerIncrease,
+                alpha_update: AlphaUpdate::PerPeriod,
             },
         }
     }
@@ -222,6 +259,8 @@ pub struct Dcqcn {
     rai: f64,
     rhai: f64,
     alpha_epoch: SimTime,
+    /// A CNP arrived in the current alpha period (`AlphaUpdate::PerPeriod`).
+    alpha_cnp: bool,
     rate_epoch: SimTime,
     t_stage: u32,
     bc_stage: u32,
@@ -231,7 +270,13 @@ pub struct Dcqcn {
     /// cut it asks for happens when the interval ends (the NIC checks for
     /// CNPs once per period and cuts then), not never.
     cut_pending: bool,
-    next_send: SimTime,
+    /// When the last packet started and its size on the wire: the next
+    /// may start its serialization time at the current rate later. The gap
+    /// follows the rate as it changes (a rate limiter, not a timer set at
+    /// the last send), so a QP cut to a crawl is not held back by the
+    /// crawl's gap once its rate recovers.
+    last_send: SimTime,
+    last_bytes: u32,
     pub cnps: u64,
     pub cuts: u64,
     pub min_rc: f64,
@@ -253,13 +298,15 @@ impl Dcqcn {
             rai,
             rhai,
             alpha_epoch: SimTime::ZERO,
+            alpha_cnp: false,
             rate_epoch: SimTime::ZERO,
             t_stage: 0,
             bc_stage: 0,
             bc_bytes: 0,
             last_cut: None,
             cut_pending: false,
-            next_send: SimTime::ZERO,
+            last_send: SimTime::ZERO,
+            last_bytes: 0,
             cnps: 0,
             cuts: 0,
             min_rc: l,
@@ -270,11 +317,14 @@ impl Dcqcn {
         self.rc >= self.line && self.rt >= self.line
     }
 
-    /// One increase stage (timer or byte counter expired).
+    /// One increase stage (timer or byte counter expired). The phase is
+    /// chosen from the stage counts before this expiry is counted: F
+    /// stages of fast recovery while both counts are below F, hyper
+    /// increase once both have passed it, additive in between.
     fn increase(&mut self, p: &DcqcnParams) {
         let (t, b) = (self.t_stage, self.bc_stage);
-        if t.min(b) >= p.f {
-            let i = (t.min(b) - p.f + 1) as f64;
+        if t.min(b) > p.f {
+            let i = (t.min(b) - p.f) as f64;
             self.rt += i * self.rhai;
         } else if t.max(b) >= p.f {
             self.rt += self.rai;
@@ -308,17 +358,22 @@ impl Dcqcn {
         if self.last_cut.is_none() {
             return;
         }
-        let n = now.saturating_sub(self.alpha_epoch).0 / p.alpha_timer.0;
+        let mut n = now.saturating_sub(self.alpha_epoch).0 / p.alpha_timer.0;
         if n > 0 {
-            self.alpha *= (1.0 - p.g).powi(n.min(i32::MAX as u64) as i32);
             self.alpha_epoch += SimTime(n * p.alpha_timer.0);
+            if self.alpha_cnp {
+                self.alpha = (1.0 - p.g) * self.alpha + p.g;
+                self.alpha_cnp = false;
+                n -= 1;
+            }
+            self.alpha *= (1.0 - p.g).powi(n.min(i32::MAX as u64) as i32);
         }
         let period = p.rate_increase_timer.0;
         let mut replayed = 0;
         while !self.at_line() && self.rate_epoch.0 + period <= now.0 {
             self.rate_epoch += SimTime(period);
-            self.t_stage += 1;
             self.increase(p);
+            self.t_stage += 1;
             replayed += 1;
             if replayed == MAX_REPLAY {
                 self.rc = self.line;
@@ -336,6 +391,7 @@ impl Dcqcn {
     pub fn on_cnp(&mut self, now: SimTime, p: &DcqcnParams) {
         self.advance(now, p);
         self.cnps += 1;
+        let first = self.last_cut.is_none();
         let may_cut = self
             .last_cut
             .is_none_or(|t| now.saturating_sub(t) >= p.rate_decrease_interval);
@@ -344,12 +400,17 @@ impl Dcqcn {
         } else {
             self.cut_pending = true;
         }
-        self.alpha = (1.0 - p.g) * self.alpha + p.g;
-        self.alpha_epoch = now;
+        if first || p.alpha_update == AlphaUpdate::OnCnp {
+            // The first CNP starts alpha's period grid.
+            self.alpha = (1.0 - p.g) * self.alpha + p.g;
+            self.alpha_epoch = now;
+        } else {
+            self.alpha_cnp = true;
+        }
     }
 
     fn cut(&mut self, at: SimTime, p: &DcqcnParams) {
-        if p.clamp_target == ClampTarget::Always || self.t_stage > 0 {
+        if p.clamp_target == ClampTarget::Always || self.t_stage > 0 || self.bc_stage > 0 {
             self.rt = self.rc;
         }
         self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(p.min_rate.bps() as f64);
@@ -363,10 +424,55 @@ impl Dcqcn {
         self.rate_epoch = at;
     }
 
-    /// Earliest time the next packet may start.
+    fn gap(&self) -> SimTime {
+        if self.rc >= self.line {
+            SimTime::ZERO
+        } else {
+            SimTime((self.last_bytes as f64 * 8e12 / self.rc).ceil() as u64)
+        }
+    }
+
+    /// When the rate next changes without a send or a CNP: a rate-increase
+    /// stage, or a cut owed at the end of its decrease interval.
+    fn next_change(&self, p: &DcqcnParams) -> Option<SimTime> {
+        self.last_cut?;
+        let timer = (!self.at_line()).then(|| self.rate_epoch + p.rate_increase_timer);
+        let cut = self
+            .cut_pending
+            .then(|| self.last_cut.map(|t| t + p.rate_decrease_interval))
+            .flatten();
+        match (timer, cut) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Earliest time the next packet may start: the last packet's
+    /// serialization time at the rate in force then after it started,
+    /// following the timers' rate changes on the way.
     #[inline]
-    pub fn earliest_send(&self, now: SimTime) -> SimTime {
-        self.next_send.max(now)
+    pub fn earliest_send(&self, now: SimTime, p: &DcqcnParams) -> SimTime {
+        let t = self.last_send + self.gap();
+        if t <= now || self.next_change(p).is_none_or(|c| c >= t) {
+            return t.max(now);
+        }
+        self.earliest_send_across_changes(now, p)
+    }
+
+    #[cold]
+    fn earliest_send_across_changes(&self, now: SimTime, p: &DcqcnParams) -> SimTime {
+        let mut d = self.clone();
+        for _ in 0..MAX_REPLAY {
+            let t = d.last_send + d.gap();
+            let Some(c) = d.next_change(p).filter(|&c| c < t) else {
+                return t.max(now);
+            };
+            d.advance(c, p);
+            if d.last_send + d.gap() <= c {
+                return c.max(now);
+            }
+        }
+        (d.last_send + d.gap()).max(now)
     }
 
     /// A packet of `wire_bytes` starts on the wire now.
@@ -379,15 +485,11 @@ impl Dcqcn {
         self.bc_bytes += wire_bytes as u64;
         while self.bc_bytes >= p.byte_counter {
             self.bc_bytes -= p.byte_counter;
-            self.bc_stage += 1;
             self.increase(p);
+            self.bc_stage += 1;
         }
-        self.next_send = if self.rc >= self.line {
-            now
-        } else {
-            let gap_ps = wire_bytes as f64 * 8e12 / self.rc;
-            now + SimTime(gap_ps.ceil() as u64)
-        };
+        self.last_send = now;
+        self.last_bytes = wire_bytes;
     }
 
     /// The current rate in bits per second (timers replayed to `now`).
@@ -455,13 +557,65 @@ mod tests {
         d.on_cnp(SimTime::ZERO, &p);
         d.on_cnp(SimTime::from_us(60), &p);
         let rt0 = d.rt;
-        // Byte stage 1 with timer stage 0: additive (max >= F, min < F).
+        // The first byte stage (counts 0 and 0, both below F) is fast
+        // recovery: the target stays.
         d.on_send(SimTime::from_us(61), 1_000, &p);
+        assert_eq!(d.rt, rt0);
+        // The second (byte count 1 = F, timer count 0): additive.
+        d.on_send(SimTime::from_us(62), 1_000, &p);
         assert!((d.rt - (rt0 + 40e6)).abs() < 1.0);
-        // A timer stage makes both counts reach F: hyper, i = 1.
-        let before = d.rt;
-        d.advance(SimTime::from_us(60 + 55), &p);
-        assert!((d.rt - (before + 200e6)).abs() < 1.0);
+        // Timer stages at counts (0, 2) and (1, 2) are additive too; the
+        // one at (2, 2), both past F, is hyper with i = 1.
+        d.advance(SimTime::from_us(60 + 2 * 55), &p);
+        assert!((d.rt - (rt0 + 3.0 * 40e6)).abs() < 1.0);
+        d.advance(SimTime::from_us(60 + 3 * 55), &p);
+        assert!((d.rt - (rt0 + 3.0 * 40e6 + 200e6)).abs() < 1.0);
+    }
+
+    #[test]
+    fn the_firmware_byte_counter_counts_64_byte_units() {
+        let p = DcqcnParams::preset(Preset::ConnectxFirmware);
+        assert_eq!(p.byte_counter, 32_767 * 64);
+        let mut d = Dcqcn::new(&p, Rate::gbps(400));
+        d.on_cnp(SimTime::ZERO, &p);
+        let rc0 = d.rc;
+        // 32 KB sent (the old reading of RPG_BYTE_RESET): no stage yet.
+        d.on_send(SimTime::from_ns(10), 32_768, &p);
+        assert_eq!(d.rc, rc0);
+        // 2 MB sent: one fast-recovery stage, halfway back to the target.
+        d.on_send(SimTime::from_ns(20), 2_097_088 - 32_768, &p);
+        assert!((d.rc - (rc0 + d.rt) / 2.0).abs() < 1.0, "rc = {}", d.rc);
+    }
+
+    #[test]
+    fn per_period_alpha_counts_a_burst_of_cnps_once() {
+        let p = DcqcnParams::preset(Preset::ConnectxFirmware);
+        let mut d = Dcqcn::new(&p, Rate::gbps(400));
+        d.on_cnp(SimTime::ZERO, &p);
+        d.advance(SimTime::from_us(100), &p);
+        let a0 = d.alpha;
+        // Three CNPs inside one 1 us alpha period raise alpha once, at
+        // the end of the period.
+        for ns in [100, 400, 700] {
+            d.on_cnp(SimTime::from_us(100) + SimTime::from_ns(ns), &p);
+        }
+        assert_eq!(d.alpha, a0);
+        d.advance(SimTime::from_us(101), &p);
+        assert!((d.alpha - ((1.0 - p.g) * a0 + p.g)).abs() < 1e-12);
+        // Raised on every CNP instead, the same burst counts three times.
+        let mut q = p.clone();
+        q.alpha_update = AlphaUpdate::OnCnp;
+        let mut e = Dcqcn::new(&q, Rate::gbps(400));
+        e.on_cnp(SimTime::ZERO, &q);
+        e.advance(SimTime::from_us(100), &q);
+        for ns in [100, 400, 700] {
+            e.on_cnp(SimTime::from_us(100) + SimTime::from_ns(ns), &q);
+        }
+        let mut want = a0;
+        for _ in 0..3 {
+            want = (1.0 - q.g) * want + q.g;
+        }
+        assert!((e.alpha - want).abs() < 1e-12);
     }
 
     #[test]
@@ -490,11 +644,19 @@ mod tests {
         let mut d = Dcqcn::new(&p, Rate::gbps(100));
         d.on_cnp(SimTime::ZERO, &p);
         d.on_cnp(SimTime::from_us(10), &p);
-        // No timer stage between the cuts: the target stays at line rate.
+        // No increase between the cuts: the target stays at line rate.
         assert_eq!(d.rt, 100e9);
         // After a timer stage (300 us), the next cut lowers it.
         d.on_cnp(SimTime::from_us(10 + 301), &p);
         assert!(d.rt < 100e9, "rt = {}", d.rt);
+        // So does a cut after a byte-counter stage.
+        p.byte_counter = 10_000;
+        let mut d = Dcqcn::new(&p, Rate::gbps(100));
+        d.on_cnp(SimTime::ZERO, &p);
+        d.on_send(SimTime::from_us(1), 10_000, &p);
+        let rc = d.rc;
+        d.on_cnp(SimTime::from_us(10), &p);
+        assert_eq!(d.rt, rc);
         // The paper's rule lowers it on every cut.
         p.clamp_target = ClampTarget::Always;
         let mut d = Dcqcn::new(&p, Rate::gbps(100));
@@ -509,11 +671,33 @@ mod tests {
         let mut d = Dcqcn::new(&p, Rate::gbps(100));
         // At line rate, no gap beyond the port's own serialization.
         d.on_send(SimTime::ZERO, 1_000, &p);
-        assert_eq!(d.earliest_send(SimTime(1)), SimTime(1));
+        assert_eq!(d.earliest_send(SimTime(1), &p), SimTime(1));
         d.on_cnp(SimTime::ZERO, &p);
         d.on_send(SimTime::ZERO, 1_000, &p);
         // 1000 B at 50 Gb/s: 160 ns.
-        assert_eq!(d.earliest_send(SimTime(1)), SimTime::from_ns(160));
+        assert_eq!(d.earliest_send(SimTime(1), &p), SimTime::from_ns(160));
+    }
+
+    #[test]
+    fn the_pacing_gap_follows_the_rate_as_it_recovers() {
+        let p = DcqcnParams::preset(Preset::ConnectxFirmware);
+        let mut d = Dcqcn::new(&p, Rate::gbps(100));
+        // Cut after cut down to the 1 Mb/s floor.
+        for i in 0..40 {
+            d.on_cnp(SimTime::from_us(4 * i), &p);
+        }
+        assert_eq!(d.rc, 1e6);
+        let sent = SimTime::from_us(160);
+        d.on_send(sent, 4_000, &p);
+        // 4000 B at 1 Mb/s is 32 ms; the first timer stage, 300 us after
+        // the last cut, brings the rate halfway back to the target
+        // (tens of Gb/s), and the packet may go then.
+        let stage = d.last_cut.unwrap() + p.rate_increase_timer;
+        assert_eq!(d.earliest_send(sent, &p), stage);
+        // A CNP that lowers the rate pushes it back.
+        let mut e = d.clone();
+        e.on_cnp(SimTime::from_us(200), &p);
+        assert!(e.earliest_send(SimTime::from_us(200), &p) > stage);
     }
 
     #[test]

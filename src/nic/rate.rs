@@ -15,10 +15,10 @@ pub enum RateControl {
 impl RateControl {
     /// Earliest time the next packet may start.
     #[inline]
-    pub fn earliest_send(&self, now: SimTime) -> SimTime {
+    pub fn earliest_send(&self, now: SimTime, p: &DcqcnParams) -> SimTime {
         match self {
             RateControl::LineRate => now,
-            RateControl::Dcqcn(d) => d.earliest_send(now),
+            RateControl::Dcqcn(d) => d.earliest_send(now, p),
         }
     }
 

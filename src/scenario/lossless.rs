@@ -7,7 +7,7 @@ use toml::Value;
 use super::error::{KeyError, KeyPath};
 use super::raw::{RawClass, RawDcqcn, RawPfc, RawQos, RawWred};
 use super::resolve::{count, size, time};
-use crate::nic::dcqcn::{DcqcnParams, Preset};
+use crate::nic::dcqcn::{AlphaUpdate, DcqcnParams, Preset, BYTE_COUNTER_OFF};
 use crate::switch::classify::{ClassMap, QUEUES};
 use crate::switch::qos::{
     Bytes, MarkPoint, PauseStorm, PfcConfig, PortPfc, PortWred, QosConfig, QueueConfig, Watchdog,
@@ -79,7 +79,7 @@ pub fn dcqcn(raw: Option<&RawDcqcn>, path: &KeyPath) -> R<DcqcnParams> {
     let empty = RawDcqcn::default();
     let d = raw.unwrap_or(&empty);
     let preset = match d.preset.as_deref() {
-        None => Preset::Mellanox,
+        None => Preset::ConnectxFirmware,
         Some(name) => Preset::from_name(name).ok_or_else(|| {
             KeyError::new(
                 &path.key("preset"),
@@ -116,11 +116,10 @@ pub fn dcqcn(raw: Option<&RawDcqcn>, path: &KeyPath) -> R<DcqcnParams> {
         &path.key("rate_increase_timer"),
         p.rate_increase_timer,
     )?;
-    p.byte_counter = size(
-        d.byte_counter.as_ref(),
-        &path.key("byte_counter"),
-        p.byte_counter,
-    )?;
+    p.byte_counter = match &d.byte_counter {
+        Some(Value::String(s)) if s == "off" => BYTE_COUNTER_OFF,
+        v => size(v.as_ref(), &path.key("byte_counter"), p.byte_counter)?,
+    };
     p.f = count(d.f, &path.key("f"), p.f, 1)?;
     p.rai = small_rate(d.rai.as_ref(), &path.key("rai"))?.or(p.rai);
     p.rhai = small_rate(d.rhai.as_ref(), &path.key("rhai"))?.or(p.rhai);
@@ -138,6 +137,17 @@ pub fn dcqcn(raw: Option<&RawDcqcn>, path: &KeyPath) -> R<DcqcnParams> {
                 format!(
                     "got \"{c}\", expected one of {}",
                     crate::nic::dcqcn::ClampTarget::NAMES.join(", ")
+                ),
+            )
+        })?;
+    }
+    if let Some(a) = &d.alpha_update {
+        p.alpha_update = AlphaUpdate::from_name(a).ok_or_else(|| {
+            KeyError::new(
+                &path.key("alpha_update"),
+                format!(
+                    "got \"{a}\", expected one of {}",
+                    AlphaUpdate::NAMES.join(", ")
                 ),
             )
         })?;

@@ -140,6 +140,7 @@ pub struct RawDcqcn {
     pub cnp_interval: Option<Value>,
     pub cnp_delay: Option<Value>,
     pub clamp_target: Option<String>,
+    pub alpha_update: Option<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -564,7 +564,7 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         data_dscp: dscp(t.dscp, "dscp", 24)?,
         cnp_dscp: dscp(t.cnp_dscp, "cnp_dscp", 48)?,
         dcqcn_enabled,
-        dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::Mellanox),
+        dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::ConnectxFirmware),
     })
 }
 
