@@ -218,3 +218,40 @@ fn a_dead_port_loses_its_queue_at_once_and_stops() {
         assert_eq!(s.flows_completed, s.flows_total);
     }
 }
+
+/// GLB heartbeats lost on a failed link take their bands with them: once
+/// the spine is back, every leaf hears each spine's latest bands, not the
+/// ones of an earlier, lost heartbeat (consecutive heartbeats always
+/// differ: a helper sends one only when a band changed).
+#[test]
+fn glb_heartbeats_lost_to_a_failure_do_not_shift_the_later_ones() {
+    let text = std::fs::read_to_string("examples/failures/spine-failure.toml").unwrap();
+    let (sim, s) = run_with(&text, &["switch.balance.mode=\"glb\""]);
+    assert_eq!(s.flows_completed, s.flows_total);
+    assert!(
+        sim.balance.heartbeats_lost > 0,
+        "the failure cost heartbeats"
+    );
+    assert_eq!(sim.balance.heartbeats_in_flight(), 0);
+    let mut checked = 0;
+    for (helper, last, ports) in sim.balance.helpers() {
+        for p in ports {
+            let at = sim.topo.port(p).peer;
+            let fabricsim::topology::Owner::Switch(sw) = sim.topo.port(at).owner else {
+                continue;
+            };
+            let glb = sim.switches[sw.idx()].balancer.parts.glb.as_ref().unwrap();
+            for (pos, band) in glb.heard_on(at) {
+                assert_eq!(
+                    band,
+                    last[pos as usize],
+                    "{} hears port {pos} of {} as band {band}",
+                    sim.topo.switches[sw.idx()].name,
+                    sim.topo.switches[helper.idx()].name
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0);
+}

@@ -11,8 +11,6 @@ use crate::units::SimTime;
 use crate::wire::frame::{self, ecn};
 use crate::wire::{Opcode, Packet};
 
-use std::collections::VecDeque;
-
 /// A port whose quality band is kept, and how it is computed.
 #[derive(Clone, Copy, Debug)]
 struct QualityPort {
@@ -33,11 +31,44 @@ struct Helper {
     links: Vec<u32>,
 }
 
-/// One helper-to-balancer link and the heartbeats on it, oldest first.
+/// One helper-to-balancer link.
 #[derive(Debug)]
 struct HeartbeatLink {
     port: PortId,
-    in_flight: VecDeque<Box<[u8]>>,
+}
+
+/// The bands each heartbeat in flight carries, in slots its frame names
+/// (`Packet::psn`), so a heartbeat delivers its own bands whatever
+/// happened to the ones before it, and a lost one frees its slot.
+#[derive(Debug, Default)]
+struct HeartbeatSlots {
+    bands: Vec<Box<[u8]>>,
+    free: Vec<u32>,
+}
+
+impl HeartbeatSlots {
+    fn put(&mut self, bands: Box<[u8]>) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.bands[i as usize] = bands;
+                i
+            }
+            None => {
+                self.bands.push(bands);
+                (self.bands.len() - 1) as u32
+            }
+        }
+    }
+
+    fn take(&mut self, slot: u32) -> Box<[u8]> {
+        self.free.push(slot);
+        std::mem::take(&mut self.bands[slot as usize])
+    }
+
+    /// Heartbeats in flight.
+    fn len(&self) -> usize {
+        self.bands.len() - self.free.len()
+    }
 }
 
 /// Periodic balancer state of the whole fabric.
@@ -49,15 +80,42 @@ pub struct BalanceState {
     quality_every: SimTime,
     helpers: Vec<Helper>,
     links: Vec<HeartbeatLink>,
+    slots: HeartbeatSlots,
     heartbeat_every: SimTime,
     /// Switches running ALB, and how often they are ticked.
     alb: Vec<SwitchId>,
     alb_every: SimTime,
     pub heartbeats_sent: u64,
     pub heartbeat_bytes: u64,
+    /// Heartbeats dropped or lost on a failed link.
+    pub heartbeats_lost: u64,
 }
 
 impl BalanceState {
+    /// A heartbeat frame was dropped or lost: its bands go with it.
+    pub(super) fn heartbeat_lost(&mut self, pkt: &Packet) {
+        self.slots.take(pkt.psn);
+        self.heartbeats_lost += 1;
+    }
+
+    /// Each helper switch, the bands of its last heartbeat (one per port)
+    /// and the ports it sends heartbeats on.
+    pub fn helpers(&self) -> impl Iterator<Item = (SwitchId, &[u8], Vec<PortId>)> {
+        self.helpers.iter().map(|h| {
+            let ports = h
+                .links
+                .iter()
+                .map(|&l| self.links[l as usize].port)
+                .collect();
+            (h.sw, &h.last[..], ports)
+        })
+    }
+
+    /// Heartbeats sent and not yet delivered or lost.
+    pub fn heartbeats_in_flight(&self) -> usize {
+        self.slots.len()
+    }
+
     /// What each switch's balancer needs, and the first event of each
     /// periodic task.
     pub fn new(topo: &Topology, scenario: &Scenario, mut push: impl FnMut(SimTime, Event)) -> Self {
@@ -117,10 +175,7 @@ impl BalanceState {
             for &l in to {
                 if let Some(port) = heartbeat_port(topo, SwitchId(h as u32), l) {
                     links.push(st.links.len() as u32);
-                    st.links.push(HeartbeatLink {
-                        port,
-                        in_flight: VecDeque::new(),
-                    });
+                    st.links.push(HeartbeatLink { port });
                 }
             }
             st.helpers.push(Helper {
@@ -189,11 +244,12 @@ impl Simulation {
             for li in self.balance.helpers[h].links.clone() {
                 let port = self.balance.links[li as usize].port;
                 let wire = frame::wire_bytes(Opcode::Heartbeat, bands.len() as u32);
+                let slot = self.balance.slots.put(bands.clone().into_boxed_slice());
                 let pkt = Packet {
                     src: NicId(0),
                     dst: NicId(0),
                     qp: QpId(sw.0),
-                    psn: li,
+                    psn: slot,
                     payload: 0,
                     wire_bytes: wire,
                     header_crc: 0,
@@ -201,9 +257,6 @@ impl Simulation {
                     opcode: Opcode::Heartbeat,
                     tos: Packet::tos_of(self.scenario.transport.cnp_dscp, ecn::NOT_ECT),
                 };
-                self.balance.links[li as usize]
-                    .in_flight
-                    .push_back(bands.clone().into_boxed_slice());
                 self.balance.heartbeats_sent += 1;
                 self.balance.heartbeat_bytes += wire as u64;
                 self.send_control(port, pkt);
@@ -219,9 +272,7 @@ impl Simulation {
     /// A heartbeat arrived at a balancing switch on port `p`.
     #[inline(never)]
     pub(super) fn receive_heartbeat(&mut self, p: PortId, pkt: &Packet) {
-        let Some(bands) = self.balance.links[pkt.psn as usize].in_flight.pop_front() else {
-            return;
-        };
+        let bands = self.balance.slots.take(pkt.psn);
         if let Owner::Switch(s) = self.owners[p.idx()] {
             if let Some(g) = &mut self.switches[s.idx()].balancer.parts.glb {
                 g.receive(p, &bands);

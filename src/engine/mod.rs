@@ -1481,6 +1481,11 @@ impl Simulation {
 
     fn drop_packet(&mut self, id: PacketId) {
         let pkt = self.packets.get(id);
+        if pkt.opcode == Opcode::Heartbeat {
+            let pkt = *pkt;
+            self.balance.heartbeat_lost(&pkt);
+        }
+        let pkt = self.packets.get(id);
         self.counters.drops += 1;
         self.counters.drop_bytes += pkt.wire_bytes as u64;
         if pkt.opcode.is_data() {

@@ -168,6 +168,20 @@ impl Glb {
         self.cfg.combine.path_band(local, remote)
     }
 
+    /// The bands last heard on `ingress`: (position of the port among the
+    /// sender's ports, its band).
+    pub fn heard_on(&self, ingress: PortId) -> Vec<(u32, u8)> {
+        self.feeds
+            .iter()
+            .find(|f| f.0 == ingress)
+            .map(|(_, feed)| {
+                feed.iter()
+                    .map(|&(slot, pos)| (pos, self.remote[slot as usize]))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// A heartbeat arrived on `ingress` with the sender's bands, one per
     /// port of the sender.
     pub fn receive(&mut self, ingress: PortId, bands: &[u8]) {
