@@ -4,10 +4,10 @@
 
 use toml::Value;
 
+use super::error::Finding;
 use super::error::{KeyError, KeyPath};
-use super::lossless::Finding;
 use super::raw::{RawBalance, RawEcmp, RawRule};
-use super::resolve::{show, size, time};
+use super::values::{fraction, named, show, size, time};
 use crate::switch::balance::alb::AlbConfig;
 use crate::switch::balance::dlb::{DlbConfig, DlbMode};
 use crate::switch::balance::glb::{Combine, GlbConfig};
@@ -158,25 +158,8 @@ pub fn ecmp(e: &RawEcmp, ep: &KeyPath, topo: &Topology) -> R<EcmpConfig> {
     })
 }
 
-fn fraction(v: Option<&Value>, path: &KeyPath, default: f64, what: &str) -> R<f64> {
-    match v {
-        None => Ok(default),
-        Some(Value::Float(f)) if *f > 0.0 && *f <= 1.0 => Ok(*f),
-        Some(Value::Integer(1)) => Ok(1.0),
-        Some(other) => Err(KeyError::new(
-            path,
-            format!("got {}, expected {what} above 0 and at most 1", show(other)),
-        )),
-    }
-}
-
 fn algo(name: &str, path: &KeyPath) -> R<Algo> {
-    Algo::from_name(name).ok_or_else(|| {
-        KeyError::new(
-            path,
-            format!("got \"{name}\", expected one of {}", Algo::NAMES.join(", ")),
-        )
-    })
+    named(Some(name), path, Algo::NAMES, Algo::from_name, Algo::Ecmp)
 }
 
 fn range(v: &Option<Vec<i64>>, path: &KeyPath, max: i64) -> R<Option<(i64, i64)>> {
@@ -406,14 +389,13 @@ fn spec(
 
 fn dlb(b: &RawBalance, path: &KeyPath) -> R<DlbConfig> {
     let mut c = DlbConfig::default();
-    if let Some(m) = &b.dlb_mode {
-        c.mode = DlbMode::from_name(m).ok_or_else(|| {
-            KeyError::new(
-                &path.key("dlb_mode"),
-                format!("got \"{m}\", expected one of {}", DlbMode::NAMES.join(", ")),
-            )
-        })?;
-    }
+    c.mode = named(
+        b.dlb_mode.as_deref(),
+        &path.key("dlb_mode"),
+        DlbMode::NAMES,
+        DlbMode::from_name,
+        c.mode,
+    )?;
     c.inactivity = time(
         b.flowlet_timeout.as_ref(),
         &path.key("flowlet_timeout"),

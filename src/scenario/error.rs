@@ -195,3 +195,11 @@ pub fn line_of(text: &str, path: &KeyPath) -> Option<usize> {
     let start = span?.start;
     Some(line_at(text, start))
 }
+
+/// A warning about a scenario that is valid but probably not what was
+/// meant: the key it concerns and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub key: String,
+    pub message: String,
+}

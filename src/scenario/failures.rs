@@ -3,7 +3,7 @@
 
 use super::error::{KeyError, KeyPath};
 use super::raw::{RawFailure, RawRouting};
-use super::resolve::{rate, time};
+use super::values::{rate, time};
 use crate::topology::{LinkId, Owner, SwitchId, Topology};
 use crate::units::{Rate, SimTime};
 

@@ -4,92 +4,34 @@
 
 use toml::Value;
 
-use super::error::{KeyError, KeyPath};
+use super::error::{Finding, KeyError, KeyPath};
 use super::raw::{RawClass, RawDcqcn, RawPfc, RawQos, RawWred};
-use super::resolve::{count, size, time};
-use crate::nic::dcqcn::{AlphaUpdate, DcqcnParams, Preset, BYTE_COUNTER_OFF};
+use super::values::{
+    choice, count, named, positive_time, probability, show, size, small_rate, time,
+};
+use crate::nic::dcqcn::{AlphaUpdate, ClampTarget, DcqcnParams, Preset, BYTE_COUNTER_OFF};
 use crate::switch::classify::{ClassMap, QUEUES};
 use crate::switch::qos::{
     Bytes, MarkPoint, PauseStorm, PfcConfig, PortPfc, PortWred, QosConfig, QueueConfig, Watchdog,
     WatchdogAction, WredConfig,
 };
 use crate::topology::{GpuId, Owner, Topology};
-use crate::units::{fmt_bytes, parse_rate, Rate, SimTime};
+use crate::units::{fmt_bytes, Rate, SimTime};
 use crate::wire::frame::Opcode;
 
 type R<T> = Result<T, KeyError>;
-
-fn show(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("\"{s}\""),
-        other => other.to_string(),
-    }
-}
-
-/// A number between 0 and 1.
-fn probability(v: &Value, path: &KeyPath) -> R<f64> {
-    let x = match v {
-        Value::Float(f) => Some(*f),
-        Value::Integer(n) => Some(*n as f64),
-        _ => None,
-    };
-    match x {
-        Some(p) if (0.0..=1.0).contains(&p) => Ok(p),
-        _ => Err(KeyError::new(
-            path,
-            format!(
-                "got {}, expected a probability between 0 and 1 (0.07 = 7%)",
-                show(v)
-            ),
-        )),
-    }
-}
-
-/// A rate from 1 b/s up (DCQCN steps are a few Mb/s).
-fn small_rate(v: Option<&Value>, path: &KeyPath) -> R<Option<Rate>> {
-    match v {
-        None => Ok(None),
-        Some(Value::String(s)) => match parse_rate(s) {
-            Some(r) if r.bps() > 0 && r.bps() <= 10_000_000_000_000 => Ok(Some(r)),
-            _ => Err(KeyError::new(
-                path,
-                format!("got \"{s}\", expected a rate such as \"5M\", \"40Mbps\" or \"1G\""),
-            )),
-        },
-        Some(other) => Err(KeyError::new(
-            path,
-            format!(
-                "got {}, expected a rate string such as \"40M\"",
-                show(other)
-            ),
-        )),
-    }
-}
-
-fn positive_time(v: Option<&Value>, path: &KeyPath, default: SimTime) -> R<SimTime> {
-    let t = time(v, path, default)?;
-    if t == SimTime::ZERO {
-        return Err(KeyError::new(path, "got 0, expected a positive duration"));
-    }
-    Ok(t)
-}
 
 /// `[dcqcn]`: a preset and any overrides.
 pub fn dcqcn(raw: Option<&RawDcqcn>, path: &KeyPath) -> R<DcqcnParams> {
     let empty = RawDcqcn::default();
     let d = raw.unwrap_or(&empty);
-    let preset = match d.preset.as_deref() {
-        None => Preset::ConnectxFirmware,
-        Some(name) => Preset::from_name(name).ok_or_else(|| {
-            KeyError::new(
-                &path.key("preset"),
-                format!(
-                    "got \"{name}\", expected one of {}",
-                    Preset::NAMES.join(", ")
-                ),
-            )
-        })?,
-    };
+    let preset = named(
+        d.preset.as_deref(),
+        &path.key("preset"),
+        Preset::NAMES,
+        Preset::from_name,
+        Preset::ConnectxFirmware,
+    )?;
     let mut p = DcqcnParams::preset(preset);
     if let Some(v) = &d.g {
         let g = probability(v, &path.key("g"))?;
@@ -130,28 +72,20 @@ pub fn dcqcn(raw: Option<&RawDcqcn>, path: &KeyPath) -> R<DcqcnParams> {
         p.cnp_interval,
     )?;
     p.cnp_delay = time(d.cnp_delay.as_ref(), &path.key("cnp_delay"), p.cnp_delay)?;
-    if let Some(c) = &d.clamp_target {
-        p.clamp_target = crate::nic::dcqcn::ClampTarget::from_name(c).ok_or_else(|| {
-            KeyError::new(
-                &path.key("clamp_target"),
-                format!(
-                    "got \"{c}\", expected one of {}",
-                    crate::nic::dcqcn::ClampTarget::NAMES.join(", ")
-                ),
-            )
-        })?;
-    }
-    if let Some(a) = &d.alpha_update {
-        p.alpha_update = AlphaUpdate::from_name(a).ok_or_else(|| {
-            KeyError::new(
-                &path.key("alpha_update"),
-                format!(
-                    "got \"{a}\", expected one of {}",
-                    AlphaUpdate::NAMES.join(", ")
-                ),
-            )
-        })?;
-    }
+    p.clamp_target = named(
+        d.clamp_target.as_deref(),
+        &path.key("clamp_target"),
+        ClampTarget::NAMES,
+        ClampTarget::from_name,
+        p.clamp_target,
+    )?;
+    p.alpha_update = named(
+        d.alpha_update.as_deref(),
+        &path.key("alpha_update"),
+        AlphaUpdate::NAMES,
+        AlphaUpdate::from_name,
+        p.alpha_update,
+    )?;
     Ok(p)
 }
 
@@ -329,17 +263,15 @@ pub fn qos(
     let path = root.key("qos");
     let mut cfg = QosConfig::rocev2_default();
     if let Some(q) = raw {
-        cfg.mark_on = match q.mark_on.as_deref() {
-            None => MarkPoint::Dequeue,
-            Some("enqueue") => MarkPoint::Enqueue,
-            Some("dequeue") => MarkPoint::Dequeue,
-            Some(other) => {
-                return Err(KeyError::new(
-                    &path.key("mark_on"),
-                    format!("got \"{other}\", expected \"enqueue\" or \"dequeue\""),
-                ))
-            }
-        };
+        cfg.mark_on = choice(
+            q.mark_on.as_deref(),
+            &path.key("mark_on"),
+            &[
+                ("enqueue", MarkPoint::Enqueue),
+                ("dequeue", MarkPoint::Dequeue),
+            ],
+            MarkPoint::Dequeue,
+        )?;
         cfg.framing.vlan_tag = q.vlan_tagging.unwrap_or(false);
         cfg.vlan_id = match q.vlan_id {
             None if cfg.framing.vlan_tag && !topo.vlan_rails => 1,
@@ -461,16 +393,15 @@ pub fn qos(
             }
             Some(v) => positive_time(Some(v), &wp.key("interval"), SimTime::ZERO)?,
         };
-        let action = match w.action.as_deref() {
-            None | Some("drop") => WatchdogAction::Drop,
-            Some("ignore") => WatchdogAction::Ignore,
-            Some(other) => {
-                return Err(KeyError::new(
-                    &wp.key("action"),
-                    format!("got \"{other}\", expected \"drop\" or \"ignore\""),
-                ))
-            }
-        };
+        let action = choice(
+            w.action.as_deref(),
+            &wp.key("action"),
+            &[
+                ("drop", WatchdogAction::Drop),
+                ("ignore", WatchdogAction::Ignore),
+            ],
+            WatchdogAction::Drop,
+        )?;
         pfc.watchdog = Some(Watchdog {
             interval,
             action,
@@ -572,13 +503,6 @@ pub fn check_transport(cfg: &QosConfig, mtu: u32, dscp: u8, transport: &KeyPath)
         ));
     }
     Ok(())
-}
-
-/// One finding of `check`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    pub key: String,
-    pub message: String,
 }
 
 /// Threshold checks per port kind (tier, speed, delay): headroom against

@@ -12,6 +12,7 @@ pub mod failures;
 pub mod lossless;
 pub mod raw;
 pub mod resolve;
+pub mod values;
 
 use toml::{Table, Value};
 
@@ -24,7 +25,7 @@ use crate::topology::{Topology, TopologyError, TopologySpec};
 use crate::units::SimTime;
 use crate::workload::{self, FlowSpec, Workload};
 pub use error::ScenarioError;
-use error::{line_at, KeyError, KeyPath, Seg};
+use error::{line_at, Finding, KeyError, KeyPath, Seg};
 
 /// The built-in scenario `fabricsim run` uses when given none.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/rail-optimized-pod.toml");
@@ -48,7 +49,7 @@ pub struct Scenario {
     /// Links and switches that fail, and routing's reaction time.
     pub failures: failures::FailureConfig,
     /// Threshold checks that did not pass (see `lossless::check`).
-    pub warnings: Vec<lossless::Finding>,
+    pub warnings: Vec<Finding>,
     pub host: HostConfig,
 }
 
@@ -192,7 +193,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         let seed = sim.and_then(|s| s.seed).unwrap_or(1);
         let max_sim_time = match sim.and_then(|s| s.max_sim_time.as_ref()) {
             None => None,
-            Some(v) => Some(resolve::time(
+            Some(v) => Some(values::time(
                 Some(v),
                 &sp.key("max_sim_time"),
                 SimTime::ZERO,
@@ -347,7 +348,7 @@ fn set_in(cur: &mut Value, segs: &[Seg], value: Value, full: &KeyPath) -> Result
 
 /// A warning when a GPU's PCIe link (one way) is slower than its NIC, so
 /// that the GPU cannot fill the NIC.
-fn pcie_check(topo: &Topology, host: &HostConfig) -> Option<lossless::Finding> {
+fn pcie_check(topo: &Topology, host: &HostConfig) -> Option<Finding> {
     let one_way = host.pcie_bytes_per_s / 2 * 8;
     let nic = topo
         .gpus
@@ -360,7 +361,7 @@ fn pcie_check(topo: &Topology, host: &HostConfig) -> Option<lossless::Finding> {
                 .sum::<u64>()
         })
         .max()?;
-    (nic > one_way).then(|| lossless::Finding {
+    (nic > one_way).then(|| Finding {
         key: "host.pcie".into(),
         message: format!(
             "a GPU's PCIe link carries {:.0} Gb/s each way ({} GB/s both ways), less than its NIC's {:.0} Gb/s: its sends are capped there; set [host] pcie = \"128GB/s\" for PCIe Gen5 x16 at 64 GB/s each way",
@@ -408,13 +409,13 @@ fn report_config(raw: Option<&raw::RawReport>, path: &KeyPath) -> Result<ReportC
         Some(Value::String(s)) if s == "off" => None,
         Some(v) => {
             let p = path.key("sample_interval");
-            let t = resolve::time(Some(v), &p, SimTime::ZERO)?;
+            let t = values::time(Some(v), &p, SimTime::ZERO)?;
             if t < SimTime::from_ns(100) {
                 return Err(KeyError::new(
                     &p,
                     format!(
                         "got {}, expected \"off\" or an interval of at least 100ns",
-                        resolve::show(v)
+                        values::show(v)
                     ),
                 ));
             }

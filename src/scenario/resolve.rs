@@ -6,98 +6,17 @@ use toml::Value;
 
 use super::error::{KeyError, KeyPath};
 use super::raw::*;
+use super::values::{choice, count, rate, show, size, time};
 use crate::nic::transport::OooPolicy;
 use crate::nic::{TransportConfig, WriteMode};
 use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
-use crate::units::{
-    parse_byte_rate, parse_bytes, parse_length_m, parse_rate, parse_time, Rate, SimTime,
-};
+use crate::units::{parse_byte_rate, parse_length_m, Rate, SimTime};
 use crate::workload::collective::{Algorithm, Collective, Op};
 use crate::workload::{Pattern, Workload};
 
 type R<T> = Result<T, KeyError>;
-
-pub fn show(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("\"{s}\""),
-        other => other.to_string(),
-    }
-}
-
-pub fn count(v: Option<i64>, path: &KeyPath, default: u32, min: u32) -> R<u32> {
-    match v {
-        None => Ok(default),
-        Some(n) if n >= min as i64 && n <= u32::MAX as i64 => Ok(n as u32),
-        Some(n) => Err(KeyError::new(
-            path,
-            format!("got {n}, expected an integer of at least {min}"),
-        )),
-    }
-}
-
-/// Link speeds the simulator accepts: 1 Gb/s to 10 Tb/s.
-const RATE_RANGE: std::ops::RangeInclusive<u64> = 1_000_000_000..=10_000_000_000_000;
-/// Longest duration a scenario may name (about 11.6 days), so that no sum
-/// of times can overflow the picosecond clock.
-const MAX_TIME_PS: u64 = 1_000_000_000_000_000_000;
-
-pub fn rate(v: Option<&Value>, path: &KeyPath, default: Rate) -> R<Rate> {
-    match v {
-        None => Ok(default),
-        Some(Value::String(s)) => match parse_rate(s) {
-            Some(r) if RATE_RANGE.contains(&r.bps()) => Ok(r),
-            Some(_) => Err(KeyError::new(path, format!("got \"{s}\", expected a rate between 1G and 10T"))),
-            None => Err(KeyError::new(
-                path,
-                format!("got \"{s}\", expected a rate in bits per second such as \"100G\", \"400Gbps\" or \"1.6T\""),
-            )),
-        },
-        Some(other) => Err(KeyError::new(
-            path,
-            format!("got {}, expected a rate string such as \"400G\"", show(other)),
-        )),
-    }
-}
-
-pub fn size(v: Option<&Value>, path: &KeyPath, default: u64) -> R<u64> {
-    let bad = |given: String| {
-        KeyError::new(
-            path,
-            format!(
-                "got {given}, expected a positive size in bytes such as 4096, \"4KiB\" or \"2MB\""
-            ),
-        )
-    };
-    match v {
-        None => Ok(default),
-        Some(Value::Integer(n)) if *n > 0 => Ok(*n as u64),
-        Some(Value::String(s)) => match parse_bytes(s) {
-            Some(b) if b > 0 => Ok(b),
-            _ => Err(bad(format!("\"{s}\""))),
-        },
-        Some(other) => Err(bad(show(other))),
-    }
-}
-
-pub fn time(v: Option<&Value>, path: &KeyPath, default: SimTime) -> R<SimTime> {
-    match v {
-        None => Ok(default),
-        Some(Value::String(s)) => match parse_time(s) {
-            Some(t) if t.0 <= MAX_TIME_PS => Ok(t),
-            Some(_) => Err(KeyError::new(path, format!("got \"{s}\", expected at most 1000000s"))),
-            None => Err(KeyError::new(
-                path,
-                format!("got \"{s}\", expected a duration with a unit such as \"500ns\", \"1us\" or \"2ms\""),
-            )),
-        },
-        Some(other) => Err(KeyError::new(
-            path,
-            format!("got {}, expected a duration string such as \"1us\"", show(other)),
-        )),
-    }
-}
 
 /// Keys of `[topology]` that only some kinds use.
 const KIND_KEYS: &[(&str, &[TopologyKind])] = {
@@ -135,28 +54,23 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
             "missing [topology] table; every scenario needs one",
         ));
     };
-    let kinds = "single-rail, dual-rail, rail-only, rail-optimized, multi-pod, fat-tree or ring";
-    let kind = match t.kind.as_deref() {
-        Some("single-rail") => TopologyKind::SingleRail,
-        Some("dual-rail") => TopologyKind::DualRail,
-        Some("rail-only") => TopologyKind::RailOnly,
-        Some("rail-optimized") => TopologyKind::RailOptimized,
-        Some("multi-pod") => TopologyKind::MultiPod,
-        Some("fat-tree") => TopologyKind::FatTree,
-        Some("ring") => TopologyKind::Ring,
-        Some(other) => {
-            return Err(KeyError::new(
-                &path.key("kind"),
-                format!("got \"{other}\", expected one of {kinds}"),
-            ))
-        }
-        None => {
-            return Err(KeyError::new(
-                &path.key("kind"),
-                format!("missing; expected one of {kinds}"),
-            ))
-        }
+    let kinds = [
+        ("single-rail", TopologyKind::SingleRail),
+        ("dual-rail", TopologyKind::DualRail),
+        ("rail-only", TopologyKind::RailOnly),
+        ("rail-optimized", TopologyKind::RailOptimized),
+        ("multi-pod", TopologyKind::MultiPod),
+        ("fat-tree", TopologyKind::FatTree),
+        ("ring", TopologyKind::Ring),
+    ];
+    let Some(kind) = t.kind.as_deref() else {
+        let names: Vec<&str> = kinds.iter().map(|k| k.0).collect();
+        return Err(KeyError::new(
+            &path.key("kind"),
+            format!("missing; expected one of {}", names.join(", ")),
+        ));
     };
+    let kind = choice(Some(kind), &path.key("kind"), &kinds, TopologyKind::Ring)?;
     let present: &[(&str, bool)] = &[
         ("hosts_per_leaf", t.hosts_per_leaf.is_some()),
         ("rails_per_leaf", t.rails_per_leaf.is_some()),
@@ -433,26 +347,21 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             format!("got {mtu}, expected a payload size per packet between 256 and 9000 bytes (a 9216 B jumbo frame)"),
         ));
     }
-    let write_mode = match t.write_mode.as_deref() {
-        None | Some("first-middle-last") => WriteMode::FirstMiddleLast,
-        Some("write-only") => WriteMode::WriteOnly,
-        Some(other) => {
-            return Err(KeyError::new(
-                &path.key("write_mode"),
-                format!("got \"{other}\", expected \"first-middle-last\" or \"write-only\""),
-            ))
-        }
-    };
-    let dcqcn_enabled = match t.congestion_control.as_deref() {
-        None | Some("dcqcn") => true,
-        Some("none") => false,
-        Some(other) => {
-            return Err(KeyError::new(
-                &path.key("congestion_control"),
-                format!("got \"{other}\", expected \"dcqcn\" or \"none\""),
-            ))
-        }
-    };
+    let write_mode = choice(
+        t.write_mode.as_deref(),
+        &path.key("write_mode"),
+        &[
+            ("first-middle-last", WriteMode::FirstMiddleLast),
+            ("write-only", WriteMode::WriteOnly),
+        ],
+        WriteMode::FirstMiddleLast,
+    )?;
+    let dcqcn_enabled = choice(
+        t.congestion_control.as_deref(),
+        &path.key("congestion_control"),
+        &[("dcqcn", true), ("none", false)],
+        true,
+    )?;
     let dscp = |v: Option<i64>, key: &str, default: u8| match v {
         None => Ok(default),
         Some(d @ 0..=63) => Ok(d as u8),
