@@ -12,6 +12,7 @@ pub mod console;
 pub mod engine;
 pub mod fuzz;
 pub mod input;
+pub mod keys;
 pub mod nic;
 pub mod output;
 pub mod plan;

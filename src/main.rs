@@ -546,7 +546,9 @@ fn run(
                 .as_file()
                 .try_clone()
                 .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
-            sim.start_capture(spec, file, tmp.path())?;
+            let sink = report::pcapng::PcapngSink::new(file)
+                .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
+            sim.start_capture(spec, Box::new(sink))?;
             Some(tmp)
         }
         None => None,

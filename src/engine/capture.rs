@@ -1,13 +1,23 @@
 //! Packet capture: frames put on chosen links, or of chosen flows, within
-//! a time window, written as pcapng (one interface per link, nanosecond
-//! timestamps at the first bit on the wire) for Wireshark and tshark.
+//! a time window, encoded as on the wire and handed to a `FrameSink` (the
+//! report's pcapng writer: one interface per link, nanosecond timestamps
+//! at the first bit on the wire, for Wireshark and tshark).
 
 use super::Simulation;
 use crate::topology::{Owner, PortId, Topology};
 use crate::units::SimTime;
 use crate::wire::encode::{self, Context};
 use crate::wire::Opcode;
-use std::io::Write;
+
+/// Where captured frames go. Links are numbered in the order `link`
+/// announces them, from 0.
+pub trait FrameSink {
+    /// A link seen for the first time: its name and speed.
+    fn link(&mut self, name: &str, bits_per_second: u64) -> std::io::Result<()>;
+    /// A frame that started on `link` at `ns` nanoseconds.
+    fn frame(&mut self, link: u32, ns: u64, bytes: &[u8]) -> std::io::Result<()>;
+    fn flush(&mut self) -> std::io::Result<()>;
+}
 
 /// What to capture, as the command line gives it.
 #[derive(Clone, Debug, Default)]
@@ -84,7 +94,7 @@ pub struct Capture {
     start: SimTime,
     end: SimTime,
     limit: u64,
-    out: std::io::BufWriter<std::fs::File>,
+    out: Box<dyn FrameSink>,
     /// Per port: its pcapng interface, `u32::MAX` until its first frame.
     iface: Vec<u32>,
     ifaces: u32,
@@ -99,7 +109,7 @@ fn ports_named(topo: &Topology, name: &str) -> Vec<PortId> {
         .filter(|&p| {
             let from = topo.owner_name(p);
             let to = topo.owner_name(topo.port(p).peer);
-            crate::report::series::link_name(topo, p) == name
+            topo.link_name(p) == name
                 || format!("{from}->{to}") == name
                 || from == name
                 || to == name
@@ -108,12 +118,11 @@ fn ports_named(topo: &Topology, name: &str) -> Vec<PortId> {
 }
 
 impl Simulation {
-    /// Starts capturing into `path` (created or truncated).
+    /// Starts capturing into `out`.
     pub fn start_capture(
         &mut self,
         spec: &CaptureSpec,
-        file: std::fs::File,
-        path: &std::path::Path,
+        out: Box<dyn FrameSink>,
     ) -> Result<(), String> {
         let mut ports = Vec::new();
         if !spec.links.is_empty() {
@@ -123,7 +132,7 @@ impl Simulation {
                 if found.is_empty() {
                     return Err(format!(
                         "--capture link={name}: no link or device has this name; links are named FROM->TO as in links.csv (e.g. {})",
-                        crate::report::series::link_name(&self.topo, PortId(0))
+                        self.topo.link_name(PortId(0))
                     ));
                 }
                 for p in found {
@@ -147,9 +156,6 @@ impl Simulation {
                 }
             }
         }
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        crate::report::pcapng::section_header(&mut out)
-            .map_err(|e| format!("{}: cannot write the capture: {e}", path.display()))?;
         self.capture = Some(Box::new(Capture {
             ports,
             qps,
@@ -230,11 +236,11 @@ impl Simulation {
             if c.iface[p.idx()] == u32::MAX {
                 c.iface[p.idx()] = c.ifaces;
                 c.ifaces += 1;
-                let name = crate::report::series::link_name(topo, p);
+                let name = topo.link_name(p);
                 let speed = topo.port(p).rate.bps();
-                crate::report::pcapng::interface(&mut c.out, &name, speed)?;
+                c.out.link(&name, speed)?;
             }
-            crate::report::pcapng::packet(&mut c.out, c.iface[p.idx()], now.0 / 1000, &bytes)
+            c.out.frame(c.iface[p.idx()], now.0 / 1000, &bytes)
         })();
         match result {
             Ok(()) => c.frames += 1,

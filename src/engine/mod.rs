@@ -20,6 +20,7 @@
 
 mod balance;
 pub mod capture;
+pub use capture::FrameSink;
 pub mod deadlock;
 pub mod failures;
 mod memory;

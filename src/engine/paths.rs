@@ -4,7 +4,7 @@
 //! record (the path follows from the header, see `qp_route`), so records
 //! are kept only when some switch balances dynamically.
 
-use crate::topology::{Owner, PortId, QpId, SwitchId, Topology};
+use crate::topology::{PortId, QpId, SwitchId, Topology};
 
 /// Steps kept per QP; later changes are still counted.
 pub const MAX_STEPS: usize = 64;
@@ -77,7 +77,7 @@ impl QpPath {
                     .steps
                     .iter()
                     .filter(|s| s.switch == sw)
-                    .map(|s| format!("{}*{}", member_name(topo, s.port), s.packets))
+                    .map(|s| format!("{}*{}", topo.member_name(s.port), s.packets))
                     .collect();
                 format!("{}[{}]", topo.switches[sw.idx()].name, runs.join(" "))
             })
@@ -86,29 +86,6 @@ impl QpPath {
             out.push("...".into());
         }
         out.join(" ")
-    }
-}
-
-/// A member port by the neighbour it leads to, with `/k` (its position
-/// among the links to that neighbour) when there are parallel links.
-pub fn member_name(topo: &Topology, p: PortId) -> String {
-    let owner = topo.port(p).owner;
-    let peer = topo.port(topo.port(p).peer).owner;
-    let name = topo.owner_name(topo.port(p).peer).to_string();
-    let Owner::Switch(s) = owner else {
-        return name;
-    };
-    let parallel: Vec<PortId> = topo.switches[s.idx()]
-        .ports
-        .iter()
-        .copied()
-        .filter(|&q| topo.port(topo.port(q).peer).owner == peer)
-        .collect();
-    if parallel.len() > 1 {
-        let k = parallel.iter().position(|&q| q == p).unwrap_or(0);
-        format!("{name}/{k}")
-    } else {
-        name
     }
 }
 

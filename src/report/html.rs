@@ -4,7 +4,7 @@
 //! nothing, so it opens offline.
 
 use super::plots::{self, columns, heatmap_links, HEATMAP_COLS};
-use super::series::{link_name, Kind};
+use super::series::Kind;
 use super::Summary;
 use crate::engine::series::Series;
 use crate::engine::Simulation;
@@ -241,7 +241,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
         .map(|&p| {
             let port = &sim.ports[p];
             vec![
-                link_name(&sim.topo, PortId(p as u32)),
+                sim.topo.link_name(PortId(p as u32)),
                 fmt_bytes(port.tx_wire_bytes),
                 format!("{:.1}%", 100.0 * port.busy_ps as f64 / span),
                 fmt_bytes(sim.queues[p].max_bytes),
@@ -281,7 +281,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
             .map(|&(b, p, q)| {
                 let st = sim.queues[p].stats(q);
                 vec![
-                    format!("{} q{q}", link_name(&sim.topo, PortId(p as u32))),
+                    format!("{} q{q}", sim.topo.link_name(PortId(p as u32))),
                     fmt_bytes(b as u64),
                     st.enqueued.to_string(),
                     st.ecn_marks.to_string(),
@@ -310,7 +310,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
                 let port = i / sim.pfc_slots;
                 let st = &sim.pfc[i];
                 vec![
-                    link_name(&sim.topo, PortId(port as u32)),
+                    sim.topo.link_name(PortId(port as u32)),
                     us(t),
                     format!("{:.1}%", 100.0 * t as f64 / span),
                     st.pauses_received.to_string(),
@@ -581,7 +581,7 @@ fn heatmaps(sim: &Simulation) -> Vec<Value> {
         .into_iter()
         .map(|(p, tier)| {
             (
-                link_name(&sim.topo, p),
+                sim.topo.link_name(p),
                 tier,
                 s.link_util.get(p.0).unwrap_or_default(),
             )

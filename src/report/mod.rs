@@ -688,7 +688,7 @@ fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
 fn deadlock_cycle(sim: &Simulation) -> Vec<String> {
     sim.deadlock
         .iter()
-        .map(|&(p, q)| format!("{} priority {q}", series::link_name(&sim.topo, p)))
+        .map(|&(p, q)| format!("{} priority {q}", sim.topo.link_name(p)))
         .collect()
 }
 

@@ -76,6 +76,34 @@ pub fn packet(w: &mut impl Write, iface: u32, ns: u64, frame: &[u8]) -> io::Resu
     block(w, ENHANCED_PACKET, &b)
 }
 
+/// The capture file: the engine's frame sink, writing pcapng.
+pub struct PcapngSink<W: Write> {
+    out: io::BufWriter<W>,
+}
+
+impl<W: Write> PcapngSink<W> {
+    /// Starts the file with its section header.
+    pub fn new(w: W) -> io::Result<Self> {
+        let mut out = io::BufWriter::with_capacity(1 << 20, w);
+        section_header(&mut out)?;
+        Ok(PcapngSink { out })
+    }
+}
+
+impl<W: Write> crate::engine::FrameSink for PcapngSink<W> {
+    fn link(&mut self, name: &str, bits_per_second: u64) -> io::Result<()> {
+        interface(&mut self.out, name, bits_per_second)
+    }
+
+    fn frame(&mut self, link: u32, ns: u64, bytes: &[u8]) -> io::Result<()> {
+        packet(&mut self.out, link, ns, bytes)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

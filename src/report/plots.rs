@@ -3,7 +3,7 @@
 //! (it then says so), so a run's set of files does not depend on what
 //! happened in it.
 
-use super::series::{link_name, Kind};
+use super::series::Kind;
 use crate::engine::series::Series;
 use crate::engine::Simulation;
 use crate::switch::classify::QUEUES;
@@ -274,7 +274,7 @@ fn link_heatmap(sim: &Simulation, root: &Area) -> Res {
         .iter()
         .map(|(p, tier)| {
             let v = sim.series.link_util.get(p.0).unwrap_or_default();
-            (link_name(&sim.topo, *p), v, tier.clone())
+            (sim.topo.link_name(*p), v, tier.clone())
         })
         .collect();
     let desc = format!("busiest links of {}", sim.series.link_util.len());
@@ -713,12 +713,7 @@ pub fn busiest_groups(sim: &Simulation) -> Vec<(String, Vec<(String, u64)>)> {
             }
             let bytes: Vec<(String, u64)> = members
                 .iter()
-                .map(|&p| {
-                    (
-                        crate::engine::paths::member_name(&sim.topo, p),
-                        sim.ports[p.idx()].tx_wire_bytes,
-                    )
-                })
+                .map(|&p| (sim.topo.member_name(p), sim.ports[p.idx()].tx_wire_bytes))
                 .collect();
             let total: u64 = bytes.iter().map(|b| b.1).sum();
             // A switch's groups often share members: show each set once.

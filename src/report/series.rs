@@ -4,17 +4,7 @@
 use crate::engine::series::{Group, Series};
 use crate::engine::Simulation;
 use crate::switch::classify::QUEUES;
-use crate::topology::{PortId, Topology};
-
-/// `from->to`: the link a port sends on, with `/k` on `to` when the two
-/// devices have parallel links (as in `groups.csv`).
-pub fn link_name(topo: &Topology, p: PortId) -> String {
-    format!(
-        "{}->{}",
-        topo.owner_name(p),
-        crate::engine::paths::member_name(topo, p)
-    )
-}
+use crate::topology::PortId;
 
 /// The kinds of series, each with its file, its unit and how its elements
 /// are named.
@@ -89,15 +79,15 @@ impl Kind {
         let topo = &sim.topo;
         let k = key as usize;
         match self {
-            Kind::LinkUtil | Kind::EcnMarks | Kind::Cnps => link_name(topo, PortId(key)),
+            Kind::LinkUtil | Kind::EcnMarks | Kind::Cnps => topo.link_name(PortId(key)),
             Kind::QueueDepth => format!(
                 "{} q{}",
-                link_name(topo, PortId((k / QUEUES) as u32)),
+                topo.link_name(PortId((k / QUEUES) as u32)),
                 k % QUEUES
             ),
             Kind::PfcPaused => format!(
                 "{} p{}",
-                link_name(topo, PortId((k / QUEUES) as u32)),
+                topo.link_name(PortId((k / QUEUES) as u32)),
                 k % QUEUES
             ),
             Kind::QpSend | Kind::QpDcqcn => {

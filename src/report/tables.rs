@@ -229,10 +229,7 @@ pub fn groups_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 .enumerate()
                 .any(|(h, o)| h != g && o.iter().any(|p| members.contains(p)));
             let (mom, jain) = spread(&bytes);
-            let names: Vec<String> = members
-                .iter()
-                .map(|&p| crate::engine::paths::member_name(&sim.topo, p))
-                .collect();
+            let names: Vec<String> = members.iter().map(|&p| sim.topo.member_name(p)).collect();
             w.write_record([
                 sim.topo.switches[si].name.clone(),
                 g.to_string(),

@@ -7,7 +7,7 @@
 //! runs on an invalid scenario.
 
 pub mod balance;
-pub mod error;
+pub use crate::keys as error;
 pub mod failures;
 pub mod lossless;
 pub mod raw;

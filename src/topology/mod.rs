@@ -274,6 +274,35 @@ impl Topology {
         }
     }
 
+    /// `from->to`: the link port `p` sends on, with `/k` on `to` when the
+    /// two devices have parallel links (as in `groups.csv`).
+    pub fn link_name(&self, p: PortId) -> String {
+        format!("{}->{}", self.owner_name(p), self.member_name(p))
+    }
+
+    /// A member port by the neighbour it leads to, with `/k` (its position
+    /// among the links to that neighbour) when there are parallel links.
+    pub fn member_name(&self, p: PortId) -> String {
+        let owner = self.port(p).owner;
+        let peer = self.port(self.port(p).peer).owner;
+        let name = self.owner_name(self.port(p).peer).to_string();
+        let Owner::Switch(s) = owner else {
+            return name;
+        };
+        let parallel: Vec<PortId> = self.switches[s.idx()]
+            .ports
+            .iter()
+            .copied()
+            .filter(|&q| self.port(self.port(q).peer).owner == peer)
+            .collect();
+        if parallel.len() > 1 {
+            let k = parallel.iter().position(|&q| q == p).unwrap_or(0);
+            format!("{name}/{k}")
+        } else {
+            name
+        }
+    }
+
     pub fn owner_name(&self, p: PortId) -> &str {
         match self.port(p).owner {
             Owner::Switch(s) => &self.switches[s.idx()].name,

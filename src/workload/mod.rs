@@ -14,8 +14,8 @@ pub mod graph;
 mod permutation;
 pub mod training;
 
+use crate::keys::{KeyError, KeyPath};
 use crate::rng::Streams;
-use crate::scenario::error::{KeyError, KeyPath};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, NicId, Topology};
 use crate::units::SimTime;

@@ -1,5 +1,6 @@
-//! Scenario errors that name the file, the line, the key, the value given
-//! and what was expected.
+//! Scenario keys and the errors that name them: the file, the line, the
+//! key, the value given and what was expected. A leaf (std and toml only),
+//! shared by `scenario` and `workload`.
 
 use std::fmt;
 

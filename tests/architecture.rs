@@ -1,0 +1,137 @@
+//! Invariants of the code's structure that ARCHITECTURE.md states, checked
+//! on the source: the top-level modules import each other without a
+//! cycle, only the output side writes files, and the simulation core does
+//! not read the wall clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Each source file's top-level module (`src/engine/mod.rs` -> engine)
+/// and its text without its unit tests.
+fn sources() -> Vec<(String, PathBuf, String)> {
+    let mut files = Vec::new();
+    rust_files(Path::new("src"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix("src").unwrap();
+            let top = rel.components().next().unwrap().as_os_str();
+            let top = top.to_str().unwrap().trim_end_matches(".rs").to_string();
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = match text.find("#[cfg(test)]\nmod tests") {
+                Some(i) => text[..i].to_string(),
+                None => text,
+            };
+            (top, p, code)
+        })
+        .collect()
+}
+
+fn crate_paths(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn top_level_modules_import_each_other_without_a_cycle() {
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (top, _, code) in sources() {
+        let entry = deps.entry(top.clone()).or_default();
+        for d in crate_paths(&code) {
+            if d != top {
+                entry.insert(d);
+            }
+        }
+    }
+    for start in deps.keys() {
+        // Depth-first from `start`, remembering the way, to name a cycle.
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut seen = BTreeSet::new();
+        while let Some((m, way)) = stack.pop() {
+            for d in deps.get(&m).into_iter().flatten() {
+                if d == start {
+                    panic!("import cycle: {} -> {start}", way.join(" -> "));
+                }
+                if seen.insert(d.clone()) {
+                    let mut w = way.clone();
+                    w.push(d.clone());
+                    stack.push((d.clone(), w));
+                }
+            }
+        }
+    }
+}
+
+/// The simulation core (engine, switch, NIC, topology, wire, workload,
+/// scenario) creates no file: results, captures and sweep state are
+/// written by `report`, `output`, `sweep` and the command line.
+#[test]
+fn only_the_output_side_writes_files() {
+    let core = [
+        "engine", "switch", "nic", "topology", "wire", "workload", "scenario", "keys", "units",
+        "rng",
+    ];
+    let writes = [
+        "File::create",
+        "fs::write",
+        "OpenOptions",
+        "create_dir",
+        "fs::rename",
+        "fs::remove",
+    ];
+    for (top, path, code) in sources() {
+        if !core.contains(&top.as_str()) {
+            continue;
+        }
+        for w in writes {
+            assert!(!code.contains(w), "{} uses {w}", path.display());
+        }
+    }
+}
+
+/// Nothing simulated depends on the wall clock: the core never reads it,
+/// except the run loop, between batches of events, for `--max-wall`.
+#[test]
+fn the_simulation_core_does_not_read_the_wall_clock() {
+    let core = ["engine", "switch", "nic", "topology", "wire", "workload"];
+    for (top, path, code) in sources() {
+        if !core.contains(&top.as_str()) {
+            continue;
+        }
+        assert!(!code.contains("SystemTime"), "{}", path.display());
+        let reads = code.matches("Instant::now").count();
+        let allowed = usize::from(path.ends_with("engine/mod.rs"));
+        assert_eq!(reads, allowed, "{} reads the wall clock", path.display());
+    }
+    let engine = std::fs::read_to_string("src/engine/mod.rs").unwrap();
+    let at = engine.find("Instant::now").unwrap();
+    let run_loop = engine.find("fn run_to_end").unwrap();
+    let next_fn = run_loop + 1 + engine[run_loop + 1..].find("\n    fn ").unwrap();
+    assert!(
+        (run_loop..next_fn).contains(&at),
+        "the wall clock is read outside the run loop"
+    );
+}
