@@ -19,6 +19,7 @@
 //! the start of a transmission and a NIC's receive path.
 
 mod balance;
+mod build;
 pub mod capture;
 pub use capture::FrameSink;
 pub mod deadlock;
@@ -33,17 +34,15 @@ pub mod queue;
 pub mod series;
 pub mod tasks;
 
-use crate::nic::dcqcn::Dcqcn;
-use crate::nic::rate::RateControl;
 use crate::nic::transport::{ReorderPool, Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
-use crate::switch::balance::{Ctx, Ecmp, EcmpSeed};
+use crate::switch::balance::Ctx;
 use crate::switch::classify::{ClassMap, QUEUES};
-use crate::switch::ecn::{Mark, Wred};
+use crate::switch::ecn::Mark;
 use crate::switch::pfc::PfcPrio;
-use crate::switch::qos::{MarkPoint, PortPfc, PortWred};
-use crate::switch::schedule::{held, Dequeued, EgressQueues, Scheduler, CONTROL, LOCAL};
+use crate::switch::qos::MarkPoint;
+use crate::switch::schedule::{held, Dequeued, EgressQueues, CONTROL, LOCAL};
 use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
 use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
@@ -382,171 +381,11 @@ impl Simulation {
         let preset = &scenario.transport.dcqcn;
         let max_frame = qos.max_wire_frame();
 
-        // PFC: one slot per lossless priority on every port.
-        let mut pfc_slot = [NO_SLOT; QUEUES];
-        let mut pfc_slots = 0;
-        for (q, slot) in pfc_slot.iter_mut().enumerate() {
-            if qos.queues[q].lossless {
-                *slot = pfc_slots as u8;
-                pfc_slots += 1;
-            }
-        }
-        let mut pfc = Vec::with_capacity(topo.ports.len() * pfc_slots);
-        let mut reserved = vec![0u64; topo.switches.len()];
-        for port in &topo.ports {
-            for qc in qos.queues.iter().filter(|qc| qc.lossless) {
-                let cfg = PortPfc::resolve(qc, preset, &qos.pfc, port.rate, port.delay, max_frame);
-                if let Owner::Switch(s) = port.owner {
-                    reserved[s.idx()] += cfg.headroom as u64;
-                }
-                pfc.push(PfcPrio::new(cfg));
-            }
-        }
-        let strict = (0..QUEUES).fold(0u8, |m, q| m | (u8::from(qos.queues[q].strict) << q));
-        let percent = std::array::from_fn(|q| qos.queues[q].percent);
-        let sched = Scheduler::new(strict, percent, max_frame);
-        let queues = topo
-            .ports
-            .iter()
-            .map(|port| {
-                let wred = match port.owner {
-                    Owner::Switch(_) => (0..QUEUES)
-                        .filter_map(|q| {
-                            PortWred::resolve(&qos.queues[q], preset, port.rate)
-                                .map(|w| Wred::new(q as u8, w))
-                        })
-                        .collect(),
-                    Owner::Nic(_) => Vec::new(),
-                };
-                EgressQueues::new(sched, wred)
-            })
-            .collect();
-        let switches: Vec<SwitchState> = topo
-            .switches
-            .iter()
-            .enumerate()
-            .map(|(si, s)| {
-                let seed = match scenario.switch.ecmp.seed {
-                    EcmpSeed::PerSwitch => streams.derive(&format!("ecmp/{}", s.name)) as u32,
-                    EcmpSeed::Fixed(n) => n,
-                };
-                SwitchState::new(
-                    &scenario.switch,
-                    qos.map.clone(),
-                    &topo,
-                    &routes,
-                    crate::topology::SwitchId(si as u32),
-                    seed,
-                    reserved[si],
-                    [
-                        streams.stream(&format!("wred/{}", s.name)),
-                        streams.stream(&format!("balance/{}", s.name)),
-                    ],
-                )
-            })
-            .collect();
-
-        let tc = &scenario.transport;
-        let mut qps = Vec::new();
-        let mut flows = Vec::with_capacity(specs.len());
+        let (pfc_slot, pfc_slots, pfc, reserved) = build::pfc(&topo, qos, preset, max_frame);
+        let queues = build::egress_queues(&topo, qos, preset, max_frame);
+        let switches = build::switches(&topo, &routes, &scenario, &streams, &reserved);
         let mut queue = EventQueue::new();
-        for (fi, spec) in specs.into_iter().enumerate() {
-            let n_qps = (spec.qps as u64).min(spec.bytes).max(1) as u32;
-            let first_qp = qps.len() as u32;
-            let src_ports = &topo.nics[spec.src_nic.idx()].ports;
-            let dst_ports = &topo.nics[spec.dst_nic.idx()].ports;
-            for i in 0..n_qps {
-                let id = first_qp + i;
-                let bytes =
-                    spec.bytes / n_qps as u64 + u64::from((i as u64) < spec.bytes % n_qps as u64);
-                let mut req = Requester::new(bytes, tc.mtu, tc.write_mode);
-                if tc.dcqcn_enabled {
-                    let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
-                    req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
-                }
-                let mut resp = Responder::new(req.n_pkts, bytes, tc.mtu, tc.write_mode, tc.ooo);
-                if let Some(m) = tc.mrc {
-                    req = req.with_mrc(m, src_ports.len().min(8) as u32);
-                    resp = resp.with_sack();
-                }
-                // Messages of one connection reuse its QPs' source ports.
-                let sport = match spec.conn {
-                    Some(c) => {
-                        streams.derive_indexed("conn/udp-sport", c.wrapping_mul(1024) + i as u64)
-                    }
-                    None => streams.derive_indexed("qp/udp-sport", id as u64),
-                };
-                let sport = 49152 + (sport % 16384) as u16;
-                let ecmp = &scenario.switch.ecmp;
-                let crc_on = |src, dst, sport| {
-                    let template = Packet {
-                        src,
-                        dst,
-                        qp: QpId(id),
-                        psn: 0,
-                        payload: 0,
-                        wire_bytes: 0,
-                        header_crc: 0,
-                        udp_sport: sport,
-                        opcode: Opcode::WriteMiddle,
-                        tos: Packet::tos_of(tc.data_dscp, ecn::ECT0),
-                    };
-                    Ecmp::header_crc(ecmp.hash, ecmp.fields, &template, topo.vlan_of(src))
-                };
-                let crc = |src, dst| crc_on(src, dst, sport);
-                let per_path = |src, dst| {
-                    tc.mrc.map_or(Vec::new(), |m| {
-                        (0..m.paths)
-                            .map(|p| crc_on(src, dst, mrc_sport(sport, p as u8)))
-                            .collect::<Vec<u32>>()
-                    })
-                };
-                let path_crc = per_path(spec.src_nic, spec.dst_nic);
-                let path_crc_back = per_path(spec.dst_nic, spec.src_nic);
-                qps.push(QpState {
-                    flow: FlowId(fi as u32),
-                    src_port: src_ports[id as usize % src_ports.len()],
-                    dst_port: dst_ports[id as usize % dst_ports.len()],
-                    udp_sport: sport,
-                    header_crc: [
-                        crc(spec.src_nic, spec.dst_nic),
-                        crc(spec.dst_nic, spec.src_nic),
-                    ],
-                    path_crc,
-                    path_crc_back,
-                    planes: if tc.mrc.is_some() && src_ports.len() > 1 {
-                        let first = id as usize % src_ports.len();
-                        (0..src_ports.len().min(8))
-                            .map(|k| src_ports[(first + k) % src_ports.len()])
-                            .collect()
-                    } else {
-                        vec![src_ports[id as usize % src_ports.len()]]
-                    },
-                    in_ring: 0,
-                    req,
-                    resp,
-                    cap_bps: spec.rate.map_or(0.0, |r| r.bps() as f64 / n_qps as f64),
-                    cap_next: SimTime::ZERO,
-                    cnp_last: None,
-                    cnps_sent: 0,
-                    cnps_received: 0,
-                });
-            }
-            if !spec.gated {
-                queue.push(spec.start, Event::FlowStart(FlowId(fi as u32)));
-            }
-            flows.push(FlowState {
-                start: if spec.gated { SimTime::MAX } else { spec.start },
-                spec,
-                first_qp,
-                n_qps,
-                rx_done_qps: 0,
-                tx_done_qps: 0,
-                finish: None,
-                acked: None,
-                ideal_fct: SimTime::ZERO,
-            });
-        }
+        let (qps, flows) = build::qps_and_flows(&topo, &scenario, specs, &streams, &mut queue);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
             queue.push(storm.start, Event::Storm(i as u32, true));
             if let Some(stop) = storm.stop {
@@ -654,48 +493,7 @@ impl Simulation {
             links_failed: false,
             firsts: FirstEvents::default(),
         };
-        let ack_every = sim.scenario.transport.ack_every.max(1) as u64;
-        for f in 0..sim.flows.len() {
-            let (first, n, dst) = {
-                let fl = &sim.flows[f];
-                (fl.first_qp, fl.n_qps, fl.spec.dst_nic)
-            };
-            let qps = first..first + n;
-            let routes: Vec<Vec<PortId>> = qps
-                .clone()
-                .map(|q| {
-                    sim.qp_route(QpId(q)).unwrap_or_else(|| {
-                        let src = sim.qps[q as usize].src_port;
-                        sim.routes
-                            .first_path(&sim.topo, src, dst)
-                            .unwrap_or(vec![src])
-                    })
-                })
-                .collect();
-            let reqs: Vec<&Requester> = qps.map(|q| &sim.qps[q as usize].req).collect();
-            for (r, route) in reqs.iter().zip(&routes) {
-                let pkts = r.n_pkts as u64;
-                sim.estimate.link_transmissions +=
-                    (pkts + pkts.div_ceil(ack_every)) * route.len() as u64;
-            }
-            let framing = sim.scenario.qos.framing;
-            let pcie = (!sim.pcie_next.is_empty()).then_some(sim.pcie_ps_per_byte);
-            let mut ideal = ideal::ideal_fct(&sim.topo, framing, &reqs, &routes, pcie);
-            // A rate cap: the whole transfer on the wire at that rate.
-            if let Some(cap) = sim.flows[f].spec.rate {
-                let wire: u64 = reqs
-                    .iter()
-                    .flat_map(|r| {
-                        (0..r.n_pkts)
-                            .map(|p| framing.wire_bytes(r.opcode_of(p), r.payload_of(p)) as u64)
-                    })
-                    .sum();
-                ideal = ideal.max(cap.serialize(wire));
-            }
-            sim.flows[f].ideal_fct = ideal;
-        }
-        sim.estimate.events =
-            (sim.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
+        sim.estimate_and_ideal();
         sim
     }
 
