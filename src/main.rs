@@ -530,7 +530,7 @@ fn run(
     }
     let mut sim = Simulation::new(prepared);
     // A run that should take more than a few seconds says so first.
-    if !quiet && sim.estimate.wall_seconds() >= 3.0 {
+    if !quiet && sim.estimate().wall_seconds() >= 3.0 {
         errln!("{}", report::estimate_line(&sim));
     }
     // Results go where they can be written: found out now, not after
@@ -574,7 +574,7 @@ fn run(
     if stop == fabricsim::engine::StopReason::Interrupted {
         errln!(
             "interrupted at {} simulated: writing the results so far, marked partial (interrupt again to quit at once)",
-            sim.now
+            sim.now()
         );
     }
     let captured = sim.finish_capture().transpose()?;

@@ -10,16 +10,16 @@ use fabricsim::topology::{Owner, PortId, QpId};
 
 /// Utilization of leaf0's uplinks (ports toward a spine), sorted.
 fn leaf0_uplinks(sim: &Simulation) -> Vec<f64> {
-    let leaf0 = &sim.topo.switches[0];
+    let leaf0 = &sim.topo().switches[0];
     assert_eq!(leaf0.name, "leaf0");
     let mut u: Vec<f64> = leaf0
         .ports
         .iter()
         .filter(|&&p| {
-            matches!(sim.topo.port(sim.topo.port(p).peer).owner, Owner::Switch(s)
-                if sim.topo.switches[s.idx()].name.starts_with("spine"))
+            matches!(sim.topo().port(sim.topo().port(p).peer).owner, Owner::Switch(s)
+                if sim.topo().switches[s.idx()].name.starts_with("spine"))
         })
-        .map(|&p: &PortId| sim.ports[p.idx()].busy_ps as f64 / sim.now.0 as f64)
+        .map(|&p: &PortId| sim.ports()[p.idx()].busy_ps as f64 / sim.now().0 as f64)
         .collect();
     u.sort_by(f64::total_cmp);
     u
@@ -228,7 +228,7 @@ start = "30us"
 "#;
     // Bytes and deepest queue of each spine's downlink to leaf3.
     let downlinks = |sim: &Simulation| -> Vec<(u64, u64)> {
-        sim.topo
+        sim.topo()
             .switches
             .iter()
             .filter(|s| s.name.starts_with("spine"))
@@ -237,13 +237,13 @@ start = "30us"
                     .ports
                     .iter()
                     .find(|&&p| {
-                        matches!(sim.topo.port(sim.topo.port(p).peer).owner,
-                            Owner::Switch(l) if sim.topo.switches[l.idx()].name == "leaf3")
+                        matches!(sim.topo().port(sim.topo().port(p).peer).owner,
+                            Owner::Switch(l) if sim.topo().switches[l.idx()].name == "leaf3")
                     })
                     .unwrap();
                 (
-                    sim.ports[p.idx()].tx_wire_bytes,
-                    sim.queues[p.idx()].max_bytes,
+                    sim.ports()[p.idx()].tx_wire_bytes,
+                    sim.queues()[p.idx()].max_bytes,
                 )
             })
             .collect()
@@ -292,10 +292,10 @@ fn telb_pins_a_tenant_to_its_colour_and_falls_back_to_the_backup() {
     )
     .replace("kind = \"transfer\"", "kind = \"transfer\"\ntenant = 1");
     let spine_bytes = |sim: &Simulation, name: &str| -> u64 {
-        let s = sim.topo.switches.iter().find(|s| s.name == name).unwrap();
+        let s = sim.topo().switches.iter().find(|s| s.name == name).unwrap();
         s.ports
             .iter()
-            .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+            .map(|p| sim.ports()[p.idx()].tx_wire_bytes)
             .sum()
     };
     let (sim, s) = run_with(&text, &[]);
@@ -308,15 +308,15 @@ fn telb_pins_a_tenant_to_its_colour_and_falls_back_to_the_backup() {
     // The blue members fail before traffic starts.
     let prepared = fabricsim::scenario::prepare("t.toml", &text, &[]).unwrap();
     let mut sim = Simulation::new(prepared);
-    for sw in 0..sim.topo.switches.len() {
-        if !sim.topo.switches[sw].name.starts_with("leaf") {
+    for sw in 0..sim.topo().switches.len() {
+        if !sim.topo().switches[sw].name.starts_with("leaf") {
             continue;
         }
-        for p in sim.topo.switches[sw].ports.clone() {
-            if let Owner::Switch(n) = sim.topo.port(sim.topo.port(p).peer).owner {
-                if sim.topo.switches[n.idx()].name == "spine0" {
-                    let routes = &sim.routes.switches[sw];
-                    sim.switches[sw].balancer.set_member(routes, p, false);
+        for p in sim.topo().switches[sw].ports.clone() {
+            if let Owner::Switch(n) = sim.topo().port(sim.topo().port(p).peer).owner {
+                if sim.topo().switches[n.idx()].name == "spine0" {
+                    let (balancer, routes) = sim.balancer_mut(sw);
+                    balancer.set_member(routes, p, false);
                 }
             }
         }
@@ -344,8 +344,8 @@ fn selective_spraying_sprays_only_matching_traffic() {
         s.balancers[0].selected_packets
     );
     // Only the sprayed QP sees reordering; the others stay in order.
-    assert!(sim.qps[0].resp.out_of_order > 0);
-    assert!(sim.qps[1..].iter().all(|q| q.resp.out_of_order == 0));
+    assert!(sim.qps()[0].resp.out_of_order > 0);
+    assert!(sim.qps()[1..].iter().all(|q| q.resp.out_of_order == 0));
     // Selective DLB on the same rule.
     let (_, d) = run_with(&text.replace("mode = \"spray\"", "mode = \"dlb\""), &[]);
     assert_eq!(d.balancers[0].balancer, "ecmp+selective-dlb");
@@ -448,7 +448,7 @@ fn rule_and_policy_settings_are_checked() {
 fn dynamic_paths_are_recorded_per_switch() {
     let text = std::fs::read_to_string("examples/load-balancing/dlb-flowlet.toml").unwrap();
     let (sim, _) = run_with(&text, &["switch.balance.flowlet_timeout=\"100ns\""]);
-    let rec = sim.paths.get(QpId(1)).unwrap();
+    let rec = sim.paths().get(QpId(1)).unwrap();
     let leaf0 = &rec.steps.iter().filter(|s| s.switch.0 == 0).count();
     assert!(*leaf0 > 1, "several runs at leaf0");
     let data: u64 = rec
@@ -467,7 +467,7 @@ fn dynamic_paths_are_recorded_per_switch() {
     // Static ECMP needs no record: the path follows from the header.
     let ecmp = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();
     let (sim, s) = run_with(&ecmp, &[]);
-    assert!(!sim.paths.enabled && s.path_changes == 0);
+    assert!(!sim.paths().enabled && s.path_changes == 0);
 }
 
 /// Reactive rebalancing: assigned-flow DLB places the three simultaneous

@@ -55,7 +55,7 @@ fn every_trace_set_runs_with_its_collective_and_size() {
 fn ranks_map_to_the_gpus_given() {
     let example = Path::new("examples/collectives/chakra-allreduce.toml");
     let (sim, _) = run_file(example, &["workload.0.gpus=[7,6,5,4,3,2,1,0]"]);
-    assert!(sim.flows.iter().all(|f| f.spec.src.0 < 8));
+    assert!(sim.flows().iter().all(|f| f.spec.src.0 < 8));
     let text = std::fs::read_to_string(example).unwrap();
     let e = error_of(
         &text
@@ -140,11 +140,11 @@ fn compute_and_point_to_point_nodes_follow_their_dependencies() {
     ];
     write_trace(&dir, &[r0, r1]);
     let (sim, s) = run_named("x.toml", &scenario_for(&dir), &[]);
-    assert_eq!(sim.flows.len(), 1);
-    let f = &sim.flows[0];
+    assert_eq!(sim.flows().len(), 1);
+    let f = &sim.flows()[0];
     assert_eq!(f.start.0, 5_000_000, "the send waits for the compute");
     let arrive = f.finish.unwrap().0;
-    let end = sim.tasks.done.iter().copied().max().unwrap().0;
+    let end = sim.tasks().done.iter().copied().max().unwrap().0;
     assert_eq!(end, arrive + 7_000_000, "the compute waits for the receive");
     assert_eq!(s.makespan_ps.max(end), end);
     let _ = std::fs::remove_dir_all(&dir);

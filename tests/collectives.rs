@@ -76,12 +76,12 @@ fn ring_allreduce_with_ecmp_collides_on_uplinks() {
     // none on others (links.csv `connections`, the busiest-ports table).
     let conns = fabricsim::report::connections_per_port(&esim).expect("static routes");
     let up: Vec<u32> = esim
-        .topo
+        .topo()
         .links
         .iter()
         .filter(|l| l.tier == 1)
         .flat_map(|l| [l.a, l.b])
-        .filter(|&p| esim.topo.owner_name(p).starts_with("leaf"))
+        .filter(|&p| esim.topo().owner_name(p).starts_with("leaf"))
         .map(|p| conns[p.idx()])
         .collect();
     assert_eq!(up.len(), 16);
@@ -93,7 +93,7 @@ fn ring_allreduce_with_ecmp_collides_on_uplinks() {
 /// Payload bytes each GPU sends, by the flows of the run.
 fn sent_by_gpu(sim: &fabricsim::engine::Simulation) -> HashMap<u32, u64> {
     let mut m = HashMap::new();
-    for f in &sim.flows {
+    for f in sim.flows() {
         *m.entry(f.spec.src.0).or_insert(0) += f.spec.bytes;
     }
     m
@@ -170,9 +170,9 @@ fn messages_of_a_connection_share_a_path_and_go_in_turn() {
     let (sim, _) = run(&flat("all-reduce", "chunk = \"128KB\""));
     let mut ports: HashMap<u64, u16> = HashMap::new();
     let mut conns: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, f) in sim.flows.iter().enumerate() {
+    for (i, f) in sim.flows().iter().enumerate() {
         let conn = f.spec.conn.expect("collective messages have a connection");
-        let sport = sim.qps[f.first_qp as usize].udp_sport;
+        let sport = sim.qps()[f.first_qp as usize].udp_sport;
         assert_eq!(*ports.entry(conn).or_insert(sport), sport);
         conns.entry(conn).or_default().push(i);
     }
@@ -185,7 +185,7 @@ fn messages_of_a_connection_share_a_path_and_go_in_turn() {
     // at 100G (80 ps a byte).
     for msgs in conns.values() {
         for w in msgs.windows(2) {
-            let (a, b) = (&sim.flows[w[0]], &sim.flows[w[1]]);
+            let (a, b) = (&sim.flows()[w[0]], &sim.flows()[w[1]]);
             assert!(
                 b.start.0 >= a.start.0 + a.spec.bytes * 80,
                 "message order on a connection"
@@ -218,7 +218,7 @@ channels = 1
 chunk = "8MB"
 "#;
     let (sim, s) = run(text);
-    assert!(sim.flows.is_empty(), "no network transfer");
+    assert!(sim.flows().is_empty(), "no network transfer");
     assert_eq!(s.nvlink_bytes, 14 * 8 * 1_000_000);
     // 1 MB at 450 GB/s: 2222222.2 ps, rounded up.
     let step = 2_222_223 + 1_000_000;
@@ -243,10 +243,10 @@ bytes = "16MB"
 channels = 8
 "#;
     let (sim, s) = run(text);
-    assert!(!sim.flows.is_empty());
-    for f in &sim.flows {
+    assert!(!sim.flows().is_empty());
+    for f in sim.flows() {
         let (a, b) = (f.spec.src_nic.idx(), f.spec.dst_nic.idx());
-        assert_eq!(sim.topo.nics[a].rail, sim.topo.nics[b].rail);
+        assert_eq!(sim.topo().nics[a].rail, sim.topo().nics[b].rail);
     }
     // Every NIC carries the same share: the 8 channels use the 8 rails.
     let sent = sent_by_gpu(&sim);
@@ -409,7 +409,7 @@ bytes = "32MB"
     let (sim, s) = run(text);
     let (h, g, size) = (4u64, 8u64, 32_000_000u64);
     let mut per_nic: HashMap<u32, u64> = HashMap::new();
-    for f in &sim.flows {
+    for f in sim.flows() {
         *per_nic.entry(f.spec.src_nic.0).or_insert(0) += f.spec.bytes;
     }
     assert_eq!(per_nic.len(), 32);
@@ -459,16 +459,16 @@ fn two_tenants_report_their_own_iterations() {
     // to host 8.
     assert!(b.checkpoint_ps > 0 && a.checkpoint_ps == 0);
     let to_storage: u64 = sim
-        .flows
+        .flows()
         .iter()
-        .filter(|f| sim.topo.gpus[f.spec.dst.idx()].host.0 == 8)
+        .filter(|f| sim.topo().gpus[f.spec.dst.idx()].host.0 == 8)
         .map(|f| f.spec.bytes)
         .sum();
     assert_eq!(to_storage, 2 * 32 * 4_000_000);
     // Tenant ids reach the QPs (which TELB policies match).
-    for (q, qp) in sim.qps.iter().enumerate() {
-        let w = sim.flows[qp.flow.idx()].spec.workload;
-        assert_eq!(sim.qp_tenant[q], w as u16 + 1);
+    for (q, qp) in sim.qps().iter().enumerate() {
+        let w = sim.flows()[qp.flow.idx()].spec.workload;
+        assert_eq!(sim.qp_tenant()[q], w as u16 + 1);
     }
 }
 
@@ -545,13 +545,13 @@ bytes = "16MB"
     assert!(fct > pcie && fct < pcie * 1.01, "fct {fct} vs {pcie}");
     // Alone on an idle fabric it is its own ideal: the ideal goes through
     // PCIe too (it reported a slowdown of 1.5 before, 3.05 with more QPs).
-    let ideal = sim.flows[0].ideal_fct.0 as f64;
+    let ideal = sim.flows()[0].ideal_fct.0 as f64;
     assert!(
         (fct / ideal - 1.0).abs() < 0.005,
         "fct {fct} vs ideal {ideal}"
     );
     let (sim, _) = run_with(text, &["workload.0.qps=4"]);
-    let slowdown = common::fct(&sim, 0) as f64 / sim.flows[0].ideal_fct.0 as f64;
+    let slowdown = common::fct(&sim, 0) as f64 / sim.flows()[0].ideal_fct.0 as f64;
     assert!((0.995..1.005).contains(&slowdown), "{slowdown}");
     let (sim, _) = run_with(text, &["host.pcie=\"128GB/s\""]);
     let fct = common::fct(&sim, 0) as f64;
@@ -577,10 +577,10 @@ bytes = "9MB"
 start = "2us"
 "#;
     let (sim, s) = run(text);
-    assert!(sim.flows.is_empty());
+    assert!(sim.flows().is_empty());
     assert_eq!(s.nvlink_bytes, 9_000_000);
     // 9 MB at 450 GB/s is 20 us; 1 us of latency.
-    let end = sim.tasks.done.iter().max().unwrap().0;
+    let end = sim.tasks().done.iter().max().unwrap().0;
     assert_eq!(end, 2_000_000 + 20_000_000 + 1_000_000);
     // flows.csv has a row for it, marked as NVLink, at its own ideal.
     let csv = String::from_utf8(fabricsim::report::tables::flows_csv(&sim).unwrap()).unwrap();

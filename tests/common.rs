@@ -54,6 +54,6 @@ pub fn error_of(text: &str, sets: &[&str]) -> String {
 
 /// Completion time of flow `i`, in picoseconds.
 pub fn fct(sim: &Simulation, i: usize) -> u64 {
-    let f = &sim.flows[i];
+    let f = &sim.flows()[i];
     (f.finish.expect("flow finished") - f.start).0
 }

@@ -32,9 +32,9 @@ fn a_pfc_cycle_on_a_ring_is_reported_with_its_queues() {
     let watch = sim.watch_interval().0;
     assert!(s.sim_time_ps < 20 * watch, "{} ps", s.sim_time_ps);
     // Every queue of the cycle is paused and holds frames.
-    for &(p, q) in &sim.deadlock {
-        assert!(sim.queues[p.idx()].is_paused(q, sim.now));
-        assert!(sim.queues[p.idx()].is_nonempty(q));
+    for &(p, q) in sim.deadlock() {
+        assert!(sim.queues()[p.idx()].is_paused(q, sim.now()));
+        assert!(sim.queues()[p.idx()].is_nonempty(q));
     }
 }
 

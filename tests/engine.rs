@@ -70,8 +70,8 @@ fn cached_header_crcs_give_the_hash_of_the_header() {
             ];
             let p = fabricsim::scenario::prepare("t.toml", text, &sets).unwrap();
             let sim = fabricsim::engine::Simulation::new(p);
-            for (i, qp) in sim.qps.iter().enumerate().take(20) {
-                let f = &sim.flows[qp.flow.idx()];
+            for (i, qp) in sim.qps().iter().enumerate().take(20) {
+                let f = &sim.flows()[qp.flow.idx()];
                 for (dir, (src, dst)) in [
                     (f.spec.src_nic, f.spec.dst_nic),
                     (f.spec.dst_nic, f.spec.src_nic),
@@ -91,11 +91,11 @@ fn cached_header_crcs_give_the_hash_of_the_header() {
                         opcode: Opcode::Ack,
                         tos: 24 << 2,
                     };
-                    for sw in &sim.switches {
+                    for sw in sim.switches() {
                         let e = &sw.balancer.ecmp;
                         assert_eq!(
                             e.flow_hash(&pkt),
-                            e.flow_hash_uncached(&pkt, sim.topo.vlan_of(src))
+                            e.flow_hash_uncached(&pkt, sim.topo().vlan_of(src))
                         );
                     }
                 }
@@ -128,15 +128,15 @@ bytes = 10000
         &[],
     );
     assert_eq!(s.link_transmissions, 8);
-    assert_eq!(sim.estimate.link_transmissions, 8);
+    assert_eq!(sim.estimate().link_transmissions, 8);
     let (sim, s) = common::run_file(
         &root.join("examples/bench/fat-tree-k8-permutation.toml"),
         &[],
     );
-    let est = sim.estimate.link_transmissions as f64;
+    let est = sim.estimate().link_transmissions as f64;
     let got = s.link_transmissions as f64;
     assert!((est / got - 1.0).abs() < 0.03, "estimated {est}, did {got}");
-    let est = sim.estimate.events as f64;
+    let est = sim.estimate().events as f64;
     let got = s.events as f64;
     assert!(
         (est / got - 1.0).abs() < 0.15,

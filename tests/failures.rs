@@ -8,10 +8,10 @@ use fabricsim::engine::Simulation;
 use fabricsim::report::Summary;
 
 fn spine_bytes(sim: &Simulation, name: &str) -> u64 {
-    let s = sim.topo.switches.iter().find(|s| s.name == name).unwrap();
+    let s = sim.topo().switches.iter().find(|s| s.name == name).unwrap();
     s.ports
         .iter()
-        .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+        .map(|p| sim.ports()[p.idx()].tx_wire_bytes)
         .sum()
 }
 
@@ -99,8 +99,8 @@ dst = 1
 bytes = "10MB"
 "#;
     let (sim, base) = run_with(text, &[]);
-    let nic = &sim.topo.nics[0].name;
-    let leaf = &sim.topo.switches[0].name;
+    let nic = &sim.topo().nics[0].name;
+    let leaf = &sim.topo().switches[0].name;
     let slow = format!(
         "{text}\n[[failure]]\nlink = [\"{nic}\", \"{leaf}\"]\nat = \"0us\"\nrate = \"50G\"\n"
     );
@@ -229,25 +229,30 @@ fn glb_heartbeats_lost_to_a_failure_do_not_shift_the_later_ones() {
     let (sim, s) = run_with(&text, &["switch.balance.mode=\"glb\""]);
     assert_eq!(s.flows_completed, s.flows_total);
     assert!(
-        sim.balance.heartbeats_lost > 0,
+        sim.balance().heartbeats_lost > 0,
         "the failure cost heartbeats"
     );
-    assert_eq!(sim.balance.heartbeats_in_flight(), 0);
+    assert_eq!(sim.balance().heartbeats_in_flight(), 0);
     let mut checked = 0;
-    for (helper, last, ports) in sim.balance.helpers() {
+    for (helper, last, ports) in sim.balance().helpers() {
         for p in ports {
-            let at = sim.topo.port(p).peer;
-            let fabricsim::topology::Owner::Switch(sw) = sim.topo.port(at).owner else {
+            let at = sim.topo().port(p).peer;
+            let fabricsim::topology::Owner::Switch(sw) = sim.topo().port(at).owner else {
                 continue;
             };
-            let glb = sim.switches[sw.idx()].balancer.parts.glb.as_ref().unwrap();
+            let glb = sim.switches()[sw.idx()]
+                .balancer
+                .parts
+                .glb
+                .as_ref()
+                .unwrap();
             for (pos, band) in glb.heard_on(at) {
                 assert_eq!(
                     band,
                     last[pos as usize],
                     "{} hears port {pos} of {} as band {band}",
-                    sim.topo.switches[sw.idx()].name,
-                    sim.topo.switches[helper.idx()].name
+                    sim.topo().switches[sw.idx()].name,
+                    sim.topo().switches[helper.idx()].name
                 );
                 checked += 1;
             }

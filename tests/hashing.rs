@@ -59,8 +59,8 @@ fn flow_packet(i: u32) -> Packet {
 
 /// The member leaf0 picks for each of `n` flows.
 fn placements(sim: &mut Simulation, n: u32) -> Vec<PortId> {
-    let routes = &sim.routes.switches[0];
-    let class = sim.routes.nic_class[4];
+    let class = sim.routes().nic_class[4];
+    let (balancer, routes) = sim.balancer_mut(0);
     let group = routes.by_class[class as usize];
     let ctx = Ctx {
         now: SimTime::ZERO,
@@ -71,23 +71,19 @@ fn placements(sim: &mut Simulation, n: u32) -> Vec<PortId> {
         tenants: &[],
     };
     (0..n)
-        .map(|i| {
-            sim.switches[0]
-                .balancer
-                .choose(routes, group, &flow_packet(i), &ctx)
-        })
+        .map(|i| balancer.choose(routes, group, &flow_packet(i), &ctx))
         .collect()
 }
 
 fn uplinks(sim: &Simulation) -> Vec<PortId> {
-    let routes = &sim.routes.switches[0];
-    let group = routes.by_class[sim.routes.nic_class[4] as usize];
+    let routes = &sim.routes().switches[0];
+    let group = routes.by_class[sim.routes().nic_class[4] as usize];
     routes.member_slice(group).to_vec()
 }
 
 fn fail(sim: &mut Simulation, port: PortId, up: bool) {
-    let routes = &sim.routes.switches[0];
-    sim.switches[0].balancer.set_member(routes, port, up);
+    let (balancer, routes) = sim.balancer_mut(0);
+    balancer.set_member(routes, port, up);
 }
 
 /// One of eight members fails: with a resilient table only the flows that
@@ -153,9 +149,9 @@ fn weighted_ecmp_shares_buckets_40_40_20() {
         "[switch.ecmp]\nweights = { spine0 = 2, spine1 = 2, spine2 = 1 }",
     ));
     let members = uplinks(&sim);
-    let b = sim.switches[0].balancer.parts.buckets.as_ref().unwrap();
-    let routes = &sim.routes.switches[0];
-    let group = routes.by_class[sim.routes.nic_class[4] as usize];
+    let b = sim.switches()[0].balancer.parts.buckets.as_ref().unwrap();
+    let routes = &sim.routes().switches[0];
+    let group = routes.by_class[sim.routes().nic_class[4] as usize];
     // 512 buckets: 204.8, 204.8, 102.4, rounded by largest remainder.
     assert_eq!(b.shares(routes, group), vec![205, 205, 102]);
     let mut sim = sim;
@@ -175,10 +171,10 @@ fn weighted_tables_by_capacity_and_after_failure() {
         "[switch.ecmp]\nweights = \"capacity\"\nresilient = true",
     ));
     let members = uplinks(&sim);
-    let routes = &sim.routes.switches[0];
-    let group = routes.by_class[sim.routes.nic_class[4] as usize];
+    let routes = &sim.routes().switches[0];
+    let group = routes.by_class[sim.routes().nic_class[4] as usize];
     let shares = |s: &Simulation| {
-        s.switches[0]
+        s.switches()[0]
             .balancer
             .parts
             .buckets
@@ -189,8 +185,8 @@ fn weighted_tables_by_capacity_and_after_failure() {
     // Equal 100G links: equal shares.
     assert_eq!(shares(&sim), vec![171, 171, 170]);
     fail(&mut sim, members[2], false);
-    let routes = &sim.routes.switches[0];
-    let after = sim.switches[0]
+    let routes = &sim.routes().switches[0];
+    let after = sim.switches()[0]
         .balancer
         .parts
         .buckets
@@ -225,7 +221,7 @@ bytes = "8KB"
     let switches = |sim: &Simulation, route: Vec<PortId>| -> Vec<SwitchId> {
         route[1..]
             .iter()
-            .map(|&p| match sim.topo.port(p).owner {
+            .map(|&p| match sim.topo().port(p).owner {
                 Owner::Switch(s) => s,
                 Owner::Nic(_) => unreachable!(),
             })
@@ -235,7 +231,7 @@ bytes = "8KB"
     for symmetric in [true, false] {
         let (sim, _) = run_with(&text(symmetric), &[]);
         let mut differ = 0;
-        for q in 0..sim.qps.len() as u32 {
+        for q in 0..sim.qps().len() as u32 {
             let fwd = switches(&sim, sim.qp_route(QpId(q)).unwrap());
             let mut back = switches(&sim, sim.qp_ack_route(QpId(q)).unwrap());
             back.reverse();
@@ -289,11 +285,11 @@ fn weighted_example_carries_bytes_40_40_20() {
         std::fs::read_to_string("examples/load-balancing/weighted-resilient-ecmp.toml").unwrap();
     let (sim, _) = run_with(&text, &[]);
     for leaf in 0..2 {
-        let routes = &sim.routes.switches[leaf];
+        let routes = &sim.routes().switches[leaf];
         let members = routes.member_slice(0);
         let bytes: Vec<f64> = members
             .iter()
-            .map(|p| sim.ports[p.idx()].tx_wire_bytes as f64)
+            .map(|p| sim.ports()[p.idx()].tx_wire_bytes as f64)
             .collect();
         let total: f64 = bytes.iter().sum();
         for (b, want) in bytes.iter().zip([0.4, 0.4, 0.2]) {

@@ -62,7 +62,7 @@ fn bytes_are_conserved_at_checkpoints_and_at_the_end_under_drops() {
     assert_eq!(s.flows_completed, 8);
     // Goodput is exactly what was offered: nothing lost, nothing twice.
     assert_eq!(s.bytes_delivered, s.bytes_offered);
-    let c = &sim.counters;
+    let c = &sim.counters();
     assert_eq!(
         c.payload_sent,
         c.payload_arrived + c.payload_dropped + c.payload_in_flight
@@ -258,11 +258,11 @@ fn every_frame_a_switch_port_sends_is_counted_by_its_queue() {
     assert!(s.cnps_sent > 0);
     let cnp_queue = 7;
     let mut cnp_frames = 0;
-    for sw in &sim.topo.switches {
+    for sw in &sim.topo().switches {
         for &p in &sw.ports {
-            let q = &sim.queues[p.idx()];
+            let q = &sim.queues()[p.idx()];
             let frames: u64 = (0..8).map(|i| q.stats(i).frames).sum();
-            assert_eq!(frames, sim.ports[p.idx()].tx_packets, "{}", sw.name);
+            assert_eq!(frames, sim.ports()[p.idx()].tx_packets, "{}", sw.name);
             cnp_frames += q.stats(cnp_queue).frames;
         }
     }

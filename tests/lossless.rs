@@ -18,7 +18,7 @@ fn prepare(text: &str, sets: &[&str]) -> Simulation {
 
 /// PFC slot of switch port `p` (one lossless class).
 fn slot(sim: &Simulation, p: PortId) -> usize {
-    assert_eq!(sim.pfc_slots, 1);
+    assert_eq!(sim.pfc_slots(), 1);
     p.idx()
 }
 
@@ -56,14 +56,14 @@ start = "1ms"
         let mut sim = prepare(text, &[&format!("topology.nic_speed=\"{speed}\"")]);
         assert_eq!(sim.run(|_| {}), StopReason::Finished);
         // The switch port facing GPU 0's NIC.
-        let nic_port = sim.topo.nics[0].ports[0];
-        let sw_port = sim.topo.port(nic_port).peer;
+        let nic_port = sim.topo().nics[0].ports[0];
+        let sw_port = sim.topo().port(nic_port).peer;
         let i = slot(&sim, sw_port);
-        assert_eq!(sim.pfc[i].pauses_received, 1, "{speed}");
+        assert_eq!(sim.pfc()[i].pauses_received, 1, "{speed}");
         assert_eq!(sim.paused_ps(i), ps, "{speed}");
         // The NIC sent it (as a real frame on the link).
-        assert_eq!(sim.pfc[slot(&sim, nic_port)].pauses_sent, 1);
-        assert_eq!(sim.counters.pfc_pause_frames, 1);
+        assert_eq!(sim.pfc()[slot(&sim, nic_port)].pauses_sent, 1);
+        assert_eq!(sim.counters().pfc_pause_frames, 1);
     }
 }
 
@@ -87,29 +87,29 @@ fn incast_walk_through_marks_then_pauses_then_resumes() {
     assert!(cut < leaf_pause, "ECN acts before PFC: {f:?}");
     assert!(leaf_pause < spine_pause && leaf_pause < resume, "{f:?}");
     // The first pause comes from the receiver's rail switch, toward the spine.
-    let leaf0 = &sim.topo.switches[0];
+    let leaf0 = &sim.topo().switches[0];
     assert_eq!(leaf0.name, "leaf0");
     let first_from = sim
-        .topo
+        .topo()
         .ports
         .iter()
         .enumerate()
-        .filter_map(|(p, _)| sim.pfc[p].first_pause.map(|t| (t.0, p)))
+        .filter_map(|(p, _)| sim.pfc()[p].first_pause.map(|t| (t.0, p)))
         .min()
         .map(|(_, p)| PortId(p as u32))
         .unwrap();
-    assert_eq!(sim.topo.owner_name(first_from), "leaf0");
+    assert_eq!(sim.topo().owner_name(first_from), "leaf0");
     assert_eq!(
-        sim.topo.owner_name(sim.topo.port(first_from).peer),
+        sim.topo().owner_name(sim.topo().port(first_from).peer),
         "spine0"
     );
     assert!(s.complete);
     assert_eq!(s.lossless_drops, 0);
     assert_eq!(s.drops, 0);
     assert!(
-        sim.scenario.warnings.is_empty(),
+        sim.scenario().warnings.is_empty(),
         "{:?}",
-        sim.scenario.warnings
+        sim.scenario().warnings
     );
 }
 
@@ -144,11 +144,11 @@ fn dcqcn_converges_to_a_fair_share_near_the_marking_thresholds() {
     let window = (SimTime::from_us(5000), SimTime::from_us(55000));
     let mut sim = prepare(FOUR_INTO_ONE, &[]);
     sim.run_until(window.0, u64::MAX);
-    let before: Vec<u64> = sim.qps.iter().map(|q| q.resp.delivered_bytes).collect();
+    let before: Vec<u64> = sim.qps().iter().map(|q| q.resp.delivered_bytes).collect();
     sim.run_until(window.1, u64::MAX);
     let secs = (window.1 - window.0).0 as f64 / 1e12;
     let gbps: Vec<f64> = sim
-        .qps
+        .qps()
         .iter()
         .zip(&before)
         .map(|(q, b)| (q.resp.delivered_bytes - b) as f64 * 8.0 / secs / 1e9)
@@ -156,8 +156,8 @@ fn dcqcn_converges_to_a_fair_share_near_the_marking_thresholds() {
     let sum: f64 = gbps.iter().sum();
     let jain = sum * sum / (4.0 * gbps.iter().map(|g| g * g).sum::<f64>());
     // The bottleneck queue (switch port to GPU 0) over the window.
-    let to0 = sim.topo.port(sim.topo.nics[0].ports[0]).peer;
-    let series = &sim.series;
+    let to0 = sim.topo().port(sim.topo().nics[0].ports[0]).peer;
+    let series = &sim.series();
     assert_eq!(series.interval, SimTime::from_us(5), "no merging yet");
     let from = (window.0 .0 / series.interval.0) as usize;
     let depths: Vec<f32> = series
@@ -178,9 +178,9 @@ fn dcqcn_converges_to_a_fair_share_near_the_marking_thresholds() {
         (300_000.0..1_600_000.0).contains(&mean),
         "queue mean {mean} B"
     );
-    assert!(sim.counters.cnps_sent > 0);
-    assert_eq!(sim.counters.pfc_pause_frames, 0);
-    assert_eq!(sim.counters.lossless_drops, 0);
+    assert!(sim.counters().cnps_sent > 0);
+    assert_eq!(sim.counters().pfc_pause_frames, 0);
+    assert_eq!(sim.counters().lossless_drops, 0);
 }
 
 /// Sixteen 400G senders into one port, no congestion control: PFC alone
@@ -216,9 +216,9 @@ bytes = "2MB"
 "#;
     let (sim, s) = run_with(text, &[]);
     assert!(
-        sim.scenario.warnings.is_empty(),
+        sim.scenario().warnings.is_empty(),
         "{:?}",
-        sim.scenario.warnings
+        sim.scenario().warnings
     );
     assert!(s.pfc_pause_frames > 0);
     assert_eq!(s.lossless_drops, 0);
@@ -300,8 +300,8 @@ start = "50us"
 "#;
     let victim = |sets: &[&str]| {
         let (sim, s) = run_with(text, sets);
-        let v = sim.flows.len() - 1;
-        (fct(&sim, v) as f64 / sim.flows[v].ideal_fct.0 as f64, s)
+        let v = sim.flows().len() - 1;
+        (fct(&sim, v) as f64 / sim.flows()[v].ideal_fct.0 as f64, s)
     };
     let (slow, with_pfc) = victim(&[]);
     assert!(with_pfc.pfc_pause_frames > 0);
@@ -348,8 +348,8 @@ fn watchdog_breaks_a_stuck_pause() {
     let mut stuck = prepare(STORM, &[]);
     let stop = stuck.run(|_| {});
     assert_ne!(stop, StopReason::Finished);
-    assert_eq!(stuck.counters.flows_completed, 0);
-    assert_eq!(stuck.counters.watchdog_events, 0);
+    assert_eq!(stuck.counters().flows_completed, 0);
+    assert_eq!(stuck.counters().watchdog_events, 0);
 
     // Ignoring the pause gets everything through while the storm lasts;
     // dropping discards what waits for the stuck NIC, which the senders
@@ -366,9 +366,9 @@ fn watchdog_breaks_a_stuck_pause() {
         );
         assert!(s.complete, "{action}");
         assert!(s.watchdog_events > 0, "{action}");
-        let to0 = sim.topo.port(sim.topo.nics[0].ports[0]).peer;
-        assert!(matches!(sim.topo.port(to0).owner, Owner::Switch(_)));
-        assert!(sim.pfc[slot(&sim, to0)].watchdog_events > 0);
+        let to0 = sim.topo().port(sim.topo().nics[0].ports[0]).peer;
+        assert!(matches!(sim.topo().port(to0).owner, Owner::Switch(_)));
+        assert!(sim.pfc()[slot(&sim, to0)].watchdog_events > 0);
         if action == "drop" {
             assert!(s.watchdog_drops > 0);
         } else {
@@ -473,12 +473,12 @@ fn cnps_wait_the_generation_delay_and_respect_the_interval() {
     };
     let a = first(&[]);
     let b = first(&["dcqcn.cnp_delay=\"3us\""]);
-    let (ca, cb) = (a.firsts.cnp_ps.unwrap(), b.firsts.cnp_ps.unwrap());
+    let (ca, cb) = (a.firsts().cnp_ps.unwrap(), b.firsts().cnp_ps.unwrap());
     assert_eq!(cb - ca, 3_000_000);
-    let span = a.now.0 as f64;
-    let interval = a.scenario.transport.dcqcn.cnp_interval.0 as f64;
+    let span = a.now().0 as f64;
+    let interval = a.scenario().transport.dcqcn.cnp_interval.0 as f64;
     assert_eq!(interval, 4e6, "the firmware's MIN_TIME_BETWEEN_CNPS");
-    for q in &a.qps {
+    for q in a.qps() {
         assert!(q.cnps_sent > 0);
         assert!(
             q.cnps_sent as f64 <= span / interval + 1.0,
@@ -581,12 +581,15 @@ fn firmware_dcqcn_takes_the_incast_over_from_pfc() {
     let mut sim = prepare(&text, &["report.samples=4000"]);
     let window = (SimTime::from_us(1100), SimTime::from_us(2200));
     sim.run_until(window.0, u64::MAX);
-    let before: Vec<u64> = sim.qps.iter().map(|q| q.resp.delivered_bytes).collect();
+    let before: Vec<u64> = sim.qps().iter().map(|q| q.resp.delivered_bytes).collect();
     sim.run_until(window.1, u64::MAX);
-    assert!(sim.qps.iter().all(|q| q.resp.delivered_bytes < 16_000_000));
+    assert!(sim
+        .qps()
+        .iter()
+        .all(|q| q.resp.delivered_bytes < 16_000_000));
     let secs = (window.1 - window.0).0 as f64 / 1e12;
     let gbps: Vec<f64> = sim
-        .qps
+        .qps()
         .iter()
         .zip(&before)
         .map(|(q, b)| (q.resp.delivered_bytes - b) as f64 * 8.0 / secs / 1e9)
@@ -600,8 +603,8 @@ fn firmware_dcqcn_takes_the_incast_over_from_pfc() {
         sum > 0.85 * 400.0,
         "the 400G port stays busy: {sum:.1} Gb/s"
     );
-    let to0 = sim.topo.port(sim.topo.nics[0].ports[0]).peer;
-    let series = &sim.series;
+    let to0 = sim.topo().port(sim.topo().nics[0].ports[0]).peer;
+    let series = &sim.series();
     let (from, to) = (
         (window.0 .0 / series.interval.0) as usize,
         (window.1 .0 / series.interval.0) as usize,

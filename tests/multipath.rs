@@ -64,7 +64,7 @@ fn a_reorder_buffer_too_small_discards_and_reports_it() {
         peak <= 64_000 && peak > 64_000 - 4096,
         "filled but never over: {peak}"
     );
-    let per_qp: u64 = sim.qps.iter().map(|q| q.resp.discarded).sum();
+    let per_qp: u64 = sim.qps().iter().map(|q| q.resp.discarded).sum();
     assert_eq!(per_qp, s.reorder_discards);
     let big = sets("16MB");
     let big: Vec<&str> = big.iter().map(String::as_str).collect();
@@ -101,7 +101,7 @@ fn trimming_recovers_an_incast_faster_than_timeouts() {
         drop.timeouts
     );
     assert!(trim.makespan_ps < drop.makespan_ps);
-    let received: u64 = sim.qps.iter().map(|q| q.resp.trimmed).sum();
+    let received: u64 = sim.qps().iter().map(|q| q.resp.trimmed).sum();
     assert_eq!(
         received, trim.trimmed_packets,
         "every trimmed header reached its receiver"
@@ -205,17 +205,17 @@ bytes = "16MB"
         (1.9..2.1).contains(&ratio),
         "two planes, twice as fast: {ratio}"
     );
-    let up: Vec<u64> = sim.topo.nics[0]
+    let up: Vec<u64> = sim.topo().nics[0]
         .ports
         .iter()
-        .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+        .map(|p| sim.ports()[p.idx()].tx_wire_bytes)
         .collect();
     assert!(
         up.iter().all(|&b| b > 7_000_000),
         "both planes carry data: {up:?}"
     );
 
-    let nic = &sim.topo.nics[0].name;
+    let nic = &sim.topo().nics[0].name;
     let failed = format!(
         "{text}\n[routing]\nreconverge = \"10ms\"\n\n[[failure]]\nlink = [\"{nic}\", \"rail-a\"]\nat = \"50us\"\n"
     );

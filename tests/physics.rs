@@ -53,7 +53,7 @@ fn one_transfer_through_one_switch_finishes_exactly_on_time() {
         let expected = sw_done + DELAY_PS;
         assert_eq!(expected, want);
         assert_eq!(fct(&sim, 0), expected);
-        assert_eq!(sim.flows[0].ideal_fct.0, expected);
+        assert_eq!(sim.flows()[0].ideal_fct.0, expected);
         assert_eq!(s.slowdown.unwrap().max, 1.0);
         assert_eq!(s.bytes_delivered, 10_000);
         // 3 data packets and one ACK (the last packet is always
@@ -86,7 +86,7 @@ bytes = 1000
                                        // NIC -> leaf and leaf -> NIC at 100G; leaf -> spine -> leaf at 400G.
     let expected = 2 * wire * 80 + 2 * wire * 20 + 4 * DELAY_PS;
     assert_eq!(fct(&sim, 0), expected);
-    assert_eq!(sim.flows[0].ideal_fct.0, expected);
+    assert_eq!(sim.flows()[0].ideal_fct.0, expected);
 }
 
 #[test]
@@ -99,8 +99,8 @@ fn multi_qp_write_only_transfer_matches_its_ideal_on_an_idle_path() {
             "transport.write_mode=\"write-only\"",
         ],
     );
-    assert_eq!(sim.flows[0].n_qps, 3);
-    assert_eq!(fct(&sim, 0), sim.flows[0].ideal_fct.0);
+    assert_eq!(sim.flows()[0].n_qps, 3);
+    assert_eq!(fct(&sim, 0), sim.flows()[0].ideal_fct.0);
     assert_eq!(s.bytes_delivered, 1_000_000);
 }
 
@@ -126,7 +126,7 @@ bytes = "4MB"
 "#;
     let (sim, _) = run(text);
     let (a, b) = (fct(&sim, 0) as f64, fct(&sim, 1) as f64);
-    let alone = sim.flows[0].ideal_fct.0 as f64;
+    let alone = sim.flows()[0].ideal_fct.0 as f64;
     // Each gets half of the 100G port to host 0, so each takes about
     // twice as long as alone, and they finish together.
     assert!((a / b - 1.0).abs() < 0.01, "{a} vs {b}");
@@ -174,13 +174,13 @@ bytes = "8MB"
     for seed in 1..40 {
         let (sim, _) = run_with(text, &[&format!("simulation.seed={seed}")]);
         // Uplinks of leaf 0 that carried data.
-        let leaf0 = &sim.topo.switches[0];
+        let leaf0 = &sim.topo().switches[0];
         assert_eq!(leaf0.name, "leaf0");
         let used = leaf0
             .ports
             .iter()
-            .filter(|&&p| sim.topo.owner_tier(sim.topo.port(p).peer) == 1)
-            .filter(|&&p| sim.ports[p.idx()].tx_wire_bytes > 1_000_000)
+            .filter(|&&p| sim.topo().owner_tier(sim.topo().port(p).peer) == 1)
+            .filter(|&&p| sim.ports()[p.idx()].tx_wire_bytes > 1_000_000)
             .count();
         let worst = fct(&sim, 0).max(fct(&sim, 1));
         // The reported paths agree with the links that carried the bytes.
@@ -229,12 +229,12 @@ bytes = "200KB"
     let uplinks_used = |sets: &[&str]| {
         let (sim, s) = run_with(text, sets);
         assert_eq!(s.bytes_delivered, s.bytes_offered);
-        let leaf0 = &sim.topo.switches[0];
+        let leaf0 = &sim.topo().switches[0];
         leaf0
             .ports
             .iter()
-            .filter(|&&p| sim.topo.owner_tier(sim.topo.port(p).peer) == 1)
-            .filter(|&&p| sim.ports[p.idx()].tx_wire_bytes > 100_000)
+            .filter(|&&p| sim.topo().owner_tier(sim.topo().port(p).peer) == 1)
+            .filter(|&&p| sim.ports()[p.idx()].tx_wire_bytes > 100_000)
             .count()
     };
     assert_eq!(uplinks_used(&["switch.ecmp.fields=[\"dst_ip\"]"]), 1);

@@ -231,10 +231,10 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
     let mut t = SimTime::ZERO;
     let stop = loop {
         t += SimTime::from_us(25);
-        let before = sim.now;
+        let before = sim.now();
         let stop = sim.run_until(t, u64::MAX);
-        if sim.now < before {
-            return Err(format!("time ran backwards from {before} to {}", sim.now));
+        if sim.now() < before {
+            return Err(format!("time ran backwards from {before} to {}", sim.now()));
         }
         sim.check_conservation()?;
         if stop == StopReason::Finished || t > SimTime::from_us(200_000) {
@@ -251,11 +251,11 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
             s.flows_completed, s.flows_total
         ));
     }
-    if !sim.tasks.all_done() {
+    if !sim.tasks().all_done() {
         return Err(format!(
             "{} of {} tasks done",
-            sim.tasks.tasks_done,
-            sim.tasks.graph.tasks.len()
+            sim.tasks().tasks_done,
+            sim.tasks().graph.tasks.len()
         ));
     }
     if s.bytes_delivered != s.bytes_offered {
@@ -266,16 +266,17 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
     }
     // A switch never holds more than its buffer (headroom is set aside
     // from it).
-    if s.max_switch_buffer_bytes > sim.scenario.switch.buffer_bytes {
+    if s.max_switch_buffer_bytes > sim.scenario().switch.buffer_bytes {
         return Err(format!(
             "a switch held {} bytes in a {}-byte buffer",
-            s.max_switch_buffer_bytes, sim.scenario.switch.buffer_bytes
+            s.max_switch_buffer_bytes,
+            sim.scenario().switch.buffer_bytes
         ));
     }
     // PFC with enough headroom never drops a lossless packet, unless a
     // watchdog overrode pauses (then the next hop may overflow).
     let short = sim
-        .scenario
+        .scenario()
         .warnings
         .iter()
         .any(|w| w.key.ends_with(".headroom"));
@@ -285,7 +286,7 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
             s.lossless_drops
         ));
     }
-    for f in &sim.flows {
+    for f in sim.flows() {
         let fct = f.finish.unwrap() - f.start;
         // When QPs of one transfer take different paths, packets meeting
         // at a link at the same picosecond may be served in another order
@@ -303,10 +304,10 @@ fn run_checked(text: &str) -> Result<Option<String>, String> {
         let slowest = routes
             .iter()
             .flatten()
-            .map(|&p| sim.topo.port(p).rate)
+            .map(|&p| sim.topo().port(p).rate)
             .min()
             .unwrap();
-        let mtu = sim.scenario.transport.mtu;
+        let mtu = sim.scenario().transport.mtu;
         let frame = fabricsim::wire::frame::wire_bytes(fabricsim::wire::Opcode::WriteFirst, mtu);
         let slack = if f.n_qps > 1 {
             slowest.serialize(frame as u64)

@@ -102,7 +102,7 @@ fn svg_plots_show_their_series_and_labels() {
         .unwrap();
     let points = first_line.split("points=\"").nth(1).unwrap();
     let n = points.split('"').next().unwrap().split_whitespace().count();
-    assert_eq!(n, sim.series.points);
+    assert_eq!(n, sim.series().points);
 }
 
 /// A plot with nothing to show says so instead of drawing empty axes.
@@ -158,14 +158,14 @@ bytes = "{bytes}"
     let prepared = fabricsim::scenario::prepare("long.toml", &text("200MB"), &[]).unwrap();
     let mut long = fabricsim::engine::Simulation::new(prepared);
     long.run_until(SimTime::from_us(2000), u64::MAX);
-    let mid_bytes = long.series.heap_bytes();
-    let mid_points = long.series.points;
+    let mid_bytes = long.series().heap_bytes();
+    let mid_points = long.series().points;
     long.run_until(SimTime::from_us(8000), u64::MAX);
-    let later_bytes = long.series.heap_bytes();
+    let later_bytes = long.series().heap_bytes();
     long.run(|_| {});
-    assert!(long.now.0 > 50 * short.now.0);
+    assert!(long.now().0 > 50 * short.now().0);
     for sim in [&short, &long] {
-        let s = &sim.series;
+        let s = &sim.series();
         assert!(s.points >= 32 && s.points <= 64, "{} points", s.points);
         for g in s.groups() {
             for v in g.series().values() {
@@ -173,23 +173,23 @@ bytes = "{bytes}"
             }
             // At most `samples` values per series (twice that while a
             // vector grows), plus the key index.
-            let bound = 2 * g.len() * 64 * 4 + sim.ports.len() * 8 * 4 + 64 * 8 + 256;
+            let bound = 2 * g.len() * 64 * 4 + sim.ports().len() * 8 * 4 + 64 * 8 + 256;
             assert!(g.heap_bytes() <= bound, "{} > {bound}", g.heap_bytes());
         }
         // The buckets cover the run.
-        assert!(s.bucket_start(s.points - 1) < sim.now);
-        assert!(s.bucket_start(s.points) >= sim.now);
+        assert!(s.bucket_start(s.points - 1) < sim.now());
+        assert!(s.bucket_start(s.points) >= sim.now());
     }
     // From 2 ms (every series has its column by then) to 8 ms the sampler
     // holds no more memory, nor at the end
     // (16 ms), when the buckets are laid out row by row for the outputs.
     assert!(mid_points >= 32);
     assert_eq!(mid_bytes, later_bytes);
-    assert!(long.series.heap_bytes() <= mid_bytes);
+    assert!(long.series().heap_bytes() <= mid_bytes);
     // The interval doubled from 100 ns as the run went on.
-    assert!(long.series.interval > SimTime::from_us(100));
-    assert_eq!(long.series.interval.0 % 100_000, 0);
-    assert!((long.series.interval.0 / 100_000).is_power_of_two());
+    assert!(long.series().interval > SimTime::from_us(100));
+    assert_eq!(long.series().interval.0 % 100_000, 0);
+    assert!((long.series().interval.0 / 100_000).is_power_of_two());
 }
 
 /// Sampling only reads the simulation: the results are the same with it
@@ -210,9 +210,9 @@ fn sampling_does_not_change_the_run() {
 #[test]
 fn link_utilization_series_adds_up_to_the_busy_time() {
     let (sim, _) = run_file(&example("lossless/incast.toml"), &[]);
-    let s = &sim.series;
+    let s = &sim.series();
     for (k, v) in s.link_util.series() {
-        let busy = sim.ports[k as usize].busy_ps as f64;
+        let busy = sim.ports()[k as usize].busy_ps as f64;
         let mut sum = 0.0;
         for (i, &u) in v.iter().enumerate() {
             let start = s.bucket_start(i).0 as f64;
@@ -308,7 +308,7 @@ fn the_html_report_renders_in_a_real_browser() {
     let zoom = attr(&dom, "data-zoom").unwrap();
     let (a, b) = zoom.split_once("..").unwrap();
     let (a, b): (f64, f64) = (a.parse().unwrap(), b.parse().unwrap());
-    let end = sim.series.last.0 as f64 / 1e6;
+    let end = sim.series().last.0 as f64 / 1e6;
     assert!(
         a > 0.1 * end && b < 0.8 * end && b > a,
         "zoomed to {zoom} of {end} us"

@@ -302,65 +302,182 @@ pub fn mrc_sport(base: u16, path: u8) -> u16 {
 pub const NO_SLOT: u8 = u8::MAX;
 
 pub struct Simulation {
-    pub now: SimTime,
+    now: SimTime,
     queue: EventQueue<Event>,
-    pub scenario: Scenario,
-    pub topo: Topology,
-    pub routes: Routes,
-    pub ports: Vec<PortState>,
+    scenario: Scenario,
+    topo: Topology,
+    routes: Routes,
+    ports: Vec<PortState>,
     /// Each port's priority queues (see `port` for why they are apart).
-    pub queues: Vec<EgressQueues>,
+    queues: Vec<EgressQueues>,
     /// NIC ports: QPs with data to send, served round robin.
     qp_rings: Vec<VecDeque<QpId>>,
-    pub port_drops: Vec<PortDrops>,
+    port_drops: Vec<PortDrops>,
     /// Owner of each port, apart from `ports` so that an arrival does not
     /// pull the ingress port's whole state into cache.
     owners: Vec<Owner>,
-    pub switches: Vec<SwitchState>,
+    switches: Vec<SwitchState>,
     /// The DSCP-to-queue map NICs use for the frames they send.
     nic_classes: ClassMap,
     /// The queue NIC data and ACKs go out of, and CNPs.
     data_queue: u8,
     cnp_queue: u8,
     /// PFC state per port and lossless priority: `pfc[port * n + slot]`.
-    pub pfc: Vec<PfcPrio>,
+    pfc: Vec<PfcPrio>,
     /// Slot of each priority in `pfc`, `NO_SLOT` if not lossless.
-    pub pfc_slot: [u8; QUEUES],
-    pub pfc_slots: usize,
+    pfc_slot: [u8; QUEUES],
+    pfc_slots: usize,
     /// Earliest pending wake-up of each port's transmitter.
     wake_at: Vec<SimTime>,
     /// Quality bands, GLB heartbeats and ALB ticks.
-    pub balance: balance::BalanceState,
+    balance: balance::BalanceState,
     /// Tenant of each QP, which TELB policies match.
-    pub qp_tenant: Vec<u16>,
+    qp_tenant: Vec<u16>,
     /// Where dynamic balancers sent each QP's packets.
-    pub paths: paths::PathLog,
+    paths: paths::PathLog,
     /// Failed links and switches and what they cost.
-    pub failures: failures::FailureState,
+    failures: failures::FailureState,
     /// Each NIC's reorder buffer.
-    pub reorder: Vec<ReorderPool>,
+    reorder: Vec<ReorderPool>,
     /// Time series sampled as the run goes (see `series`).
-    pub series: series::Series,
+    series: series::Series,
     /// A packet capture in progress, if one was asked for.
     capture: Option<Box<capture::Capture>>,
-    pub packets: PacketArena,
-    pub qps: Vec<QpState>,
-    pub flows: Vec<FlowState>,
+    packets: PacketArena,
+    qps: Vec<QpState>,
+    flows: Vec<FlowState>,
     /// The task graph of collectives and jobs, and NVLink copies.
-    pub tasks: tasks::TaskState,
+    tasks: tasks::TaskState,
     /// Per GPU: when its PCIe link is free for the next packet's payload
     /// (empty when no GPU's PCIe is slower than its NIC).
     pcie_next: Vec<SimTime>,
     pcie_ps_per_byte: f64,
-    pub counters: Counters,
+    counters: Counters,
     /// What the run should cost, from its traffic and paths.
-    pub estimate: Estimate,
+    estimate: Estimate,
     /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
-    pub deadlock: Vec<deadlock::Waiting>,
+    deadlock: Vec<deadlock::Waiting>,
     /// Some link has gone down in this run: arrivals must then check
     /// their port's `down` flag (a cache miss the common case skips).
     links_failed: bool,
-    pub firsts: FirstEvents,
+    firsts: FirstEvents,
+}
+
+impl Simulation {
+    // Read-only views for the report, the sweep, the bench and the tests:
+    // the fields themselves belong to the engine.
+
+    /// Switch `s`'s balancer with its routing table, for driving a
+    /// balancer by hand (tests of hashing and member failure).
+    pub fn balancer_mut(
+        &mut self,
+        s: usize,
+    ) -> (
+        &mut crate::switch::balance::Balancer,
+        &crate::topology::routing::SwitchRoutes,
+    ) {
+        (&mut self.switches[s].balancer, &self.routes.switches[s])
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    pub fn topo(&self) -> &Topology {
+        &self.topo
+    }
+
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
+    pub fn ports(&self) -> &Vec<PortState> {
+        &self.ports
+    }
+
+    pub fn queues(&self) -> &Vec<EgressQueues> {
+        &self.queues
+    }
+
+    pub fn port_drops(&self) -> &Vec<PortDrops> {
+        &self.port_drops
+    }
+
+    pub fn switches(&self) -> &Vec<SwitchState> {
+        &self.switches
+    }
+
+    pub fn pfc(&self) -> &Vec<PfcPrio> {
+        &self.pfc
+    }
+
+    pub fn pfc_slot(&self) -> [u8; QUEUES] {
+        self.pfc_slot
+    }
+
+    pub fn pfc_slots(&self) -> usize {
+        self.pfc_slots
+    }
+
+    pub fn balance(&self) -> &balance::BalanceState {
+        &self.balance
+    }
+
+    pub fn qp_tenant(&self) -> &Vec<u16> {
+        &self.qp_tenant
+    }
+
+    pub fn paths(&self) -> &paths::PathLog {
+        &self.paths
+    }
+
+    pub fn failures(&self) -> &failures::FailureState {
+        &self.failures
+    }
+
+    pub fn reorder(&self) -> &Vec<ReorderPool> {
+        &self.reorder
+    }
+
+    pub fn series(&self) -> &series::Series {
+        &self.series
+    }
+
+    pub fn packets(&self) -> &PacketArena {
+        &self.packets
+    }
+
+    pub fn qps(&self) -> &Vec<QpState> {
+        &self.qps
+    }
+
+    pub fn flows(&self) -> &Vec<FlowState> {
+        &self.flows
+    }
+
+    pub fn tasks(&self) -> &tasks::TaskState {
+        &self.tasks
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn estimate(&self) -> &Estimate {
+        &self.estimate
+    }
+
+    pub fn deadlock(&self) -> &Vec<deadlock::Waiting> {
+        &self.deadlock
+    }
+
+    pub fn firsts(&self) -> &FirstEvents {
+        &self.firsts
+    }
 }
 
 impl Simulation {

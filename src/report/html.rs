@@ -84,8 +84,8 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
         esc(&s.stop_reason),
         us(s.sim_time_ps)
     );
-    if !sim.scenario.description.is_empty() {
-        let _ = write!(o, "<p>{}</p>", esc(&sim.scenario.description));
+    if !sim.scenario().description.is_empty() {
+        let _ = write!(o, "<p>{}</p>", esc(&sim.scenario().description));
     }
     if s.partial {
         let _ = write!(
@@ -228,24 +228,24 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
         );
     }
     // Links by bytes sent.
-    let span = sim.now.0.max(1) as f64;
+    let span = sim.now().0.max(1) as f64;
     let conns = super::connections_per_port(sim);
-    let mut hot: Vec<usize> = (0..sim.ports.len())
-        .filter(|&p| sim.ports[p].tx_wire_bytes > 0)
+    let mut hot: Vec<usize> = (0..sim.ports().len())
+        .filter(|&p| sim.ports()[p].tx_wire_bytes > 0)
         .collect();
-    hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports[p].tx_wire_bytes), p));
+    hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports()[p].tx_wire_bytes), p));
     o.push_str("<h2>Busiest links</h2>");
     let rows: Vec<Vec<String>> = hot
         .iter()
         .take(TABLE_ROWS)
         .map(|&p| {
-            let port = &sim.ports[p];
+            let port = &sim.ports()[p];
             vec![
-                sim.topo.link_name(PortId(p as u32)),
+                sim.topo().link_name(PortId(p as u32)),
                 fmt_bytes(port.tx_wire_bytes),
                 format!("{:.1}%", 100.0 * port.busy_ps as f64 / span),
-                fmt_bytes(sim.queues[p].max_bytes),
-                sim.port_drops[p].packets.to_string(),
+                fmt_bytes(sim.queues()[p].max_bytes),
+                sim.port_drops()[p].packets.to_string(),
                 conns.as_ref().map_or("-".into(), |c| c[p].to_string()),
             ]
         })
@@ -264,9 +264,9 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
     );
     // Queues by peak depth.
     let mut queues: Vec<(u32, usize, usize)> = Vec::new();
-    for p in 0..sim.ports.len() {
+    for p in 0..sim.ports().len() {
         for q in 0..QUEUES {
-            let st = sim.queues[p].stats(q);
+            let st = sim.queues()[p].stats(q);
             if st.max_bytes > 0 {
                 queues.push((st.max_bytes, p, q));
             }
@@ -279,9 +279,9 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
             .iter()
             .take(TABLE_ROWS)
             .map(|&(b, p, q)| {
-                let st = sim.queues[p].stats(q);
+                let st = sim.queues()[p].stats(q);
                 vec![
-                    format!("{} q{q}", sim.topo.link_name(PortId(p as u32))),
+                    format!("{} q{q}", sim.topo().link_name(PortId(p as u32))),
                     fmt_bytes(b as u64),
                     st.enqueued.to_string(),
                     st.ecn_marks.to_string(),
@@ -296,7 +296,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
         );
     }
     // Ports paused longest.
-    let mut paused: Vec<(u64, usize)> = (0..sim.pfc.len())
+    let mut paused: Vec<(u64, usize)> = (0..sim.pfc().len())
         .map(|i| (sim.paused_ps(i), i))
         .filter(|p| p.0 > 0)
         .collect();
@@ -307,10 +307,10 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
             .iter()
             .take(TABLE_ROWS)
             .map(|&(t, i)| {
-                let port = i / sim.pfc_slots;
-                let st = &sim.pfc[i];
+                let port = i / sim.pfc_slots();
+                let st = &sim.pfc()[i];
                 vec![
-                    sim.topo.link_name(PortId(port as u32)),
+                    sim.topo().link_name(PortId(port as u32)),
                     us(t),
                     format!("{:.1}%", 100.0 * t as f64 / span),
                     st.pauses_received.to_string(),
@@ -388,15 +388,15 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
 
 /// Chart containers; the script fills them from the data.
 fn charts(o: &mut String, sim: &Simulation) {
-    if !sim.series.enabled {
+    if !sim.series().enabled {
         o.push_str("<h2>Over time</h2><p>No time series: <code>[report] sample_interval = \"off\"</code>.</p>");
         return;
     }
     let _ = write!(
         o,
         "<h2>Over time</h2><p class=\"hint\">Sampled every {} (the interval doubles as a run grows so that each series keeps at most {} points). Drag across a chart to zoom, double-click to reset; hover a heatmap to name its cell.</p>",
-        sim.series.interval,
-        sim.series.cap
+        sim.series().interval,
+        sim.series().cap
     );
     for (id, title) in [
         (
@@ -456,7 +456,7 @@ fn line_spec(
 }
 
 fn lines(sim: &Simulation) -> Vec<Value> {
-    let s = &sim.series;
+    let s = &sim.series();
     if !s.enabled {
         return Vec::new();
     }
@@ -485,13 +485,13 @@ fn lines(sim: &Simulation) -> Vec<Value> {
     let mut marks = Vec::new();
     if let Some(&(_, k)) = peaks.first() {
         let (port, q) = (k as usize / QUEUES, k as usize % QUEUES);
-        if let Some(w) = &sim.queues[port].wred[q] {
+        if let Some(w) = &sim.queues()[port].wred[q] {
             marks.push(("WRED min".to_string(), w.cfg.min as f64 / 1e3));
             marks.push(("WRED max".to_string(), w.cfg.max as f64 / 1e3));
         }
-        let slot = sim.pfc_slot[q];
+        let slot = sim.pfc_slot()[q];
         if slot != crate::engine::NO_SLOT {
-            let cfg = &sim.pfc[port * sim.pfc_slots + slot as usize].cfg;
+            let cfg = &sim.pfc()[port * sim.pfc_slots() + slot as usize].cfg;
             marks.push((
                 "PFC XOFF (per ingress port)".to_string(),
                 cfg.xoff as f64 / 1e3,
@@ -573,7 +573,7 @@ fn heatmap_spec(
 }
 
 fn heatmaps(sim: &Simulation) -> Vec<Value> {
-    let s = &sim.series;
+    let s = &sim.series();
     if !s.enabled {
         return Vec::new();
     }
@@ -581,7 +581,7 @@ fn heatmaps(sim: &Simulation) -> Vec<Value> {
         .into_iter()
         .map(|(p, tier)| {
             (
-                sim.topo.link_name(p),
+                sim.topo().link_name(p),
                 tier,
                 s.link_util.get(p.0).unwrap_or_default(),
             )

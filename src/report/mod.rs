@@ -201,7 +201,7 @@ pub struct JobReport {
 
 impl JobReport {
     pub fn of(sim: &Simulation) -> Vec<JobReport> {
-        let t = &sim.tasks;
+        let t = &sim.tasks();
         let span = |a: u32, b: u32| {
             let (a, b) = (t.done[a as usize], t.done[b as usize]);
             (b != SimTime::MAX && a != SimTime::MAX).then(|| b.0 - a.0)
@@ -219,7 +219,7 @@ impl JobReport {
                     .iter()
                     .filter_map(|c| span(c.start, c.end))
                     .sum();
-                let w = &sim.scenario.workloads[j.workload as usize];
+                let w = &sim.scenario().workloads[j.workload as usize];
                 let ranks = match &w.pattern {
                     crate::workload::Pattern::Training(tr) => tr.gpus.len(),
                     _ => 0,
@@ -264,7 +264,7 @@ pub struct CollectiveReport {
 
 impl CollectiveReport {
     pub fn of(sim: &Simulation) -> Vec<CollectiveReport> {
-        let t = &sim.tasks;
+        let t = &sim.tasks();
         t.collectives
             .iter()
             .map(|c| {
@@ -359,11 +359,11 @@ pub struct Perf {
 
 impl Summary {
     pub fn of(sim: &Simulation, stop: StopReason) -> Summary {
-        let c = &sim.counters;
+        let c = &sim.counters();
         let mut fct = Vec::new();
         let mut slow = Vec::new();
         let mut makespan = 0;
-        for f in &sim.flows {
+        for f in sim.flows() {
             if let Some(fin) = f.finish {
                 let t = fin - f.start;
                 fct.push(t.0 as f64);
@@ -372,18 +372,18 @@ impl Summary {
             }
         }
         // Work of the task graph (NVLink copies, compute) counts too.
-        for &t in &sim.tasks.done {
+        for &t in &sim.tasks().done {
             if t != SimTime::MAX {
                 makespan = makespan.max(t.0);
             }
         }
-        let qps = &sim.qps;
+        let qps = &sim.qps();
         let balance = uplink_balance(sim);
         Summary {
-            scenario: sim.scenario.name.clone(),
-            seed: sim.scenario.seed,
-            topology: sim.topo.kind.name().to_string(),
-            complete: c.flows_completed == sim.flows.len() as u64,
+            scenario: sim.scenario().name.clone(),
+            seed: sim.scenario().seed,
+            topology: sim.topo().kind.name().to_string(),
+            complete: c.flows_completed == sim.flows().len() as u64,
             stop_reason: match stop {
                 StopReason::Finished => "finished".to_string(),
                 StopReason::SimTimeLimit => "max_sim_time reached".to_string(),
@@ -403,13 +403,13 @@ impl Summary {
             },
             deadlock_cycle: deadlock_cycle(sim),
             partial: stop.is_partial(),
-            sim_time_ps: sim.now.0,
+            sim_time_ps: sim.now().0,
             makespan_ps: makespan,
             events: c.events,
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
-            flows_total: sim.flows.len() as u64,
-            bytes_offered: sim.flows.iter().map(|f| f.spec.bytes).sum(),
+            flows_total: sim.flows().len() as u64,
+            bytes_offered: sim.flows().iter().map(|f| f.spec.bytes).sum(),
             bytes_delivered: c.bytes_delivered,
             drops: c.drops,
             drop_bytes: c.drop_bytes,
@@ -420,15 +420,15 @@ impl Summary {
             acks: c.acks_sent,
             out_of_order_packets: qps.iter().map(|q| q.resp.out_of_order).sum(),
             max_switch_buffer_bytes: sim
-                .switches
+                .switches()
                 .iter()
                 .map(|s| s.buffer.peak)
                 .max()
                 .unwrap_or(0),
             max_queue_bytes: sim
-                .queues
+                .queues()
                 .iter()
-                .zip(&sim.topo.ports)
+                .zip(&sim.topo().ports)
                 .filter(|(_, p)| matches!(p.owner, Owner::Switch(_)))
                 .map(|(q, _)| q.max_bytes)
                 .max()
@@ -450,9 +450,9 @@ impl Summary {
                 .reduce(f64::min),
             pfc_pause_frames: c.pfc_pause_frames,
             pfc_resume_frames: c.pfc_resume_frames,
-            pfc_paused_ps: (0..sim.pfc.len()).map(|i| sim.paused_ps(i)).sum(),
+            pfc_paused_ps: (0..sim.pfc().len()).map(|i| sim.paused_ps(i)).sum(),
             max_headroom_bytes: sim
-                .switches
+                .switches()
                 .iter()
                 .map(|s| s.buffer.headroom_peak)
                 .max()
@@ -460,27 +460,27 @@ impl Summary {
             watchdog_events: c.watchdog_events,
             watchdog_drops: c.watchdog_drops,
             lossless_drops: c.lossless_drops,
-            glb_heartbeats_sent: sim.balance.heartbeats_sent,
-            glb_heartbeat_bytes: sim.balance.heartbeat_bytes,
-            path_changes: sim.paths.qps.iter().map(|p| p.changes).sum(),
-            reorder_discards: sim.qps.iter().map(|q| q.resp.discarded).sum(),
+            glb_heartbeats_sent: sim.balance().heartbeats_sent,
+            glb_heartbeat_bytes: sim.balance().heartbeat_bytes,
+            path_changes: sim.paths().qps.iter().map(|p| p.changes).sum(),
+            reorder_discards: sim.qps().iter().map(|q| q.resp.discarded).sum(),
             trimmed_packets: c.trimmed_packets,
             mrc_paths_failed: mrc_sum(sim, |m| m.paths_failed),
             mrc_trim_resends: mrc_sum(sim, |m| m.trim_resends),
             mrc_timeout_resends: mrc_sum(sim, |m| m.timeout_resends),
             mrc_ecn_rests: mrc_sum(sim, |m| m.ecn_rests),
             max_reorder_bytes_per_qp: sim
-                .qps
+                .qps()
                 .iter()
                 .map(|q| q.resp.max_held_bytes)
                 .max()
                 .unwrap_or(0),
-            max_reorder_bytes_per_nic: sim.reorder.iter().map(|r| r.peak).max().unwrap_or(0),
-            failure_lost_packets: sim.failures.lost_packets,
-            failure_lost_bytes: sim.failures.lost_bytes,
-            reconvergences: sim.failures.reconvergences,
+            max_reorder_bytes_per_nic: sim.reorder().iter().map(|r| r.peak).max().unwrap_or(0),
+            failure_lost_packets: sim.failures().lost_packets,
+            failure_lost_bytes: sim.failures().lost_bytes,
+            reconvergences: sim.failures().reconvergences,
             failures: sim
-                .failures
+                .failures()
                 .stats
                 .iter()
                 .map(|f| FailureReport {
@@ -497,21 +497,21 @@ impl Summary {
                     flows_moved: f.flows_moved,
                 })
                 .collect(),
-            first_events: sim.firsts,
+            first_events: *sim.firsts(),
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),
             uplink_imbalance: imbalance(&balance),
             uplink_balance: balance,
             balancers: balancers(sim),
             collectives: CollectiveReport::of(sim),
-            nvlink_bytes: sim.tasks.nvlink.bytes,
+            nvlink_bytes: sim.tasks().nvlink.bytes,
             jobs: JobReport::of(sim),
         }
     }
 }
 
 fn mrc_sum(sim: &Simulation, f: impl Fn(&crate::nic::mrc::MrcStats) -> u64) -> u64 {
-    sim.qps
+    sim.qps()
         .iter()
         .filter_map(|q| q.req.mrc.as_ref())
         .map(|m| f(&m.stats))
@@ -529,12 +529,12 @@ fn imbalance(b: &[UplinkBalance]) -> Option<f64> {
 }
 
 fn balancers(sim: &Simulation) -> Vec<BalancerReport> {
-    let names = sim.topo.kind.tier_names();
-    let cfg = &sim.scenario.switch.balance;
+    let names = sim.topo().kind.tier_names();
+    let cfg = &sim.scenario().switch.balance;
     let mut out: Vec<BalancerReport> = Vec::new();
     for tier in 0..3u8 {
         let start = out.len();
-        for (i, sw) in sim.topo.switches.iter().enumerate() {
+        for (i, sw) in sim.topo().switches.iter().enumerate() {
             if sw.tier != tier {
                 continue;
             }
@@ -561,7 +561,7 @@ fn balancers(sim: &Simulation) -> Vec<BalancerReport> {
                     out.last_mut().expect("just pushed")
                 }
             };
-            let b = &sim.switches[i].balancer;
+            let b = &sim.switches()[i].balancer;
             r.switches += 1;
             if let Some(d) = &b.parts.dlb {
                 r.decisions += d.stats.decisions;
@@ -590,14 +590,14 @@ fn balancers(sim: &Simulation) -> Vec<BalancerReport> {
 }
 
 fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
-    let topo = &sim.topo;
+    let topo = &sim.topo();
     let names = topo.kind.tier_names();
     let peer_switch = |p: PortId| match topo.port(topo.port(p).peer).owner {
         Owner::Switch(s) => Some(s),
         Owner::Nic(_) => None,
     };
     let mut out = Vec::new();
-    let bytes_of = |p: &PortId| sim.ports[p.idx()].tx_wire_bytes;
+    let bytes_of = |p: &PortId| sim.ports()[p.idx()].tx_wire_bytes;
     for tier in 0..3u8 {
         let switches = || {
             topo.switches
@@ -635,7 +635,7 @@ fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
             }
             let mut groups: Vec<(String, Vec<u64>)> = Vec::new();
             for (si, s) in switches() {
-                let r = &sim.routes.switches[si];
+                let r = &sim.routes().switches[si];
                 for g in 0..r.groups.len() as u32 {
                     let members = r.member_slice(g);
                     if members.len() >= 2 && members.iter().all(|m| chosen[m.idx()]) {
@@ -686,9 +686,9 @@ fn uplink_balance(sim: &Simulation) -> Vec<UplinkBalance> {
 
 /// The deadlock's queues as `FROM->TO priority P`.
 fn deadlock_cycle(sim: &Simulation) -> Vec<String> {
-    sim.deadlock
+    sim.deadlock()
         .iter()
-        .map(|&(p, q)| format!("{} priority {q}", sim.topo.link_name(p)))
+        .map(|&(p, q)| format!("{} priority {q}", sim.topo().link_name(p)))
         .collect()
 }
 
@@ -724,20 +724,20 @@ pub fn available_memory_bytes() -> Option<u64> {
 impl Perf {
     pub fn of(sim: &Simulation, wall_seconds: f64) -> Perf {
         let w = wall_seconds.max(1e-9);
-        let sim_ms = sim.now.0 as f64 / 1e9;
+        let sim_ms = sim.now().0 as f64 / 1e9;
         Perf {
             wall_seconds,
-            events_per_second: sim.counters.events as f64 / w,
-            link_transmissions_per_second: sim.counters.link_transmissions as f64 / w,
+            events_per_second: sim.counters().events as f64 / w,
+            link_transmissions_per_second: sim.counters().link_transmissions as f64 / w,
             wall_seconds_per_sim_ms: if sim_ms > 0.0 {
                 wall_seconds / sim_ms
             } else {
                 0.0
             },
             peak_rss_bytes: peak_rss_bytes(),
-            peak_live_packets: sim.packets.peak_live(),
-            estimated_link_transmissions: sim.estimate.link_transmissions,
-            estimated_events: sim.estimate.events,
+            peak_live_packets: sim.packets().peak_live(),
+            estimated_link_transmissions: sim.estimate().link_transmissions,
+            estimated_events: sim.estimate().events,
         }
     }
 }
@@ -754,17 +754,17 @@ pub fn progress_line(sim: &Simulation, wall_seconds: f64) -> String {
     format!(
         "{:.1}% done{eta}  sim {}  {:.2} M events/s  {:.2} M link tx/s  {}/{} transfers",
         done * 100.0,
-        sim.now,
-        sim.counters.events as f64 / w / 1e6,
-        sim.counters.link_transmissions as f64 / w / 1e6,
-        sim.counters.flows_completed,
-        sim.flows.len(),
+        sim.now(),
+        sim.counters().events as f64 / w / 1e6,
+        sim.counters().link_transmissions as f64 / w / 1e6,
+        sim.counters().flows_completed,
+        sim.flows().len(),
     )
 }
 
 /// The line shown before a large run starts: what it should cost.
 pub fn estimate_line(sim: &Simulation) -> String {
-    let e = sim.estimate;
+    let e = sim.estimate();
     format!(
         "estimate  {:.1} M link transmissions, {:.1} M events; about {} at {:.0} M link transmissions/s",
         e.link_transmissions as f64 / 1e6,
@@ -825,12 +825,12 @@ pub fn write_outputs(
         if !summary.collectives.is_empty() {
             put("collectives.csv", tables::collectives_csv(summary))?;
         }
-        if sim.series.enabled {
+        if sim.series().enabled {
             for kind in series::Kind::ALL {
                 put(kind.file(), series::csv(sim, kind))?;
             }
         }
-        let views = &sim.scenario.report;
+        let views = &sim.scenario().report;
         if views.plots || views.html {
             let svgs = plots::all(sim).map_err(std::io::Error::other)?;
             if views.html {
@@ -862,15 +862,15 @@ pub fn write_outputs(
 /// dynamically (or for runs of more than 200,000 QPs, to keep reports
 /// quick). Shows which uplinks per-flow hashing made collide.
 pub fn connections_per_port(sim: &Simulation) -> Option<Vec<u32>> {
-    if sim.qps.len() > 200_000 {
+    if sim.qps().len() > 200_000 {
         return None;
     }
     let mut seen = std::collections::HashSet::new();
-    let mut n = vec![0u32; sim.ports.len()];
-    for q in 0..sim.qps.len() {
-        let qp = &sim.qps[q];
+    let mut n = vec![0u32; sim.ports().len()];
+    for q in 0..sim.qps().len() {
+        let qp = &sim.qps()[q];
         let route = sim.qp_route(crate::topology::QpId(q as u32))?;
-        let dst = sim.flows[qp.flow.idx()].spec.dst_nic;
+        let dst = sim.flows()[qp.flow.idx()].spec.dst_nic;
         let key = (qp.src_port.0, dst.0, qp.udp_sport);
         if !seen.insert(key) {
             continue;

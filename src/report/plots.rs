@@ -85,18 +85,18 @@ fn empty(root: &Area, title: &str, why: &str) -> Res {
 /// The busiest links (by bytes sent), ordered by tier pair and then by
 /// name, with the label of each tier pair.
 pub fn heatmap_links(sim: &Simulation) -> Vec<(PortId, String)> {
-    let topo = &sim.topo;
+    let topo = &sim.topo();
     let names = topo.kind.tier_names();
     let tier = |p: PortId| match topo.port(p).owner {
         Owner::Switch(s) => names[topo.switches[s.idx()].tier as usize],
         Owner::Nic(_) => "nic",
     };
     let mut busy: Vec<(u64, u32)> = sim
-        .series
+        .series()
         .link_util
         .series()
         .into_keys()
-        .map(|k| (sim.ports[k as usize].tx_wire_bytes, k))
+        .map(|k| (sim.ports()[k as usize].tx_wire_bytes, k))
         .collect();
     busy.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     busy.truncate(HEATMAP_ROWS);
@@ -259,7 +259,7 @@ fn heatmap(
 
 fn link_heatmap(sim: &Simulation, root: &Area) -> Res {
     let title = "Link utilization";
-    if !sim.series.enabled {
+    if !sim.series().enabled {
         return empty(
             root,
             title,
@@ -273,15 +273,15 @@ fn link_heatmap(sim: &Simulation, root: &Area) -> Res {
     let rows: Vec<(String, Cow<[f32]>, String)> = links
         .iter()
         .map(|(p, tier)| {
-            let v = sim.series.link_util.get(p.0).unwrap_or_default();
-            (sim.topo.link_name(*p), v, tier.clone())
+            let v = sim.series().link_util.get(p.0).unwrap_or_default();
+            (sim.topo().link_name(*p), v, tier.clone())
         })
         .collect();
-    let desc = format!("busiest links of {}", sim.series.link_util.len());
+    let desc = format!("busiest links of {}", sim.series().link_util.len());
     heatmap(
         root,
         title,
-        &sim.series,
+        sim.series(),
         &rows,
         &desc,
         "utilization",
@@ -391,14 +391,14 @@ fn lines_over_time(
 
 fn queue_depth(sim: &Simulation, root: &Area) -> Res {
     let title = "Deepest switch queues";
-    if !sim.series.enabled {
+    if !sim.series().enabled {
         return empty(
             root,
             title,
             "no time series: [report] sample_interval is \"off\"",
         );
     }
-    let g = &sim.series.queue_depth;
+    let g = &sim.series().queue_depth;
     let keys = top_by_peak(g, LINES);
     if keys.is_empty() {
         return empty(root, title, "no switch queue ever held a frame");
@@ -422,16 +422,16 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
     // ingress ports feeding it would pause.
     let (port, q) = (keys[0] as usize / QUEUES, keys[0] as usize % QUEUES);
     let mut marks = Vec::new();
-    if let Some(w) = &sim.queues[port].wred[q] {
+    if let Some(w) = &sim.queues()[port].wred[q] {
         marks.push(("WRED min".to_string(), w.cfg.min as f64 / 1e3));
         marks.push(("WRED max".to_string(), w.cfg.max as f64 / 1e3));
     }
     if let Some(slot) = sim
-        .pfc_slot
+        .pfc_slot()
         .get(q)
         .filter(|&&s| s != crate::engine::NO_SLOT)
     {
-        let cfg = &sim.pfc[port * sim.pfc_slots + *slot as usize].cfg;
+        let cfg = &sim.pfc()[port * sim.pfc_slots() + *slot as usize].cfg;
         marks.push((
             "PFC XOFF (per ingress port)".to_string(),
             cfg.xoff as f64 / 1e3,
@@ -440,7 +440,7 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
     lines_over_time(
         root,
         title,
-        &sim.series,
+        sim.series(),
         "deepest in the interval (KB)",
         &lines,
         &marks,
@@ -450,13 +450,13 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
 /// The (port, priority) series paused longest, ordered by the tier of
 /// the paused sender and then by name, with that tier.
 pub fn pfc_rows(sim: &Simulation) -> Vec<(u32, String)> {
-    let g = &sim.series.pfc_paused;
+    let g = &sim.series().pfc_paused;
     let mut keys: Vec<(f32, u32)> = g.iter().map(|(k, s)| (s.iter().sum::<f32>(), k)).collect();
     keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     keys.truncate(HEATMAP_ROWS);
-    let names = sim.topo.kind.tier_names();
-    let tier = |p: PortId| match sim.topo.port(p).owner {
-        Owner::Switch(s) => names[sim.topo.switches[s.idx()].tier as usize],
+    let names = sim.topo().kind.tier_names();
+    let tier = |p: PortId| match sim.topo().port(p).owner {
+        Owner::Switch(s) => names[sim.topo().switches[s.idx()].tier as usize],
         Owner::Nic(_) => "nic",
     };
     let mut rows: Vec<(u32, String, String)> = keys
@@ -476,14 +476,14 @@ pub fn pfc_rows(sim: &Simulation) -> Vec<(u32, String)> {
 
 fn pfc_timeline(sim: &Simulation, root: &Area) -> Res {
     let title = "PFC pause timeline";
-    if !sim.series.enabled {
+    if !sim.series().enabled {
         return empty(
             root,
             title,
             "no time series: [report] sample_interval is \"off\"",
         );
     }
-    let g = &sim.series.pfc_paused;
+    let g = &sim.series().pfc_paused;
     if g.is_empty() {
         return empty(root, title, "no port was paused by PFC");
     }
@@ -500,7 +500,7 @@ fn pfc_timeline(sim: &Simulation, root: &Area) -> Res {
     heatmap(
         root,
         title,
-        &sim.series,
+        sim.series(),
         &rows,
         "ports and priorities paused longest",
         "share paused",
@@ -511,14 +511,14 @@ fn pfc_timeline(sim: &Simulation, root: &Area) -> Res {
 
 fn ecn_cnp(sim: &Simulation, root: &Area) -> Res {
     let title = "ECN marks and CNPs, whole fabric";
-    if !sim.series.enabled {
+    if !sim.series().enabled {
         return empty(
             root,
             title,
             "no time series: [report] sample_interval is \"off\"",
         );
     }
-    let s = &sim.series;
+    let s = &sim.series();
     let total = |g: &crate::engine::series::Group| -> Vec<f64> {
         (0..s.points)
             .map(|i| g.series().into_values().map(|v| v[i] as f64).sum::<f64>() / 1e6)
@@ -544,7 +544,7 @@ fn ecn_cnp(sim: &Simulation, root: &Area) -> Res {
 fn fct_cdf(sim: &Simulation, root: &Area) -> Res {
     let title = "Transfer completion times";
     let mut fct: Vec<f64> = sim
-        .flows
+        .flows()
         .iter()
         .filter_map(|f| f.finish.map(|t| (t - f.start).0 as f64 / 1e6))
         .collect();
@@ -592,7 +592,7 @@ fn fct_cdf(sim: &Simulation, root: &Area) -> Res {
 fn slowdown(sim: &Simulation, root: &Area) -> Res {
     let title = "Slowdown by transfer size";
     let pts: Vec<(f64, f64)> = sim
-        .flows
+        .flows()
         .iter()
         .filter_map(|f| {
             let fin = f.finish?;
@@ -662,14 +662,14 @@ fn slowdown(sim: &Simulation, root: &Area) -> Res {
 
 fn qp_rate(sim: &Simulation, root: &Area) -> Res {
     let title = "QP sending rates";
-    if !sim.series.enabled {
+    if !sim.series().enabled {
         return empty(
             root,
             title,
             "no time series: [report] sample_interval is \"off\"",
         );
     }
-    let s = &sim.series;
+    let s = &sim.series();
     let keys: Vec<u32> = s.qp_send.series().into_keys().take(LINES).collect();
     if keys.is_empty() {
         return empty(root, title, "no tracked QP sent data ([report] sample_qps)");
@@ -705,7 +705,7 @@ fn qp_rate(sim: &Simulation, root: &Area) -> Res {
 /// member's bytes.
 pub fn busiest_groups(sim: &Simulation) -> Vec<(String, Vec<(String, u64)>)> {
     let mut groups = Vec::new();
-    for (si, routes) in sim.routes.switches.iter().enumerate() {
+    for (si, routes) in sim.routes().switches.iter().enumerate() {
         for g in 0..routes.groups.len() as u32 {
             let members = routes.member_slice(g);
             if members.len() < 2 {
@@ -713,7 +713,12 @@ pub fn busiest_groups(sim: &Simulation) -> Vec<(String, Vec<(String, u64)>)> {
             }
             let bytes: Vec<(String, u64)> = members
                 .iter()
-                .map(|&p| (sim.topo.member_name(p), sim.ports[p.idx()].tx_wire_bytes))
+                .map(|&p| {
+                    (
+                        sim.topo().member_name(p),
+                        sim.ports()[p.idx()].tx_wire_bytes,
+                    )
+                })
                 .collect();
             let total: u64 = bytes.iter().map(|b| b.1).sum();
             // A switch's groups often share members: show each set once.
@@ -721,7 +726,7 @@ pub fn busiest_groups(sim: &Simulation) -> Vec<(String, Vec<(String, u64)>)> {
             groups.push((
                 total,
                 key,
-                format!("{} g{g}", sim.topo.switches[si].name),
+                format!("{} g{g}", sim.topo().switches[si].name),
                 bytes,
             ));
         }

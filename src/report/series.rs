@@ -76,7 +76,7 @@ impl Kind {
     }
 
     pub fn element_name(self, sim: &Simulation, key: u32) -> String {
-        let topo = &sim.topo;
+        let topo = &sim.topo();
         let k = key as usize;
         match self {
             Kind::LinkUtil | Kind::EcnMarks | Kind::Cnps => topo.link_name(PortId(key)),
@@ -91,7 +91,7 @@ impl Kind {
                 k % QUEUES
             ),
             Kind::QpSend | Kind::QpDcqcn => {
-                format!("qp{} flow{}", key, sim.qps[k].flow.0)
+                format!("qp{} flow{}", key, sim.qps()[k].flow.0)
             }
         }
     }
@@ -151,7 +151,7 @@ fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
 /// tables), one row per bucket; values are numbers, so only the header
 /// goes through the CSV writer.
 pub fn csv(sim: &Simulation, kind: Kind) -> std::io::Result<Vec<u8>> {
-    let s = &sim.series;
+    let s = &sim.series();
     let g = kind.group(s);
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["time_us".to_string()];

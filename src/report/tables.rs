@@ -72,8 +72,8 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "out_of_order_fraction",
         "medium",
     ])?;
-    for (i, f) in sim.flows.iter().enumerate() {
-        let qps = &sim.qps[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
+    for (i, f) in sim.flows().iter().enumerate() {
+        let qps = &sim.qps()[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
         let fct = f.finish.map(|t| t - f.start);
         let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
         w.write_record([
@@ -81,8 +81,8 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             f.spec.workload.to_string(),
             f.spec.src.0.to_string(),
             f.spec.dst.0.to_string(),
-            sim.topo.gpu_name(f.spec.src),
-            sim.topo.gpu_name(f.spec.dst),
+            sim.topo().gpu_name(f.spec.src),
+            sim.topo().gpu_name(f.spec.dst),
             f.spec.bytes.to_string(),
             f.n_qps.to_string(),
             opt((f.start != SimTime::MAX).then_some(f.start.0)),
@@ -111,7 +111,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 .to_string(),
             paths(sim, f.first_qp, f.n_qps),
             (f.first_qp..f.first_qp + f.n_qps)
-                .filter_map(|q| sim.paths.get(crate::topology::QpId(q)))
+                .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
                 .map(|p| p.changes)
                 .sum::<u64>()
                 .to_string(),
@@ -127,7 +127,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
     }
     // Copies between GPUs of one host went over NVLink: rows of their own,
     // with no flow id and no network figures.
-    let graph = &sim.tasks.graph;
+    let graph = &sim.tasks().graph;
     for (t, task) in graph.tasks.iter().enumerate() {
         let TaskKind::Local { src, dst, bytes } = task.kind else {
             continue;
@@ -135,12 +135,12 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         if src == dst {
             continue;
         }
-        let started = sim.tasks.started[t];
-        let done = sim.tasks.done[t];
+        let started = sim.tasks().started[t];
+        let done = sim.tasks().done[t];
         let start = (started != SimTime::MAX).then_some(started);
         let finish = (done != SimTime::MAX).then_some(done);
         let fct = start.zip(finish).map(|(s, f)| f - s);
-        let ideal = sim.tasks.nvlink.alone(bytes);
+        let ideal = sim.tasks().nvlink.alone(bytes);
         let workload = graph
             .workload_first_task
             .partition_point(|&first| first as usize <= t)
@@ -151,8 +151,8 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             workload.to_string(),
             src.0.to_string(),
             dst.0.to_string(),
-            sim.topo.gpu_name(src),
-            sim.topo.gpu_name(dst),
+            sim.topo().gpu_name(src),
+            sim.topo().gpu_name(dst),
             bytes.to_string(),
             "0".into(),
             opt(start),
@@ -180,13 +180,13 @@ fn paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
     let mut seen: Vec<String> = Vec::new();
     for q in first_qp..first_qp + n_qps {
         let q = crate::topology::QpId(q);
-        let p = match (sim.qp_path(q), sim.paths.get(q)) {
+        let p = match (sim.qp_path(q), sim.paths().get(q)) {
             (Some(hops), _) => hops
                 .iter()
-                .map(|s| sim.topo.switches[s.idx()].name.as_str())
+                .map(|s| sim.topo().switches[s.idx()].name.as_str())
                 .collect::<Vec<_>>()
                 .join(">"),
-            (None, Some(record)) => record.describe(&sim.topo),
+            (None, Some(record)) => record.describe(sim.topo()),
             (None, None) => "dynamic".to_string(),
         };
         if !seen.contains(&p) {
@@ -212,7 +212,7 @@ pub fn groups_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "jain",
         "shared",
     ])?;
-    for (si, routes) in sim.routes.switches.iter().enumerate() {
+    for (si, routes) in sim.routes().switches.iter().enumerate() {
         let groups: Vec<&[PortId]> = (0..routes.groups.len() as u32)
             .map(|g| routes.member_slice(g))
             .collect();
@@ -222,16 +222,16 @@ pub fn groups_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             }
             let bytes: Vec<u64> = members
                 .iter()
-                .map(|p| sim.ports[p.idx()].tx_wire_bytes)
+                .map(|p| sim.ports()[p.idx()].tx_wire_bytes)
                 .collect();
             let shared = groups
                 .iter()
                 .enumerate()
                 .any(|(h, o)| h != g && o.iter().any(|p| members.contains(p)));
             let (mom, jain) = spread(&bytes);
-            let names: Vec<String> = members.iter().map(|&p| sim.topo.member_name(p)).collect();
+            let names: Vec<String> = members.iter().map(|&p| sim.topo().member_name(p)).collect();
             w.write_record([
-                sim.topo.switches[si].name.clone(),
+                sim.topo().switches[si].name.clone(),
                 g.to_string(),
                 members.len().to_string(),
                 names.join(";"),
@@ -276,7 +276,7 @@ fn paths_used(sim: &Simulation, first_qp: u32, n_qps: u32) -> usize {
             if !statics.contains(&r) {
                 statics.push(r);
             }
-        } else if let Some(rec) = sim.paths.get(q) {
+        } else if let Some(rec) = sim.paths().get(q) {
             for st in &rec.steps {
                 if !pairs.contains(&(st.switch.0, st.port)) {
                     pairs.push((st.switch.0, st.port));
@@ -301,7 +301,7 @@ fn ack_paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
         let p = match sim.qp_ack_route(crate::topology::QpId(q)) {
             Some(route) => route[1..]
                 .iter()
-                .map(|&p| sim.topo.owner_name(p))
+                .map(|&p| sim.topo().owner_name(p))
                 .collect::<Vec<_>>()
                 .join(">"),
             None => "dynamic".to_string(),
@@ -314,7 +314,7 @@ fn ack_paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
 }
 
 pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let topo = &sim.topo;
+    let topo = &sim.topo();
     let names = topo.kind.tier_names();
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
@@ -330,11 +330,11 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "drops",
         "connections",
     ])?;
-    let span = sim.now.0.max(1) as f64;
+    let span = sim.now().0.max(1) as f64;
     let conns = super::connections_per_port(sim);
     for (li, l) in topo.links.iter().enumerate() {
         for p in [l.a, l.b] {
-            let port = &sim.ports[p.idx()];
+            let port = &sim.ports()[p.idx()];
             let peer = topo.port(p).peer;
             let tier = if l.tier == 0 {
                 format!("host-{}", names[0])
@@ -350,8 +350,8 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 port.tx_wire_bytes.to_string(),
                 port.tx_packets.to_string(),
                 format!("{:.4}", port.busy_ps as f64 / span),
-                sim.queues[p.idx()].max_bytes.to_string(),
-                sim.port_drops[p.idx()].packets.to_string(),
+                sim.queues()[p.idx()].max_bytes.to_string(),
+                sim.port_drops()[p.idx()].packets.to_string(),
                 conns
                     .as_ref()
                     .map_or(String::new(), |c| c[p.idx()].to_string()),
@@ -363,7 +363,7 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
 
 /// One row per switch egress queue that carried or dropped anything.
 pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let topo = &sim.topo;
+    let topo = &sim.topo();
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "from",
@@ -379,7 +379,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "watchdog_drops",
         "trims",
     ])?;
-    for (p, q) in sim.queues.iter().enumerate() {
+    for (p, q) in sim.queues().iter().enumerate() {
         let pid = PortId(p as u32);
         if !matches!(topo.port(pid).owner, Owner::Switch(_)) {
             continue;
@@ -393,7 +393,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 topo.owner_name(pid).to_string(),
                 topo.owner_name(topo.port(pid).peer).to_string(),
                 i.to_string(),
-                sim.scenario.qos.queues[i].name.clone(),
+                sim.scenario().qos.queues[i].name.clone(),
                 st.frames.to_string(),
                 st.enqueued.to_string(),
                 st.max_bytes.to_string(),
@@ -412,7 +412,7 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
 /// frame: the port's node, its peer, what it sent (it was congested) and
 /// what it received (its transmitter was paused).
 pub fn pfc_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let topo = &sim.topo;
+    let topo = &sim.topo();
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "node",
@@ -431,15 +431,15 @@ pub fn pfc_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "watchdog_events",
         "lossless_drops",
     ])?;
-    let n = sim.pfc_slots.max(1);
-    for (i, st) in sim.pfc.iter().enumerate() {
+    let n = sim.pfc_slots().max(1);
+    for (i, st) in sim.pfc().iter().enumerate() {
         let active = st.pauses_sent + st.pauses_received + st.lossless_drops + st.watchdog_events;
         if active == 0 {
             continue;
         }
         let pid = PortId((i / n) as u32);
         let prio = (0..8)
-            .find(|&q| sim.pfc_slot[q] as usize == i % n)
+            .find(|&q| sim.pfc_slot()[q] as usize == i % n)
             .unwrap_or(0);
         w.write_record([
             topo.owner_name(pid).to_string(),
@@ -480,7 +480,7 @@ pub fn qps_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "max_reorder_bytes",
         "reorder_discards",
     ])?;
-    for (i, q) in sim.qps.iter().enumerate() {
+    for (i, q) in sim.qps().iter().enumerate() {
         let d = q.req.rate.dcqcn();
         w.write_record([
             i.to_string(),

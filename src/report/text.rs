@@ -15,7 +15,7 @@ const MAX_COLLECTIVE_ROWS: usize = 12;
 
 pub fn render(sim: &Simulation, s: &Summary) -> String {
     let mut o = String::new();
-    let t = &sim.topo;
+    let t = &sim.topo();
     let _ = writeln!(o, "fabricsim: {} (seed {})", s.scenario, s.seed);
     let _ = writeln!(
         o,
@@ -28,9 +28,9 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         t.links.len()
     );
     let mut kinds: Vec<String> = Vec::new();
-    for w in &sim.scenario.workloads {
+    for w in &sim.scenario().workloads {
         let n = sim
-            .flows
+            .flows()
             .iter()
             .filter(|f| f.spec.workload as usize == kinds.len())
             .count();
@@ -209,13 +209,13 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         }
     }
     // The busiest switch egress ports.
-    let mut hot: Vec<usize> = (0..sim.ports.len())
+    let mut hot: Vec<usize> = (0..sim.ports().len())
         .filter(|&p| matches!(t.ports[p].owner, crate::topology::Owner::Switch(_)))
-        .filter(|&p| sim.ports[p].busy_ps > 0)
+        .filter(|&p| sim.ports()[p].busy_ps > 0)
         .collect();
-    hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports[p].busy_ps), p));
+    hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports()[p].busy_ps), p));
     if !hot.is_empty() {
-        let span = sim.now.0.max(1) as f64;
+        let span = sim.now().0.max(1) as f64;
         let _ = writeln!(o, "\nbusiest switch egress ports");
         // Static routes: how many connections hash onto each port.
         let conns = super::connections_per_port(sim);
@@ -233,7 +233,7 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             }
         );
         for &p in hot.iter().take(5) {
-            let port = &sim.ports[p];
+            let port = &sim.ports()[p];
             let pid = crate::topology::PortId(p as u32);
             let name = format!("{} -> {}", t.owner_name(pid), t.owner_name(port.peer));
             let _ = writeln!(
@@ -241,8 +241,8 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                 "  {:<34} {:>5.1}% {:>11} {:>7}{}",
                 name,
                 100.0 * port.busy_ps as f64 / span,
-                fmt_bytes(sim.queues[p].max_bytes),
-                sim.port_drops[p].packets,
+                fmt_bytes(sim.queues()[p].max_bytes),
+                sim.port_drops()[p].packets,
                 conns
                     .as_ref()
                     .map_or(String::new(), |c| format!(" {:>13}", c[p]))
