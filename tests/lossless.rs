@@ -16,6 +16,26 @@ fn prepare(text: &str, sets: &[&str]) -> Simulation {
     Simulation::new(scenario::prepare("test.toml", text, &sets).unwrap_or_else(|e| panic!("{e}")))
 }
 
+/// Runs `sim` through `window`; each QP's payload delivered in it, in
+/// Gb/s.
+fn goodput_over(sim: &mut Simulation, window: (SimTime, SimTime)) -> Vec<f64> {
+    sim.run_until(window.0, u64::MAX);
+    let before: Vec<u64> = sim.qps().iter().map(|q| q.resp.delivered_bytes).collect();
+    sim.run_until(window.1, u64::MAX);
+    let secs = (window.1 - window.0).0 as f64 / 1e12;
+    sim.qps()
+        .iter()
+        .zip(&before)
+        .map(|(q, b)| (q.resp.delivered_bytes - b) as f64 * 8.0 / secs / 1e9)
+        .collect()
+}
+
+/// Jain's fairness index of `x`.
+fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    sum * sum / (x.len() as f64 * x.iter().map(|v| v * v).sum::<f64>())
+}
+
 /// PFC slot of switch port `p` (one lossless class).
 fn slot(sim: &Simulation, p: PortId) -> usize {
     assert_eq!(sim.pfc_slots(), 1);
@@ -138,23 +158,14 @@ bytes = "200MB"
 /// Four long flows into one 100G port under the default DCQCN: over 50 ms
 /// of steady state the four shares are fair (Jain above 0.95), the port
 /// stays busy, the bottleneck queue settles around WRED min (400 KB at
-/// 100G) and never reaches WRED max (1.6 MB), and no PFC pause is sent. Prints the figures it checks.
+/// 100G) and never reaches WRED max (1.6 MB), and no PFC pause is sent.
+/// Prints the figures it checks.
 #[test]
 fn dcqcn_converges_to_a_fair_share_near_the_marking_thresholds() {
     let window = (SimTime::from_us(5000), SimTime::from_us(55000));
     let mut sim = prepare(FOUR_INTO_ONE, &[]);
-    sim.run_until(window.0, u64::MAX);
-    let before: Vec<u64> = sim.qps().iter().map(|q| q.resp.delivered_bytes).collect();
-    sim.run_until(window.1, u64::MAX);
-    let secs = (window.1 - window.0).0 as f64 / 1e12;
-    let gbps: Vec<f64> = sim
-        .qps()
-        .iter()
-        .zip(&before)
-        .map(|(q, b)| (q.resp.delivered_bytes - b) as f64 * 8.0 / secs / 1e9)
-        .collect();
-    let sum: f64 = gbps.iter().sum();
-    let jain = sum * sum / (4.0 * gbps.iter().map(|g| g * g).sum::<f64>());
+    let gbps = goodput_over(&mut sim, window);
+    let (sum, jain) = (gbps.iter().sum::<f64>(), jain(&gbps));
     // The bottleneck queue (switch port to GPU 0) over the window.
     let to0 = sim.topo().port(sim.topo().nics[0].ports[0]).peer;
     let series = &sim.series();
@@ -580,24 +591,13 @@ fn firmware_dcqcn_takes_the_incast_over_from_pfc() {
     // second half of the time before that.
     let mut sim = prepare(&text, &["report.samples=4000"]);
     let window = (SimTime::from_us(1100), SimTime::from_us(2200));
-    sim.run_until(window.0, u64::MAX);
-    let before: Vec<u64> = sim.qps().iter().map(|q| q.resp.delivered_bytes).collect();
-    sim.run_until(window.1, u64::MAX);
+    let gbps = goodput_over(&mut sim, window);
     assert!(sim
         .qps()
         .iter()
         .all(|q| q.resp.delivered_bytes < 16_000_000));
-    let secs = (window.1 - window.0).0 as f64 / 1e12;
-    let gbps: Vec<f64> = sim
-        .qps()
-        .iter()
-        .zip(&before)
-        .map(|(q, b)| (q.resp.delivered_bytes - b) as f64 * 8.0 / secs / 1e9)
-        .collect();
     assert_eq!(gbps.len(), 6);
-    let sum: f64 = gbps.iter().sum();
-    let squares: f64 = gbps.iter().map(|g| g * g).sum();
-    let jain = sum * sum / (6.0 * squares);
+    let (sum, jain) = (gbps.iter().sum::<f64>(), jain(&gbps));
     assert!(jain > 0.95, "Jain {jain:.3} over rates {gbps:?} Gb/s");
     assert!(
         sum > 0.85 * 400.0,
