@@ -413,6 +413,23 @@ src = 0
 dst = 1
 bytes = "1MB"
 "#;
+    // The DCQCN keys with names: each error lists what is accepted, and
+    // the byte counter can be turned off.
+    let e = error_of(base, &["dcqcn.alpha_update=\"sometimes\""]);
+    assert!(
+        e.contains("dcqcn.alpha_update") && e.contains("on-cnp, per-period"),
+        "{e}"
+    );
+    let e = error_of(base, &["dcqcn.preset=\"cx9\""]);
+    assert!(
+        e.contains("dcqcn.preset") && e.contains("connectx-firmware"),
+        "{e}"
+    );
+    let e = error_of(base, &["dcqcn.byte_counter=\"never\""]);
+    assert!(e.contains("dcqcn.byte_counter"), "{e}");
+    let off = scenario::prepare("t.toml", base, &["dcqcn.byte_counter=\"off\"".to_string()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(off.scenario.transport.dcqcn.byte_counter, u64::MAX);
     let e = error_of(base, &["qos.class[0].xoff=\"9MB\""]);
     assert!(
         e.contains("qos.class[0].xoff") && e.contains("above the switch buffer"),
