@@ -8,6 +8,7 @@
 //! packets from `wire`; `report` writes the results.
 
 pub mod bench;
+pub mod cache;
 pub mod console;
 pub mod engine;
 pub mod fuzz;

@@ -1,7 +1,7 @@
 //! The balancers' periodic work in the event loop: quality bands for DLB
 //! and GLB, GLB heartbeats between switches, and ALB's bucket sampling.
 
-use super::{Event, Simulation};
+use super::{io, Event, Simulation, Wires};
 use crate::scenario::Scenario;
 use crate::switch::balance::dlb::{self, BEST};
 use crate::switch::balance::glb::heartbeat_port;
@@ -210,15 +210,17 @@ impl Simulation {
         let span = self.balance.quality_every;
         for d in &mut self.balance.ports {
             let i = d.port.idx();
-            let sent = self.ports[i].tx_wire_bytes - d.last_tx;
-            d.last_tx = self.ports[i].tx_wire_bytes;
+            let port = &self.egress.ports()[i];
+            let sent = port.tx_wire_bytes - d.last_tx;
+            d.last_tx = port.tx_wire_bytes;
             let capacity = self.topo.ports[i].rate.bps() as f64 * span.0 as f64 / 8e12;
             let util = (sent as f64 / capacity).min(1.0);
             d.load += d.load_weight * (util - d.load);
-            self.balance.quality[i] = if self.ports[i].down {
+            self.balance.quality[i] = if port.down {
                 0
             } else {
-                dlb::quality(d.load, self.queues[i].total_bytes, d.queue_full)
+                let queued = self.egress.queues()[i].total_bytes;
+                dlb::quality(d.load, queued, d.queue_full)
             };
         }
         if self.traffic_left() {
@@ -259,7 +261,8 @@ impl Simulation {
                 };
                 self.balance.heartbeats_sent += 1;
                 self.balance.heartbeat_bytes += wire as u64;
-                self.send_control(port, pkt);
+                let turn = self.egress.send_control(&mut io!(self), port, pkt);
+                self.after(port, turn);
             }
             self.balance.helpers[h].last = bands;
         }
@@ -273,8 +276,8 @@ impl Simulation {
     #[inline(never)]
     pub(super) fn receive_heartbeat(&mut self, p: PortId, pkt: &Packet) {
         let bands = self.balance.slots.take(pkt.psn);
-        if let Owner::Switch(s) = self.owners[p.idx()] {
-            if let Some(g) = &mut self.switches[s.idx()].balancer.parts.glb {
+        if let Owner::Switch(s) = self.egress.owner(p) {
+            if let Some(g) = &mut self.egress.switch_mut(s.idx()).balancer.parts.glb {
                 g.receive(p, &bands);
             }
         }
@@ -284,7 +287,8 @@ impl Simulation {
     #[inline(never)]
     pub(super) fn alb_tick(&mut self) {
         for &s in &self.balance.alb {
-            self.switches[s.idx()]
+            self.egress
+                .switch_mut(s.idx())
                 .balancer
                 .tick(self.now, &self.routes.switches[s.idx()]);
         }

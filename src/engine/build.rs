@@ -34,7 +34,7 @@ pub(super) fn pfc(
     qos: &QosConfig,
     preset: &DcqcnParams,
     max_frame: u32,
-) -> ([u8; QUEUES], usize, Vec<PfcPrio>, Vec<u64>) {
+) -> (([u8; QUEUES], usize, Vec<PfcPrio>), Vec<u64>) {
     // PFC: one slot per lossless priority on every port.
     let mut pfc_slot = [NO_SLOT; QUEUES];
     let mut pfc_slots = 0;
@@ -55,7 +55,7 @@ pub(super) fn pfc(
             pfc.push(PfcPrio::new(cfg));
         }
     }
-    (pfc_slot, pfc_slots, pfc, reserved)
+    ((pfc_slot, pfc_slots, pfc), reserved)
 }
 
 /// Every port's egress queues: the scheduler, and WRED where a switch

@@ -156,6 +156,7 @@ impl Simulation {
                 }
             }
         }
+        self.egress.capturing = true;
         self.capture = Some(Box::new(Capture {
             ports,
             qps,
@@ -176,6 +177,7 @@ impl Simulation {
     /// and how many the limit kept out.
     pub fn finish_capture(&mut self) -> Option<Result<(u64, u32, u64), String>> {
         let mut c = self.capture.take()?;
+        self.egress.capturing = false;
         let flushed = c.out.flush();
         Some(match c.error.take().map_or(flushed, Err) {
             Ok(()) => Ok((c.frames, c.ifaces, c.over_limit)),
@@ -184,9 +186,8 @@ impl Simulation {
     }
 
     /// A frame starts on the link out of port `p`.
-    pub(super) fn capture_frame(&mut self, p: PortId, id: crate::wire::PacketId) {
+    pub(super) fn capture_frame(&mut self, p: PortId, pkt: &crate::wire::Packet) {
         let now = self.now;
-        let pkt = *self.packets.get(id);
         let Some(c) = self.capture.as_deref_mut() else {
             return;
         };

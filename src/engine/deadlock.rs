@@ -24,12 +24,12 @@ impl Simulation {
     /// queue's frames are stuck behind the next: the first found, from the
     /// lowest port, so the same state gives the same answer.
     pub fn pfc_cycle(&self) -> Option<Vec<Waiting>> {
-        let n = self.ports.len();
+        let n = self.egress.ports().len();
         let node = |p: usize, q: usize| p * QUEUES + q;
         let waiting = |p: usize, q: u8| {
             matches!(self.topo.ports[p].owner, Owner::Switch(_))
-                && self.queues[p].is_nonempty(q)
-                && self.queues[p].is_paused(q, self.now)
+                && self.egress.queues()[p].is_nonempty(q)
+                && self.egress.queues()[p].is_paused(q, self.now)
         };
         let stuck: Vec<(usize, u8)> = (0..n)
             .flat_map(|p| (0..QUEUES as u8).map(move |q| (p, q)))
@@ -50,7 +50,7 @@ impl Simulation {
                 for &out in &self.topo.switches[s.idx()].ports {
                     for q2 in 0..QUEUES as u8 {
                         if waiting(out.idx(), q2)
-                            && self.queues[out.idx()].holds_from(q2, ingress.0)
+                            && self.egress.queues()[out.idx()].holds_from(q2, ingress.0)
                         {
                             next[node(p, q as usize)].push(node(out.idx(), q2 as usize));
                         }

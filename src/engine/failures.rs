@@ -4,12 +4,12 @@
 //! frame put on a dead link, or on the wire of a link when it died, is
 //! lost and counted against the failure.
 
-use super::{Event, Simulation};
+use super::{io, Event, Simulation, Wires};
 use crate::scenario::failures::{FailureConfig, Target};
 use crate::topology::routing::Routes;
 use crate::topology::{LinkId, PortId, QpId, Topology};
 use crate::units::{Rate, SimTime};
-use crate::wire::PacketId;
+use crate::wire::Packet;
 
 /// What one failure did.
 #[derive(Clone, Debug)]
@@ -141,7 +141,7 @@ impl Simulation {
                 let r = if up { self.failures.rate0[l.idx()] } else { r };
                 for p in [link.a, link.b] {
                     self.topo.ports[p.idx()].rate = r;
-                    self.ports[p.idx()].ps_per_byte = r.exact_ps_per_byte().unwrap_or(0);
+                    self.egress.set_rate(p, r);
                 }
                 continue;
             }
@@ -153,14 +153,9 @@ impl Simulation {
                 self.failures.link_cause[l.idx()] = i;
             }
             let down = *n > 0;
-            self.links_failed |= down;
             for p in [link.a, link.b] {
-                self.ports[p.idx()].down = down;
-                if down {
-                    self.flush_dead_port(p);
-                } else {
-                    self.kick(p);
-                }
+                let turn = self.egress.set_down(&mut io!(self), p, down);
+                self.after(p, turn);
             }
         }
         self.failures.unconverged.push(i);
@@ -182,7 +177,7 @@ impl Simulation {
             .routes0
             .as_ref()
             .expect("failures keep routes");
-        for (s, sw) in self.switches.iter_mut().enumerate() {
+        for (s, sw) in self.egress.switches_mut().iter_mut().enumerate() {
             sw.balancer
                 .reroute(&routes0.switches[s], &self.routes.switches[s], &self.topo);
         }
@@ -221,37 +216,10 @@ impl Simulation {
             .collect()
     }
 
-    /// A frame is lost to a failure: on a dead port, or with no route.
+    /// A frame (already freed) is lost to a failure: on a dead port, or
+    /// with no route.
     #[inline(never)]
-    /// A port whose link just failed loses every frame waiting in it, at
-    /// once and counted against the failure, and gives their buffer back.
-    fn flush_dead_port(&mut self, p: PortId) {
-        for (e, q) in self.queues[p.idx()].drain_all() {
-            self.ports[p.idx()].queued -= 1;
-            self.lose_queued(p, q, e.id, e.wire_bytes, e.ingress);
-        }
-    }
-
-    /// A frame that was (or was about to be) queued at port `p` is lost
-    /// to the port's dead link: its buffer is given back at a switch.
-    pub(super) fn lose_queued(
-        &mut self,
-        p: PortId,
-        queue: u8,
-        id: PacketId,
-        wire: u32,
-        ingress: u32,
-    ) {
-        if let crate::topology::Owner::Switch(s) = self.owners[p.idx()] {
-            if ingress != super::LOCAL && queue != crate::switch::schedule::CONTROL {
-                self.release(s.idx(), ingress, queue, super::held(wire));
-            }
-        }
-        self.lose(Some(p), id);
-    }
-
-    pub(super) fn lose(&mut self, p: Option<PortId>, id: PacketId) {
-        let pkt = *self.packets.get(id);
+    pub(super) fn lost(&mut self, p: Option<PortId>, pkt: &Packet) {
         let cause = match p {
             Some(p) => self.failures.link_cause[self.topo.port(p).link.idx()],
             None => self.failures.unconverged.last().copied().unwrap_or(NONE),
@@ -278,7 +246,7 @@ impl Simulation {
                 }
             }
         }
-        self.drop_packet(id);
+        self.dropped(pkt);
     }
 
     /// A QP delivered in-order data: if a failure had cost it a packet, it

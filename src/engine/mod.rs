@@ -30,20 +30,20 @@ pub use memory::MemoryEstimate;
 pub mod ideal;
 mod lossless;
 pub mod paths;
-pub mod port;
 pub mod queue;
 pub mod series;
 pub mod tasks;
 
+use crate::cache::prefetch_read;
 use crate::nic::transport::{ReorderPool, Requester, Responder, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
 use crate::switch::balance::Ctx;
-use crate::switch::classify::{ClassMap, QUEUES};
-use crate::switch::ecn::Mark;
-use crate::switch::pfc::PfcPrio;
-use crate::switch::qos::MarkPoint;
-use crate::switch::schedule::{held, Dequeued, EgressQueues, CONTROL, LOCAL};
+use crate::switch::classify::ClassMap;
+use crate::switch::egress::{
+    Egress, EgressConfig, EgressCounters, EgressFirsts, Fate, Io, NicTurn, Timed,
+};
+use crate::switch::schedule::{Queued, LOCAL};
 use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
 use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
@@ -51,7 +51,6 @@ use crate::units::SimTime;
 use crate::wire::frame::ecn;
 use crate::wire::{Opcode, Packet, PacketArena, PacketId};
 use crate::workload::FlowSpec;
-use port::{PortDrops, PortState};
 use queue::EventQueue;
 use std::collections::VecDeque;
 
@@ -144,7 +143,10 @@ pub struct FlowState {
     pub ideal_fct: SimTime,
 }
 
-/// Fabric-wide counters.
+/// Fabric-wide counters. The engine keeps those of NICs and flows; those
+/// egress keeps (`EgressCounters`: link transmissions, marks, drops in
+/// the switches, PFC frames, trims, the watchdog) are filled in by
+/// `Simulation::counters`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Counters {
     pub events: u64,
@@ -178,8 +180,27 @@ pub struct Counters {
     pub watchdog_drops: u64,
 }
 
+impl Counters {
+    /// These counters with egress's filled in.
+    pub fn with_egress(self, e: &EgressCounters) -> Counters {
+        Counters {
+            link_transmissions: e.link_transmissions,
+            ecn_marks: e.ecn_marks,
+            wred_drops: e.wred_drops,
+            lossless_drops: e.lossless_drops,
+            trimmed_packets: e.trimmed_packets,
+            watchdog_events: e.watchdog_events,
+            watchdog_drops: e.watchdog_drops,
+            pfc_pause_frames: e.pfc_pause_frames,
+            pfc_resume_frames: e.pfc_resume_frames,
+            ..self
+        }
+    }
+}
+
 /// When each congestion mechanism first acted: the order a user reads
-/// to see whether ECN acted before PFC.
+/// to see whether ECN acted before PFC. The engine sets the NIC's (CNP,
+/// rate cut); egress's are filled in by `Simulation::firsts`.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct FirstEvents {
     pub ecn_mark_ps: Option<u64>,
@@ -194,13 +215,22 @@ pub struct FirstEvents {
     pub lossless_drop_ps: Option<u64>,
 }
 
-/// Sets `slot` to `now` if it is unset.
-#[inline]
-pub(crate) fn first(slot: &mut Option<u64>, now: SimTime) {
-    if slot.is_none() {
-        *slot = Some(now.0);
+impl FirstEvents {
+    /// These times with egress's filled in.
+    pub fn with_egress(self, e: &EgressFirsts) -> FirstEvents {
+        FirstEvents {
+            ecn_mark_ps: e.ecn_mark_ps,
+            pause_by_tier_ps: e.pause_by_tier_ps,
+            pause_by_nic_ps: e.pause_by_nic_ps,
+            resume_ps: e.resume_ps,
+            watchdog_ps: e.watchdog_ps,
+            lossless_drop_ps: e.lossless_drop_ps,
+            ..self
+        }
     }
 }
+
+pub(crate) use crate::switch::egress::first;
 
 /// What a run should cost, worked out before it starts from its traffic
 /// and paths: every data packet and ACK over each link of its QP's first
@@ -299,8 +329,58 @@ pub fn mrc_sport(base: u16, path: u8) -> u16 {
     49152 + ((base as u32 - 49152 + path as u32 * 1031) % 16384) as u16
 }
 
-/// `pfc_slot` of a priority that is not lossless.
-pub const NO_SLOT: u8 = u8::MAX;
+pub use crate::switch::egress::NO_SLOT;
+
+/// The engine's side of egress's `Io`: the clock, the packets, the event
+/// queue, and whether a NIC port's QPs have data.
+struct Wires<'a> {
+    now: SimTime,
+    queue: &'a mut EventQueue<Event>,
+    packets: &'a mut PacketArena,
+    rings: &'a [VecDeque<QpId>],
+}
+
+impl Io for Wires<'_> {
+    #[inline]
+    fn now(&self) -> SimTime {
+        self.now
+    }
+
+    #[inline]
+    fn packets(&mut self) -> &mut PacketArena {
+        self.packets
+    }
+
+    #[inline]
+    fn at(&mut self, t: SimTime, what: Timed) {
+        let ev = match what {
+            Timed::Arrive(p, id) => Event::Arrive(p, id),
+            Timed::TxDone(p) => Event::TxDone(p),
+            Timed::Wake(p) => Event::Wake(p),
+            Timed::PfcRefresh(p, prio) => Event::PfcRefresh(p, prio),
+            Timed::Watchdog(p, prio) => Event::Watchdog(p, prio),
+        };
+        self.queue.push(t, ev);
+    }
+
+    #[inline]
+    fn nic_backlog(&self, p: PortId) -> bool {
+        !self.rings[p.idx()].is_empty()
+    }
+}
+
+/// `Wires` over a simulation's fields, borrowed apart from its `egress`.
+macro_rules! io {
+    ($sim:ident) => {
+        Wires {
+            now: $sim.now,
+            queue: &mut $sim.queue,
+            packets: &mut $sim.packets,
+            rings: &$sim.qp_rings,
+        }
+    };
+}
+use io;
 
 pub struct Simulation {
     now: SimTime,
@@ -308,28 +388,15 @@ pub struct Simulation {
     scenario: Scenario,
     topo: Topology,
     routes: Routes,
-    ports: Vec<PortState>,
-    /// Each port's priority queues (see `port` for why they are apart).
-    queues: Vec<EgressQueues>,
+    /// Every port's egress and the switches (see `switch::egress`).
+    egress: Egress,
     /// NIC ports: QPs with data to send, served round robin.
     qp_rings: Vec<VecDeque<QpId>>,
-    port_drops: Vec<PortDrops>,
-    /// Owner of each port, apart from `ports` so that an arrival does not
-    /// pull the ingress port's whole state into cache.
-    owners: Vec<Owner>,
-    switches: Vec<SwitchState>,
     /// The DSCP-to-queue map NICs use for the frames they send.
     nic_classes: ClassMap,
     /// The queue NIC data and ACKs go out of, and CNPs.
     data_queue: u8,
     cnp_queue: u8,
-    /// PFC state per port and lossless priority: `pfc[port * n + slot]`.
-    pfc: Vec<PfcPrio>,
-    /// Slot of each priority in `pfc`, `NO_SLOT` if not lossless.
-    pfc_slot: [u8; QUEUES],
-    pfc_slots: usize,
-    /// Earliest pending wake-up of each port's transmitter.
-    wake_at: Vec<SimTime>,
     /// Quality bands, GLB heartbeats and ALB ticks.
     balance: balance::BalanceState,
     /// Tenant of each QP, which TELB policies match.
@@ -358,9 +425,6 @@ pub struct Simulation {
     estimate: Estimate,
     /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
     deadlock: Vec<deadlock::Waiting>,
-    /// Some link has gone down in this run: arrivals must then check
-    /// their port's `down` flag (a cache miss the common case skips).
-    links_failed: bool,
     firsts: FirstEvents,
 }
 
@@ -376,13 +440,11 @@ impl Simulation {
             jobs,
         } = prepared;
         let streams = Streams::new(scenario.seed);
-        let ports = PortState::from_topology(&topo);
-        let owners: Vec<Owner> = topo.ports.iter().map(|p| p.owner).collect();
         let qos = &scenario.qos;
         let preset = &scenario.transport.dcqcn;
         let max_frame = qos.max_wire_frame();
 
-        let (pfc_slot, pfc_slots, pfc, reserved) = build::pfc(&topo, qos, preset, max_frame);
+        let (pfc, reserved) = build::pfc(&topo, qos, preset, max_frame);
         let queues = build::egress_queues(&topo, qos, preset, max_frame);
         let switches = build::switches(&topo, &routes, &scenario, &streams, &reserved);
         let mut queue = EventQueue::new();
@@ -449,6 +511,17 @@ impl Simulation {
         let nic_classes = scenario.qos.map.clone();
         let data_queue = nic_classes.queue_of(scenario.transport.data_dscp);
         let cnp_queue = nic_classes.queue_of(scenario.transport.cnp_dscp);
+        let cfg = EgressConfig {
+            mark_on: scenario.qos.mark_on,
+            pfc: scenario.qos.pfc.clone(),
+            trim: std::array::from_fn(|q| scenario.qos.queues[q].trim),
+            framing: scenario.qos.framing,
+            header_queue: cnp_queue,
+            header_dscp: scenario.transport.cnp_dscp,
+            nic_data_queue: data_queue,
+        };
+        let n_ports = topo.ports.len();
+        let egress = Egress::new(&topo, cfg, queues, switches, pfc);
         let series = series::Series::new(
             scenario.report.sample_interval,
             scenario.report.samples,
@@ -462,19 +535,11 @@ impl Simulation {
             scenario,
             topo,
             routes,
-            owners,
-            queues,
-            qp_rings: (0..ports.len()).map(|_| VecDeque::new()).collect(),
-            port_drops: vec![PortDrops::default(); ports.len()],
-            wake_at: vec![SimTime::MAX; ports.len()],
-            ports,
-            switches,
+            egress,
+            qp_rings: (0..n_ports).map(|_| VecDeque::new()).collect(),
             nic_classes,
             data_queue,
             cnp_queue,
-            pfc,
-            pfc_slot,
-            pfc_slots,
             paths,
             failures,
             reorder,
@@ -491,7 +556,6 @@ impl Simulation {
             counters: Counters::default(),
             estimate: Estimate::default(),
             deadlock: Vec::new(),
-            links_failed: false,
             firsts: FirstEvents::default(),
         };
         sim.estimate_and_ideal();
@@ -697,14 +761,9 @@ impl Simulation {
                 prefetch_read(self.packets.slot_ptr(id));
                 // Most arrivals are data of the lossless class: its PFC
                 // account at this ingress port.
-                let slot = self.pfc_slot[self.data_queue as usize];
-                if slot != NO_SLOT {
-                    if let Some(entry) = self.pfc.get(p.idx() * self.pfc_slots + slot as usize) {
-                        prefetch_read(entry);
-                    }
-                }
+                self.egress.prefetch_arrival(p, self.data_queue);
             }
-            Event::TxDone(p) => prefetch_read(&self.ports[p.idx()]),
+            Event::TxDone(p) => self.egress.prefetch_port(p),
             _ => {}
         }
     }
@@ -714,14 +773,14 @@ impl Simulation {
     #[inline]
     fn prefetch_near(&self, ev: Event) {
         if let Event::Arrive(p, id) = ev {
-            if let Owner::Switch(s) = self.owners[p.idx()] {
+            if let Owner::Switch(s) = self.egress.owner(p) {
                 let dst = self.packets.get(id).dst;
                 let routes = &self.routes.switches[s.idx()];
                 let class = self.routes.nic_class[dst.idx()] as usize;
                 if let Some(g) = routes.by_class.get(class) {
                     prefetch_read(g);
                 }
-                prefetch_read(&self.switches[s.idx()]);
+                self.egress.prefetch_switch(s.idx());
             }
         }
     }
@@ -732,19 +791,26 @@ impl Simulation {
 
     fn handle(&mut self, ev: Event) {
         match ev {
-            Event::TxDone(p) => self.tx_done(p),
+            Event::TxDone(p) => {
+                let turn = self.egress.tx_done(&mut io!(self), p);
+                self.after(p, turn)
+            }
             Event::Arrive(p, id) => self.arrive(p, id),
             Event::FlowStart(f) => self.flow_start(f),
             Event::Wake(p) => {
-                if self.now >= self.wake_at[p.idx()] {
-                    self.wake_at[p.idx()] = SimTime::MAX;
-                }
-                self.kick(p);
+                let turn = self.egress.wake(&mut io!(self), p);
+                self.after(p, turn)
             }
             Event::Rto(q) => self.rto(q),
             Event::Cnp(q) => self.send_cnp(q),
-            Event::PfcRefresh(p, prio) => self.pfc_refresh(p, prio),
-            Event::Watchdog(p, prio) => self.watchdog(p, prio),
+            Event::PfcRefresh(p, prio) => {
+                let turn = self.egress.pfc_refresh(&mut io!(self), p, prio);
+                self.after(p, turn)
+            }
+            Event::Watchdog(p, prio) => {
+                self.egress.watchdog(&mut io!(self), p, prio);
+                self.settle()
+            }
             Event::Storm(i, on) => self.storm(i as usize, on),
             Event::Sample => {
                 // Sampling only reads: it is not an event of the model.
@@ -800,148 +866,72 @@ impl Simulation {
         }
     }
 
-    /// Called when a port may have something new to send: starts the
-    /// transmitter if idle, or asks to be woken when the current frame is
-    /// done.
+    /// Called when a port may have something new to send (see
+    /// `Egress::kick`).
     #[inline]
     fn kick(&mut self, p: PortId) {
-        let port = &mut self.ports[p.idx()];
-        if port.tx_event {
-            return;
-        }
-        if self.now >= port.busy_until {
-            self.start_tx(p);
-        } else {
-            port.tx_event = true;
-            let at = port.busy_until;
-            self.queue.push(at, Event::TxDone(p));
-        }
+        let turn = self.egress.kick(&mut io!(self), p);
+        self.after(p, turn)
     }
 
     /// Asks for a `Wake` of port `p` at `at` unless an earlier one is due.
     fn wake_at(&mut self, p: PortId, at: SimTime) {
-        if at < self.wake_at[p.idx()] {
-            self.wake_at[p.idx()] = at;
-            self.queue.push(at, Event::Wake(p));
-        }
+        self.egress.wake_at(&mut io!(self), p, at)
     }
 
-    /// Offers a frame to an egress port: straight onto the wire if the
-    /// port is idle with nothing waiting, else into its priority queue.
-    /// `ingress` is the port it came in on (`LOCAL` if made here).
-    #[inline]
-    fn offer(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32, ingress: u32) {
-        let port = &self.ports[p.idx()];
-        if self.links_failed && port.down {
-            // Forwarded to a dead link before routing reacts: lost here
-            // and now, not after queueing behind frames that are lost too.
-            self.lose_queued(p, queue, id, wire, ingress);
-            return;
-        }
-        if port.idle(self.now)
-            && !(port.ever_paused && self.queues[p.idx()].is_paused(queue, self.now))
-        {
-            self.queues[p.idx()].count_direct(queue);
-            self.transmit(p, id, wire, queue, ingress);
-        } else {
-            self.queues[p.idx()].enqueue(queue, id, wire, ingress);
-            self.ports[p.idx()].queued += 1;
-            self.kick(p);
-        }
-    }
-
-    /// Puts the next waiting frame on the wire. The port must be idle with
-    /// no `TxDone` pending.
-    fn start_tx(&mut self, p: PortId) {
-        if self.links_failed && self.ports[p.idx()].down {
-            // A dead port sends nothing: a NIC's QPs wait for the link
-            // (or their timeouts); a switch port's queue was emptied when
-            // the link failed.
-            return;
-        }
-        while self.ports[p.idx()].queued > 0 {
-            match self.queues[p.idx()].dequeue(self.now) {
-                Dequeued::Frame(e, q) => {
-                    self.ports[p.idx()].queued -= 1;
-                    if q != CONTROL
-                        && self.scenario.qos.mark_on == MarkPoint::Dequeue
-                        && self.queues[p.idx()].has_wred(q)
-                        && !self.mark(p, q, e.id)
-                    {
-                        self.discard_queued(p, q, e.id, e.wire_bytes, e.ingress);
-                        continue;
-                    }
-                    self.transmit(p, e.id, e.wire_bytes, q, e.ingress);
-                    return;
-                }
-                Dequeued::Blocked(until) => {
-                    self.wake_at(p, until);
-                    break;
-                }
-                Dequeued::Empty => break,
-            }
-        }
-        if let Owner::Nic(n) = self.owners[p.idx()] {
-            let dq = self.data_queue;
-            if self.queues[p.idx()].is_paused(dq, self.now) {
-                if !self.qp_rings[p.idx()].is_empty() {
-                    let until = self.queues[p.idx()].paused_until[dq as usize];
-                    self.wake_at(p, until);
-                }
-                return;
-            }
-            if let Some(id) = self.pull_from_qps(p, n) {
-                let wire = self.packets.get(id).wire_bytes;
-                self.transmit(p, id, wire, dq, LOCAL);
-            }
-        }
-    }
-
-    /// Serializes a frame on an idle port: schedules its arrival at the
-    /// peer, and a `TxDone` only if more is waiting. A switch frees the
-    /// frame's buffer as its transmission starts.
-    #[inline]
-    fn transmit(&mut self, p: PortId, id: PacketId, wire: u32, queue: u8, ingress: u32) {
-        let owner = self.owners[p.idx()];
-        if let Owner::Switch(s) = owner {
-            if ingress != LOCAL {
-                self.release(s.idx(), ingress, queue, held(wire));
-            }
-        }
-        let port = &mut self.ports[p.idx()];
-        let ser = if port.ps_per_byte != 0 {
-            SimTime(port.ps_per_byte * wire as u64)
-        } else {
-            self.topo.ports[p.idx()].rate.serialize(wire as u64)
+    /// A NIC offers a frame it made to its port `p`.
+    fn offer(&mut self, p: PortId, queue: u8, id: PacketId) {
+        let e = Queued {
+            id,
+            wire_bytes: self.packets.get(id).wire_bytes,
+            ingress: LOCAL,
         };
-        let done = self.now + ser;
-        port.busy_until = done;
-        port.tx_packets += 1;
-        port.tx_wire_bytes += wire as u64;
-        port.busy_ps += ser.0;
-        let more = port.queued > 0
-            || (matches!(owner, Owner::Nic(_)) && !self.qp_rings[p.idx()].is_empty());
-        if more {
-            port.tx_event = true;
+        let turn = self.egress.offer(&mut io!(self), p, queue, e);
+        self.after(p, turn)
+    }
+
+    /// After a call into egress: accounts what it dropped, lost, trimmed
+    /// or captured, and gives a NIC port whose turn it is a data packet.
+    #[inline]
+    fn after(&mut self, p: PortId, turn: NicTurn) {
+        self.settle();
+        if let NicTurn(Some(n)) = turn {
+            if let Some(id) = self.pull_from_qps(p, n) {
+                let e = Queued {
+                    id,
+                    wire_bytes: self.packets.get(id).wire_bytes,
+                    ingress: LOCAL,
+                };
+                let dq = self.data_queue;
+                self.egress.transmit(&mut io!(self), p, e, dq);
+                self.settle();
+            }
         }
-        let (peer, mut delay, down) = (port.peer, port.delay, port.down);
-        if queue == CONTROL && self.packets.get(id).opcode == Opcode::Pause {
-            // The partner honours a pause this long after it arrives.
-            delay += self.scenario.qos.pfc.response_time;
+    }
+
+    /// Accounts the frames egress reported as not simply going on.
+    #[inline]
+    fn settle(&mut self) {
+        if self.egress.has_fates() {
+            self.settle_fates();
         }
-        self.counters.link_transmissions += 1;
-        if self.capture.is_some() {
-            self.capture_frame(p, id);
+    }
+
+    #[inline(never)]
+    fn settle_fates(&mut self) {
+        let mut fates = self.egress.take_fates();
+        for f in fates.drain(..) {
+            match f {
+                Fate::Dropped(pkt) => self.dropped(&pkt),
+                Fate::Lost(p, pkt) => self.lost(Some(p), &pkt),
+                Fate::Trimmed(payload) => {
+                    self.counters.payload_dropped += payload as u64;
+                    self.counters.payload_in_flight -= payload as u64;
+                }
+                Fate::Sent(p, pkt) => self.capture_frame(p, &pkt),
+            }
         }
-        if down {
-            // Sent into a dead link: the transmitter runs, the frame is lost.
-            self.lose(Some(p), id);
-        } else {
-            self.queue.push(done + delay, Event::Arrive(peer, id));
-        }
-        if more {
-            self.queue.push(done, Event::TxDone(p));
-        }
+        self.egress.give_back_fates(fates);
     }
 
     /// The next data packet from the port's QPs, round robin.
@@ -1039,23 +1029,20 @@ impl Simulation {
         None
     }
 
-    fn tx_done(&mut self, p: PortId) {
-        self.ports[p.idx()].tx_event = false;
-        self.start_tx(p);
-    }
-
     fn arrive(&mut self, p: PortId, id: PacketId) {
-        if self.links_failed && self.ports[p.idx()].down {
-            self.lose(Some(p), id);
+        if self.egress.is_down(p) {
+            let pkt = self.packets.take(id);
+            self.lost(Some(p), &pkt);
             return;
         }
-        match self.owners[p.idx()] {
+        match self.egress.owner(p) {
             Owner::Switch(s) => {
                 let pkt = *self.packets.get(id);
                 match pkt.opcode {
                     Opcode::Pause => {
-                        self.receive_pause(p, &pkt);
                         self.packets.free(id);
+                        let turn = self.egress.receive_pause(&mut io!(self), p, &pkt);
+                        self.after(p, turn);
                         return;
                     }
                     Opcode::Heartbeat => {
@@ -1074,24 +1061,28 @@ impl Simulation {
                     class: self.routes.nic_class[pkt.dst.idx()],
                     tenants: &self.qp_tenant,
                 };
-                let Some((out, queue)) =
-                    self.switches[si].route(&self.routes.switches[si], &pkt, ctx)
+                let Some(to) =
+                    self.egress
+                        .switch_mut(si)
+                        .route(&self.routes.switches[si], &pkt, ctx)
                 else {
                     // Only failures leave validated traffic without a route.
                     debug_assert!(self.failures.any(), "validated traffic has a route");
-                    self.lose(None, id);
+                    let pkt = self.packets.take(id);
+                    self.lost(None, &pkt);
                     return;
                 };
                 if self.paths.enabled && pkt.opcode.is_data() {
-                    self.paths.qps[pkt.qp.idx()].record(s, out);
+                    self.paths.qps[pkt.qp.idx()].record(s, to.0);
                 }
-                self.admit(si, p, out, queue, id, &pkt);
+                self.egress.admit(&mut io!(self), si, p, to, id, &pkt);
+                self.settle();
             }
             Owner::Nic(_) => {
                 if self.packets.get(id).opcode == Opcode::Pause {
-                    let pkt = *self.packets.get(id);
-                    self.receive_pause(p, &pkt);
-                    self.packets.free(id);
+                    let pkt = self.packets.take(id);
+                    let turn = self.egress.receive_pause(&mut io!(self), p, &pkt);
+                    self.after(p, turn);
                 } else {
                     self.nic_receive(p, id);
                 }
@@ -1099,200 +1090,17 @@ impl Simulation {
         }
     }
 
-    /// Admission at switch `s` of a packet that came in on `ingress`,
-    /// headed for `out`, queue `queue`: WRED on enqueue, then the shared
-    /// buffer (lossy classes) or PFC accounting (lossless ones).
-    #[inline]
-    fn admit(
-        &mut self,
-        s: usize,
-        ingress: PortId,
-        out: PortId,
-        queue: u8,
-        id: PacketId,
-        pkt: &Packet,
-    ) {
-        let b = pkt.buffer_bytes();
-        let slot = self.pfc_slot[queue as usize];
-        if slot != NO_SLOT && self.watchdog_dropping(out, queue) {
-            self.queues[out.idx()].counts[queue as usize].watchdog_drops += 1;
-            self.counters.watchdog_drops += 1;
-            self.drop_packet(id);
-            return;
-        }
-        if self.scenario.qos.mark_on == MarkPoint::Enqueue
-            && self.ports[out.idx()].queued > 0
-            && self.queues[out.idx()].has_wred(queue)
-            && !self.mark(out, queue, id)
-        {
-            if !self.trim(s, ingress, out, queue, id) {
-                self.count_drop(out, queue, pkt.wire_bytes);
-                self.drop_packet(id);
-            }
-            return;
-        }
-        let admitted = if slot != NO_SLOT {
-            let i = ingress.idx() * self.pfc_slots + slot as usize;
-            let a = self.pfc[i].admit(b, &mut self.switches[s].buffer);
-            if a.send_pause {
-                self.send_pause(ingress, queue);
-            }
-            if !a.admitted {
-                self.counters.lossless_drops += 1;
-                first(&mut self.firsts.lossless_drop_ps, self.now);
-            }
-            a.admitted
-        } else {
-            let depth = if self.ports[out.idx()].queued == 0 {
-                0
-            } else {
-                self.queues[out.idx()].queue_bytes(queue)
-            };
-            self.switches[s].buffer.admit(b, depth)
-        };
-        if !admitted {
-            if !self.trim(s, ingress, out, queue, id) {
-                self.count_drop(out, queue, pkt.wire_bytes);
-                self.drop_packet(id);
-            }
-            return;
-        }
-        self.offer(out, queue, id, pkt.wire_bytes, ingress.0);
-    }
-
-    /// Packet trimming: a data packet of a trimming class that would be
-    /// dropped at switch `s` loses its payload and goes on, as a header,
-    /// in the high-priority queue. False if it is not trimmed (not data,
-    /// not a trimming class, or no room even for the header).
-    #[inline(never)]
-    fn trim(&mut self, s: usize, ingress: PortId, out: PortId, queue: u8, id: PacketId) -> bool {
-        let pkt = *self.packets.get(id);
-        if !self.scenario.qos.queues[queue as usize].trim
-            || !pkt.opcode.is_data()
-            || pkt.payload == 0
-        {
-            return false;
-        }
-        let hq = self.cnp_queue;
-        // The header is charged to the shared pool, so it must go to a
-        // lossy queue.
-        if self.pfc_slot[hq as usize] != NO_SLOT {
-            return false;
-        }
-        let wire = self.scenario.qos.framing.wire_bytes(pkt.opcode, 0);
-        let depth = self.queues[out.idx()].queue_bytes(hq);
-        if !self.switches[s].buffer.admit(held(wire), depth) {
-            return false;
-        }
-        self.counters.payload_dropped += pkt.payload as u64;
-        self.counters.payload_in_flight -= pkt.payload as u64;
-        self.counters.trimmed_packets += 1;
-        self.queues[out.idx()].counts[queue as usize].trims += 1;
-        let p = self.packets.get_mut(id);
-        p.payload = 0;
-        p.opcode = Opcode::Trimmed;
-        p.wire_bytes = wire;
-        p.tos = Packet::tos_of(self.scenario.transport.cnp_dscp, ecn::NOT_ECT);
-        // Charged to the shared pool like any lossy frame; released when
-        // its serialization starts.
-        self.offer(out, hq, id, wire, ingress.0);
-        true
-    }
-
-    /// Counts a drop at admission against the egress port and queue.
-    fn count_drop(&mut self, out: PortId, queue: u8, wire: u32) {
-        let d = &mut self.port_drops[out.idx()];
-        d.packets += 1;
-        d.wire_bytes += wire as u64;
-        self.queues[out.idx()].counts[queue as usize].drops += 1;
-    }
-
-    /// Runs WRED for packet `id` in `queue` of switch port `p`; marks it
-    /// CE or returns false if it must be dropped.
-    #[inline]
-    fn mark(&mut self, p: PortId, queue: u8, id: PacketId) -> bool {
-        let qs = &mut self.queues[p.idx()];
-        let depth = qs.queue_bytes(queue);
-        let Some(w) = qs.wred[queue as usize].as_mut() else {
-            return true;
-        };
-        // Below the minimum with no average to keep: nothing else to read.
-        if w.cfg.weight == 0 && depth < w.cfg.min {
-            return true;
-        }
-        let Owner::Switch(s) = self.owners[p.idx()] else {
-            return true;
-        };
-        if !w.hit(depth, &mut self.switches[s.idx()].rng) {
-            return true;
-        }
-        // Only a hit reads the packet record.
-        let tos = self.packets.get(id).tos;
-        match w.action(tos & 3) {
-            Mark::Pass => true,
-            Mark::Mark => {
-                if tos & 3 != ecn::CE {
-                    self.packets.get_mut(id).tos = tos | ecn::CE;
-                }
-                qs.counts[queue as usize].ecn_marks += 1;
-                qs.marks = qs.marks.wrapping_add(1);
-                self.counters.ecn_marks += 1;
-                first(&mut self.firsts.ecn_mark_ps, self.now);
-                true
-            }
-            Mark::Drop => {
-                qs.counts[queue as usize].wred_drops += 1;
-                self.counters.wred_drops += 1;
-                if self.pfc_slot[queue as usize] != NO_SLOT {
-                    self.counters.lossless_drops += 1;
-                }
-                false
-            }
-        }
-    }
-
-    /// Drops a frame already taken out of a queue of switch port `p`,
-    /// giving back its buffer.
-    fn discard_queued(&mut self, p: PortId, queue: u8, id: PacketId, wire: u32, ingress: u32) {
-        if let Owner::Switch(s) = self.owners[p.idx()] {
-            if ingress != LOCAL {
-                self.release(s.idx(), ingress, queue, held(wire));
-            }
-        }
-        let d = &mut self.port_drops[p.idx()];
-        d.packets += 1;
-        d.wire_bytes += wire as u64;
-        self.drop_packet(id);
-    }
-
-    /// Gives back the buffer a frame took at switch `s`.
-    #[inline]
-    fn release(&mut self, s: usize, ingress: u32, queue: u8, bytes: u32) {
-        let slot = self.pfc_slot[queue as usize];
-        if slot == NO_SLOT {
-            self.switches[s].buffer.release(bytes);
-            return;
-        }
-        let i = ingress as usize * self.pfc_slots + slot as usize;
-        if self.pfc[i].release(bytes, &mut self.switches[s].buffer) {
-            self.send_resume(PortId(ingress), queue);
-        }
-    }
-
-    fn drop_packet(&mut self, id: PacketId) {
-        let pkt = self.packets.get(id);
+    /// Counts a frame dropped anywhere (already freed).
+    fn dropped(&mut self, pkt: &Packet) {
         if pkt.opcode == Opcode::Heartbeat {
-            let pkt = *pkt;
-            self.balance.heartbeat_lost(&pkt);
+            self.balance.heartbeat_lost(pkt);
         }
-        let pkt = self.packets.get(id);
         self.counters.drops += 1;
         self.counters.drop_bytes += pkt.wire_bytes as u64;
         if pkt.opcode.is_data() {
             self.counters.payload_dropped += pkt.payload as u64;
             self.counters.payload_in_flight -= pkt.payload as u64;
         }
-        self.packets.free(id);
     }
 
     /// A frame arrived at NIC port `at`.
@@ -1435,7 +1243,7 @@ impl Simulation {
         };
         let queue = self.nic_classes.queue_of(dscp);
         let rid = self.packets.alloc(reply);
-        self.offer(port, queue, rid, reply.wire_bytes, LOCAL);
+        self.offer(port, queue, rid);
     }
 
     fn rto(&mut self, q: QpId) {
@@ -1500,7 +1308,7 @@ impl Simulation {
         let mut route = vec![start];
         let mut at = self.topo.port(start).peer;
         for _ in 0..=self.topo.switches.len() {
-            match self.owners[at.idx()] {
+            match self.egress.owner(at) {
                 Owner::Nic(_) => return Some(route),
                 Owner::Switch(s) => {
                     let routes = &self.routes.switches[s.idx()];
@@ -1509,7 +1317,7 @@ impl Simulation {
                         pkt.dst,
                         self.routes.nic_class[pkt.dst.idx()],
                     )?;
-                    let out = self.switches[s.idx()]
+                    let out = self.egress.switches()[s.idx()]
                         .balancer
                         .static_choice(routes, group, &pkt)?;
                     route.push(out);
@@ -1526,7 +1334,7 @@ impl Simulation {
         Some(
             route[1..]
                 .iter()
-                .filter_map(|&p| match self.owners[p.idx()] {
+                .filter_map(|&p| match self.egress.owner(p) {
                     Owner::Switch(s) => Some(s),
                     Owner::Nic(_) => None,
                 })
@@ -1557,68 +1365,6 @@ impl Simulation {
                 c.payload_sent, c.payload_arrived, c.payload_dropped
             ));
         }
-        let buffered: u64 = self
-            .switches
-            .iter()
-            .map(|s| s.buffer.used + s.buffer.headroom_used)
-            .sum();
-        let queued: u64 = self
-            .queues
-            .iter()
-            .zip(&self.owners)
-            .filter(|(_, o)| matches!(o, Owner::Switch(_)))
-            .map(|(q, _)| q.total_bytes)
-            .sum();
-        for (i, (q, p)) in self.queues.iter().zip(&self.ports).enumerate() {
-            if q.len() != p.queued as usize {
-                return Err(format!(
-                    "port {i} counts {} queued frames but holds {}",
-                    p.queued,
-                    q.len()
-                ));
-            }
-        }
-        if buffered != queued {
-            return Err(format!(
-                "switch buffers hold {buffered} B but their queues hold {queued} B"
-            ));
-        }
-        // Every lossless byte is charged to the port it came in on.
-        let mut charged = vec![0u64; self.pfc.len()];
-        for (q, o) in self.queues.iter().zip(&self.owners) {
-            if !matches!(o, Owner::Switch(_)) {
-                continue;
-            }
-            for (prio, e) in q.iter_queued() {
-                if let (Some(i), true) =
-                    (self.pfc_index(PortId(e.ingress), prio), e.ingress != LOCAL)
-                {
-                    charged[i] += held(e.wire_bytes) as u64;
-                }
-            }
-        }
-        for (i, (c, st)) in charged.iter().zip(&self.pfc).enumerate() {
-            if *c != st.bytes as u64 {
-                return Err(format!(
-                    "PFC slot {i} is charged {} B but its queued frames hold {c} B",
-                    st.bytes
-                ));
-            }
-        }
-        Ok(())
+        self.egress.check_buffers()
     }
-}
-
-/// A hint to pull the cache line holding `*ptr` in; a no-op off x86-64.
-#[inline(always)]
-pub(super) fn prefetch_read<T>(ptr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: prefetching is a hint; it never faults, even on an
-        // invalid address, and SSE is part of the x86-64 baseline.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
 }

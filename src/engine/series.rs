@@ -376,7 +376,7 @@ impl Simulation {
         for g in s.groups_mut() {
             g.begin();
         }
-        for (i, port) in self.ports.iter().enumerate() {
+        for (i, port) in self.egress.ports().iter().enumerate() {
             // The frame on the wire counts only up to now.
             let busy = port.busy_ps - port.busy_until.saturating_sub(now).0.min(port.busy_ps);
             let d = busy.saturating_sub(s.prev_busy[i]);
@@ -386,13 +386,14 @@ impl Simulation {
         // Each port's queue record is a cache miss: ask for those a few
         // ports ahead so that the misses overlap.
         const AHEAD: usize = 16;
-        for (i, owner) in self.owners.iter().enumerate() {
-            if let Some(ahead) = self.queues.get(i + AHEAD) {
-                super::prefetch_read(
+        for i in 0..self.egress.owners().len() {
+            let owner = self.egress.owners()[i];
+            if let Some(ahead) = self.egress.queues().get(i + AHEAD) {
+                crate::cache::prefetch_read(
                     ahead.queue_line(s.queues_used.trailing_zeros() as usize % QUEUES),
                 );
             }
-            let qs = &mut self.queues[i];
+            let qs = self.egress.queues_mut(i);
             if matches!(owner, Owner::Switch(_)) {
                 for q in (0..QUEUES).filter(|q| s.queues_used >> q & 1 == 1) {
                     let deepest = qs.take_window_max(q);
@@ -409,12 +410,12 @@ impl Simulation {
                 s.cnps.push(i as u32, (d as f64 * per_s) as f32);
             }
         }
-        for (prio, &slot) in self.pfc_slot.iter().enumerate() {
+        for (prio, &slot) in self.egress.pfc_slot().iter().enumerate() {
             if slot == super::NO_SLOT {
                 continue;
             }
-            for i in 0..self.ports.len() {
-                let paused = self.paused_ps(i * self.pfc_slots + slot as usize);
+            for i in 0..self.egress.ports().len() {
+                let paused = self.paused_ps(i * self.egress.pfc_slots() + slot as usize);
                 let s = &mut self.series;
                 let key = i * QUEUES + prio;
                 let d = paused.saturating_sub(s.prev_paused[key]);

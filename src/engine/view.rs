@@ -2,6 +2,10 @@
 //! and the tests read the engine's state through these, never its fields.
 
 use super::*;
+use crate::switch::classify::QUEUES;
+use crate::switch::pfc::PfcPrio;
+use crate::switch::port::{PortDrops, PortState};
+use crate::switch::schedule::EgressQueues;
 
 impl Simulation {
     /// Switch `s`'s balancer with its routing table, for driving a
@@ -13,7 +17,10 @@ impl Simulation {
         &mut crate::switch::balance::Balancer,
         &crate::topology::routing::SwitchRoutes,
     ) {
-        (&mut self.switches[s].balancer, &self.routes.switches[s])
+        (
+            &mut self.egress.switch_mut(s).balancer,
+            &self.routes.switches[s],
+        )
     }
 
     pub fn now(&self) -> SimTime {
@@ -32,32 +39,42 @@ impl Simulation {
         &self.routes
     }
 
-    pub fn ports(&self) -> &Vec<PortState> {
-        &self.ports
+    /// Every port's egress and the switches: queues, PFC, buffers.
+    pub fn egress(&self) -> &Egress {
+        &self.egress
     }
 
-    pub fn queues(&self) -> &Vec<EgressQueues> {
-        &self.queues
+    pub fn ports(&self) -> &[PortState] {
+        self.egress.ports()
     }
 
-    pub fn port_drops(&self) -> &Vec<PortDrops> {
-        &self.port_drops
+    pub fn queues(&self) -> &[EgressQueues] {
+        self.egress.queues()
     }
 
-    pub fn switches(&self) -> &Vec<SwitchState> {
-        &self.switches
+    pub fn port_drops(&self) -> &[PortDrops] {
+        self.egress.drops()
     }
 
-    pub fn pfc(&self) -> &Vec<PfcPrio> {
-        &self.pfc
+    pub fn switches(&self) -> &[SwitchState] {
+        self.egress.switches()
+    }
+
+    pub fn pfc(&self) -> &[PfcPrio] {
+        self.egress.pfc()
     }
 
     pub fn pfc_slot(&self) -> [u8; QUEUES] {
-        self.pfc_slot
+        self.egress.pfc_slot()
     }
 
     pub fn pfc_slots(&self) -> usize {
-        self.pfc_slots
+        self.egress.pfc_slots()
+    }
+
+    /// Time PFC slot `i`'s transmitter has spent paused so far.
+    pub fn paused_ps(&self, i: usize) -> u64 {
+        self.egress.paused_ps(i, self.now)
     }
 
     pub fn balance(&self) -> &balance::BalanceState {
@@ -100,8 +117,9 @@ impl Simulation {
         &self.tasks
     }
 
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+    /// The fabric-wide counters, egress's included.
+    pub fn counters(&self) -> Counters {
+        self.counters.with_egress(&self.egress.counters)
     }
 
     pub fn estimate(&self) -> &Estimate {
@@ -112,7 +130,8 @@ impl Simulation {
         &self.deadlock
     }
 
-    pub fn firsts(&self) -> &FirstEvents {
-        &self.firsts
+    /// When each congestion mechanism first acted, egress's included.
+    pub fn firsts(&self) -> FirstEvents {
+        self.firsts.with_egress(&self.egress.firsts)
     }
 }

@@ -497,7 +497,7 @@ impl Summary {
                     flows_moved: f.flows_moved,
                 })
                 .collect(),
-            first_events: *sim.firsts(),
+            first_events: sim.firsts(),
             fct_ps: Distribution::of(fct),
             slowdown: Distribution::of(slow),
             uplink_imbalance: imbalance(&balance),

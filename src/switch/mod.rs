@@ -16,8 +16,10 @@ pub mod admit;
 pub mod balance;
 pub mod classify;
 pub mod ecn;
+pub mod egress;
 pub mod forward;
 pub mod pfc;
+pub mod port;
 pub mod qos;
 pub mod schedule;
 

@@ -100,6 +100,13 @@ impl PacketArena {
         self.free_head = id.0;
     }
 
+    /// Frees a packet's slot and returns what it held.
+    pub fn take(&mut self, id: PacketId) -> Packet {
+        let p = self.slots[id.0 as usize];
+        self.free(id);
+        p
+    }
+
     #[inline]
     pub fn get(&self, id: PacketId) -> &Packet {
         &self.slots[id.0 as usize]

@@ -1,0 +1,997 @@
+//! Every port's egress, switch or NIC, run by its caller: admission into
+//! the shared buffer or a PFC account, WRED marking, trimming, the
+//! priority queues, the transmitter, and the pause state both ways (the
+//! pauses a port sends for its ingress accounts, and those it honours).
+//!
+//! `Egress` owns that state for all ports and switches (one array per
+//! field, indexed by `PortId` or switch, as the benchmarks measured) and
+//! its counters. Its functions take the time and the packet arena from the
+//! caller through `Io` and hand back what must happen later as `Timed`
+//! actions for the caller to schedule; frames that do not simply go on
+//! (dropped, lost to a dead link, trimmed, or captured) are reported as
+//! `Fate`s for the caller to account, in order. A NIC port whose queues
+//! are empty tells its caller, which owns the QPs, that it may send a data
+//! packet now (`NicTurn`).
+//!
+//! Routing a frame to its egress port (`classify`, `forward`, `balance`)
+//! happens before: `switch_mut` gives the caller the switch for that.
+
+use super::classify::QUEUES;
+use super::ecn::Mark;
+use super::pfc::PfcPrio;
+use super::port::{PortDrops, PortState};
+use super::qos::{pause_time, MarkPoint, PfcConfig, WatchdogAction};
+use super::schedule::{held, Dequeued, EgressQueues, Queued, CONTROL, LOCAL};
+use super::SwitchState;
+use crate::topology::{NicId, Owner, PortId, QpId, Topology};
+use crate::units::{Rate, SimTime};
+use crate::wire::frame::{self, ecn, Framing};
+use crate::wire::{Opcode, Packet, PacketArena, PacketId};
+
+/// `pfc_slot` of a priority that is not lossless.
+pub const NO_SLOT: u8 = u8::MAX;
+
+/// Something egress asks its caller to make happen at a later time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timed {
+    /// The frame reaches the port at the far end of the link.
+    Arrive(PortId, PacketId),
+    /// The port finishes serializing: call `tx_done`.
+    TxDone(PortId),
+    /// A paused or rate-limited port may send again: call `wake`.
+    Wake(PortId),
+    /// Re-send the pause on this port and priority if still congested.
+    PfcRefresh(PortId, u8),
+    /// The watchdog looks at this port and priority.
+    Watchdog(PortId, u8),
+}
+
+/// What became of a frame that did not simply go on. The frame is
+/// already freed from the arena (except `Trimmed` and `Sent`); the caller
+/// keeps the totals its owner needs (payload, failures, captures).
+#[derive(Clone, Copy, Debug)]
+pub enum Fate {
+    /// Dropped: no buffer or headroom, WRED, or the watchdog.
+    Dropped(Packet),
+    /// Lost on the dead link of this port.
+    Lost(PortId, Packet),
+    /// Trimmed to its header: this much payload is gone.
+    Trimmed(u32),
+    /// Put on the link out of this port (only while `capturing`).
+    Sent(PortId, Packet),
+}
+
+/// What egress needs from its caller besides its own state.
+pub trait Io {
+    fn now(&self) -> SimTime;
+    fn packets(&mut self) -> &mut PacketArena;
+    /// Schedules `what` at `t`.
+    fn at(&mut self, t: SimTime, what: Timed);
+    /// Whether NIC port `p` has QPs with data waiting for it.
+    fn nic_backlog(&self, p: PortId) -> bool;
+}
+
+/// A NIC port that is idle, with its data queue open: the caller may put
+/// one data packet on it now with `transmit`.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicTurn(pub Option<NicId>);
+
+impl NicTurn {
+    const NONE: NicTurn = NicTurn(None);
+
+    fn or(self, other: NicTurn) -> NicTurn {
+        NicTurn(self.0.or(other.0))
+    }
+}
+
+/// Settings every port's egress reads.
+#[derive(Clone, Debug)]
+pub struct EgressConfig {
+    pub mark_on: MarkPoint,
+    pub pfc: PfcConfig,
+    /// Queues whose data packets are trimmed rather than dropped.
+    pub trim: [bool; QUEUES],
+    pub framing: Framing,
+    /// The queue and DSCP trimmed headers (and CNPs) go out with.
+    pub header_queue: u8,
+    pub header_dscp: u8,
+    /// The queue NIC data packets go out of.
+    pub nic_data_queue: u8,
+}
+
+/// Fabric-wide counts of what egress did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EgressCounters {
+    /// Frames of every kind put on any link.
+    pub link_transmissions: u64,
+    pub ecn_marks: u64,
+    pub wred_drops: u64,
+    /// Packets of a lossless class dropped for lack of buffer or headroom.
+    pub lossless_drops: u64,
+    pub trimmed_packets: u64,
+    pub watchdog_events: u64,
+    pub watchdog_drops: u64,
+    /// PFC frames with a pause time, and with quanta 0 (resume).
+    pub pfc_pause_frames: u64,
+    pub pfc_resume_frames: u64,
+}
+
+/// When egress first did each thing, in picoseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EgressFirsts {
+    pub ecn_mark_ps: Option<u64>,
+    /// First pause sent by a switch of each tier, and by a NIC.
+    pub pause_by_tier_ps: [Option<u64>; 3],
+    pub pause_by_nic_ps: Option<u64>,
+    pub resume_ps: Option<u64>,
+    pub watchdog_ps: Option<u64>,
+    pub lossless_drop_ps: Option<u64>,
+}
+
+/// Sets `slot` to `now` if it is unset.
+#[inline]
+pub fn first(slot: &mut Option<u64>, now: SimTime) {
+    if slot.is_none() {
+        *slot = Some(now.0);
+    }
+}
+
+/// The egress side of every port, and the switches' buffers and pipelines.
+pub struct Egress {
+    ports: Vec<PortState>,
+    /// Each port's priority queues (apart: see `port`).
+    queues: Vec<EgressQueues>,
+    drops: Vec<PortDrops>,
+    /// Owner of each port, apart from `ports` so that an arrival does not
+    /// pull the ingress port's whole state into cache.
+    owners: Vec<Owner>,
+    /// Each port's line rate, for rates with no exact `ps_per_byte` and
+    /// for pause times.
+    rates: Vec<Rate>,
+    switches: Vec<SwitchState>,
+    /// Tier of each switch (which tier paused first).
+    tiers: Vec<u8>,
+    /// PFC state per port and lossless priority: `pfc[port * n + slot]`.
+    pfc: Vec<PfcPrio>,
+    /// Slot of each priority in `pfc`, `NO_SLOT` if not lossless.
+    pfc_slot: [u8; QUEUES],
+    pfc_slots: usize,
+    /// Earliest pending wake-up of each port's transmitter.
+    wake_at: Vec<SimTime>,
+    /// Some link has gone down: frames offered or sent must check their
+    /// port's `down` flag (a cache miss the common case skips).
+    links_failed: bool,
+    /// Report every frame put on a link as `Fate::Sent`.
+    pub capturing: bool,
+    cfg: EgressConfig,
+    fates: Vec<Fate>,
+    pub counters: EgressCounters,
+    pub firsts: EgressFirsts,
+}
+
+impl Egress {
+    /// `pfc` holds `pfc_slots` entries per port, `pfc_slot` says which
+    /// priority each is for.
+    pub fn new(
+        topo: &Topology,
+        cfg: EgressConfig,
+        queues: Vec<EgressQueues>,
+        switches: Vec<SwitchState>,
+        (pfc_slot, pfc_slots, pfc): ([u8; QUEUES], usize, Vec<PfcPrio>),
+    ) -> Egress {
+        let n = topo.ports.len();
+        Egress {
+            ports: PortState::from_topology(topo),
+            queues,
+            drops: vec![PortDrops::default(); n],
+            owners: topo.ports.iter().map(|p| p.owner).collect(),
+            rates: topo.ports.iter().map(|p| p.rate).collect(),
+            switches,
+            tiers: topo.switches.iter().map(|s| s.tier).collect(),
+            pfc,
+            pfc_slot,
+            pfc_slots,
+            wake_at: vec![SimTime::MAX; n],
+            links_failed: false,
+            capturing: false,
+            cfg,
+            fates: Vec::new(),
+            counters: EgressCounters::default(),
+            firsts: EgressFirsts::default(),
+        }
+    }
+
+    // ---- what readers see ----
+
+    pub fn ports(&self) -> &[PortState] {
+        &self.ports
+    }
+
+    pub fn queues(&self) -> &[EgressQueues] {
+        &self.queues
+    }
+
+    /// Frames dropped at admission while headed for each port.
+    pub fn drops(&self) -> &[PortDrops] {
+        &self.drops
+    }
+
+    #[inline]
+    pub fn owner(&self, p: PortId) -> Owner {
+        self.owners[p.idx()]
+    }
+
+    pub fn owners(&self) -> &[Owner] {
+        &self.owners
+    }
+
+    pub fn switches(&self) -> &[SwitchState] {
+        &self.switches
+    }
+
+    pub fn switch_mut(&mut self, s: usize) -> &mut SwitchState {
+        &mut self.switches[s]
+    }
+
+    pub fn switches_mut(&mut self) -> &mut [SwitchState] {
+        &mut self.switches
+    }
+
+    pub fn pfc(&self) -> &[PfcPrio] {
+        &self.pfc
+    }
+
+    pub fn pfc_slot(&self) -> [u8; QUEUES] {
+        self.pfc_slot
+    }
+
+    pub fn pfc_slots(&self) -> usize {
+        self.pfc_slots
+    }
+
+    /// Port `p`'s queue record, for sampling (which resets its window).
+    pub fn queues_mut(&mut self, p: usize) -> &mut EgressQueues {
+        &mut self.queues[p]
+    }
+
+    /// Whether some frame did not simply go on since the last `take_fates`.
+    #[inline]
+    pub fn has_fates(&self) -> bool {
+        !self.fates.is_empty()
+    }
+
+    /// The frames that did not simply go on, in order. Hand the emptied
+    /// vector back with `give_back_fates` to keep its allocation.
+    pub fn take_fates(&mut self) -> Vec<Fate> {
+        std::mem::take(&mut self.fates)
+    }
+
+    pub fn give_back_fates(&mut self, mut v: Vec<Fate>) {
+        if self.fates.is_empty() {
+            v.clear();
+            self.fates = v;
+        }
+    }
+
+    #[inline]
+    pub fn pfc_index(&self, p: PortId, prio: u8) -> Option<usize> {
+        let slot = self.pfc_slot[prio as usize];
+        (slot != NO_SLOT).then(|| p.idx() * self.pfc_slots + slot as usize)
+    }
+
+    /// Time PFC slot `i`'s transmitter has spent paused up to `now`.
+    pub fn paused_ps(&self, i: usize, now: SimTime) -> u64 {
+        let st = &self.pfc[i];
+        let open = st.paused_since.map_or(0, |since| {
+            let port = i / self.pfc_slots;
+            let prio = (0..QUEUES).find(|&q| self.pfc_slot[q] as usize == i % self.pfc_slots);
+            let until = prio.map_or(now, |q| self.queues[port].paused_until[q]);
+            until.min(now).saturating_sub(since).0
+        });
+        st.paused_ps + open
+    }
+
+    /// The cache lines an arrival at `p` of a frame of `queue` will read.
+    #[inline]
+    pub fn prefetch_arrival(&self, p: PortId, queue: u8) {
+        let slot = self.pfc_slot[queue as usize];
+        if slot != NO_SLOT {
+            if let Some(entry) = self.pfc.get(p.idx() * self.pfc_slots + slot as usize) {
+                crate::cache::prefetch_read(entry);
+            }
+        }
+    }
+
+    #[inline]
+    pub fn prefetch_port(&self, p: PortId) {
+        crate::cache::prefetch_read(&self.ports[p.idx()]);
+    }
+
+    #[inline]
+    pub fn prefetch_switch(&self, s: usize) {
+        crate::cache::prefetch_read(&self.switches[s]);
+    }
+
+    /// Whether `p`'s link is down (checked only once some link failed).
+    #[inline]
+    pub fn is_down(&self, p: PortId) -> bool {
+        self.links_failed && self.ports[p.idx()].down
+    }
+
+    // ---- the transmitter ----
+
+    /// Called when a port may have something new to send: starts the
+    /// transmitter if idle, or asks to be woken when the current frame is
+    /// done.
+    #[inline]
+    pub fn kick(&mut self, io: &mut impl Io, p: PortId) -> NicTurn {
+        let port = &mut self.ports[p.idx()];
+        if port.tx_event {
+            return NicTurn::NONE;
+        }
+        if io.now() >= port.busy_until {
+            self.start_tx(io, p)
+        } else {
+            port.tx_event = true;
+            let at = port.busy_until;
+            io.at(at, Timed::TxDone(p));
+            NicTurn::NONE
+        }
+    }
+
+    /// The frame being serialized on `p` is done.
+    pub fn tx_done(&mut self, io: &mut impl Io, p: PortId) -> NicTurn {
+        self.ports[p.idx()].tx_event = false;
+        self.start_tx(io, p)
+    }
+
+    /// A `Wake` of port `p` is due.
+    pub fn wake(&mut self, io: &mut impl Io, p: PortId) -> NicTurn {
+        if io.now() >= self.wake_at[p.idx()] {
+            self.wake_at[p.idx()] = SimTime::MAX;
+        }
+        self.kick(io, p)
+    }
+
+    /// Asks for a `Wake` of port `p` at `at` unless an earlier one is due.
+    pub fn wake_at(&mut self, io: &mut impl Io, p: PortId, at: SimTime) {
+        if at < self.wake_at[p.idx()] {
+            self.wake_at[p.idx()] = at;
+            io.at(at, Timed::Wake(p));
+        }
+    }
+
+    /// Offers a frame to an egress port: straight onto the wire if the
+    /// port is idle with nothing waiting, else into its priority queue.
+    /// `e.ingress` is the port it came in on (`LOCAL` if made here).
+    #[inline]
+    pub fn offer(&mut self, io: &mut impl Io, p: PortId, queue: u8, e: Queued) -> NicTurn {
+        let port = &self.ports[p.idx()];
+        if self.links_failed && port.down {
+            // Forwarded to a dead link before routing reacts: lost here
+            // and now, not after queueing behind frames that are lost too.
+            self.lose_queued(io, p, queue, e);
+            return NicTurn::NONE;
+        }
+        let now = io.now();
+        if port.idle(now) && !(port.ever_paused && self.queues[p.idx()].is_paused(queue, now)) {
+            self.queues[p.idx()].count_direct(queue);
+            self.transmit(io, p, e, queue);
+            NicTurn::NONE
+        } else {
+            self.queues[p.idx()].enqueue(queue, e.id, e.wire_bytes, e.ingress);
+            self.ports[p.idx()].queued += 1;
+            self.kick(io, p)
+        }
+    }
+
+    /// Sends a frame out of port `p` ahead of any queued traffic (PFC
+    /// frames, GLB heartbeats).
+    pub fn send_control(&mut self, io: &mut impl Io, p: PortId, pkt: Packet) -> NicTurn {
+        let wire = pkt.wire_bytes;
+        let id = io.packets().alloc(pkt);
+        let e = Queued {
+            id,
+            wire_bytes: wire,
+            ingress: LOCAL,
+        };
+        if self.ports[p.idx()].idle(io.now()) {
+            self.transmit(io, p, e, CONTROL);
+            NicTurn::NONE
+        } else {
+            self.queues[p.idx()].enqueue_control(id, wire);
+            self.ports[p.idx()].queued += 1;
+            self.kick(io, p)
+        }
+    }
+
+    /// Puts the next waiting frame on the wire. The port must be idle with
+    /// no `TxDone` pending. A NIC port with nothing queued and its data
+    /// queue open hands the turn to its caller.
+    fn start_tx(&mut self, io: &mut impl Io, p: PortId) -> NicTurn {
+        if self.links_failed && self.ports[p.idx()].down {
+            // A dead port sends nothing: a NIC's QPs wait for the link
+            // (or their timeouts); a switch port's queue was emptied when
+            // the link failed.
+            return NicTurn::NONE;
+        }
+        let now = io.now();
+        while self.ports[p.idx()].queued > 0 {
+            match self.queues[p.idx()].dequeue(now) {
+                Dequeued::Frame(e, q) => {
+                    self.ports[p.idx()].queued -= 1;
+                    if q != CONTROL
+                        && self.cfg.mark_on == MarkPoint::Dequeue
+                        && self.queues[p.idx()].has_wred(q)
+                        && !self.mark(io, p, q, e.id)
+                    {
+                        self.discard_queued(io, p, q, e);
+                        continue;
+                    }
+                    self.transmit(io, p, e, q);
+                    return NicTurn::NONE;
+                }
+                Dequeued::Blocked(until) => {
+                    self.wake_at(io, p, until);
+                    break;
+                }
+                Dequeued::Empty => break,
+            }
+        }
+        let Owner::Nic(n) = self.owners[p.idx()] else {
+            return NicTurn::NONE;
+        };
+        let dq = self.cfg.nic_data_queue;
+        if self.queues[p.idx()].is_paused(dq, now) {
+            if io.nic_backlog(p) {
+                let until = self.queues[p.idx()].paused_until[dq as usize];
+                self.wake_at(io, p, until);
+            }
+            return NicTurn::NONE;
+        }
+        NicTurn(Some(n))
+    }
+
+    /// Serializes a frame on an idle port: schedules its arrival at the
+    /// peer, and a `TxDone` only if more is waiting. A switch frees the
+    /// frame's buffer as its transmission starts.
+    #[inline]
+    pub fn transmit(&mut self, io: &mut impl Io, p: PortId, e: Queued, queue: u8) {
+        let owner = self.owners[p.idx()];
+        if let Owner::Switch(s) = owner {
+            if e.ingress != LOCAL {
+                self.release(io, s.idx(), e.ingress, queue, held(e.wire_bytes));
+            }
+        }
+        let now = io.now();
+        let port = &mut self.ports[p.idx()];
+        let ser = if port.ps_per_byte != 0 {
+            SimTime(port.ps_per_byte * e.wire_bytes as u64)
+        } else {
+            self.rates[p.idx()].serialize(e.wire_bytes as u64)
+        };
+        let done = now + ser;
+        port.busy_until = done;
+        port.tx_packets += 1;
+        port.tx_wire_bytes += e.wire_bytes as u64;
+        port.busy_ps += ser.0;
+        let more = port.queued > 0 || (matches!(owner, Owner::Nic(_)) && io.nic_backlog(p));
+        if more {
+            port.tx_event = true;
+        }
+        let (peer, mut delay, down) = (port.peer, port.delay, port.down);
+        if queue == CONTROL && io.packets().get(e.id).opcode == Opcode::Pause {
+            // The partner honours a pause this long after it arrives.
+            delay += self.cfg.pfc.response_time;
+        }
+        self.counters.link_transmissions += 1;
+        if self.capturing {
+            let pkt = *io.packets().get(e.id);
+            self.fates.push(Fate::Sent(p, pkt));
+        }
+        if down {
+            // Sent into a dead link: the transmitter runs, the frame is lost.
+            let pkt = io.packets().take(e.id);
+            self.fates.push(Fate::Lost(p, pkt));
+        } else {
+            io.at(done + delay, Timed::Arrive(peer, e.id));
+        }
+        if more {
+            io.at(done, Timed::TxDone(p));
+        }
+    }
+
+    // ---- admission at a switch ----
+
+    /// Admission at switch `s` of a packet that came in on `ingress`,
+    /// headed for `out`, queue `queue`: the watchdog, WRED on enqueue,
+    /// then the shared buffer (lossy classes) or PFC accounting (lossless
+    /// ones), trimming what would be dropped, and the offer to `out`.
+    #[inline]
+    pub fn admit(
+        &mut self,
+        io: &mut impl Io,
+        s: usize,
+        ingress: PortId,
+        (out, queue): (PortId, u8),
+        id: PacketId,
+        pkt: &Packet,
+    ) {
+        let b = pkt.buffer_bytes();
+        let slot = self.pfc_slot[queue as usize];
+        if slot != NO_SLOT && self.watchdog_dropping(io.now(), out, queue) {
+            self.queues[out.idx()].counts[queue as usize].watchdog_drops += 1;
+            self.counters.watchdog_drops += 1;
+            self.drop_frame(io, id);
+            return;
+        }
+        if self.cfg.mark_on == MarkPoint::Enqueue
+            && self.ports[out.idx()].queued > 0
+            && self.queues[out.idx()].has_wred(queue)
+            && !self.mark(io, out, queue, id)
+        {
+            if !self.trim(io, s, ingress, out, queue, id) {
+                self.count_drop(out, queue, pkt.wire_bytes);
+                self.drop_frame(io, id);
+            }
+            return;
+        }
+        let admitted = if slot != NO_SLOT {
+            let i = ingress.idx() * self.pfc_slots + slot as usize;
+            let a = self.pfc[i].admit(b, &mut self.switches[s].buffer);
+            if a.send_pause {
+                // Out of a switch port: never a NIC's turn.
+                let _ = self.send_pause(io, ingress, queue);
+            }
+            if !a.admitted {
+                self.counters.lossless_drops += 1;
+                first(&mut self.firsts.lossless_drop_ps, io.now());
+            }
+            a.admitted
+        } else {
+            let depth = if self.ports[out.idx()].queued == 0 {
+                0
+            } else {
+                self.queues[out.idx()].queue_bytes(queue)
+            };
+            self.switches[s].buffer.admit(b, depth)
+        };
+        if !admitted {
+            if !self.trim(io, s, ingress, out, queue, id) {
+                self.count_drop(out, queue, pkt.wire_bytes);
+                self.drop_frame(io, id);
+            }
+            return;
+        }
+        let e = Queued {
+            id,
+            wire_bytes: pkt.wire_bytes,
+            ingress: ingress.0,
+        };
+        // A switch port: never a NIC's turn.
+        let _ = self.offer(io, out, queue, e);
+    }
+
+    /// Packet trimming: a data packet of a trimming class that would be
+    /// dropped at switch `s` loses its payload and goes on, as a header,
+    /// in the header queue. False if it is not trimmed (not data, not a
+    /// trimming class, or no room even for the header).
+    #[inline(never)]
+    fn trim(
+        &mut self,
+        io: &mut impl Io,
+        s: usize,
+        ingress: PortId,
+        out: PortId,
+        queue: u8,
+        id: PacketId,
+    ) -> bool {
+        let pkt = *io.packets().get(id);
+        if !self.cfg.trim[queue as usize] || !pkt.opcode.is_data() || pkt.payload == 0 {
+            return false;
+        }
+        let hq = self.cfg.header_queue;
+        // The header is charged to the shared pool, so it must go to a
+        // lossy queue.
+        if self.pfc_slot[hq as usize] != NO_SLOT {
+            return false;
+        }
+        let wire = self.cfg.framing.wire_bytes(pkt.opcode, 0);
+        let depth = self.queues[out.idx()].queue_bytes(hq);
+        if !self.switches[s].buffer.admit(held(wire), depth) {
+            return false;
+        }
+        self.fates.push(Fate::Trimmed(pkt.payload));
+        self.counters.trimmed_packets += 1;
+        self.queues[out.idx()].counts[queue as usize].trims += 1;
+        let p = io.packets().get_mut(id);
+        p.payload = 0;
+        p.opcode = Opcode::Trimmed;
+        p.wire_bytes = wire;
+        p.tos = Packet::tos_of(self.cfg.header_dscp, ecn::NOT_ECT);
+        // Charged to the shared pool like any lossy frame; released when
+        // its serialization starts.
+        let e = Queued {
+            id,
+            wire_bytes: wire,
+            ingress: ingress.0,
+        };
+        let _ = self.offer(io, out, hq, e);
+        true
+    }
+
+    /// Counts a drop at admission against the egress port and queue.
+    fn count_drop(&mut self, out: PortId, queue: u8, wire: u32) {
+        let d = &mut self.drops[out.idx()];
+        d.packets += 1;
+        d.wire_bytes += wire as u64;
+        self.queues[out.idx()].counts[queue as usize].drops += 1;
+    }
+
+    /// Runs WRED for packet `id` in `queue` of switch port `p`; marks it
+    /// CE or returns false if it must be dropped.
+    #[inline]
+    fn mark(&mut self, io: &mut impl Io, p: PortId, queue: u8, id: PacketId) -> bool {
+        let qs = &mut self.queues[p.idx()];
+        let depth = qs.queue_bytes(queue);
+        let Some(w) = qs.wred[queue as usize].as_mut() else {
+            return true;
+        };
+        // Below the minimum with no average to keep: nothing else to read.
+        if w.cfg.weight == 0 && depth < w.cfg.min {
+            return true;
+        }
+        let Owner::Switch(s) = self.owners[p.idx()] else {
+            return true;
+        };
+        if !w.hit(depth, &mut self.switches[s.idx()].rng) {
+            return true;
+        }
+        // Only a hit reads the packet record.
+        let tos = io.packets().get(id).tos;
+        match w.action(tos & 3) {
+            Mark::Pass => true,
+            Mark::Mark => {
+                if tos & 3 != ecn::CE {
+                    io.packets().get_mut(id).tos = tos | ecn::CE;
+                }
+                qs.counts[queue as usize].ecn_marks += 1;
+                qs.marks = qs.marks.wrapping_add(1);
+                self.counters.ecn_marks += 1;
+                first(&mut self.firsts.ecn_mark_ps, io.now());
+                true
+            }
+            Mark::Drop => {
+                qs.counts[queue as usize].wred_drops += 1;
+                self.counters.wred_drops += 1;
+                if self.pfc_slot[queue as usize] != NO_SLOT {
+                    self.counters.lossless_drops += 1;
+                }
+                false
+            }
+        }
+    }
+
+    /// Drops a frame already taken out of a queue of switch port `p`,
+    /// giving back its buffer.
+    fn discard_queued(&mut self, io: &mut impl Io, p: PortId, queue: u8, e: Queued) {
+        if let Owner::Switch(s) = self.owners[p.idx()] {
+            if e.ingress != LOCAL {
+                self.release(io, s.idx(), e.ingress, queue, held(e.wire_bytes));
+            }
+        }
+        let d = &mut self.drops[p.idx()];
+        d.packets += 1;
+        d.wire_bytes += e.wire_bytes as u64;
+        self.drop_frame(io, e.id);
+    }
+
+    /// Gives back the buffer a frame took at switch `s`.
+    #[inline]
+    fn release(&mut self, io: &mut impl Io, s: usize, ingress: u32, queue: u8, bytes: u32) {
+        let slot = self.pfc_slot[queue as usize];
+        if slot == NO_SLOT {
+            self.switches[s].buffer.release(bytes);
+            return;
+        }
+        let i = ingress as usize * self.pfc_slots + slot as usize;
+        if self.pfc[i].release(bytes, &mut self.switches[s].buffer) {
+            // Out of a switch port: never a NIC's turn.
+            let _ = self.send_resume(io, PortId(ingress), queue);
+        }
+    }
+
+    fn drop_frame(&mut self, io: &mut impl Io, id: PacketId) {
+        let pkt = io.packets().take(id);
+        self.fates.push(Fate::Dropped(pkt));
+    }
+
+    // ---- failures ----
+
+    /// The link of port `p` goes down or comes back up.
+    pub fn set_down(&mut self, io: &mut impl Io, p: PortId, down: bool) -> NicTurn {
+        self.links_failed |= down;
+        self.ports[p.idx()].down = down;
+        if down {
+            // Every frame waiting is lost at once, counted against the
+            // failure, and gives its buffer back.
+            for (e, q) in self.queues[p.idx()].drain_all() {
+                self.ports[p.idx()].queued -= 1;
+                self.lose_queued(io, p, q, e);
+            }
+            NicTurn::NONE
+        } else {
+            self.kick(io, p)
+        }
+    }
+
+    /// Port `p`'s link now runs at `rate`.
+    pub fn set_rate(&mut self, p: PortId, rate: Rate) {
+        self.rates[p.idx()] = rate;
+        self.ports[p.idx()].ps_per_byte = rate.exact_ps_per_byte().unwrap_or(0);
+    }
+
+    /// A frame that was (or was about to be) queued at port `p` is lost
+    /// to the port's dead link: its buffer is given back at a switch.
+    fn lose_queued(&mut self, io: &mut impl Io, p: PortId, queue: u8, e: Queued) {
+        if let Owner::Switch(s) = self.owners[p.idx()] {
+            if e.ingress != LOCAL && queue != CONTROL {
+                self.release(io, s.idx(), e.ingress, queue, held(e.wire_bytes));
+            }
+        }
+        let pkt = io.packets().take(e.id);
+        self.fates.push(Fate::Lost(p, pkt));
+    }
+
+    // ---- PFC ----
+
+    /// Sends a PFC frame for one priority out of port `p`, ahead of any
+    /// queued traffic.
+    fn send_pfc(&mut self, io: &mut impl Io, p: PortId, prio: u8, quanta: u16) -> NicTurn {
+        let pkt = Packet {
+            src: NicId(0),
+            dst: NicId(0),
+            qp: QpId(0),
+            psn: quanta as u32,
+            payload: 0,
+            wire_bytes: frame::wire_bytes(Opcode::Pause, 0),
+            header_crc: 0,
+            udp_sport: 0,
+            opcode: Opcode::Pause,
+            tos: 1 << prio,
+        };
+        let i = self
+            .pfc_index(p, prio)
+            .expect("PFC only on lossless priorities");
+        let now = io.now();
+        if quanta == 0 {
+            self.pfc[i].resumes_sent += 1;
+            self.counters.pfc_resume_frames += 1;
+            first(&mut self.firsts.resume_ps, now);
+        } else {
+            self.pfc[i].pauses_sent += 1;
+            self.pfc[i].first_pause.get_or_insert(now);
+            self.counters.pfc_pause_frames += 1;
+            let slot = match self.owners[p.idx()] {
+                Owner::Switch(s) => &mut self.firsts.pause_by_tier_ps[self.tiers[s.idx()] as usize],
+                Owner::Nic(_) => &mut self.firsts.pause_by_nic_ps,
+            };
+            first(slot, now);
+        }
+        self.send_control(io, p, pkt)
+    }
+
+    /// Port `p` pauses its partner on `prio` and keeps it paused.
+    pub fn send_pause(&mut self, io: &mut impl Io, p: PortId, prio: u8) -> NicTurn {
+        let i = self.pfc_index(p, prio).expect("lossless");
+        self.pfc[i].pausing = true;
+        let turn = self.send_pfc(io, p, prio, self.cfg.pfc.quanta);
+        if !self.pfc[i].refresh_pending {
+            self.pfc[i].refresh_pending = true;
+            let span = pause_time(self.cfg.pfc.quanta, self.rates[p.idx()]);
+            let every = self
+                .cfg
+                .pfc
+                .refresh
+                .unwrap_or(SimTime(span.0 / 2))
+                .max(SimTime(1));
+            io.at(io.now() + every, Timed::PfcRefresh(p, prio));
+        }
+        turn
+    }
+
+    fn send_resume(&mut self, io: &mut impl Io, p: PortId, prio: u8) -> NicTurn {
+        let i = self.pfc_index(p, prio).expect("lossless");
+        self.pfc[i].pausing = false;
+        self.send_pfc(io, p, prio, 0)
+    }
+
+    /// A `PfcRefresh` is due: the pause goes out again if still needed.
+    pub fn pfc_refresh(&mut self, io: &mut impl Io, p: PortId, prio: u8) -> NicTurn {
+        let i = self.pfc_index(p, prio).expect("lossless");
+        self.pfc[i].refresh_pending = false;
+        if self.pfc[i].pausing {
+            self.send_pause(io, p, prio)
+        } else {
+            NicTurn::NONE
+        }
+    }
+
+    /// A NIC pause storm starts or stops on port `p`.
+    pub fn storm(&mut self, io: &mut impl Io, p: PortId, prio: u8, on: bool) -> NicTurn {
+        let j = self.pfc_index(p, prio).expect("validated");
+        self.pfc[j].storm = on;
+        if on {
+            self.send_pause(io, p, prio)
+        } else if self.pfc[j].pausing && self.pfc[j].bytes <= self.pfc[j].cfg.xon {
+            self.send_resume(io, p, prio)
+        } else {
+            NicTurn::NONE
+        }
+    }
+
+    /// A PFC frame arrived at port `p`: pause or resume its transmitter
+    /// for each priority in the class-enable vector.
+    pub fn receive_pause(&mut self, io: &mut impl Io, p: PortId, pkt: &Packet) -> NicTurn {
+        let quanta = pkt.psn as u16;
+        let now = io.now();
+        let mut turn = NicTurn::NONE;
+        for prio in 0..QUEUES as u8 {
+            if pkt.tos & (1 << prio) == 0 {
+                continue;
+            }
+            let Some(i) = self.pfc_index(p, prio) else {
+                continue;
+            };
+            let qs = &mut self.queues[p.idx()];
+            let st = &mut self.pfc[i];
+            if quanta == 0 {
+                st.resumes_received += 1;
+                let end = now.min(qs.paused_until[prio as usize]);
+                st.close_paused(end);
+                qs.pause(prio, now);
+                turn = turn.or(self.kick(io, p));
+                continue;
+            }
+            st.pauses_received += 1;
+            self.ports[p.idx()].ever_paused = true;
+            if st.watchdog_until > now {
+                continue;
+            }
+            let until = now + pause_time(quanta, self.rates[p.idx()]);
+            if !qs.is_paused(prio, now) {
+                // The previous stretch, if any, ended when it expired.
+                let end = qs.paused_until[prio as usize].min(now);
+                st.close_paused(end);
+                st.paused_since = Some(now);
+                if let (Some(wd), Owner::Switch(_)) = (self.cfg.pfc.watchdog, self.owners[p.idx()])
+                {
+                    if !st.watchdog_pending {
+                        st.watchdog_pending = true;
+                        io.at(now + wd.interval, Timed::Watchdog(p, prio));
+                    }
+                }
+            }
+            qs.pause(prio, until);
+        }
+        turn
+    }
+
+    /// Whether the watchdog is discarding `prio` traffic for port `out`.
+    #[inline]
+    fn watchdog_dropping(&self, now: SimTime, out: PortId, prio: u8) -> bool {
+        match self.cfg.pfc.watchdog {
+            Some(wd) if wd.action == WatchdogAction::Drop => self
+                .pfc_index(out, prio)
+                .is_some_and(|i| self.pfc[i].watchdog_until > now),
+            _ => false,
+        }
+    }
+
+    /// A `Watchdog` check is due: a queue paused for the whole interval
+    /// with frames waiting stops honouring pauses for the recovery time,
+    /// and with the drop action loses what it holds.
+    pub fn watchdog(&mut self, io: &mut impl Io, p: PortId, prio: u8) {
+        let Some(wd) = self.cfg.pfc.watchdog else {
+            return;
+        };
+        let i = self.pfc_index(p, prio).expect("lossless");
+        self.pfc[i].watchdog_pending = false;
+        let now = io.now();
+        if !self.queues[p.idx()].is_paused(prio, now) {
+            // Re-armed by the next pause.
+            return;
+        }
+        let since = self.pfc[i].paused_since.unwrap_or(now);
+        let stuck = now.saturating_sub(since) >= wd.interval;
+        if !stuck || self.queues[p.idx()].queue_len(prio) == 0 {
+            let next = if since + wd.interval > now {
+                since + wd.interval
+            } else {
+                now + wd.interval
+            };
+            self.pfc[i].watchdog_pending = true;
+            io.at(next, Timed::Watchdog(p, prio));
+            return;
+        }
+        self.pfc[i].watchdog_events += 1;
+        self.counters.watchdog_events += 1;
+        first(&mut self.firsts.watchdog_ps, now);
+        self.pfc[i].watchdog_until = now + wd.recovery;
+        self.pfc[i].close_paused(now);
+        self.queues[p.idx()].pause(prio, now);
+        if wd.action == WatchdogAction::Drop {
+            let frames = self.queues[p.idx()].drain(prio);
+            let Owner::Switch(s) = self.owners[p.idx()] else {
+                unreachable!("the watchdog runs on switch ports")
+            };
+            for e in frames {
+                self.ports[p.idx()].queued -= 1;
+                if e.ingress != LOCAL {
+                    self.release(io, s.idx(), e.ingress, prio, held(e.wire_bytes));
+                }
+                self.queues[p.idx()].counts[prio as usize].watchdog_drops += 1;
+                self.counters.watchdog_drops += 1;
+                self.drop_frame(io, e.id);
+            }
+        }
+        // The watchdog runs on switch ports: never a NIC's turn.
+        let _ = self.kick(io, p);
+    }
+
+    /// Checks that the switches' buffers hold exactly what their queues
+    /// hold, that each port's count of queued frames is right, and that
+    /// every lossless byte is charged to the port it came in on. Returns
+    /// a description of the first violation.
+    pub fn check_buffers(&self) -> Result<(), String> {
+        let buffered: u64 = self
+            .switches
+            .iter()
+            .map(|s| s.buffer.used + s.buffer.headroom_used)
+            .sum();
+        let queued: u64 = self
+            .queues
+            .iter()
+            .zip(&self.owners)
+            .filter(|(_, o)| matches!(o, Owner::Switch(_)))
+            .map(|(q, _)| q.total_bytes)
+            .sum();
+        for (i, (q, p)) in self.queues.iter().zip(&self.ports).enumerate() {
+            if q.len() != p.queued as usize {
+                return Err(format!(
+                    "port {i} counts {} queued frames but holds {}",
+                    p.queued,
+                    q.len()
+                ));
+            }
+        }
+        if buffered != queued {
+            return Err(format!(
+                "switch buffers hold {buffered} B but their queues hold {queued} B"
+            ));
+        }
+        let mut charged = vec![0u64; self.pfc.len()];
+        for (q, o) in self.queues.iter().zip(&self.owners) {
+            if !matches!(o, Owner::Switch(_)) {
+                continue;
+            }
+            for (prio, e) in q.iter_queued() {
+                if let (Some(i), true) =
+                    (self.pfc_index(PortId(e.ingress), prio), e.ingress != LOCAL)
+                {
+                    charged[i] += held(e.wire_bytes) as u64;
+                }
+            }
+        }
+        for (i, (c, st)) in charged.iter().zip(&self.pfc).enumerate() {
+            if *c != st.bytes as u64 {
+                return Err(format!(
+                    "PFC slot {i} is charged {} B but its queued frames hold {c} B",
+                    st.bytes
+                ));
+            }
+        }
+        Ok(())
+    }
+}
