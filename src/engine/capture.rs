@@ -232,7 +232,7 @@ impl Simulation {
                 encode::vlan_tci(priority, topo.vlan_of(pkt.src))
             }),
         };
-        let bytes = encode::encode(&pkt, &ctx);
+        let bytes = encode::encode(pkt, &ctx);
         let result = (|| {
             if c.iface[p.idx()] == u32::MAX {
                 c.iface[p.idx()] = c.ifaces;
