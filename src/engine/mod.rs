@@ -892,25 +892,31 @@ impl Simulation {
 
     /// After a call into egress: accounts what it dropped, lost, trimmed
     /// or captured, and gives a NIC port whose turn it is a data packet.
-    #[inline]
+    #[inline(always)]
     fn after(&mut self, p: PortId, turn: NicTurn) {
         self.settle();
         if let NicTurn(Some(n)) = turn {
-            if let Some(id) = self.pull_from_qps(p, n) {
-                let e = Queued {
-                    id,
-                    wire_bytes: self.packets.get(id).wire_bytes,
-                    ingress: LOCAL,
-                };
-                let dq = self.data_queue;
-                self.egress.transmit(&mut io!(self), p, e, dq);
-                self.settle();
-            }
+            self.nic_turn(p, n);
+        }
+    }
+
+    /// NIC port `p` is idle with its data queue open: it sends the next
+    /// data packet of its QPs, if one may go now.
+    fn nic_turn(&mut self, p: PortId, n: NicId) {
+        if let Some(id) = self.pull_from_qps(p, n) {
+            let e = Queued {
+                id,
+                wire_bytes: self.packets.get(id).wire_bytes,
+                ingress: LOCAL,
+            };
+            let dq = self.data_queue;
+            self.egress.transmit(&mut io!(self), p, e, dq);
+            self.settle();
         }
     }
 
     /// Accounts the frames egress reported as not simply going on.
-    #[inline]
+    #[inline(always)]
     fn settle(&mut self) {
         if self.egress.has_fates() {
             self.settle_fates();
