@@ -15,6 +15,7 @@ use crate::scenario::Scenario;
 use crate::switch::balance::{Ecmp, EcmpSeed};
 use crate::switch::classify::QUEUES;
 use crate::switch::ecn::Wred;
+use crate::switch::egress::{Egress, EgressConfig};
 use crate::switch::pfc::PfcPrio;
 use crate::switch::qos::{PortPfc, PortWred, QosConfig};
 use crate::switch::schedule::{EgressQueues, Scheduler};
@@ -26,10 +27,32 @@ use crate::wire::frame::ecn;
 use crate::wire::{Opcode, Packet};
 use crate::workload::FlowSpec;
 
+/// Every port's egress and the switches, resolved from the scenario: PFC
+/// thresholds and headroom, WRED, schedulers, the switches' buffers and
+/// balancers with their seeds and streams.
+pub fn egress(topo: &Topology, routes: &Routes, scenario: &Scenario, streams: &Streams) -> Egress {
+    let qos = &scenario.qos;
+    let preset = &scenario.transport.dcqcn;
+    let max_frame = qos.max_wire_frame();
+    let (pfc, reserved) = pfc(topo, qos, preset, max_frame);
+    let queues = egress_queues(topo, qos, preset, max_frame);
+    let switches = switches(topo, routes, scenario, streams, &reserved);
+    let cfg = EgressConfig {
+        mark_on: qos.mark_on,
+        pfc: qos.pfc.clone(),
+        trim: std::array::from_fn(|q| qos.queues[q].trim),
+        framing: qos.framing,
+        header_queue: qos.map.queue_of(scenario.transport.cnp_dscp),
+        header_dscp: scenario.transport.cnp_dscp,
+        nic_data_queue: qos.map.queue_of(scenario.transport.data_dscp),
+    };
+    Egress::new(topo, cfg, queues, switches, pfc)
+}
+
 /// PFC: one slot per lossless priority on every port, each port's
 /// thresholds and headroom for it, and the headroom each switch sets
 /// aside from its shared pool.
-pub(super) fn pfc(
+fn pfc(
     topo: &Topology,
     qos: &QosConfig,
     preset: &DcqcnParams,
@@ -60,7 +83,7 @@ pub(super) fn pfc(
 
 /// Every port's egress queues: the scheduler, and WRED where a switch
 /// marks or drops.
-pub(super) fn egress_queues(
+fn egress_queues(
     topo: &Topology,
     qos: &QosConfig,
     preset: &DcqcnParams,
@@ -89,7 +112,7 @@ pub(super) fn egress_queues(
 /// Every switch's pipeline state: its ECMP seed (per switch from the run's
 /// streams, or the scenario's fixed one), its WRED and balancer streams,
 /// and the headroom `reserved` from its pool.
-pub(super) fn switches(
+fn switches(
     topo: &Topology,
     routes: &Routes,
     scenario: &Scenario,

@@ -19,7 +19,7 @@
 //! the start of a transmission and a NIC's receive path.
 
 mod balance;
-mod build;
+pub mod build;
 pub mod capture;
 mod view;
 pub use capture::FrameSink;
@@ -40,9 +40,7 @@ use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
 use crate::switch::balance::Ctx;
 use crate::switch::classify::ClassMap;
-use crate::switch::egress::{
-    Egress, EgressConfig, EgressCounters, EgressFirsts, Fate, Io, NicTurn, Timed,
-};
+use crate::switch::egress::{Egress, EgressCounters, EgressFirsts, Fate, Io, NicTurn, Timed};
 use crate::switch::schedule::{Queued, LOCAL};
 use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
@@ -440,13 +438,7 @@ impl Simulation {
             jobs,
         } = prepared;
         let streams = Streams::new(scenario.seed);
-        let qos = &scenario.qos;
-        let preset = &scenario.transport.dcqcn;
-        let max_frame = qos.max_wire_frame();
-
-        let (pfc, reserved) = build::pfc(&topo, qos, preset, max_frame);
-        let queues = build::egress_queues(&topo, qos, preset, max_frame);
-        let switches = build::switches(&topo, &routes, &scenario, &streams, &reserved);
+        let egress = build::egress(&topo, &routes, &scenario, &streams);
         let mut queue = EventQueue::new();
         let (qps, flows) = build::qps_and_flows(&topo, &scenario, specs, &streams, &mut queue);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
@@ -460,7 +452,8 @@ impl Simulation {
         }
         let paths = paths::PathLog::new(
             scenario.transport.mrc.is_some()
-                || switches
+                || egress
+                    .switches()
                     .iter()
                     .any(|s: &SwitchState| !s.balancer.is_static()),
             qps.len(),
@@ -511,17 +504,7 @@ impl Simulation {
         let nic_classes = scenario.qos.map.clone();
         let data_queue = nic_classes.queue_of(scenario.transport.data_dscp);
         let cnp_queue = nic_classes.queue_of(scenario.transport.cnp_dscp);
-        let cfg = EgressConfig {
-            mark_on: scenario.qos.mark_on,
-            pfc: scenario.qos.pfc.clone(),
-            trim: std::array::from_fn(|q| scenario.qos.queues[q].trim),
-            framing: scenario.qos.framing,
-            header_queue: cnp_queue,
-            header_dscp: scenario.transport.cnp_dscp,
-            nic_data_queue: data_queue,
-        };
         let n_ports = topo.ports.len();
-        let egress = Egress::new(&topo, cfg, queues, switches, pfc);
         let series = series::Series::new(
             scenario.report.sample_interval,
             scenario.report.samples,

@@ -995,3 +995,334 @@ impl Egress {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Egress driven by hand, with no event loop: the tests play the
+    //! caller, scheduling nothing and reading back what egress asked for.
+
+    use super::*;
+    use crate::topology::Topology;
+
+    /// One leaf switch with three single-NIC hosts at 100G, a lossless
+    /// class on queue 3 with PFC at 20 KB / 10 KB and WRED 20-40 KB, and a
+    /// lossy class on queue 0.
+    const LEAF: &str = r#"
+[topology]
+kind = "single-rail"
+hosts = 3
+gpus_per_host = 1
+nic_speed = "100G"
+link_delay = "1us"
+
+[switch]
+buffer = "1MB"
+
+[[qos.class]]
+name = "rocev2"
+dscp = [24]
+queue = 3
+lossless = true
+bandwidth_percent = 50
+xoff = "20KB"
+xon = "10KB"
+wred = { min = "20KB", max = "40KB", max_probability = 0.2 }
+
+[[qos.class]]
+name = "cnp"
+dscp = [48]
+queue = 7
+strict = true
+
+[[qos.class]]
+name = "default"
+dscp = [0]
+queue = 0
+bandwidth_percent = 50
+
+[[workload]]
+kind = "transfer"
+src = 1
+dst = 0
+bytes = "4KB"
+"#;
+
+    /// The test's side of `Io`: a clock it moves by hand, the packets,
+    /// and every action egress asked for.
+    struct Caller {
+        now: SimTime,
+        packets: PacketArena,
+        asked: Vec<(SimTime, Timed)>,
+        backlog: bool,
+    }
+
+    impl Io for Caller {
+        fn now(&self) -> SimTime {
+            self.now
+        }
+        fn packets(&mut self) -> &mut PacketArena {
+            &mut self.packets
+        }
+        fn at(&mut self, t: SimTime, what: Timed) {
+            self.asked.push((t, what));
+        }
+        fn nic_backlog(&self, _: PortId) -> bool {
+            self.backlog
+        }
+    }
+
+    fn leaf(sets: &[&str]) -> (Topology, Egress, Caller) {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let p = crate::scenario::prepare("egress.toml", LEAF, &sets).unwrap();
+        let streams = crate::rng::Streams::new(p.scenario.seed);
+        let e = crate::engine::build::egress(&p.topology, &p.routes, &p.scenario, &streams);
+        let caller = Caller {
+            now: SimTime::ZERO,
+            packets: PacketArena::default(),
+            asked: Vec::new(),
+            backlog: false,
+        };
+        (p.topology, e, caller)
+    }
+
+    /// A data packet of `payload` bytes from NIC 1 to NIC 0 in `dscp`.
+    fn data(dscp: u8, payload: u32) -> Packet {
+        Packet {
+            src: NicId(1),
+            dst: NicId(0),
+            qp: QpId(0),
+            psn: 0,
+            payload,
+            wire_bytes: frame::wire_bytes(Opcode::WriteMiddle, payload),
+            header_crc: 0,
+            udp_sport: 49152,
+            opcode: Opcode::WriteMiddle,
+            tos: Packet::tos_of(dscp, ecn::ECT0),
+        }
+    }
+
+    /// The switch port facing NIC `n`.
+    fn facing(topo: &Topology, n: usize) -> PortId {
+        topo.port(topo.nics[n].ports[0]).peer
+    }
+
+    /// Admits `pkt` at the leaf, in on the port facing NIC 1, out towards
+    /// NIC 0 in `queue`.
+    fn admit(topo: &Topology, e: &mut Egress, c: &mut Caller, pkt: Packet, queue: u8) -> PacketId {
+        let id = c.packets.alloc(pkt);
+        e.admit(c, 0, facing(topo, 1), (facing(topo, 0), queue), id, &pkt);
+        id
+    }
+
+    fn arrivals(c: &Caller) -> Vec<(SimTime, PortId, Packet)> {
+        c.asked
+            .iter()
+            .filter_map(|&(t, w)| match w {
+                Timed::Arrive(p, id) => Some((t, p, *c.packets.get(id))),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_idle_port_sends_at_once_and_a_busy_one_queues_until_its_tx_done() {
+        let (topo, mut e, mut c) = leaf(&[]);
+        let out = facing(&topo, 0);
+        let pkt = data(24, 4096);
+        let ser = topo.port(out).rate.serialize(pkt.wire_bytes as u64);
+        let delay = topo.port(out).delay;
+        admit(&topo, &mut e, &mut c, pkt, 3);
+        admit(&topo, &mut e, &mut c, pkt, 3);
+        // The first is on the wire; the second waits for the TxDone.
+        assert_eq!(
+            c.asked,
+            vec![
+                (ser + delay, Timed::Arrive(topo.port(out).peer, PacketId(0))),
+                (ser, Timed::TxDone(out)),
+            ]
+        );
+        assert_eq!(e.ports()[out.idx()].queued, 1);
+        assert_eq!(e.queues()[out.idx()].queue_bytes(3), held(pkt.wire_bytes));
+        // Both frames hold buffer until their serialization starts.
+        assert_eq!(e.switches()[0].buffer.used, held(pkt.wire_bytes) as u64);
+        c.now = ser;
+        c.asked.clear();
+        assert_eq!(e.tx_done(&mut c, out), NicTurn::NONE);
+        assert_eq!(
+            c.asked,
+            vec![(
+                ser + ser + delay,
+                Timed::Arrive(topo.port(out).peer, PacketId(1))
+            )]
+        );
+        assert_eq!(e.switches()[0].buffer.used, 0);
+        assert_eq!(e.counters.link_transmissions, 2);
+        e.check_buffers().unwrap();
+    }
+
+    #[test]
+    fn lossless_bytes_past_xoff_pause_the_ingress_and_a_resume_follows_at_xon() {
+        let (topo, mut e, mut c) = leaf(&[]);
+        let (ingress, out) = (facing(&topo, 1), facing(&topo, 0));
+        let pkt = data(24, 4096);
+        // The first goes out at once; the rest queue behind it.
+        let mut n = 0;
+        while e.counters.pfc_pause_frames == 0 {
+            admit(&topo, &mut e, &mut c, pkt, 3);
+            n += 1;
+            assert!(n < 100, "no pause after {n} packets");
+        }
+        // Paused once the bytes charged to the ingress passed 20 KB.
+        let charged = (n - 1) * held(pkt.wire_bytes);
+        assert!(
+            charged > 20_000 && charged - held(pkt.wire_bytes) <= 20_000,
+            "{charged}"
+        );
+        let pause = arrivals(&c)
+            .into_iter()
+            .find(|(_, _, p)| p.opcode == Opcode::Pause)
+            .expect("a pause frame on the wire");
+        assert_eq!(pause.1, topo.port(ingress).peer, "the pause goes to NIC 1");
+        assert_eq!((pause.2.psn, pause.2.tos), (0xFFFF, 1 << 3));
+        assert!(e.pfc()[e.pfc_index(ingress, 3).unwrap()].pausing);
+        // Draining: the resume goes out once the charge is at xON.
+        let mut t = SimTime::ZERO;
+        while e.ports()[out.idx()].queued > 0 {
+            t = e.ports()[out.idx()].busy_until;
+            c.now = t;
+            let _ = e.tx_done(&mut c, out);
+            let st = &e.pfc()[e.pfc_index(ingress, 3).unwrap()];
+            assert_eq!(st.pausing, st.bytes > 10_000, "at {t:?}: {} B", st.bytes);
+        }
+        assert_eq!(e.counters.pfc_resume_frames, 1);
+        let resume = arrivals(&c)
+            .into_iter()
+            .find(|(_, _, p)| p.opcode == Opcode::Pause && p.psn == 0)
+            .expect("a resume frame");
+        assert!(resume.0 > SimTime::ZERO && t > SimTime::ZERO);
+        assert_eq!(e.firsts.pause_by_tier_ps[0], Some(0));
+        e.check_buffers().unwrap();
+    }
+
+    #[test]
+    fn wred_marks_every_ect_packet_past_its_maximum_and_none_below_its_minimum() {
+        let (topo, mut e, mut c) = leaf(&["qos.mark_on=\"enqueue\""]);
+        let pkt = data(24, 1024);
+        let cfg = e.queues()[facing(&topo, 0).idx()].wred[3]
+            .as_ref()
+            .unwrap()
+            .cfg;
+        assert_eq!((cfg.min, cfg.max), (20_000, 40_000));
+        let mut marked_below = 0;
+        for _ in 0..50 {
+            let depth = e.queues()[facing(&topo, 0).idx()].queue_bytes(3);
+            let id = admit(&topo, &mut e, &mut c, pkt, 3);
+            let ce = c.packets.get(id).ecn() == ecn::CE;
+            if depth < cfg.min && ce {
+                marked_below += 1;
+            }
+            if depth >= cfg.max {
+                assert!(ce, "unmarked at {depth} B");
+            }
+        }
+        assert_eq!(marked_below, 0);
+        assert!(e.counters.ecn_marks > 0);
+        let counts = e.queues()[facing(&topo, 0).idx()].counts[3];
+        assert_eq!(counts.ecn_marks, e.counters.ecn_marks);
+        assert!(e.firsts.ecn_mark_ps.is_some());
+    }
+
+    #[test]
+    fn wred_on_dequeue_marks_as_frames_leave_by_the_depth_behind_them() {
+        let (topo, mut e, mut c) = leaf(&[]);
+        let out = facing(&topo, 0);
+        let pkt = data(24, 1024);
+        for _ in 0..50 {
+            admit(&topo, &mut e, &mut c, pkt, 3);
+        }
+        assert_eq!(e.counters.ecn_marks, 0, "nothing is marked on the way in");
+        let mut behind = Vec::new();
+        while e.ports()[out.idx()].queued > 0 {
+            c.now = e.ports()[out.idx()].busy_until;
+            let before = c.asked.len();
+            let _ = e.tx_done(&mut c, out);
+            let depth = e.queues()[out.idx()].queue_bytes(3);
+            for &(_, w) in &c.asked[before..] {
+                if let Timed::Arrive(_, id) = w {
+                    behind.push((depth, c.packets.get(id).ecn() == ecn::CE));
+                }
+            }
+        }
+        assert!(behind.iter().all(|&(d, ce)| ce || d < 40_000));
+        assert!(behind.iter().all(|&(d, ce)| !ce || d >= 20_000));
+        assert!(e.counters.ecn_marks >= behind.iter().filter(|(d, _)| *d >= 40_000).count() as u64);
+        assert!(e.counters.ecn_marks > 0);
+    }
+
+    #[test]
+    fn a_lossy_frame_past_the_buffer_is_dropped_and_reported_to_the_caller() {
+        let (topo, mut e, mut c) = leaf(&["switch.buffer=\"256KB\""]);
+        let out = facing(&topo, 0);
+        let pkt = data(0, 4096);
+        let mut admitted = 0u32;
+        while e.drops()[out.idx()].packets == 0 {
+            admit(&topo, &mut e, &mut c, pkt, 0);
+            admitted += 1;
+            assert!(admitted < 100);
+        }
+        assert!(e.switches()[0].buffer.used <= 256 * 1024);
+        let fates = e.take_fates();
+        assert_eq!(fates.len(), 1);
+        assert!(matches!(fates[0], Fate::Dropped(p) if p.payload == 4096));
+        assert_eq!(e.queues()[out.idx()].counts[0].drops, 1);
+        // The dropped packet's slot is free again.
+        assert_eq!(c.packets.iter_live().count() as u32, admitted - 1);
+        e.check_buffers().unwrap();
+    }
+
+    #[test]
+    fn a_nic_port_hands_its_turn_to_the_caller_unless_its_data_queue_is_paused() {
+        let (topo, mut e, mut c) = leaf(&[]);
+        let nic_port = topo.nics[0].ports[0];
+        assert_eq!(e.kick(&mut c, nic_port), NicTurn(Some(NicId(0))));
+        // Paused by its switch on the data queue: no turn, and a wake-up
+        // when the pause ends if QPs wait.
+        let mut pause = data(24, 0);
+        pause.opcode = Opcode::Pause;
+        pause.psn = 100;
+        pause.tos = 1 << 3;
+        c.backlog = true;
+        assert_eq!(e.receive_pause(&mut c, nic_port, &pause), NicTurn::NONE);
+        assert_eq!(e.kick(&mut c, nic_port), NicTurn::NONE);
+        let until = pause_time(100, topo.port(nic_port).rate);
+        assert_eq!(c.asked, vec![(until, Timed::Wake(nic_port))]);
+        // A resume gives the turn back at once.
+        pause.psn = 0;
+        assert_eq!(
+            e.receive_pause(&mut c, nic_port, &pause),
+            NicTurn(Some(NicId(0)))
+        );
+    }
+
+    #[test]
+    fn frames_queued_at_or_offered_to_a_dead_port_are_lost_and_give_their_buffer_back() {
+        let (topo, mut e, mut c) = leaf(&[]);
+        let out = facing(&topo, 0);
+        let pkt = data(24, 4096);
+        for _ in 0..3 {
+            admit(&topo, &mut e, &mut c, pkt, 3);
+        }
+        assert_eq!(e.ports()[out.idx()].queued, 2);
+        let _ = e.set_down(&mut c, out, true);
+        admit(&topo, &mut e, &mut c, pkt, 3);
+        let lost: Vec<_> = e
+            .take_fates()
+            .into_iter()
+            .filter(|f| matches!(f, Fate::Lost(p, _) if *p == out))
+            .collect();
+        assert_eq!(lost.len(), 3, "two queued and one offered");
+        assert_eq!(e.switches()[0].buffer.used, 0);
+        assert_eq!(e.pfc()[e.pfc_index(facing(&topo, 1), 3).unwrap()].bytes, 0);
+        e.check_buffers().unwrap();
+    }
+}
