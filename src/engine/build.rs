@@ -8,6 +8,7 @@
 use super::NO_SLOT;
 use super::{ideal, mrc_sport, Estimate, Event, EventQueue, FlowState, QpState, Simulation};
 use crate::nic::dcqcn::{Dcqcn, DcqcnParams};
+use crate::nic::nics::Nics;
 use crate::nic::rate::RateControl;
 use crate::nic::transport::{Requester, Responder};
 use crate::rng::Streams;
@@ -145,6 +146,32 @@ fn switches(
         .collect()
 }
 
+/// The NICs, with the QP table, each NIC's reorder buffer and, where a
+/// GPU's PCIe is slower than its NIC's ports, PCIe pacing.
+pub(super) fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>) -> Nics {
+    let pcie_one_way = scenario.host.pcie_bytes_per_s / 2;
+    let pcie_binds = topo.gpus.iter().any(|g| {
+        let line: u64 = topo.nics[g.nic.idx()]
+            .ports
+            .iter()
+            .map(|&p| topo.port(p).rate.bps())
+            .sum();
+        line > pcie_one_way * 8
+    });
+    Nics::new(
+        qps,
+        (topo.ports.len(), topo.nics.len(), topo.gpus.len()),
+        (
+            scenario.qos.map.queue_of(scenario.transport.data_dscp),
+            scenario.qos.map.queue_of(scenario.transport.cnp_dscp),
+        ),
+        scenario.transport.clone(),
+        scenario.qos.framing,
+        pcie_one_way,
+        pcie_binds,
+    )
+}
+
 /// The QP table and the transfers: each QP's halves, rate control, UDP
 /// source port, header CRCs (per direction, and per MRC path), ports and
 /// planes; transfers that are not gated by a task start on their own.
@@ -213,6 +240,9 @@ pub(super) fn qps_and_flows(
             let path_crc_back = per_path(spec.dst_nic, spec.src_nic);
             qps.push(QpState {
                 flow: FlowId(fi as u32),
+                src_nic: spec.src_nic,
+                dst_nic: spec.dst_nic,
+                src_gpu: spec.src,
                 src_port: src_ports[id as usize % src_ports.len()],
                 dst_port: dst_ports[id as usize % dst_ports.len()],
                 udp_sport: sport,
@@ -273,21 +303,21 @@ impl Simulation {
                 .clone()
                 .map(|q| {
                     self.qp_route(QpId(q)).unwrap_or_else(|| {
-                        let src = self.qps[q as usize].src_port;
+                        let src = self.nics.qps()[q as usize].src_port;
                         self.routes
                             .first_path(&self.topo, src, dst)
                             .unwrap_or(vec![src])
                     })
                 })
                 .collect();
-            let reqs: Vec<&Requester> = qps.map(|q| &self.qps[q as usize].req).collect();
+            let reqs: Vec<&Requester> = qps.map(|q| &self.nics.qps()[q as usize].req).collect();
             for (r, route) in reqs.iter().zip(&routes) {
                 let pkts = r.n_pkts as u64;
                 self.estimate.link_transmissions +=
                     (pkts + pkts.div_ceil(ack_every)) * route.len() as u64;
             }
             let framing = self.scenario.qos.framing;
-            let pcie = (!self.pcie_next.is_empty()).then_some(self.pcie_ps_per_byte);
+            let pcie = self.nics.pcie_ps_per_byte();
             let mut ideal = ideal::ideal_fct(&self.topo, framing, &reqs, &routes, pcie);
             // A rate cap: the whole transfer on the wire at that rate.
             if let Some(cap) = self.flows[f].spec.rate {

@@ -142,7 +142,7 @@ impl Simulation {
         }
         let mut qps = Vec::new();
         if !spec.flows.is_empty() {
-            qps = vec![false; self.qps.len()];
+            qps = vec![false; self.nics.qps().len()];
             for &f in &spec.flows {
                 let flow = self.flows.get(f as usize).ok_or_else(|| {
                     format!(
@@ -217,7 +217,10 @@ impl Simulation {
             (encode::nic_ip(pkt.src.0), encode::nic_ip(pkt.dst.0))
         };
         let dma_length = if pkt.opcode.has_reth() {
-            self.qps[pkt.qp.idx()].req.total_bytes.min(u32::MAX as u64) as u32
+            self.nics.qps()[pkt.qp.idx()]
+                .req
+                .total_bytes
+                .min(u32::MAX as u64) as u32
         } else {
             0
         };
@@ -228,7 +231,7 @@ impl Simulation {
             dst_ip,
             dma_length,
             vlan_tci: self.scenario.qos.framing.tags(pkt.opcode).then(|| {
-                let priority = self.nic_classes.queue_of(pkt.dscp());
+                let priority = self.scenario.qos.map.queue_of(pkt.dscp());
                 encode::vlan_tci(priority, topo.vlan_of(pkt.src))
             }),
         };

@@ -203,9 +203,9 @@ impl Simulation {
 
     /// Where every QP still sending goes.
     fn active_routes(&self) -> Vec<Active> {
-        (0..self.qps.len() as u32)
+        (0..self.nics.qps().len() as u32)
             .map(|q| {
-                if self.qps[q as usize].req.is_done() {
+                if self.nics.qps()[q as usize].req.is_done() {
                     return Active::Finished;
                 }
                 match self.qp_route(QpId(q)) {
@@ -234,7 +234,7 @@ impl Simulation {
             // Only data counts against a QP (control frames carry no QP),
             // and a late duplicate of a finished transfer costs it nothing.
             let unfinished = |r: &crate::nic::transport::Responder| r.expected < r.n_pkts;
-            if pkt.opcode.is_data() && unfinished(&self.qps[q].resp) {
+            if pkt.opcode.is_data() && unfinished(&self.nics.qps()[q].resp) {
                 if self.failures.qp_counted[q] != cause {
                     self.failures.qp_counted[q] = cause;
                     st.affected_qps += 1;

@@ -35,22 +35,20 @@ pub mod series;
 pub mod tasks;
 
 use crate::cache::prefetch_read;
-use crate::nic::transport::{ReorderPool, Requester, Responder, TimerAction};
+use crate::nic::nics::{NicCounters, Nics, Pull, Rx};
+use crate::nic::transport::{ReorderPool, TimerAction};
 use crate::rng::Streams;
 use crate::scenario::{Prepared, Scenario};
 use crate::switch::balance::Ctx;
-use crate::switch::classify::ClassMap;
 use crate::switch::egress::{Egress, EgressCounters, EgressFirsts, Fate, Io, NicTurn, Timed};
 use crate::switch::schedule::{Queued, LOCAL};
 use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
 use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
-use crate::wire::frame::ecn;
 use crate::wire::{Opcode, Packet, PacketArena, PacketId};
 use crate::workload::FlowSpec;
 use queue::EventQueue;
-use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
@@ -95,35 +93,7 @@ pub enum Event {
     Nvlink(u32, u32),
 }
 
-/// Both halves of a queue pair and where they sit.
-pub struct QpState {
-    pub flow: FlowId,
-    pub src_port: PortId,
-    pub dst_port: PortId,
-    pub udp_sport: u16,
-    /// ECMP header CRC (unseeded) of its data packets and of the ACK/NAKs
-    /// going back.
-    pub header_crc: [u32; 2],
-    /// MRC: the header CRC of its data packets on each path, and of the
-    /// ACKs that come back with the same UDP source port (empty for RC).
-    pub path_crc: Vec<u32>,
-    pub path_crc_back: Vec<u32>,
-    /// MRC over several NIC ports (planes): every port of the NIC, the
-    /// first being `src_port`; otherwise just `src_port`.
-    pub planes: Vec<PortId>,
-    /// Which of `planes` have the QP on their round-robin ring (a bit each).
-    pub in_ring: u8,
-    pub req: Requester,
-    pub resp: Responder,
-    /// A workload rate cap: this QP's share (bits/s) and when it may send
-    /// next.
-    pub cap_bps: f64,
-    pub cap_next: SimTime,
-    /// Notification point: when this QP's receiver last sent a CNP.
-    pub cnp_last: Option<SimTime>,
-    pub cnps_sent: u64,
-    pub cnps_received: u64,
-}
+pub use crate::nic::nics::{mrc_sport, QpState};
 
 pub struct FlowState {
     pub spec: FlowSpec,
@@ -141,10 +111,11 @@ pub struct FlowState {
     pub ideal_fct: SimTime,
 }
 
-/// Fabric-wide counters. The engine keeps those of NICs and flows; those
-/// egress keeps (`EgressCounters`: link transmissions, marks, drops in
-/// the switches, PFC frames, trims, the watchdog) are filled in by
-/// `Simulation::counters`.
+/// Fabric-wide counters. The engine keeps those of the payload ledger,
+/// transfers and drops; those egress keeps (`EgressCounters`: link
+/// transmissions, marks, drops in the switches, PFC frames, trims, the
+/// watchdog) and the NICs keep (`NicCounters`: packets sent, ACKs, NAKs,
+/// CNPs) are filled in by `Simulation::counters`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Counters {
     pub events: u64,
@@ -191,6 +162,20 @@ impl Counters {
             watchdog_drops: e.watchdog_drops,
             pfc_pause_frames: e.pfc_pause_frames,
             pfc_resume_frames: e.pfc_resume_frames,
+            ..self
+        }
+    }
+}
+
+impl Counters {
+    /// These counters with the NICs' filled in.
+    pub fn with_nics(self, n: &NicCounters) -> Counters {
+        Counters {
+            data_packets_sent: n.data_packets_sent,
+            acks_sent: n.acks_sent,
+            naks_sent: n.naks_sent,
+            cnps_sent: n.cnps_sent,
+            cnps_received: n.cnps_received,
             ..self
         }
     }
@@ -321,12 +306,6 @@ pub struct Limits {
 /// Events handled between checks of the wall clock and of interruption.
 const BATCH: u64 = 1 << 16;
 
-/// The UDP source port of an MRC QP's path: spread over the ephemeral
-/// range from the QP's own port.
-pub fn mrc_sport(base: u16, path: u8) -> u16 {
-    49152 + ((base as u32 - 49152 + path as u32 * 1031) % 16384) as u16
-}
-
 pub use crate::switch::egress::NO_SLOT;
 
 /// The engine's side of egress's `Io`: the clock, the packets, the event
@@ -335,7 +314,7 @@ struct Wires<'a> {
     now: SimTime,
     queue: &'a mut EventQueue<Event>,
     packets: &'a mut PacketArena,
-    rings: &'a [VecDeque<QpId>],
+    nics: &'a Nics,
 }
 
 impl Io for Wires<'_> {
@@ -363,7 +342,7 @@ impl Io for Wires<'_> {
 
     #[inline]
     fn nic_backlog(&self, p: PortId) -> bool {
-        !self.rings[p.idx()].is_empty()
+        self.nics.backlog(p)
     }
 }
 
@@ -374,7 +353,7 @@ macro_rules! io {
             now: $sim.now,
             queue: &mut $sim.queue,
             packets: &mut $sim.packets,
-            rings: &$sim.qp_rings,
+            nics: &$sim.nics,
         }
     };
 }
@@ -388,13 +367,8 @@ pub struct Simulation {
     routes: Routes,
     /// Every port's egress and the switches (see `switch::egress`).
     egress: Egress,
-    /// NIC ports: QPs with data to send, served round robin.
-    qp_rings: Vec<VecDeque<QpId>>,
-    /// The DSCP-to-queue map NICs use for the frames they send.
-    nic_classes: ClassMap,
-    /// The queue NIC data and ACKs go out of, and CNPs.
-    data_queue: u8,
-    cnp_queue: u8,
+    /// Every NIC's QPs, rings, reorder buffers and PCIe (see `nic::nics`).
+    nics: Nics,
     /// Quality bands, GLB heartbeats and ALB ticks.
     balance: balance::BalanceState,
     /// Tenant of each QP, which TELB policies match.
@@ -403,21 +377,14 @@ pub struct Simulation {
     paths: paths::PathLog,
     /// Failed links and switches and what they cost.
     failures: failures::FailureState,
-    /// Each NIC's reorder buffer.
-    reorder: Vec<ReorderPool>,
     /// Time series sampled as the run goes (see `series`).
     series: series::Series,
     /// A packet capture in progress, if one was asked for.
     capture: Option<Box<capture::Capture>>,
     packets: PacketArena,
-    qps: Vec<QpState>,
     flows: Vec<FlowState>,
     /// The task graph of collectives and jobs, and NVLink copies.
     tasks: tasks::TaskState,
-    /// Per GPU: when its PCIe link is free for the next packet's payload
-    /// (empty when no GPU's PCIe is slower than its NIC).
-    pcie_next: Vec<SimTime>,
-    pcie_ps_per_byte: f64,
     counters: Counters,
     /// What the run should cost, from its traffic and paths.
     estimate: Estimate,
@@ -462,35 +429,12 @@ impl Simulation {
             failures::FailureState::new(&scenario.failures, &topo, &routes, qps.len(), |t, e| {
                 queue.push(t, e)
             });
-        let reorder = vec![
-            ReorderPool {
-                capacity: scenario.transport.reorder_buffer,
-                ..Default::default()
-            };
-            topo.nics.len()
-        ];
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
         let nvlink = tasks::Nvlink::new(
             topo.hosts.len(),
             scenario.host.nvlink_bytes_per_s / 2,
             scenario.host.nvlink_latency,
         );
-        // PCIe pacing only where it can bind.
-        let pcie_one_way = scenario.host.pcie_bytes_per_s / 2;
-        let pcie_binds = topo.gpus.iter().any(|g| {
-            let line: u64 = topo.nics[g.nic.idx()]
-                .ports
-                .iter()
-                .map(|&p| topo.port(p).rate.bps())
-                .sum();
-            line > pcie_one_way * 8
-        });
-        let pcie_next = if pcie_binds {
-            vec![SimTime::ZERO; topo.gpus.len()]
-        } else {
-            Vec::new()
-        };
-        let pcie_ps_per_byte = 1e12 / pcie_one_way as f64;
         let tasks = tasks::TaskState::new(graph, collectives, jobs, flows.len(), nvlink, |t, e| {
             queue.push(t, e)
         });
@@ -501,17 +445,14 @@ impl Simulation {
                 scenario.workloads.get(w).map_or(0, |w| w.tenant)
             })
             .collect();
-        let nic_classes = scenario.qos.map.clone();
-        let data_queue = nic_classes.queue_of(scenario.transport.data_dscp);
-        let cnp_queue = nic_classes.queue_of(scenario.transport.cnp_dscp);
-        let n_ports = topo.ports.len();
         let series = series::Series::new(
             scenario.report.sample_interval,
             scenario.report.samples,
             topo.ports.len(),
             scenario.report.sample_qps.min(qps.len()),
-            nic_classes.queues_used(),
+            scenario.qos.map.queues_used(),
         );
+        let nics = build::nics(&topo, &scenario, qps);
         let mut sim = Simulation {
             now: SimTime::ZERO,
             queue,
@@ -519,23 +460,16 @@ impl Simulation {
             topo,
             routes,
             egress,
-            qp_rings: (0..n_ports).map(|_| VecDeque::new()).collect(),
-            nic_classes,
-            data_queue,
-            cnp_queue,
+            nics,
             paths,
             failures,
-            reorder,
             balance,
             qp_tenant,
             series,
             capture: None,
             packets: PacketArena::default(),
-            qps,
             flows,
             tasks,
-            pcie_next,
-            pcie_ps_per_byte,
             counters: Counters::default(),
             estimate: Estimate::default(),
             deadlock: Vec::new(),
@@ -700,7 +634,7 @@ impl Simulation {
 
     /// Changes whenever any transfer makes progress.
     fn progress_mark(&self) -> (u64, u64) {
-        let acked: u64 = self.qps.iter().map(|q| q.req.una as u64).sum();
+        let acked: u64 = self.nics.qps().iter().map(|q| q.req.una as u64).sum();
         (self.counters.bytes_delivered, acked + self.tasks.tasks_done)
     }
 
@@ -744,7 +678,7 @@ impl Simulation {
                 prefetch_read(self.packets.slot_ptr(id));
                 // Most arrivals are data of the lossless class: its PFC
                 // account at this ingress port.
-                self.egress.prefetch_arrival(p, self.data_queue);
+                self.egress.prefetch_arrival(p, self.nics.data_queue());
             }
             Event::TxDone(p) => self.egress.prefetch_port(p),
             _ => {}
@@ -820,31 +754,17 @@ impl Simulation {
             (fl.first_qp, fl.n_qps)
         };
         for q in first..first + n {
-            self.activate(QpId(q));
+            self.nics.activate(QpId(q));
         }
         for q in first..first + n {
             self.kick_qp(QpId(q));
         }
     }
 
-    /// Puts a QP with data to send on its ports' round-robin rings.
-    fn activate(&mut self, q: QpId) {
-        let qp = &mut self.qps[q.idx()];
-        if !qp.req.has_data() {
-            return;
-        }
-        for (k, &p) in qp.planes.iter().enumerate() {
-            if qp.in_ring & (1 << k) == 0 {
-                qp.in_ring |= 1 << k;
-                self.qp_rings[p.idx()].push_back(q);
-            }
-        }
-    }
-
     /// Wakes every port a QP sends from.
     fn kick_qp(&mut self, q: QpId) {
-        for k in 0..self.qps[q.idx()].planes.len() {
-            let p = self.qps[q.idx()].planes[k];
+        for k in 0..self.nics.qp(q).planes.len() {
+            let p = self.nics.qp(q).planes[k];
             self.kick(p);
         }
     }
@@ -886,15 +806,31 @@ impl Simulation {
     /// NIC port `p` is idle with its data queue open: it sends the next
     /// data packet of its QPs, if one may go now.
     fn nic_turn(&mut self, p: PortId, n: NicId) {
-        if let Some(id) = self.pull_from_qps(p, n) {
-            let e = Queued {
-                id,
-                wire_bytes: self.packets.get(id).wire_bytes,
-                ingress: LOCAL,
-            };
-            let dq = self.data_queue;
-            self.egress.transmit(&mut io!(self), p, e, dq);
-            self.settle();
+        match self.nics.pull(self.now, p, n, &mut self.packets) {
+            Pull::Sent { q, id, timer, last } => {
+                if let Some(at) = timer {
+                    self.queue.push(at, Event::Rto(q));
+                }
+                let payload = self.packets.get(id).payload as u64;
+                self.counters.payload_sent += payload;
+                self.counters.payload_in_flight += payload;
+                if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
+                    *sent += payload;
+                }
+                if last {
+                    self.flow_sent(self.nics.qp(q).flow);
+                }
+                let e = Queued {
+                    id,
+                    wire_bytes: self.packets.get(id).wire_bytes,
+                    ingress: LOCAL,
+                };
+                let dq = self.nics.data_queue();
+                self.egress.transmit(&mut io!(self), p, e, dq);
+                self.settle();
+            }
+            Pull::WaitUntil(t) => self.wake_at(p, t),
+            Pull::Idle => {}
         }
     }
 
@@ -921,101 +857,6 @@ impl Simulation {
             }
         }
         self.egress.give_back_fates(fates);
-    }
-
-    /// The next data packet from the port's QPs, round robin.
-    fn pull_from_qps(&mut self, p: PortId, nic: NicId) -> Option<PacketId> {
-        let now = self.now;
-        let rto = self.scenario.transport.rto;
-        let mut earliest = SimTime::MAX;
-        for _ in 0..self.qp_rings[p.idx()].len() {
-            let q = self.qp_rings[p.idx()].pop_front()?;
-            let qp = &mut self.qps[q.idx()];
-            let plane = qp.planes.iter().position(|&x| x == p).unwrap_or(0);
-            if !qp.req.has_data() {
-                qp.in_ring &= !(1 << plane);
-                continue;
-            }
-            let mut t = qp
-                .req
-                .rate
-                .earliest_send(now, &self.scenario.transport.dcqcn)
-                .max(qp.cap_next)
-                .max(qp.req.path_ready(now, plane as u8));
-            if !self.pcie_next.is_empty() {
-                // The payload crosses the sending GPU's PCIe link first.
-                t = t.max(self.pcie_next[self.flows[qp.flow.idx()].spec.src.idx()]);
-            }
-            if t > now {
-                earliest = earliest.min(t);
-                self.qp_rings[p.idx()].push_back(q);
-                continue;
-            }
-            let (out, timer) = qp.req.send_next(now, rto, plane as u8);
-            let sent_all = !out.retransmission && out.psn + 1 == qp.req.n_pkts;
-            let pkt = Packet {
-                src: nic,
-                dst: self.flows[qp.flow.idx()].spec.dst_nic,
-                qp: q,
-                psn: out.psn,
-                payload: out.payload,
-                wire_bytes: self
-                    .scenario
-                    .qos
-                    .framing
-                    .wire_bytes(out.opcode, out.payload),
-                header_crc: qp.header_crc[0],
-                udp_sport: qp.udp_sport,
-                opcode: out.opcode,
-                tos: Packet::tos_of(self.scenario.transport.data_dscp, ecn::ECT0),
-            };
-            let pkt = if qp.path_crc.is_empty() {
-                pkt
-            } else {
-                // Paths are numbered plane by plane; the entropy repeats.
-                let k = out.path as usize % qp.path_crc.len();
-                Packet {
-                    header_crc: qp.path_crc[k],
-                    udp_sport: mrc_sport(qp.udp_sport, k as u8),
-                    ..pkt
-                }
-            };
-            qp.req
-                .rate
-                .on_send(now, pkt.wire_bytes, &self.scenario.transport.dcqcn);
-            if qp.cap_bps > 0.0 {
-                let gap = pkt.wire_bytes as f64 * 8e12 / qp.cap_bps;
-                qp.cap_next = now + SimTime(gap.ceil() as u64);
-            }
-            if qp.req.has_data() {
-                self.qp_rings[p.idx()].push_back(q);
-            } else {
-                qp.in_ring &= !(1 << plane);
-            }
-            if let Some(at) = timer {
-                self.queue.push(at, Event::Rto(q));
-            }
-            self.counters.data_packets_sent += 1;
-            self.counters.payload_sent += out.payload as u64;
-            if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
-                *sent += out.payload as u64;
-            }
-            self.counters.payload_in_flight += out.payload as u64;
-            if !self.pcie_next.is_empty() {
-                let g = self.flows[self.qps[q.idx()].flow.idx()].spec.src.idx();
-                let busy = (out.payload as f64 * self.pcie_ps_per_byte).ceil() as u64;
-                self.pcie_next[g] = self.pcie_next[g].max(now) + SimTime(busy);
-            }
-            if sent_all {
-                let f = self.qps[q.idx()].flow;
-                self.flow_sent(f);
-            }
-            return Some(self.packets.alloc(pkt));
-        }
-        if earliest < SimTime::MAX {
-            self.wake_at(p, earliest);
-        }
-        None
     }
 
     fn arrive(&mut self, p: PortId, id: PacketId) {
@@ -1094,77 +935,42 @@ impl Simulation {
 
     /// A frame arrived at NIC port `at`.
     fn nic_receive(&mut self, at: PortId, id: PacketId) {
-        let pkt = *self.packets.get(id);
-        self.packets.free(id);
-        let q = pkt.qp;
+        let pkt = self.packets.take(id);
         let now = self.now;
-        let rto = self.scenario.transport.rto;
-        match pkt.opcode {
-            Opcode::Pause | Opcode::Heartbeat => {
-                unreachable!("link-local frames are handled on arrival")
-            }
-            Opcode::Trimmed => {
-                // Only the headers made it: ask for the payload again.
-                if let Some((opcode, psn)) = self.qps[q.idx()].resp.on_trimmed(pkt.psn) {
-                    self.reply(q, at, &pkt, opcode, psn);
-                }
-            }
-            Opcode::Cnp => {
-                let qp = &mut self.qps[q.idx()];
-                qp.cnps_received += 1;
-                self.counters.cnps_received += 1;
-                series::count_cnp(&mut self.series, qp.src_port);
+        match self.nics.receive(now, at, &pkt, &mut self.packets) {
+            Rx::Nothing => {}
+            Rx::Reply(f) => self.offer(f.port, f.queue, f.id),
+            Rx::RateCut(port) => {
+                series::count_cnp(&mut self.series, port);
                 first(&mut self.firsts.rate_cut_ps, now);
-                qp.req.rate.on_cnp(now, &self.scenario.transport.dcqcn);
             }
-            Opcode::Ack => {
-                let qp = &mut self.qps[q.idx()];
-                if let Some(m) = &mut qp.req.mrc {
-                    // The copy acknowledged took the path the ACK names
-                    // (its source port, on the plane it came back on),
-                    // not necessarily the PSN's latest transmission.
-                    let k = (0..qp.path_crc.len())
-                        .position(|k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
-                        .unwrap_or(0);
-                    let plane = qp.planes.iter().position(|&x| x == at).unwrap_or(0);
-                    let path = m.path_index(plane, k);
-                    m.on_echo(now, path, pkt.ecn() == ecn::CE);
-                    m.delivered_on(path);
-                }
-                if qp.req.on_ack(now, pkt.psn, rto) {
-                    let f = &mut self.flows[qp.flow.idx()];
-                    f.tx_done_qps += 1;
-                    if f.tx_done_qps == f.n_qps {
-                        f.acked = Some(now);
-                        self.counters.flows_acked += 1;
-                    }
-                } else if qp.req.mrc.is_some() && qp.req.has_data() {
-                    // An acknowledged probe may have reopened a path.
-                    self.activate(q);
-                    self.kick_qp(q);
+            Rx::Acked(flow) => {
+                let f = &mut self.flows[flow.idx()];
+                f.tx_done_qps += 1;
+                if f.tx_done_qps == f.n_qps {
+                    f.acked = Some(now);
+                    self.counters.flows_acked += 1;
                 }
             }
-            Opcode::Nak => {
-                self.qps[q.idx()].req.on_nak(now, pkt.psn, rto);
-                self.activate(q);
-                self.kick_qp(q);
-            }
-            _ => {
+            Rx::Resend(q) => self.kick_qp(q),
+            Rx::Data {
+                q,
+                ce,
+                delivered,
+                completed,
+                reply,
+            } => {
                 self.counters.payload_arrived += pkt.payload as u64;
                 self.counters.payload_in_flight -= pkt.payload as u64;
-                if pkt.ecn() == ecn::CE {
+                if ce {
                     self.congestion_experienced(q);
                 }
-                let ack_every = self.scenario.transport.ack_every;
-                let qp = &mut self.qps[q.idx()];
-                let pool = &mut self.reorder[pkt.dst.idx()];
-                let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every, pool);
-                let flow = qp.flow;
-                if out.delivered > 0 {
-                    self.counters.bytes_delivered += out.delivered;
+                if delivered > 0 {
+                    self.counters.bytes_delivered += delivered;
                     self.progressed(q);
                 }
-                if out.completed {
+                if completed {
+                    let flow = self.nics.qp(q).flow;
                     let f = &mut self.flows[flow.idx()];
                     f.rx_done_qps += 1;
                     if f.rx_done_qps == f.n_qps {
@@ -1175,74 +981,20 @@ impl Simulation {
                         }
                     }
                 }
-                if let Some((opcode, psn)) = out.reply {
-                    self.reply(q, at, &pkt, opcode, psn);
+                if let Some(r) = reply {
+                    let f = self.nics.reply(q, at, &pkt, r, &mut self.packets);
+                    self.offer(f.port, f.queue, f.id);
                 }
             }
         }
     }
 
-    /// The receiver of QP `q` answers data packet `pkt` with an ACK or NAK,
-    /// in the data's traffic class.
-    fn reply(&mut self, q: QpId, at: PortId, pkt: &Packet, opcode: Opcode, psn: u32) {
-        let dscp = self.scenario.transport.data_dscp;
-        let reply = Packet {
-            src: pkt.dst,
-            dst: pkt.src,
-            qp: q,
-            psn,
-            payload: 0,
-            wire_bytes: self.scenario.qos.framing.wire_bytes(opcode, 0),
-            header_crc: self.qps[q.idx()].header_crc[1],
-            udp_sport: self.qps[q.idx()].udp_sport,
-            opcode,
-            tos: Packet::tos_of(dscp, ecn::ECT0),
-        };
-        // MRC acknowledges on the path (UDP source port) the data took, so
-        // that ACKs spread, and fail, path by path like the data, and
-        // echoes the data's CE mark for the sender's path health.
-        let qp = &self.qps[q.idx()];
-        let reply = match (0..qp.path_crc_back.len())
-            .find(|&k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
-        {
-            Some(k) => Packet {
-                header_crc: qp.path_crc_back[k],
-                udp_sport: pkt.udp_sport,
-                tos: Packet::tos_of(
-                    dscp,
-                    if pkt.ecn() == ecn::CE {
-                        ecn::CE
-                    } else {
-                        ecn::ECT0
-                    },
-                ),
-                ..reply
-            },
-            None => reply,
-        };
-        match opcode {
-            Opcode::Nak => self.counters.naks_sent += 1,
-            _ => self.counters.acks_sent += 1,
-        }
-        // MRC answers through the port (plane) the data came in on.
-        let port = if self.qps[q.idx()].path_crc.is_empty() {
-            self.qps[q.idx()].dst_port
-        } else {
-            at
-        };
-        let queue = self.nic_classes.queue_of(dscp);
-        let rid = self.packets.alloc(reply);
-        self.offer(port, queue, rid);
-    }
-
     fn rto(&mut self, q: QpId) {
-        let rto = self.scenario.transport.rto;
-        match self.qps[q.idx()].req.on_timer(self.now, rto) {
+        match self.nics.timer(self.now, q) {
             TimerAction::Lapse => {}
             TimerAction::Wait(at) => self.queue.push(at, Event::Rto(q)),
             TimerAction::Retransmit(at) => {
                 self.queue.push(at, Event::Rto(q));
-                self.activate(q);
                 self.kick_qp(q);
             }
         }
@@ -1261,39 +1013,13 @@ impl Simulation {
     }
 
     fn static_route(&self, q: QpId, reverse: bool) -> Option<Vec<PortId>> {
-        let qp = &self.qps[q.idx()];
+        let qp = self.nics.qp(q);
         if !reverse && !qp.path_crc.is_empty() {
             // MRC sprays each QP over several UDP source ports.
             return None;
         }
-        let flow = &self.flows[qp.flow.idx()];
-        let (src, dst, start, opcode) = if reverse {
-            (
-                flow.spec.dst_nic,
-                flow.spec.src_nic,
-                qp.dst_port,
-                Opcode::Ack,
-            )
-        } else {
-            (
-                flow.spec.src_nic,
-                flow.spec.dst_nic,
-                qp.src_port,
-                Opcode::WriteMiddle,
-            )
-        };
-        let pkt = Packet {
-            src,
-            dst,
-            qp: q,
-            psn: 0,
-            payload: 0,
-            wire_bytes: 0,
-            header_crc: qp.header_crc[usize::from(reverse)],
-            udp_sport: qp.udp_sport,
-            opcode,
-            tos: Packet::tos_of(self.scenario.transport.data_dscp, ecn::ECT0),
-        };
+        let start = if reverse { qp.dst_port } else { qp.src_port };
+        let pkt = self.nics.probe(q, reverse);
         let mut route = vec![start];
         let mut at = self.topo.port(start).peer;
         for _ in 0..=self.topo.switches.len() {

@@ -430,7 +430,7 @@ impl Simulation {
             let d = s.qp_sent[q] - s.prev_sent[q];
             s.prev_sent[q] = s.qp_sent[q];
             s.qp_send.push(q as u32, (d as f64 * 8.0 * per_s) as f32);
-            let qp = &self.qps[q];
+            let qp = &self.nics.qps()[q];
             if let RateControl::Dcqcn(d) = &qp.req.rate {
                 if !qp.req.is_done() || s.qp_dcqcn.get(q as u32).is_some() {
                     // A copy: replaying timers in other steps would round

@@ -93,8 +93,8 @@ impl Simulation {
         &self.failures
     }
 
-    pub fn reorder(&self) -> &Vec<ReorderPool> {
-        &self.reorder
+    pub fn reorder(&self) -> &[ReorderPool] {
+        self.nics.reorder()
     }
 
     pub fn series(&self) -> &series::Series {
@@ -105,8 +105,13 @@ impl Simulation {
         &self.packets
     }
 
-    pub fn qps(&self) -> &Vec<QpState> {
-        &self.qps
+    pub fn qps(&self) -> &[QpState] {
+        self.nics.qps()
+    }
+
+    /// Every NIC's QPs, rings, reorder buffers and counters.
+    pub fn nics(&self) -> &Nics {
+        &self.nics
     }
 
     pub fn flows(&self) -> &Vec<FlowState> {
@@ -119,7 +124,9 @@ impl Simulation {
 
     /// The fabric-wide counters, egress's included.
     pub fn counters(&self) -> Counters {
-        self.counters.with_egress(&self.egress.counters)
+        self.counters
+            .with_egress(&self.egress.counters)
+            .with_nics(&self.nics.counters)
     }
 
     pub fn estimate(&self) -> &Estimate {

@@ -11,6 +11,7 @@
 
 pub mod dcqcn;
 pub mod mrc;
+pub mod nics;
 pub mod rate;
 pub mod transport;
 

@@ -1,0 +1,539 @@
+//! Every NIC of the fabric, run by its caller: the queue pairs (requester
+//! and responder halves) with their rate control and MRC path state, each
+//! port's round-robin ring of QPs with data, each NIC's reorder buffer,
+//! PCIe pacing of the sending GPU, CNP generation, and the packets a NIC
+//! builds (data, ACK/NAK, CNP).
+//!
+//! `Nics` owns that state and its counters. Its functions take the time
+//! and the packet arena and return what the caller must do: put a frame
+//! on a port (`Frame`), schedule a timer, or account a transfer's
+//! progress (`Rx`). The caller (the engine) owns the ports' egress, the
+//! transfers and the task graph.
+
+use super::transport::{ReorderPool, TimerAction};
+use super::TransportConfig;
+use crate::topology::{FlowId, GpuId, NicId, PortId, QpId};
+use crate::units::SimTime;
+use crate::wire::frame::{ecn, Framing};
+use crate::wire::{Opcode, Packet, PacketArena, PacketId};
+use std::collections::VecDeque;
+
+/// Both halves of a queue pair and where they sit.
+pub struct QpState {
+    pub flow: FlowId,
+    pub src_nic: NicId,
+    pub dst_nic: NicId,
+    /// The sending GPU, whose PCIe link its payload crosses.
+    pub src_gpu: GpuId,
+    pub src_port: PortId,
+    pub dst_port: PortId,
+    pub udp_sport: u16,
+    /// ECMP header CRC (unseeded) of its data packets and of the ACK/NAKs
+    /// going back.
+    pub header_crc: [u32; 2],
+    /// MRC: the header CRC of its data packets on each path, and of the
+    /// ACKs that come back with the same UDP source port (empty for RC).
+    pub path_crc: Vec<u32>,
+    pub path_crc_back: Vec<u32>,
+    /// MRC over several NIC ports (planes): every port of the NIC, the
+    /// first being `src_port`; otherwise just `src_port`.
+    pub planes: Vec<PortId>,
+    /// Which of `planes` have the QP on their round-robin ring (a bit each).
+    pub in_ring: u8,
+    pub req: super::transport::Requester,
+    pub resp: super::transport::Responder,
+    /// A workload rate cap: this QP's share (bits/s) and when it may send
+    /// next.
+    pub cap_bps: f64,
+    pub cap_next: SimTime,
+    /// Notification point: when this QP's receiver last sent a CNP.
+    pub cnp_last: Option<SimTime>,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+}
+
+/// The UDP source port of an MRC QP's path: spread over the ephemeral
+/// range from the QP's own port.
+pub fn mrc_sport(base: u16, path: u8) -> u16 {
+    49152 + ((base as u32 - 49152 + path as u32 * 1031) % 16384) as u16
+}
+
+/// A frame a NIC built, for its caller to offer to `port` in `queue`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub port: PortId,
+    pub queue: u8,
+    pub id: PacketId,
+}
+
+/// What a port's QPs did when the port offered them the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pull {
+    /// QP `q` sent data packet `id`; `timer` is its retransmission timer
+    /// to schedule, and `last` says it was the QP's last new packet.
+    Sent {
+        q: QpId,
+        id: PacketId,
+        timer: Option<SimTime>,
+        last: bool,
+    },
+    /// Nothing may go before this time (rate, cap, PCIe or path pacing).
+    WaitUntil(SimTime),
+    /// No QP of the port has data.
+    Idle,
+}
+
+/// When the receiver of a CE-marked packet sends its CNP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CnpWhen {
+    /// Not at all (no DCQCN, or one went out less than the interval ago).
+    Never,
+    Now,
+    At(SimTime),
+}
+
+/// What a frame arriving at a NIC means for its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rx {
+    /// Nothing beyond the NIC's own state.
+    Nothing,
+    /// A reply (ACK or NAK) to offer.
+    Reply(Frame),
+    /// A CNP cut the rate of the QP sending from this port.
+    RateCut(PortId),
+    /// The sender of this transfer's QP saw its last acknowledgement.
+    Acked(FlowId),
+    /// The QP has data to (re)send: kick its ports.
+    Resend(QpId),
+    /// Data of QP `q`: whether it carried a CE mark (see
+    /// `congestion_experienced`), payload bytes now delivered in order,
+    /// whether the QP has received everything, and the reply it asks for
+    /// (build it with `reply`).
+    Data {
+        q: QpId,
+        ce: bool,
+        delivered: u64,
+        completed: bool,
+        reply: Option<(Opcode, u32)>,
+    },
+}
+
+/// Counts of what the NICs sent and received.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NicCounters {
+    pub data_packets_sent: u64,
+    pub acks_sent: u64,
+    pub naks_sent: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+}
+
+pub struct Nics {
+    qps: Vec<QpState>,
+    /// NIC ports (indexed by `PortId`): QPs with data, served round robin.
+    rings: Vec<VecDeque<QpId>>,
+    /// Each NIC's reorder buffer.
+    reorder: Vec<ReorderPool>,
+    /// Per GPU: when its PCIe link is free for the next packet's payload
+    /// (empty when no GPU's PCIe is slower than its NIC).
+    pcie_next: Vec<SimTime>,
+    pcie_ps_per_byte: f64,
+    /// The queue NIC data and ACKs go out of, and CNPs (from the
+    /// scenario's DSCP-to-queue map).
+    data_queue: u8,
+    cnp_queue: u8,
+    cfg: TransportConfig,
+    framing: Framing,
+    pub counters: NicCounters,
+}
+
+impl Nics {
+    /// `ports` is the number of ports of the fabric (rings are indexed by
+    /// `PortId`), `nics` and `gpus` the numbers of NICs and GPUs; data
+    /// and ACKs go out of `data_queue`, CNPs out of `cnp_queue`;
+    /// `pcie_one_way` bytes/s paces a GPU's payload when `pcie_binds`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        qps: Vec<QpState>,
+        (ports, nics, gpus): (usize, usize, usize),
+        (data_queue, cnp_queue): (u8, u8),
+        cfg: TransportConfig,
+        framing: Framing,
+        pcie_one_way: u64,
+        pcie_binds: bool,
+    ) -> Nics {
+        Nics {
+            qps,
+            rings: (0..ports).map(|_| VecDeque::new()).collect(),
+            reorder: vec![
+                ReorderPool {
+                    capacity: cfg.reorder_buffer,
+                    ..Default::default()
+                };
+                nics
+            ],
+            pcie_next: if pcie_binds {
+                vec![SimTime::ZERO; gpus]
+            } else {
+                Vec::new()
+            },
+            pcie_ps_per_byte: 1e12 / pcie_one_way as f64,
+            data_queue,
+            cnp_queue,
+            cfg,
+            framing,
+            counters: NicCounters::default(),
+        }
+    }
+
+    pub fn qps(&self) -> &[QpState] {
+        &self.qps
+    }
+
+    #[inline]
+    pub fn qp(&self, q: QpId) -> &QpState {
+        &self.qps[q.idx()]
+    }
+
+    pub fn reorder(&self) -> &[ReorderPool] {
+        &self.reorder
+    }
+
+    /// Picoseconds per byte of a GPU's PCIe link, where it paces.
+    pub fn pcie_ps_per_byte(&self) -> Option<f64> {
+        (!self.pcie_next.is_empty()).then_some(self.pcie_ps_per_byte)
+    }
+
+    /// The queue NIC data packets go out of.
+    pub fn data_queue(&self) -> u8 {
+        self.data_queue
+    }
+
+    /// Whether port `p` has QPs with data waiting for it.
+    #[inline]
+    pub fn backlog(&self, p: PortId) -> bool {
+        !self.rings[p.idx()].is_empty()
+    }
+
+    /// The rings, for the egress's check of a port's backlog.
+    pub fn rings(&self) -> &[VecDeque<QpId>] {
+        &self.rings
+    }
+
+    /// Puts a QP with data to send on its ports' round-robin rings; the
+    /// caller then kicks `qp(q).planes`.
+    pub fn activate(&mut self, q: QpId) {
+        let qp = &mut self.qps[q.idx()];
+        if !qp.req.has_data() {
+            return;
+        }
+        for (k, &p) in qp.planes.iter().enumerate() {
+            if qp.in_ring & (1 << k) == 0 {
+                qp.in_ring |= 1 << k;
+                self.rings[p.idx()].push_back(q);
+            }
+        }
+    }
+
+    /// The next data packet from port `p`'s QPs, round robin: the first
+    /// QP whose rate, cap, PCIe and path allow it sends.
+    pub fn pull(&mut self, now: SimTime, p: PortId, nic: NicId, packets: &mut PacketArena) -> Pull {
+        let rto = self.cfg.rto;
+        let mut earliest = SimTime::MAX;
+        for _ in 0..self.rings[p.idx()].len() {
+            let Some(q) = self.rings[p.idx()].pop_front() else {
+                break;
+            };
+            let qp = &mut self.qps[q.idx()];
+            let plane = qp.planes.iter().position(|&x| x == p).unwrap_or(0);
+            if !qp.req.has_data() {
+                qp.in_ring &= !(1 << plane);
+                continue;
+            }
+            let mut t = qp
+                .req
+                .rate
+                .earliest_send(now, &self.cfg.dcqcn)
+                .max(qp.cap_next)
+                .max(qp.req.path_ready(now, plane as u8));
+            if !self.pcie_next.is_empty() {
+                // The payload crosses the sending GPU's PCIe link first.
+                t = t.max(self.pcie_next[qp.src_gpu.idx()]);
+            }
+            if t > now {
+                earliest = earliest.min(t);
+                self.rings[p.idx()].push_back(q);
+                continue;
+            }
+            let (out, timer) = qp.req.send_next(now, rto, plane as u8);
+            let last = !out.retransmission && out.psn + 1 == qp.req.n_pkts;
+            let pkt = Packet {
+                src: nic,
+                dst: qp.dst_nic,
+                qp: q,
+                psn: out.psn,
+                payload: out.payload,
+                wire_bytes: self.framing.wire_bytes(out.opcode, out.payload),
+                header_crc: qp.header_crc[0],
+                udp_sport: qp.udp_sport,
+                opcode: out.opcode,
+                tos: Packet::tos_of(self.cfg.data_dscp, ecn::ECT0),
+            };
+            let pkt = if qp.path_crc.is_empty() {
+                pkt
+            } else {
+                // Paths are numbered plane by plane; the entropy repeats.
+                let k = out.path as usize % qp.path_crc.len();
+                Packet {
+                    header_crc: qp.path_crc[k],
+                    udp_sport: mrc_sport(qp.udp_sport, k as u8),
+                    ..pkt
+                }
+            };
+            qp.req.rate.on_send(now, pkt.wire_bytes, &self.cfg.dcqcn);
+            if qp.cap_bps > 0.0 {
+                let gap = pkt.wire_bytes as f64 * 8e12 / qp.cap_bps;
+                qp.cap_next = now + SimTime(gap.ceil() as u64);
+            }
+            if qp.req.has_data() {
+                self.rings[p.idx()].push_back(q);
+            } else {
+                qp.in_ring &= !(1 << plane);
+            }
+            if !self.pcie_next.is_empty() {
+                let g = qp.src_gpu.idx();
+                let busy = (out.payload as f64 * self.pcie_ps_per_byte).ceil() as u64;
+                self.pcie_next[g] = self.pcie_next[g].max(now) + SimTime(busy);
+            }
+            self.counters.data_packets_sent += 1;
+            return Pull::Sent {
+                q,
+                id: packets.alloc(pkt),
+                timer,
+                last,
+            };
+        }
+        if earliest < SimTime::MAX {
+            Pull::WaitUntil(earliest)
+        } else {
+            Pull::Idle
+        }
+    }
+
+    /// A frame (already out of the arena) arrived at NIC port `at`.
+    pub fn receive(
+        &mut self,
+        now: SimTime,
+        at: PortId,
+        pkt: &Packet,
+        packets: &mut PacketArena,
+    ) -> Rx {
+        let q = pkt.qp;
+        let rto = self.cfg.rto;
+        match pkt.opcode {
+            Opcode::Pause | Opcode::Heartbeat => {
+                unreachable!("link-local frames are handled on arrival")
+            }
+            Opcode::Trimmed => {
+                // Only the headers made it: ask for the payload again.
+                match self.qps[q.idx()].resp.on_trimmed(pkt.psn) {
+                    Some((opcode, psn)) => {
+                        Rx::Reply(self.reply(q, at, pkt, (opcode, psn), packets))
+                    }
+                    None => Rx::Nothing,
+                }
+            }
+            Opcode::Cnp => {
+                let qp = &mut self.qps[q.idx()];
+                qp.cnps_received += 1;
+                self.counters.cnps_received += 1;
+                qp.req.rate.on_cnp(now, &self.cfg.dcqcn);
+                Rx::RateCut(qp.src_port)
+            }
+            Opcode::Ack => {
+                let qp = &mut self.qps[q.idx()];
+                if let Some(m) = &mut qp.req.mrc {
+                    // The copy acknowledged took the path the ACK names
+                    // (its source port, on the plane it came back on),
+                    // not necessarily the PSN's latest transmission.
+                    let k = (0..qp.path_crc.len())
+                        .position(|k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
+                        .unwrap_or(0);
+                    let plane = qp.planes.iter().position(|&x| x == at).unwrap_or(0);
+                    let path = m.path_index(plane, k);
+                    m.on_echo(now, path, pkt.ecn() == ecn::CE);
+                    m.delivered_on(path);
+                }
+                if qp.req.on_ack(now, pkt.psn, rto) {
+                    Rx::Acked(qp.flow)
+                } else if qp.req.mrc.is_some() && qp.req.has_data() {
+                    // An acknowledged probe may have reopened a path.
+                    self.activate(q);
+                    Rx::Resend(q)
+                } else {
+                    Rx::Nothing
+                }
+            }
+            Opcode::Nak => {
+                self.qps[q.idx()].req.on_nak(now, pkt.psn, rto);
+                self.activate(q);
+                Rx::Resend(q)
+            }
+            _ => {
+                let ack_every = self.cfg.ack_every;
+                let qp = &mut self.qps[q.idx()];
+                let pool = &mut self.reorder[pkt.dst.idx()];
+                let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every, pool);
+                Rx::Data {
+                    q,
+                    ce: pkt.ecn() == ecn::CE,
+                    delivered: out.delivered,
+                    completed: out.completed,
+                    reply: out.reply,
+                }
+            }
+        }
+    }
+
+    /// The receiver of QP `q` answers data packet `pkt` (arrived at `at`)
+    /// with an ACK or NAK, in the data's traffic class.
+    pub fn reply(
+        &mut self,
+        q: QpId,
+        at: PortId,
+        pkt: &Packet,
+        (opcode, psn): (Opcode, u32),
+        packets: &mut PacketArena,
+    ) -> Frame {
+        let dscp = self.cfg.data_dscp;
+        let qp = &self.qps[q.idx()];
+        let reply = Packet {
+            src: pkt.dst,
+            dst: pkt.src,
+            qp: q,
+            psn,
+            payload: 0,
+            wire_bytes: self.framing.wire_bytes(opcode, 0),
+            header_crc: qp.header_crc[1],
+            udp_sport: qp.udp_sport,
+            opcode,
+            tos: Packet::tos_of(dscp, ecn::ECT0),
+        };
+        // MRC acknowledges on the path (UDP source port) the data took, so
+        // that ACKs spread, and fail, path by path like the data, and
+        // echoes the data's CE mark for the sender's path health.
+        let reply = match (0..qp.path_crc_back.len())
+            .find(|&k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
+        {
+            Some(k) => Packet {
+                header_crc: qp.path_crc_back[k],
+                udp_sport: pkt.udp_sport,
+                tos: Packet::tos_of(
+                    dscp,
+                    if pkt.ecn() == ecn::CE {
+                        ecn::CE
+                    } else {
+                        ecn::ECT0
+                    },
+                ),
+                ..reply
+            },
+            None => reply,
+        };
+        match opcode {
+            Opcode::Nak => self.counters.naks_sent += 1,
+            _ => self.counters.acks_sent += 1,
+        }
+        // MRC answers through the port (plane) the data came in on.
+        let port = if qp.path_crc.is_empty() {
+            qp.dst_port
+        } else {
+            at
+        };
+        Frame {
+            port,
+            queue: self.data_queue,
+            id: packets.alloc(reply),
+        }
+    }
+
+    /// A CE-marked data packet of QP `q` reached its receiver: whether and
+    /// when it sends a CNP (not within the CNP interval of the last one).
+    pub fn congestion_experienced(&mut self, now: SimTime, q: QpId) -> CnpWhen {
+        let tc = &self.cfg;
+        if !tc.dcqcn_enabled {
+            return CnpWhen::Never;
+        }
+        let qp = &mut self.qps[q.idx()];
+        if qp
+            .cnp_last
+            .is_some_and(|t| now.saturating_sub(t) < tc.dcqcn.cnp_interval)
+        {
+            return CnpWhen::Never;
+        }
+        qp.cnp_last = Some(now);
+        let delay = tc.dcqcn.cnp_delay;
+        if delay == SimTime::ZERO {
+            CnpWhen::Now
+        } else {
+            CnpWhen::At(now + delay)
+        }
+    }
+
+    /// The receiver of QP `q` sends a CNP back to the sender.
+    pub fn cnp(&mut self, q: QpId, packets: &mut PacketArena) -> Frame {
+        let qp = &mut self.qps[q.idx()];
+        qp.cnps_sent += 1;
+        self.counters.cnps_sent += 1;
+        let pkt = Packet {
+            src: qp.dst_nic,
+            dst: qp.src_nic,
+            qp: q,
+            psn: 0,
+            payload: 0,
+            wire_bytes: self.framing.wire_bytes(Opcode::Cnp, 0),
+            header_crc: qp.header_crc[1],
+            udp_sport: qp.udp_sport,
+            opcode: Opcode::Cnp,
+            tos: Packet::tos_of(self.cfg.cnp_dscp, ecn::NOT_ECT),
+        };
+        Frame {
+            port: qp.dst_port,
+            queue: self.cnp_queue,
+            id: packets.alloc(pkt),
+        }
+    }
+
+    /// QP `q`'s retransmission timer is due. On `Retransmit` the QP is
+    /// back on its rings: the caller kicks its ports.
+    pub fn timer(&mut self, now: SimTime, q: QpId) -> TimerAction {
+        let action = self.qps[q.idx()].req.on_timer(now, self.cfg.rto);
+        if let TimerAction::Retransmit(_) = action {
+            self.activate(q);
+        }
+        action
+    }
+
+    /// A data packet (reverse: an ACK) of QP `q` as the switches see it,
+    /// for working out its static path.
+    pub fn probe(&self, q: QpId, reverse: bool) -> Packet {
+        let qp = &self.qps[q.idx()];
+        let (src, dst, opcode) = if reverse {
+            (qp.dst_nic, qp.src_nic, Opcode::Ack)
+        } else {
+            (qp.src_nic, qp.dst_nic, Opcode::WriteMiddle)
+        };
+        Packet {
+            src,
+            dst,
+            qp: q,
+            psn: 0,
+            payload: 0,
+            wire_bytes: 0,
+            header_crc: qp.header_crc[usize::from(reverse)],
+            udp_sport: qp.udp_sport,
+            opcode,
+            tos: Packet::tos_of(self.cfg.data_dscp, ecn::ECT0),
+        }
+    }
+}
