@@ -237,6 +237,7 @@ impl Nics {
 
     /// The next data packet from port `p`'s QPs, round robin: the first
     /// QP whose rate, cap, PCIe and path allow it sends.
+    #[inline]
     pub fn pull(&mut self, now: SimTime, p: PortId, nic: NicId, packets: &mut PacketArena) -> Pull {
         let rto = self.cfg.rto;
         let mut earliest = SimTime::MAX;
@@ -321,6 +322,7 @@ impl Nics {
     }
 
     /// A frame (already out of the arena) arrived at NIC port `at`.
+    #[inline]
     pub fn receive(
         &mut self,
         now: SimTime,
