@@ -113,6 +113,67 @@ impl PathLog {
     }
 }
 
+use crate::topology::Owner;
+
+impl super::Simulation {
+    /// The egress ports a QP's data packets leave through, from its NIC
+    /// port to the last switch, when every switch on the way balances by
+    /// header alone; `None` if some choice is dynamic.
+    pub fn qp_route(&self, q: QpId) -> Option<Vec<PortId>> {
+        self.static_route(q, false)
+    }
+
+    /// The same for the QP's acknowledgements, from the receiver back.
+    pub fn qp_ack_route(&self, q: QpId) -> Option<Vec<PortId>> {
+        self.static_route(q, true)
+    }
+
+    fn static_route(&self, q: QpId, reverse: bool) -> Option<Vec<PortId>> {
+        let qp = self.nics.qp(q);
+        if !reverse && !qp.path_crc.is_empty() {
+            // MRC sprays each QP over several UDP source ports.
+            return None;
+        }
+        let start = if reverse { qp.dst_port } else { qp.src_port };
+        let pkt = self.nics.probe(q, reverse);
+        let mut route = vec![start];
+        let mut at = self.topo.port(start).peer;
+        for _ in 0..=self.topo.switches.len() {
+            match self.egress.owner(at) {
+                Owner::Nic(_) => return Some(route),
+                Owner::Switch(s) => {
+                    let routes = &self.routes.switches[s.idx()];
+                    let group = crate::switch::forward::lookup(
+                        routes,
+                        pkt.dst,
+                        self.routes.nic_class[pkt.dst.idx()],
+                    )?;
+                    let out = self.egress.switches()[s.idx()]
+                        .balancer
+                        .static_choice(routes, group, &pkt)?;
+                    route.push(out);
+                    at = self.topo.port(out).peer;
+                }
+            }
+        }
+        None
+    }
+
+    /// The switches a QP's data packets traverse (see `qp_route`).
+    pub fn qp_path(&self, q: QpId) -> Option<Vec<crate::topology::SwitchId>> {
+        let route = self.qp_route(q)?;
+        Some(
+            route[1..]
+                .iter()
+                .filter_map(|&p| match self.egress.owner(p) {
+                    Owner::Switch(s) => Some(s),
+                    Owner::Nic(_) => None,
+                })
+                .collect(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

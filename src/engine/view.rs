@@ -141,4 +141,30 @@ impl Simulation {
     pub fn firsts(&self) -> FirstEvents {
         self.firsts.with_egress(&self.egress.firsts)
     }
+
+    /// Checks conservation of payload bytes: everything sent has arrived,
+    /// been dropped, or is still in flight (queued or on a wire). Returns
+    /// a description of the first violation.
+    pub fn check_conservation(&self) -> Result<(), String> {
+        let c = &self.counters;
+        let in_flight: u64 = self
+            .packets
+            .iter_live()
+            .filter(|p| p.opcode.is_data())
+            .map(|p| p.payload as u64)
+            .sum();
+        if in_flight != c.payload_in_flight {
+            return Err(format!(
+                "in-flight payload by walking packets is {in_flight}, by counting {}",
+                c.payload_in_flight
+            ));
+        }
+        if c.payload_sent != c.payload_arrived + c.payload_dropped + in_flight {
+            return Err(format!(
+                "sent {} != arrived {} + dropped {} + in flight {in_flight}",
+                c.payload_sent, c.payload_arrived, c.payload_dropped
+            ));
+        }
+        self.egress.check_buffers()
+    }
 }

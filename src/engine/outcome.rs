@@ -1,0 +1,132 @@
+//! What a run produces besides its components' own state: the fabric-wide
+//! counters, when each congestion mechanism first acted, and the estimate
+//! of what the run should cost.
+
+use crate::nic::nics::NicCounters;
+use crate::switch::egress::{EgressCounters, EgressFirsts};
+
+/// Fabric-wide counters. The engine keeps those of the payload ledger,
+/// transfers and drops; those egress keeps (`EgressCounters`: link
+/// transmissions, marks, drops in the switches, PFC frames, trims, the
+/// watchdog) and the NICs keep (`NicCounters`: packets sent, ACKs, NAKs,
+/// CNPs) are filled in by `Simulation::counters`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    pub events: u64,
+    /// Frames of every kind put on any link.
+    pub link_transmissions: u64,
+    pub data_packets_sent: u64,
+    pub payload_sent: u64,
+    pub payload_arrived: u64,
+    pub payload_dropped: u64,
+    pub payload_in_flight: u64,
+    /// Payload accepted in order by responders (goodput).
+    pub bytes_delivered: u64,
+    pub drops: u64,
+    pub drop_bytes: u64,
+    pub acks_sent: u64,
+    pub naks_sent: u64,
+    pub flows_completed: u64,
+    /// Transfers whose sender has seen every acknowledgement.
+    pub flows_acked: u64,
+    pub ecn_marks: u64,
+    pub wred_drops: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    /// PFC frames with a pause time, and with quanta 0 (resume).
+    pub pfc_pause_frames: u64,
+    pub pfc_resume_frames: u64,
+    /// Packets of a lossless class dropped for lack of buffer or headroom.
+    pub lossless_drops: u64,
+    pub trimmed_packets: u64,
+    pub watchdog_events: u64,
+    pub watchdog_drops: u64,
+}
+
+impl Counters {
+    /// These counters with egress's filled in.
+    pub fn with_egress(self, e: &EgressCounters) -> Counters {
+        Counters {
+            link_transmissions: e.link_transmissions,
+            ecn_marks: e.ecn_marks,
+            wred_drops: e.wred_drops,
+            lossless_drops: e.lossless_drops,
+            trimmed_packets: e.trimmed_packets,
+            watchdog_events: e.watchdog_events,
+            watchdog_drops: e.watchdog_drops,
+            pfc_pause_frames: e.pfc_pause_frames,
+            pfc_resume_frames: e.pfc_resume_frames,
+            ..self
+        }
+    }
+}
+
+impl Counters {
+    /// These counters with the NICs' filled in.
+    pub fn with_nics(self, n: &NicCounters) -> Counters {
+        Counters {
+            data_packets_sent: n.data_packets_sent,
+            acks_sent: n.acks_sent,
+            naks_sent: n.naks_sent,
+            cnps_sent: n.cnps_sent,
+            cnps_received: n.cnps_received,
+            ..self
+        }
+    }
+}
+
+/// When each congestion mechanism first acted: the order a user reads
+/// to see whether ECN acted before PFC. The engine sets the NIC's (CNP,
+/// rate cut); egress's are filled in by `Simulation::firsts`.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct FirstEvents {
+    pub ecn_mark_ps: Option<u64>,
+    pub cnp_ps: Option<u64>,
+    pub rate_cut_ps: Option<u64>,
+    /// First pause sent by a switch of each tier (leaf, spine, super
+    /// spine), and by a NIC.
+    pub pause_by_tier_ps: [Option<u64>; 3],
+    pub pause_by_nic_ps: Option<u64>,
+    pub resume_ps: Option<u64>,
+    pub watchdog_ps: Option<u64>,
+    pub lossless_drop_ps: Option<u64>,
+}
+
+impl FirstEvents {
+    /// These times with egress's filled in.
+    pub fn with_egress(self, e: &EgressFirsts) -> FirstEvents {
+        FirstEvents {
+            ecn_mark_ps: e.ecn_mark_ps,
+            pause_by_tier_ps: e.pause_by_tier_ps,
+            pause_by_nic_ps: e.pause_by_nic_ps,
+            resume_ps: e.resume_ps,
+            watchdog_ps: e.watchdog_ps,
+            lossless_drop_ps: e.lossless_drop_ps,
+            ..self
+        }
+    }
+}
+
+/// What a run should cost, worked out before it starts from its traffic
+/// and paths: every data packet and ACK over each link of its QP's first
+/// path, with nothing lost or retransmitted and no CNPs or PFC frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Estimate {
+    pub link_transmissions: u64,
+    pub events: u64,
+}
+
+impl Estimate {
+    /// Events per link transmission on the benchmarks (1.5 to 1.9: an
+    /// arrival per hop, plus transmitter wake-ups and timers).
+    pub const EVENTS_PER_LINK_TX: f64 = 1.7;
+    /// Link transmissions per wall second assumed for the wall-time
+    /// guess: what the 1024-host benchmark reaches on the reference
+    /// machine (BENCHMARKS.md); smaller fabrics run faster, larger slower.
+    pub const LINK_TX_PER_SECOND: f64 = 2e6;
+
+    /// The wall-time guess, in seconds.
+    pub fn wall_seconds(&self) -> f64 {
+        self.link_transmissions as f64 / Self::LINK_TX_PER_SECOND
+    }
+}

@@ -1,0 +1,299 @@
+//! The event loop: running to the end or to a time, the limits a caller
+//! puts on a run, and how it tells a stuck run (a stall, a PFC deadlock)
+//! from one that is only slow.
+
+use super::{deadlock, prefetch_read, Event, Simulation};
+use crate::topology::Owner;
+use crate::units::SimTime;
+
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// Nothing left to do.
+    Finished,
+    /// The `max_sim_time` limit was reached.
+    SimTimeLimit,
+    /// `run_until` reached its target.
+    Paused,
+    /// No transfer made progress for a long time (see `run`).
+    Stalled,
+    /// `Limits::max_events` events were handled.
+    EventLimit,
+    /// `Limits::max_wall` of wall-clock time went by.
+    WallLimit,
+    /// `Limits::interrupt` was raised (Ctrl-C or SIGTERM).
+    Interrupted,
+    /// The process grew past `Limits::max_memory`.
+    MemoryLimit,
+    /// A PFC deadlock: `Simulation::deadlock` holds the cycle.
+    Deadlock,
+}
+
+impl StopReason {
+    /// Whether the run stopped before its workload was done, because a
+    /// limit or an interruption cut it short or because the simulated
+    /// fabric stopped moving (a stall, a PFC deadlock): its results
+    /// cover only the time until then.
+    pub fn is_partial(self) -> bool {
+        matches!(
+            self,
+            StopReason::SimTimeLimit
+                | StopReason::EventLimit
+                | StopReason::WallLimit
+                | StopReason::Interrupted
+                | StopReason::MemoryLimit
+                | StopReason::Stalled
+                | StopReason::Deadlock
+        )
+    }
+
+    /// Whether the simulated workload itself could not finish (as
+    /// opposed to a limit the user set): the run exits with its own
+    /// status and a sweep point gets its own.
+    pub fn is_stuck(self) -> bool {
+        matches!(self, StopReason::Stalled | StopReason::Deadlock)
+    }
+}
+
+/// Limits a caller puts on one run, beyond the scenario's own
+/// `max_sim_time`. The event limit is exact; the wall-clock limit and
+/// the interruption are checked between batches of events (a fraction of
+/// a second apart), always at an event boundary, so the state is whole.
+#[derive(Clone, Debug, Default)]
+pub struct Limits {
+    pub max_events: Option<u64>,
+    pub max_wall: Option<std::time::Duration>,
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Stop once the process holds more than this many bytes, as the
+    /// given reader measures it (the engine reads no operating-system
+    /// state itself).
+    pub max_memory: Option<(u64, fn() -> u64)>,
+}
+
+/// Events handled between checks of the wall clock and of interruption.
+const BATCH: u64 = 1 << 16;
+
+impl Simulation {
+    /// Runs until nothing is left, or the scenario's `max_sim_time`.
+    /// `progress` is called every 2^18 events.
+    ///
+    /// A run that waits on the network (some transfer started and not
+    /// acknowledged) for a thousand watch intervals (`watch_interval`),
+    /// and at least eight retransmission timeouts, of simulated time
+    /// without delivering or acknowledging a single byte
+    /// is stuck (say, a buffer too small for the incast it gets, or a
+    /// dead link with no way around) and stops as `Stalled`.
+    pub fn run(&mut self, progress: impl FnMut(&Simulation)) -> StopReason {
+        self.run_limited(&Limits::default(), progress)
+    }
+
+    /// As `run`, stopping early at any of `limits`.
+    pub fn run_limited(
+        &mut self,
+        limits: &Limits,
+        progress: impl FnMut(&Simulation),
+    ) -> StopReason {
+        let stop = self.run_to_end(limits, progress);
+        self.finish_series();
+        stop
+    }
+
+    fn run_to_end(&mut self, limits: &Limits, mut progress: impl FnMut(&Simulation)) -> StopReason {
+        let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
+        let watch_every = self.watch_interval();
+        let stall_after = self.stall_after();
+        let mut last = (self.now, self.progress_mark());
+        let started = std::time::Instant::now();
+        let mut since_progress: u64 = 0;
+        let mut watch = deadlock::Watch::default();
+        let mut delivered = (self.counters.bytes_delivered, self.now);
+        loop {
+            let batch = match limits.max_events {
+                Some(m) if self.counters.events >= m => return StopReason::EventLimit,
+                Some(m) => BATCH.min(m - self.counters.events),
+                None => BATCH,
+            };
+            // Batches end at least every watch interval of simulated
+            // time, so that a run where little happens (a deadlock) is
+            // still checked often. The window opens at the
+            // next event, not at `now`: when nothing is due for longer
+            // than a timeout (a long compute phase, a late start), a
+            // window from `now` would hold no event and the loop would
+            // ask for the same empty window forever.
+            let from = self.queue.peek_time().map_or(self.now, |t| t.max(self.now));
+            let until = limit.min(SimTime(from.0.saturating_add(watch_every.0)));
+            let stop = self.run_until(until, batch);
+            match stop {
+                StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= limit) => {
+                    if limits
+                        .interrupt
+                        .as_ref()
+                        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+                    {
+                        return StopReason::Interrupted;
+                    }
+                    if limits.max_wall.is_some_and(|w| started.elapsed() >= w) {
+                        return StopReason::WallLimit;
+                    }
+                    if limits.max_memory.is_some_and(|(most, now)| now() > most) {
+                        return StopReason::MemoryLimit;
+                    }
+                    // Nothing delivered for a retransmission timeout: look
+                    // for a PFC cycle.
+                    if self.counters.bytes_delivered != delivered.0 {
+                        delivered = (self.counters.bytes_delivered, self.now);
+                        watch.clear();
+                    } else if self.now.saturating_sub(delivered.1) >= watch_every
+                        && self.deadlocked(&mut watch)
+                    {
+                        return StopReason::Deadlock;
+                    }
+                    since_progress += batch;
+                    if since_progress >= 4 * BATCH {
+                        since_progress = 0;
+                        let mark = self.progress_mark();
+                        // Only time spent waiting on the network counts
+                        // towards a stall: a long compute phase or a late
+                        // start is not one.
+                        if mark != last.1 || !self.network_waiting() {
+                            last = (self.now, mark);
+                        } else if self.now.saturating_sub(last.0) > stall_after {
+                            return StopReason::Stalled;
+                        }
+                        progress(self)
+                    }
+                }
+                StopReason::Paused => return StopReason::SimTimeLimit,
+                other => return other,
+            }
+        }
+    }
+
+    /// How far the run has got, from 0 to 1, for progress display: the
+    /// larger of the share of offered bytes delivered, the share of
+    /// workload tasks done and, with a `max_sim_time`, the share of it
+    /// elapsed. Compute phases deliver no bytes, so bytes alone would
+    /// stall the estimate through them.
+    pub fn done_fraction(&self) -> f64 {
+        let offered: u64 = self.flows.iter().map(|f| f.spec.bytes).sum();
+        let bytes = if offered == 0 {
+            0.0
+        } else {
+            self.counters.bytes_delivered as f64 / offered as f64
+        };
+        let tasks = self.tasks.graph.tasks.len();
+        let tasks = if tasks == 0 {
+            0.0
+        } else {
+            self.tasks.tasks_done as f64 / tasks as f64
+        };
+        let time = match self.scenario.max_sim_time {
+            Some(limit) if limit.0 > 0 => self.now.0 as f64 / limit.0 as f64,
+            _ => 0.0,
+        };
+        bytes.max(tasks).max(time).clamp(0.0, 1.0)
+    }
+
+    /// How often a run that makes no progress is looked at (for a PFC
+    /// deadlock, for a stall): the retransmission timeout, at most 1 ms,
+    /// since the timeouts RC NICs use (seconds) are far longer than any
+    /// pause a working fabric holds.
+    pub fn watch_interval(&self) -> SimTime {
+        self.scenario
+            .transport
+            .rto
+            .min(SimTime::from_us(1000))
+            .max(SimTime(1))
+    }
+
+    /// How long transfers may wait on the network without any progress
+    /// before the run stops as stalled: a thousand watch intervals, and
+    /// at least the eight timeouts after which an RC QP gives up (NCCL's
+    /// IB_RETRY_CNT of 7 retries).
+    pub fn stall_after(&self) -> SimTime {
+        SimTime(
+            self.watch_interval()
+                .0
+                .saturating_mul(1000)
+                .max(self.scenario.transport.rto.0.saturating_mul(8)),
+        )
+    }
+
+    /// Whether some transfer has started and is not yet acknowledged in
+    /// full, so that the run is waiting on the fabric.
+    fn network_waiting(&self) -> bool {
+        self.flows
+            .iter()
+            .any(|f| f.acked.is_none() && f.start <= self.now)
+    }
+
+    /// Changes whenever any transfer makes progress.
+    fn progress_mark(&self) -> (u64, u64) {
+        let acked: u64 = self.nics.qps().iter().map(|q| q.req.una as u64).sum();
+        (self.counters.bytes_delivered, acked + self.tasks.tasks_done)
+    }
+
+    /// Handles events due at or before `until`, at most `max_events` of
+    /// them. The run is finished when every transfer has been delivered
+    /// and acknowledged; what is left then (timers that would lapse) is
+    /// not simulated, so `now` is the time of the last acknowledgement.
+    pub fn run_until(&mut self, until: SimTime, max_events: u64) -> StopReason {
+        let mut handled = 0;
+        let total = self.flows.len() as u64;
+        while let Some(t) = self.queue.peek_time() {
+            if self.counters.flows_acked == total && self.tasks.all_done() {
+                return StopReason::Finished;
+            }
+            if t > until || handled == max_events {
+                return StopReason::Paused;
+            }
+            let (t, ev) = self.queue.pop().expect("peeked");
+            if let Some(&next) = self.queue.peek_next_in_bucket(2) {
+                self.prefetch_far(next);
+            }
+            if let Some(&next) = self.queue.peek_next_in_bucket(1) {
+                self.prefetch_near(next);
+            }
+
+            debug_assert!(t >= self.now, "time ran backwards");
+            self.now = t;
+            self.counters.events += 1;
+            handled += 1;
+            self.handle(ev);
+        }
+        StopReason::Finished
+    }
+
+    /// Asks the CPU to start loading what the event after next will read
+    /// first, so that the cache misses of successive events overlap.
+    #[inline]
+    fn prefetch_far(&self, ev: Event) {
+        match ev {
+            Event::Arrive(p, id) => {
+                prefetch_read(self.packets.slot_ptr(id));
+                // Most arrivals are data of the lossless class: its PFC
+                // account at this ingress port.
+                self.egress.prefetch_arrival(p, self.nics.data_queue());
+            }
+            Event::TxDone(p) => self.egress.prefetch_port(p),
+            _ => {}
+        }
+    }
+
+    /// For the next event, whose packet is on its way into the cache: the
+    /// switch state and routing entry it will read.
+    #[inline]
+    fn prefetch_near(&self, ev: Event) {
+        if let Event::Arrive(p, id) = ev {
+            if let Owner::Switch(s) = self.egress.owner(p) {
+                let dst = self.packets.get(id).dst;
+                let routes = &self.routes.switches[s.idx()];
+                let class = self.routes.nic_class[dst.idx()] as usize;
+                if let Some(g) = routes.by_class.get(class) {
+                    prefetch_read(g);
+                }
+                self.egress.prefetch_switch(s.idx());
+            }
+        }
+    }
+}
