@@ -1,22 +1,24 @@
-//! The discrete-event core: the world, the event queue and the loop.
+//! The discrete-event core: the world, its events and their handlers.
 //!
-//! `Simulation` owns every component (ports, switches, queue pairs, flows,
-//! the packet arena) and a queue of events keyed by (time, sequence). Each
-//! event is handled by handing the right component what it needs; the
-//! components return what should happen next and the loop schedules it.
-//! Nothing here reads the wall clock or global state, so several
-//! simulations can run side by side in one process.
+//! `Simulation` holds the components (`switch::egress::Egress`: every
+//! port's egress and the switches; `nic::nics::Nics`: the QPs and what
+//! NICs do), the transfers and task graph, the packet arena and a queue of
+//! events keyed by (time, sequence). Each event is handled by handing the
+//! right component the time and what it needs; components return what
+//! should happen next (`Timed` actions, a NIC's turn to send, `Fate`s of
+//! frames that did not go on, `Rx` of what arrived) and the handlers here
+//! schedule and account it. The loop itself is in `run`.
 //!
-//! One packet's life: the NIC port's transmitter pulls it from a QP
-//! (`start_tx`), which schedules `TxDone` after serialization and `Arrive`
-//! at the peer after serialization plus propagation; a switch runs its
-//! pipeline on `Arrive` and queues it on an egress port; the destination
-//! NIC's responder consumes it and may answer with an ACK or NAK, which
-//! travels back the same way.
+//! One packet's life: a NIC port whose egress is idle gets its turn
+//! (`nic_turn`): its QPs build the next data packet (`Nics::pull`) and
+//! egress serializes it, scheduling `Arrive` at the peer; a switch routes
+//! it on `Arrive` and egress admits and queues or sends it; the
+//! destination NIC's responder consumes it (`Nics::receive`) and may
+//! answer with an ACK, NAK or CNP, which travels back the same way.
 //!
-//! The lossless machinery (WRED marking, PFC pause and resume, the
-//! watchdog, CNPs) is in `lossless`; it hooks into admission at a switch,
-//! the start of a transmission and a NIC's receive path.
+//! `lossless` holds the NIC side of PFC storms and CNPs; `failures`,
+//! `balance` (DLB bands, GLB heartbeats, ALB), `tasks`, `series` and
+//! `capture` the other event handlers.
 
 mod balance;
 pub mod build;
