@@ -135,3 +135,53 @@ fn the_simulation_core_does_not_read_the_wall_clock() {
         "the wall clock is read outside the run loop"
     );
 }
+
+/// The packet path's arithmetic is integer: forwarding, hashing,
+/// admission, PFC, queueing, the transmitter, the event queue, packet
+/// records and RC transport have no floating point. ARCHITECTURE.md lists
+/// where floating point is used (DCQCN, WRED, rate caps and PCIe pacing,
+/// MRC, DLB/GLB/ALB load estimates), each deterministic on one platform.
+#[test]
+fn the_packet_path_has_no_floating_point_outside_the_listed_places() {
+    let integer_only = [
+        "src/engine/mod.rs",
+        "src/engine/queue.rs",
+        "src/switch/mod.rs",
+        "src/switch/classify.rs",
+        "src/switch/forward.rs",
+        "src/switch/admit.rs",
+        "src/switch/pfc.rs",
+        "src/switch/schedule.rs",
+        "src/switch/port.rs",
+        "src/switch/egress.rs",
+        "src/switch/balance/mod.rs",
+        "src/switch/balance/ecmp.rs",
+        "src/switch/balance/hash.rs",
+        "src/switch/balance/spray.rs",
+        "src/switch/balance/rules.rs",
+        "src/wire/frame.rs",
+        "src/wire/packet.rs",
+        "src/nic/transport.rs",
+        "src/nic/rate.rs",
+    ];
+    let mut seen = 0;
+    for (_, path, code) in sources() {
+        let p = path.to_string_lossy().replace('\\', "/");
+        if !integer_only.contains(&p.as_str()) {
+            continue;
+        }
+        seen += 1;
+        let code: String = code
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for t in ["f32", "f64"] {
+            let used = code
+                .match_indices(t)
+                .any(|(i, _)| !code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_'));
+            assert!(!used, "{p} uses {t}");
+        }
+    }
+    assert_eq!(seen, integer_only.len(), "a listed file is missing");
+}
