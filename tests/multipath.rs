@@ -81,6 +81,27 @@ fn a_reorder_buffer_too_small_discards_and_reports_it() {
         e.contains("only used with out_of_order = \"reorder\""),
         "{e}"
     );
+    // Enumerated keys name what they accept.
+    for (set, key, names) in [
+        (
+            "transport.out_of_order=\"drop\"",
+            "transport.out_of_order",
+            "nak, reorder",
+        ),
+        (
+            "transport.protocol=\"uec\"",
+            "transport.protocol",
+            "rc, mrc",
+        ),
+        (
+            "switch.balance.glb_combine=\"max\"",
+            "switch.balance.glb_combine",
+            "simple, compound",
+        ),
+    ] {
+        let e = common::error_of(&text, &[set]);
+        assert!(e.contains(key) && e.contains(names), "{e}");
+    }
 }
 
 /// Trimming on a lossy incast: packets that would be dropped arrive as

@@ -7,7 +7,7 @@ use toml::Value;
 use super::error::Finding;
 use super::error::{KeyError, KeyPath};
 use super::raw::{RawBalance, RawEcmp, RawRule};
-use super::values::{fraction, named, show, size, time};
+use super::values::{choice, fraction, named, show, size, time};
 use crate::switch::balance::alb::AlbConfig;
 use crate::switch::balance::dlb::{DlbConfig, DlbMode};
 use crate::switch::balance::glb::{Combine, GlbConfig};
@@ -505,8 +505,14 @@ fn glb(b: &RawBalance, path: &KeyPath) -> R<GlbConfig> {
             "expected a heartbeat interval of at least 100ns",
         ));
     }
-    c.combine = match b.glb_combine.as_deref() {
-        None | Some("simple") => {
+    let compound = choice(
+        b.glb_combine.as_deref(),
+        &path.key("glb_combine"),
+        &[("simple", false), ("compound", true)],
+        false,
+    )?;
+    c.combine = match compound {
+        false => {
             if b.glb_remote_weight.is_some() {
                 return Err(KeyError::new(
                     &path.key("glb_remote_weight"),
@@ -515,7 +521,7 @@ fn glb(b: &RawBalance, path: &KeyPath) -> R<GlbConfig> {
             }
             Combine::Simple
         }
-        Some("compound") => Combine::Compound {
+        true => Combine::Compound {
             remote_weight: fraction(
                 b.glb_remote_weight.as_ref(),
                 &path.key("glb_remote_weight"),
@@ -523,12 +529,6 @@ fn glb(b: &RawBalance, path: &KeyPath) -> R<GlbConfig> {
                 "a weight",
             )?,
         },
-        Some(other) => {
-            return Err(KeyError::new(
-                &path.key("glb_combine"),
-                format!("got \"{other}\", expected \"simple\" or \"compound\""),
-            ))
-        }
     };
     Ok(c)
 }

@@ -370,16 +370,12 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             format!("got {d}, expected a DSCP from 0 to 63"),
         )),
     };
-    let ooo = match t.out_of_order.as_deref() {
-        None | Some("nak") => OooPolicy::Nak,
-        Some("reorder") => OooPolicy::Reorder,
-        Some(other) => {
-            return Err(KeyError::new(
-                &path.key("out_of_order"),
-                format!("got \"{other}\", expected \"nak\" (go-back-N) or \"reorder\" (a reorder buffer per NIC)"),
-            ))
-        }
-    };
+    let ooo = choice(
+        t.out_of_order.as_deref(),
+        &path.key("out_of_order"),
+        &[("nak", OooPolicy::Nak), ("reorder", OooPolicy::Reorder)],
+        OooPolicy::Nak,
+    )?;
     if ooo == OooPolicy::Nak && t.reorder_buffer.is_some() {
         return Err(KeyError::new(
             &path.key("reorder_buffer"),
@@ -391,20 +387,29 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         &path.key("reorder_buffer"),
         1 << 20,
     )?;
-    let mrc = match t.protocol.as_deref() {
-        None | Some("rc") => {
+    let multipath = choice(
+        t.protocol.as_deref(),
+        &path.key("protocol"),
+        &[("rc", false), ("mrc", true)],
+        false,
+    )?;
+    let mrc = match multipath {
+        false => {
             for (k, given) in [
                 ("mrc_paths", t.mrc_paths.is_some()),
                 ("mrc_probe", t.mrc_probe.is_some()),
                 ("mrc_ecn_threshold", t.mrc_ecn_threshold.is_some()),
             ] {
                 if given {
-                    return Err(KeyError::new(&path.key(k), "is only used with protocol = \"mrc\""));
+                    return Err(KeyError::new(
+                        &path.key(k),
+                        "is only used with protocol = \"mrc\"",
+                    ));
                 }
             }
             None
         }
-        Some("mrc") => {
+        true => {
             let d = crate::nic::mrc::MrcConfig::default();
             let paths = match t.mrc_paths {
                 None => d.paths,
@@ -418,7 +423,10 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             };
             let probe = time(t.mrc_probe.as_ref(), &path.key("mrc_probe"), d.probe)?;
             if probe == SimTime::ZERO {
-                return Err(KeyError::new(&path.key("mrc_probe"), "got 0, expected how long a lossy path rests, e.g. \"50us\""));
+                return Err(KeyError::new(
+                    &path.key("mrc_probe"),
+                    "got 0, expected how long a lossy path rests, e.g. \"50us\"",
+                ));
             }
             let ecn_threshold = match &t.mrc_ecn_threshold {
                 None => d.ecn_threshold,
@@ -436,12 +444,6 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
                 probe,
                 ecn_threshold,
             })
-        }
-        Some(other) => {
-            return Err(KeyError::new(
-                &path.key("protocol"),
-                format!("got \"{other}\", expected \"rc\" (go-back-N RoCEv2) or \"mrc\" (multipath, selective)"),
-            ))
         }
     };
     // An RC QP times out after its local ACK timeout, 4.096 us x
