@@ -51,6 +51,7 @@ pub fn scenario_input(data: &[u8]) -> bool {
                 &p.topology,
                 &p.scenario.qos,
                 &p.scenario.transport.dcqcn,
+                &p.pfc,
             );
             true
         }

@@ -5,7 +5,6 @@
 //! planes, rate control). Then, on the assembled simulation, each
 //! transfer's ideal completion time and the run's estimate.
 
-use super::NO_SLOT;
 use super::{ideal, mrc_sport, Estimate, Event, EventQueue, FlowState, QpState, Simulation};
 use crate::nic::dcqcn::{Dcqcn, DcqcnParams};
 use crate::nic::nics::Nics;
@@ -18,7 +17,7 @@ use crate::switch::classify::QUEUES;
 use crate::switch::ecn::Wred;
 use crate::switch::egress::{Egress, EgressConfig};
 use crate::switch::pfc::PfcPrio;
-use crate::switch::qos::{PortPfc, PortWred, QosConfig};
+use crate::switch::qos::{PfcTable, PortWred, QosConfig};
 use crate::switch::schedule::{EgressQueues, Scheduler};
 use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
@@ -31,11 +30,17 @@ use crate::workload::FlowSpec;
 /// Every port's egress and the switches, resolved from the scenario: PFC
 /// thresholds and headroom, WRED, schedulers, the switches' buffers and
 /// balancers with their seeds and streams.
-pub fn egress(topo: &Topology, routes: &Routes, scenario: &Scenario, streams: &Streams) -> Egress {
+pub fn egress(
+    topo: &Topology,
+    routes: &Routes,
+    scenario: &Scenario,
+    table: &PfcTable,
+    streams: &Streams,
+) -> Egress {
     let qos = &scenario.qos;
     let preset = &scenario.transport.dcqcn;
     let max_frame = qos.max_wire_frame();
-    let (pfc, reserved) = pfc(topo, qos, preset, max_frame);
+    let (pfc, reserved) = pfc(topo, table);
     let queues = egress_queues(topo, qos, preset, max_frame);
     let switches = switches(topo, routes, scenario, streams, &reserved);
     let cfg = EgressConfig {
@@ -50,36 +55,19 @@ pub fn egress(topo: &Topology, routes: &Routes, scenario: &Scenario, streams: &S
     Egress::new(topo, cfg, queues, switches, pfc)
 }
 
-/// PFC: one slot per lossless priority on every port, each port's
-/// thresholds and headroom for it, and the headroom each switch sets
-/// aside from its shared pool.
-fn pfc(
-    topo: &Topology,
-    qos: &QosConfig,
-    preset: &DcqcnParams,
-    max_frame: u32,
-) -> (([u8; QUEUES], usize, Vec<PfcPrio>), Vec<u64>) {
-    // PFC: one slot per lossless priority on every port.
-    let mut pfc_slot = [NO_SLOT; QUEUES];
-    let mut pfc_slots = 0;
-    for (q, slot) in pfc_slot.iter_mut().enumerate() {
-        if qos.queues[q].lossless {
-            *slot = pfc_slots as u8;
-            pfc_slots += 1;
-        }
-    }
-    let mut pfc = Vec::with_capacity(topo.ports.len() * pfc_slots);
+/// PFC state for every port and lossless priority from the scenario's
+/// resolved table, and the headroom each switch sets aside from its
+/// shared pool.
+fn pfc(topo: &Topology, table: &PfcTable) -> (([u8; QUEUES], usize, Vec<PfcPrio>), Vec<u64>) {
     let mut reserved = vec![0u64; topo.switches.len()];
-    for port in &topo.ports {
-        for qc in qos.queues.iter().filter(|qc| qc.lossless) {
-            let cfg = PortPfc::resolve(qc, preset, &qos.pfc, port.rate, port.delay, max_frame);
-            if let Owner::Switch(s) = port.owner {
-                reserved[s.idx()] += cfg.headroom as u64;
-            }
-            pfc.push(PfcPrio::new(cfg));
+    let mut pfc = Vec::with_capacity(table.ports.len());
+    for (i, &cfg) in table.ports.iter().enumerate() {
+        if let Owner::Switch(s) = topo.ports[i / table.slots].owner {
+            reserved[s.idx()] += cfg.headroom as u64;
         }
+        pfc.push(PfcPrio::new(cfg));
     }
-    ((pfc_slot, pfc_slots, pfc), reserved)
+    ((table.slot, table.slots, pfc), reserved)
 }
 
 /// Every port's egress queues: the scheduler, and WRED where a switch

@@ -216,9 +216,10 @@ impl Simulation {
             graph,
             collectives,
             jobs,
+            pfc,
         } = prepared;
         let streams = Streams::new(scenario.seed);
-        let egress = build::egress(&topo, &routes, &scenario, &streams);
+        let egress = build::egress(&topo, &routes, &scenario, &pfc, &streams);
         let mut queue = EventQueue::new();
         let (qps, flows) = build::qps_and_flows(&topo, &scenario, specs, &streams, &mut queue);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {

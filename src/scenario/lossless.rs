@@ -12,10 +12,10 @@ use super::values::{
 use crate::nic::dcqcn::{AlphaUpdate, ClampTarget, DcqcnParams, Preset, BYTE_COUNTER_OFF};
 use crate::switch::classify::{ClassMap, QUEUES};
 use crate::switch::qos::{
-    Bytes, MarkPoint, PauseStorm, PfcConfig, PortPfc, PortWred, QosConfig, QueueConfig, Watchdog,
+    Bytes, MarkPoint, PauseStorm, PfcConfig, PfcTable, PortWred, QosConfig, QueueConfig, Watchdog,
     WatchdogAction, WredConfig,
 };
-use crate::topology::{GpuId, Owner, Topology};
+use crate::topology::{GpuId, Owner, PortId, Topology};
 use crate::units::{fmt_bytes, Rate, SimTime};
 use crate::wire::frame::Opcode;
 
@@ -513,20 +513,21 @@ pub fn check(
     topo: &Topology,
     cfg: &QosConfig,
     preset: &DcqcnParams,
+    table: &PfcTable,
     buffer: u64,
 ) -> (Vec<Finding>, Option<KeyError>) {
     let mut warnings: Vec<Finding> = Vec::new();
     let mut error = None;
     let max_frame = cfg.max_wire_frame();
     let names = topo.kind.tier_names();
-    for qc in &cfg.queues {
+    for (q, qc) in cfg.queues.iter().enumerate() {
         if !qc.lossless {
             continue;
         }
         let key = format!("qos.class \"{}\"", qc.name);
         // One finding per kind of port: tier, speed, delay.
         let mut seen = Vec::new();
-        for port in &topo.ports {
+        for (pi, port) in topo.ports.iter().enumerate() {
             let Owner::Switch(s) = port.owner else {
                 continue;
             };
@@ -536,7 +537,7 @@ pub fn check(
                 continue;
             }
             seen.push(kind);
-            let pfc = PortPfc::resolve(qc, preset, &cfg.pfc, port.rate, port.delay, max_frame);
+            let pfc = *table.get(PortId(pi as u32), q).expect("a lossless class");
             let where_ = format!(
                 "{} ports at {} with {} links",
                 names[tier as usize], port.rate, port.delay
@@ -587,20 +588,17 @@ pub fn check(
         error = error.or(e);
     }
     // Headroom is set aside from each switch's buffer.
-    let lossless: Vec<&QueueConfig> = cfg.queues.iter().filter(|q| q.lossless).collect();
-    if !lossless.is_empty() {
+    if table.slots > 0 {
         let mut worst: Option<(u64, usize)> = None;
         for (si, sw) in topo.switches.iter().enumerate() {
             let reserved: u64 = sw
                 .ports
                 .iter()
                 .flat_map(|&p| {
-                    let port = topo.port(p);
-                    lossless.iter().map(move |qc| {
-                        PortPfc::resolve(qc, preset, &cfg.pfc, port.rate, port.delay, max_frame)
-                            .headroom as u64
-                    })
+                    let at = p.idx() * table.slots;
+                    table.ports[at..at + table.slots].iter()
                 })
+                .map(|pfc| pfc.headroom as u64)
                 .sum();
             if worst.is_none_or(|(r, _)| reserved > r) {
                 worst = Some((reserved, si));
@@ -677,22 +675,27 @@ fn check_refresh(topo: &Topology, pfc: &PfcConfig) -> (Vec<Finding>, Option<KeyE
 
 /// One line per lossless class and kind of switch port (tier, speed,
 /// cable) with the thresholds it runs with, for `validate`.
-pub fn describe(topo: &Topology, cfg: &QosConfig, preset: &DcqcnParams) -> Vec<String> {
+pub fn describe(
+    topo: &Topology,
+    cfg: &QosConfig,
+    preset: &DcqcnParams,
+    table: &PfcTable,
+) -> Vec<String> {
     let names = topo.kind.tier_names();
-    let max_frame = cfg.max_wire_frame();
+    // One port of each kind (tier, speed, delay).
     let mut kinds = Vec::new();
-    for port in &topo.ports {
+    for (pi, port) in topo.ports.iter().enumerate() {
         if let Owner::Switch(s) = port.owner {
             let k = (topo.switches[s.idx()].tier, port.rate, port.delay);
-            if !kinds.contains(&k) {
-                kinds.push(k);
+            if !kinds.iter().any(|&(kind, _)| kind == k) {
+                kinds.push((k, PortId(pi as u32)));
             }
         }
     }
     let mut out = Vec::new();
-    for qc in cfg.queues.iter().filter(|q| q.lossless) {
-        for &(tier, rate, delay) in &kinds {
-            let pfc = PortPfc::resolve(qc, preset, &cfg.pfc, rate, delay, max_frame);
+    for (q, qc) in cfg.queues.iter().enumerate().filter(|(_, q)| q.lossless) {
+        for &((tier, rate, delay), p) in &kinds {
+            let pfc = *table.get(p, q).expect("a lossless class");
             let wred = PortWred::resolve(qc, preset, rate).map_or("no WRED".to_string(), |w| {
                 format!(
                     "WRED {}..{}",

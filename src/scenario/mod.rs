@@ -109,6 +109,8 @@ pub struct Prepared {
     pub graph: crate::workload::graph::TaskGraph,
     pub collectives: Vec<crate::workload::collective::CollectiveRun>,
     pub jobs: Vec<crate::workload::training::JobRun>,
+    /// Every port's PFC thresholds and headroom, resolved once.
+    pub pfc: crate::switch::qos::PfcTable,
 }
 
 /// Loads a scenario from text. `file` names it in error messages.
@@ -236,8 +238,9 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 ),
             ));
         }
+        let pfc = crate::switch::qos::PfcTable::resolve(&topology, &qos, &transport.dcqcn);
         let (mut warnings, error) =
-            lossless::check(&topology, &qos, &transport.dcqcn, switch.buffer_bytes);
+            lossless::check(&topology, &qos, &transport.dcqcn, &pfc, switch.buffer_bytes);
         warnings.extend(balance::check(&topology, &switch.ecmp, &switch.balance));
         if let Some(e) = error {
             return Err(e);
@@ -291,6 +294,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             graph: expanded.graph,
             collectives: expanded.collectives,
             jobs: expanded.jobs,
+            pfc,
         })
     })();
     resolved.map_err(locate)

@@ -1075,7 +1075,7 @@ bytes = "4KB"
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let p = crate::scenario::prepare("egress.toml", LEAF, &sets).unwrap();
         let streams = crate::rng::Streams::new(p.scenario.seed);
-        let e = crate::engine::build::egress(&p.topology, &p.routes, &p.scenario, &streams);
+        let e = crate::engine::build::egress(&p.topology, &p.routes, &p.scenario, &p.pfc, &streams);
         let caller = Caller {
             now: SimTime::ZERO,
             packets: PacketArena::default(),

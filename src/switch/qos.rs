@@ -9,6 +9,7 @@
 
 use super::classify::{ClassMap, QUEUES};
 use crate::nic::dcqcn::DcqcnParams;
+use crate::topology::{PortId, Topology};
 use crate::units::{Rate, SimTime};
 use crate::wire::frame::{self, Opcode};
 
@@ -309,6 +310,49 @@ impl PortPfc {
             }),
             headroom_needed: clamp(needed),
         }
+    }
+}
+
+/// Every port's PFC for each lossless priority, resolved once from the
+/// classes, the DCQCN preset (which sets thresholds left unset) and each
+/// port's speed and link delay. The checks, `validate`'s description and
+/// the run all read this table.
+#[derive(Clone, Debug, Default)]
+pub struct PfcTable {
+    /// Slot of each priority, `NO_SLOT` (`u8::MAX`) if it is not lossless.
+    pub slot: [u8; QUEUES],
+    /// Lossless priorities: entries per port.
+    pub slots: usize,
+    /// `ports[port * slots + slot]`.
+    pub ports: Vec<PortPfc>,
+}
+
+impl PfcTable {
+    pub fn resolve(topo: &Topology, qos: &QosConfig, preset: &DcqcnParams) -> PfcTable {
+        let mut slot = [u8::MAX; QUEUES];
+        let mut slots = 0;
+        for (q, s) in slot.iter_mut().enumerate() {
+            if qos.queues[q].lossless {
+                *s = slots as u8;
+                slots += 1;
+            }
+        }
+        let max_frame = qos.max_wire_frame();
+        let mut ports = Vec::with_capacity(topo.ports.len() * slots);
+        for port in &topo.ports {
+            for qc in qos.queues.iter().filter(|qc| qc.lossless) {
+                ports.push(PortPfc::resolve(
+                    qc, preset, &qos.pfc, port.rate, port.delay, max_frame,
+                ));
+            }
+        }
+        PfcTable { slot, slots, ports }
+    }
+
+    /// Port `p`'s PFC for lossless priority `queue`.
+    pub fn get(&self, p: PortId, queue: usize) -> Option<&PortPfc> {
+        let s = self.slot[queue];
+        (s != u8::MAX).then(|| &self.ports[p.idx() * self.slots + s as usize])
     }
 }
 
