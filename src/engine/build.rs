@@ -136,7 +136,7 @@ fn switches(
 
 /// The NICs, with the QP table, each NIC's reorder buffer and, where a
 /// GPU's PCIe is slower than its NIC's ports, PCIe pacing.
-pub(super) fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>) -> Nics {
+pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>) -> Nics {
     let pcie_one_way = scenario.host.pcie_bytes_per_s / 2;
     let pcie_binds = topo.gpus.iter().any(|g| {
         let line: u64 = topo.nics[g.nic.idx()]
@@ -163,7 +163,7 @@ pub(super) fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>) -> N
 /// The QP table and the transfers: each QP's halves, rate control, UDP
 /// source port, header CRCs (per direction, and per MRC path), ports and
 /// planes; transfers that are not gated by a task start on their own.
-pub(super) fn qps_and_flows(
+pub fn qps_and_flows(
     topo: &Topology,
     scenario: &Scenario,
     specs: Vec<FlowSpec>,

@@ -539,3 +539,240 @@ impl Nics {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The NICs driven by hand, with no event loop and no egress: the
+    //! tests play both ends of the wire.
+
+    use super::*;
+    use crate::engine::queue::EventQueue;
+    use crate::topology::Topology;
+
+    /// Two single-NIC hosts on one leaf; one 8 KB write from GPU 0 to
+    /// GPU 1 (two 4 KB packets) under the default DCQCN (firmware preset:
+    /// a CNP at most every 4 us, sent at once).
+    const PAIR: &str = r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 1
+nic_speed = "100G"
+
+[transport]
+mtu = 4096
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "8KB"
+"#;
+
+    fn pair(sets: &[&str]) -> (Topology, Nics, PacketArena) {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let p = crate::scenario::prepare("nics.toml", PAIR, &sets).unwrap();
+        let streams = crate::rng::Streams::new(p.scenario.seed);
+        let mut queue = EventQueue::new();
+        let (qps, _) = crate::engine::build::qps_and_flows(
+            &p.topology,
+            &p.scenario,
+            p.flows.clone(),
+            &streams,
+            &mut queue,
+        );
+        let nics = crate::engine::build::nics(&p.topology, &p.scenario, qps);
+        (p.topology, nics, PacketArena::default())
+    }
+
+    const Q: QpId = QpId(0);
+
+    /// Pulls from the sender's port at `now`; the packet sent, if any.
+    fn pull(n: &mut Nics, topo: &Topology, now: SimTime, arena: &mut PacketArena) -> Pull {
+        n.pull(now, topo.nics[0].ports[0], NicId(0), arena)
+    }
+
+    #[test]
+    fn a_started_qp_sends_its_packets_in_order_then_its_port_is_idle() {
+        let (topo, mut n, mut arena) = pair(&[]);
+        let port = topo.nics[0].ports[0];
+        assert!(!n.backlog(port));
+        assert_eq!(pull(&mut n, &topo, SimTime::ZERO, &mut arena), Pull::Idle);
+        n.activate(Q);
+        assert!(n.backlog(port));
+        let Pull::Sent { q, id, timer, last } = pull(&mut n, &topo, SimTime::ZERO, &mut arena)
+        else {
+            panic!("nothing sent")
+        };
+        assert_eq!((q, last), (Q, false));
+        assert!(timer.is_some(), "the first packet arms the timer");
+        let p = *arena.get(id);
+        assert_eq!(
+            (p.src, p.dst, p.psn, p.payload),
+            (NicId(0), NicId(1), 0, 4096)
+        );
+        assert_eq!(p.header_crc, n.qp(Q).header_crc[0]);
+        assert_eq!(p.dscp(), 24);
+        // The second packet may follow once the first is on the wire.
+        let later = SimTime::from_us(1);
+        let Pull::Sent { id, last, .. } = pull(&mut n, &topo, later, &mut arena) else {
+            panic!("second packet not sent")
+        };
+        assert!(last);
+        assert_eq!(arena.get(id).psn, 1);
+        assert_eq!(pull(&mut n, &topo, later, &mut arena), Pull::Idle);
+        assert!(!n.backlog(port));
+        assert_eq!(n.counters.data_packets_sent, 2);
+    }
+
+    #[test]
+    fn a_cnp_cuts_the_rate_so_the_next_packet_must_wait() {
+        let (topo, mut n, mut arena) = pair(&["transport.mtu=1024"]);
+        let sender = topo.nics[0].ports[0];
+        n.activate(Q);
+        let t0 = SimTime::from_us(10);
+        let f = n.cnp(Q, &mut arena);
+        let cnp = arena.take(f.id);
+        assert_eq!(n.receive(t0, sender, &cnp, &mut arena), Rx::RateCut(sender));
+        assert_eq!(n.counters.cnps_received, 1);
+        let Pull::Sent { id, .. } = pull(&mut n, &topo, t0, &mut arena) else {
+            panic!("nothing sent")
+        };
+        // At line rate the next 1 KB frame could follow after about 85 ns;
+        // at the halved rate it waits twice that.
+        let wire = arena.get(id).wire_bytes as u64;
+        let line = topo.port(sender).rate.serialize(wire);
+        let soon = t0 + line;
+        match pull(&mut n, &topo, soon, &mut arena) {
+            Pull::WaitUntil(t) => {
+                let gap = (t - t0).0 as f64 / line.0 as f64;
+                assert!((1.9..2.1).contains(&gap), "{gap}");
+            }
+            other => panic!("sent at line rate after a rate cut: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_receiver_delivers_in_order_acks_and_sends_cnps_no_closer_than_the_interval() {
+        let (topo, mut n, mut arena) = pair(&[]);
+        n.activate(Q);
+        let Pull::Sent { id, .. } = pull(&mut n, &topo, SimTime::ZERO, &mut arena) else {
+            panic!()
+        };
+        let mut first = arena.take(id);
+        first.tos |= ecn::CE;
+        let at = topo.nics[1].ports[0];
+        let t = SimTime::from_us(2);
+        let rx = n.receive(t, at, &first, &mut arena);
+        let Rx::Data {
+            q,
+            ce,
+            delivered,
+            completed,
+            reply,
+        } = rx
+        else {
+            panic!("{rx:?}")
+        };
+        assert_eq!((q, ce, delivered, completed), (Q, true, 4096, false));
+        assert_eq!(reply, None, "acknowledged with the last packet");
+        assert_eq!(n.congestion_experienced(t, Q), CnpWhen::Now);
+        assert_eq!(
+            n.congestion_experienced(t + SimTime::from_us(1), Q),
+            CnpWhen::Never,
+            "within the 4 us CNP interval"
+        );
+        assert_eq!(
+            n.congestion_experienced(t + SimTime::from_us(4), Q),
+            CnpWhen::Now
+        );
+        let f = n.cnp(Q, &mut arena);
+        let cnp = *arena.get(f.id);
+        assert_eq!(
+            (f.port, cnp.opcode, cnp.src, cnp.dst),
+            (at, Opcode::Cnp, NicId(1), NicId(0))
+        );
+        assert_eq!(cnp.dscp(), 48);
+        // The second packet completes the transfer and is acknowledged.
+        let Pull::Sent { id, .. } = pull(&mut n, &topo, t, &mut arena) else {
+            panic!()
+        };
+        let second = arena.take(id);
+        let Rx::Data {
+            completed, reply, ..
+        } = n.receive(t, at, &second, &mut arena)
+        else {
+            panic!()
+        };
+        assert!(completed);
+        let (opcode, psn) = reply.expect("the last packet is acknowledged");
+        assert_eq!((opcode, psn), (Opcode::Ack, 1));
+        let ack = n.reply(Q, at, &second, (opcode, psn), &mut arena);
+        let a = *arena.get(ack.id);
+        assert_eq!(
+            (ack.port, a.dst, a.header_crc),
+            (at, NicId(0), n.qp(Q).header_crc[1])
+        );
+        // The ACK ends the sender's part.
+        assert_eq!(
+            n.receive(t, topo.nics[0].ports[0], &a, &mut arena),
+            Rx::Acked(n.qp(Q).flow)
+        );
+    }
+
+    #[test]
+    fn a_gap_gets_a_nak_and_the_nak_puts_the_qp_back_on_its_ring() {
+        let (topo, mut n, mut arena) = pair(&[]);
+        n.activate(Q);
+        let _ = pull(&mut n, &topo, SimTime::ZERO, &mut arena);
+        let Pull::Sent { id, .. } = pull(&mut n, &topo, SimTime::from_us(1), &mut arena) else {
+            panic!()
+        };
+        // PSN 1 arrives first: PSN 0 was lost.
+        let at = topo.nics[1].ports[0];
+        let second = arena.take(id);
+        let Rx::Data {
+            delivered, reply, ..
+        } = n.receive(SimTime::from_us(2), at, &second, &mut arena)
+        else {
+            panic!()
+        };
+        assert_eq!(delivered, 0);
+        let (opcode, psn) = reply.expect("a NAK for the gap");
+        assert_eq!((opcode, psn), (Opcode::Nak, 0));
+        let nak = n.reply(Q, at, &second, (opcode, psn), &mut arena);
+        assert_eq!(n.counters.naks_sent, 1);
+        let sender = topo.nics[0].ports[0];
+        assert!(!n.backlog(sender));
+        let nak = *arena.get(nak.id);
+        assert_eq!(
+            n.receive(SimTime::from_us(3), sender, &nak, &mut arena),
+            Rx::Resend(Q)
+        );
+        assert!(n.backlog(sender), "go-back-N: PSN 0 goes again");
+        let Pull::Sent { id, .. } = pull(&mut n, &topo, SimTime::from_us(3), &mut arena) else {
+            panic!()
+        };
+        assert_eq!(arena.get(id).psn, 0);
+    }
+
+    #[test]
+    fn the_timer_resends_what_was_never_acknowledged() {
+        let (topo, mut n, mut arena) = pair(&[]);
+        n.activate(Q);
+        let Pull::Sent { timer, .. } = pull(&mut n, &topo, SimTime::ZERO, &mut arena) else {
+            panic!()
+        };
+        let _ = pull(&mut n, &topo, SimTime::from_us(1), &mut arena);
+        let due = timer.expect("armed");
+        match n.timer(due, Q) {
+            TimerAction::Retransmit(_) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(n.backlog(topo.nics[0].ports[0]));
+        let Pull::Sent { id, .. } = pull(&mut n, &topo, due, &mut arena) else {
+            panic!()
+        };
+        assert_eq!(arena.get(id).psn, 0);
+    }
+}
