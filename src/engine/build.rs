@@ -136,7 +136,7 @@ fn switches(
 
 /// The NICs, with the QP table, each NIC's reorder buffer and, where a
 /// GPU's PCIe is slower than its NIC's ports, PCIe pacing.
-pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>) -> Nics {
+pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>, tenants: Vec<u16>) -> Nics {
     let pcie_one_way = scenario.host.pcie_bytes_per_s / 2;
     let pcie_binds = topo.gpus.iter().any(|g| {
         let line: u64 = topo.nics[g.nic.idx()]
@@ -148,6 +148,7 @@ pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>) -> Nics {
     });
     Nics::new(
         qps,
+        tenants,
         (topo.ports.len(), topo.nics.len(), topo.gpus.len()),
         (
             scenario.qos.map.queue_of(scenario.transport.data_dscp),

@@ -184,8 +184,6 @@ pub struct Simulation {
     nics: Nics,
     /// Quality bands, GLB heartbeats and ALB ticks.
     balance: balance::BalanceState,
-    /// Tenant of each QP, which TELB policies match.
-    qp_tenant: Vec<u16>,
     /// Where dynamic balancers sent each QP's packets.
     paths: paths::PathLog,
     /// Failed links and switches and what they cost.
@@ -266,7 +264,7 @@ impl Simulation {
             scenario.report.sample_qps.min(qps.len()),
             scenario.qos.map.queues_used(),
         );
-        let nics = build::nics(&topo, &scenario, qps);
+        let nics = build::nics(&topo, &scenario, qps, qp_tenant);
         let mut sim = Simulation {
             now: SimTime::ZERO,
             queue,
@@ -278,7 +276,6 @@ impl Simulation {
             paths,
             failures,
             balance,
-            qp_tenant,
             series,
             capture: None,
             packets: PacketArena::default(),
@@ -480,7 +477,7 @@ impl Simulation {
                     ingress: p,
                     queue: 0,
                     class: self.routes.nic_class[pkt.dst.idx()],
-                    tenants: &self.qp_tenant,
+                    tenants: self.nics.tenants(),
                 };
                 let Some(to) =
                     self.egress

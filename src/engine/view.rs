@@ -81,8 +81,8 @@ impl Simulation {
         &self.balance
     }
 
-    pub fn qp_tenant(&self) -> &Vec<u16> {
-        &self.qp_tenant
+    pub fn qp_tenant(&self) -> &[u16] {
+        self.nics.tenants()
     }
 
     pub fn paths(&self) -> &paths::PathLog {

@@ -130,6 +130,8 @@ pub struct NicCounters {
 
 pub struct Nics {
     qps: Vec<QpState>,
+    /// Tenant of each QP, which TELB policies match at switches.
+    tenants: Vec<u16>,
     /// NIC ports (indexed by `PortId`): QPs with data, served round robin.
     rings: Vec<VecDeque<QpId>>,
     /// Each NIC's reorder buffer.
@@ -155,6 +157,7 @@ impl Nics {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         qps: Vec<QpState>,
+        tenants: Vec<u16>,
         (ports, nics, gpus): (usize, usize, usize),
         (data_queue, cnp_queue): (u8, u8),
         cfg: TransportConfig,
@@ -164,6 +167,7 @@ impl Nics {
     ) -> Nics {
         Nics {
             qps,
+            tenants,
             rings: (0..ports).map(|_| VecDeque::new()).collect(),
             reorder: vec![
                 ReorderPool {
@@ -193,6 +197,11 @@ impl Nics {
     #[inline]
     pub fn qp(&self, q: QpId) -> &QpState {
         &self.qps[q.idx()]
+    }
+
+    /// Tenant of each QP.
+    pub fn tenants(&self) -> &[u16] {
+        &self.tenants
     }
 
     pub fn reorder(&self) -> &[ReorderPool] {
@@ -581,7 +590,8 @@ bytes = "8KB"
             &streams,
             &mut queue,
         );
-        let nics = crate::engine::build::nics(&p.topology, &p.scenario, qps);
+        let tenants = vec![0; qps.len()];
+        let nics = crate::engine::build::nics(&p.topology, &p.scenario, qps, tenants);
         (p.topology, nics, PacketArena::default())
     }
 
