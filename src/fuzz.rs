@@ -47,12 +47,7 @@ pub fn scenario_input(data: &[u8]) -> bool {
     match scenario::prepare("fuzz.toml", &text, &[]) {
         Ok(p) => {
             // What `validate` prints must not fail either.
-            let _ = scenario::lossless::describe(
-                &p.topology,
-                &p.scenario.qos,
-                &p.scenario.transport.dcqcn,
-                &p.pfc,
-            );
+            let _ = scenario::lossless::describe(&p.topology, &p.scenario.qos, &p.pfc);
             true
         }
         Err(e) => {

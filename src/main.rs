@@ -881,7 +881,7 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
         s.seed,
         s.max_sim_time.map_or(String::new(), |t: SimTime| format!("; stops at {t}")),
     );
-    for line in scenario::lossless::describe(&p.topology, &s.qos, &s.transport.dcqcn, &p.pfc) {
+    for line in scenario::lossless::describe(&p.topology, &s.qos, &p.pfc) {
         outln!("  {line}");
     }
     Ok(())

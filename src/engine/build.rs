@@ -6,7 +6,7 @@
 //! transfer's ideal completion time and the run's estimate.
 
 use super::{ideal, mrc_sport, Estimate, Event, EventQueue, FlowState, QpState, Simulation};
-use crate::nic::dcqcn::{Dcqcn, DcqcnParams};
+use crate::nic::dcqcn::Dcqcn;
 use crate::nic::nics::Nics;
 use crate::nic::rate::RateControl;
 use crate::nic::transport::{Requester, Responder};
@@ -17,7 +17,7 @@ use crate::switch::classify::QUEUES;
 use crate::switch::ecn::Wred;
 use crate::switch::egress::{Egress, EgressConfig};
 use crate::switch::pfc::PfcPrio;
-use crate::switch::qos::{PfcTable, PortWred, QosConfig};
+use crate::switch::qos::{PfcTable, QosConfig};
 use crate::switch::schedule::{EgressQueues, Scheduler};
 use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
@@ -38,10 +38,9 @@ pub fn egress(
     streams: &Streams,
 ) -> Egress {
     let qos = &scenario.qos;
-    let preset = &scenario.transport.dcqcn;
     let max_frame = qos.max_wire_frame();
     let (pfc, reserved) = pfc(topo, table);
-    let queues = egress_queues(topo, qos, preset, max_frame);
+    let queues = egress_queues(topo, qos, table, max_frame);
     let switches = switches(topo, routes, scenario, streams, &reserved);
     let cfg = EgressConfig {
         mark_on: qos.mark_on,
@@ -75,7 +74,7 @@ fn pfc(topo: &Topology, table: &PfcTable) -> (([u8; QUEUES], usize, Vec<PfcPrio>
 fn egress_queues(
     topo: &Topology,
     qos: &QosConfig,
-    preset: &DcqcnParams,
+    table: &PfcTable,
     max_frame: u32,
 ) -> Vec<EgressQueues> {
     let strict = (0..QUEUES).fold(0u8, |m, q| m | (u8::from(qos.queues[q].strict) << q));
@@ -86,10 +85,7 @@ fn egress_queues(
         .map(|port| {
             let wred = match port.owner {
                 Owner::Switch(_) => (0..QUEUES)
-                    .filter_map(|q| {
-                        PortWred::resolve(&qos.queues[q], preset, port.rate)
-                            .map(|w| Wred::new(q as u8, w))
-                    })
+                    .filter_map(|q| table.wred_at(port.rate, q).map(|w| Wred::new(q as u8, w)))
                     .collect(),
                 Owner::Nic(_) => Vec::new(),
             };

@@ -12,7 +12,7 @@ use super::values::{
 use crate::nic::dcqcn::{AlphaUpdate, ClampTarget, DcqcnParams, Preset, BYTE_COUNTER_OFF};
 use crate::switch::classify::{ClassMap, QUEUES};
 use crate::switch::qos::{
-    Bytes, MarkPoint, PauseStorm, PfcConfig, PfcTable, PortWred, QosConfig, QueueConfig, Watchdog,
+    Bytes, MarkPoint, PauseStorm, PfcConfig, PfcTable, QosConfig, QueueConfig, Watchdog,
     WatchdogAction, WredConfig,
 };
 use crate::topology::{GpuId, Owner, PortId, Topology};
@@ -512,7 +512,6 @@ pub fn check_transport(cfg: &QosConfig, mtu: u32, dscp: u8, transport: &KeyPath)
 pub fn check(
     topo: &Topology,
     cfg: &QosConfig,
-    preset: &DcqcnParams,
     table: &PfcTable,
     buffer: u64,
 ) -> (Vec<Finding>, Option<KeyError>) {
@@ -556,7 +555,7 @@ pub fn check(
                     ),
                 });
             }
-            if let Some(w) = PortWred::resolve(qc, preset, port.rate) {
+            if let Some(w) = table.wred_at(port.rate, q) {
                 let ok = pfc.xon < w.min && w.min <= w.max && w.max < pfc.xoff;
                 if !ok {
                     warnings.push(Finding {
@@ -675,12 +674,7 @@ fn check_refresh(topo: &Topology, pfc: &PfcConfig) -> (Vec<Finding>, Option<KeyE
 
 /// One line per lossless class and kind of switch port (tier, speed,
 /// cable) with the thresholds it runs with, for `validate`.
-pub fn describe(
-    topo: &Topology,
-    cfg: &QosConfig,
-    preset: &DcqcnParams,
-    table: &PfcTable,
-) -> Vec<String> {
+pub fn describe(topo: &Topology, cfg: &QosConfig, table: &PfcTable) -> Vec<String> {
     let names = topo.kind.tier_names();
     // One port of each kind (tier, speed, delay).
     let mut kinds = Vec::new();
@@ -696,7 +690,7 @@ pub fn describe(
     for (q, qc) in cfg.queues.iter().enumerate().filter(|(_, q)| q.lossless) {
         for &((tier, rate, delay), p) in &kinds {
             let pfc = *table.get(p, q).expect("a lossless class");
-            let wred = PortWred::resolve(qc, preset, rate).map_or("no WRED".to_string(), |w| {
+            let wred = table.wred_at(rate, q).map_or("no WRED".to_string(), |w| {
                 format!(
                     "WRED {}..{}",
                     fmt_bytes(w.min as u64),

@@ -239,8 +239,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             ));
         }
         let pfc = crate::switch::qos::PfcTable::resolve(&topology, &qos, &transport.dcqcn);
-        let (mut warnings, error) =
-            lossless::check(&topology, &qos, &transport.dcqcn, &pfc, switch.buffer_bytes);
+        let (mut warnings, error) = lossless::check(&topology, &qos, &pfc, switch.buffer_bytes);
         warnings.extend(balance::check(&topology, &switch.ecmp, &switch.balance));
         if let Some(e) = error {
             return Err(e);

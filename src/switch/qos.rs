@@ -313,10 +313,10 @@ impl PortPfc {
     }
 }
 
-/// Every port's PFC for each lossless priority, resolved once from the
-/// classes, the DCQCN preset (which sets thresholds left unset) and each
-/// port's speed and link delay. The checks, `validate`'s description and
-/// the run all read this table.
+/// Every port's PFC for each lossless priority and WRED for each queue,
+/// resolved once from the classes, the DCQCN preset (which sets
+/// thresholds left unset) and each port's speed and link delay. The
+/// checks, `validate`'s description and the run all read this table.
 #[derive(Clone, Debug, Default)]
 pub struct PfcTable {
     /// Slot of each priority, `NO_SLOT` (`u8::MAX`) if it is not lossless.
@@ -325,6 +325,9 @@ pub struct PfcTable {
     pub slots: usize,
     /// `ports[port * slots + slot]`.
     pub ports: Vec<PortPfc>,
+    /// WRED of each queue at each link speed of the fabric (WRED depends
+    /// on the speed alone).
+    pub wred: Vec<(Rate, [Option<PortWred>; QUEUES])>,
 }
 
 impl PfcTable {
@@ -346,7 +349,28 @@ impl PfcTable {
                 ));
             }
         }
-        PfcTable { slot, slots, ports }
+        let mut wred: Vec<(Rate, [Option<PortWred>; QUEUES])> = Vec::new();
+        for port in &topo.ports {
+            if !wred.iter().any(|(r, _)| *r == port.rate) {
+                let per_queue =
+                    std::array::from_fn(|q| PortWred::resolve(&qos.queues[q], preset, port.rate));
+                wred.push((port.rate, per_queue));
+            }
+        }
+        PfcTable {
+            slot,
+            slots,
+            ports,
+            wred,
+        }
+    }
+
+    /// WRED of `queue` on a port of `rate`.
+    pub fn wred_at(&self, rate: Rate, queue: usize) -> Option<PortWred> {
+        self.wred
+            .iter()
+            .find(|(r, _)| *r == rate)
+            .and_then(|(_, w)| w[queue])
     }
 
     /// Port `p`'s PFC for lossless priority `queue`.
