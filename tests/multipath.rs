@@ -104,9 +104,10 @@ fn a_reorder_buffer_too_small_discards_and_reports_it() {
     }
 }
 
-/// Trimming on a lossy incast: packets that would be dropped arrive as
-/// headers, the receiver NAKs at once, and the senders resend without
-/// waiting for timeouts: fewer timeouts, done sooner.
+/// Trimming on a lossy incast (MRC, selective NAKs): packets that would
+/// be dropped arrive as headers, the receiver NAKs each at once, and the
+/// senders resend without waiting for timeouts: fewer timeouts, done
+/// sooner.
 #[test]
 fn trimming_recovers_an_incast_faster_than_timeouts() {
     let text = example("trimming");

@@ -171,7 +171,7 @@ pub fn qps_and_flows(
     let mut qps = Vec::new();
     let mut flows = Vec::with_capacity(specs.len());
     for (fi, spec) in specs.into_iter().enumerate() {
-        let n_qps = (spec.qps as u64).min(spec.bytes).max(1) as u32;
+        let n_qps = spec.n_qps();
         let first_qp = qps.len() as u32;
         let src_ports = &topo.nics[spec.src_nic.idx()].ports;
         let dst_ports = &topo.nics[spec.dst_nic.idx()].ports;

@@ -3,7 +3,8 @@
 //! `Simulation` holds the components (`switch::egress::Egress`: every
 //! port's egress and the switches; `nic::nics::Nics`: the QPs and what
 //! NICs do), the transfers and task graph, the packet arena and a queue of
-//! events keyed by (time, sequence). Each event is handled by handing the
+//! events ordered by (time, key), the key naming the event's kind and the
+//! port, QP, task or host it is for (see `Event::key`). Each event is handled by handing the
 //! right component the time and what it needs; components return what
 //! should happen next (`Timed` actions, a NIC's turn to send, `Fate`s of
 //! frames that did not go on, `Rx` of what arrived) and the handlers here
@@ -95,6 +96,56 @@ pub enum Event {
     LaneFree(u32),
     /// An NVLink copy in this host may be done (host, generation).
     Nvlink(u32, u32),
+}
+
+/// Bits of an event's key that say what it is for; its kind is above.
+const KEY_ID_BITS: u32 = 27;
+// What the scenario allows fits in the id: a port with a priority (3
+// bits), a QP, a task (and so a lane or a flow), a host.
+const _: () = assert!(crate::topology::MAX_PORTS << 3 <= 1 << KEY_ID_BITS);
+const _: () = assert!(crate::workload::MAX_QPS <= 1 << KEY_ID_BITS);
+const _: () = assert!(crate::workload::collective::MAX_TASKS <= 1 << KEY_ID_BITS);
+const _: () = assert!(crate::workload::MAX_FLOWS <= 1 << KEY_ID_BITS);
+
+impl queue::Keyed for Event {
+    /// Orders events due at the same time: by kind (the run-wide ones
+    /// first, so that they can happen between the windows of a run cut into
+    /// partitions), then by what they are for. Nothing in it depends on how
+    /// the run is cut or on where a packet is stored, so every partitioning
+    /// orders the same way (see `queue`). The scenario's limits on ports,
+    /// QPs and tasks keep every id within its bits (checked below).
+    #[inline]
+    fn key(&self) -> u32 {
+        let port = |p: PortId, prio: u8| p.0 << 3 | u32::from(prio & 7);
+        let (kind, id): (u32, u32) = match *self {
+            Event::Fail(i) => (0, i),
+            Event::Recover(i) => (1, i),
+            Event::Reconverge => (2, 0),
+            Event::Sample => (3, 0),
+            Event::Quality => (4, 0),
+            Event::Heartbeat => (5, 0),
+            Event::Alb => (6, 0),
+            Event::Storm(i, on) => (7, i << 1 | u32::from(on)),
+            Event::FlowStart(f) => (8, f.0),
+            Event::TaskReady(t) => (9, t),
+            Event::TaskDone(t) => (10, t),
+            Event::LaneFree(l) => (11, l),
+            // A stale generation does nothing, so which of two runs first
+            // does not matter.
+            Event::Nvlink(h, _) => (12, h),
+            Event::Rto(q) => (13, q.0),
+            Event::Cnp(q) => (14, q.0),
+            Event::TxDone(p) => (15, port(p, 0)),
+            // A link delivers one frame at a time: no two arrive on one
+            // port at once.
+            Event::Arrive(p, _) => (16, port(p, 0)),
+            Event::Wake(p) => (17, port(p, 0)),
+            Event::PfcRefresh(p, prio) => (18, port(p, prio)),
+            Event::Watchdog(p, prio) => (19, port(p, prio)),
+        };
+        debug_assert!(id < 1 << KEY_ID_BITS, "{self:?}: id past the key's bits");
+        kind << KEY_ID_BITS | id
+    }
 }
 
 pub use crate::nic::nics::{mrc_sport, QpState};
@@ -294,6 +345,7 @@ impl Simulation {
         self.queue.len()
     }
 
+    #[inline(always)]
     fn handle(&mut self, ev: Event) {
         match ev {
             Event::TxDone(p) => {

@@ -1,74 +1,76 @@
-//! The pending-event queue, ordered by (time, sequence).
+//! The pending-event queue, ordered by (time, key).
 //!
-//! The sequence number is assigned at scheduling, so events due at the same
-//! picosecond run in the order they were scheduled. That rule, not the data
-//! structure, fixes the order of simultaneous events, which is what makes a
-//! run deterministic.
+//! An event's key comes from what it is (`Keyed::key`): its kind, then the
+//! port, QP, task or host it is for. Events due at the same picosecond run
+//! in key order. The key names no packet, arena slot or insertion count,
+//! so every partitioning of the fabric computes the same keys and a run
+//! cut into partitions handles each port's, QP's and task's events in the
+//! order a single queue does: that rule, not the data structure, fixes the
+//! order of simultaneous events, which is what makes a run deterministic at
+//! any thread count. (An insertion counter shared by the whole run would
+//! not do: partitions would count differently.) Two pending events with
+//! the same time and key are either identical (a QP's timer set twice for
+//! one instant), so that their order changes nothing, or impossible (two
+//! frames arriving on one port at once: a link carries one at a time).
 //!
 //! The structure is a calendar queue: a ring of 8192 buckets, each 2^14 ps
 //! (about 16 ns) wide, covering the next ~134 us; events further out wait
 //! in a binary heap and move into the ring as time advances. Almost every
 //! event in a packet simulation is due within a few microseconds (a
 //! serialization plus a propagation delay), so pushes are O(1) appends.
-//! When the drain reaches a bucket, its entries (appended in sequence
-//! order) are put in time order by a stable two-pass radix sort on the 14
-//! bits of time inside the bucket: a few operations per event, against a
-//! comparison sort's log of the bucket's size. An event scheduled into the
-//! bucket already being drained (an ACK's short serialization, a zero
-//! delay) goes to a small heap beside it instead of being inserted into
-//! the sorted entries.
+//! When the drain reaches a bucket, its entries are put in time order by a
+//! stable two-pass radix sort on the 14 bits of time inside the bucket (a
+//! few operations per event, against a comparison sort's log of the
+//! bucket's size), then each group of entries due at the same time is put
+//! in key order. An event scheduled into the bucket already being drained
+//! (an ACK's short serialization, a zero delay) goes to a small heap
+//! beside it instead of being inserted into the sorted entries.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::units::SimTime;
 
-/// An event in the ring. It needs no sequence number: a bucket's entries
-/// are in scheduling order (see `advance`), and a stable sort keeps it.
+/// What orders events due at the same time.
+pub trait Keyed: Copy {
+    fn key(&self) -> u32;
+}
+
+/// A pending event with its due time and key (worked out once, when it
+/// is scheduled).
 #[derive(Clone, Copy)]
 struct Entry<E> {
     time: u64,
+    key: u32,
     event: E,
 }
 
-/// An event in one of the heaps, which order by (time, sequence).
+impl<E> Entry<E> {
+    #[inline]
+    fn order(&self) -> (u64, u32) {
+        (self.time, self.key)
+    }
+}
+
+/// An entry in one of the heaps (a max-heap), earliest first.
 #[derive(Clone, Copy)]
-struct Keyed<E> {
-    time: u64,
-    seq: u64,
-    event: E,
-}
+struct HeapEntry<E>(Entry<E>);
 
-impl<E> Keyed<E> {
-    #[inline]
-    fn key(&self) -> (u64, u64) {
-        (self.time, self.seq)
-    }
-
-    #[inline]
-    fn entry(self) -> Entry<E> {
-        Entry {
-            time: self.time,
-            event: self.event,
-        }
-    }
-}
-
-impl<E> PartialEq for Keyed<E> {
+impl<E> PartialEq for HeapEntry<E> {
     fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
+        self.0.order() == other.0.order()
     }
 }
-impl<E> Eq for Keyed<E> {}
-impl<E> PartialOrd for Keyed<E> {
+impl<E> Eq for HeapEntry<E> {}
+impl<E> PartialOrd for HeapEntry<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl<E> Ord for Keyed<E> {
+impl<E> Ord for HeapEntry<E> {
     // Reversed: BinaryHeap is a max-heap and we want the earliest first.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.key().cmp(&self.key())
+        other.0.order().cmp(&self.0.order())
     }
 }
 
@@ -81,7 +83,7 @@ const RADIX: usize = 1 << DIGIT;
 /// Below this many entries an insertion sort is cheaper than two passes.
 const SMALL: usize = 24;
 
-/// Events of type `E` ordered by due time, then by scheduling order.
+/// Events of type `E` ordered by due time, then by key.
 pub struct EventQueue<E> {
     ring: Vec<Vec<Entry<E>>>,
     /// Entries held in `ring`.
@@ -93,26 +95,24 @@ pub struct EventQueue<E> {
     current: Vec<Entry<E>>,
     head: usize,
     /// Entries scheduled into the bucket being drained after it was
-    /// sorted; popped in turn with `current`'s. Each was scheduled after
-    /// every entry of `current`, so it goes after those due at its time.
-    late: BinaryHeap<Keyed<E>>,
-    far: BinaryHeap<Keyed<E>>,
+    /// sorted; popped in turn with `current`'s.
+    late: BinaryHeap<HeapEntry<E>>,
+    far: BinaryHeap<HeapEntry<E>>,
     /// Drained bucket allocations, reused by the next bucket that fills,
     /// so memory follows the number of non-empty buckets, not the ring.
     spare: Vec<Vec<Entry<E>>>,
     /// The radix sort's second buffer.
     scratch: Vec<Entry<E>>,
-    next_seq: u64,
     len: usize,
 }
 
-impl<E: Copy> Default for EventQueue<E> {
+impl<E: Keyed> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E: Copy> EventQueue<E> {
+impl<E: Keyed> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             ring: (0..BUCKETS).map(|_| Vec::new()).collect(),
@@ -124,7 +124,6 @@ impl<E: Copy> EventQueue<E> {
             far: BinaryHeap::new(),
             spare: Vec::new(),
             scratch: Vec::new(),
-            next_seq: 0,
             len: 0,
         }
     }
@@ -132,21 +131,18 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn push(&mut self, at: SimTime, event: E) {
         self.len += 1;
-        let b = at.0 >> SHIFT;
-        if b > self.cur && b < self.cur + BUCKETS {
-            self.push_ring(b, Entry { time: at.0, event });
-            return;
-        }
-        let e = Keyed {
+        let e = Entry {
             time: at.0,
-            seq: self.next_seq,
+            key: event.key(),
             event,
         };
-        self.next_seq += 1;
-        if b <= self.cur {
-            self.late.push(e);
+        let b = at.0 >> SHIFT;
+        if b > self.cur && b < self.cur + BUCKETS {
+            self.push_ring(b, e);
+        } else if b <= self.cur {
+            self.late.push(HeapEntry(e));
         } else {
-            self.far.push(e);
+            self.far.push(HeapEntry(e));
         }
     }
 
@@ -169,14 +165,6 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Moves the drain to the next non-empty bucket and sorts it.
-    ///
-    /// A bucket's entries are in (time, sequence) order once sorted
-    /// stably on time: those moved in from the far heap come first, in
-    /// heap order, and were all scheduled before any entry pushed into
-    /// the bucket directly (an event goes to the far heap only while its
-    /// bucket is beyond the ring, and is moved in by the advance that
-    /// brings the bucket within reach, before anything else can be pushed
-    /// there); the direct pushes follow in the order they were made.
     #[inline(never)]
     fn advance(&mut self) -> bool {
         while self.head == self.current.len() {
@@ -187,7 +175,7 @@ impl<E: Copy> EventQueue<E> {
             }
             if self.in_ring == 0 {
                 // Nothing near: jump straight to the earliest far event.
-                let t = self.far.peek().expect("len > 0").time;
+                let t = self.far.peek().expect("len > 0").0.time;
                 self.cur = t >> SHIFT;
             } else {
                 self.cur += 1;
@@ -195,10 +183,10 @@ impl<E: Copy> EventQueue<E> {
             while self
                 .far
                 .peek()
-                .is_some_and(|e| (e.time >> SHIFT) < self.cur + BUCKETS)
+                .is_some_and(|e| (e.0.time >> SHIFT) < self.cur + BUCKETS)
             {
-                let e = self.far.pop().expect("peeked");
-                self.push_ring(e.time >> SHIFT, e.entry());
+                let e = self.far.pop().expect("peeked").0;
+                self.push_ring(e.time >> SHIFT, e);
             }
             let slot = (self.cur % BUCKETS) as usize;
             if !self.ring[slot].is_empty() {
@@ -209,6 +197,7 @@ impl<E: Copy> EventQueue<E> {
                 }
                 self.in_ring -= self.current.len();
                 sort_by_time(&mut self.current, &mut self.scratch);
+                order_ties(&mut self.current);
             }
         }
         true
@@ -220,13 +209,13 @@ impl<E: Copy> EventQueue<E> {
             return None;
         }
         let e = match (self.current.get(self.head), self.late.peek()) {
-            (Some(c), Some(l)) if l.time < c.time => self.late.pop().expect("peeked").entry(),
+            (Some(c), Some(l)) if l.0.order() < c.order() => self.late.pop().expect("peeked").0,
             (Some(c), _) => {
                 let c = *c;
                 self.head += 1;
                 c
             }
-            (None, _) => self.late.pop().expect("filled").entry(),
+            (None, _) => self.late.pop().expect("filled").0,
         };
         self.len -= 1;
         Some((SimTime(e.time), e.event))
@@ -246,7 +235,7 @@ impl<E: Copy> EventQueue<E> {
             return None;
         }
         let c = self.current.get(self.head).map(|e| e.time);
-        let l = self.late.peek().map(|e| e.time);
+        let l = self.late.peek().map(|e| e.0.time);
         match (c, l) {
             (Some(c), Some(l)) => Some(SimTime(c.min(l))),
             (Some(t), None) | (None, Some(t)) => Some(SimTime(t)),
@@ -260,6 +249,31 @@ impl<E: Copy> EventQueue<E> {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+/// Puts each group of entries due at the same time (already sorted by
+/// time) in key order, stably.
+#[inline]
+fn order_ties<E: Copy>(v: &mut [Entry<E>]) {
+    let mut i = 0;
+    while i + 1 < v.len() {
+        if v[i].time != v[i + 1].time {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        let mut sorted = v[i].key <= v[j].key;
+        while j + 1 < v.len() && v[j + 1].time == v[i].time {
+            sorted &= v[j].key <= v[j + 1].key;
+            j += 1;
+        }
+        if !sorted {
+            // Equal keys are identical events (see the module's note), so
+            // an unstable sort is as good as a stable one.
+            v[i..=j].sort_unstable_by_key(|e| e.key);
+        }
+        i = j + 1;
     }
 }
 
@@ -333,48 +347,61 @@ fn scatter<E: Copy>(
 mod tests {
     use super::*;
     use crate::rng::{Stream, Streams};
+    use std::collections::BTreeMap;
+
+    /// A test event is its own key.
+    impl Keyed for u32 {
+        fn key(&self) -> u32 {
+            *self
+        }
+    }
+
+    fn drain(q: &mut EventQueue<u32>) -> Vec<(u64, u32)> {
+        std::iter::from_fn(|| q.pop().map(|(t, e)| (t.0, e))).collect()
+    }
 
     #[test]
-    fn orders_by_time_then_schedule_order() {
+    fn orders_by_time_then_key() {
         let mut q = EventQueue::new();
-        q.push(SimTime(5), 'a');
-        q.push(SimTime(3), 'b');
-        q.push(SimTime(5), 'c');
-        q.push(SimTime(3), 'd');
-        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
-        assert_eq!(order, vec!['b', 'd', 'a', 'c']);
+        for (t, k) in [(5, 9), (3, 4), (5, 1), (3, 2)] {
+            q.push(SimTime(t), k);
+        }
+        assert_eq!(drain(&mut q), vec![(3, 2), (3, 4), (5, 1), (5, 9)]);
     }
 
     /// Events at one time, some scheduled while it was beyond the ring and
-    /// one after it came within reach, still run in scheduling order.
+    /// some after it came within reach, run in key order whatever order
+    /// they were scheduled in.
     #[test]
-    fn far_and_near_events_at_one_time_keep_schedule_order() {
+    fn far_and_near_events_at_one_time_run_in_key_order() {
         let t = 200_000_000; // 200 us: beyond the ring at first
+        let step = 1_000;
         let mut q = EventQueue::new();
-        q.push(SimTime(t), "far-1");
-        q.push(SimTime(t), "far-2");
-        q.push(SimTime(10_000_000), "step");
+        q.push(SimTime(t), 30);
+        q.push(SimTime(t), 10);
+        q.push(SimTime(10_000_000), step);
         let mut order = Vec::new();
         while let Some((now, e)) = q.pop() {
-            order.push(e);
-            if e == "step" {
+            if e == step {
                 if now.0 < t - 60_000_000 {
-                    q.push(SimTime(now.0 + 10_000_000), "step");
+                    q.push(SimTime(now.0 + 10_000_000), step);
                 } else {
-                    q.push(SimTime(t), "near");
-                    q.push(SimTime(t - 1), "just-before");
+                    q.push(SimTime(t), 20);
+                    q.push(SimTime(t), 5);
+                    q.push(SimTime(t - 1), 40);
                 }
+            } else {
+                order.push(e);
             }
         }
-        let tail: Vec<&str> = order.into_iter().filter(|&e| e != "step").collect();
-        assert_eq!(tail, vec!["just-before", "far-1", "far-2", "near"]);
+        assert_eq!(order, vec![40, 5, 10, 20, 30]);
     }
 
     /// Random pushes (near, same-time, far beyond the ring) interleaved
-    /// with pops come out exactly in (time, sequence) order.
+    /// with pops come out exactly in (time, key) order.
     #[test]
     fn matches_a_sorted_reference_under_random_use() {
-        check_against_reference(20_000, 3, |rng| match rng.below(10) {
+        check_against_reference(20_000, 3, 1 << 20, |rng| match rng.below(10) {
             0 => 0,
             1 => rng.below(1 << 40),
             2 => rng.below(1 << 30),
@@ -383,49 +410,61 @@ mod tests {
     }
 
     /// Hundreds of events per bucket (the radix sort's case), many at the
-    /// same picosecond, some into the bucket being drained.
+    /// same picosecond with keys in no order, some into the bucket being
+    /// drained, some with equal keys (identical events).
     #[test]
-    fn dense_buckets_keep_time_then_schedule_order() {
-        check_against_reference(40_000, 40, |rng| match rng.below(8) {
-            0 => 0,
-            1 => rng.below(64),
-            2 => rng.below(1 << 14) & !0xff,
-            3 => rng.below(1 << 28),
-            _ => rng.below(1 << 17),
-        });
+    fn dense_buckets_keep_time_then_key_order() {
+        for keys in [4, 300, u32::MAX] {
+            check_against_reference(20_000, 40, keys, |rng| match rng.below(8) {
+                0 => 0,
+                1 => rng.below(64),
+                2 => rng.below(1 << 14) & !0xff,
+                3 => rng.below(1 << 28),
+                _ => rng.below(1 << 17) & !0x3ff,
+            });
+        }
     }
 
-    fn check_against_reference(rounds: u32, max_pushes: u64, dt: impl Fn(&mut Stream) -> u64) {
+    /// Drives the queue and a reference ordered multiset side by side:
+    /// every pop must be the reference's least pending (time, key).
+    fn check_against_reference(
+        rounds: u32,
+        max_pushes: u64,
+        keys: u32,
+        dt: impl Fn(&mut Stream) -> u64,
+    ) {
         let mut rng = Streams::new(42).stream("queue-test");
         let mut q = EventQueue::new();
-        let mut reference: Vec<(u64, u64)> = Vec::new();
-        let mut seq = 0u64;
+        let mut pending: BTreeMap<(u64, u32), u32> = BTreeMap::new();
         let mut now = 0u64;
-        let mut popped = Vec::new();
+        let pop = |q: &mut EventQueue<u32>, pending: &mut BTreeMap<(u64, u32), u32>| {
+            let got = q.pop().map(|(t, k)| (t.0, k));
+            let want = pending.first_entry().map(|mut e| {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove_entry().0
+                } else {
+                    *e.key()
+                }
+            });
+            assert_eq!(got, want);
+            got
+        };
         for _ in 0..rounds {
-            let pushes = rng.below(max_pushes);
-            for _ in 0..pushes {
+            for _ in 0..rng.below(max_pushes) {
                 let t = now + dt(&mut rng);
-                q.push(SimTime(t), seq);
-                reference.push((t, seq));
-                seq += 1;
+                let k = rng.below(u64::from(keys)) as u32;
+                q.push(SimTime(t), k);
+                *pending.entry((t, k)).or_default() += 1;
             }
             for _ in 0..rng.below(max_pushes + 1) {
-                if let Some((t, s)) = q.pop() {
-                    assert!(t.0 >= now, "time ran backwards");
-                    now = t.0;
-                    popped.push((t.0, s));
+                if let Some((t, _)) = pop(&mut q, &mut pending) {
+                    assert!(t >= now, "time ran backwards");
+                    now = t;
                 }
             }
         }
-        while let Some((t, s)) = q.pop() {
-            popped.push((t.0, s));
-        }
-        // Popping interleaved with pushing is a merge of sorted runs; the
-        // whole output must still be exactly the reference when no push
-        // lands in the past, which holds since every push is >= now.
-        reference.sort();
-        assert_eq!(popped, reference);
+        while pop(&mut q, &mut pending).is_some() {}
         assert!(q.is_empty());
     }
 }

@@ -209,6 +209,16 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             };
             KeyError::new(&root.key("topology").key(key), e.to_string())
         })?;
+        if topology.ports.len() > crate::topology::MAX_PORTS {
+            return Err(KeyError::new(
+                &root.key("topology"),
+                format!(
+                    "the fabric has {} ports; at most {} are supported",
+                    topology.ports.len(),
+                    crate::topology::MAX_PORTS
+                ),
+            ));
+        }
         let routes = Routes::compute(&topology);
         let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"), &topology)?;
         let mut transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
@@ -269,6 +279,16 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         warnings.extend(pcie_check(&topology, &host));
         let streams = Streams::new(seed);
         let expanded = workload::expand(&workloads, &topology, &routes, &streams)?;
+        let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
+        if qps > workload::MAX_QPS as u64 {
+            return Err(KeyError::new(
+                &root.key("workload"),
+                format!(
+                    "the workloads open {qps} QPs; at most {} are supported (use fewer qps per transfer or fewer transfers)",
+                    workload::MAX_QPS
+                ),
+            ));
+        }
         let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
         let scenario = Scenario {
             name: raw.name.clone().unwrap_or_else(|| file.to_string()),

@@ -181,6 +181,10 @@ pub struct Link {
     pub tier: u8,
 }
 
+/// Most ports a fabric may have (the event queue's keys tell this many
+/// apart; see `engine::queue`).
+pub const MAX_PORTS: usize = 1 << 24;
+
 #[derive(Clone, Debug)]
 pub struct Topology {
     pub kind: TopologyKind,

@@ -106,6 +106,13 @@ pub struct FlowSpec {
     pub conn: Option<u64>,
 }
 
+impl FlowSpec {
+    /// How many QPs carry it: `qps`, but no more than it has bytes.
+    pub fn n_qps(&self) -> u32 {
+        u64::from(self.qps).min(self.bytes).max(1) as u32
+    }
+}
+
 /// Everything the workload entries expand into.
 #[derive(Debug, Default)]
 pub struct Expanded {
@@ -156,6 +163,10 @@ pub fn network_path(topo: &Topology, routes: &Routes, a: GpuId, b: GpuId) -> Res
 
 /// Most transfers one scenario may hold.
 pub const MAX_FLOWS: usize = 4 << 20;
+
+/// Most QPs one scenario may open (the event queue's keys tell this many
+/// apart; see `engine::queue`).
+pub const MAX_QPS: usize = 1 << 27;
 
 /// The latest simulated time a workload may reach through its start and
 /// compute times alone: half of what `SimTime` holds (about 106 days),
