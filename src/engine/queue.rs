@@ -101,8 +101,10 @@ pub struct EventQueue<E> {
     /// Drained bucket allocations, reused by the next bucket that fills,
     /// so memory follows the number of non-empty buckets, not the ring.
     spare: Vec<Vec<Entry<E>>>,
-    /// The radix sort's second buffer.
+    /// The radix sort's second buffer, and the tie sort's.
     scratch: Vec<Entry<E>>,
+    /// Keys and positions of a group of ties, for sorting.
+    order: Vec<u64>,
     len: usize,
 }
 
@@ -124,6 +126,7 @@ impl<E: Keyed> EventQueue<E> {
             far: BinaryHeap::new(),
             spare: Vec::new(),
             scratch: Vec::new(),
+            order: Vec::new(),
             len: 0,
         }
     }
@@ -197,7 +200,7 @@ impl<E: Keyed> EventQueue<E> {
                 }
                 self.in_ring -= self.current.len();
                 sort_by_time(&mut self.current, &mut self.scratch);
-                order_ties(&mut self.current);
+                order_ties(&mut self.current, &mut self.scratch, &mut self.order);
             }
         }
         true
@@ -255,7 +258,7 @@ impl<E: Keyed> EventQueue<E> {
 /// Puts each group of entries due at the same time (already sorted by
 /// time) in key order, stably.
 #[inline]
-fn order_ties<E: Copy>(v: &mut [Entry<E>]) {
+fn order_ties<E: Copy>(v: &mut [Entry<E>], scratch: &mut Vec<Entry<E>>, order: &mut Vec<u64>) {
     let mut i = 0;
     while i + 1 < v.len() {
         if v[i].time != v[i + 1].time {
@@ -269,12 +272,32 @@ fn order_ties<E: Copy>(v: &mut [Entry<E>]) {
             j += 1;
         }
         if !sorted {
-            // Equal keys are identical events (see the module's note), so
-            // an unstable sort is as good as a stable one.
-            v[i..=j].sort_unstable_by_key(|e| e.key);
+            sort_by_key(&mut v[i..=j], scratch, order);
         }
         i = j + 1;
     }
+}
+
+/// Sorts entries by key. A large group is sorted as (key, position)
+/// integers, then moved once: cheaper than moving the entries at every
+/// step of the sort.
+fn sort_by_key<E: Copy>(v: &mut [Entry<E>], scratch: &mut Vec<Entry<E>>, order: &mut Vec<u64>) {
+    if v.len() <= SMALL {
+        // Equal keys are identical events (see the module's note), so an
+        // unstable sort is as good as a stable one.
+        v.sort_unstable_by_key(|e| e.key);
+        return;
+    }
+    order.clear();
+    order.extend(
+        v.iter()
+            .enumerate()
+            .map(|(i, e)| u64::from(e.key) << 32 | i as u64),
+    );
+    order.sort_unstable();
+    scratch.clear();
+    scratch.extend(order.iter().map(|&o| v[o as u32 as usize]));
+    v.copy_from_slice(scratch);
 }
 
 /// Sorts one bucket's entries stably by their time inside the bucket.
