@@ -11,6 +11,7 @@
 mod builder;
 mod clos;
 mod fat_tree;
+pub mod partition;
 mod rails;
 mod ring;
 pub mod routing;
