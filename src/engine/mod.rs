@@ -252,6 +252,10 @@ pub struct Simulation {
     estimate: Estimate,
     /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
     deadlock: Vec<deadlock::Waiting>,
+    /// When every transfer was acknowledged and every task done.
+    finished_at: Option<SimTime>,
+    /// How long the run goes on after that: the longest link delay.
+    tail: SimTime,
     firsts: FirstEvents,
 }
 
@@ -316,6 +320,12 @@ impl Simulation {
             scenario.qos.map.queues_used(),
         );
         let nics = build::nics(&topo, &scenario, qps, qp_tenant);
+        let topo_tail = topo
+            .ports
+            .iter()
+            .map(|p| p.delay)
+            .max()
+            .unwrap_or(SimTime::ZERO);
         let mut sim = Simulation {
             now: SimTime::ZERO,
             queue,
@@ -335,6 +345,8 @@ impl Simulation {
             counters: Counters::default(),
             estimate: Estimate::default(),
             deadlock: Vec::new(),
+            finished_at: None,
+            tail: topo_tail,
             firsts: FirstEvents::default(),
         };
         sim.estimate_and_ideal();

@@ -98,73 +98,103 @@ impl Simulation {
         stop
     }
 
+    /// The loop goes window by window, each as long as the watch
+    /// interval of simulated time, starting at the next event (a window
+    /// from `now` would hold no event when nothing is due for longer than
+    /// a timeout, a long compute phase or a late start, and the loop would
+    /// ask for the same empty window forever). What may stop the run for
+    /// what the fabric does (a deadlock, a stall) is looked at between
+    /// windows only, at times that follow from simulated time alone, never
+    /// from how many events were handled: a run cut into partitions has its
+    /// windows end at the same times. Inside a window, events go in batches
+    /// between which only the wall clock, an interruption and memory are
+    /// looked at.
     fn run_to_end(&mut self, limits: &Limits, mut progress: impl FnMut(&Simulation)) -> StopReason {
         let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
         let watch_every = self.watch_interval();
         let stall_after = self.stall_after();
-        let mut last = (self.now, self.progress_mark());
         let started = std::time::Instant::now();
-        let mut since_progress: u64 = 0;
         let mut watch = deadlock::Watch::default();
         let mut delivered = (self.counters.bytes_delivered, self.now);
+        // When the run last made progress, the bytes delivered then, and
+        // the packets acknowledged and tasks done as last counted.
+        let mut last = (self.now, self.counters.bytes_delivered, self.acked_mark());
+        let mut shown_at_events = self.counters.events;
         loop {
-            let batch = match limits.max_events {
-                Some(m) if self.counters.events >= m => return StopReason::EventLimit,
-                Some(m) => BATCH.min(m - self.counters.events),
-                None => BATCH,
-            };
-            // Batches end at least every watch interval of simulated
-            // time, so that a run where little happens (a deadlock) is
-            // still checked often. The window opens at the
-            // next event, not at `now`: when nothing is due for longer
-            // than a timeout (a long compute phase, a late start), a
-            // window from `now` would hold no event and the loop would
-            // ask for the same empty window forever.
             let from = self.queue.peek_time().map_or(self.now, |t| t.max(self.now));
             let until = limit.min(SimTime(from.0.saturating_add(watch_every.0)));
-            let stop = self.run_until(until, batch);
-            match stop {
-                StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= limit) => {
-                    if limits
-                        .interrupt
-                        .as_ref()
-                        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
-                    {
-                        return StopReason::Interrupted;
-                    }
-                    if limits.max_wall.is_some_and(|w| started.elapsed() >= w) {
-                        return StopReason::WallLimit;
-                    }
-                    if limits.max_memory.is_some_and(|(most, now)| now() > most) {
-                        return StopReason::MemoryLimit;
-                    }
-                    // Nothing delivered for a retransmission timeout: look
-                    // for a PFC cycle.
-                    if self.counters.bytes_delivered != delivered.0 {
-                        delivered = (self.counters.bytes_delivered, self.now);
-                        watch.clear();
-                    } else if self.now.saturating_sub(delivered.1) >= watch_every
-                        && self.deadlocked(&mut watch)
-                    {
-                        return StopReason::Deadlock;
-                    }
-                    since_progress += batch;
-                    if since_progress >= 4 * BATCH {
-                        since_progress = 0;
-                        let mark = self.progress_mark();
-                        // Only time spent waiting on the network counts
-                        // towards a stall: a long compute phase or a late
-                        // start is not one.
-                        if mark != last.1 || !self.network_waiting() {
-                            last = (self.now, mark);
-                        } else if self.now.saturating_sub(last.0) > stall_after {
-                            return StopReason::Stalled;
+            loop {
+                let batch = match limits.max_events {
+                    Some(m) if self.counters.events >= m => return StopReason::EventLimit,
+                    Some(m) => BATCH.min(m - self.counters.events),
+                    None => BATCH,
+                };
+                match self.run_until(until, batch) {
+                    StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= until) => {
+                        if limits
+                            .interrupt
+                            .as_ref()
+                            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+                        {
+                            return StopReason::Interrupted;
                         }
-                        progress(self)
+                        if limits.max_wall.is_some_and(|w| started.elapsed() >= w) {
+                            return StopReason::WallLimit;
+                        }
+                        if limits.max_memory.is_some_and(|(most, now)| now() > most) {
+                            return StopReason::MemoryLimit;
+                        }
+                        if self.counters.events - shown_at_events >= 4 * BATCH {
+                            shown_at_events = self.counters.events;
+                            progress(self);
+                        }
                     }
+                    StopReason::Paused => break,
+                    StopReason::Finished => {
+                        self.now = self.now.min(limit);
+                        return StopReason::Finished;
+                    }
+                    other => return other,
                 }
-                StopReason::Paused => return StopReason::SimTimeLimit,
-                other => return other,
+            }
+            if self.counters.events - shown_at_events >= 4 * BATCH {
+                shown_at_events = self.counters.events;
+                progress(self);
+            }
+            if self.queue.peek_time().is_none_or(|t| t > limit) {
+                // A workload done before the limit is finished, even when
+                // its tail would have gone past it.
+                return if self.queue.is_empty() || self.finished_at.is_some() {
+                    StopReason::Finished
+                } else {
+                    StopReason::SimTimeLimit
+                };
+            }
+            // Nothing delivered for a watch interval: look for a PFC
+            // cycle.
+            if self.counters.bytes_delivered != delivered.0 {
+                delivered = (self.counters.bytes_delivered, until);
+                watch.clear();
+            } else if until.saturating_sub(delivered.1) >= watch_every
+                && self.deadlocked(&mut watch)
+            {
+                return StopReason::Deadlock;
+            }
+            // Only time spent waiting on the network counts towards a
+            // stall: a long compute phase or a late start is not one.
+            // (Bytes delivered are compared first: summing every QP's
+            // acknowledged packets is needed only when none were.)
+            let moved = if self.counters.bytes_delivered != last.1 {
+                last.1 = self.counters.bytes_delivered;
+                true
+            } else {
+                let mark = self.acked_mark();
+                std::mem::replace(&mut last.2, mark) != mark
+            };
+            if moved || !self.network_waiting() {
+                last.0 = until;
+            } else if until.saturating_sub(last.0) > stall_after {
+                return StopReason::Stalled;
             }
         }
     }
@@ -227,22 +257,36 @@ impl Simulation {
             .any(|f| f.acked.is_none() && f.start <= self.now)
     }
 
-    /// Changes whenever any transfer makes progress.
-    fn progress_mark(&self) -> (u64, u64) {
+    /// Changes whenever a packet is acknowledged or a task is done.
+    fn acked_mark(&self) -> u64 {
         let acked: u64 = self.nics.qps().iter().map(|q| q.req.una as u64).sum();
-        (self.counters.bytes_delivered, acked + self.tasks.tasks_done)
+        acked + self.tasks.tasks_done
     }
 
     /// Handles events due at or before `until`, at most `max_events` of
-    /// them. The run is finished when every transfer has been delivered
-    /// and acknowledged; what is left then (timers that would lapse) is
-    /// not simulated, so `now` is the time of the last acknowledgement.
+    /// them. Once every transfer has been delivered and acknowledged and
+    /// every task is done, at `t`, the run handles what is due up to the
+    /// fabric's longest link delay later (`tail`), so that frames already
+    /// on a wire land, and is finished then, with `now` at that time; what
+    /// is left (timers that would lapse) is not simulated. (The tail also
+    /// lets a run cut into partitions, whose windows are no longer than a
+    /// link delay, stop where a single queue does.)
     pub fn run_until(&mut self, until: SimTime, max_events: u64) -> StopReason {
         let mut handled = 0;
         let total = self.flows.len() as u64;
         while let Some(t) = self.queue.peek_time() {
-            if self.counters.flows_acked == total && self.tasks.all_done() {
-                return StopReason::Finished;
+            if self.finished_at.is_none()
+                && self.counters.flows_acked == total
+                && self.tasks.all_done()
+            {
+                self.finished_at = Some(self.now);
+            }
+            if let Some(done) = self.finished_at {
+                let end = SimTime(done.0.saturating_add(self.tail.0));
+                if t > end && end <= until {
+                    self.now = self.now.max(end);
+                    return StopReason::Finished;
+                }
             }
             if t > until || handled == max_events {
                 return StopReason::Paused;
@@ -260,6 +304,14 @@ impl Simulation {
             self.counters.events += 1;
             handled += 1;
             self.handle(ev);
+        }
+        if self.finished_at.is_none() && self.counters.flows_acked == total && self.tasks.all_done()
+        {
+            self.finished_at = Some(self.now);
+        }
+        if let Some(done) = self.finished_at {
+            // Nothing is left to happen before the tail's end.
+            self.now = self.now.max(SimTime(done.0.saturating_add(self.tail.0)));
         }
         StopReason::Finished
     }
