@@ -465,7 +465,6 @@ impl Simulation {
                 }
                 let payload = self.packets.get(id).payload as u64;
                 self.counters.payload_sent += payload;
-                self.counters.payload_in_flight += payload;
                 if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
                     *sent += payload;
                 }
@@ -503,7 +502,6 @@ impl Simulation {
                 Fate::Lost(p, pkt) => self.lost(Some(p), &pkt),
                 Fate::Trimmed(payload) => {
                     self.counters.payload_dropped += payload as u64;
-                    self.counters.payload_in_flight -= payload as u64;
                 }
                 Fate::Sent(p, pkt) => self.capture_frame(p, &pkt),
             }
@@ -581,7 +579,6 @@ impl Simulation {
         self.counters.drop_bytes += pkt.wire_bytes as u64;
         if pkt.opcode.is_data() {
             self.counters.payload_dropped += pkt.payload as u64;
-            self.counters.payload_in_flight -= pkt.payload as u64;
         }
     }
 
@@ -613,7 +610,6 @@ impl Simulation {
                 reply,
             } => {
                 self.counters.payload_arrived += pkt.payload as u64;
-                self.counters.payload_in_flight -= pkt.payload as u64;
                 if ce {
                     self.congestion_experienced(q);
                 }

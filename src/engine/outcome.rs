@@ -5,7 +5,9 @@
 use crate::nic::nics::NicCounters;
 use crate::switch::egress::{EgressCounters, EgressFirsts};
 
-/// Fabric-wide counters. The engine keeps those of the payload ledger,
+/// Fabric-wide counters, each only growing, so that the counts of a run
+/// cut into partitions add up (payload in flight is not kept: it is sent
+/// less arrived and dropped). The engine keeps those of the payload ledger,
 /// transfers and drops; those egress keeps (`EgressCounters`: link
 /// transmissions, marks, drops in the switches, PFC frames, trims, the
 /// watchdog) and the NICs keep (`NicCounters`: packets sent, ACKs, NAKs,
@@ -19,7 +21,6 @@ pub struct Counters {
     pub payload_sent: u64,
     pub payload_arrived: u64,
     pub payload_dropped: u64,
-    pub payload_in_flight: u64,
     /// Payload accepted in order by responders (goodput).
     pub bytes_delivered: u64,
     pub drops: u64,
