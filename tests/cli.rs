@@ -582,3 +582,26 @@ fn a_background_workload_past_the_flow_cap_is_refused_early() {
     assert!(e.contains("background traffic would have more than"), "{e}");
     assert!(start.elapsed() < std::time::Duration::from_secs(60));
 }
+
+/// More QPs than the event queue's keys tell apart are refused before
+/// the run, with the workload named and what would fit.
+#[test]
+fn a_workload_past_the_qp_limit_is_refused() {
+    let o = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "validate",
+            "examples/bench/fat-tree-k8-alltoall.toml",
+            "--set",
+            "topology.k=16",
+            "--set",
+            "workload.0.qps=1024",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("workload: the workloads open 1072693248 QPs; at most 134217728"),
+        "{e}"
+    );
+}
