@@ -147,6 +147,10 @@ enum Command {
         /// Treat threshold warnings (PFC headroom, ECN/PFC order) as errors.
         #[arg(long)]
         strict: bool,
+        /// Threads to run on, each simulating a partition of the fabric
+        /// (as simulation.threads); the outputs are the same at any count.
+        #[arg(long, value_name = "N")]
+        threads: Option<u32>,
         #[command(flatten)]
         args: ScenarioArgs,
         #[command(flatten)]
@@ -293,6 +297,7 @@ fn main() -> ExitCode {
         out: PathBuf::from("out"),
         quiet: false,
         strict: false,
+        threads: None,
         args: ScenarioArgs::default(),
         view: ViewArgs::default(),
         limits: LimitArgs::default(),
@@ -304,11 +309,15 @@ fn main() -> ExitCode {
             out,
             quiet,
             strict,
+            threads,
             args,
             view,
             limits,
         } => {
             let mut sets = args.sets;
+            if let Some(n) = threads {
+                sets.push(format!("simulation.threads={n}"));
+            }
             if let Some(t) = &limits.stop.max_sim_time {
                 sets.push(format!("simulation.max_sim_time={t:?}"));
             }
@@ -470,8 +479,18 @@ fn check_memory(
     path: Option<&Path>,
     prepared: &Prepared,
     max_memory: Option<u64>,
+    threads: u32,
 ) -> Result<(), String> {
     let memory = fabricsim::engine::MemoryEstimate::of(prepared, report::rss_bytes());
+    // Each thread of a parallel run holds the whole simulation (and the
+    // scenario it was built from).
+    let copies = u64::from(threads.max(1));
+    let total = memory.total().saturating_mul(copies);
+    let threads_note = if copies > 1 {
+        format!(" on {copies} threads, each holding the whole simulation")
+    } else {
+        String::new()
+    };
     let (limit, whose) = match max_memory {
         Some(m) => (Some(m), "the --max-memory limit"),
         None => (
@@ -479,13 +498,13 @@ fn check_memory(
             "the memory this machine has available",
         ),
     };
-    if let Some(limit) = limit.filter(|&l| memory.total() > l) {
+    if let Some(limit) = limit.filter(|&l| total > l) {
         let file = path.map_or(scenario::DEFAULT_NAME.to_string(), |p| {
             p.display().to_string()
         });
         return Err(format!(
-            "{file}: the run needs an estimated {} of memory ({} for the scenario as loaded, {} for the simulation's state, up to {} packets alive at once at {} B each, {} of time series, {} to write the largest output), more than {} ({whose}); nothing was built or run. Try a smaller fabric or workload, [report] sample_interval = \"off\", or a higher --max-memory",
-            mb(memory.total()),
+            "{file}: the run needs an estimated {}{threads_note} of memory ({} for the scenario as loaded, {} for the simulation's state, up to {} packets alive at once at {} B each, {} of time series, {} to write the largest output), more than {} ({whose}); nothing was built or run. Try a smaller fabric or workload, [report] sample_interval = \"off\", or a higher --max-memory",
+            mb(total),
             mb(memory.loaded_bytes),
             mb(memory.state_bytes),
             memory.packets,
@@ -522,12 +541,15 @@ fn run(
     };
     let prepared = load(path, sets)?;
     warnings(path, &prepared, strict)?;
-    check_memory(path, &prepared, max_memory)?;
+    let threads = prepared.scenario.threads;
+    check_memory(path, &prepared, max_memory, threads)?;
     if std::env::var_os("FABRICSIM_MEMORY_ESTIMATE").is_some() {
         // For ACCURACY.md: the estimate, to set beside perf.json's peak.
         let m = fabricsim::engine::MemoryEstimate::of(&prepared, report::rss_bytes());
         errln!("memory estimate {} B ({m:?})", m.total());
     }
+    // Each further partition builds its simulation from a copy.
+    let source = (threads > 1).then(|| prepared.clone());
     let mut sim = Simulation::new(prepared);
     // A run that should take more than a few seconds says so first.
     if !quiet && sim.estimate().wall_seconds() >= 3.0 {
@@ -561,12 +583,19 @@ fn run(
         b
     });
     let start = Instant::now();
-    let stop = sim.run_limited(&limits, |s| {
+    let mut show = |p: &fabricsim::engine::Progress| {
         if let Some(b) = &bar {
-            b.set_message(report::progress_line(s, start.elapsed().as_secs_f64()));
+            b.set_message(report::progress_line(p, start.elapsed().as_secs_f64()));
             b.tick();
         }
-    });
+    };
+    if threads > 1 && !quiet {
+        if let Err(why) = fabricsim::engine::parallel::plan(&sim, threads) {
+            errln!("threads   running on one thread of the {threads} asked for: {why}");
+        }
+    }
+    let (mut sim, stop) =
+        fabricsim::engine::parallel::run_on_threads(sim, source, &limits, &mut show);
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -600,6 +629,15 @@ fn run(
             perf.link_transmissions_per_second / 1e6,
             perf.peak_rss_bytes as f64 / 1e6
         );
+        if let Some(p) = sim.parallel().filter(|p| p.partitions > 1) {
+            outln!(
+                "threads   {}: {}; {} windows, {} frames crossed a cut",
+                p.partitions,
+                p.cut,
+                p.windows,
+                p.messages
+            );
+        }
         if let Some((frames, links, over)) = captured {
             let over = if over > 0 {
                 format!("; {over} more frames were over --capture-limit")
@@ -666,11 +704,13 @@ fn compare(
     let mut runs = Vec::new();
     let mut interrupted = false;
     for ((name, pr), path) in names.into_iter().zip(prepared).zip(paths) {
-        check_memory(Some(path), &pr, max_memory)?;
-        let mut sim = Simulation::new(pr);
+        check_memory(Some(path), &pr, max_memory, pr.scenario.threads)?;
+        let source = (pr.scenario.threads > 1).then(|| pr.clone());
+        let sim = Simulation::new(pr);
         errln!("running {name}");
         let start = Instant::now();
-        let stop = sim.run_limited(&limits, |_| {});
+        let (sim, stop) =
+            fabricsim::engine::parallel::run_on_threads(sim, source, &limits, &mut |_| {});
         let summary = Summary::of(&sim, stop);
         let perf = Perf::of(&sim, start.elapsed().as_secs_f64());
         let dir = out.join(&name);

@@ -605,3 +605,53 @@ fn a_workload_past_the_qp_limit_is_refused() {
         "{e}"
     );
 }
+
+/// `--threads` is `simulation.threads`: a count from 1 to 1024, refused
+/// with the key named otherwise; a run that cannot be cut says so and
+/// runs on one thread.
+#[test]
+fn threads_are_checked_and_a_run_that_cannot_be_cut_says_why() {
+    for (n, want) in [
+        (
+            "0",
+            "simulation.threads: got 0, expected an integer of at least 1",
+        ),
+        (
+            "5000",
+            "simulation.threads: got 5000, expected at most 1024",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+            .args(["validate", "examples/fat-tree.toml", "--set"])
+            .arg(format!("simulation.threads={n}"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{e}");
+    }
+    let out = std::env::temp_dir().join(format!("fabricsim-threads-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "run",
+            "examples/collectives/ring-allreduce.toml",
+            "--threads",
+            "2",
+            "--no-plots",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("running on one thread of the 2 asked for: its workload is a task graph"),
+        "{e}"
+    );
+    let perf: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("perf.json")).unwrap()).unwrap();
+    assert_eq!(perf["threads"], 2);
+    assert_eq!(perf["partitions"], 1);
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -368,7 +368,7 @@ fn progress_rises_to_done_and_the_eta_follows_the_pace() {
     }
     assert!(steps > 10, "only {steps} steps");
     assert_eq!(sim.done_fraction(), 1.0);
-    let line = fabricsim::report::progress_line(&sim, 2.0);
+    let line = fabricsim::report::progress_line(&sim.progress(), 2.0);
     assert!(line.contains("100.0% done"), "{line}");
     assert!(!line.contains("ETA"), "nothing is left: {line}");
 

@@ -11,7 +11,7 @@ use crate::wire::Opcode;
 
 /// Where captured frames go. Links are numbered in the order `link`
 /// announces them, from 0.
-pub trait FrameSink {
+pub trait FrameSink: Send {
     /// A link seen for the first time: its name and speed.
     fn link(&mut self, name: &str, bits_per_second: u64) -> std::io::Result<()>;
     /// A frame that started on `link` at `ns` nanoseconds.

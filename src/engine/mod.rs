@@ -30,6 +30,7 @@ pub mod deadlock;
 pub mod failures;
 mod memory;
 mod outcome;
+pub mod parallel;
 mod run;
 pub use memory::MemoryEstimate;
 pub mod ideal;
@@ -167,7 +168,7 @@ pub struct FlowState {
 }
 
 pub(crate) use crate::switch::egress::first;
-pub use outcome::{Counters, Estimate, FirstEvents};
+pub use outcome::{Counters, Estimate, FirstEvents, Progress};
 pub use run::{Limits, StopReason};
 
 pub use crate::switch::egress::NO_SLOT;
@@ -179,6 +180,7 @@ struct Wires<'a> {
     queue: &'a mut EventQueue<Event>,
     packets: &'a mut PacketArena,
     nics: &'a Nics,
+    part: &'a mut Option<Box<parallel::Part>>,
 }
 
 impl Io for Wires<'_> {
@@ -195,7 +197,18 @@ impl Io for Wires<'_> {
     #[inline]
     fn at(&mut self, t: SimTime, what: Timed) {
         let ev = match what {
-            Timed::Arrive(p, id) => Event::Arrive(p, id),
+            Timed::Arrive(p, id) => {
+                if let Some(part) = self.part.as_deref_mut() {
+                    let to = part.port_part[p.idx()];
+                    if to != part.me {
+                        // Another partition's port: the frame goes there.
+                        let pkt = self.packets.take(id);
+                        part.outbox[to as usize].push((t, p, pkt));
+                        return;
+                    }
+                }
+                Event::Arrive(p, id)
+            }
             Timed::TxDone(p) => Event::TxDone(p),
             Timed::Wake(p) => Event::Wake(p),
             Timed::PfcRefresh(p, prio) => Event::PfcRefresh(p, prio),
@@ -218,6 +231,7 @@ macro_rules! io {
             queue: &mut $sim.queue,
             packets: &mut $sim.packets,
             nics: &$sim.nics,
+            part: &mut $sim.part,
         }
     };
 }
@@ -252,8 +266,16 @@ pub struct Simulation {
     estimate: Estimate,
     /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
     deadlock: Vec<deadlock::Waiting>,
-    /// When every transfer was acknowledged and every task done.
+    /// When every transfer was acknowledged and every task done (in a
+    /// partition: every transfer it sends).
     finished_at: Option<SimTime>,
+    /// The transfers whose acknowledgement ends the run (in a partition,
+    /// those it sends).
+    finish_total: u64,
+    /// The partition this simulation runs, in a parallel run.
+    part: Option<Box<parallel::Part>>,
+    /// How the run was spread over threads, once it has been.
+    parallel: Option<parallel::ParallelStats>,
     /// How long the run goes on after that: the longest link delay.
     tail: SimTime,
     firsts: FirstEvents,
@@ -346,9 +368,13 @@ impl Simulation {
             estimate: Estimate::default(),
             deadlock: Vec::new(),
             finished_at: None,
+            finish_total: 0,
+            part: None,
+            parallel: None,
             tail: topo_tail,
             firsts: FirstEvents::default(),
         };
+        sim.finish_total = sim.flows.len() as u64;
         sim.estimate_and_ideal();
         sim
     }

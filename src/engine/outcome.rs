@@ -4,6 +4,7 @@
 
 use crate::nic::nics::NicCounters;
 use crate::switch::egress::{EgressCounters, EgressFirsts};
+use crate::units::SimTime;
 
 /// Fabric-wide counters, each only growing, so that the counts of a run
 /// cut into partitions add up (payload in flight is not kept: it is sent
@@ -106,6 +107,27 @@ impl FirstEvents {
             ..self
         }
     }
+
+    /// The NICs' first times (egress keeps its own): the earlier of
+    /// these and `other`'s, another partition of the same run.
+    pub fn absorb(&mut self, other: &FirstEvents) {
+        use crate::switch::egress::earlier;
+        earlier(&mut self.cnp_ps, other.cnp_ps);
+        earlier(&mut self.rate_cut_ps, other.rate_cut_ps);
+    }
+}
+
+/// Where a run stands, for a progress line (of one queue, or summed over
+/// the partitions of a parallel run).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub now: SimTime,
+    /// From 0 to 1 (see `Simulation::done_fraction`).
+    pub done: f64,
+    pub events: u64,
+    pub link_transmissions: u64,
+    pub flows_completed: u64,
+    pub flows: u64,
 }
 
 /// What a run should cost, worked out before it starts from its traffic

@@ -2,7 +2,7 @@
 //! puts on a run, and how it tells a stuck run (a stall, a PFC deadlock)
 //! from one that is only slow.
 
-use super::{deadlock, prefetch_read, Event, Simulation};
+use super::{deadlock, prefetch_read, Event, Progress, Simulation};
 use crate::topology::Owner;
 use crate::units::SimTime;
 
@@ -83,16 +83,12 @@ impl Simulation {
     /// without delivering or acknowledging a single byte
     /// is stuck (say, a buffer too small for the incast it gets, or a
     /// dead link with no way around) and stops as `Stalled`.
-    pub fn run(&mut self, progress: impl FnMut(&Simulation)) -> StopReason {
+    pub fn run(&mut self, progress: impl FnMut(&Progress)) -> StopReason {
         self.run_limited(&Limits::default(), progress)
     }
 
     /// As `run`, stopping early at any of `limits`.
-    pub fn run_limited(
-        &mut self,
-        limits: &Limits,
-        progress: impl FnMut(&Simulation),
-    ) -> StopReason {
+    pub fn run_limited(&mut self, limits: &Limits, progress: impl FnMut(&Progress)) -> StopReason {
         let stop = self.run_to_end(limits, progress);
         self.finish_series();
         stop
@@ -109,7 +105,7 @@ impl Simulation {
     /// windows end at the same times. Inside a window, events go in batches
     /// between which only the wall clock, an interruption and memory are
     /// looked at.
-    fn run_to_end(&mut self, limits: &Limits, mut progress: impl FnMut(&Simulation)) -> StopReason {
+    fn run_to_end(&mut self, limits: &Limits, mut progress: impl FnMut(&Progress)) -> StopReason {
         let limit = self.scenario.max_sim_time.unwrap_or(SimTime::MAX);
         let watch_every = self.watch_interval();
         let stall_after = self.stall_after();
@@ -146,7 +142,7 @@ impl Simulation {
                         }
                         if self.counters.events - shown_at_events >= 4 * BATCH {
                             shown_at_events = self.counters.events;
-                            progress(self);
+                            progress(&self.progress());
                         }
                     }
                     StopReason::Paused => break,
@@ -159,7 +155,7 @@ impl Simulation {
             }
             if self.counters.events - shown_at_events >= 4 * BATCH {
                 shown_at_events = self.counters.events;
-                progress(self);
+                progress(&self.progress());
             }
             if self.queue.peek_time().is_none_or(|t| t > limit) {
                 // A workload done before the limit is finished, even when
@@ -273,7 +269,7 @@ impl Simulation {
     /// link delay, stop where a single queue does.)
     pub fn run_until(&mut self, until: SimTime, max_events: u64) -> StopReason {
         let mut handled = 0;
-        let total = self.flows.len() as u64;
+        let total = self.finish_total;
         while let Some(t) = self.queue.peek_time() {
             if self.finished_at.is_none()
                 && self.counters.flows_acked == total
@@ -281,8 +277,7 @@ impl Simulation {
             {
                 self.finished_at = Some(self.now);
             }
-            if let Some(done) = self.finished_at {
-                let end = SimTime(done.0.saturating_add(self.tail.0));
+            if let Some(end) = self.end_at() {
                 if t > end && end <= until {
                     self.now = self.now.max(end);
                     return StopReason::Finished;
@@ -309,11 +304,24 @@ impl Simulation {
         {
             self.finished_at = Some(self.now);
         }
-        if let Some(done) = self.finished_at {
+        if let Some(end) = self.end_at() {
             // Nothing is left to happen before the tail's end.
-            self.now = self.now.max(SimTime(done.0.saturating_add(self.tail.0)));
+            self.now = self.now.max(end);
+        } else if self.part.is_some() {
+            return StopReason::Paused;
         }
         StopReason::Finished
+    }
+
+    /// When the run ends: a tail after the workload is done (in a
+    /// partition, once the run as a whole knows it).
+    fn end_at(&self) -> Option<SimTime> {
+        match &self.part {
+            Some(p) => p.global_end,
+            None => self
+                .finished_at
+                .map(|done| SimTime(done.0.saturating_add(self.tail.0))),
+        }
     }
 
     /// Asks the CPU to start loading what the event after next will read

@@ -372,11 +372,19 @@ impl Simulation {
         let now = self.now;
         let dt = now.saturating_sub(self.series.last).0.max(1) as f64;
         let per_s = 1e12 / dt;
+        // In a partition, only its own ports and QPs (the others' series
+        // come from their partitions).
+        let part = self.part.as_deref();
+        let port_mine = |i: usize| part.is_none_or(|p| p.port_part[i] == p.me);
+        let qp_mine = |q: usize| part.is_none_or(|p| p.qp_mine[q]);
         let s = &mut self.series;
         for g in s.groups_mut() {
             g.begin();
         }
         for (i, port) in self.egress.ports().iter().enumerate() {
+            if !port_mine(i) {
+                continue;
+            }
             // The frame on the wire counts only up to now.
             let busy = port.busy_ps - port.busy_until.saturating_sub(now).0.min(port.busy_ps);
             let d = busy.saturating_sub(s.prev_busy[i]);
@@ -387,6 +395,9 @@ impl Simulation {
         // ports ahead so that the misses overlap.
         const AHEAD: usize = 16;
         for i in 0..self.egress.owners().len() {
+            if !port_mine(i) {
+                continue;
+            }
             let owner = self.egress.owners()[i];
             if let Some(ahead) = self.egress.queues().get(i + AHEAD) {
                 crate::cache::prefetch_read(
@@ -415,6 +426,9 @@ impl Simulation {
                 continue;
             }
             for i in 0..self.egress.ports().len() {
+                if !port_mine(i) {
+                    continue;
+                }
                 let paused = self.paused_ps(i * self.egress.pfc_slots() + slot as usize);
                 let s = &mut self.series;
                 let key = i * QUEUES + prio;
@@ -427,6 +441,9 @@ impl Simulation {
         let params = &self.scenario.transport.dcqcn;
         let s = &mut self.series;
         for q in 0..s.qp_sent.len() {
+            if !qp_mine(q) {
+                continue;
+            }
             let d = s.qp_sent[q] - s.prev_sent[q];
             s.prev_sent[q] = s.qp_sent[q];
             s.qp_send.push(q as u32, (d as f64 * 8.0 * per_s) as f32);
@@ -450,6 +467,59 @@ impl Simulation {
 pub(super) fn count_cnp(s: &mut Series, port: PortId) {
     if let Some(c) = s.cnp_count.get_mut(port.idx()) {
         *c += 1;
+    }
+}
+
+impl Group {
+    /// Keeps the rows of the keys that are not
+    /// `theirs` and takes the rows of those that are from `other`, the
+    /// same group of another partition (both finished).
+    pub fn absorb(&mut self, other: &Group, theirs: impl Fn(u32) -> bool) {
+        let mut rows: BTreeMap<u32, Vec<f32>> = BTreeMap::new();
+        for (k, r) in self.iter() {
+            if !theirs(k) {
+                rows.insert(k, r.into_owned());
+            }
+        }
+        for (k, r) in other.iter() {
+            if theirs(k) {
+                rows.insert(k, r.into_owned());
+            }
+        }
+        self.row_of.clear();
+        self.keys.clear();
+        for (i, &k) in rows.keys().enumerate() {
+            if self.row_of.len() <= k as usize {
+                self.row_of.resize(k as usize + 1, NO_ROW);
+            }
+            self.row_of[k as usize] = i as u32;
+            self.keys.push(k);
+        }
+        self.values = Vec::new();
+        self.finished = Some(rows.into_values().collect());
+    }
+}
+
+impl Series {
+    /// Takes from `other`, the series of another partition of the same
+    /// run, the series of the
+    /// ports and QPs `port_theirs` and `qp_theirs` say are its partition's.
+    pub fn absorb(
+        &mut self,
+        other: &Series,
+        port_theirs: impl Fn(u32) -> bool,
+        qp_theirs: impl Fn(u32) -> bool,
+    ) {
+        let q = QUEUES as u32;
+        self.link_util.absorb(&other.link_util, &port_theirs);
+        self.queue_depth
+            .absorb(&other.queue_depth, |k| port_theirs(k / q));
+        self.pfc_paused
+            .absorb(&other.pfc_paused, |k| port_theirs(k / q));
+        self.ecn_marks.absorb(&other.ecn_marks, &port_theirs);
+        self.cnps.absorb(&other.cnps, &port_theirs);
+        self.qp_send.absorb(&other.qp_send, &qp_theirs);
+        self.qp_dcqcn.absorb(&other.qp_dcqcn, &qp_theirs);
     }
 }
 

@@ -122,6 +122,25 @@ impl Simulation {
         &self.tasks
     }
 
+    /// How the run was spread over threads (after a run on more than
+    /// one).
+    pub fn parallel(&self) -> Option<&super::parallel::ParallelStats> {
+        self.parallel.as_ref()
+    }
+
+    /// Where the run stands, for a progress line.
+    pub fn progress(&self) -> Progress {
+        let c = self.counters();
+        Progress {
+            now: self.now,
+            done: self.done_fraction(),
+            events: c.events,
+            link_transmissions: c.link_transmissions,
+            flows_completed: c.flows_completed,
+            flows: self.flows.len() as u64,
+        }
+    }
+
     /// The fabric-wide counters, egress's included.
     pub fn counters(&self) -> Counters {
         self.counters

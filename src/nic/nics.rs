@@ -549,6 +549,39 @@ impl Nics {
     }
 }
 
+impl Nics {
+    /// Takes from `other`, the NICs of another partition of the same run,
+    /// the sending side of the QPs whose source it runs and the
+    /// receiving side of those whose destination it runs, and adds its
+    /// counts.
+    pub fn absorb(
+        &mut self,
+        mut other: Nics,
+        src_theirs: impl Fn(&QpState) -> bool,
+        dst_theirs: impl Fn(&QpState) -> bool,
+    ) {
+        for (mine, theirs) in self.qps.iter_mut().zip(other.qps.iter_mut()) {
+            if src_theirs(theirs) {
+                std::mem::swap(&mut mine.req, &mut theirs.req);
+                mine.in_ring = theirs.in_ring;
+                mine.cap_next = theirs.cap_next;
+                mine.cnps_received = theirs.cnps_received;
+            }
+            if dst_theirs(theirs) {
+                std::mem::swap(&mut mine.resp, &mut theirs.resp);
+                mine.cnp_last = theirs.cnp_last;
+                mine.cnps_sent = theirs.cnps_sent;
+            }
+        }
+        let (c, o) = (&mut self.counters, &other.counters);
+        c.data_packets_sent += o.data_packets_sent;
+        c.acks_sent += o.acks_sent;
+        c.naks_sent += o.naks_sent;
+        c.cnps_sent += o.cnps_sent;
+        c.cnps_received += o.cnps_received;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The NICs driven by hand, with no event loop and no egress: the

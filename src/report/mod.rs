@@ -355,6 +355,25 @@ pub struct Perf {
     /// What was expected before the run (see `Estimate`).
     pub estimated_link_transmissions: u64,
     pub estimated_events: u64,
+    /// Threads asked for and partitions run (see `engine::parallel`).
+    pub threads: u32,
+    pub partitions: u32,
+    /// Why the run used one partition although more threads were asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_partition_because: Option<String>,
+    /// With more than one partition: the cut, the lookahead, the
+    /// synchronization windows, the frames that crossed a cut and the
+    /// events each partition handled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookahead_ps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_windows: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_partition_frames: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partition_events: Vec<u64>,
 }
 
 impl Summary {
@@ -725,6 +744,8 @@ impl Perf {
     pub fn of(sim: &Simulation, wall_seconds: f64) -> Perf {
         let w = wall_seconds.max(1e-9);
         let sim_ms = sim.now().0 as f64 / 1e9;
+        let par = sim.parallel();
+        let multi = par.filter(|p| p.partitions > 1);
         Perf {
             wall_seconds,
             events_per_second: sim.counters().events as f64 / w,
@@ -738,6 +759,14 @@ impl Perf {
             peak_live_packets: sim.packets().peak_live(),
             estimated_link_transmissions: sim.estimate().link_transmissions,
             estimated_events: sim.estimate().events,
+            threads: par.map_or(sim.scenario().threads, |p| p.threads),
+            partitions: par.map_or(1, |p| p.partitions),
+            one_partition_because: par.and_then(|p| p.one_because.clone()),
+            cut: multi.map(|p| p.cut.clone()),
+            lookahead_ps: multi.map(|p| p.lookahead_ps),
+            sync_windows: multi.map(|p| p.windows),
+            cross_partition_frames: multi.map(|p| p.messages),
+            partition_events: multi.map_or(Vec::new(), |p| p.events.clone()),
         }
     }
 }
@@ -745,20 +774,20 @@ impl Perf {
 /// The live line shown while a run goes on: simulated time reached,
 /// speed, how much is done and, once there is enough to go on, the wall
 /// time left at the pace so far.
-pub fn progress_line(sim: &Simulation, wall_seconds: f64) -> String {
+pub fn progress_line(p: &crate::engine::Progress, wall_seconds: f64) -> String {
     let w = wall_seconds.max(1e-9);
-    let done = sim.done_fraction();
+    let done = p.done;
     let eta = eta_seconds(done, wall_seconds)
         .map(|left| format!(", ETA {}", wall_duration(left)))
         .unwrap_or_default();
     format!(
         "{:.1}% done{eta}  sim {}  {:.2} M events/s  {:.2} M link tx/s  {}/{} transfers",
         done * 100.0,
-        sim.now(),
-        sim.counters().events as f64 / w / 1e6,
-        sim.counters().link_transmissions as f64 / w / 1e6,
-        sim.counters().flows_completed,
-        sim.flows().len(),
+        p.now,
+        p.events as f64 / w / 1e6,
+        p.link_transmissions as f64 / w / 1e6,
+        p.flows_completed,
+        p.flows,
     )
 }
 

@@ -90,7 +90,7 @@ impl<W: Write> PcapngSink<W> {
     }
 }
 
-impl<W: Write> crate::engine::FrameSink for PcapngSink<W> {
+impl<W: Write + Send> crate::engine::FrameSink for PcapngSink<W> {
     fn link(&mut self, name: &str, bits_per_second: u64) -> io::Result<()> {
         interface(&mut self.out, name, bits_per_second)
     }

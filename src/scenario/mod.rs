@@ -31,6 +31,9 @@ use error::{line_at, Finding, KeyError, KeyPath, Seg};
 pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/rail-optimized-pod.toml");
 pub const DEFAULT_NAME: &str = "built-in default (examples/rail-optimized-pod.toml)";
 
+/// Most threads a run may ask for (each builds the whole simulation).
+pub const MAX_THREADS: u32 = 1024;
+
 /// A fully resolved scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -39,6 +42,9 @@ pub struct Scenario {
     pub seed: u64,
     /// Stop the run at this simulated time even if transfers remain.
     pub max_sim_time: Option<SimTime>,
+    /// Threads to run on, each a partition of the fabric (see
+    /// `engine::parallel`); the outputs do not depend on it.
+    pub threads: u32,
     pub topology: TopologySpec,
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
@@ -100,6 +106,7 @@ fn longest_round_trip(
 
 /// A scenario with its fabric built and its traffic expanded: everything a
 /// simulation needs.
+#[derive(Clone)]
 pub struct Prepared {
     pub scenario: Scenario,
     pub topology: Topology,
@@ -201,6 +208,13 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 SimTime::ZERO,
             )?),
         };
+        let threads = values::count(sim.and_then(|s| s.threads), &sp.key("threads"), 1, 1)?;
+        if threads > MAX_THREADS {
+            return Err(KeyError::new(
+                &sp.key("threads"),
+                format!("got {threads}, expected at most {MAX_THREADS}"),
+            ));
+        }
         let tspec = resolve::topology(raw.topology.as_ref(), &root.key("topology"))?;
         let mut topology = Topology::build(&tspec).map_err(|e| {
             let key = match e {
@@ -295,6 +309,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             description: raw.description.clone().unwrap_or_default(),
             seed,
             max_sim_time,
+            threads,
             topology: tspec,
             switch,
             transport,

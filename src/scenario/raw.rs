@@ -148,6 +148,7 @@ pub struct RawDcqcn {
 pub struct RawSimulation {
     pub seed: Option<u64>,
     pub max_sim_time: Option<Value>,
+    pub threads: Option<i64>,
 }
 
 #[derive(Deserialize, Default, Debug)]

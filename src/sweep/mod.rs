@@ -679,9 +679,11 @@ pub fn run_point(
     let stage = staging.path().to_path_buf();
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Ran, String> {
         let prepared = sweep.prepare(p)?;
-        let mut sim = Simulation::new(prepared);
+        let source = (prepared.scenario.threads > 1).then(|| prepared.clone());
+        let sim = Simulation::new(prepared);
         let start = Instant::now();
-        let stop = sim.run_limited(&limits.engine(), |_| {});
+        let (sim, stop) =
+            crate::engine::parallel::run_on_threads(sim, source, &limits.engine(), &mut |_| {});
         let wall = start.elapsed().as_secs_f64();
         if stop == StopReason::Interrupted {
             return Ok(Ran::Interrupted);

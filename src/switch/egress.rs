@@ -137,6 +137,15 @@ pub fn first(slot: &mut Option<u64>, now: SimTime) {
     }
 }
 
+/// Sets `slot` to the earlier of itself and `other` (merging the first
+/// times of partitions of a run).
+pub fn earlier(slot: &mut Option<u64>, other: Option<u64>) {
+    *slot = match (*slot, other) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+}
+
 /// The egress side of every port, and the switches' buffers and pipelines.
 pub struct Egress {
     ports: Vec<PortState>,
@@ -993,6 +1002,58 @@ impl Egress {
             }
         }
         Ok(())
+    }
+}
+
+impl Egress {
+    /// Takes from `other`, the egress of another partition of the same
+    /// run, the state of the ports and switches it owns, and adds its
+    /// counts.
+    pub fn absorb(
+        &mut self,
+        mut other: Egress,
+        port_theirs: impl Fn(usize) -> bool,
+        switch_theirs: impl Fn(usize) -> bool,
+    ) {
+        let n = self.pfc_slots;
+        for i in 0..self.ports.len() {
+            if !port_theirs(i) {
+                continue;
+            }
+            std::mem::swap(&mut self.ports[i], &mut other.ports[i]);
+            std::mem::swap(&mut self.queues[i], &mut other.queues[i]);
+            std::mem::swap(&mut self.drops[i], &mut other.drops[i]);
+            self.rates[i] = other.rates[i];
+            self.wake_at[i] = other.wake_at[i];
+            for k in i * n..(i + 1) * n {
+                std::mem::swap(&mut self.pfc[k], &mut other.pfc[k]);
+            }
+        }
+        for s in 0..self.switches.len() {
+            if switch_theirs(s) {
+                std::mem::swap(&mut self.switches[s], &mut other.switches[s]);
+            }
+        }
+        self.links_failed |= other.links_failed;
+        let (c, o) = (&mut self.counters, &other.counters);
+        c.link_transmissions += o.link_transmissions;
+        c.ecn_marks += o.ecn_marks;
+        c.wred_drops += o.wred_drops;
+        c.lossless_drops += o.lossless_drops;
+        c.trimmed_packets += o.trimmed_packets;
+        c.watchdog_events += o.watchdog_events;
+        c.watchdog_drops += o.watchdog_drops;
+        c.pfc_pause_frames += o.pfc_pause_frames;
+        c.pfc_resume_frames += o.pfc_resume_frames;
+        let (f, o) = (&mut self.firsts, &other.firsts);
+        earlier(&mut f.ecn_mark_ps, o.ecn_mark_ps);
+        for t in 0..3 {
+            earlier(&mut f.pause_by_tier_ps[t], o.pause_by_tier_ps[t]);
+        }
+        earlier(&mut f.pause_by_nic_ps, o.pause_by_nic_ps);
+        earlier(&mut f.resume_ps, o.resume_ps);
+        earlier(&mut f.watchdog_ps, o.watchdog_ps);
+        earlier(&mut f.lossless_drop_ps, o.lossless_drop_ps);
     }
 }
 

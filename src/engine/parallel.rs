@@ -1,0 +1,730 @@
+//! One run cut into partitions, one thread each, giving the files a
+//! single queue gives.
+//!
+//! `topology::partition` cuts the fabric into partitions of whole hosts
+//! and switches. Every partition builds the whole simulation (the same
+//! scenario, so the same state and random streams) and then handles only
+//! the events of what it owns: its ports, the sending side of the QPs
+//! whose source host it runs (transfer starts, timeouts) and the receiving
+//! side of those whose destination it runs. A frame that reaches a port
+//! of another partition leaves as a message and becomes that port's
+//! arrival there.
+//!
+//! **Synchronization: conservative windows of the lookahead.** A frame
+//! sent across a cut at `t` arrives no sooner than `t` plus the cut link's
+//! delay, and the lookahead is the shortest such delay. So once every
+//! partition has handled its events up to `g + lookahead - 1`, where `g`
+//! is the earliest event anywhere, nothing can arrive inside that window
+//! any more: each partition runs it alone, then the messages are swapped
+//! at one barrier. Null messages would let neighbours drift apart, but
+//! every partition of a fat tree or a multi-pod fabric talks to every
+//! other through the top tier each window, so they would buy nothing
+//! here and cost a message per pair and window; windows also give the
+//! natural points for what is global (below).
+//!
+//! **Bit-identical.** Events are ordered by (time, key), and the key is
+//! the same whichever partition handles the event (`Keyed`), so every
+//! partition handles its events in the order a single queue would. What
+//! is global is decided by every partition from the same figures,
+//! gathered at the barrier, at the times a single queue decides it: the
+//! end of the run (every partition's transfers acknowledged, then the
+//! tail), and, at the end of each watch window of simulated time, the
+//! time limit, a PFC deadlock (found among every partition's stuck
+//! queues) and a stall. The event limit, the wall-clock limit, memory and
+//! an interruption are looked at between windows: a run stopped by one is
+//! partial anyway, and stops within one window of where one queue would.
+//!
+//! At the end, the partitions' state is merged into one simulation by
+//! owner (each port, switch, side of a QP and transfer from the partition
+//! that ran it; counters, which only grow, summed) and the outputs are
+//! written from it as from any run.
+
+use super::{deadlock, Event, Limits, Progress, Simulation, StopReason};
+use crate::scenario::Prepared;
+use crate::topology::partition::{self, Partitioning};
+use crate::topology::{NicId, PortId};
+use crate::units::SimTime;
+use crate::wire::Packet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Instant;
+
+/// A frame on its way to a port of another partition: when it arrives,
+/// where, and the frame.
+type Message = (SimTime, PortId, Packet);
+
+/// What a simulation running one partition knows of the others.
+pub(super) struct Part {
+    pub me: u32,
+    /// Every port's partition.
+    pub port_part: Arc<[u32]>,
+    /// The QPs whose sending side this partition runs.
+    pub qp_mine: Vec<bool>,
+    /// Frames for other partitions, by partition, sent this window.
+    pub outbox: Vec<Vec<Message>>,
+    /// When the whole run ends, once every partition's transfers are
+    /// acknowledged.
+    pub global_end: Option<SimTime>,
+}
+
+/// How a run was spread over threads, for `perf.json` and the console.
+#[derive(Clone, Debug, Default)]
+pub struct ParallelStats {
+    /// Threads asked for.
+    pub threads: u32,
+    /// Partitions run (one thread each).
+    pub partitions: u32,
+    /// Why the run used one partition although more threads were asked.
+    pub one_because: Option<String>,
+    /// The cut, in one line (`Partitioning::describe`).
+    pub cut: String,
+    pub lookahead_ps: u64,
+    /// Synchronization windows and the frames that crossed a cut.
+    pub windows: u64,
+    pub messages: u64,
+    /// Events each partition handled.
+    pub events: Vec<u64>,
+}
+
+/// How `sim`'s scenario is cut for `threads` threads, or why it runs as
+/// one partition.
+pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
+    if threads <= 1 {
+        return Err("one thread was asked for".into());
+    }
+    if !sim.tasks.graph.tasks.is_empty() {
+        return Err("its workload is a task graph (collectives, training jobs or a Chakra trace), which is not yet cut into partitions".into());
+    }
+    if !sim.scenario.failures.events.is_empty() {
+        return Err("link and switch failures are not yet handled across partitions".into());
+    }
+    if !sim.scenario.qos.pfc.storms.is_empty() {
+        return Err("PFC storms are not yet handled across partitions".into());
+    }
+    if sim.paths.enabled {
+        return Err("dynamic load balancing and MRC keep per-QP path records that are not yet merged across partitions".into());
+    }
+    if sim.capture.is_some() {
+        return Err("a packet capture is not yet merged across partitions".into());
+    }
+    let p = partition::partition(&sim.topo, threads);
+    match p.lookahead {
+        _ if p.parts < 2 => Err("the fabric has too few hosts and switches to cut".into()),
+        None => Err("nothing could be cut".into()),
+        Some(l) if l.0 == 0 => {
+            Err("a link the cut would cross has no propagation delay (no lookahead)".into())
+        }
+        Some(_) => Ok(p),
+    }
+}
+
+impl Simulation {
+    /// Records that this run, asked for `threads` threads, runs as one
+    /// partition, and why.
+    pub fn note_one_partition(&mut self, threads: u32, because: String) {
+        self.parallel = Some(ParallelStats {
+            threads,
+            partitions: 1,
+            one_because: Some(because),
+            ..ParallelStats::default()
+        });
+    }
+}
+
+/// Runs `sim` on the threads its scenario asks for (`simulation.threads`):
+/// cut into partitions when `plan` allows, each further partition built
+/// from a copy of `source` (the scenario `sim` was built from); on one
+/// thread otherwise, with the reason noted for `perf.json`.
+pub fn run_on_threads(
+    mut sim: Simulation,
+    source: Option<Prepared>,
+    limits: &Limits,
+    progress: &mut dyn FnMut(&Progress),
+) -> (Simulation, StopReason) {
+    let threads = sim.scenario.threads;
+    match (plan(&sim, threads), source) {
+        (Ok(cut), Some(source)) => {
+            let others = (1..cut.parts).map(|_| source.clone()).collect();
+            drop(source);
+            run(sim, others, &cut, limits, progress)
+        }
+        (plan, _) => {
+            if let (Err(why), true) = (plan, threads > 1) {
+                sim.note_one_partition(threads, why);
+            }
+            let stop = sim.run_limited(limits, progress);
+            (sim, stop)
+        }
+    }
+}
+
+/// What one partition tells the others at a barrier.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    /// Its next event, or the earliest message it sent (`u64::MAX`: none).
+    next: u64,
+    /// When its transfers were all acknowledged.
+    finished: Option<SimTime>,
+    now: SimTime,
+    bytes_delivered: u64,
+    events: u64,
+    link_transmissions: u64,
+    flows_completed: u64,
+    /// Set by partition 0 only: stop the run (interrupt, wall clock,
+    /// memory).
+    stop: Option<StopReason>,
+}
+
+/// The run as a whole, as every partition reads it after a barrier.
+#[derive(Clone, Copy, Debug)]
+struct Global {
+    next: u64,
+    all_finished: bool,
+    last_finish: SimTime,
+    now: SimTime,
+    bytes_delivered: u64,
+    events: u64,
+    link_transmissions: u64,
+    flows_completed: u64,
+    stop: Option<StopReason>,
+}
+
+/// What the threads share.
+struct Shared {
+    lookahead: u64,
+    barrier: Barrier,
+    mail: Vec<Mutex<Vec<Message>>>,
+    /// Slots by window parity: a slot is written before a barrier and
+    /// read after it, and not written again until after the next.
+    slots: [Vec<Mutex<Slot>>; 2],
+    /// At the end of a watch window without bytes delivered: packets
+    /// acknowledged and tasks done, and whether a transfer waits.
+    watch: Vec<Mutex<(u64, bool)>>,
+    /// At a deadlock check: each partition's stuck queues.
+    stuck: Vec<Mutex<Vec<deadlock::Stuck>>>,
+    windows: AtomicU64,
+    messages: AtomicU64,
+}
+
+impl Shared {
+    fn global(&self, parity: usize) -> Global {
+        let slots: Vec<Slot> = self.slots[parity]
+            .iter()
+            .map(|s| *s.lock().expect("no partition panicked"))
+            .collect();
+        Global {
+            next: slots.iter().map(|s| s.next).min().unwrap_or(u64::MAX),
+            all_finished: slots.iter().all(|s| s.finished.is_some()),
+            last_finish: slots
+                .iter()
+                .filter_map(|s| s.finished)
+                .max()
+                .unwrap_or(SimTime::ZERO),
+            now: slots.iter().map(|s| s.now).max().unwrap_or(SimTime::ZERO),
+            bytes_delivered: slots.iter().map(|s| s.bytes_delivered).sum(),
+            events: slots.iter().map(|s| s.events).sum(),
+            link_transmissions: slots.iter().map(|s| s.link_transmissions).sum(),
+            flows_completed: slots.iter().map(|s| s.flows_completed).sum(),
+            stop: slots[0].stop,
+        }
+    }
+}
+
+impl Simulation {
+    /// Makes this simulation run partition `me` of `p`: drops the
+    /// starts and timeouts of transfers other partitions send.
+    fn make_partition(&mut self, p: &Partitioning, port_part: Arc<[u32]>, me: u32) {
+        let host_of = |nic: NicId| p.host[self.topo.nics[nic.idx()].host.idx()];
+        let mut keep = Vec::new();
+        while let Some((t, ev)) = self.queue.pop() {
+            let mine = match ev {
+                Event::FlowStart(f) => host_of(self.flows[f.idx()].spec.src_nic) == me,
+                Event::Rto(q) => host_of(self.nics.qp(q).src_nic) == me,
+                _ => true,
+            };
+            if mine {
+                keep.push((t, ev));
+            }
+        }
+        for (t, ev) in keep {
+            self.queue.push(t, ev);
+        }
+        self.finish_total = self
+            .flows
+            .iter()
+            .filter(|f| host_of(f.spec.src_nic) == me)
+            .count() as u64;
+        let qp_mine = self
+            .nics
+            .qps()
+            .iter()
+            .map(|q| host_of(q.src_nic) == me)
+            .collect();
+        self.part = Some(Box::new(Part {
+            me,
+            port_part,
+            qp_mine,
+            outbox: vec![Vec::new(); p.parts as usize],
+            global_end: None,
+        }));
+    }
+
+    fn part(&self) -> &Part {
+        self.part.as_deref().expect("a partition")
+    }
+
+    /// Takes the frames other partitions sent here.
+    fn take_mail(&mut self, sh: &Shared) {
+        let me = self.part().me as usize;
+        let inbox = std::mem::take(&mut *sh.mail[me].lock().expect("no partition panicked"));
+        for (t, port, pkt) in inbox {
+            let id = self.packets.alloc(pkt);
+            self.queue.push(t, Event::Arrive(port, id));
+        }
+    }
+
+    /// Hands this window's frames for other partitions to them; the
+    /// earliest arrival among them.
+    fn send_mail(&mut self, sh: &Shared) -> u64 {
+        let mut first = u64::MAX;
+        let part = self.part.as_deref_mut().expect("a partition");
+        for (to, out) in part.outbox.iter_mut().enumerate() {
+            if out.is_empty() {
+                continue;
+            }
+            sh.messages.fetch_add(out.len() as u64, Ordering::Relaxed);
+            first = first.min(out.iter().map(|m| m.0 .0).min().unwrap_or(u64::MAX));
+            sh.mail[to]
+                .lock()
+                .expect("no partition panicked")
+                .append(out);
+        }
+        first
+    }
+
+    fn slot(&mut self, first_message: u64, stop: Option<StopReason>) -> Slot {
+        let c = self.counters();
+        Slot {
+            next: self
+                .queue
+                .peek_time()
+                .map_or(u64::MAX, |t| t.0)
+                .min(first_message),
+            finished: self.finished_at,
+            now: self.now,
+            bytes_delivered: c.bytes_delivered,
+            events: c.events,
+            link_transmissions: c.link_transmissions,
+            flows_completed: c.flows_completed,
+            stop,
+        }
+    }
+
+    /// Whether a transfer this partition sends has started and is not
+    /// yet acknowledged.
+    fn own_network_waiting(&self) -> bool {
+        let part = self.part();
+        self.flows.iter().any(|f| {
+            f.acked.is_none()
+                && f.start <= self.now
+                && part.qp_mine.get(f.first_qp as usize) == Some(&true)
+        })
+    }
+
+    /// Packets this partition's QPs had acknowledged.
+    fn own_acked_mark(&self) -> u64 {
+        let part = self.part();
+        self.nics
+            .qps()
+            .iter()
+            .zip(&part.qp_mine)
+            .filter(|(_, &mine)| mine)
+            .map(|(q, _)| q.req.una as u64)
+            .sum()
+    }
+}
+
+/// What partition 0 (on the caller's thread) does beyond its share: the
+/// limits only one thread should look at, and progress.
+struct Lead<'a> {
+    limits: &'a Limits,
+    progress: &'a mut dyn FnMut(&Progress),
+    started: Instant,
+    shown: Instant,
+    offered: u64,
+    flows: u64,
+    windows: u64,
+}
+
+impl Lead<'_> {
+    fn check(&mut self, g: &Global, limit: SimTime) -> Option<StopReason> {
+        self.windows += 1;
+        if self
+            .limits
+            .interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+        {
+            return Some(StopReason::Interrupted);
+        }
+        if self
+            .limits
+            .max_wall
+            .is_some_and(|w| self.started.elapsed() >= w)
+        {
+            return Some(StopReason::WallLimit);
+        }
+        if self.windows.is_multiple_of(256)
+            && self
+                .limits
+                .max_memory
+                .is_some_and(|(most, now)| now() > most)
+        {
+            return Some(StopReason::MemoryLimit);
+        }
+        if self.shown.elapsed().as_millis() >= 250 {
+            self.shown = Instant::now();
+            let bytes = if self.offered == 0 {
+                0.0
+            } else {
+                g.bytes_delivered as f64 / self.offered as f64
+            };
+            let time = if limit < SimTime::MAX && limit.0 > 0 {
+                g.now.0 as f64 / limit.0 as f64
+            } else {
+                0.0
+            };
+            (self.progress)(&Progress {
+                now: g.now,
+                done: bytes.max(time).clamp(0.0, 1.0),
+                events: g.events,
+                link_transmissions: g.link_transmissions,
+                flows_completed: g.flows_completed,
+                flows: self.flows,
+            });
+        }
+        None
+    }
+}
+
+/// Runs one partition to the end of the run, deciding what is global
+/// from the figures every partition publishes (see the module's doc).
+fn drive(
+    sim: &mut Simulation,
+    sh: &Shared,
+    max_events: Option<u64>,
+    mut lead: Option<Lead>,
+) -> StopReason {
+    let me = sim.part().me as usize;
+    let limit = sim.scenario.max_sim_time.unwrap_or(SimTime::MAX);
+    let watch_every = sim.watch_interval();
+    let stall_after = sim.stall_after();
+    let mut watch = deadlock::Watch::default();
+    // As in `run_to_end`: the bytes delivered at the last change and
+    // when, and when the run last moved, the bytes then, and the
+    // packets acknowledged as last counted.
+    let mut delivered = (0u64, sim.now);
+    let mut last = (sim.now, 0u64, 0u64);
+    let mut watch_until: Option<SimTime> = None;
+    let mut parity = 0;
+    *sh.slots[parity][me].lock().expect("no partition panicked") = sim.slot(u64::MAX, None);
+    sh.barrier.wait();
+    loop {
+        sim.take_mail(sh);
+        let g = sh.global(parity);
+        parity ^= 1;
+        if let Some(stop) = g.stop {
+            return stop;
+        }
+        if max_events.is_some_and(|m| g.events >= m) {
+            return StopReason::EventLimit;
+        }
+        if g.all_finished && sim.part().global_end.is_none() {
+            let end = SimTime(g.last_finish.0.saturating_add(sim.tail.0));
+            sim.part.as_deref_mut().expect("a partition").global_end = Some(end);
+        }
+        if let Some(end) = sim.part().global_end {
+            if g.next == u64::MAX || g.next > end.0 {
+                // Nothing is left before the end: as one queue, `now` goes
+                // to the end unless the time limit comes first with events
+                // still due.
+                if g.next == u64::MAX || end <= limit {
+                    sim.now = sim.now.max(end).min(limit);
+                }
+                return StopReason::Finished;
+            }
+        }
+        // The watch window: the checks at its end, then a new one from
+        // the next event.
+        let until = loop {
+            let until = *watch_until.get_or_insert_with(|| {
+                let from = if g.next == u64::MAX {
+                    g.now
+                } else {
+                    SimTime(g.next).max(g.now)
+                };
+                limit.min(SimTime(from.0.saturating_add(watch_every.0)))
+            });
+            if g.next <= until.0 {
+                break until;
+            }
+            watch_until = None;
+            if g.next == u64::MAX || g.next > limit.0 {
+                return if g.next == u64::MAX || g.all_finished {
+                    StopReason::Finished
+                } else {
+                    StopReason::SimTimeLimit
+                };
+            }
+            if g.bytes_delivered != delivered.0 {
+                delivered = (g.bytes_delivered, until);
+                watch.clear();
+            } else if until.saturating_sub(delivered.1) >= watch_every {
+                let mine = {
+                    let part = sim.part();
+                    let me = part.me;
+                    let port_part = &part.port_part;
+                    sim.stuck_queues(g.now, |p| port_part[p] == me)
+                };
+                *sh.stuck[me].lock().expect("no partition panicked") = mine;
+                sh.barrier.wait();
+                let mut all: Vec<deadlock::Stuck> = Vec::new();
+                for s in &sh.stuck {
+                    all.extend(s.lock().expect("no partition panicked").iter().cloned());
+                }
+                all.sort_by_key(|s| (s.port, s.prio));
+                let cycle = deadlock::cycle_among(&sim.topo, &all);
+                sh.barrier.wait();
+                if sim.confirm_deadlock(&mut watch, cycle, g.now) {
+                    return StopReason::Deadlock;
+                }
+            }
+            let moved = if g.bytes_delivered != last.1 {
+                last.1 = g.bytes_delivered;
+                true
+            } else {
+                *sh.watch[me].lock().expect("no partition panicked") =
+                    (sim.own_acked_mark(), sim.own_network_waiting());
+                sh.barrier.wait();
+                let (mark, waiting) = sh.watch.iter().fold((0, false), |(m, w), s| {
+                    let s = *s.lock().expect("no partition panicked");
+                    (m + s.0, w || s.1)
+                });
+                sh.barrier.wait();
+                let moved = std::mem::replace(&mut last.2, mark) != mark;
+                if !moved && waiting && until.saturating_sub(last.0) > stall_after {
+                    return StopReason::Stalled;
+                }
+                moved || !waiting
+            };
+            if moved {
+                last.0 = until;
+            }
+        };
+        let window_end = SimTime(g.next.saturating_add(sh.lookahead - 1).min(until.0));
+        sim.run_until(window_end, u64::MAX);
+        if me == 0 {
+            sh.windows.fetch_add(1, Ordering::Relaxed);
+        }
+        let first = sim.send_mail(sh);
+        let stop = lead.as_mut().and_then(|l| l.check(&g, limit));
+        *sh.slots[parity][me].lock().expect("no partition panicked") = sim.slot(first, stop);
+        sh.barrier.wait();
+    }
+}
+
+/// Runs `first` (built from the scenario) cut as `p` says: partition 0
+/// on this thread, the others, each built from one of `others` (the
+/// same scenario), on threads of their own; then merges them into one
+/// simulation whose outputs are those of a run on one queue. `progress`
+/// is called from this thread a few times a second.
+pub fn run(
+    mut first: Simulation,
+    others: Vec<Prepared>,
+    p: &Partitioning,
+    limits: &Limits,
+    progress: &mut dyn FnMut(&Progress),
+) -> (Simulation, StopReason) {
+    let n = p.parts as usize;
+    assert_eq!(others.len() + 1, n, "one scenario per partition");
+    let lookahead = p.lookahead.expect("a cut with a lookahead").0;
+    let port_part: Arc<[u32]> = (0..first.topo.ports.len())
+        .map(|i| p.of_port(&first.topo, PortId(i as u32)))
+        .collect();
+    let fresh = || (0..n).map(|_| Mutex::new(Slot::default())).collect();
+    let sh = Shared {
+        lookahead,
+        barrier: Barrier::new(n),
+        mail: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        slots: [fresh(), fresh()],
+        watch: (0..n).map(|_| Mutex::new((0, false))).collect(),
+        stuck: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        windows: AtomicU64::new(0),
+        messages: AtomicU64::new(0),
+    };
+    first.make_partition(p, port_part.clone(), 0);
+    let max_events = limits.max_events;
+    let lead = Lead {
+        limits,
+        progress,
+        started: Instant::now(),
+        shown: Instant::now(),
+        offered: first.flows.iter().map(|f| f.spec.bytes).sum(),
+        flows: first.flows.len() as u64,
+        windows: 0,
+    };
+    let (stop, rest) = std::thread::scope(|s| {
+        let handles: Vec<_> = others
+            .into_iter()
+            .enumerate()
+            .map(|(i, prep)| {
+                let (sh, port_part) = (&sh, port_part.clone());
+                s.spawn(move || {
+                    let mut sim = Simulation::new(prep);
+                    sim.make_partition(p, port_part, i as u32 + 1);
+                    let stop = drive(&mut sim, sh, max_events, None);
+                    (sim, stop)
+                })
+            })
+            .collect();
+        let stop = drive(&mut first, &sh, max_events, Some(lead));
+        let rest: Vec<(Simulation, StopReason)> = handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r,
+                Err(e) => std::panic::resume_unwind(e),
+            })
+            .collect();
+        (stop, rest)
+    });
+    let mut sims = vec![first];
+    for (sim, theirs) in rest {
+        debug_assert_eq!(theirs, stop, "every partition decides the same");
+        sims.push(sim);
+    }
+    // Every partition closes its last bucket of samples where the run
+    // ended.
+    let end = sims.iter().map(|s| s.now).max().unwrap_or(SimTime::ZERO);
+    for s in &mut sims {
+        s.now = end;
+        s.finish_series();
+    }
+    let stats = ParallelStats {
+        threads: n as u32,
+        partitions: n as u32,
+        one_because: None,
+        cut: p.describe(),
+        lookahead_ps: lookahead,
+        windows: sh.windows.load(Ordering::Relaxed),
+        messages: sh.messages.load(Ordering::Relaxed),
+        events: sims.iter().map(|s| s.counters().events).collect(),
+    };
+    let leftover: Vec<Message> = sh
+        .mail
+        .into_iter()
+        .flat_map(|m| m.into_inner().expect("no partition panicked"))
+        .collect();
+    let mut sims = sims.into_iter();
+    let mut merged = sims.next().expect("partition 0");
+    for other in sims {
+        merged.absorb(other, p);
+    }
+    // Frames still on their way across a cut are in flight, as they are
+    // in one queue's arena.
+    for (_, _, pkt) in leftover {
+        merged.packets.alloc(pkt);
+    }
+    merged.part = None;
+    merged.parallel = Some(stats);
+    (merged, stop)
+}
+
+impl Simulation {
+    /// Takes from `other`, the simulation of another partition of the
+    /// same run, what its partition owns (ports, switches, each side of
+    /// its QPs and transfers, its time series, the frames it holds) and
+    /// adds its counts.
+    fn absorb(&mut self, other: Simulation, p: &Partitioning) {
+        let them = other.part().me;
+        let host_of = |nic: NicId| p.host[self.topo.nics[nic.idx()].host.idx()];
+        let port_part = &other.part().port_part;
+        let port_theirs = |i: usize| port_part[i] == them;
+        let switch_theirs = |s: usize| p.switch[s] == them;
+        let qp_theirs = |q: u32| other.part().qp_mine[q as usize];
+        self.series
+            .absorb(&other.series, |i| port_theirs(i as usize), qp_theirs);
+        for pkt in other.packets.iter_live() {
+            self.packets.alloc(*pkt);
+        }
+        let Simulation {
+            egress,
+            nics,
+            flows,
+            counters,
+            firsts,
+            now,
+            part,
+            ..
+        } = other;
+        let part = part.expect("a partition");
+        let port_part = &part.port_part;
+        self.egress
+            .absorb(egress, |i| port_part[i] == them, switch_theirs);
+        self.nics.absorb(
+            nics,
+            |q| host_of(q.src_nic) == them,
+            |q| host_of(q.dst_nic) == them,
+        );
+        for (mine, theirs) in self.flows.iter_mut().zip(flows) {
+            if host_of(theirs.spec.src_nic) == them {
+                mine.start = theirs.start;
+                mine.tx_done_qps = theirs.tx_done_qps;
+                mine.acked = theirs.acked;
+            }
+            if host_of(theirs.spec.dst_nic) == them {
+                mine.rx_done_qps = theirs.rx_done_qps;
+                mine.finish = theirs.finish;
+            }
+        }
+        self.counters = sum(&[self.counters, counters]);
+        self.firsts.absorb(&firsts);
+        self.finished_at = self.finished_at.max(other.finished_at);
+        self.now = self.now.max(now);
+    }
+}
+
+/// Every counter summed (they only grow, so the partitions' add up).
+fn sum(all: &[super::Counters]) -> super::Counters {
+    let mut t = super::Counters::default();
+    for c in all {
+        macro_rules! add {
+            ($($f:ident),*) => { $( t.$f += c.$f; )* };
+        }
+        add!(
+            events,
+            link_transmissions,
+            data_packets_sent,
+            payload_sent,
+            payload_arrived,
+            payload_dropped,
+            bytes_delivered,
+            drops,
+            drop_bytes,
+            acks_sent,
+            naks_sent,
+            flows_completed,
+            flows_acked,
+            ecn_marks,
+            wred_drops,
+            cnps_sent,
+            cnps_received,
+            pfc_pause_frames,
+            pfc_resume_frames,
+            lossless_drops,
+            trimmed_packets,
+            watchdog_events,
+            watchdog_drops
+        );
+    }
+    t
+}

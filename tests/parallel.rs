@@ -1,0 +1,189 @@
+//! A run cut into partitions on threads writes the files one thread
+//! writes, byte for byte: every example and benchmark scenario at 2, 3
+//! and 8 threads against 1. Scenarios whose mechanisms are not yet
+//! partitioned run on one thread and say why; the list of them is
+//! pinned here, so that one falling back unnoticed fails.
+
+use fabricsim::engine::parallel;
+use fabricsim::engine::Limits;
+use fabricsim::engine::Simulation;
+use fabricsim::report::{self, Perf, Summary};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Runs `path` on `threads` threads; every file it writes, by name
+/// (`perf.json`, wall-clock figures, apart), and its perf.
+fn outputs(path: &Path, threads: u32, sets: &[&str]) -> (BTreeMap<String, Vec<u8>>, Perf) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    sets.push(format!("simulation.threads={threads}"));
+    let prepared = fabricsim::scenario::prepare(&path.to_string_lossy(), &text, &sets)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let source = Some(prepared.clone());
+    let sim = Simulation::new(prepared);
+    let (sim, stop) = parallel::run_on_threads(sim, source, &Limits::default(), &mut |_| {});
+    sim.check_conservation()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let summary = Summary::of(&sim, stop);
+    let perf = Perf::of(&sim, 1.0);
+    let dir = tempfile::tempdir().unwrap();
+    report::write_outputs(dir.path(), &sim, &summary, &perf).unwrap();
+    let mut files = BTreeMap::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name != "perf.json" {
+            files.insert(name, std::fs::read(&p).unwrap());
+        }
+    }
+    (files, perf)
+}
+
+fn scenarios(dir: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "sweep") {
+                out.extend(scenarios(&p.to_string_lossy()));
+            }
+        } else if p.extension().is_some_and(|e| e == "toml") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Scenarios that run on one thread whatever is asked, and why (the
+/// start of the reason `parallel::plan` gives).
+const ONE_THREAD: &[(&str, &str)] = &[
+    ("chakra-allreduce", "its workload is a task graph"),
+    ("ring-allreduce", "its workload is a task graph"),
+    ("training-two-tenants", "its workload is a task graph"),
+    ("training-with-background", "its workload is a task graph"),
+    (
+        "rail-multipod-1024gpu-allreduce",
+        "its workload is a task graph",
+    ),
+    ("rail-optimized-pod", "its workload is a task graph"),
+    ("fat-tree-k16-permutation-spray", "dynamic load balancing"),
+    ("spine-failure", "link and switch failures"),
+    ("alb", "dynamic load balancing"),
+    ("dlb-flowlet", "dynamic load balancing"),
+    ("dlb-rebalance", "dynamic load balancing"),
+    ("glb", "dynamic load balancing"),
+    ("glb-remote-congestion", "dynamic load balancing"),
+    ("telb", "dynamic load balancing"),
+    ("mrc", "dynamic load balancing"),
+    ("spray-write-first", "link and switch failures"),
+    ("spray-write-only", "link and switch failures"),
+    ("trimming", "dynamic load balancing"),
+    ("spray", "dynamic load balancing"),
+    ("selective-spray", "dynamic load balancing"),
+];
+
+#[test]
+fn every_example_and_benchmark_writes_the_same_files_at_any_thread_count() {
+    let mut failures = Vec::new();
+    let mut cut = 0;
+    for path in scenarios("examples") {
+        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        // Benchmarks are cut short; their first microseconds are the
+        // busiest.
+        let sets: &[&str] = if path.starts_with("examples/bench") {
+            &["simulation.max_sim_time=\"20us\""]
+        } else {
+            &[]
+        };
+        let (one, _) = outputs(&path, 1, sets);
+        for threads in [2, 3, 8] {
+            let (many, perf) = outputs(&path, threads, sets);
+            let expected_one = ONE_THREAD.iter().find(|(s, _)| *s == stem);
+            match (perf.partitions, expected_one, &perf.one_partition_because) {
+                (1, Some((_, why)), Some(because)) if because.starts_with(why) => {}
+                (1, _, because) => failures.push(format!(
+                    "{stem}: ran on one thread of {threads}: {because:?}"
+                )),
+                (_, Some(_), _) => failures.push(format!(
+                    "{stem}: now runs on {} partitions: take it off ONE_THREAD",
+                    perf.partitions
+                )),
+                _ => cut += 1,
+            }
+            if many.keys().ne(one.keys()) {
+                failures.push(format!("{stem} at {threads} threads: other files"));
+            }
+            for (name, bytes) in &one {
+                if many.get(name) != Some(bytes) {
+                    failures.push(format!("{stem} at {threads} threads: {name} differs"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Not a test of nothing: most scenarios were really cut.
+    assert!(cut >= 3 * 10, "only {cut} runs were cut into partitions");
+}
+
+/// Runs `path` on `threads` threads under `limits`.
+fn run_limited(path: &str, threads: u32, limits: &Limits) -> (Simulation, Summary) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let sets = vec![format!("simulation.threads={threads}")];
+    let prepared = fabricsim::scenario::prepare(path, &text, &sets).unwrap();
+    let source = Some(prepared.clone());
+    let sim = Simulation::new(prepared);
+    let (sim, stop) = parallel::run_on_threads(sim, source, limits, &mut |_| {});
+    let summary = Summary::of(&sim, stop);
+    (sim, summary)
+}
+
+/// The event limit is looked at between windows: the run stops within
+/// one window of it, partial, its results written as far as it got.
+#[test]
+fn the_event_limit_stops_a_cut_run_within_a_window() {
+    let limits = Limits {
+        max_events: Some(50_000),
+        ..Limits::default()
+    };
+    let (sim, s) = run_limited("examples/fat-tree.toml", 2, &limits);
+    assert_eq!(sim.parallel().unwrap().partitions, 2);
+    assert_eq!(s.stop_reason, "max_events reached");
+    assert!(s.partial);
+    let events = sim.counters().events;
+    assert!((50_000..60_000).contains(&events), "{events} events");
+    sim.check_conservation().unwrap();
+}
+
+/// An interruption (Ctrl-C) raised before the run stops it at once,
+/// partial.
+#[test]
+fn an_interruption_stops_every_partition() {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let limits = Limits {
+        interrupt: Some(flag),
+        ..Limits::default()
+    };
+    let (sim, s) = run_limited("examples/fat-tree.toml", 3, &limits);
+    assert_eq!(sim.parallel().unwrap().partitions, 3);
+    assert!(s.partial);
+    assert_eq!(s.flows_completed, 0);
+    assert!(sim.counters().events < 20_000);
+}
+
+/// A PFC deadlock whose cycle crosses every cut is found from the
+/// partitions' stuck queues, at the time one queue finds it.
+#[test]
+fn a_deadlock_across_the_cut_is_found() {
+    let (one, a) = run_limited("examples/lossless/pfc-deadlock.toml", 1, &Limits::default());
+    let (three, b) = run_limited("examples/lossless/pfc-deadlock.toml", 3, &Limits::default());
+    assert_eq!(three.parallel().unwrap().partitions, 3);
+    assert!(
+        a.stop_reason.starts_with("PFC deadlock"),
+        "{}",
+        a.stop_reason
+    );
+    assert_eq!(a.deadlock_cycle.len(), 6);
+    assert_eq!(a.deadlock_cycle, b.deadlock_cycle);
+    assert_eq!(one.now(), three.now());
+}
