@@ -65,6 +65,76 @@ pub struct Options {
     pub smoke: bool,
     /// Print the table as Markdown (as BENCHMARKS.md keeps it).
     pub markdown: bool,
+    /// Thread counts to run each benchmark at (none: 1).
+    pub threads: Vec<u32>,
+    /// Runs at each thread count, alternating; the fastest is shown.
+    pub repeat: u32,
+}
+
+/// One run of a benchmark: its perf.json and summary.json, and the bytes
+/// of the files that must not depend on the thread count.
+struct Ran {
+    perf: serde_json::Value,
+    summary: serde_json::Value,
+    files: Vec<Vec<u8>>,
+}
+
+/// Files compared across thread counts.
+const SAME_FILES: [&str; 4] = ["summary.json", "flows.csv", "links.csv", "queues.csv"];
+
+fn run_once(
+    exe: &Path,
+    b: &Benchmark,
+    dir: &Path,
+    smoke: bool,
+    threads: u32,
+) -> Result<Ran, String> {
+    let name = b.name;
+    // The scenario goes to the child on standard input, so that only
+    // the child's report writes files.
+    let mut cmd = Command::new(exe);
+    cmd.args(["run", "-", "--quiet", "--no-plots", "--no-html", "--out"])
+        .arg(dir)
+        .args(["--threads", &threads.to_string()]);
+    if smoke {
+        cmd.args([
+            "--set",
+            &format!("simulation.max_sim_time=\"{SMOKE_SIM_TIME}\""),
+        ]);
+        for set in b.smoke {
+            cmd.args(["--set", set]);
+        }
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(b.text.as_bytes())
+        .map_err(|e| format!("benchmark {name}: {e}"))?;
+    let status = child.wait().map_err(|e| format!("benchmark {name}: {e}"))?;
+    if !status.success() {
+        return Err(format!("benchmark {name} failed ({status})"));
+    }
+    let read_bytes = |f: &str| -> Result<Vec<u8>, String> {
+        let p = dir.join(f);
+        std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let read = |f: &str| -> Result<serde_json::Value, String> {
+        let s = read_bytes(f)?;
+        serde_json::from_slice(&s).map_err(|e| format!("{}: {e}", dir.join(f).display()))
+    };
+    Ok(Ran {
+        perf: read("perf.json")?,
+        summary: read("summary.json")?,
+        files: SAME_FILES
+            .iter()
+            .map(|f| read_bytes(f))
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 pub fn run(opts: &Options, out: &Path) -> Result<(), String> {
@@ -75,9 +145,27 @@ pub fn run(opts: &Options, out: &Path) -> Result<(), String> {
             "smoke run: {SMOKE_SIM_TIME} of simulated time each; the figures are not a benchmark"
         );
     }
+    let threads: Vec<u32> = if opts.threads.is_empty() {
+        vec![1]
+    } else {
+        opts.threads.clone()
+    };
+    let repeat = opts.repeat.max(1);
+    if repeat > 1 || threads.len() > 1 {
+        outln!(
+            "each benchmark runs {repeat} times at each of {} threads, alternating; the fastest run of each is shown, and its speedup over {} thread(s)",
+            threads
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            threads[0]
+        );
+    }
     let columns = [
         "benchmark",
         "hosts",
+        "threads",
         "events",
         "link tx",
         "wall s",
@@ -85,99 +173,95 @@ pub fn run(opts: &Options, out: &Path) -> Result<(), String> {
         "M link tx/s",
         "wall s/sim ms",
         "peak MB",
+        "speedup",
+        "same files",
     ];
+    let widths = [32, 6, 7, 11, 11, 7, 10, 11, 13, 8, 7, 10];
+    let line = |cells: &[String]| {
+        if opts.markdown {
+            format!("| {} |", cells.join(" | "))
+        } else {
+            cells
+                .iter()
+                .zip(widths)
+                .enumerate()
+                .map(|(i, (c, w))| {
+                    if i == 0 {
+                        format!("{c:<w$}")
+                    } else {
+                        format!("{c:>w$}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    };
+    outln!(
+        "{}",
+        line(&columns.iter().map(|c| c.to_string()).collect::<Vec<_>>())
+    );
     if opts.markdown {
-        outln!("| {} |", columns.join(" | "));
         outln!("|{}", "---|".repeat(columns.len()));
-    } else {
-        outln!(
-            "{:<32} {:>6} {:>11} {:>11} {:>7} {:>10} {:>11} {:>13} {:>8}",
-            columns[0],
-            columns[1],
-            columns[2],
-            columns[3],
-            columns[4],
-            columns[5],
-            columns[6],
-            columns[7],
-            columns[8]
-        );
     }
     let mut ran = 0;
     for b in BENCHMARKS {
-        let (name, text) = (b.name, b.text);
+        let name = b.name;
         if opts.only.as_deref().is_some_and(|o| !name.contains(o)) {
             continue;
         }
         ran += 1;
-        let dir = out.join(name);
-        // The scenario goes to the child on standard input, so that only
-        // the child's report writes files.
-        let mut cmd = Command::new(&exe);
-        cmd.args(["run", "-", "--quiet", "--no-plots", "--no-html", "--out"])
-            .arg(&dir);
-        if opts.smoke {
-            cmd.args([
-                "--set",
-                &format!("simulation.max_sim_time=\"{SMOKE_SIM_TIME}\""),
-            ]);
-            for set in b.smoke {
-                cmd.args(["--set", set]);
+        let mut best: Vec<Option<Ran>> = threads.iter().map(|_| None).collect();
+        let wall = |r: &Ran| r.perf["wall_seconds"].as_f64().unwrap_or(f64::MAX);
+        for _ in 0..repeat {
+            for (i, &t) in threads.iter().enumerate() {
+                let dir = if threads.len() > 1 {
+                    out.join(format!("{name}-t{t}"))
+                } else {
+                    out.join(name)
+                };
+                let r = run_once(&exe, b, &dir, opts.smoke, t)?;
+                if best[i].as_ref().is_none_or(|old| wall(&r) < wall(old)) {
+                    best[i] = Some(r);
+                }
             }
         }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        child
-            .stdin
-            .take()
-            .expect("stdin is piped")
-            .write_all(text.as_bytes())
-            .map_err(|e| format!("benchmark {name}: {e}"))?;
-        let status = child.wait().map_err(|e| format!("benchmark {name}: {e}"))?;
-        if !status.success() {
-            return Err(format!("benchmark {name} failed ({status})"));
-        }
-        let read = |f: &str| -> Result<serde_json::Value, String> {
-            let p = dir.join(f);
-            let s = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            serde_json::from_str(&s).map_err(|e| format!("{}: {e}", p.display()))
-        };
-        let perf = read("perf.json")?;
-        let summary = read("summary.json")?;
-        let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
-        let hosts = text
+        let best: Vec<Ran> = best.into_iter().flatten().collect();
+        let base = &best[0];
+        let hosts = b
+            .text
             .lines()
             .find_map(|l| l.strip_prefix("# hosts:"))
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
-        let cells = [
-            name.to_string(),
-            hosts,
-            thousands(f(&summary, "events") as u64),
-            thousands(f(&summary, "link_transmissions") as u64),
-            format!("{:.2}", f(&perf, "wall_seconds")),
-            format!("{:.2}", f(&perf, "events_per_second") / 1e6),
-            format!("{:.2}", f(&perf, "link_transmissions_per_second") / 1e6),
-            format!("{:.3}", f(&perf, "wall_seconds_per_sim_ms")),
-            format!("{:.0}", f(&perf, "peak_rss_bytes") / 1e6),
-        ];
-        if opts.markdown {
-            outln!("| {} |", cells.join(" | "));
-        } else {
-            outln!(
-                "{:<32} {:>6} {:>11} {:>11} {:>7} {:>10} {:>11} {:>13} {:>8}",
-                cells[0],
-                cells[1],
-                cells[2],
-                cells[3],
-                cells[4],
-                cells[5],
-                cells[6],
-                cells[7],
-                cells[8]
-            );
+        for (r, &t) in best.iter().zip(&threads) {
+            let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+            let (perf, summary) = (&r.perf, &r.summary);
+            let partitions = perf["partitions"].as_u64().unwrap_or(1);
+            let cells = [
+                name.to_string(),
+                hosts.clone(),
+                if partitions == u64::from(t) {
+                    t.to_string()
+                } else {
+                    format!("{t} (ran {partitions})")
+                },
+                thousands(f(summary, "events") as u64),
+                thousands(f(summary, "link_transmissions") as u64),
+                format!("{:.2}", f(perf, "wall_seconds")),
+                format!("{:.2}", f(perf, "events_per_second") / 1e6),
+                format!("{:.2}", f(perf, "link_transmissions_per_second") / 1e6),
+                format!("{:.3}", f(perf, "wall_seconds_per_sim_ms")),
+                format!("{:.0}", f(perf, "peak_rss_bytes") / 1e6),
+                format!("{:.2}", wall(base) / wall(r).max(1e-9)),
+                if r.files == base.files { "yes" } else { "NO" }.to_string(),
+            ];
+            outln!("{}", line(&cells));
+            if r.files != base.files {
+                return Err(format!(
+                    "benchmark {name}: the files at {t} threads differ from those at {}",
+                    threads[0]
+                ));
+            }
         }
     }
     if ran == 0 {

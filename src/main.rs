@@ -270,6 +270,15 @@ enum Command {
         /// Print the table as Markdown rows.
         #[arg(long)]
         markdown: bool,
+        /// Thread counts to run each benchmark at, e.g. 1,2: one row
+        /// each, with the speedup over the first and whether the files
+        /// are the same.
+        #[arg(long, value_delimiter = ',', value_name = "N,N,..")]
+        threads: Vec<u32>,
+        /// Run each thread count this many times, alternating (the VM is
+        /// noisy); the fastest run of each is shown.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        repeat: u32,
     },
 }
 
@@ -367,11 +376,15 @@ fn main() -> ExitCode {
             out,
             smoke,
             markdown,
+            threads,
+            repeat,
         } => fabricsim::bench::run(
             &fabricsim::bench::Options {
                 only,
                 smoke,
                 markdown,
+                threads,
+                repeat,
             },
             &out,
         ),
