@@ -67,20 +67,9 @@ const ONE_THREAD: &[(&str, &str)] = &[
         "its workload is a task graph",
     ),
     ("rail-optimized-pod", "its workload is a task graph"),
-    ("fat-tree-k16-permutation-spray", "dynamic load balancing"),
     ("spine-failure", "link and switch failures"),
-    ("alb", "dynamic load balancing"),
-    ("dlb-flowlet", "dynamic load balancing"),
-    ("dlb-rebalance", "dynamic load balancing"),
-    ("glb", "dynamic load balancing"),
-    ("glb-remote-congestion", "dynamic load balancing"),
-    ("telb", "dynamic load balancing"),
-    ("mrc", "dynamic load balancing"),
     ("spray-write-first", "link and switch failures"),
     ("spray-write-only", "link and switch failures"),
-    ("trimming", "dynamic load balancing"),
-    ("spray", "dynamic load balancing"),
-    ("selective-spray", "dynamic load balancing"),
 ];
 
 #[test]

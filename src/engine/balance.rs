@@ -35,40 +35,38 @@ struct Helper {
 #[derive(Debug)]
 struct HeartbeatLink {
     port: PortId,
+    /// Heartbeats sent on it so far.
+    sent: u32,
 }
 
-/// The bands each heartbeat in flight carries, in slots its frame names
-/// (`Packet::psn`), so a heartbeat delivers its own bands whatever
-/// happened to the ones before it, and a lost one frees its slot.
+/// The bands each heartbeat in flight carries, by its link and its number
+/// on that link (the frame's `qp` and `psn`), so a heartbeat delivers its
+/// own bands whatever happened to the ones before it, a lost one frees
+/// its entry, and the key is the same whichever partition of a run holds
+/// it.
 #[derive(Debug, Default)]
 struct HeartbeatSlots {
-    bands: Vec<Box<[u8]>>,
-    free: Vec<u32>,
+    bands: std::collections::HashMap<(u32, u32), Box<[u8]>>,
 }
 
 impl HeartbeatSlots {
-    fn put(&mut self, bands: Box<[u8]>) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.bands[i as usize] = bands;
-                i
-            }
-            None => {
-                self.bands.push(bands);
-                (self.bands.len() - 1) as u32
-            }
-        }
+    fn put(&mut self, key: (u32, u32), bands: Box<[u8]>) {
+        self.bands.insert(key, bands);
     }
 
-    fn take(&mut self, slot: u32) -> Box<[u8]> {
-        self.free.push(slot);
-        std::mem::take(&mut self.bands[slot as usize])
+    fn take(&mut self, key: (u32, u32)) -> Box<[u8]> {
+        self.bands.remove(&key).unwrap_or_default()
     }
 
     /// Heartbeats in flight.
     fn len(&self) -> usize {
-        self.bands.len() - self.free.len()
+        self.bands.len()
     }
+}
+
+/// The key of a heartbeat frame's bands.
+fn slot_of(pkt: &Packet) -> (u32, u32) {
+    (pkt.qp.0, pkt.psn)
 }
 
 /// Periodic balancer state of the whole fabric.
@@ -94,7 +92,7 @@ pub struct BalanceState {
 impl BalanceState {
     /// A heartbeat frame was dropped or lost: its bands go with it.
     pub(super) fn heartbeat_lost(&mut self, pkt: &Packet) {
-        self.slots.take(pkt.psn);
+        self.slots.take(slot_of(pkt));
         self.heartbeats_lost += 1;
     }
 
@@ -114,6 +112,49 @@ impl BalanceState {
     /// Heartbeats sent and not yet delivered or lost.
     pub fn heartbeats_in_flight(&self) -> usize {
         self.slots.len()
+    }
+
+    /// In a partition of a run: keeps the periodic work of the ports and
+    /// switches it owns only.
+    pub(super) fn keep_only(
+        &mut self,
+        port_mine: impl Fn(PortId) -> bool,
+        switch_mine: impl Fn(SwitchId) -> bool,
+    ) {
+        self.ports.retain(|d| port_mine(d.port));
+        self.helpers.retain(|h| switch_mine(h.sw));
+        self.alb.retain(|&s| switch_mine(s));
+    }
+
+    /// The bands of a heartbeat leaving for another partition.
+    pub(super) fn take_bands(&mut self, pkt: &Packet) -> Box<[u8]> {
+        self.slots.take(slot_of(pkt))
+    }
+
+    /// The bands of a heartbeat that came from another partition.
+    pub(super) fn put_bands(&mut self, pkt: &Packet, bands: Box<[u8]>) {
+        self.slots.put(slot_of(pkt), bands);
+    }
+
+    /// Takes from `other`, another partition of the same run, its
+    /// helpers' last bands, its heartbeat counts and the heartbeats it
+    /// has in flight.
+    pub(super) fn absorb(&mut self, other: BalanceState) {
+        for d in &other.ports {
+            self.quality[d.port.idx()] = other.quality[d.port.idx()];
+        }
+        self.ports.extend(other.ports);
+        self.helpers.extend(other.helpers);
+        self.helpers.sort_by_key(|h| h.sw);
+        self.alb.extend(other.alb);
+        self.alb.sort();
+        for (mine, theirs) in self.links.iter_mut().zip(&other.links) {
+            mine.sent = mine.sent.max(theirs.sent);
+        }
+        self.slots.bands.extend(other.slots.bands);
+        self.heartbeats_sent += other.heartbeats_sent;
+        self.heartbeat_bytes += other.heartbeat_bytes;
+        self.heartbeats_lost += other.heartbeats_lost;
     }
 
     /// What each switch's balancer needs, and the first event of each
@@ -175,7 +216,7 @@ impl BalanceState {
             for &l in to {
                 if let Some(port) = heartbeat_port(topo, SwitchId(h as u32), l) {
                     links.push(st.links.len() as u32);
-                    st.links.push(HeartbeatLink { port });
+                    st.links.push(HeartbeatLink { port, sent: 0 });
                 }
             }
             st.helpers.push(Helper {
@@ -199,10 +240,6 @@ impl BalanceState {
 }
 
 impl Simulation {
-    fn traffic_left(&self) -> bool {
-        self.counters.flows_acked < self.flows.len() as u64
-    }
-
     /// DLB: each tracked port's load (EWMA of bytes sent over what the
     /// link could send in the interval) and queue depth, as a band.
     #[inline(never)]
@@ -223,10 +260,10 @@ impl Simulation {
                 dlb::quality(d.load, queued, d.queue_full)
             };
         }
-        if self.traffic_left() {
-            let t = self.now + span;
-            self.queue.push(t, Event::Quality);
-        }
+        // Until the run ends (a tick past its end is never handled): when
+        // the workload is done is known to a partitioned run only later.
+        let t = self.now + span;
+        self.queue.push(t, Event::Quality);
     }
 
     /// GLB helpers whose bands changed send a heartbeat to each balancing
@@ -244,14 +281,20 @@ impl Simulation {
                 continue;
             }
             for li in self.balance.helpers[h].links.clone() {
-                let port = self.balance.links[li as usize].port;
+                let link = &mut self.balance.links[li as usize];
+                let port = link.port;
+                let seq = link.sent;
+                link.sent = link.sent.wrapping_add(1);
                 let wire = frame::wire_bytes(Opcode::Heartbeat, bands.len() as u32);
-                let slot = self.balance.slots.put(bands.clone().into_boxed_slice());
+                self.balance
+                    .slots
+                    .put((li, seq), bands.clone().into_boxed_slice());
                 let pkt = Packet {
                     src: NicId(0),
                     dst: NicId(0),
-                    qp: QpId(sw.0),
-                    psn: slot,
+                    // Its link and its number on the link name its bands.
+                    qp: QpId(li),
+                    psn: seq,
                     payload: 0,
                     wire_bytes: wire,
                     header_crc: 0,
@@ -266,16 +309,14 @@ impl Simulation {
             }
             self.balance.helpers[h].last = bands;
         }
-        if self.traffic_left() {
-            let t = self.now + self.balance.heartbeat_every;
-            self.queue.push(t, Event::Heartbeat);
-        }
+        let t = self.now + self.balance.heartbeat_every;
+        self.queue.push(t, Event::Heartbeat);
     }
 
     /// A heartbeat arrived at a balancing switch on port `p`.
     #[inline(never)]
     pub(super) fn receive_heartbeat(&mut self, p: PortId, pkt: &Packet) {
-        let bands = self.balance.slots.take(pkt.psn);
+        let bands = self.balance.slots.take(slot_of(pkt));
         if let Owner::Switch(s) = self.egress.owner(p) {
             if let Some(g) = &mut self.egress.switch_mut(s.idx()).balancer.parts.glb {
                 g.receive(p, &bands);
@@ -292,9 +333,7 @@ impl Simulation {
                 .balancer
                 .tick(self.now, &self.routes.switches[s.idx()]);
         }
-        if self.traffic_left() {
-            let t = self.now + self.balance.alb_every;
-            self.queue.push(t, Event::Alb);
-        }
+        let t = self.now + self.balance.alb_every;
+        self.queue.push(t, Event::Alb);
     }
 }

@@ -379,6 +379,15 @@ impl Simulation {
         sim
     }
 
+    /// A fabric-wide tick (balancers' periodic work) is one event of the
+    /// run, though every partition of a parallel run handles it for its
+    /// own switches: it counts in partition 0 only.
+    fn count_tick_once(&mut self) {
+        if self.part.as_ref().is_some_and(|p| p.me != 0) {
+            self.counters.events -= 1;
+        }
+    }
+
     pub fn pending_events(&self) -> usize {
         self.queue.len()
     }
@@ -412,9 +421,18 @@ impl Simulation {
                 self.counters.events -= 1;
                 self.sample()
             }
-            Event::Quality => self.refresh_quality(),
-            Event::Heartbeat => self.heartbeat(),
-            Event::Alb => self.alb_tick(),
+            Event::Quality => {
+                self.count_tick_once();
+                self.refresh_quality()
+            }
+            Event::Heartbeat => {
+                self.count_tick_once();
+                self.heartbeat()
+            }
+            Event::Alb => {
+                self.count_tick_once();
+                self.alb_tick()
+            }
             Event::Fail(i) => self.fail(i, false),
             Event::Recover(i) => self.fail(i, true),
             Event::Reconverge => self.reconverge(),
@@ -579,7 +597,7 @@ impl Simulation {
                     return;
                 };
                 if self.paths.enabled && pkt.opcode.is_data() {
-                    self.paths.qps[pkt.qp.idx()].record(s, to.0);
+                    self.paths.qps[pkt.qp.idx()].record(s, to.0, (self.now, p));
                 }
                 self.egress.admit(&mut io!(self), si, p, to, id, &pkt);
                 self.settle();

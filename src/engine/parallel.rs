@@ -44,7 +44,7 @@ use crate::scenario::Prepared;
 use crate::topology::partition::{self, Partitioning};
 use crate::topology::{NicId, PortId};
 use crate::units::SimTime;
-use crate::wire::Packet;
+use crate::wire::{Opcode, Packet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
@@ -52,6 +52,10 @@ use std::time::Instant;
 /// A frame on its way to a port of another partition: when it arrives,
 /// where, and the frame.
 type Message = (SimTime, PortId, Packet);
+
+/// The bands a GLB heartbeat crossing a cut carries (the frame only
+/// names them).
+type Bands = (Packet, Box<[u8]>);
 
 /// What a simulation running one partition knows of the others.
 pub(super) struct Part {
@@ -100,9 +104,6 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     }
     if !sim.scenario.qos.pfc.storms.is_empty() {
         return Err("PFC storms are not yet handled across partitions".into());
-    }
-    if sim.paths.enabled {
-        return Err("dynamic load balancing and MRC keep per-QP path records that are not yet merged across partitions".into());
     }
     if sim.capture.is_some() {
         return Err("a packet capture is not yet merged across partitions".into());
@@ -194,6 +195,8 @@ struct Shared {
     lookahead: u64,
     barrier: Barrier,
     mail: Vec<Mutex<Vec<Message>>>,
+    /// Bands of heartbeats among the mail.
+    bands: Vec<Mutex<Vec<Bands>>>,
     /// Slots by window parity: a slot is written before a barrier and
     /// read after it, and not written again until after the next.
     slots: [Vec<Mutex<Slot>>; 2],
@@ -260,6 +263,10 @@ impl Simulation {
             .iter()
             .map(|q| host_of(q.src_nic) == me)
             .collect();
+        self.balance.keep_only(
+            |port| port_part[port.idx()] == me,
+            |s| p.switch[s.idx()] == me,
+        );
         self.part = Some(Box::new(Part {
             me,
             port_part,
@@ -276,6 +283,10 @@ impl Simulation {
     /// Takes the frames other partitions sent here.
     fn take_mail(&mut self, sh: &Shared) {
         let me = self.part().me as usize;
+        let bands = std::mem::take(&mut *sh.bands[me].lock().expect("no partition panicked"));
+        for (pkt, b) in bands {
+            self.balance.put_bands(&pkt, b);
+        }
         let inbox = std::mem::take(&mut *sh.mail[me].lock().expect("no partition panicked"));
         for (t, port, pkt) in inbox {
             let id = self.packets.alloc(pkt);
@@ -289,11 +300,23 @@ impl Simulation {
         let mut first = u64::MAX;
         let part = self.part.as_deref_mut().expect("a partition");
         for (to, out) in part.outbox.iter_mut().enumerate() {
+            let out: &mut Vec<Message> = out;
             if out.is_empty() {
                 continue;
             }
             sh.messages.fetch_add(out.len() as u64, Ordering::Relaxed);
             first = first.min(out.iter().map(|m| m.0 .0).min().unwrap_or(u64::MAX));
+            let bands: Vec<Bands> = out
+                .iter()
+                .filter(|m| m.2.opcode == Opcode::Heartbeat)
+                .map(|m| (m.2, self.balance.take_bands(&m.2)))
+                .collect();
+            if !bands.is_empty() {
+                sh.bands[to]
+                    .lock()
+                    .expect("no partition panicked")
+                    .extend(bands);
+            }
             sh.mail[to]
                 .lock()
                 .expect("no partition panicked")
@@ -349,8 +372,9 @@ impl Simulation {
 struct Lead<'a> {
     limits: &'a Limits,
     progress: &'a mut dyn FnMut(&Progress),
+    /// When the run started (the wall-clock limit and progress only).
     started: Instant,
-    shown: Instant,
+    shown_at: std::time::Duration,
     offered: u64,
     flows: u64,
     windows: u64,
@@ -382,8 +406,9 @@ impl Lead<'_> {
         {
             return Some(StopReason::MemoryLimit);
         }
-        if self.shown.elapsed().as_millis() >= 250 {
-            self.shown = Instant::now();
+        let elapsed = self.started.elapsed();
+        if (elapsed - self.shown_at).as_millis() >= 250 {
+            self.shown_at = elapsed;
             let bytes = if self.offered == 0 {
                 0.0
             } else {
@@ -556,6 +581,7 @@ pub fn run(
         lookahead,
         barrier: Barrier::new(n),
         mail: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        bands: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         slots: [fresh(), fresh()],
         watch: (0..n).map(|_| Mutex::new((0, false))).collect(),
         stuck: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
@@ -568,7 +594,7 @@ pub fn run(
         limits,
         progress,
         started: Instant::now(),
-        shown: Instant::now(),
+        shown_at: std::time::Duration::ZERO,
         offered: first.flows.iter().map(|f| f.spec.bytes).sum(),
         flows: first.flows.len() as u64,
         windows: 0,
@@ -634,6 +660,11 @@ pub fn run(
     for (_, _, pkt) in leftover {
         merged.packets.alloc(pkt);
     }
+    for b in sh.bands {
+        for (pkt, bands) in b.into_inner().expect("no partition panicked") {
+            merged.balance.put_bands(&pkt, bands);
+        }
+    }
     merged.part = None;
     merged.parallel = Some(stats);
     (merged, stop)
@@ -664,8 +695,12 @@ impl Simulation {
             firsts,
             now,
             part,
+            paths,
+            balance,
             ..
         } = other;
+        self.paths.absorb(paths);
+        self.balance.absorb(balance);
         let part = part.expect("a partition");
         let port_part = &part.port_part;
         self.egress

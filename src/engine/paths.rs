@@ -5,6 +5,7 @@
 //! are kept only when some switch balances dynamically.
 
 use crate::topology::{PortId, QpId, SwitchId, Topology};
+use crate::units::SimTime;
 
 /// Steps kept per QP; later changes are still counted.
 pub const MAX_STEPS: usize = 64;
@@ -15,6 +16,11 @@ pub struct Step {
     pub switch: SwitchId,
     pub port: PortId,
     pub packets: u64,
+    /// When its first packet arrived at the switch, and on which port: the
+    /// order of steps whatever partition recorded them (two arrivals of
+    /// one QP at one time are ordered as the event queue orders them, by
+    /// port).
+    pub since: (SimTime, PortId),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -31,7 +37,7 @@ pub struct QpPath {
 
 impl QpPath {
     #[inline]
-    pub fn record(&mut self, sw: SwitchId, port: PortId) {
+    pub fn record(&mut self, sw: SwitchId, port: PortId, since: (SimTime, PortId)) {
         if let Some(e) = self.last.iter_mut().find(|e| e.0 == sw) {
             if e.2 == port {
                 if let Some(s) = self.steps.get_mut(e.1 as usize) {
@@ -50,6 +56,7 @@ impl QpPath {
                 switch: sw,
                 port,
                 packets: 1,
+                since,
             });
         } else {
             self.truncated = true;
@@ -110,6 +117,28 @@ impl PathLog {
 
     pub fn get(&self, q: QpId) -> Option<&QpPath> {
         self.qps.get(q.idx())
+    }
+
+    /// Adds the records `other`, another partition of the same run, kept
+    /// at its switches: each QP's steps from every partition in the order
+    /// they began, the first `MAX_STEPS` of them (each partition kept its
+    /// own first `MAX_STEPS`, so no step of those is missing), and the
+    /// changes summed.
+    pub fn absorb(&mut self, other: PathLog) {
+        for (mine, theirs) in self.qps.iter_mut().zip(other.qps) {
+            if theirs.steps.is_empty() && theirs.changes == 0 {
+                continue;
+            }
+            mine.changes += theirs.changes;
+            mine.truncated |= theirs.truncated;
+            mine.steps.extend(theirs.steps);
+            mine.steps.sort_by_key(|s| s.since);
+            if mine.steps.len() > MAX_STEPS {
+                mine.steps.truncate(MAX_STEPS);
+                mine.truncated = true;
+            }
+            mine.last.clear();
+        }
     }
 }
 
@@ -182,9 +211,9 @@ mod tests {
     fn runs_and_changes_per_switch() {
         let mut p = QpPath::default();
         let (a, b) = (SwitchId(0), SwitchId(1));
-        for port in [1, 1, 2, 2, 2, 1] {
-            p.record(a, PortId(port));
-            p.record(b, PortId(9));
+        for (t, port) in [1, 1, 2, 2, 2, 1].into_iter().enumerate() {
+            p.record(a, PortId(port), (SimTime(t as u64), PortId(0)));
+            p.record(b, PortId(9), (SimTime(t as u64), PortId(1)));
         }
         assert_eq!(p.changes, 2);
         let runs: Vec<(u32, u64)> = p.steps.iter().map(|s| (s.port.0, s.packets)).collect();
@@ -195,10 +224,32 @@ mod tests {
     fn long_records_are_capped_but_changes_counted() {
         let mut p = QpPath::default();
         for i in 0..1000u32 {
-            p.record(SwitchId(0), PortId(i % 2));
+            p.record(SwitchId(0), PortId(i % 2), (SimTime(i as u64), PortId(0)));
         }
         assert_eq!(p.steps.len(), MAX_STEPS);
         assert!(p.truncated);
         assert_eq!(p.changes, 999);
+    }
+
+    /// Records split between two partitions by switch, then merged, are
+    /// the records of one log, truncation included.
+    #[test]
+    fn partitions_merge_into_the_one_log() {
+        for n in [10u64, 70, 400] {
+            let mut one = PathLog::new(true, 1);
+            let mut parts = [PathLog::new(true, 1), PathLog::new(true, 1)];
+            for i in 0..n {
+                let sw = SwitchId((i * 7 % 5) as u32);
+                let port = PortId((i * 13 % 3) as u32 + 10 * sw.0);
+                let since = (SimTime(i / 2), PortId(sw.0));
+                one.qps[0].record(sw, port, since);
+                parts[(sw.0 % 2) as usize].qps[0].record(sw, port, since);
+            }
+            let [mut a, b] = parts;
+            a.absorb(b);
+            let (x, y) = (&one.qps[0], &a.qps[0]);
+            assert_eq!(x.steps, y.steps, "{n} records");
+            assert_eq!((x.changes, x.truncated), (y.changes, y.truncated));
+        }
     }
 }
