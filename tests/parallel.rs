@@ -15,9 +15,18 @@ use std::path::{Path, PathBuf};
 /// (`perf.json`, wall-clock figures, apart), and its perf.
 fn outputs(path: &Path, threads: u32, sets: &[&str]) -> (BTreeMap<String, Vec<u8>>, Perf) {
     let text = std::fs::read_to_string(path).unwrap();
+    outputs_of(path, &text, threads, sets)
+}
+
+fn outputs_of(
+    path: &Path,
+    text: &str,
+    threads: u32,
+    sets: &[&str],
+) -> (BTreeMap<String, Vec<u8>>, Perf) {
     let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     sets.push(format!("simulation.threads={threads}"));
-    let prepared = fabricsim::scenario::prepare(&path.to_string_lossy(), &text, &sets)
+    let prepared = fabricsim::scenario::prepare(&path.to_string_lossy(), text, &sets)
         .unwrap_or_else(|e| panic!("{e}"));
     let source = Some(prepared.clone());
     let sim = Simulation::new(prepared);
@@ -175,4 +184,48 @@ fn a_deadlock_across_the_cut_is_found() {
     assert_eq!(a.deadlock_cycle.len(), 6);
     assert_eq!(a.deadlock_cycle, b.deadlock_cycle);
     assert_eq!(one.now(), three.now());
+}
+
+/// A NIC pause storm (handled by the partition of the NIC's host) and the
+/// PFC watchdog that breaks it give the same files on any thread count.
+#[test]
+fn a_pause_storm_and_its_watchdog_are_the_same_cut() {
+    let text = r#"
+[topology]
+kind = "fat-tree"
+k = 4
+link_speed = "100G"
+link_delay = "500ns"
+
+[transport]
+rto = "200us"
+
+[pfc.watchdog]
+interval = "100us"
+action = "drop"
+recovery = "1ms"
+
+[[pfc.storm]]
+gpu = 0
+start = "5us"
+stop = "2ms"
+
+[[workload]]
+kind = "incast"
+dst = 0
+srcs = [5, 9, 13]
+bytes = "1MB"
+"#;
+    let path = Path::new("storm.toml");
+    let (one, _) = outputs_of(path, text, 1, &[]);
+    let summary: serde_json::Value = serde_json::from_slice(&one["summary.json"]).unwrap();
+    assert_eq!(summary["complete"], true);
+    assert!(summary["watchdog_events"].as_u64().unwrap() > 0);
+    for threads in [2, 3] {
+        let (many, perf) = outputs_of(path, text, threads, &[]);
+        assert_eq!(perf.partitions, threads);
+        for (name, bytes) in &one {
+            assert!(many.get(name) == Some(bytes), "{name} at {threads} threads");
+        }
+    }
 }

@@ -102,9 +102,6 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if !sim.scenario.failures.events.is_empty() {
         return Err("link and switch failures are not yet handled across partitions".into());
     }
-    if !sim.scenario.qos.pfc.storms.is_empty() {
-        return Err("PFC storms are not yet handled across partitions".into());
-    }
     if sim.capture.is_some() {
         return Err("a packet capture is not yet merged across partitions".into());
     }
@@ -243,6 +240,10 @@ impl Simulation {
             let mine = match ev {
                 Event::FlowStart(f) => host_of(self.flows[f.idx()].spec.src_nic) == me,
                 Event::Rto(q) => host_of(self.nics.qp(q).src_nic) == me,
+                Event::Storm(i, _) => {
+                    let gpu = self.scenario.qos.pfc.storms[i as usize].gpu;
+                    host_of(self.topo.gpus[gpu.idx()].nic) == me
+                }
                 _ => true,
             };
             if mine {
