@@ -1,6 +1,6 @@
 //! A run cut into partitions on threads writes the files one thread
 //! writes, byte for byte: every example and benchmark scenario at 2, 3
-//! and 8 threads against 1. Scenarios whose mechanisms are not yet
+//! and 8 threads against 1, and packet captures. Scenarios whose mechanisms are not yet
 //! partitioned run on one thread and say why; the list of them is
 //! pinned here, so that one falling back unnoticed fails.
 
@@ -226,6 +226,52 @@ bytes = "1MB"
         assert_eq!(perf.partitions, threads);
         for (name, bytes) in &one {
             assert!(many.get(name) == Some(bytes), "{name} at {threads} threads");
+        }
+    }
+}
+
+/// A capture on a run cut into partitions holds the frames one thread
+/// writes, in its order, with its link numbering and limit: the pcapng
+/// files are the same bytes.
+#[test]
+fn captures_are_the_same_file_at_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    for example in [
+        "examples/fat-tree.toml",
+        "examples/load-balancing/glb.toml",
+        "examples/multipath/mrc.toml",
+    ] {
+        let mut first: Option<Vec<u8>> = None;
+        for threads in ["1", "2", "3"] {
+            let out = dir.path().join(threads);
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+                .args([
+                    "run",
+                    example,
+                    "--capture",
+                    "all",
+                    "--capture-limit",
+                    "30000",
+                    "--no-plots",
+                    "--no-html",
+                    "-q",
+                    "--threads",
+                    threads,
+                    "--out",
+                ])
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let perf: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(out.join("perf.json")).unwrap()).unwrap();
+            assert_eq!(perf["partitions"].to_string(), threads, "{example}");
+            let pcap = std::fs::read(out.join("capture.pcapng")).unwrap();
+            assert!(pcap.len() > 1_000_000, "{example}: {} bytes", pcap.len());
+            match &first {
+                None => first = Some(pcap),
+                Some(one) => assert!(*one == pcap, "{example} at {threads} threads"),
+            }
         }
     }
 }

@@ -85,6 +85,71 @@ impl CaptureSpec {
     }
 }
 
+/// A frame a partition of a parallel run captured, kept to be merged with
+/// the others' in the order one queue would have written them: by time,
+/// then the key of the event that sent it, then its place among that
+/// event's frames. Its bytes wait in the partition's spill file.
+struct Recorded {
+    order: (u64, u32, u32),
+    port: PortId,
+    /// Which spill file (by partition), where in it, how long.
+    file: u32,
+    at: u64,
+    len: u32,
+}
+
+/// What a partition of a parallel run keeps of its capture: the order of
+/// its frames in memory (24 B each), their bytes in an anonymous
+/// temporary file, removed when closed.
+struct Kept {
+    frames: Vec<Recorded>,
+    /// Spill files by partition (one until partitions' are merged).
+    files: Vec<std::fs::File>,
+    out: std::io::BufWriter<std::fs::File>,
+    written: u64,
+}
+
+impl Kept {
+    fn new() -> std::io::Result<Kept> {
+        let file = tempfile::tempfile()?;
+        Ok(Kept {
+            frames: Vec::new(),
+            out: std::io::BufWriter::new(file.try_clone()?),
+            files: vec![file],
+            written: 0,
+        })
+    }
+
+    fn push(&mut self, order: (u64, u32, u32), port: PortId, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        self.out.write_all(bytes)?;
+        self.frames.push(Recorded {
+            order,
+            port,
+            file: 0,
+            at: self.written,
+            len: bytes.len() as u32,
+        });
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// A partition's capture writes nothing itself.
+struct NoSink;
+
+impl FrameSink for NoSink {
+    fn link(&mut self, _: &str, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn frame(&mut self, _: u32, _: u64, _: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A capture in progress.
 pub struct Capture {
     /// Per port: selected (empty: every port).
@@ -101,6 +166,110 @@ pub struct Capture {
     pub frames: u64,
     pub over_limit: u64,
     pub error: Option<std::io::Error>,
+    /// In a partition of a parallel run: the frames, kept to be merged.
+    recorded: Option<Kept>,
+    /// The event the last frame was captured in, and how many it sent.
+    last: (u64, u32, u32),
+}
+
+impl Capture {
+    /// The same capture for another partition of a parallel run, which
+    /// keeps its frames to be merged.
+    pub(super) fn for_partition(&self) -> Capture {
+        let (recorded, error) = match Kept::new() {
+            Ok(k) => (Some(k), None),
+            Err(e) => (None, Some(e)),
+        };
+        Capture {
+            ports: self.ports.clone(),
+            qps: self.qps.clone(),
+            start: self.start,
+            end: self.end,
+            limit: self.limit,
+            out: Box::new(NoSink),
+            iface: vec![u32::MAX; self.iface.len()],
+            ifaces: 0,
+            frames: 0,
+            over_limit: 0,
+            error,
+            recorded,
+            last: (u64::MAX, 0, 0),
+        }
+    }
+
+    /// This capture keeps its frames to be merged (partition 0 of a
+    /// parallel run; it writes them all at the end).
+    pub(super) fn record(&mut self) {
+        match Kept::new() {
+            Ok(k) => self.recorded = Some(k),
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Takes the frames, counts and error of `other`, another partition's
+    /// capture.
+    pub(super) fn absorb(&mut self, mut other: Capture) {
+        use std::io::Write;
+        if let (Some(mine), Some(mut theirs)) = (&mut self.recorded, other.recorded.take()) {
+            if let Err(e) = theirs.out.flush() {
+                self.error.get_or_insert(e);
+            }
+            let file = mine.files.len() as u32;
+            mine.files.append(&mut theirs.files);
+            mine.frames
+                .extend(theirs.frames.into_iter().map(|r| Recorded { file, ..r }));
+        }
+        if let Some(e) = other.error {
+            self.error.get_or_insert(e);
+        }
+        self.frames += other.frames;
+        self.over_limit += other.over_limit;
+    }
+
+    /// Writes the frames every partition kept, in one queue's order, the
+    /// first `limit` of them (each partition kept its own first `limit`,
+    /// so none of those is missing), numbering links as they first
+    /// appear.
+    pub(super) fn write_recorded(&mut self, topo: &Topology) {
+        use std::io::Write;
+        use std::os::unix::fs::FileExt;
+        let Some(mut kept) = self.recorded.take() else {
+            return;
+        };
+        if let Err(e) = kept.out.flush() {
+            self.error.get_or_insert(e);
+        }
+        let total = self.frames + self.over_limit;
+        self.over_limit = total - total.min(self.limit);
+        self.frames = 0;
+        if self.error.is_some() {
+            return;
+        }
+        kept.frames.sort_by_key(|r| r.order);
+        kept.frames.truncate(self.limit as usize);
+        let mut bytes = Vec::new();
+        for r in &kept.frames {
+            let p = r.port;
+            let result = (|| {
+                bytes.resize(r.len as usize, 0);
+                kept.files[r.file as usize].read_exact_at(&mut bytes, r.at)?;
+                if self.iface[p.idx()] == u32::MAX {
+                    self.iface[p.idx()] = self.ifaces;
+                    self.ifaces += 1;
+                    self.out.link(&topo.link_name(p), topo.port(p).rate.bps())?;
+                }
+                self.out
+                    .frame(self.iface[p.idx()], r.order.0 / 1000, &bytes)
+            })();
+            match result {
+                Ok(()) => self.frames += 1,
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            }
+        }
+    }
 }
 
 fn ports_named(topo: &Topology, name: &str) -> Vec<PortId> {
@@ -169,6 +338,8 @@ impl Simulation {
             frames: 0,
             over_limit: 0,
             error: None,
+            recorded: None,
+            last: (u64::MAX, 0, 0),
         }));
         Ok(())
     }
@@ -236,6 +407,27 @@ impl Simulation {
             }),
         };
         let bytes = encode::encode(pkt, &ctx);
+        if let Some(kept) = &mut c.recorded {
+            let event = (now.0, self.handling);
+            c.last = if (c.last.0, c.last.1) == event {
+                (event.0, event.1, c.last.2 + 1)
+            } else {
+                (event.0, event.1, 0)
+            };
+            // The heartbeat tick is one event for the whole fabric, each
+            // partition sending its own helpers' heartbeats: one queue
+            // sends them in the order of their links.
+            let order = if pkt.opcode == Opcode::Heartbeat {
+                (event.0, event.1, pkt.qp.0)
+            } else {
+                c.last
+            };
+            match kept.push(order, p, &bytes) {
+                Ok(()) => c.frames += 1,
+                Err(e) => c.error = Some(e),
+            }
+            return;
+        }
         let result = (|| {
             if c.iface[p.idx()] == u32::MAX {
                 c.iface[p.idx()] = c.ifaces;

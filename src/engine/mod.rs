@@ -276,6 +276,9 @@ pub struct Simulation {
     part: Option<Box<parallel::Part>>,
     /// How the run was spread over threads, once it has been.
     parallel: Option<parallel::ParallelStats>,
+    /// While capturing: the key of the event being handled, which orders
+    /// the frames of partitions (`Capture`).
+    handling: u32,
     /// How long the run goes on after that: the longest link delay.
     tail: SimTime,
     firsts: FirstEvents,
@@ -371,6 +374,7 @@ impl Simulation {
             finish_total: 0,
             part: None,
             parallel: None,
+            handling: 0,
             tail: topo_tail,
             firsts: FirstEvents::default(),
         };

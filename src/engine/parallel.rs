@@ -102,9 +102,6 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if !sim.scenario.failures.events.is_empty() {
         return Err("link and switch failures are not yet handled across partitions".into());
     }
-    if sim.capture.is_some() {
-        return Err("a packet capture is not yet merged across partitions".into());
-    }
     let p = partition::partition(&sim.topo, threads);
     match p.lookahead {
         _ if p.parts < 2 => Err("the fabric has too few hosts and switches to cut".into()),
@@ -590,6 +587,12 @@ pub fn run(
         messages: AtomicU64::new(0),
     };
     first.make_partition(p, port_part.clone(), 0);
+    // A capture: every partition keeps its frames, partition 0 writes them
+    // all, in order, at the end.
+    let capture = first.capture.as_deref().map(|c| c.for_partition());
+    if let Some(c) = first.capture.as_deref_mut() {
+        c.record();
+    }
     let max_events = limits.max_events;
     let lead = Lead {
         limits,
@@ -606,8 +609,13 @@ pub fn run(
             .enumerate()
             .map(|(i, prep)| {
                 let (sh, port_part) = (&sh, port_part.clone());
+                let capture = capture.as_ref().map(|c| c.for_partition());
                 s.spawn(move || {
                     let mut sim = Simulation::new(prep);
+                    if let Some(c) = capture {
+                        sim.capture = Some(Box::new(c));
+                        sim.egress.capturing = true;
+                    }
                     sim.make_partition(p, port_part, i as u32 + 1);
                     let stop = drive(&mut sim, sh, max_events, None);
                     (sim, stop)
@@ -661,6 +669,10 @@ pub fn run(
     for (_, _, pkt) in leftover {
         merged.packets.alloc(pkt);
     }
+    let topo = &merged.topo;
+    if let Some(c) = merged.capture.as_deref_mut() {
+        c.write_recorded(topo);
+    }
     for b in sh.bands {
         for (pkt, bands) in b.into_inner().expect("no partition panicked") {
             merged.balance.put_bands(&pkt, bands);
@@ -698,8 +710,12 @@ impl Simulation {
             part,
             paths,
             balance,
+            capture,
             ..
         } = other;
+        if let (Some(mine), Some(theirs)) = (self.capture.as_deref_mut(), capture) {
+            mine.absorb(*theirs);
+        }
         self.paths.absorb(paths);
         self.balance.absorb(balance);
         let part = part.expect("a partition");

@@ -241,7 +241,9 @@ mod tests {
             for i in 0..n {
                 let sw = SwitchId((i * 7 % 5) as u32);
                 let port = PortId((i * 13 % 3) as u32 + 10 * sw.0);
-                let since = (SimTime(i / 2), PortId(sw.0));
+                // As the queue orders them: two arrivals at one time by
+                // their ports.
+                let since = (SimTime(i / 2), PortId((i % 2) as u32));
                 one.qps[0].record(sw, port, since);
                 parts[(sw.0 % 2) as usize].qps[0].record(sw, port, since);
             }

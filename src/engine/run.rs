@@ -298,6 +298,9 @@ impl Simulation {
             self.now = t;
             self.counters.events += 1;
             handled += 1;
+            if self.egress.capturing {
+                self.handling = super::queue::Keyed::key(&ev);
+            }
             self.handle(ev);
         }
         if self.finished_at.is_none() && self.counters.flows_acked == total && self.tasks.all_done()
