@@ -76,9 +76,6 @@ const ONE_THREAD: &[(&str, &str)] = &[
         "its workload is a task graph",
     ),
     ("rail-optimized-pod", "its workload is a task graph"),
-    ("spine-failure", "link and switch failures"),
-    ("spray-write-first", "link and switch failures"),
-    ("spray-write-only", "link and switch failures"),
 ];
 
 #[test]
@@ -274,4 +271,21 @@ fn captures_are_the_same_file_at_any_thread_count() {
             }
         }
     }
+}
+
+/// A transfer whose only link is dead: every partition sees the run
+/// stall at the simulated time one thread does.
+#[test]
+fn a_stall_is_found_at_the_same_time_cut() {
+    let sets = [
+        "failure=[{link=[\"host0/nic0\", \"rail-sw\"], at=\"0us\"}]",
+        "transport.rto=\"20us\"",
+    ];
+    let path = Path::new("examples/single-rail.toml");
+    let (one, _) = outputs(path, 1, &sets);
+    let (two, perf) = outputs(path, 2, &sets);
+    assert_eq!(perf.partitions, 2);
+    let s: serde_json::Value = serde_json::from_slice(&two["summary.json"]).unwrap();
+    assert!(s["stop_reason"].as_str().unwrap().starts_with("stalled"));
+    assert!(one == two, "files differ");
 }

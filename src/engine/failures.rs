@@ -28,6 +28,10 @@ pub struct FailureStats {
     /// if some never did).
     pub recovered_at: Option<SimTime>,
     pending: u64,
+    /// Whether some QP was ever pending on it, and its latest recovery
+    /// (what a parallel run merges `recovered_at` from).
+    had_pending: bool,
+    latest_recovery: Option<SimTime>,
     /// QPs whose path changed when routing reconverged after it (static
     /// balancers only: dynamic ones move flows all the time).
     pub flows_moved: Option<u64>,
@@ -67,6 +71,33 @@ pub struct FailureState {
     pub lost_packets: u64,
     pub lost_bytes: u64,
     pub reconvergences: u64,
+    /// In a partition of a parallel run, where a loss and the receiver
+    /// of its QP may be in different partitions: the data lost here this
+    /// window, for the receivers' partitions, and the in-order deliveries
+    /// of the QPs received here, to replay both in one queue's order
+    /// once the window's losses are all known (`replay`).
+    pub(super) partitioned: bool,
+    pub(super) notices: Vec<LossNotice>,
+    deliveries: Vec<Delivery>,
+    /// QPs received here with a loss they have not recovered from.
+    pending_here: u64,
+}
+
+/// Data of QP `q` lost to failure `cause` at `at` (time, and key of the
+/// event handled).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LossNotice {
+    pub at: (SimTime, u32),
+    pub q: QpId,
+    pub cause: u32,
+}
+
+/// An in-order delivery to QP `q` at `at`, the last one if `completes`.
+#[derive(Clone, Copy, Debug)]
+struct Delivery {
+    at: (SimTime, u32),
+    q: QpId,
+    completes: bool,
 }
 
 impl FailureState {
@@ -105,6 +136,8 @@ impl FailureState {
                     affected_qps: 0,
                     recovered_at: None,
                     pending: 0,
+                    had_pending: false,
+                    latest_recovery: None,
                     flows_moved: None,
                     reconverged_at: None,
                 })
@@ -141,7 +174,9 @@ impl Simulation {
                 let r = if up { self.failures.rate0[l.idx()] } else { r };
                 for p in [link.a, link.b] {
                     self.topo.ports[p.idx()].rate = r;
-                    self.egress.set_rate(p, r);
+                    if self.owns_port(p) {
+                        self.egress.set_rate(p, r);
+                    }
                 }
                 continue;
             }
@@ -154,8 +189,10 @@ impl Simulation {
             }
             let down = *n > 0;
             for p in [link.a, link.b] {
-                let turn = self.egress.set_down(&mut io!(self), p, down);
-                self.after(p, turn);
+                if self.owns_port(p) {
+                    let turn = self.egress.set_down(&mut io!(self), p, down);
+                    self.after(p, turn);
+                }
             }
         }
         self.failures.unconverged.push(i);
@@ -201,11 +238,13 @@ impl Simulation {
         }
     }
 
-    /// Where every QP still sending goes.
+    /// Where every QP still sending goes (in a partition, those it
+    /// sends; the others' are counted where they are sent).
     fn active_routes(&self) -> Vec<Active> {
+        let mine = |q: usize| self.part.as_ref().is_none_or(|p| p.qp_mine[q]);
         (0..self.nics.qps().len() as u32)
             .map(|q| {
-                if self.nics.qps()[q as usize].req.is_done() {
+                if !mine(q as usize) || self.nics.qps()[q as usize].req.is_done() {
                     return Active::Finished;
                 }
                 match self.qp_route(QpId(q)) {
@@ -230,40 +269,162 @@ impl Simulation {
             st.lost_packets += 1;
             st.lost_bytes += pkt.wire_bytes as u64;
             st.last_loss_at = Some(self.now);
-            let q = pkt.qp.idx();
-            // Only data counts against a QP (control frames carry no QP),
-            // and a late duplicate of a finished transfer costs it nothing.
-            let unfinished = |r: &crate::nic::transport::Responder| r.expected < r.n_pkts;
-            if pkt.opcode.is_data() && unfinished(&self.nics.qps()[q].resp) {
-                if self.failures.qp_counted[q] != cause {
-                    self.failures.qp_counted[q] = cause;
-                    st.affected_qps += 1;
-                }
-                if self.failures.qp_lost[q] == NONE {
-                    self.failures.qp_lost[q] = cause;
-                    st.pending += 1;
-                    st.recovered_at = None;
+            // Only data counts against a QP (control frames carry no QP).
+            if pkt.opcode.is_data() {
+                if self.failures.partitioned {
+                    self.failures.notices.push(LossNotice {
+                        at: (self.now, self.handling),
+                        q: pkt.qp,
+                        cause,
+                    });
+                } else {
+                    // A late duplicate of a finished transfer costs it
+                    // nothing.
+                    let r = &self.nics.qps()[pkt.qp.idx()].resp;
+                    if r.expected < r.n_pkts {
+                        self.failures.affect(pkt.qp, cause);
+                    }
                 }
             }
         }
         self.dropped(pkt);
     }
 
-    /// A QP delivered in-order data: if a failure had cost it a packet, it
-    /// has made progress again.
+    /// A QP delivered in-order data (the last of it if `completes`): if a
+    /// failure had cost it a packet, it has made progress again.
     #[inline]
-    pub(super) fn progressed(&mut self, q: QpId) {
-        let Some(&f) = self.failures.qp_lost.get(q.idx()) else {
+    pub(super) fn progressed(&mut self, q: QpId, completes: bool) {
+        if self.failures.partitioned {
+            self.failures.deliveries.push(Delivery {
+                at: (self.now, self.handling),
+                q,
+                completes,
+            });
+            return;
+        }
+        let now = self.now;
+        self.failures.recover(q, now);
+    }
+
+    /// In a partition: applies the losses of the last window to the QPs
+    /// received here (`notices`, from every partition) and the window's
+    /// deliveries, in one queue's order, as `lost` and `progressed` do at
+    /// once on one thread.
+    pub(super) fn replay_losses(&mut self, mut notices: Vec<LossNotice>) {
+        let deliveries = std::mem::take(&mut self.failures.deliveries);
+        if notices.is_empty() && self.failures.pending_here == 0 {
+            self.failures.deliveries = deliveries;
+            self.failures.deliveries.clear();
+            return;
+        }
+        notices.sort_by_key(|n| (n.at, n.q));
+        // When a receive completed in the window: a loss after that is a
+        // late duplicate.
+        let completed = |q: QpId| {
+            deliveries
+                .iter()
+                .find(|d| d.q == q && d.completes)
+                .map(|d| d.at)
+        };
+        let mut n = notices.into_iter().peekable();
+        let mut d = deliveries.iter().peekable();
+        loop {
+            let loss_first = match (n.peek(), d.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(a), Some(b)) => a.at <= b.at,
+            };
+            if loss_first {
+                let notice = n.next().expect("peeked");
+                let r = &self.nics.qps()[notice.q.idx()].resp;
+                let unfinished = match completed(notice.q) {
+                    Some(at) => notice.at < at,
+                    None => r.expected < r.n_pkts,
+                };
+                if unfinished {
+                    self.failures.affect(notice.q, notice.cause);
+                }
+            } else {
+                let delivery = d.next().expect("peeked");
+                self.failures.recover(delivery.q, delivery.at.0);
+            }
+        }
+        self.failures.deliveries = deliveries;
+        self.failures.deliveries.clear();
+    }
+}
+
+impl FailureState {
+    /// Data of QP `q`, not yet received in full, was lost to failure
+    /// `cause`.
+    fn affect(&mut self, q: QpId, cause: u32) {
+        let st = &mut self.stats[cause as usize];
+        let i = q.idx();
+        if self.qp_counted[i] != cause {
+            self.qp_counted[i] = cause;
+            st.affected_qps += 1;
+        }
+        if self.qp_lost[i] == NONE {
+            self.qp_lost[i] = cause;
+            st.pending += 1;
+            st.had_pending = true;
+            st.recovered_at = None;
+            self.pending_here += 1;
+        }
+    }
+
+    /// QP `q` delivered in-order data at `now`.
+    #[inline]
+    fn recover(&mut self, q: QpId, now: SimTime) {
+        let Some(&f) = self.qp_lost.get(q.idx()) else {
             return;
         };
         if f == NONE {
             return;
         }
-        self.failures.qp_lost[q.idx()] = NONE;
-        let st = &mut self.failures.stats[f as usize];
+        self.qp_lost[q.idx()] = NONE;
+        self.pending_here -= 1;
+        let st = &mut self.stats[f as usize];
         st.pending -= 1;
+        st.latest_recovery = Some(now);
         if st.pending == 0 {
-            st.recovered_at = Some(self.now);
+            st.recovered_at = Some(now);
+        }
+    }
+
+    /// Takes what `other`, another partition of the same run, counted:
+    /// losses where they happened, QPs where they are received; routing
+    /// reconverged in every partition alike.
+    pub(super) fn absorb(&mut self, other: FailureState) {
+        self.lost_packets += other.lost_packets;
+        self.lost_bytes += other.lost_bytes;
+        for (mine, theirs) in self.stats.iter_mut().zip(other.stats) {
+            mine.lost_packets += theirs.lost_packets;
+            mine.lost_bytes += theirs.lost_bytes;
+            mine.last_loss_at = mine.last_loss_at.max(theirs.last_loss_at);
+            mine.affected_qps += theirs.affected_qps;
+            mine.pending += theirs.pending;
+            mine.had_pending |= theirs.had_pending;
+            mine.latest_recovery = mine.latest_recovery.max(theirs.latest_recovery);
+            mine.flows_moved = match (mine.flows_moved, theirs.flows_moved) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+    }
+
+    /// After every partition was absorbed: a failure's QPs recovered when
+    /// the last of them did, if none is still pending (as one queue
+    /// finds it: the count last fell to zero after the last loss that
+    /// raised it).
+    pub(super) fn settle(&mut self) {
+        for st in &mut self.stats {
+            st.recovered_at = if st.had_pending && st.pending == 0 {
+                st.latest_recovery
+            } else {
+                None
+            };
         }
     }
 }

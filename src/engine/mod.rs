@@ -276,9 +276,11 @@ pub struct Simulation {
     part: Option<Box<parallel::Part>>,
     /// How the run was spread over threads, once it has been.
     parallel: Option<parallel::ParallelStats>,
-    /// While capturing: the key of the event being handled, which orders
-    /// the frames of partitions (`Capture`).
+    /// In a partition that captures or has failures: the key of the event
+    /// being handled, which orders its frames and losses among the other
+    /// partitions' (`keyed` says to keep it).
     handling: u32,
+    keyed: bool,
     /// How long the run goes on after that: the longest link delay.
     tail: SimTime,
     firsts: FirstEvents,
@@ -375,6 +377,7 @@ impl Simulation {
             part: None,
             parallel: None,
             handling: 0,
+            keyed: false,
             tail: topo_tail,
             firsts: FirstEvents::default(),
         };
@@ -383,9 +386,18 @@ impl Simulation {
         sim
     }
 
-    /// A fabric-wide tick (balancers' periodic work) is one event of the
-    /// run, though every partition of a parallel run handles it for its
-    /// own switches: it counts in partition 0 only.
+    /// Whether this simulation handles port `p`'s events (every port, but
+    /// in a partition of a parallel run).
+    fn owns_port(&self, p: PortId) -> bool {
+        self.part
+            .as_ref()
+            .is_none_or(|part| part.port_part[p.idx()] == part.me)
+    }
+
+    /// A fabric-wide event (balancers' periodic work, a failure, routing
+    /// reconverging) is one event of the run, though every partition of a
+    /// parallel run handles it for its own switches and ports: it counts in
+    /// partition 0 only.
     fn count_tick_once(&mut self) {
         if self.part.as_ref().is_some_and(|p| p.me != 0) {
             self.counters.events -= 1;
@@ -437,9 +449,18 @@ impl Simulation {
                 self.count_tick_once();
                 self.alb_tick()
             }
-            Event::Fail(i) => self.fail(i, false),
-            Event::Recover(i) => self.fail(i, true),
-            Event::Reconverge => self.reconverge(),
+            Event::Fail(i) => {
+                self.count_tick_once();
+                self.fail(i, false)
+            }
+            Event::Recover(i) => {
+                self.count_tick_once();
+                self.fail(i, true)
+            }
+            Event::Reconverge => {
+                self.count_tick_once();
+                self.reconverge()
+            }
             Event::TaskReady(t) => self.task_ready(t),
             Event::TaskDone(t) => self.task_done(t),
             Event::LaneFree(l) => self.lane_free(l),
@@ -663,7 +684,9 @@ impl Simulation {
                 }
                 if delivered > 0 {
                     self.counters.bytes_delivered += delivered;
-                    self.progressed(q);
+                    if self.failures.any() {
+                        self.progressed(q, completed);
+                    }
                 }
                 if completed {
                     let flow = self.nics.qp(q).flow;

@@ -39,6 +39,7 @@
 //! that ran it; counters, which only grow, summed) and the outputs are
 //! written from it as from any run.
 
+use super::failures::LossNotice;
 use super::{deadlock, Event, Limits, Progress, Simulation, StopReason};
 use crate::scenario::Prepared;
 use crate::topology::partition::{self, Partitioning};
@@ -98,9 +99,6 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     }
     if !sim.tasks.graph.tasks.is_empty() {
         return Err("its workload is a task graph (collectives, training jobs or a Chakra trace), which is not yet cut into partitions".into());
-    }
-    if !sim.scenario.failures.events.is_empty() {
-        return Err("link and switch failures are not yet handled across partitions".into());
     }
     let p = partition::partition(&sim.topo, threads);
     match p.lookahead {
@@ -191,6 +189,8 @@ struct Shared {
     mail: Vec<Mutex<Vec<Message>>>,
     /// Bands of heartbeats among the mail.
     bands: Vec<Mutex<Vec<Bands>>>,
+    /// Data lost to failures, for the partition receiving its QP.
+    losses: Vec<Mutex<Vec<LossNotice>>>,
     /// Slots by window parity: a slot is written before a barrier and
     /// read after it, and not written again until after the next.
     slots: [Vec<Mutex<Slot>>; 2],
@@ -265,6 +265,8 @@ impl Simulation {
             |port| port_part[port.idx()] == me,
             |s| p.switch[s.idx()] == me,
         );
+        self.failures.partitioned = self.failures.any();
+        self.keyed = self.failures.any() || self.capture.is_some() || self.egress.capturing;
         self.part = Some(Box::new(Part {
             me,
             port_part,
@@ -281,6 +283,10 @@ impl Simulation {
     /// Takes the frames other partitions sent here.
     fn take_mail(&mut self, sh: &Shared) {
         let me = self.part().me as usize;
+        if self.failures.partitioned {
+            let losses = std::mem::take(&mut *sh.losses[me].lock().expect("no partition panicked"));
+            self.replay_losses(losses);
+        }
         let bands = std::mem::take(&mut *sh.bands[me].lock().expect("no partition panicked"));
         for (pkt, b) in bands {
             self.balance.put_bands(&pkt, b);
@@ -296,6 +302,14 @@ impl Simulation {
     /// earliest arrival among them.
     fn send_mail(&mut self, sh: &Shared) -> u64 {
         let mut first = u64::MAX;
+        for notice in self.failures.notices.drain(..) {
+            let to = self.part.as_deref().expect("a partition").port_part
+                [self.nics.qp(notice.q).dst_port.idx()];
+            sh.losses[to as usize]
+                .lock()
+                .expect("no partition panicked")
+                .push(notice);
+        }
         let part = self.part.as_deref_mut().expect("a partition");
         for (to, out) in part.outbox.iter_mut().enumerate() {
             let out: &mut Vec<Message> = out;
@@ -580,6 +594,7 @@ pub fn run(
         barrier: Barrier::new(n),
         mail: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         bands: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        losses: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         slots: [fresh(), fresh()],
         watch: (0..n).map(|_| Mutex::new((0, false))).collect(),
         stuck: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
@@ -637,6 +652,14 @@ pub fn run(
         debug_assert_eq!(theirs, stop, "every partition decides the same");
         sims.push(sim);
     }
+    // Losses of the last window go to their receivers' partitions.
+    for sim in &mut sims {
+        if sim.failures.partitioned {
+            let me = sim.part().me as usize;
+            let losses = std::mem::take(&mut *sh.losses[me].lock().expect("no partition panicked"));
+            sim.replay_losses(losses);
+        }
+    }
     // Every partition closes its last bucket of samples where the run
     // ended.
     let end = sims.iter().map(|s| s.now).max().unwrap_or(SimTime::ZERO);
@@ -668,6 +691,10 @@ pub fn run(
     // in one queue's arena.
     for (_, _, pkt) in leftover {
         merged.packets.alloc(pkt);
+    }
+    if merged.failures.partitioned {
+        merged.failures.settle();
+        merged.failures.partitioned = false;
     }
     let topo = &merged.topo;
     if let Some(c) = merged.capture.as_deref_mut() {
@@ -711,6 +738,7 @@ impl Simulation {
             paths,
             balance,
             capture,
+            failures,
             ..
         } = other;
         if let (Some(mine), Some(theirs)) = (self.capture.as_deref_mut(), capture) {
@@ -718,6 +746,7 @@ impl Simulation {
         }
         self.paths.absorb(paths);
         self.balance.absorb(balance);
+        self.failures.absorb(failures);
         let part = part.expect("a partition");
         let port_part = &part.port_part;
         self.egress

@@ -298,7 +298,7 @@ impl Simulation {
             self.now = t;
             self.counters.events += 1;
             handled += 1;
-            if self.egress.capturing {
+            if self.keyed {
                 self.handling = super::queue::Keyed::key(&ev);
             }
             self.handle(ev);
