@@ -46,8 +46,9 @@ use crate::topology::partition::{self, Partitioning};
 use crate::topology::{NicId, PortId};
 use crate::units::SimTime;
 use crate::wire::{Opcode, Packet};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// A frame on its way to a port of another partition: when it arrives,
@@ -151,6 +152,56 @@ pub fn run_on_threads(
     }
 }
 
+/// A value alone on its cache lines (two, for adjacent-line prefetch).
+#[repr(align(128))]
+struct Alone<T>(T);
+
+/// The barrier between windows. A window is often a few microseconds of
+/// work, and waking a parked thread takes tens (the standard barrier
+/// parks): with no more threads than cores, waiters spin on a counter of
+/// their own cache line; with more threads than cores, spinning would
+/// hold the core the awaited thread needs, so they yield it at once.
+struct SpinBarrier {
+    n: usize,
+    spin: bool,
+    arrived: Alone<AtomicUsize>,
+    generation: Alone<AtomicUsize>,
+}
+
+impl SpinBarrier {
+    fn new(n: usize) -> SpinBarrier {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        SpinBarrier {
+            n,
+            spin: n <= cores,
+            arrived: Alone(AtomicUsize::new(0)),
+            generation: Alone(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Returns once all `n` threads have called it; what each wrote
+    /// before is visible to every one after.
+    fn wait(&self) {
+        let generation = self.generation.0.load(Ordering::Acquire);
+        if self.arrived.0.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.arrived.0.store(0, Ordering::Relaxed);
+            self.generation.0.fetch_add(1, Ordering::Release);
+            return;
+        }
+        // Spinning longer than a long window is a sign the cores are
+        // shared after all: then yield.
+        let mut spins: u32 = if self.spin { 1 << 20 } else { 0 };
+        while self.generation.0.load(Ordering::Acquire) == generation {
+            if spins > 0 {
+                spins -= 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
 /// What one partition tells the others at a barrier.
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
@@ -185,7 +236,7 @@ struct Global {
 /// What the threads share.
 struct Shared {
     lookahead: u64,
-    barrier: Barrier,
+    barrier: SpinBarrier,
     mail: Vec<Mutex<Vec<Message>>>,
     /// Bands of heartbeats among the mail.
     bands: Vec<Mutex<Vec<Bands>>>,
@@ -591,7 +642,7 @@ pub fn run(
     let fresh = || (0..n).map(|_| Mutex::new(Slot::default())).collect();
     let sh = Shared {
         lookahead,
-        barrier: Barrier::new(n),
+        barrier: SpinBarrier::new(n),
         mail: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         bands: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         losses: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
