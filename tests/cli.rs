@@ -370,10 +370,37 @@ fn every_benchmark_runs_in_a_smoke_run() {
         "{stdout}"
     );
     for r in &rows {
-        let link_tx: u64 = r[3].replace(',', "").parse().unwrap();
+        let link_tx: u64 = r[4].replace(',', "").parse().unwrap();
         assert!(link_tx > 0, "{} put nothing on a link: {stdout}", r[0]);
         assert!(out.join(r[0]).join("perf.json").exists());
     }
+    // At several thread counts: a row each, its speedup, the same files.
+    let o = fabricsim()
+        .args([
+            "bench",
+            "--smoke",
+            "--markdown",
+            "--only",
+            "k16-permutation-spray",
+            "--threads",
+            "1,2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| benchmark"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert_eq!((rows[0][2], rows[1][2]), ("1", "2"), "{stdout}");
+    assert_eq!(rows[0][10], "1.00");
+    assert!(rows.iter().all(|r| r[11] == "yes"), "{stdout}");
+    assert_eq!(rows[0][3], rows[1][3], "same events: {stdout}");
     let o = fabricsim()
         .args(["bench", "--only", "nothing-like-this", "--out"])
         .arg(&out)
