@@ -166,6 +166,20 @@ struct SpinBarrier {
     spin: bool,
     arrived: Alone<AtomicUsize>,
     generation: Alone<AtomicUsize>,
+    /// A partition's thread panicked: the others must not wait for it.
+    broken: std::sync::atomic::AtomicBool,
+}
+
+/// Breaks the barrier if its thread unwinds from a panic, so that the
+/// other partitions stop instead of waiting for it forever.
+struct BreakOnPanic<'a>(&'a SpinBarrier);
+
+impl Drop for BreakOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.broken.store(true, Ordering::Release);
+        }
+    }
 }
 
 impl SpinBarrier {
@@ -176,6 +190,7 @@ impl SpinBarrier {
             spin: n <= cores,
             arrived: Alone(AtomicUsize::new(0)),
             generation: Alone(AtomicUsize::new(0)),
+            broken: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -192,6 +207,9 @@ impl SpinBarrier {
         // shared after all: then yield.
         let mut spins: u32 = if self.spin { 1 << 20 } else { 0 };
         while self.generation.0.load(Ordering::Acquire) == generation {
+            if self.broken.load(Ordering::Acquire) {
+                panic!("another partition of the run failed");
+            }
             if spins > 0 {
                 spins -= 1;
                 std::hint::spin_loop();
@@ -677,6 +695,7 @@ pub fn run(
                 let (sh, port_part) = (&sh, port_part.clone());
                 let capture = capture.as_ref().map(|c| c.for_partition());
                 s.spawn(move || {
+                    let _guard = BreakOnPanic(&sh.barrier);
                     let mut sim = Simulation::new(prep);
                     if let Some(c) = capture {
                         sim.capture = Some(Box::new(c));
@@ -688,7 +707,9 @@ pub fn run(
                 })
             })
             .collect();
+        let guard = BreakOnPanic(&sh.barrier);
         let stop = drive(&mut first, &sh, max_events, Some(lead));
+        drop(guard);
         let rest: Vec<(Simulation, StopReason)> = handles
             .into_iter()
             .map(|h| match h.join() {
@@ -859,4 +880,46 @@ fn sum(all: &[super::Counters]) -> super::Counters {
         );
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every thread passes the barrier together, many times over.
+    #[test]
+    fn the_barrier_holds_every_thread_each_time() {
+        let b = SpinBarrier::new(3);
+        let count = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for round in 0..1000 {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        b.wait();
+                        // Nobody has started the next round yet.
+                        assert_eq!(count.load(Ordering::SeqCst), 3 * (round + 1));
+                        b.wait();
+                    }
+                });
+            }
+        });
+    }
+
+    /// A partition whose thread panics does not leave the others waiting
+    /// for it: they stop too.
+    #[test]
+    fn a_panicking_partition_breaks_the_barrier() {
+        let b = SpinBarrier::new(2);
+        let waited = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let _guard = BreakOnPanic(&b);
+                panic!("a partition fails");
+            });
+            let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.wait()));
+            assert!(h.join().is_err());
+            waited
+        });
+        assert!(waited.is_err(), "the barrier returned as if whole");
+    }
 }
