@@ -404,6 +404,16 @@ impl Simulation {
         }
     }
 
+    /// A task every partition runs (`tasks::Home::Everywhere`) is one
+    /// event of the run: it counts in partition 0 only.
+    fn count_everywhere_once(&mut self, t: u32) {
+        if let Some(p) = self.part.as_deref() {
+            if p.me != 0 && p.homes.get(t as usize) == Some(&tasks::Home::Everywhere) {
+                self.counters.events -= 1;
+            }
+        }
+    }
+
     pub fn pending_events(&self) -> usize {
         self.queue.len()
     }
@@ -461,8 +471,14 @@ impl Simulation {
                 self.count_tick_once();
                 self.reconverge()
             }
-            Event::TaskReady(t) => self.task_ready(t),
-            Event::TaskDone(t) => self.task_done(t),
+            Event::TaskReady(t) => {
+                self.count_everywhere_once(t);
+                self.task_ready(t)
+            }
+            Event::TaskDone(t) => {
+                self.count_everywhere_once(t);
+                self.task_done(t)
+            }
             Event::LaneFree(l) => self.lane_free(l),
             Event::Nvlink(h, gen) => self.nvlink_event(h, gen),
         }

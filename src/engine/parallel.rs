@@ -40,6 +40,7 @@
 //! written from it as from any run.
 
 use super::failures::LossNotice;
+use super::tasks::Home;
 use super::{deadlock, Event, Limits, Progress, Simulation, StopReason};
 use crate::scenario::Prepared;
 use crate::topology::partition::{self, Partitioning};
@@ -71,6 +72,8 @@ pub(super) struct Part {
     /// When the whole run ends, once every partition's transfers are
     /// acknowledged.
     pub global_end: Option<SimTime>,
+    /// Where each task of the task graph runs.
+    pub homes: Arc<[Home]>,
 }
 
 /// How a run was spread over threads, for `perf.json` and the console.
@@ -98,8 +101,8 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if threads <= 1 {
         return Err("one thread was asked for".into());
     }
-    if !sim.tasks.graph.tasks.is_empty() {
-        return Err("its workload is a task graph (collectives, training jobs or a Chakra trace), which is not yet cut into partitions".into());
+    if let Err(why) = sim.tasks.homes(&sim.topo, &sim.flows) {
+        return Err(format!("its task graph cannot be cut by host yet: {why}"));
     }
     let p = partition::partition(&sim.topo, threads);
     match p.lookahead {
@@ -299,11 +302,22 @@ impl Shared {
 impl Simulation {
     /// Makes this simulation run partition `me` of `p`: drops the
     /// starts and timeouts of transfers other partitions send.
-    fn make_partition(&mut self, p: &Partitioning, port_part: Arc<[u32]>, me: u32) {
+    fn make_partition(
+        &mut self,
+        p: &Partitioning,
+        port_part: Arc<[u32]>,
+        homes: Arc<[Home]>,
+        me: u32,
+    ) {
         let host_of = |nic: NicId| p.host[self.topo.nics[nic.idx()].host.idx()];
         let mut keep = Vec::new();
         while let Some((t, ev)) = self.queue.pop() {
             let mine = match ev {
+                Event::TaskReady(task) => match homes[task as usize] {
+                    Home::Host { begin, .. } => p.host[begin as usize] == me,
+                    Home::Everywhere => true,
+                    Home::Last => false,
+                },
                 Event::FlowStart(f) => host_of(self.flows[f.idx()].spec.src_nic) == me,
                 Event::Rto(q) => host_of(self.nics.qp(q).src_nic) == me,
                 Event::Storm(i, _) => {
@@ -334,6 +348,7 @@ impl Simulation {
             |port| port_part[port.idx()] == me,
             |s| p.switch[s.idx()] == me,
         );
+        self.tasks.keep_only(&homes, |h| p.host[h as usize] == me);
         self.failures.partitioned = self.failures.any();
         self.keyed = self.failures.any() || self.capture.is_some() || self.egress.capturing;
         self.part = Some(Box::new(Part {
@@ -342,6 +357,7 @@ impl Simulation {
             qp_mine,
             outbox: vec![Vec::new(); p.parts as usize],
             global_end: None,
+            homes,
         }));
     }
 
@@ -435,7 +451,7 @@ impl Simulation {
         })
     }
 
-    /// Packets this partition's QPs had acknowledged.
+    /// Packets this partition's QPs had acknowledged, and tasks it did.
     fn own_acked_mark(&self) -> u64 {
         let part = self.part();
         self.nics
@@ -444,7 +460,8 @@ impl Simulation {
             .zip(&part.qp_mine)
             .filter(|(_, &mine)| mine)
             .map(|(q, _)| q.req.una as u64)
-            .sum()
+            .sum::<u64>()
+            + self.tasks.tasks_done
     }
 }
 
@@ -670,7 +687,12 @@ pub fn run(
         windows: AtomicU64::new(0),
         messages: AtomicU64::new(0),
     };
-    first.make_partition(p, port_part.clone(), 0);
+    let homes: Arc<[Home]> = first
+        .tasks
+        .homes(&first.topo, &first.flows)
+        .expect("`plan` checked the task graph")
+        .into();
+    first.make_partition(p, port_part.clone(), homes.clone(), 0);
     // A capture: every partition keeps its frames, partition 0 writes them
     // all, in order, at the end.
     let capture = first.capture.as_deref().map(|c| c.for_partition());
@@ -692,7 +714,7 @@ pub fn run(
             .into_iter()
             .enumerate()
             .map(|(i, prep)| {
-                let (sh, port_part) = (&sh, port_part.clone());
+                let (sh, port_part, homes) = (&sh, port_part.clone(), homes.clone());
                 let capture = capture.as_ref().map(|c| c.for_partition());
                 s.spawn(move || {
                     let _guard = BreakOnPanic(&sh.barrier);
@@ -701,7 +723,7 @@ pub fn run(
                         sim.capture = Some(Box::new(c));
                         sim.egress.capturing = true;
                     }
-                    sim.make_partition(p, port_part, i as u32 + 1);
+                    sim.make_partition(p, port_part, homes, i as u32 + 1);
                     let stop = drive(&mut sim, sh, max_events, None);
                     (sim, stop)
                 })
@@ -764,6 +786,9 @@ pub fn run(
     for (_, _, pkt) in leftover {
         merged.packets.alloc(pkt);
     }
+    if !homes.is_empty() {
+        merged.tasks.settle(&homes);
+    }
     if merged.failures.partitioned {
         merged.failures.settle();
         merged.failures.partitioned = false;
@@ -811,15 +836,18 @@ impl Simulation {
             balance,
             capture,
             failures,
+            tasks,
             ..
         } = other;
+        let part = part.expect("a partition");
+        self.tasks
+            .absorb(tasks, &part.homes, |h| p.host[h as usize] == them);
         if let (Some(mine), Some(theirs)) = (self.capture.as_deref_mut(), capture) {
             mine.absorb(*theirs);
         }
         self.paths.absorb(paths);
         self.balance.absorb(balance);
         self.failures.absorb(failures);
-        let part = part.expect("a partition");
         let port_part = &part.port_part;
         self.egress
             .absorb(egress, |i| port_part[i] == them, switch_theirs);

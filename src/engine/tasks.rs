@@ -8,11 +8,13 @@
 //! in a host share those rates max-min fairly (progressive filling). A
 //! copy is done `latency` after its last byte has moved.
 
+use super::FlowState;
 use super::{Event, Simulation};
 use crate::topology::FlowId;
+use crate::topology::Topology;
 use crate::units::SimTime;
 use crate::workload::collective::CollectiveRun;
-use crate::workload::graph::{TaskGraph, TaskKind, NO_LANE};
+use crate::workload::graph::{TaskGraph, TaskKind, NO_GPU, NO_LANE};
 use std::collections::VecDeque;
 
 pub const NO_TASK: u32 = u32::MAX;
@@ -37,6 +39,26 @@ pub struct TaskState {
     /// Tasks done whose successors are still to be released.
     work: Vec<u32>,
     releasing: bool,
+    /// Tasks done here when every task is (all of them, but in a
+    /// partition of a parallel run: see `Home`).
+    pub(super) own_total: u64,
+}
+
+/// Where a task runs when the fabric is cut into partitions by host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Home {
+    /// Begins on host `begin` and is done on host `done`: a transfer
+    /// begins at its sender and is done when its receiver has the last
+    /// byte; any other task begins and is done on one host.
+    Host { begin: u32, done: u32 },
+    /// Runs on no lane and waits for nothing, or only for tasks that run
+    /// everywhere: done at its time wherever something waits for it, so
+    /// every partition runs it.
+    Everywhere,
+    /// Waits for tasks of several hosts and nothing waits for it (the end
+    /// of a collective): done when the last of them is, worked out once
+    /// the partitions are merged.
+    Last,
 }
 
 impl TaskState {
@@ -72,12 +94,163 @@ impl TaskState {
             nvlink,
             work: Vec::new(),
             releasing: false,
+            own_total: n as u64,
             graph,
         }
     }
 
+    /// Where each task runs when the fabric is cut by host (`Home`), or
+    /// why the graph cannot be cut: a task that waits, with no transfer
+    /// between, for a task of another host (a barrier across hosts that
+    /// something waits for), since a partition would learn of it only a
+    /// window later.
+    pub fn homes(&self, topo: &Topology, flows: &[FlowState]) -> Result<Vec<Home>, String> {
+        let g = &self.graph;
+        let n = g.tasks.len();
+        let gpu_host = |gpu: u32| topo.gpus[gpu as usize].host.0;
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for x in 0..n as u32 {
+            for &s in g.successors(x) {
+                preds[s as usize].push(x);
+            }
+        }
+        let mut homes: Vec<Home> = Vec::with_capacity(n);
+        let done_of = |h: Home| match h {
+            Home::Host { done, .. } => Some(done),
+            _ => None,
+        };
+        for (t, task) in g.tasks.iter().enumerate() {
+            let lane_gpu = g
+                .lane_gpu
+                .get(task.lane as usize)
+                .copied()
+                .unwrap_or(NO_GPU);
+            let home = match task.kind {
+                TaskKind::Net(f) => {
+                    let spec = &flows[f as usize].spec;
+                    Home::Host {
+                        begin: gpu_host(spec.src.0),
+                        done: gpu_host(spec.dst.0),
+                    }
+                }
+                TaskKind::Local { src, .. } => {
+                    let h = gpu_host(src.0);
+                    Home::Host { begin: h, done: h }
+                }
+                _ if lane_gpu != NO_GPU => {
+                    let h = gpu_host(lane_gpu);
+                    Home::Host { begin: h, done: h }
+                }
+                _ => {
+                    let mut hosts: Vec<u32> = preds[t]
+                        .iter()
+                        .filter_map(|&x| done_of(homes[x as usize]))
+                        .collect();
+                    hosts.sort_unstable();
+                    hosts.dedup();
+                    match hosts[..] {
+                        // Nothing to wait for but time, here or on every
+                        // host alike.
+                        [] => Home::Everywhere,
+                        [h] => Home::Host { begin: h, done: h },
+                        _ if g.successors(t as u32).is_empty() => Home::Last,
+                        _ => {
+                            return Err(format!(
+                                "task {t} waits for tasks of hosts {} and {} with no transfer between, and other tasks wait for it (a barrier across hosts)",
+                                hosts[0], hosts[1]
+                            ))
+                        }
+                    }
+                }
+            };
+            homes.push(home);
+        }
+        for x in 0..n {
+            let Some(done) = done_of(homes[x]) else {
+                continue;
+            };
+            for &y in g.successors(x as u32) {
+                if let Home::Host { begin, .. } = homes[y as usize] {
+                    if begin != done {
+                        return Err(format!(
+                            "task {y} on host {begin} waits for task {x} done on host {done} with no transfer between"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(homes)
+    }
+
+    /// Makes this task state run the tasks of one partition: those that
+    /// begin on `mine` hosts and those that run everywhere; the ends
+    /// (`Home::Last`) are left to the merge.
+    pub(super) fn keep_only(&mut self, homes: &[Home], mine: impl Fn(u32) -> bool) {
+        self.own_total = 0;
+        for (t, h) in homes.iter().enumerate() {
+            match *h {
+                Home::Host { begin, done } => {
+                    self.own_total += u64::from(mine(done));
+                    if !mine(begin) {
+                        // Another partition's: never ready here, even when
+                        // what it waits for runs everywhere.
+                        self.left[t] = u32::MAX;
+                    }
+                }
+                Home::Everywhere => self.own_total += 1,
+                Home::Last => self.left[t] = u32::MAX,
+            }
+        }
+    }
+
+    /// Takes from `other`, another partition's tasks, when the tasks it
+    /// began started and when those it finished were done, and the NVLink
+    /// bytes its hosts copied.
+    pub(super) fn absorb(
+        &mut self,
+        other: TaskState,
+        homes: &[Home],
+        theirs: impl Fn(u32) -> bool,
+    ) {
+        for (t, h) in homes.iter().enumerate() {
+            if let Home::Host { begin, done } = *h {
+                if theirs(begin) {
+                    self.started[t] = other.started[t];
+                }
+                if theirs(done) {
+                    self.done[t] = other.done[t];
+                }
+            }
+        }
+        self.nvlink.bytes += other.nvlink.bytes;
+    }
+
+    /// Once every partition is absorbed: the ends are done when their last
+    /// predecessor was; the count of tasks done.
+    pub(super) fn settle(&mut self, homes: &[Home]) {
+        let n = self.graph.tasks.len();
+        let mut last = vec![SimTime::ZERO; n];
+        let mut left = self.graph.preds.clone();
+        for x in 0..n {
+            for &s in self.graph.successors(x as u32) {
+                if homes[s as usize] == Home::Last && self.done[x] != SimTime::MAX {
+                    last[s as usize] = last[s as usize].max(self.done[x]);
+                    left[s as usize] -= 1;
+                }
+            }
+        }
+        for t in 0..n {
+            if homes[t] == Home::Last && left[t] == 0 {
+                self.done[t] = last[t];
+                self.started[t] = last[t];
+            }
+        }
+        self.tasks_done = self.done.iter().filter(|&&d| d != SimTime::MAX).count() as u64;
+        self.own_total = n as u64;
+    }
+
     pub fn all_done(&self) -> bool {
-        self.tasks_done == self.graph.tasks.len() as u64
+        self.tasks_done == self.own_total
     }
 
     /// The task gating flow `f`, if any.

@@ -44,6 +44,9 @@ pub struct TaskGraph {
     succ_at: Vec<u32>,
     succ: Vec<u32>,
     pub lanes: u32,
+    /// The GPU of each lane that is a GPU's compute lane (`NO_GPU` for
+    /// the lanes of connections).
+    pub lane_gpu: Vec<u32>,
     /// The first task of each workload entry, in scenario order (tasks
     /// are added workload by workload).
     pub workload_first_task: Vec<u32>,
@@ -59,6 +62,9 @@ impl TaskGraph {
         self.tasks.is_empty()
     }
 }
+
+/// No GPU: the lane of a connection.
+pub const NO_GPU: u32 = u32::MAX;
 
 /// Builds a `TaskGraph`.
 #[derive(Debug, Default)]
@@ -127,12 +133,17 @@ impl GraphBuilder {
             succ_at[i + 1] += succ_at[i];
         }
         let succ = self.edges.iter().map(|&(_, b)| b).collect();
+        let mut lane_gpu = vec![NO_GPU; self.lanes as usize];
+        for (&g, &l) in &self.gpu_lanes {
+            lane_gpu[l as usize] = g;
+        }
         TaskGraph {
             tasks: self.tasks,
             preds,
             succ_at,
             succ,
             lanes: self.lanes,
+            lane_gpu,
             workload_first_task: Vec::new(),
         }
     }
