@@ -637,7 +637,7 @@ fn run(
         out!("{}", report::render(&sim, &summary));
         outln!(
             "speed     {:.2} s wall, {:.2} M events/s, {:.2} M link transmissions/s, peak memory {:.0} MB",
-            wall,
+            perf.wall_seconds,
             perf.events_per_second / 1e6,
             perf.link_transmissions_per_second / 1e6,
             perf.peak_rss_bytes as f64 / 1e6

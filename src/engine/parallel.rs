@@ -93,6 +93,10 @@ pub struct ParallelStats {
     pub messages: u64,
     /// Events each partition handled.
     pub events: Vec<u64>,
+    /// Wall time the further partitions took to copy the scenario and
+    /// build their simulations (the first is built before the run, as on
+    /// one thread).
+    pub build_seconds: f64,
 }
 
 /// How `sim`'s scenario is cut for `threads` threads, or why it runs as
@@ -140,11 +144,7 @@ pub fn run_on_threads(
 ) -> (Simulation, StopReason) {
     let threads = sim.scenario.threads;
     match (plan(&sim, threads), source) {
-        (Ok(cut), Some(source)) => {
-            let others = (1..cut.parts).map(|_| source.clone()).collect();
-            drop(source);
-            run(sim, others, &cut, limits, progress)
-        }
+        (Ok(cut), Some(source)) => run(sim, source, &cut, limits, progress),
         (plan, _) => {
             if let (Err(why), true) = (plan, threads > 1) {
                 sim.note_one_partition(threads, why);
@@ -656,20 +656,23 @@ fn drive(
     }
 }
 
-/// Runs `first` (built from the scenario) cut as `p` says: partition 0
-/// on this thread, the others, each built from one of `others` (the
-/// same scenario), on threads of their own; then merges them into one
+/// Runs `first` (built from `source`) cut as `p` says: partition 0 on
+/// this thread, the others, each built from a copy of `source`, on
+/// threads of their own; then merges them into one
 /// simulation whose outputs are those of a run on one queue. `progress`
 /// is called from this thread a few times a second.
 pub fn run(
     mut first: Simulation,
-    others: Vec<Prepared>,
+    source: Prepared,
     p: &Partitioning,
     limits: &Limits,
     progress: &mut dyn FnMut(&Progress),
 ) -> (Simulation, StopReason) {
+    let t0 = Instant::now();
     let n = p.parts as usize;
-    assert_eq!(others.len() + 1, n, "one scenario per partition");
+    // Each further partition copies the scenario and builds its
+    // simulation on its own thread; the copy goes once all are built.
+    let source = Arc::new(source);
     let lookahead = p.lookahead.expect("a cut with a lookahead").0;
     let port_part: Arc<[u32]> = (0..first.topo.ports.len())
         .map(|i| p.of_port(&first.topo, PortId(i as u32)))
@@ -700,36 +703,43 @@ pub fn run(
         c.record();
     }
     let max_events = limits.max_events;
-    let lead = Lead {
-        limits,
-        progress,
-        started: Instant::now(),
-        shown_at: std::time::Duration::ZERO,
-        offered: first.flows.iter().map(|f| f.spec.bytes).sum(),
-        flows: first.flows.len() as u64,
-        windows: 0,
-    };
-    let (stop, rest) = std::thread::scope(|s| {
-        let handles: Vec<_> = others
-            .into_iter()
-            .enumerate()
-            .map(|(i, prep)| {
+    let (stop, rest, build) = std::thread::scope(|s| {
+        let handles: Vec<_> = (1..n)
+            .map(|i| {
                 let (sh, port_part, homes) = (&sh, port_part.clone(), homes.clone());
                 let capture = capture.as_ref().map(|c| c.for_partition());
+                let source = source.clone();
                 s.spawn(move || {
                     let _guard = BreakOnPanic(&sh.barrier);
+                    let prep = Prepared::clone(&source);
+                    drop(source);
                     let mut sim = Simulation::new(prep);
                     if let Some(c) = capture {
                         sim.capture = Some(Box::new(c));
                         sim.egress.capturing = true;
                     }
-                    sim.make_partition(p, port_part, homes, i as u32 + 1);
+                    sim.make_partition(p, port_part, homes, i as u32);
+                    // Built.
+                    sh.barrier.wait();
                     let stop = drive(&mut sim, sh, max_events, None);
                     (sim, stop)
                 })
             })
             .collect();
+        drop(source);
         let guard = BreakOnPanic(&sh.barrier);
+        sh.barrier.wait();
+        // The run starts once every partition is built.
+        let build = t0.elapsed();
+        let lead = Lead {
+            limits,
+            progress,
+            started: t0 + build,
+            shown_at: std::time::Duration::ZERO,
+            offered: first.flows.iter().map(|f| f.spec.bytes).sum(),
+            flows: first.flows.len() as u64,
+            windows: 0,
+        };
         let stop = drive(&mut first, &sh, max_events, Some(lead));
         drop(guard);
         let rest: Vec<(Simulation, StopReason)> = handles
@@ -739,7 +749,7 @@ pub fn run(
                 Err(e) => std::panic::resume_unwind(e),
             })
             .collect();
-        (stop, rest)
+        (stop, rest, build)
     });
     let mut sims = vec![first];
     for (sim, theirs) in rest {
@@ -770,6 +780,7 @@ pub fn run(
         windows: sh.windows.load(Ordering::Relaxed),
         messages: sh.messages.load(Ordering::Relaxed),
         events: sims.iter().map(|s| s.counters().events).collect(),
+        build_seconds: build.as_secs_f64(),
     };
     let leftover: Vec<Message> = sh
         .mail

@@ -374,6 +374,10 @@ pub struct Perf {
     pub cross_partition_frames: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partition_events: Vec<u64>,
+    /// Wall time the further partitions took to build, not counted in
+    /// `wall_seconds`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_build_seconds: Option<f64>,
 }
 
 impl Summary {
@@ -741,7 +745,11 @@ pub fn available_memory_bytes() -> Option<u64> {
 }
 
 impl Perf {
+    /// `wall_seconds`: from the start of the run to its end; the time a
+    /// parallel run's further partitions took to build is not the run's.
     pub fn of(sim: &Simulation, wall_seconds: f64) -> Perf {
+        let build = sim.parallel().map_or(0.0, |p| p.build_seconds);
+        let wall_seconds = (wall_seconds - build).max(0.0);
         let w = wall_seconds.max(1e-9);
         let sim_ms = sim.now().0 as f64 / 1e9;
         let par = sim.parallel();
@@ -767,6 +775,7 @@ impl Perf {
             sync_windows: multi.map(|p| p.windows),
             cross_partition_frames: multi.map(|p| p.messages),
             partition_events: multi.map_or(Vec::new(), |p| p.events.clone()),
+            partition_build_seconds: multi.map(|p| p.build_seconds),
         }
     }
 }
