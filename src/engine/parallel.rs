@@ -300,6 +300,34 @@ impl Shared {
 }
 
 impl Simulation {
+    /// Whether this simulation handles port `p`'s events (every port, but
+    /// in a partition of a parallel run).
+    pub(super) fn owns_port(&self, p: PortId) -> bool {
+        self.part
+            .as_ref()
+            .is_none_or(|part| part.port_part[p.idx()] == part.me)
+    }
+
+    /// A fabric-wide event (balancers' periodic work, a failure, routing
+    /// reconverging) is one event of the run, though every partition of a
+    /// parallel run handles it for its own switches and ports: it counts in
+    /// partition 0 only.
+    pub(super) fn count_tick_once(&mut self) {
+        if self.part.as_ref().is_some_and(|p| p.me != 0) {
+            self.counters.events -= 1;
+        }
+    }
+
+    /// A task every partition runs (`Home::Everywhere`) is one
+    /// event of the run: it counts in partition 0 only.
+    pub(super) fn count_everywhere_once(&mut self, t: u32) {
+        if let Some(p) = self.part.as_deref() {
+            if p.me != 0 && p.homes.get(t as usize) == Some(&Home::Everywhere) {
+                self.counters.events -= 1;
+            }
+        }
+    }
+
     /// Makes this simulation run partition `me` of `p`: drops the
     /// starts and timeouts of transfers other partitions send.
     fn make_partition(
