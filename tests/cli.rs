@@ -661,7 +661,7 @@ fn threads_are_checked_and_a_run_that_cannot_be_cut_says_why() {
     let o = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
         .args([
             "run",
-            "examples/collectives/ring-allreduce.toml",
+            "examples/collectives/training-two-tenants.toml",
             "--threads",
             "2",
             "--no-plots",
@@ -673,7 +673,7 @@ fn threads_are_checked_and_a_run_that_cannot_be_cut_says_why() {
     assert!(o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("running on one thread of the 2 asked for: its workload is a task graph"),
+        e.contains("running on one thread of the 2 asked for: its task graph cannot be cut by host yet: task 33 waits for tasks of hosts 0 and 1"),
         "{e}"
     );
     let perf: serde_json::Value =
