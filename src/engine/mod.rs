@@ -198,14 +198,8 @@ impl Io for Wires<'_> {
     fn at(&mut self, t: SimTime, what: Timed) {
         let ev = match what {
             Timed::Arrive(p, id) => {
-                if let Some(part) = self.part.as_deref_mut() {
-                    let to = part.port_part[p.idx()];
-                    if to != part.me {
-                        // Another partition's port: the frame goes there.
-                        let pkt = self.packets.take(id);
-                        part.outbox[to as usize].push((t, p, pkt));
-                        return;
-                    }
+                if self.part.is_some() && self.send_to_other_partition(t, p, id) {
+                    return;
                 }
                 Event::Arrive(p, id)
             }
@@ -220,6 +214,26 @@ impl Io for Wires<'_> {
     #[inline]
     fn nic_backlog(&self, p: PortId) -> bool {
         self.nics.backlog(p)
+    }
+}
+
+impl Wires<'_> {
+    /// In a partition of a parallel run: a frame for another partition's
+    /// port goes to that partition (out of line, so that one queue's
+    /// path stays as it was).
+    #[cold]
+    #[inline(never)]
+    fn send_to_other_partition(&mut self, t: SimTime, p: PortId, id: PacketId) -> bool {
+        let Some(part) = self.part.as_deref_mut() else {
+            return false;
+        };
+        let to = part.port_part[p.idx()];
+        if to == part.me {
+            return false;
+        }
+        let pkt = self.packets.take(id);
+        part.outbox[to as usize].push((t, p, pkt));
+        true
     }
 }
 
@@ -281,6 +295,9 @@ pub struct Simulation {
     /// partitions' (`keyed` says to keep it).
     handling: u32,
     keyed: bool,
+    /// When the run ends: a tail after `finished_at` (in a partition,
+    /// after the last partition's).
+    end: Option<SimTime>,
     /// How long the run goes on after that: the longest link delay.
     tail: SimTime,
     firsts: FirstEvents,
@@ -373,6 +390,7 @@ impl Simulation {
             estimate: Estimate::default(),
             deadlock: Vec::new(),
             finished_at: None,
+            end: None,
             finish_total: 0,
             part: None,
             parallel: None,

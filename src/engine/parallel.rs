@@ -69,9 +69,6 @@ pub(super) struct Part {
     pub qp_mine: Vec<bool>,
     /// Frames for other partitions, by partition, sent this window.
     pub outbox: Vec<Vec<Message>>,
-    /// When the whole run ends, once every partition's transfers are
-    /// acknowledged.
-    pub global_end: Option<SimTime>,
     /// Where each task of the task graph runs.
     pub homes: Arc<[Home]>,
 }
@@ -384,7 +381,6 @@ impl Simulation {
             port_part,
             qp_mine,
             outbox: vec![Vec::new(); p.parts as usize],
-            global_end: None,
             homes,
         }));
     }
@@ -590,11 +586,10 @@ fn drive(
         if max_events.is_some_and(|m| g.events >= m) {
             return StopReason::EventLimit;
         }
-        if g.all_finished && sim.part().global_end.is_none() {
-            let end = SimTime(g.last_finish.0.saturating_add(sim.tail.0));
-            sim.part.as_deref_mut().expect("a partition").global_end = Some(end);
+        if g.all_finished && sim.end.is_none() {
+            sim.end = Some(SimTime(g.last_finish.0.saturating_add(sim.tail.0)));
         }
-        if let Some(end) = sim.part().global_end {
+        if let Some(end) = sim.end {
             if g.next == u64::MAX || g.next > end.0 {
                 // Nothing is left before the end: as one queue, `now` goes
                 // to the end unless the time limit comes first with events

@@ -206,7 +206,7 @@ impl<E: Keyed> EventQueue<E> {
         true
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         if !self.fill() {
             return None;

@@ -275,9 +275,9 @@ impl Simulation {
                 && self.counters.flows_acked == total
                 && self.tasks.all_done()
             {
-                self.finished_at = Some(self.now);
+                self.workload_done();
             }
-            if let Some(end) = self.end_at() {
+            if let Some(end) = self.end {
                 if t > end && end <= until {
                     self.now = self.now.max(end);
                     return StopReason::Finished;
@@ -299,15 +299,15 @@ impl Simulation {
             self.counters.events += 1;
             handled += 1;
             if self.keyed {
-                self.handling = super::queue::Keyed::key(&ev);
+                self.note_handling(&ev);
             }
             self.handle(ev);
         }
         if self.finished_at.is_none() && self.counters.flows_acked == total && self.tasks.all_done()
         {
-            self.finished_at = Some(self.now);
+            self.workload_done();
         }
-        if let Some(end) = self.end_at() {
+        if let Some(end) = self.end {
             // Nothing is left to happen before the tail's end.
             self.now = self.now.max(end);
         } else if self.part.is_some() {
@@ -316,15 +316,22 @@ impl Simulation {
         StopReason::Finished
     }
 
-    /// When the run ends: a tail after the workload is done (in a
-    /// partition, once the run as a whole knows it).
-    fn end_at(&self) -> Option<SimTime> {
-        match &self.part {
-            Some(p) => p.global_end,
-            None => self
-                .finished_at
-                .map(|done| SimTime(done.0.saturating_add(self.tail.0))),
+    /// Every transfer is acknowledged and every task done (in a
+    /// partition, its own): the run ends a tail later (in a partition,
+    /// once the run as a whole knows it, see `parallel`).
+    #[cold]
+    fn workload_done(&mut self) {
+        self.finished_at = Some(self.now);
+        if self.part.is_none() {
+            self.end = Some(SimTime(self.now.0.saturating_add(self.tail.0)));
         }
+    }
+
+    /// Keeps the key of the event about to be handled (see `keyed`).
+    #[cold]
+    #[inline(never)]
+    fn note_handling(&mut self, ev: &Event) {
+        self.handling = super::queue::Keyed::key(ev);
     }
 
     /// Asks the CPU to start loading what the event after next will read
