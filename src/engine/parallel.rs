@@ -232,6 +232,7 @@ struct Slot {
     events: u64,
     link_transmissions: u64,
     flows_completed: u64,
+    tasks_done: u64,
     /// Set by partition 0 only: stop the run (interrupt, wall clock,
     /// memory).
     stop: Option<StopReason>,
@@ -248,6 +249,9 @@ struct Global {
     events: u64,
     link_transmissions: u64,
     flows_completed: u64,
+    /// Tasks done, summed (those that run everywhere count once in each
+    /// partition: for progress only).
+    tasks_done: u64,
     stop: Option<StopReason>,
 }
 
@@ -291,6 +295,7 @@ impl Shared {
             events: slots.iter().map(|s| s.events).sum(),
             link_transmissions: slots.iter().map(|s| s.link_transmissions).sum(),
             flows_completed: slots.iter().map(|s| s.flows_completed).sum(),
+            tasks_done: slots.iter().map(|s| s.tasks_done).sum(),
             stop: slots[0].stop,
         }
     }
@@ -460,6 +465,7 @@ impl Simulation {
             events: c.events,
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
+            tasks_done: self.tasks.tasks_done,
             stop,
         }
     }
@@ -499,6 +505,7 @@ struct Lead<'a> {
     shown_at: std::time::Duration,
     offered: u64,
     flows: u64,
+    tasks: u64,
     windows: u64,
 }
 
@@ -536,6 +543,12 @@ impl Lead<'_> {
             } else {
                 g.bytes_delivered as f64 / self.offered as f64
             };
+            // Compute phases deliver no bytes: tasks count too.
+            let tasks = if self.tasks == 0 {
+                0.0
+            } else {
+                g.tasks_done as f64 / self.tasks as f64
+            };
             let time = if limit < SimTime::MAX && limit.0 > 0 {
                 g.now.0 as f64 / limit.0 as f64
             } else {
@@ -543,7 +556,7 @@ impl Lead<'_> {
             };
             (self.progress)(&Progress {
                 now: g.now,
-                done: bytes.max(time).clamp(0.0, 1.0),
+                done: bytes.max(tasks).max(time).clamp(0.0, 1.0),
                 events: g.events,
                 link_transmissions: g.link_transmissions,
                 flows_completed: g.flows_completed,
@@ -761,6 +774,7 @@ pub fn run(
             shown_at: std::time::Duration::ZERO,
             offered: first.flows.iter().map(|f| f.spec.bytes).sum(),
             flows: first.flows.len() as u64,
+            tasks: first.tasks.graph.tasks.len() as u64,
             windows: 0,
         };
         let stop = drive(&mut first, &sh, max_events, Some(lead));
