@@ -343,6 +343,15 @@ fn plan_gives_memory_gpus_and_servers() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--params"));
 }
 
+/// The rows of a Markdown table `bench --markdown` printed, cell by cell.
+fn table_rows(stdout: &str) -> Vec<Vec<&str>> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| benchmark"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect()
+}
+
 /// Every benchmark still runs: a smoke run of each puts packets on links
 /// and writes its figures (CI runs this, so the scenarios never rot).
 #[test]
@@ -355,11 +364,7 @@ fn every_benchmark_runs_in_a_smoke_run() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| benchmark"))
-        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
-        .collect();
+    let rows = table_rows(&stdout);
     let names: Vec<&str> = fabricsim::bench::BENCHMARKS
         .iter()
         .map(|b| b.name)
@@ -391,11 +396,7 @@ fn every_benchmark_runs_in_a_smoke_run() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| benchmark"))
-        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
-        .collect();
+    let rows = table_rows(&stdout);
     assert_eq!(rows.len(), 2, "{stdout}");
     assert_eq!((rows[0][2], rows[1][2]), ("1", "2"), "{stdout}");
     assert_eq!(rows[0][10], "1.00");

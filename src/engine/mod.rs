@@ -217,26 +217,6 @@ impl Io for Wires<'_> {
     }
 }
 
-impl Wires<'_> {
-    /// In a partition of a parallel run: a frame for another partition's
-    /// port goes to that partition (out of line, so that one queue's
-    /// path stays as it was).
-    #[cold]
-    #[inline(never)]
-    fn send_to_other_partition(&mut self, t: SimTime, p: PortId, id: PacketId) -> bool {
-        let Some(part) = self.part.as_deref_mut() else {
-            return false;
-        };
-        let to = part.port_part[p.idx()];
-        if to == part.me {
-            return false;
-        }
-        let pkt = self.packets.take(id);
-        part.outbox[to as usize].push((t, p, pkt));
-        true
-    }
-}
-
 /// `Wires` over a simulation's fields, borrowed apart from its `egress`.
 macro_rules! io {
     ($sim:ident) => {
@@ -290,9 +270,9 @@ pub struct Simulation {
     part: Option<Box<parallel::Part>>,
     /// How the run was spread over threads, once it has been.
     parallel: Option<parallel::ParallelStats>,
-    /// In a partition that captures or has failures: the key of the event
+    /// In a partition of a parallel run (`keyed`): the key of the event
     /// being handled, which orders its frames and losses among the other
-    /// partitions' (`keyed` says to keep it).
+    /// partitions' (see `parallel::partition_event`).
     handling: u32,
     keyed: bool,
     /// When the run ends: a tail after `finished_at` (in a partition,
@@ -437,38 +417,14 @@ impl Simulation {
                 self.counters.events -= 1;
                 self.sample()
             }
-            Event::Quality => {
-                self.count_tick_once();
-                self.refresh_quality()
-            }
-            Event::Heartbeat => {
-                self.count_tick_once();
-                self.heartbeat()
-            }
-            Event::Alb => {
-                self.count_tick_once();
-                self.alb_tick()
-            }
-            Event::Fail(i) => {
-                self.count_tick_once();
-                self.fail(i, false)
-            }
-            Event::Recover(i) => {
-                self.count_tick_once();
-                self.fail(i, true)
-            }
-            Event::Reconverge => {
-                self.count_tick_once();
-                self.reconverge()
-            }
-            Event::TaskReady(t) => {
-                self.count_everywhere_once(t);
-                self.task_ready(t)
-            }
-            Event::TaskDone(t) => {
-                self.count_everywhere_once(t);
-                self.task_done(t)
-            }
+            Event::Quality => self.refresh_quality(),
+            Event::Heartbeat => self.heartbeat(),
+            Event::Alb => self.alb_tick(),
+            Event::Fail(i) => self.fail(i, false),
+            Event::Recover(i) => self.fail(i, true),
+            Event::Reconverge => self.reconverge(),
+            Event::TaskReady(t) => self.task_ready(t),
+            Event::TaskDone(t) => self.task_done(t),
             Event::LaneFree(l) => self.lane_free(l),
             Event::Nvlink(h, gen) => self.nvlink_event(h, gen),
         }

@@ -41,11 +41,12 @@
 
 use super::failures::LossNotice;
 use super::tasks::Home;
-use super::{deadlock, Event, Limits, Progress, Simulation, StopReason};
+use super::{deadlock, Event, Limits, Progress, Simulation, StopReason, Wires};
 use crate::scenario::Prepared;
 use crate::topology::partition::{self, Partitioning};
 use crate::topology::{NicId, PortId};
 use crate::units::SimTime;
+use crate::wire::PacketId;
 use crate::wire::{Opcode, Packet};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -220,6 +221,26 @@ impl SpinBarrier {
     }
 }
 
+impl Wires<'_> {
+    /// In a partition of a parallel run: a frame for another partition's
+    /// port goes to that partition (out of line, so that one queue's
+    /// path stays as it was).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn send_to_other_partition(&mut self, t: SimTime, p: PortId, id: PacketId) -> bool {
+        let Some(part) = self.part.as_deref_mut() else {
+            return false;
+        };
+        let to = part.port_part[p.idx()];
+        if to == part.me {
+            return false;
+        }
+        let pkt = self.packets.take(id);
+        part.outbox[to as usize].push((t, p, pkt));
+        true
+    }
+}
+
 /// What one partition tells the others at a barrier.
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
@@ -310,23 +331,32 @@ impl Simulation {
             .is_none_or(|part| part.port_part[p.idx()] == part.me)
     }
 
-    /// A fabric-wide event (balancers' periodic work, a failure, routing
-    /// reconverging) is one event of the run, though every partition of a
-    /// parallel run handles it for its own switches and ports: it counts in
-    /// partition 0 only.
-    pub(super) fn count_tick_once(&mut self) {
-        if self.part.as_ref().is_some_and(|p| p.me != 0) {
-            self.counters.events -= 1;
-        }
-    }
-
-    /// A task every partition runs (`Home::Everywhere`) is one
-    /// event of the run: it counts in partition 0 only.
-    pub(super) fn count_everywhere_once(&mut self, t: u32) {
-        if let Some(p) = self.part.as_deref() {
-            if p.me != 0 && p.homes.get(t as usize) == Some(&Home::Everywhere) {
-                self.counters.events -= 1;
+    /// In a partition, before each event: keeps its key (captures and
+    /// losses are ordered by it) and counts a fabric-wide event (balancers'
+    /// periodic work, a failure, routing reconverging, a task every
+    /// partition runs) in partition 0 only, as the one event it is. Out of
+    /// line, so that one queue's loop is as it was.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn partition_event(&mut self, ev: &Event) {
+        self.handling = super::queue::Keyed::key(ev);
+        let Some(p) = self.part.as_deref() else {
+            return;
+        };
+        let everywhere = match *ev {
+            Event::Quality
+            | Event::Heartbeat
+            | Event::Alb
+            | Event::Fail(_)
+            | Event::Recover(_)
+            | Event::Reconverge => true,
+            Event::TaskReady(t) | Event::TaskDone(t) => {
+                p.homes.get(t as usize) == Some(&Home::Everywhere)
             }
+            _ => false,
+        };
+        if everywhere && p.me != 0 {
+            self.counters.events -= 1;
         }
     }
 
@@ -380,7 +410,7 @@ impl Simulation {
         );
         self.tasks.keep_only(&homes, |h| p.host[h as usize] == me);
         self.failures.partitioned = self.failures.any();
-        self.keyed = self.failures.any() || self.capture.is_some() || self.egress.capturing;
+        self.keyed = true;
         self.part = Some(Box::new(Part {
             me,
             port_part,

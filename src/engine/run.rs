@@ -299,7 +299,7 @@ impl Simulation {
             self.counters.events += 1;
             handled += 1;
             if self.keyed {
-                self.note_handling(&ev);
+                self.partition_event(&ev);
             }
             self.handle(ev);
         }
@@ -325,13 +325,6 @@ impl Simulation {
         if self.part.is_none() {
             self.end = Some(SimTime(self.now.0.saturating_add(self.tail.0)));
         }
-    }
-
-    /// Keeps the key of the event about to be handled (see `keyed`).
-    #[cold]
-    #[inline(never)]
-    fn note_handling(&mut self, ev: &Event) {
-        self.handling = super::queue::Keyed::key(ev);
     }
 
     /// Asks the CPU to start loading what the event after next will read
