@@ -151,6 +151,15 @@ enum Command {
         /// (as simulation.threads); the outputs are the same at any count.
         #[arg(long, value_name = "N")]
         threads: Option<u32>,
+        /// Run as one of the MPI ranks started by `mpirun -np N` or `srun`,
+        /// each simulating a partition; rank 0 writes the outputs, the same
+        /// as on one thread (needs a build with `--features mpi`).
+        #[arg(long)]
+        mpi: bool,
+        /// Hand partitions' results over as MPI ranks do, through bytes
+        /// (tests the MPI path's encoding without MPI).
+        #[arg(long, hide = true)]
+        encode_partitions: bool,
         #[command(flatten)]
         args: ScenarioArgs,
         #[command(flatten)]
@@ -233,6 +242,10 @@ enum Command {
         /// $SLURM_ARRAY_TASK_ID or $JOB_COMPLETION_INDEX).
         #[arg(long, value_name = "N", conflicts_with = "emit")]
         point: Option<usize>,
+        /// With --point: run it as one of the MPI ranks `srun` or
+        /// `mpirun` started (rank 0 writes it; see `[slurm] ranks`).
+        #[arg(long, requires = "point")]
+        mpi: bool,
         /// Write batch scripts instead of running: `slurm`.
         #[arg(long, value_name = "SCHEDULER")]
         emit: Option<String>,
@@ -307,6 +320,8 @@ fn main() -> ExitCode {
         quiet: false,
         strict: false,
         threads: None,
+        mpi: false,
+        encode_partitions: false,
         args: ScenarioArgs::default(),
         view: ViewArgs::default(),
         limits: LimitArgs::default(),
@@ -319,6 +334,8 @@ fn main() -> ExitCode {
             quiet,
             strict,
             threads,
+            mpi,
+            encode_partitions,
             args,
             view,
             limits,
@@ -339,15 +356,17 @@ fn main() -> ExitCode {
             if view.no_html {
                 sets.push("report.html=false".into());
             }
-            run(
-                scenario.as_deref(),
-                &sets,
-                &out,
+            let how = How {
                 quiet,
                 strict,
-                &view,
-                &limits,
-            )
+                mpi,
+                encode_partitions,
+            };
+            match run_as_asked(scenario.as_deref(), &sets, &out, &how, &view, &limits) {
+                Ok(0) => Ok(()),
+                Ok(status) => std::process::exit(status.into()),
+                Err(e) => Err(e),
+            }
         }
         Command::Validate {
             scenario,
@@ -393,6 +412,7 @@ fn main() -> ExitCode {
             out,
             jobs,
             point,
+            mpi,
             emit,
             submit,
             quiet,
@@ -401,7 +421,7 @@ fn main() -> ExitCode {
             &sweep,
             &out,
             jobs,
-            point,
+            (point, mpi),
             (emit.as_deref(), submit),
             quiet,
             &limits,
@@ -482,6 +502,7 @@ fn engine_limits(args: &LimitArgs) -> Result<(fabricsim::engine::Limits, Option<
         // Also while running: a run that grows past the limit despite the
         // estimate stops, its results so far written.
         max_memory: max_memory.map(|m| (m, report::rss_bytes as fn() -> u64)),
+        ..Default::default()
     };
     Ok((limits, max_memory))
 }
@@ -530,64 +551,144 @@ fn check_memory(
     Ok(())
 }
 
+/// How a run was asked for on the command line.
+struct How {
+    quiet: bool,
+    strict: bool,
+    mpi: bool,
+    encode_partitions: bool,
+}
+
+use fabricsim::engine::parallel::mpi::Ranks;
+
+/// Runs a scenario, as one of several MPI ranks when asked; the exit
+/// status (0, or that of an interrupted or stuck run, results written).
+fn run_as_asked(
+    path: Option<&Path>,
+    sets: &[String],
+    out: &Path,
+    how: &How,
+    view: &ViewArgs,
+    limits: &LimitArgs,
+) -> Result<u8, String> {
+    if !how.mpi {
+        return run(path, sets, out, how, view, limits, None);
+    }
+    let ranks = Ranks::start()?;
+    let result = run(path, sets, out, how, view, limits, Some(&ranks));
+    // Rank 0 says what went wrong; another rank only what it alone found
+    // (`run` prints it). MPI is finalized when `ranks` drops.
+    if ranks.rank() != 0 {
+        return Ok(u8::from(result.is_err()) * 2);
+    }
+    result
+}
+
 fn run(
     path: Option<&Path>,
     sets: &[String],
     out: &Path,
-    quiet: bool,
-    strict: bool,
+    how: &How,
     view: &ViewArgs,
     limit_args: &LimitArgs,
-) -> Result<(), String> {
-    let (limits, max_memory) = engine_limits(limit_args)?;
-    let capture = if view.capture.is_empty() {
-        None
-    } else {
-        let mut spec = CaptureSpec::parse(&view.capture)?;
-        if let Some(w) = &view.capture_window {
-            spec.set_window(w)?;
+    ranks: Option<&Ranks>,
+) -> Result<u8, String> {
+    // Under MPI, rank 0 prints and writes; the others only simulate.
+    let lead = ranks.is_none_or(|r| r.rank() == 0);
+    let quiet = how.quiet || !lead;
+    let ready = (|| {
+        let (mut limits, max_memory) = engine_limits(limit_args)?;
+        limits.encode_partitions = how.encode_partitions;
+        let capture = if view.capture.is_empty() {
+            None
+        } else {
+            let mut spec = CaptureSpec::parse(&view.capture)?;
+            if let Some(w) = &view.capture_window {
+                spec.set_window(w)?;
+            }
+            if let Some(n) = view.capture_limit {
+                spec.limit = n;
+            }
+            Some(spec)
+        };
+        let mut sets = sets.to_vec();
+        if let Some(r) = ranks {
+            // Each rank runs one partition.
+            sets.push("simulation.threads=1".into());
+            if r.size() > scenario::MAX_THREADS {
+                return Err(format!(
+                    "--mpi: {} ranks, more than the {} partitions a run can have",
+                    r.size(),
+                    scenario::MAX_THREADS
+                ));
+            }
         }
-        if let Some(n) = view.capture_limit {
-            spec.limit = n;
+        let prepared = load(path, &sets)?;
+        if lead {
+            warnings(path, &prepared, how.strict)?;
+        } else if how.strict && !prepared.scenario.warnings.is_empty() {
+            return Err("threshold warnings, which --strict makes errors".into());
         }
-        Some(spec)
-    };
-    let prepared = load(path, sets)?;
-    warnings(path, &prepared, strict)?;
-    let threads = prepared.scenario.threads;
-    check_memory(path, &prepared, max_memory, threads)?;
-    if std::env::var_os("FABRICSIM_MEMORY_ESTIMATE").is_some() {
-        // For ACCURACY.md: the estimate, to set beside perf.json's peak.
-        let m = fabricsim::engine::MemoryEstimate::of(&prepared, report::rss_bytes());
-        errln!("memory estimate {} B ({m:?})", m.total());
+        let threads = prepared.scenario.threads;
+        check_memory(path, &prepared, max_memory, threads)?;
+        if lead && std::env::var_os("FABRICSIM_MEMORY_ESTIMATE").is_some() {
+            // For ACCURACY.md: the estimate, to set beside perf.json's peak.
+            let m = fabricsim::engine::MemoryEstimate::of(&prepared, report::rss_bytes());
+            errln!("memory estimate {} B ({m:?})", m.total());
+        }
+        // Each further partition builds its simulation from a copy.
+        let source = (threads > 1).then(|| prepared.clone());
+        let mut sim = Simulation::new(prepared);
+        // A run that should take more than a few seconds says so first.
+        if !quiet && sim.estimate().wall_seconds() >= 3.0 {
+            errln!("{}", report::estimate_line(&sim));
+        }
+        if !lead {
+            // Another rank's capture keeps its frames for rank 0.
+            if let Some(spec) = &capture {
+                sim.start_capture(spec, Box::new(fabricsim::engine::capture::NoSink))?;
+            }
+            return Ok((sim, source, limits, None));
+        }
+        // Results go where they can be written: found out now, not after
+        // the whole simulation.
+        fabricsim::output::check_writable(out)?;
+        // The capture is written beside the other outputs under a temporary
+        // name and moved into place with them (removed if the run fails).
+        let staged = match &capture {
+            Some(spec) => {
+                let tmp = fabricsim::output::temp_file_in(out, "capture")
+                    .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
+                let file = tmp
+                    .as_file()
+                    .try_clone()
+                    .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
+                let sink = report::pcapng::PcapngSink::new(file)
+                    .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
+                sim.start_capture(spec, Box::new(sink))?;
+                Some(tmp)
+            }
+            None => None,
+        };
+        Ok((sim, source, limits, staged))
+    })();
+    // Every rank starts, or none does (one alone would wait forever).
+    if let Some(r) = ranks {
+        let all = r.all(ready.is_ok());
+        match &ready {
+            Err(e) if !lead => errln!("error: MPI rank {}: {e}", r.rank()),
+            Ok(_) if !all => {
+                return Err(if lead {
+                    "--mpi: another rank could not start the run (it said why)".into()
+                } else {
+                    String::new()
+                })
+            }
+            _ => {}
+        }
     }
-    // Each further partition builds its simulation from a copy.
-    let source = (threads > 1).then(|| prepared.clone());
-    let mut sim = Simulation::new(prepared);
-    // A run that should take more than a few seconds says so first.
-    if !quiet && sim.estimate().wall_seconds() >= 3.0 {
-        errln!("{}", report::estimate_line(&sim));
-    }
-    // Results go where they can be written: found out now, not after
-    // the whole simulation.
-    fabricsim::output::check_writable(out)?;
-    // The capture is written beside the other outputs under a temporary
-    // name and moved into place with them (removed if the run fails).
-    let staged = match &capture {
-        Some(spec) => {
-            let tmp = fabricsim::output::temp_file_in(out, "capture")
-                .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
-            let file = tmp
-                .as_file()
-                .try_clone()
-                .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
-            let sink = report::pcapng::PcapngSink::new(file)
-                .map_err(|e| format!("{}: cannot write the capture: {e}", out.display()))?;
-            sim.start_capture(spec, Box::new(sink))?;
-            Some(tmp)
-        }
-        None => None,
-    };
+    let (sim, source, limits, staged) = ready?;
+    let threads = sim.scenario().threads;
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_style(
@@ -607,8 +708,13 @@ fn run(
             errln!("threads   running on one thread of the {threads} asked for: {why}");
         }
     }
-    let (mut sim, stop) =
-        fabricsim::engine::parallel::run_on_threads(sim, source, &limits, &mut show);
+    let (mut sim, stop) = match ranks {
+        None => fabricsim::engine::parallel::run_on_threads(sim, source, &limits, &mut show),
+        Some(r) => match fabricsim::engine::parallel::mpi::run(sim, r, &limits, &mut show) {
+            Some(done) => done,
+            None => return Ok(0),
+        },
+    };
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -664,7 +770,7 @@ fn run(
     }
     if stop == fabricsim::engine::StopReason::Interrupted {
         // As a shell reports a command stopped by Ctrl-C, results written.
-        std::process::exit(130);
+        return Ok(130);
     }
     if stop.is_stuck() {
         // The results are written; the status says the workload could
@@ -676,9 +782,9 @@ fn run(
                 .to_string()),
             summary.stop_reason
         );
-        std::process::exit(EXIT_STUCK.into());
+        return Ok(EXIT_STUCK);
     }
-    Ok(())
+    Ok(0)
 }
 
 /// Exit status of a run whose fabric stopped moving (stalled, or a PFC
@@ -754,11 +860,31 @@ fn compare(
     Ok(())
 }
 
+/// Runs sweep point `id`, as one of several MPI ranks when asked; a rank
+/// other than 0 leaves what went wrong to rank 0 to say.
+fn point_as_asked(
+    s: &fabricsim::sweep::Sweep,
+    out: &Path,
+    id: usize,
+    limits: &fabricsim::sweep::PointLimits,
+    mpi: bool,
+) -> Result<fabricsim::sweep::Ran, String> {
+    if !mpi {
+        return fabricsim::sweep::run_one(s, out, id, limits, None);
+    }
+    let ranks = Ranks::start()?;
+    let ran = fabricsim::sweep::run_one(s, out, id, limits, Some(&ranks));
+    if ranks.rank() != 0 {
+        return Ok(fabricsim::sweep::Ran::OtherRank);
+    }
+    ran
+}
+
 fn run_sweep(
     file: &Path,
     out: &Path,
     jobs: Option<usize>,
-    point: Option<usize>,
+    (point, mpi): (Option<usize>, bool),
     (emit, submit): (Option<&str>, bool),
     quiet: bool,
     stop: &StopArgs,
@@ -775,7 +901,8 @@ fn run_sweep(
         s.extra.push(format!("simulation.max_sim_time={t:?}"));
     }
     if let Some(id) = point {
-        return match sweep::run_one(&s, out, id, &limits)? {
+        let ran = point_as_asked(&s, out, id, &limits, mpi);
+        return match ran? {
             sweep::Ran::AlreadyDone => {
                 if !quiet {
                     outln!("point {id} was already done");
@@ -794,6 +921,7 @@ fn run_sweep(
                 }
                 Ok(())
             }
+            sweep::Ran::OtherRank => Ok(()),
             sweep::Ran::Interrupted | sweep::Ran::NotStarted => {
                 errln!("point {id} interrupted: nothing of it was kept; run it again to redo it");
                 std::process::exit(130);

@@ -16,6 +16,7 @@ pub struct Streams {
 }
 
 /// One component's random stream.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Stream(Pcg64Mcg);
 
 impl Streams {

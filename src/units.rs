@@ -10,7 +10,19 @@ use std::fmt;
 use std::ops::{Add, AddAssign, Sub};
 
 /// A point or span of simulated time, in picoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct SimTime(pub u64);
 
 impl SimTime {
@@ -68,7 +80,9 @@ impl fmt::Display for SimTime {
 }
 
 /// A link or sending rate in bits per second.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Rate(pub u64);
 
 impl Rate {

@@ -683,3 +683,38 @@ fn threads_are_checked_and_a_run_that_cannot_be_cut_says_why() {
     assert_eq!(perf["partitions"], 1);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `--mpi` in a build without the `mpi` feature is refused, with how to
+/// build one, and nothing is written (tests/mpi-ranks.sh runs the ranks).
+#[test]
+fn mpi_without_the_feature_says_how_to_build_it() {
+    if cfg!(feature = "mpi") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("fabricsim-mpi-{}", std::process::id()));
+    for args in [
+        vec!["run", "examples/fat-tree.toml", "--mpi", "--out"],
+        vec![
+            "sweep",
+            "examples/sweep/balancers.toml",
+            "--point",
+            "0",
+            "--mpi",
+            "--out",
+        ],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+            .args(&args)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.contains("built without MPI") && e.contains("--features mpi"),
+            "{e}"
+        );
+        assert!(!out.join("summary.json").exists());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

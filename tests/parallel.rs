@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// (`perf.json`, wall-clock figures, apart), and its perf.
 fn outputs(path: &Path, threads: u32, sets: &[&str]) -> (BTreeMap<String, Vec<u8>>, Perf) {
     let text = std::fs::read_to_string(path).unwrap();
-    outputs_of(path, &text, threads, sets)
+    outputs_of(path, &text, threads, sets, &Limits::default())
 }
 
 fn outputs_of(
@@ -23,6 +23,7 @@ fn outputs_of(
     text: &str,
     threads: u32,
     sets: &[&str],
+    limits: &Limits,
 ) -> (BTreeMap<String, Vec<u8>>, Perf) {
     let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     sets.push(format!("simulation.threads={threads}"));
@@ -30,7 +31,7 @@ fn outputs_of(
         .unwrap_or_else(|e| panic!("{e}"));
     let source = Some(prepared.clone());
     let sim = Simulation::new(prepared);
-    let (sim, stop) = parallel::run_on_threads(sim, source, &Limits::default(), &mut |_| {});
+    let (sim, stop) = parallel::run_on_threads(sim, source, limits, &mut |_| {});
     sim.check_conservation()
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let summary = Summary::of(&sim, stop);
@@ -94,8 +95,20 @@ fn every_example_and_benchmark_writes_the_same_files_at_any_thread_count() {
             &[]
         };
         let (one, _) = outputs(&path, 1, sets);
-        for threads in [2, 3, 8] {
-            let (many, perf) = outputs(&path, threads, sets);
+        // 2 again: the partitions' results handed over as the bytes MPI
+        // ranks send (`Fragment::encode`), as `run --mpi` does.
+        let through_bytes = Limits {
+            encode_partitions: true,
+            ..Limits::default()
+        };
+        for (threads, limits) in [
+            (2, Limits::default()),
+            (3, Limits::default()),
+            (8, Limits::default()),
+            (2, through_bytes),
+        ] {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let (many, perf) = outputs_of(&path, &text, threads, sets, &limits);
             let expected_one = ONE_THREAD.iter().find(|(s, _)| *s == stem);
             match (perf.partitions, expected_one, &perf.one_partition_because) {
                 (1, Some((_, why)), Some(because)) if because.starts_with(why) => {}
@@ -120,7 +133,7 @@ fn every_example_and_benchmark_writes_the_same_files_at_any_thread_count() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Not a test of nothing: most scenarios were really cut.
-    assert!(cut >= 3 * 10, "only {cut} runs were cut into partitions");
+    assert!(cut >= 4 * 10, "only {cut} runs were cut into partitions");
 }
 
 /// Runs `path` on `threads` threads under `limits`.
@@ -216,12 +229,12 @@ srcs = [5, 9, 13]
 bytes = "1MB"
 "#;
     let path = Path::new("storm.toml");
-    let (one, _) = outputs_of(path, text, 1, &[]);
+    let (one, _) = outputs_of(path, text, 1, &[], &Limits::default());
     let summary: serde_json::Value = serde_json::from_slice(&one["summary.json"]).unwrap();
     assert_eq!(summary["complete"], true);
     assert!(summary["watchdog_events"].as_u64().unwrap() > 0);
     for threads in [2, 3] {
-        let (many, perf) = outputs_of(path, text, threads, &[]);
+        let (many, perf) = outputs_of(path, text, threads, &[], &Limits::default());
         assert_eq!(perf.partitions, threads);
         for (name, bytes) in &one {
             assert!(many.get(name) == Some(bytes), "{name} at {threads} threads");
@@ -241,26 +254,28 @@ fn captures_are_the_same_file_at_any_thread_count() {
         "examples/multipath/mrc.toml",
     ] {
         let mut first: Option<Vec<u8>> = None;
-        for threads in ["1", "2", "3"] {
-            let out = dir.path().join(threads);
-            let o = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
-                .args([
-                    "run",
-                    example,
-                    "--capture",
-                    "all",
-                    "--capture-limit",
-                    "30000",
-                    "--no-plots",
-                    "--no-html",
-                    "-q",
-                    "--threads",
-                    threads,
-                    "--out",
-                ])
-                .arg(&out)
-                .output()
-                .unwrap();
+        for (threads, bytes) in [("1", false), ("2", false), ("3", false), ("2", true)] {
+            let out = dir.path().join(format!("{threads}{bytes}"));
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"));
+            cmd.args([
+                "run",
+                example,
+                "--capture",
+                "all",
+                "--capture-limit",
+                "30000",
+                "--no-plots",
+                "--no-html",
+                "-q",
+                "--threads",
+                threads,
+                "--out",
+            ])
+            .arg(&out);
+            if bytes {
+                cmd.arg("--encode-partitions");
+            }
+            let o = cmd.output().unwrap();
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             let perf: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(out.join("perf.json")).unwrap()).unwrap();

@@ -601,3 +601,39 @@ fn a_sweep_refuses_a_foreign_folder_and_keeps_the_users_files_in_plots() {
     );
     assert_eq!(fs::read_dir(out.join("plots")).unwrap().count(), before);
 }
+
+/// `[slurm] ranks = N` gives each point N MPI ranks: the array task asks
+/// for N tasks and starts the point under `srun` with `--mpi`; a count
+/// out of range is refused with its key.
+#[test]
+fn slurm_ranks_run_each_point_under_srun_as_mpi_ranks() {
+    let dir = temp("ranks-def");
+    let file = small_sweep(&dir, "[\"dlb\"]");
+    let mut text_of_file = fs::read_to_string(&file).unwrap();
+    text_of_file.push_str("[slurm]\nranks = 4\n");
+    fs::write(&file, &text_of_file).unwrap();
+    let out = temp("ranks");
+    let o = sweep(&file, &out, &["--emit", "slurm"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let array = fs::read_to_string(out.join("slurm/array.sbatch")).unwrap();
+    assert!(array.contains("#SBATCH --ntasks=4\n"), "{array}");
+    assert!(array.contains("\nexec srun "), "{array}");
+    assert!(
+        array.contains(" --point \"$SLURM_ARRAY_TASK_ID\" --mpi\n"),
+        "{array}"
+    );
+    let merge = fs::read_to_string(out.join("slurm/merge.sbatch")).unwrap();
+    assert!(
+        !merge.contains("--ntasks") && !merge.contains("srun"),
+        "{merge}"
+    );
+
+    fs::write(&file, text_of_file.replace("ranks = 4", "ranks = 0")).unwrap();
+    let o = sweep(&file, &temp("ranks-bad"), &["--emit", "slurm"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("slurm.ranks"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -12,7 +12,7 @@ use crate::wire::frame::{self, ecn};
 use crate::wire::{Opcode, Packet};
 
 /// A port whose quality band is kept, and how it is computed.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct QualityPort {
     port: PortId,
     load_weight: f64,
@@ -22,7 +22,7 @@ struct QualityPort {
 }
 
 /// A switch that tells its GLB neighbours about its ports.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Helper {
     sw: SwitchId,
     /// Bands as of the last heartbeat (empty before the first).
@@ -32,7 +32,7 @@ struct Helper {
 }
 
 /// One helper-to-balancer link.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct HeartbeatLink {
     port: PortId,
     /// Heartbeats sent on it so far.
@@ -44,7 +44,7 @@ struct HeartbeatLink {
 /// own bands whatever happened to the ones before it, a lost one frees
 /// its entry, and the key is the same whichever partition of a run holds
 /// it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct HeartbeatSlots {
     bands: std::collections::HashMap<(u32, u32), Box<[u8]>>,
 }
@@ -70,7 +70,7 @@ fn slot_of(pkt: &Packet) -> (u32, u32) {
 }
 
 /// Periodic balancer state of the whole fabric.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BalanceState {
     /// Quality band of every port (empty when no switch needs them).
     pub quality: Vec<u8>,

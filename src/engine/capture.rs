@@ -89,13 +89,25 @@ impl CaptureSpec {
 /// the others' in the order one queue would have written them: by time,
 /// then the key of the event that sent it, then its place among that
 /// event's frames. Its bytes wait in the partition's spill file.
-struct Recorded {
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Recorded {
     order: (u64, u32, u32),
     port: PortId,
     /// Which spill file (by partition), where in it, how long.
     file: u32,
     at: u64,
     len: u32,
+}
+
+/// A partition's capture packed for another process (`Capture::pack`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Packed {
+    frames: u64,
+    over_limit: u64,
+    error: Option<String>,
+    recorded: Vec<Recorded>,
+    /// The spill file's bytes, which `recorded` points into.
+    bytes: Vec<u8>,
 }
 
 /// What a partition of a parallel run keeps of its capture: the order of
@@ -135,8 +147,9 @@ impl Kept {
     }
 }
 
-/// A partition's capture writes nothing itself.
-struct NoSink;
+/// A capture that writes nothing itself: a partition's, whose frames
+/// partition 0 writes.
+pub struct NoSink;
 
 impl FrameSink for NoSink {
     fn link(&mut self, _: &str, _: u64) -> std::io::Result<()> {
@@ -224,6 +237,69 @@ impl Capture {
         }
         self.frames += other.frames;
         self.over_limit += other.over_limit;
+    }
+
+    /// This partition's capture as bytes, for a partition in another
+    /// process: its counts, error and kept frames with their bytes.
+    pub(super) fn pack(mut self) -> Packed {
+        use std::io::{Read, Seek, Write};
+        let mut packed = Packed {
+            frames: self.frames,
+            over_limit: self.over_limit,
+            error: self.error.take().map(|e| e.to_string()),
+            recorded: Vec::new(),
+            bytes: Vec::new(),
+        };
+        if let Some(mut kept) = self.recorded.take() {
+            let read = (|| {
+                kept.out.flush()?;
+                let mut file = kept.files.swap_remove(0);
+                file.rewind()?;
+                file.read_to_end(&mut packed.bytes)
+            })();
+            match read {
+                Ok(_) => packed.recorded = kept.frames,
+                Err(e) => {
+                    packed.error.get_or_insert(e.to_string());
+                }
+            }
+        }
+        packed
+    }
+
+    /// Takes the frames, counts and error of another process's partition
+    /// (`pack`), as `absorb` does another thread's.
+    pub(super) fn unpack(&mut self, other: Packed) {
+        use std::io::Write;
+        if let Some(e) = other.error {
+            self.error
+                .get_or_insert(std::io::Error::other(format!("in another process: {e}")));
+        }
+        self.frames += other.frames;
+        self.over_limit += other.over_limit;
+        let Some(mine) = &mut self.recorded else {
+            return;
+        };
+        let spilled = (|| {
+            let mut file = tempfile::tempfile()?;
+            file.write_all(&other.bytes)?;
+            Ok::<_, std::io::Error>(file)
+        })();
+        match spilled {
+            Ok(file) => {
+                let at = mine.files.len() as u32;
+                mine.files.push(file);
+                mine.frames.extend(
+                    other
+                        .recorded
+                        .into_iter()
+                        .map(|r| Recorded { file: at, ..r }),
+                );
+            }
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
     }
 
     /// Writes the frames every partition kept, in one queue's order, the

@@ -23,7 +23,7 @@ pub struct Watch {
 /// ingress ports of its switch whose frames it holds: what one partition
 /// of a run knows of the queues it owns, enough to find a cycle across
 /// partitions.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stuck {
     pub port: PortId,
     pub prio: u8,

@@ -12,7 +12,7 @@ use crate::units::{Rate, SimTime};
 use crate::wire::Packet;
 
 /// What one failure did.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FailureStats {
     pub name: String,
     pub at: SimTime,
@@ -51,7 +51,7 @@ enum Active {
 /// No failure to blame (yet).
 const NONE: u32 = u32::MAX;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct FailureState {
     /// Active failures holding each link down.
     link_down: Vec<u16>,
@@ -85,7 +85,7 @@ pub struct FailureState {
 
 /// Data of QP `q` lost to failure `cause` at `at` (time, and key of the
 /// event handled).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct LossNotice {
     pub at: (SimTime, u32),
     pub q: QpId,
@@ -93,7 +93,7 @@ pub(super) struct LossNotice {
 }
 
 /// An in-order delivery to QP `q` at `at`, the last one if `completes`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Delivery {
     at: (SimTime, u32),
     q: QpId,

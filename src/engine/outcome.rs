@@ -13,7 +13,7 @@ use crate::units::SimTime;
 /// transmissions, marks, drops in the switches, PFC frames, trims, the
 /// watchdog) and the NICs keep (`NicCounters`: packets sent, ACKs, NAKs,
 /// CNPs) are filled in by `Simulation::counters`.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     pub events: u64,
     /// Frames of every kind put on any link.
@@ -80,7 +80,7 @@ impl Counters {
 /// When each congestion mechanism first acted: the order a user reads
 /// to see whether ECN acted before PFC. The engine sets the NIC's (CNP,
 /// rate cut); egress's are filled in by `Simulation::firsts`.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct FirstEvents {
     pub ecn_mark_ps: Option<u64>,
     pub cnp_ps: Option<u64>,

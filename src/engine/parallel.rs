@@ -53,6 +53,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+#[cfg(feature = "mpi")]
+pub mod mpi;
+
+/// A build without the `mpi` feature has no ranks: `--mpi` says how to
+/// get them.
+#[cfg(not(feature = "mpi"))]
+pub mod mpi {
+    use crate::engine::{Limits, Progress, Simulation, StopReason};
+
+    pub enum Ranks {}
+
+    impl Ranks {
+        pub fn start() -> Result<Ranks, String> {
+            Err("--mpi: this fabricsim was built without MPI; build it with `cargo build --release --features mpi` (needs Open MPI or MPICH, and libclang)".into())
+        }
+        pub fn rank(&self) -> u32 {
+            match *self {}
+        }
+        pub fn size(&self) -> u32 {
+            match *self {}
+        }
+        pub fn all(&self, _: bool) -> bool {
+            match *self {}
+        }
+    }
+
+    pub fn run(
+        _: Simulation,
+        ranks: &Ranks,
+        _: &Limits,
+        _: &mut dyn FnMut(&Progress),
+    ) -> Option<(Simulation, StopReason)> {
+        match *ranks {}
+    }
+}
+
 /// A frame on its way to a port of another partition: when it arrives,
 /// where, and the frame.
 type Message = (SimTime, PortId, Packet);
@@ -241,9 +277,9 @@ impl Wires<'_> {
     }
 }
 
-/// What one partition tells the others at a barrier.
-#[derive(Clone, Copy, Debug, Default)]
-struct Slot {
+/// What one partition tells the others at the end of a window.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(super) struct Slot {
     /// Its next event, or the earliest message it sent (`u64::MAX`: none).
     next: u64,
     /// When its transfers were all acknowledged.
@@ -259,9 +295,9 @@ struct Slot {
     stop: Option<StopReason>,
 }
 
-/// The run as a whole, as every partition reads it after a barrier.
+/// The run as a whole, as every partition reads it after a window.
 #[derive(Clone, Copy, Debug)]
-struct Global {
+pub(super) struct Global {
     next: u64,
     all_finished: bool,
     last_finish: SimTime,
@@ -276,33 +312,9 @@ struct Global {
     stop: Option<StopReason>,
 }
 
-/// What the threads share.
-struct Shared {
-    lookahead: u64,
-    barrier: SpinBarrier,
-    mail: Vec<Mutex<Vec<Message>>>,
-    /// Bands of heartbeats among the mail.
-    bands: Vec<Mutex<Vec<Bands>>>,
-    /// Data lost to failures, for the partition receiving its QP.
-    losses: Vec<Mutex<Vec<LossNotice>>>,
-    /// Slots by window parity: a slot is written before a barrier and
-    /// read after it, and not written again until after the next.
-    slots: [Vec<Mutex<Slot>>; 2],
-    /// At the end of a watch window without bytes delivered: packets
-    /// acknowledged and tasks done, and whether a transfer waits.
-    watch: Vec<Mutex<(u64, bool)>>,
-    /// At a deadlock check: each partition's stuck queues.
-    stuck: Vec<Mutex<Vec<deadlock::Stuck>>>,
-    windows: AtomicU64,
-    messages: AtomicU64,
-}
-
-impl Shared {
-    fn global(&self, parity: usize) -> Global {
-        let slots: Vec<Slot> = self.slots[parity]
-            .iter()
-            .map(|s| *s.lock().expect("no partition panicked"))
-            .collect();
+impl Global {
+    /// The run from every partition's slot, in partition order.
+    fn of(slots: &[Slot]) -> Global {
         Global {
             next: slots.iter().map(|s| s.next).min().unwrap_or(u64::MAX),
             all_finished: slots.iter().all(|s| s.finished.is_some()),
@@ -319,6 +331,122 @@ impl Shared {
             tasks_done: slots.iter().map(|s| s.tasks_done).sum(),
             stop: slots[0].stop,
         }
+    }
+}
+
+/// What one partition sends another at the end of a window: frames,
+/// the bands of the GLB heartbeats among them, and data lost to failures
+/// on QPs the other receives.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(super) struct Mail {
+    frames: Vec<Message>,
+    bands: Vec<Bands>,
+    losses: Vec<LossNotice>,
+}
+
+impl Mail {
+    fn is_empty(&self) -> bool {
+        self.frames.is_empty() && self.bands.is_empty() && self.losses.is_empty()
+    }
+
+    fn append(&mut self, other: &mut Mail) {
+        self.frames.append(&mut other.frames);
+        self.bands.append(&mut other.bands);
+        self.losses.append(&mut other.losses);
+    }
+}
+
+/// How the partitions of a run swap what they must: between threads
+/// (`Threads`) or between processes (`mpi::Ranks`). Every call is made by
+/// every partition, in the same order.
+pub(super) trait Exchange {
+    /// Ends a window: publishes this partition's slot and its mail for
+    /// the others (by partition; its own is empty), and returns the run
+    /// as every partition published it and the mail sent to this one.
+    fn window(&mut self, slot: Slot, out: Vec<Mail>) -> (Global, Mail);
+    /// Every partition's stuck queues, in partition order.
+    fn stuck(&mut self, mine: Vec<deadlock::Stuck>) -> Vec<deadlock::Stuck>;
+    /// Packets acknowledged and tasks done, summed, and whether any
+    /// partition has a transfer waiting.
+    fn watch(&mut self, mine: (u64, bool)) -> (u64, bool);
+}
+
+/// What the threads share.
+struct Shared {
+    barrier: SpinBarrier,
+    /// Mail to each partition, by window parity: a box is filled before
+    /// a barrier and emptied after it, and not filled again until after
+    /// the next.
+    mail: [Vec<Mutex<Mail>>; 2],
+    /// Slots by window parity, likewise.
+    slots: [Vec<Mutex<Slot>>; 2],
+    /// At the end of a watch window without bytes delivered: packets
+    /// acknowledged and tasks done, and whether a transfer waits.
+    watch: Vec<Mutex<(u64, bool)>>,
+    /// At a deadlock check: each partition's stuck queues.
+    stuck: Vec<Mutex<Vec<deadlock::Stuck>>>,
+    messages: AtomicU64,
+}
+
+/// One thread's side of `Shared`.
+struct Threads<'a> {
+    sh: &'a Shared,
+    me: usize,
+    parity: usize,
+}
+
+impl Exchange for Threads<'_> {
+    fn window(&mut self, slot: Slot, out: Vec<Mail>) -> (Global, Mail) {
+        let (sh, parity) = (self.sh, self.parity);
+        for (to, mut m) in out.into_iter().enumerate() {
+            if !m.is_empty() {
+                sh.messages
+                    .fetch_add(m.frames.len() as u64, Ordering::Relaxed);
+                sh.mail[parity][to]
+                    .lock()
+                    .expect("no partition panicked")
+                    .append(&mut m);
+            }
+        }
+        *sh.slots[parity][self.me]
+            .lock()
+            .expect("no partition panicked") = slot;
+        sh.barrier.wait();
+        self.parity ^= 1;
+        let mail = std::mem::take(
+            &mut *sh.mail[parity][self.me]
+                .lock()
+                .expect("no partition panicked"),
+        );
+        let slots: Vec<Slot> = sh.slots[parity]
+            .iter()
+            .map(|s| *s.lock().expect("no partition panicked"))
+            .collect();
+        (Global::of(&slots), mail)
+    }
+
+    fn stuck(&mut self, mine: Vec<deadlock::Stuck>) -> Vec<deadlock::Stuck> {
+        let sh = self.sh;
+        *sh.stuck[self.me].lock().expect("no partition panicked") = mine;
+        sh.barrier.wait();
+        let mut all = Vec::new();
+        for s in &sh.stuck {
+            all.extend(s.lock().expect("no partition panicked").iter().cloned());
+        }
+        sh.barrier.wait();
+        all
+    }
+
+    fn watch(&mut self, mine: (u64, bool)) -> (u64, bool) {
+        let sh = self.sh;
+        *sh.watch[self.me].lock().expect("no partition panicked") = mine;
+        sh.barrier.wait();
+        let all = sh.watch.iter().fold((0, false), |(m, w), s| {
+            let s = *s.lock().expect("no partition panicked");
+            (m + s.0, w || s.1)
+        });
+        sh.barrier.wait();
+        all
     }
 }
 
@@ -424,61 +552,43 @@ impl Simulation {
         self.part.as_deref().expect("a partition")
     }
 
-    /// Takes the frames other partitions sent here.
-    fn take_mail(&mut self, sh: &Shared) {
-        let me = self.part().me as usize;
+    /// Takes the mail other partitions sent here.
+    fn take_mail(&mut self, mail: Mail) {
         if self.failures.partitioned {
-            let losses = std::mem::take(&mut *sh.losses[me].lock().expect("no partition panicked"));
-            self.replay_losses(losses);
+            self.replay_losses(mail.losses);
         }
-        let bands = std::mem::take(&mut *sh.bands[me].lock().expect("no partition panicked"));
-        for (pkt, b) in bands {
+        for (pkt, b) in mail.bands {
             self.balance.put_bands(&pkt, b);
         }
-        let inbox = std::mem::take(&mut *sh.mail[me].lock().expect("no partition panicked"));
-        for (t, port, pkt) in inbox {
+        for (t, port, pkt) in mail.frames {
             let id = self.packets.alloc(pkt);
             self.queue.push(t, Event::Arrive(port, id));
         }
     }
 
-    /// Hands this window's frames for other partitions to them; the
-    /// earliest arrival among them.
-    fn send_mail(&mut self, sh: &Shared) -> u64 {
+    /// This window's mail for the other partitions, by partition, and the
+    /// earliest arrival among it.
+    fn send_mail(&mut self) -> (Vec<Mail>, u64) {
         let mut first = u64::MAX;
-        for notice in self.failures.notices.drain(..) {
-            let to = self.part.as_deref().expect("a partition").port_part
-                [self.nics.qp(notice.q).dst_port.idx()];
-            sh.losses[to as usize]
-                .lock()
-                .expect("no partition panicked")
-                .push(notice);
-        }
         let part = self.part.as_deref_mut().expect("a partition");
-        for (to, out) in part.outbox.iter_mut().enumerate() {
-            let out: &mut Vec<Message> = out;
-            if out.is_empty() {
+        let mut out: Vec<Mail> = (0..part.outbox.len()).map(|_| Mail::default()).collect();
+        for notice in self.failures.notices.drain(..) {
+            let to = part.port_part[self.nics.qp(notice.q).dst_port.idx()];
+            out[to as usize].losses.push(notice);
+        }
+        for (to, frames) in part.outbox.iter_mut().enumerate() {
+            if frames.is_empty() {
                 continue;
             }
-            sh.messages.fetch_add(out.len() as u64, Ordering::Relaxed);
-            first = first.min(out.iter().map(|m| m.0 .0).min().unwrap_or(u64::MAX));
-            let bands: Vec<Bands> = out
+            first = first.min(frames.iter().map(|m| m.0 .0).min().unwrap_or(u64::MAX));
+            out[to].bands = frames
                 .iter()
                 .filter(|m| m.2.opcode == Opcode::Heartbeat)
                 .map(|m| (m.2, self.balance.take_bands(&m.2)))
                 .collect();
-            if !bands.is_empty() {
-                sh.bands[to]
-                    .lock()
-                    .expect("no partition panicked")
-                    .extend(bands);
-            }
-            sh.mail[to]
-                .lock()
-                .expect("no partition panicked")
-                .append(out);
+            out[to].frames = std::mem::take(frames);
         }
-        first
+        (out, first)
     }
 
     fn slot(&mut self, first_message: u64, stop: Option<StopReason>) -> Slot {
@@ -539,7 +649,25 @@ struct Lead<'a> {
     windows: u64,
 }
 
-impl Lead<'_> {
+impl<'a> Lead<'a> {
+    fn new(
+        sim: &Simulation,
+        limits: &'a Limits,
+        progress: &'a mut dyn FnMut(&Progress),
+        started: Instant,
+    ) -> Lead<'a> {
+        Lead {
+            limits,
+            progress,
+            started,
+            shown_at: std::time::Duration::ZERO,
+            offered: sim.flows.iter().map(|f| f.spec.bytes).sum(),
+            flows: sim.flows.len() as u64,
+            tasks: sim.tasks.graph.tasks.len() as u64,
+            windows: 0,
+        }
+    }
+
     fn check(&mut self, g: &Global, limit: SimTime) -> Option<StopReason> {
         self.windows += 1;
         if self
@@ -601,11 +729,24 @@ impl Lead<'_> {
 /// from the figures every partition publishes (see the module's doc).
 fn drive(
     sim: &mut Simulation,
-    sh: &Shared,
+    ex: &mut dyn Exchange,
+    lookahead: u64,
     max_events: Option<u64>,
     mut lead: Option<Lead>,
+) -> (StopReason, u64) {
+    let mut windows = 0;
+    let stop = drive_windows(sim, ex, lookahead, max_events, &mut lead, &mut windows);
+    (stop, windows)
+}
+
+fn drive_windows(
+    sim: &mut Simulation,
+    ex: &mut dyn Exchange,
+    lookahead: u64,
+    max_events: Option<u64>,
+    lead: &mut Option<Lead>,
+    windows: &mut u64,
 ) -> StopReason {
-    let me = sim.part().me as usize;
     let limit = sim.scenario.max_sim_time.unwrap_or(SimTime::MAX);
     let watch_every = sim.watch_interval();
     let stall_after = sim.stall_after();
@@ -616,13 +757,11 @@ fn drive(
     let mut delivered = (0u64, sim.now);
     let mut last = (sim.now, 0u64, 0u64);
     let mut watch_until: Option<SimTime> = None;
-    let mut parity = 0;
-    *sh.slots[parity][me].lock().expect("no partition panicked") = sim.slot(u64::MAX, None);
-    sh.barrier.wait();
+    let parts = sim.part().outbox.len();
+    let nothing = || (0..parts).map(|_| Mail::default()).collect();
+    let (mut g, mut mail) = ex.window(sim.slot(u64::MAX, None), nothing());
     loop {
-        sim.take_mail(sh);
-        let g = sh.global(parity);
-        parity ^= 1;
+        sim.take_mail(std::mem::take(&mut mail));
         if let Some(stop) = g.stop {
             return stop;
         }
@@ -675,15 +814,9 @@ fn drive(
                     let port_part = &part.port_part;
                     sim.stuck_queues(g.now, |p| port_part[p] == me)
                 };
-                *sh.stuck[me].lock().expect("no partition panicked") = mine;
-                sh.barrier.wait();
-                let mut all: Vec<deadlock::Stuck> = Vec::new();
-                for s in &sh.stuck {
-                    all.extend(s.lock().expect("no partition panicked").iter().cloned());
-                }
+                let mut all = ex.stuck(mine);
                 all.sort_by_key(|s| (s.port, s.prio));
                 let cycle = deadlock::cycle_among(&sim.topo, &all);
-                sh.barrier.wait();
                 if sim.confirm_deadlock(&mut watch, cycle, g.now) {
                     return StopReason::Deadlock;
                 }
@@ -692,14 +825,7 @@ fn drive(
                 last.1 = g.bytes_delivered;
                 true
             } else {
-                *sh.watch[me].lock().expect("no partition panicked") =
-                    (sim.own_acked_mark(), sim.own_network_waiting());
-                sh.barrier.wait();
-                let (mark, waiting) = sh.watch.iter().fold((0, false), |(m, w), s| {
-                    let s = *s.lock().expect("no partition panicked");
-                    (m + s.0, w || s.1)
-                });
-                sh.barrier.wait();
+                let (mark, waiting) = ex.watch((sim.own_acked_mark(), sim.own_network_waiting()));
                 let moved = std::mem::replace(&mut last.2, mark) != mark;
                 if !moved && waiting && until.saturating_sub(last.0) > stall_after {
                     return StopReason::Stalled;
@@ -710,15 +836,12 @@ fn drive(
                 last.0 = until;
             }
         };
-        let window_end = SimTime(g.next.saturating_add(sh.lookahead - 1).min(until.0));
+        let window_end = SimTime(g.next.saturating_add(lookahead - 1).min(until.0));
         sim.run_until(window_end, u64::MAX);
-        if me == 0 {
-            sh.windows.fetch_add(1, Ordering::Relaxed);
-        }
-        let first = sim.send_mail(sh);
+        *windows += 1;
+        let (out, first) = sim.send_mail();
         let stop = lead.as_mut().and_then(|l| l.check(&g, limit));
-        *sh.slots[parity][me].lock().expect("no partition panicked") = sim.slot(first, stop);
-        sh.barrier.wait();
+        (g, mail) = ex.window(sim.slot(first, stop), out);
     }
 }
 
@@ -740,27 +863,17 @@ pub fn run(
     // simulation on its own thread; the copy goes once all are built.
     let source = Arc::new(source);
     let lookahead = p.lookahead.expect("a cut with a lookahead").0;
-    let port_part: Arc<[u32]> = (0..first.topo.ports.len())
-        .map(|i| p.of_port(&first.topo, PortId(i as u32)))
-        .collect();
+    let (port_part, homes) = first.cut(p);
     let fresh = || (0..n).map(|_| Mutex::new(Slot::default())).collect();
+    let boxes = || (0..n).map(|_| Mutex::new(Mail::default())).collect();
     let sh = Shared {
-        lookahead,
         barrier: SpinBarrier::new(n),
-        mail: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
-        bands: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
-        losses: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        mail: [boxes(), boxes()],
         slots: [fresh(), fresh()],
         watch: (0..n).map(|_| Mutex::new((0, false))).collect(),
         stuck: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
-        windows: AtomicU64::new(0),
         messages: AtomicU64::new(0),
     };
-    let homes: Arc<[Home]> = first
-        .tasks
-        .homes(&first.topo, &first.flows)
-        .expect("`plan` checked the task graph")
-        .into();
     first.make_partition(p, port_part.clone(), homes.clone(), 0);
     // A capture: every partition keeps its frames, partition 0 writes them
     // all, in order, at the end.
@@ -769,7 +882,7 @@ pub fn run(
         c.record();
     }
     let max_events = limits.max_events;
-    let (stop, rest, build) = std::thread::scope(|s| {
+    let (stop, windows, rest, build) = std::thread::scope(|s| {
         let handles: Vec<_> = (1..n)
             .map(|i| {
                 let (sh, port_part, homes) = (&sh, port_part.clone(), homes.clone());
@@ -787,7 +900,12 @@ pub fn run(
                     sim.make_partition(p, port_part, homes, i as u32);
                     // Built.
                     sh.barrier.wait();
-                    let stop = drive(&mut sim, sh, max_events, None);
+                    let mut ex = Threads {
+                        sh,
+                        me: i,
+                        parity: 0,
+                    };
+                    let (stop, _) = drive(&mut sim, &mut ex, lookahead, max_events, None);
                     (sim, stop)
                 })
             })
@@ -797,17 +915,13 @@ pub fn run(
         sh.barrier.wait();
         // The run starts once every partition is built.
         let build = t0.elapsed();
-        let lead = Lead {
-            limits,
-            progress,
-            started: t0 + build,
-            shown_at: std::time::Duration::ZERO,
-            offered: first.flows.iter().map(|f| f.spec.bytes).sum(),
-            flows: first.flows.len() as u64,
-            tasks: first.tasks.graph.tasks.len() as u64,
-            windows: 0,
+        let lead = Lead::new(&first, limits, progress, t0 + build);
+        let mut ex = Threads {
+            sh: &sh,
+            me: 0,
+            parity: 0,
         };
-        let stop = drive(&mut first, &sh, max_events, Some(lead));
+        let (stop, windows) = drive(&mut first, &mut ex, lookahead, max_events, Some(lead));
         drop(guard);
         let rest: Vec<(Simulation, StopReason)> = handles
             .into_iter()
@@ -816,27 +930,18 @@ pub fn run(
                 Err(e) => std::panic::resume_unwind(e),
             })
             .collect();
-        (stop, rest, build)
+        (stop, windows, rest, build)
     });
     let mut sims = vec![first];
     for (sim, theirs) in rest {
         debug_assert_eq!(theirs, stop, "every partition decides the same");
         sims.push(sim);
     }
-    // Losses of the last window go to their receivers' partitions.
-    for sim in &mut sims {
-        if sim.failures.partitioned {
-            let me = sim.part().me as usize;
-            let losses = std::mem::take(&mut *sh.losses[me].lock().expect("no partition panicked"));
-            sim.replay_losses(losses);
-        }
-    }
     // Every partition closes its last bucket of samples where the run
     // ended.
     let end = sims.iter().map(|s| s.now).max().unwrap_or(SimTime::ZERO);
     for s in &mut sims {
-        s.now = end;
-        s.finish_series();
+        s.close(end);
     }
     let stats = ParallelStats {
         threads: n as u32,
@@ -844,26 +949,64 @@ pub fn run(
         one_because: None,
         cut: p.describe(),
         lookahead_ps: lookahead,
-        windows: sh.windows.load(Ordering::Relaxed),
+        windows,
         messages: sh.messages.load(Ordering::Relaxed),
-        events: sims.iter().map(|s| s.counters().events).collect(),
+        events: Vec::new(),
         build_seconds: build.as_secs_f64(),
     };
-    let leftover: Vec<Message> = sh
-        .mail
-        .into_iter()
-        .flat_map(|m| m.into_inner().expect("no partition panicked"))
-        .collect();
     let mut sims = sims.into_iter();
-    let mut merged = sims.next().expect("partition 0");
-    for other in sims {
-        merged.absorb(other, p);
+    let first = sims.next().expect("partition 0");
+    let through_bytes = limits.encode_partitions;
+    let fragments = sims.map(|s| {
+        let f = s.into_fragment();
+        if through_bytes {
+            Fragment::decode(&f.encode()).expect("a fragment decodes from its own bytes")
+        } else {
+            f
+        }
+    });
+    let merged = merge(first, fragments, p, stats);
+    (merged, stop)
+}
+
+impl Simulation {
+    /// How this simulation's fabric and task graph are cut as `p` says:
+    /// every port's partition, and where each task runs.
+    fn cut(&self, p: &Partitioning) -> (Arc<[u32]>, Arc<[Home]>) {
+        let port_part: Arc<[u32]> = (0..self.topo.ports.len())
+            .map(|i| p.of_port(&self.topo, PortId(i as u32)))
+            .collect();
+        let homes: Arc<[Home]> = self
+            .tasks
+            .homes(&self.topo, &self.flows)
+            .expect("`plan` checked the task graph")
+            .into();
+        (port_part, homes)
     }
-    // Frames still on their way across a cut are in flight, as they are
-    // in one queue's arena.
-    for (_, _, pkt) in leftover {
-        merged.packets.alloc(pkt);
+
+    /// Ends a partition's run at `end`, the latest any partition reached:
+    /// its last bucket of samples closes there.
+    fn close(&mut self, end: SimTime) {
+        self.now = end;
+        self.finish_series();
     }
+}
+
+/// Partition 0 (`first`) merged with the others' fragments into one
+/// simulation whose outputs are those of a run on one queue; `stats`
+/// gets each partition's event count.
+fn merge(
+    mut merged: Simulation,
+    fragments: impl Iterator<Item = Fragment>,
+    p: &Partitioning,
+    mut stats: ParallelStats,
+) -> Simulation {
+    stats.events = vec![merged.counters.events];
+    for f in fragments {
+        stats.events.push(f.counters.events);
+        merged.absorb(f, p);
+    }
+    let homes = merged.part().homes.clone();
     if !homes.is_empty() {
         merged.tasks.settle(&homes);
     }
@@ -875,80 +1018,150 @@ pub fn run(
     if let Some(c) = merged.capture.as_deref_mut() {
         c.write_recorded(topo);
     }
-    for b in sh.bands {
-        for (pkt, bands) in b.into_inner().expect("no partition panicked") {
-            merged.balance.put_bands(&pkt, bands);
-        }
-    }
     merged.part = None;
     merged.parallel = Some(stats);
-    (merged, stop)
+    merged
+}
+
+/// What a partition hands over at the end of a run: the state of what
+/// it owns (and, for simplicity, the rest of its components, which the
+/// merge ignores), its counters and its frames in flight. It crosses
+/// threads as it is and processes (MPI ranks) encoded (`encode`).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct Fragment {
+    me: u32,
+    qp_mine: Vec<bool>,
+    series: super::series::Series,
+    in_flight: Vec<Packet>,
+    egress: crate::switch::egress::Egress,
+    nics: crate::nic::nics::Nics,
+    /// Each transfer's start and ends (`FlowEnds`).
+    flows: Vec<FlowEnds>,
+    counters: super::Counters,
+    firsts: super::FirstEvents,
+    now: SimTime,
+    finished_at: Option<SimTime>,
+    paths: super::paths::PathLog,
+    balance: super::balance::BalanceState,
+    failures: super::failures::FailureState,
+    tasks: super::tasks::TaskState,
+    /// The capture's frames, kept in its temporary files: moved between
+    /// threads, packed into bytes between processes.
+    #[serde(skip)]
+    capture: Option<Box<super::capture::Capture>>,
+    packed_capture: Option<super::capture::Packed>,
+}
+
+/// What a partition knows of a transfer: when it started and was
+/// acknowledged (sender's side), delivered (receiver's).
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+struct FlowEnds {
+    start: SimTime,
+    tx_done_qps: u32,
+    acked: Option<SimTime>,
+    rx_done_qps: u32,
+    finish: Option<SimTime>,
+}
+
+impl Fragment {
+    /// The bytes that carry it to another process.
+    pub(super) fn encode(mut self) -> Vec<u8> {
+        self.packed_capture = self.capture.take().map(|c| c.pack());
+        postcard::to_stdvec(&self).expect("a partition's state encodes")
+    }
+
+    /// A fragment from `encode`'s bytes.
+    pub(super) fn decode(bytes: &[u8]) -> Result<Fragment, postcard::Error> {
+        postcard::from_bytes(bytes)
+    }
 }
 
 impl Simulation {
-    /// Takes from `other`, the simulation of another partition of the
-    /// same run, what its partition owns (ports, switches, each side of
-    /// its QPs and transfers, its time series, the frames it holds) and
-    /// adds its counts.
-    fn absorb(&mut self, other: Simulation, p: &Partitioning) {
-        let them = other.part().me;
+    /// This partition's part of the results.
+    pub(super) fn into_fragment(self) -> Fragment {
+        let part = self.part.expect("a partition");
+        Fragment {
+            me: part.me,
+            qp_mine: part.qp_mine,
+            in_flight: self.packets.iter_live().copied().collect(),
+            series: self.series,
+            egress: self.egress,
+            nics: self.nics,
+            flows: self
+                .flows
+                .iter()
+                .map(|f| FlowEnds {
+                    start: f.start,
+                    tx_done_qps: f.tx_done_qps,
+                    acked: f.acked,
+                    rx_done_qps: f.rx_done_qps,
+                    finish: f.finish,
+                })
+                .collect(),
+            counters: self.counters,
+            firsts: self.firsts,
+            now: self.now,
+            finished_at: self.finished_at,
+            paths: self.paths,
+            balance: self.balance,
+            failures: self.failures,
+            tasks: self.tasks,
+            capture: self.capture,
+            packed_capture: None,
+        }
+    }
+
+    /// Takes from `other`, the results of another partition of the same
+    /// run, what its partition owns (ports, switches, each side of its
+    /// QPs and transfers, its time series, the frames it holds) and adds
+    /// its counts.
+    fn absorb(&mut self, other: Fragment, p: &Partitioning) {
+        let them = other.me;
         let host_of = |nic: NicId| p.host[self.topo.nics[nic.idx()].host.idx()];
-        let port_part = &other.part().port_part;
+        let port_part = self.part().port_part.clone();
         let port_theirs = |i: usize| port_part[i] == them;
         let switch_theirs = |s: usize| p.switch[s] == them;
-        let qp_theirs = |q: u32| other.part().qp_mine[q as usize];
+        let qp_theirs = |q: u32| other.qp_mine[q as usize];
         self.series
             .absorb(&other.series, |i| port_theirs(i as usize), qp_theirs);
-        for pkt in other.packets.iter_live() {
+        for pkt in &other.in_flight {
             self.packets.alloc(*pkt);
         }
-        let Simulation {
-            egress,
-            nics,
-            flows,
-            counters,
-            firsts,
-            now,
-            part,
-            paths,
-            balance,
-            capture,
-            failures,
-            tasks,
-            ..
-        } = other;
-        let part = part.expect("a partition");
+        let homes = self.part().homes.clone();
         self.tasks
-            .absorb(tasks, &part.homes, |h| p.host[h as usize] == them);
-        if let (Some(mine), Some(theirs)) = (self.capture.as_deref_mut(), capture) {
-            mine.absorb(*theirs);
+            .absorb(other.tasks, &homes, |h| p.host[h as usize] == them);
+        if let Some(mine) = self.capture.as_deref_mut() {
+            if let Some(theirs) = other.capture {
+                mine.absorb(*theirs);
+            } else if let Some(packed) = other.packed_capture {
+                mine.unpack(packed);
+            }
         }
-        self.paths.absorb(paths);
-        self.balance.absorb(balance);
-        self.failures.absorb(failures);
-        let port_part = &part.port_part;
+        self.paths.absorb(other.paths);
+        self.balance.absorb(other.balance);
+        self.failures.absorb(other.failures);
         self.egress
-            .absorb(egress, |i| port_part[i] == them, switch_theirs);
+            .absorb(other.egress, |i| port_part[i] == them, switch_theirs);
         self.nics.absorb(
-            nics,
+            other.nics,
             |q| host_of(q.src_nic) == them,
             |q| host_of(q.dst_nic) == them,
         );
-        for (mine, theirs) in self.flows.iter_mut().zip(flows) {
-            if host_of(theirs.spec.src_nic) == them {
+        for (mine, theirs) in self.flows.iter_mut().zip(other.flows) {
+            if host_of(mine.spec.src_nic) == them {
                 mine.start = theirs.start;
                 mine.tx_done_qps = theirs.tx_done_qps;
                 mine.acked = theirs.acked;
             }
-            if host_of(theirs.spec.dst_nic) == them {
+            if host_of(mine.spec.dst_nic) == them {
                 mine.rx_done_qps = theirs.rx_done_qps;
                 mine.finish = theirs.finish;
             }
         }
-        self.counters = sum(&[self.counters, counters]);
-        self.firsts.absorb(&firsts);
+        self.counters = sum(&[self.counters, other.counters]);
+        self.firsts.absorb(&other.firsts);
         self.finished_at = self.finished_at.max(other.finished_at);
-        self.now = self.now.max(now);
+        self.now = self.now.max(other.now);
     }
 }
 

@@ -11,7 +11,7 @@ use crate::units::SimTime;
 pub const MAX_STEPS: usize = 64;
 
 /// A run of packets of one QP that one switch sent out of one port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Step {
     pub switch: SwitchId,
     pub port: PortId,
@@ -23,7 +23,7 @@ pub struct Step {
     pub since: (SimTime, PortId),
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct QpPath {
     pub steps: Vec<Step>,
     /// Latest step per switch: (switch, index into `steps`, port).
@@ -97,7 +97,7 @@ impl QpPath {
 }
 
 /// Records of every QP, when some balancer is dynamic.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct PathLog {
     pub enabled: bool,
     pub qps: Vec<QpPath>,

@@ -7,7 +7,7 @@ use crate::topology::Owner;
 use crate::units::SimTime;
 
 /// Why a run stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StopReason {
     /// Nothing left to do.
     Finished,
@@ -68,6 +68,10 @@ pub struct Limits {
     /// given reader measures it (the engine reads no operating-system
     /// state itself).
     pub max_memory: Option<(u64, fn() -> u64)>,
+    /// In a run on threads: hand each partition's results over as the
+    /// bytes an MPI rank sends (`run --encode-partitions`, which tests
+    /// the MPI path's encoding on a machine without MPI).
+    pub encode_partitions: bool,
 }
 
 /// Events handled between checks of the wall clock and of interruption.

@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// How two neighbouring buckets become one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Merge {
     /// Rates and shares of time: the mean.
     Mean,
@@ -37,7 +37,7 @@ pub enum Merge {
 /// a dense table indexed by key. Writing a bucket is then a sequential
 /// pass instead of one cache miss per element; reading a row back, done
 /// once at the end, strides over the frames.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Group {
     pub merge: Merge,
     /// Per key: its row, or `NO_ROW`.
@@ -224,7 +224,7 @@ impl Group {
 }
 
 /// What the sampler keeps.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Series {
     /// Off: no buckets are ever closed.
     pub enabled: bool,

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 pub const NO_TASK: u32 = u32::MAX;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TaskState {
     pub graph: TaskGraph,
     /// Predecessors not yet done, per task.
@@ -372,7 +372,7 @@ impl Simulation {
 }
 
 /// NVLink copies in flight, host by host.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Nvlink {
     /// Bytes per picosecond a GPU sends (and receives) over NVLink.
     rate: f64,
@@ -382,14 +382,14 @@ pub struct Nvlink {
     pub bytes: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct HostCopies {
     copies: Vec<Copy>,
     last: SimTime,
     gen: u32,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Copy {
     task: u32,
     src: u32,

@@ -17,7 +17,7 @@
 use crate::units::{Rate, SimTime};
 
 /// Which published parameter set a scenario starts from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Preset {
     /// The "Mellanox" DCQCN of the public simulators (HPCC's ns-3 and
     /// those built on it): the firmware's timers, thresholds and increase
@@ -55,7 +55,7 @@ impl Preset {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DcqcnParams {
     pub preset: Preset,
     /// Alpha gain.
@@ -91,7 +91,7 @@ pub struct DcqcnParams {
 }
 
 /// When a CNP raises alpha.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AlphaUpdate {
     /// At once, on every CNP, and the decay timer restarts (the paper).
     OnCnp,
@@ -115,7 +115,7 @@ impl AlphaUpdate {
 
 /// Whether a rate cut also lowers the target rate the QP recovers
 /// towards.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ClampTarget {
     /// On every cut (the paper: Rt = Rc, then Rc is cut).
     Always,
@@ -249,7 +249,7 @@ impl DcqcnParams {
 }
 
 /// One QP's reaction point.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Dcqcn {
     line: f64,
     /// Current and target rate, bits per second.

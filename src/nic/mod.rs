@@ -18,7 +18,7 @@ pub mod transport;
 use crate::units::SimTime;
 
 /// How an RDMA Write is cut into packets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WriteMode {
     /// One message: Write First (with RETH), Middle..., Last; the
     /// responder needs the packets in order.
@@ -37,7 +37,7 @@ impl WriteMode {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TransportConfig {
     /// Payload bytes per packet.
     pub mtu: u32,

@@ -11,7 +11,7 @@
 
 use crate::units::SimTime;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MrcConfig {
     /// Entropy values (paths) per QP.
     pub paths: u32,
@@ -33,7 +33,7 @@ impl Default for MrcConfig {
 }
 
 /// What the multipath sender did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct MrcStats {
     /// Times a path was taken out of use.
     pub paths_failed: u64,
@@ -48,7 +48,7 @@ pub struct MrcStats {
 const NEVER: SimTime = SimTime::MAX;
 const NO_PROBE: u32 = u32::MAX;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Mrc {
     pub cfg: MrcConfig,
     n: u32,

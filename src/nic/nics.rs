@@ -19,6 +19,7 @@ use crate::wire::{Opcode, Packet, PacketArena, PacketId};
 use std::collections::VecDeque;
 
 /// Both halves of a queue pair and where they sit.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct QpState {
     pub flow: FlowId,
     pub src_nic: NicId,
@@ -119,7 +120,7 @@ pub enum Rx {
 }
 
 /// Counts of what the NICs sent and received.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct NicCounters {
     pub data_packets_sent: u64,
     pub acks_sent: u64,
@@ -128,6 +129,7 @@ pub struct NicCounters {
     pub cnps_received: u64,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Nics {
     qps: Vec<QpState>,
     /// Tenant of each QP, which TELB policies match at switches.

@@ -5,7 +5,7 @@
 use super::dcqcn::{Dcqcn, DcqcnParams};
 use crate::units::SimTime;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum RateControl {
     /// No limit beyond the port itself.
     LineRate,

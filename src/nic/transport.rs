@@ -21,7 +21,7 @@ use super::WriteMode;
 use crate::units::SimTime;
 use crate::wire::Opcode;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Requester {
     pub total_bytes: u64,
     pub n_pkts: u32,
@@ -280,7 +280,7 @@ impl Requester {
 
 /// What a receiver does with a Write First/Middle/Last packet that
 /// arrives ahead of a gap (such packets must be delivered in order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum OooPolicy {
     /// Discard it and send one NAK per gap (go-back-N).
     #[default]
@@ -291,14 +291,14 @@ pub enum OooPolicy {
 }
 
 /// A NIC's reorder buffer, shared by the QPs it receives on.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ReorderPool {
     pub capacity: u64,
     pub used: u64,
     pub peak: u64,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Responder {
     pub n_pkts: u32,
     total_bytes: u64,

@@ -30,6 +30,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use toml::Value;
 
+use crate::engine::parallel::mpi::Ranks;
 use crate::engine::{Limits, Simulation, StopReason};
 use crate::report::{self, Perf, Summary};
 use crate::scenario::{self, Prepared};
@@ -605,6 +606,7 @@ impl PointLimits {
             max_wall: self.max_wall,
             interrupt: self.interrupt.clone(),
             max_memory: None,
+            ..Limits::default()
         }
     }
 
@@ -656,38 +658,80 @@ pub enum Ran {
     Interrupted,
     /// Not started: an interrupt came first.
     NotStarted,
+    /// Run as an MPI rank other than 0, which writes the results.
+    OtherRank,
 }
 
-/// Runs one point into its folder, unless it is already there. A panic in
-/// the simulation is caught and reported as this point's failure.
+/// Runs one point into its folder, unless it is already there; as one
+/// of several MPI ranks when `ranks` is given (rank 0 writes the folder,
+/// the others only simulate). A panic in the simulation is caught and
+/// reported as this point's failure.
 pub fn run_point(
     sweep: &Sweep,
     layout: &Layout,
     p: &Point,
     limits: &PointLimits,
+    ranks: Option<&Ranks>,
 ) -> Result<Ran, String> {
     let n = sweep.points_len();
     let dir = point_dir(p.id, n);
-    if layout.finished(&dir) {
+    let lead = ranks.is_none_or(|r| r.rank() == 0);
+    let mut done = layout.finished(&dir);
+    if let Some(r) = ranks {
+        // Ranks agree, so that none waits for the others alone.
+        done = !r.all(!done);
+    }
+    if done {
         return Ok(Ran::AlreadyDone);
     }
-    if limits.interrupted() {
+    if ranks.is_none() && limits.interrupted() {
         return Ok(Ran::NotStarted);
     }
-    let staging = crate::output::stage_in(&layout.points(), "point")
-        .map_err(|e| format!("{}: cannot write: {e}", layout.points().display()))?;
-    let stage = staging.path().to_path_buf();
+    let staging = if lead {
+        Some(
+            crate::output::stage_in(&layout.points(), "point")
+                .map_err(|e| format!("{}: cannot write: {e}", layout.points().display())),
+        )
+    } else {
+        None
+    };
+    let prepared = sweep.prepare(p);
+    if let Some(r) = ranks {
+        let ready = prepared.is_ok() && staging.as_ref().is_none_or(|s| s.is_ok());
+        if !r.all(ready) && ready {
+            return Err("another MPI rank could not start the point".into());
+        }
+    }
+    let staging = staging.transpose()?;
+    let mut prepared = prepared?;
+    if ranks.is_some() {
+        // Each rank runs one partition.
+        prepared.scenario.threads = 1;
+    }
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Ran, String> {
-        let prepared = sweep.prepare(p)?;
         let source = (prepared.scenario.threads > 1).then(|| prepared.clone());
         let sim = Simulation::new(prepared);
         let start = Instant::now();
-        let (sim, stop) =
-            crate::engine::parallel::run_on_threads(sim, source, &limits.engine(), &mut |_| {});
+        let (sim, stop) = match ranks {
+            None => {
+                crate::engine::parallel::run_on_threads(sim, source, &limits.engine(), &mut |_| {})
+            }
+            Some(r) => {
+                match crate::engine::parallel::mpi::run(sim, r, &limits.engine(), &mut |_| {}) {
+                    Some(done) => done,
+                    None => return Ok(Ran::OtherRank),
+                }
+            }
+        };
         let wall = start.elapsed().as_secs_f64();
         if stop == StopReason::Interrupted {
             return Ok(Ran::Interrupted);
         }
+        let stage = staging
+            .as_ref()
+            .expect("the lead rank stages")
+            .path()
+            .to_path_buf();
         let summary = Summary::of(&sim, stop);
         let perf = Perf::of(&sim, wall);
         report::write_outputs(&stage, &sim, &summary, &perf)
@@ -719,10 +763,12 @@ pub fn run_point(
     drop(staging);
     match outcome {
         Ok(Ran::Interrupted) => Ok(Ran::Interrupted),
+        Ok(Ran::OtherRank) => Ok(Ran::OtherRank),
         Ok(ran) => {
             let _ = fs::remove_file(layout.error(&dir));
             Ok(ran)
         }
+        Err(e) if !lead => Err(e),
         Err(e) => {
             let msg = format!("{dir} ({}): {e}", sweep.describe(p));
             // The reason is kept for the merge; failing to keep it does
@@ -791,7 +837,7 @@ pub fn run_local(sweep: &Sweep, out: &Path, opts: &Local) -> Result<Outcome, Str
         pending
             .par_iter()
             .map(|p| {
-                let r = run_point(sweep, &layout, p, &opts.limits);
+                let r = run_point(sweep, &layout, p, &opts.limits, None);
                 let k = finished.fetch_add(1, Ordering::Relaxed) + 1;
                 if !opts.quiet {
                     let dir = point_dir(p.id, n);
@@ -810,7 +856,7 @@ pub fn run_local(sweep: &Sweep, out: &Path, opts: &Local) -> Result<Outcome, Str
                             limit_name(*why)
                         ),
                         Ok(Ran::Interrupted) => errln!("[{k}/{of}] {dir} interrupted  {what}"),
-                        Ok(Ran::AlreadyDone | Ran::NotStarted) => {}
+                        Ok(Ran::AlreadyDone | Ran::NotStarted | Ran::OtherRank) => {}
                         Err(e) => errln!("[{k}/{of}] FAILED {e}"),
                     }
                 }
@@ -832,7 +878,7 @@ pub fn run_local(sweep: &Sweep, out: &Path, opts: &Local) -> Result<Outcome, Str
                 o.ran += 1;
                 o.partial += usize::from(partial.is_some());
             }
-            Ok(Ran::AlreadyDone) => o.already_done += 1,
+            Ok(Ran::AlreadyDone | Ran::OtherRank) => o.already_done += 1,
             Ok(Ran::Interrupted | Ran::NotStarted) => o.interrupted += 1,
             Err(e) => o.failures.push(e),
         }
@@ -857,7 +903,13 @@ fn remove_stale_stages(layout: &Layout) {
 }
 
 /// Runs the one point `id` (an array task's index), after checking it.
-pub fn run_one(sweep: &Sweep, out: &Path, id: usize, limits: &PointLimits) -> Result<Ran, String> {
+pub fn run_one(
+    sweep: &Sweep,
+    out: &Path,
+    id: usize,
+    limits: &PointLimits,
+    ranks: Option<&Ranks>,
+) -> Result<Ran, String> {
     let points = sweep.points();
     let Some(p) = points.get(id) else {
         return Err(format!(
@@ -872,8 +924,9 @@ pub fn run_one(sweep: &Sweep, out: &Path, id: usize, limits: &PointLimits) -> Re
         root: out.to_path_buf(),
     };
     // The manifest is normally written when the job is emitted; a task
-    // started another way writes it, with every point's seed resolved.
-    if !layout.manifest().is_file() {
+    // started another way writes it, with every point's seed resolved
+    // (under MPI, rank 0 does).
+    if !layout.manifest().is_file() && ranks.is_none_or(|r| r.rank() == 0) {
         let mut seeds = vec![seed; points.len()];
         for q in &points {
             if q.id != id {
@@ -882,7 +935,7 @@ pub fn run_one(sweep: &Sweep, out: &Path, id: usize, limits: &PointLimits) -> Re
         }
         settle_manifest(&layout, sweep, &sweep.manifest(&seeds))?;
     }
-    run_point(sweep, &layout, p, limits)
+    run_point(sweep, &layout, p, limits, ranks)
 }
 
 #[cfg(test)]

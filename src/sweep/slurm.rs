@@ -20,6 +20,7 @@ pub struct RawSlurm {
     qos: Option<String>,
     time: Option<String>,
     cpus_per_task: Option<i64>,
+    ranks: Option<i64>,
     mem: Option<String>,
     limit: Option<i64>,
     extra: Option<Vec<String>>,
@@ -36,6 +37,9 @@ pub struct Slurm {
     /// Wall-time limit per task, as sbatch takes it (`30`, `1:00:00`).
     pub time: Option<String>,
     pub cpus_per_task: u32,
+    /// MPI ranks per point (`--ntasks`): above 1, each point runs under
+    /// `srun` with `--mpi`, cut over that many ranks.
+    pub ranks: u32,
     /// Memory per task, as sbatch takes it (`4G`).
     pub mem: Option<String>,
     /// Most tasks running at once (`%limit` of `--array`).
@@ -93,6 +97,18 @@ impl Slurm {
             qos: opt("qos", &r.qos)?,
             time: opt("time", &r.time)?,
             cpus_per_task: positive("cpus_per_task", r.cpus_per_task)?.unwrap_or(1),
+            ranks: match r.ranks {
+                Some(n) if !(1..=i64::from(crate::scenario::MAX_THREADS)).contains(&n) => {
+                    return Err((
+                        "slurm.ranks".into(),
+                        format!(
+                            "got {n}, expected 1 to {} MPI ranks per point",
+                            crate::scenario::MAX_THREADS
+                        ),
+                    ))
+                }
+                n => n.map_or(1, |n| n as u32),
+            },
             mem: opt("mem", &r.mem)?,
             limit: positive("limit", r.limit)?,
             extra,
@@ -236,12 +252,19 @@ pub fn emit(
     let mut array = header(&s.job_name, &array_log);
     let limit = s.limit.map_or(String::new(), |l| format!("%{l}"));
     let _ = writeln!(array, "#SBATCH --array=0-{}{limit}", n - 1);
+    // Several ranks per point: srun starts them, each a partition.
+    let (launch, mpi) = if s.ranks > 1 {
+        let _ = writeln!(array, "#SBATCH --ntasks={}", s.ranks);
+        ("srun ", " --mpi")
+    } else {
+        ("", "")
+    };
     let _ = write!(
         array,
         "# {n} points of {}: one task each; a finished point is skipped when\n\
          # the task runs again.\n\
          set -euo pipefail\n\
-         exec {} sweep {} --out {} --point \"$SLURM_ARRAY_TASK_ID\"{}\n",
+         exec {launch}{} sweep {} --out {} --point \"$SLURM_ARRAY_TASK_ID\"{mpi}{}\n",
         q(&sweep_file),
         shell_quote(&exe),
         q(&sweep_file),

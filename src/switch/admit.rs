@@ -12,7 +12,7 @@
 /// Dynamic-threshold alpha in 1/256 units (alpha 8 = 2048).
 pub const ALPHA_ONE: u64 = 256;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SharedBuffer {
     /// The shared pool: the buffer less the reserved headroom.
     pub capacity: u64,

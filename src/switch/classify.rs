@@ -8,9 +8,25 @@
 pub const QUEUES: usize = 8;
 
 /// DSCP (0..63) to queue.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ClassMap {
+    #[serde(with = "by_dscp")]
     queue: [u8; 64],
+}
+
+/// `ClassMap`'s table as a sequence (serde's arrays stop at 32).
+mod by_dscp {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(q: &[u8; 64], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(q.iter())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 64], D::Error> {
+        let v = Vec::<u8>::deserialize(d)?;
+        v.try_into()
+            .map_err(|_| serde::de::Error::custom("a DSCP table has 64 entries"))
+    }
 }
 
 impl Default for ClassMap {

@@ -13,7 +13,7 @@ use crate::rng::Stream;
 use crate::wire::frame::ecn;
 
 /// WRED on one egress queue of one port.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Wred {
     pub queue: u8,
     pub cfg: PortWred,

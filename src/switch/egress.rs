@@ -49,7 +49,7 @@ pub enum Timed {
 /// What became of a frame that did not simply go on. The frame is
 /// already freed from the arena (except `Trimmed` and `Sent`); the caller
 /// keeps the totals its owner needs (payload, failures, captures).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Fate {
     /// Dropped: no buffer or headroom, WRED, or the watchdog.
     Dropped(Packet),
@@ -86,7 +86,7 @@ impl NicTurn {
 }
 
 /// Settings every port's egress reads.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EgressConfig {
     pub mark_on: MarkPoint,
     pub pfc: PfcConfig,
@@ -101,7 +101,7 @@ pub struct EgressConfig {
 }
 
 /// Fabric-wide counts of what egress did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct EgressCounters {
     /// Frames of every kind put on any link.
     pub link_transmissions: u64,
@@ -118,7 +118,7 @@ pub struct EgressCounters {
 }
 
 /// When egress first did each thing, in picoseconds.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct EgressFirsts {
     pub ecn_mark_ps: Option<u64>,
     /// First pause sent by a switch of each tier, and by a NIC.
@@ -147,6 +147,7 @@ pub fn earlier(slot: &mut Option<u64>, other: Option<u64>) {
 }
 
 /// The egress side of every port, and the switches' buffers and pipelines.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Egress {
     ports: Vec<PortState>,
     /// Each port's priority queues (apart: see `port`).

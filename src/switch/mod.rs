@@ -43,6 +43,7 @@ pub struct SwitchConfig {
 }
 
 /// The run-time state of one switch.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct SwitchState {
     pub classes: ClassMap,
     pub balancer: Balancer,

@@ -19,7 +19,7 @@ use crate::units::SimTime;
 /// PFC state of one port for one lossless priority. What every lossless
 /// packet reads and writes (thresholds, bytes, flags) comes first, in the
 /// entry's first cache line; counters follow.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 #[repr(C, align(64))]
 pub struct PfcPrio {
     pub cfg: PortPfc,

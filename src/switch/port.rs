@@ -13,7 +13,7 @@ use crate::topology::{PortId, Topology};
 use crate::units::SimTime;
 
 /// The per-hop state of a port's transmitter.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 #[repr(C, align(64))]
 pub struct PortState {
     /// When the frame now being serialized (if any) is fully sent.
@@ -42,7 +42,7 @@ pub struct PortState {
 }
 
 /// Frames dropped at admission while headed for this egress port.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct PortDrops {
     pub packets: u64,
     pub wire_bytes: u64,

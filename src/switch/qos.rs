@@ -14,7 +14,7 @@ use crate::units::{Rate, SimTime};
 use crate::wire::frame::{self, Opcode};
 
 /// Where WRED looks at the queue and marks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MarkPoint {
     /// When the packet joins the queue (the depth ahead of it).
     Enqueue,
@@ -92,7 +92,7 @@ impl QueueConfig {
 }
 
 /// What the PFC watchdog does to a queue it finds stuck.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WatchdogAction {
     /// Discard the queue's packets, and those that arrive for it, while
     /// ignoring pauses for the recovery time.
@@ -110,7 +110,7 @@ impl WatchdogAction {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Watchdog {
     /// A queue paused this long with frames waiting is stuck.
     pub interval: SimTime,
@@ -121,7 +121,7 @@ pub struct Watchdog {
 
 /// A NIC that keeps pausing its switch port: the stuck pause a watchdog
 /// exists for (a faulty NIC or a host that stopped draining).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PauseStorm {
     pub gpu: crate::topology::GpuId,
     pub priority: u8,
@@ -129,7 +129,7 @@ pub struct PauseStorm {
     pub stop: Option<SimTime>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PfcConfig {
     /// Pause time put in each pause frame, in quanta of 512 bit times.
     pub quanta: u16,
@@ -224,7 +224,7 @@ impl QosConfig {
 }
 
 /// WRED as one port applies it to one queue, in bytes.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PortWred {
     pub min: u32,
     pub max: u32,
@@ -235,7 +235,7 @@ pub struct PortWred {
 }
 
 /// PFC as one port applies it to one lossless priority, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PortPfc {
     pub xoff: u32,
     pub xon: u32,

@@ -23,7 +23,7 @@ pub const LOCAL: u32 = u32::MAX;
 /// A queued frame: its packet, its size on the wire and the port it came
 /// in on, kept here so that the transmitter never has to touch the packet
 /// record to dequeue it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Queued {
     pub id: PacketId,
     pub wire_bytes: u32,
@@ -82,7 +82,7 @@ pub struct QueueStats {
 }
 
 /// The counters of a queue that only marks and drops touch.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct QueueCounts {
     pub ecn_marks: u64,
     /// Dropped at admission (buffer, headroom or WRED) while headed here.
@@ -96,7 +96,7 @@ pub struct QueueCounts {
 
 /// One priority queue: its FIFO and everything an enqueue or a dequeue
 /// updates, together in one cache line.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 #[repr(C, align(64))]
 struct Fifo {
     frames: VecDeque<Queued>,
@@ -130,7 +130,7 @@ pub enum Dequeued {
 /// header, depth and counters), then what only PFC, marking, round robin
 /// among several queues and reports touch. A hop through one queue
 /// touches two lines of this record.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 #[repr(C)]
 pub struct EgressQueues {
     /// Bit i set when queue i is non-empty.

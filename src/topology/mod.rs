@@ -24,7 +24,7 @@ use crate::units::{Rate, SimTime};
 macro_rules! id_type {
     ($($(#[$m:meta])* $name:ident),*) => {$(
         $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
         pub struct $name(pub u32);
         impl $name {
             #[inline]
@@ -60,7 +60,7 @@ pub fn nic_ip(n: NicId) -> u32 {
 }
 
 /// Which device owns a port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Owner {
     Switch(SwitchId),
     Nic(NicId),

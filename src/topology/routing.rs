@@ -15,20 +15,20 @@ use super::{LinkId, NicId, Owner, PortId, SwitchId, Topology};
 
 pub const NO_ROUTE: u32 = u32::MAX;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Hop {
     pub first_port: u32,
     pub n_ports: u32,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Group {
     pub first_hop: u32,
     pub n_hops: u32,
 }
 
 /// One switch's forwarding state.
-#[derive(Default, Debug, Clone)]
+#[derive(Default, Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SwitchRoutes {
     /// Route per attachment class (see `Routes::nic_class`).
     pub by_class: Vec<u32>,
@@ -92,7 +92,7 @@ impl SwitchRoutes {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Routes {
     /// Attachment class of each NIC: NICs with the same set of attached
     /// switches share a class.

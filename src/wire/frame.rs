@@ -30,7 +30,7 @@ pub const IP_PROTO_UDP: u8 = 17;
 
 /// The InfiniBand BTH opcodes of the reliable-connected service that the
 /// simulator uses (IBTA spec vol. 1, table 38).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[repr(u8)]
 pub enum Opcode {
     WriteFirst,
@@ -147,7 +147,7 @@ pub fn wire_bytes(opcode: Opcode, payload: u32) -> u32 {
 /// MAC: TPID 0x8100, then priority code point, drop eligible bit and
 /// VLAN ID) on every link. PFC frames are MAC control frames and GLB
 /// heartbeats come from the switches: never tagged.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Framing {
     pub vlan_tag: bool,
 }

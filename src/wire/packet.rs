@@ -7,10 +7,10 @@
 use super::frame::Opcode;
 use crate::topology::{NicId, QpId};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct PacketId(pub u32);
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Packet {
     pub src: NicId,
     pub dst: NicId,

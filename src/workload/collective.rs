@@ -20,7 +20,7 @@ use crate::topology::{GpuId, Topology};
 use crate::units::SimTime;
 use std::collections::HashMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     AllReduce,
     AllGather,
@@ -67,7 +67,7 @@ impl Op {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Algorithm {
     Ring,
     Tree,
@@ -127,7 +127,7 @@ pub struct Collective {
 }
 
 /// One collective in the graph: the tasks that mark its start and end.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CollectiveRun {
     pub workload: u32,
     pub op: Op,

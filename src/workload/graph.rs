@@ -16,7 +16,7 @@ use crate::units::SimTime;
 /// No lane: the task starts as soon as it is ready.
 pub const NO_LANE: u32 = u32::MAX;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum TaskKind {
     /// A network transfer: this flow, which waits for the task.
     Net(u32),
@@ -28,7 +28,7 @@ pub enum TaskKind {
     Join,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Task {
     pub kind: TaskKind,
     pub lane: u32,
@@ -36,7 +36,7 @@ pub struct Task {
 }
 
 /// The graph, with successors in compressed rows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TaskGraph {
     pub tasks: Vec<Task>,
     /// Predecessors of each task.

@@ -40,7 +40,7 @@ pub struct Training {
 }
 
 /// A job in the graph: the tasks that mark each iteration's start and end.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct JobRun {
     pub workload: u32,
     pub iterations: Vec<(u32, u32)>,

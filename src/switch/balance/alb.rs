@@ -11,7 +11,7 @@ use crate::topology::routing::SwitchRoutes;
 use crate::topology::PortId;
 use crate::units::SimTime;
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AlbConfig {
     /// Bucket rates are measured over this window.
     pub window: SimTime,
@@ -37,14 +37,14 @@ impl Default for AlbConfig {
 }
 
 /// What ALB did at one switch.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct AlbStats {
     /// Group scans that found a member outside the tolerance.
     pub imbalanced: u64,
     pub moves: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Alb {
     pub cfg: AlbConfig,
     /// Rate of each bucket over the last window, bytes per second.

@@ -24,7 +24,7 @@ use crate::wire::Packet;
 /// Quality bands: 0 (worst) to `BEST`.
 pub const BEST: u8 = 7;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DlbMode {
     PerPacket,
     Flowlet,
@@ -52,7 +52,7 @@ impl DlbMode {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DlbConfig {
     pub mode: DlbMode,
     /// Flowlet inactivity timer.
@@ -92,7 +92,7 @@ pub fn quality(load: f64, queue_bytes: u64, queue_full: u64) -> u8 {
     BEST - load_band.max(queue_band)
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Entry {
     group: u32,
     port: PortId,
@@ -102,7 +102,7 @@ struct Entry {
 const EMPTY: u32 = u32::MAX;
 
 /// What DLB did, for the report.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DlbStats {
     /// Decisions made on quality (new flowlets, per-packet choices).
     pub decisions: u64,
@@ -112,7 +112,7 @@ pub struct DlbStats {
     pub rebalances: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Dlb {
     pub cfg: DlbConfig,
     /// Hashing for ties and the flow table.

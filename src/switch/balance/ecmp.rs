@@ -18,7 +18,7 @@ use crate::topology::routing::SwitchRoutes;
 use crate::topology::{PortId, SwitchId};
 use crate::wire::Packet;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Ecmp {
     pub hash: HashFn,
     pub fields: HashFields,
@@ -87,7 +87,7 @@ fn fold(crc: u32, seed: u32) -> u32 {
 }
 
 /// How bucket tables share buckets among a group's members.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Weights {
     /// Every member the same share.
     Equal,
@@ -103,7 +103,7 @@ pub enum Weights {
 /// tables hand only its buckets to the surviving members and give them
 /// back when it recovers; plain tables are rebuilt over the survivors,
 /// which moves most flows.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Buckets {
     /// Buckets per group.
     pub n: u32,

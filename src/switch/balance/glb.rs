@@ -19,7 +19,7 @@ use crate::units::SimTime;
 use super::dlb::BEST;
 
 /// How a path's quality is made of its two links' bands.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Combine {
     /// The worse of the two.
     Simple,
@@ -27,7 +27,7 @@ pub enum Combine {
     Compound { remote_weight: f64 },
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GlbConfig {
     /// Helpers check their bands this often and send a heartbeat when
     /// one changed.
@@ -57,7 +57,7 @@ impl Combine {
 }
 
 /// The remote view of one balancing switch.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Glb {
     pub cfg: GlbConfig,
     /// (member port, destination class) -> range of `slots`, sorted.

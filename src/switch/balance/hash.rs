@@ -21,7 +21,7 @@ static CRC32C: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&CRC_32_ISCSI);
 static CRC16_CCITT: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&CRC_16_IBM_3740);
 static CRC16_ARC: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&CRC_16_ARC);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum HashFn {
     Crc32,
     Crc32c,
@@ -81,7 +81,7 @@ impl HashFn {
 pub const KEY_MAX: usize = 18;
 
 /// A set of header fields, as a bit mask.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HashFields(u8);
 
 impl HashFields {

@@ -70,7 +70,7 @@ impl Default for EcmpConfig {
 }
 
 /// The algorithms a switch can balance with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Algo {
     Ecmp,
     Dlb,
@@ -246,6 +246,7 @@ enum Scope {
 /// The state of one switch's balancer beyond static hashing: bucket
 /// tables, the dynamic algorithms, selective rules, TELB and failed
 /// members.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Parts {
     pub buckets: Option<Buckets>,
     /// The tables as built on the full fabric, which re-routing after
@@ -267,6 +268,7 @@ pub struct Parts {
 
 /// A switch's balancer: the hashing every switch has, the state of the
 /// algorithms its spec uses, its rules and the members that are down.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Balancer {
     pub ecmp: Ecmp,
     pub algo: Algo,

@@ -10,7 +10,7 @@ use crate::topology::{NicId, Owner, PortId, SwitchId, Topology};
 use crate::wire::{Opcode, Packet};
 
 /// Packet fields a rule can match; an empty field matches anything.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Match {
     /// Tenant (job) ids of the workload that sent the packet.
     pub tenants: Vec<u16>,
@@ -46,7 +46,7 @@ pub const OPCODE_NAMES: &[(&str, Opcode)] = &[
 
 /// A `Match` compiled for one switch: ingress interfaces become the
 /// switch's own ports.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Compiled {
     m: Match,
     ingress: Vec<PortId>,
@@ -109,7 +109,7 @@ pub struct Policy {
 }
 
 /// What TELB did at one switch, in packets.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TelbStats {
     pub primary: u64,
     pub backup: u64,
@@ -119,7 +119,7 @@ pub struct TelbStats {
 
 /// TELB at one switch: each policy with the switch's ports towards its
 /// colours.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Telb {
     rules: Vec<(Compiled, Vec<PortId>, Vec<PortId>)>,
     pub stats: TelbStats,

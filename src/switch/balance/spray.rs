@@ -5,7 +5,7 @@
 use crate::rng::Stream;
 use crate::topology::PortId;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SprayOrder {
     RoundRobin,
     Random,
@@ -28,6 +28,7 @@ impl SprayOrder {
     }
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Spray {
     pub order: SprayOrder,
     /// Next member per group (round robin).
