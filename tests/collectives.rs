@@ -425,6 +425,70 @@ bytes = "32MB"
     assert!(c.time_ps.is_some());
 }
 
+/// `across = "tree"`: the hierarchical all-reduce's step across hosts is
+/// a double binary tree per rail. The same bytes leave each rail (2(h-1)
+/// shares in all, as the ring), but as messages up and down two trees:
+/// 2 trees x 2 directions x (h-1) edges per chunk, not h x 2(h-1); and
+/// with 16 hosts and a 16 KB buffer (latency-bound: 30 ring steps of
+/// 512 B against two trees of depth 4, up and down) it finishes in well
+/// under half the ring's time. A tree on anything but hierarchical is
+/// refused.
+#[test]
+fn hierarchical_all_reduce_can_cross_hosts_on_a_tree() {
+    let text = |across: &str| {
+        format!(
+            r#"
+[topology]
+kind = "rail-optimized"
+hosts = 16
+gpus_per_host = 2
+hosts_per_leaf = 16
+rails_per_leaf = 2
+spines = 2
+nic_speed = "100G"
+uplink_speed = "400G"
+
+[[workload]]
+kind = "collective"
+op = "all-reduce"
+algorithm = "hierarchical"
+bytes = "16KB"
+channels = 2
+chunk = "1MB"
+across = "{across}"
+"#
+        )
+    };
+    let (ring, rs) = run(&text("ring"));
+    let (tree, ts) = run(&text("tree"));
+    let inter = |sim: &fabricsim::engine::Simulation| {
+        let topo = sim.topo();
+        sim.flows()
+            .iter()
+            .filter(|f| topo.gpus[f.spec.src.idx()].host != topo.gpus[f.spec.dst.idx()].host)
+            .map(|f| (1u64, f.spec.bytes))
+            .fold((0, 0), |(n, b), (m, c)| (n + m, b + c))
+    };
+    let (h, rails) = (16u64, 2u64);
+    let (ring_msgs, ring_bytes) = inter(&ring);
+    let (tree_msgs, tree_bytes) = inter(&tree);
+    assert_eq!(ring_msgs, rails * h * 2 * (h - 1));
+    assert_eq!(tree_msgs, rails * 2 * 2 * (h - 1));
+    assert_eq!(ring_bytes, tree_bytes);
+    let (rt, tt) = (
+        rs.collectives[0].time_ps.unwrap(),
+        ts.collectives[0].time_ps.unwrap(),
+    );
+    assert!(tt * 2 < rt, "tree {tt} ps against ring {rt} ps");
+
+    let flat = text("tree").replace("\"hierarchical\"", "\"ring\"");
+    let e = error_of(&flat, &[]);
+    assert!(
+        e.contains("across: is only used by algorithm = \"hierarchical\", not \"ring\""),
+        "{e}"
+    );
+}
+
 /// Two training jobs (tenants) on one fabric: each job's iterations are
 /// reported on their own, each iteration is its compute time plus its
 /// collectives back to back, checkpoints are written to the storage host,

@@ -294,6 +294,60 @@ bytes = 1
     assert_eq!(spine_up, 3 * 2 * 3 * 2);
 }
 
+/// `super_spine_planes`: spine j of every pod reaches only the
+/// super-spines of plane j mod planes, so a super-spine has a port
+/// channel from each of its plane's spines only (spines / planes per
+/// pod), not from every spine of the fabric; a plane count
+/// that does not divide the spines and super-spines is refused.
+#[test]
+fn multi_pod_planes_connect_spine_j_to_plane_j_only() {
+    let text = r#"
+[topology]
+kind = "multi-pod"
+pods = 3
+hosts = 4
+gpus_per_host = 2
+spines = 4
+super_spines = 6
+super_spine_planes = 2
+spine_uplinks_per_super_spine = 2
+
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 23
+bytes = 1
+"#;
+    let (t, _) = topo(text);
+    let switch_of = |p: fabricsim::topology::PortId| match t.ports[p.idx()].owner {
+        fabricsim::topology::Owner::Switch(s) => t.switches[s.idx()].name.clone(),
+        other => panic!("{other:?}"),
+    };
+    let mut pairs = std::collections::BTreeSet::new();
+    for l in t.links.iter().filter(|l| l.tier == 2) {
+        pairs.insert((switch_of(l.a), switch_of(l.b)));
+    }
+    // 3 pods x 4 spines x 3 super-spines of their plane (2 members each).
+    assert_eq!(
+        t.links.iter().filter(|l| l.tier == 2).count(),
+        3 * 4 * 3 * 2
+    );
+    for (spine, sup) in &pairs {
+        let j: usize = spine.rsplit("spine").next().unwrap().parse().unwrap();
+        let s: usize = sup.trim_start_matches("super").parse().unwrap();
+        assert_eq!(s / 3, j % 2, "{spine} to {sup}");
+    }
+    // Every super-spine: 3 pods x 2 spines of its plane x 2 members.
+    for s in t.switches.iter().filter(|s| s.tier == 2) {
+        assert_eq!(s.ports.len(), 3 * 2 * 2, "{}", s.name);
+    }
+    let e = error_of(&text.replace("super_spines = 6", "super_spines = 5"), &[]);
+    assert!(
+        e.contains("topology.super_spine_planes: got 2, expected a number that divides both spines (4) and super_spines (5)"),
+        "{e}"
+    );
+}
+
 #[test]
 fn sizes_beyond_what_a_machine_holds_are_refused_before_building() {
     let e = error_of(&GOOD.replace("spines = 2", "spines = 2000000"), &[]);

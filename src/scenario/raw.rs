@@ -169,6 +169,7 @@ pub struct RawTopology {
     pub super_spines: Option<i64>,
     pub spine_uplink_speed: Option<Value>,
     pub spine_uplinks_per_super_spine: Option<i64>,
+    pub super_spine_planes: Option<i64>,
     pub k: Option<i64>,
     pub link_speed: Option<Value>,
     pub link_delay: Option<Value>,
@@ -285,6 +286,7 @@ pub struct RawWorkload {
     pub channels: Option<i64>,
     pub chunk: Option<Value>,
     pub pxn: Option<bool>,
+    pub across: Option<String>,
     pub root: Option<i64>,
     /// A Chakra trace folder, relative to the scenario file.
     pub trace: Option<String>,

@@ -31,6 +31,7 @@ const KIND_KEYS: &[(&str, &[TopologyKind])] = {
         ("super_spines", &[MultiPod]),
         ("spine_uplink_speed", &[MultiPod]),
         ("spine_uplinks_per_super_spine", &[MultiPod]),
+        ("super_spine_planes", &[MultiPod]),
         ("k", &[FatTree]),
         ("link_speed", &[FatTree, Ring]),
         (
@@ -84,6 +85,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
             "spine_uplinks_per_super_spine",
             t.spine_uplinks_per_super_spine.is_some(),
         ),
+        ("super_spine_planes", t.super_spine_planes.is_some()),
         ("k", t.k.is_some()),
         ("link_speed", t.link_speed.is_some()),
         ("hosts", t.hosts.is_some()),
@@ -209,10 +211,23 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
             1,
             1,
         )?,
+        super_spine_planes: count(t.super_spine_planes, &path.key("super_spine_planes"), 1, 1)?,
         k: count(t.k, &path.key("k"), 4, 2)?,
         link_delay,
         switch_radix,
     };
+    let planes = spec.super_spine_planes;
+    if planes > 1
+        && (!spec.spines.is_multiple_of(planes) || !spec.super_spines.is_multiple_of(planes))
+    {
+        return Err(KeyError::new(
+            &path.key("super_spine_planes"),
+            format!(
+                "got {planes}, expected a number that divides both spines ({}) and super_spines ({}): spine j of each pod connects to the super-spines of plane j mod {planes}",
+                spec.spines, spec.super_spines
+            ),
+        ));
+    }
     if fat && !spec.k.is_multiple_of(2) {
         return Err(KeyError::new(
             &path.key("k"),
@@ -267,7 +282,9 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
                 spec.pods as u64
                     * (leaves * (spec.spines * spec.uplinks_per_spine) as u64
                         + spec.spines as u64
-                            * (spec.super_spines * spec.spine_uplinks_per_super_spine) as u64)
+                            * (spec.super_spines / spec.super_spine_planes
+                                * spec.spine_uplinks_per_super_spine)
+                                as u64)
             }
             TopologyKind::FatTree => hosts * 2,
             TopologyKind::Ring => hosts,
@@ -545,6 +562,7 @@ pub fn workloads(
                 "chunk",
                 "pxn",
                 "root",
+                "across",
             ],
             "chakra" => &["trace", "gpus", "algorithm", "channels", "chunk", "pxn"],
             "background" => &["gpus", "cdf", "load", "duration"],
@@ -578,6 +596,7 @@ pub fn workloads(
             ("chunk", w.chunk.is_some()),
             ("pxn", w.pxn.is_some()),
             ("root", w.root.is_some()),
+            ("across", w.across.is_some()),
             ("trace", w.trace.is_some()),
             ("iterations", w.iterations.is_some()),
             ("phase", w.phase.is_some()),
@@ -797,6 +816,26 @@ fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
             ))
         }
     };
+    let across = match (w.across.as_deref(), algorithm) {
+        (None, _) => Algorithm::Ring,
+        (Some("ring"), Algorithm::Hierarchical) => Algorithm::Ring,
+        (Some("tree"), Algorithm::Hierarchical) => Algorithm::Tree,
+        (Some(other), Algorithm::Hierarchical) => {
+            return Err(KeyError::new(
+                &p.key("across"),
+                format!("got \"{other}\", expected \"ring\" or \"tree\""),
+            ))
+        }
+        (Some(_), other) => {
+            return Err(KeyError::new(
+                &p.key("across"),
+                format!(
+                    "is only used by algorithm = \"hierarchical\", not \"{}\"",
+                    other.name()
+                ),
+            ))
+        }
+    };
     Ok(Collective {
         op,
         algorithm,
@@ -806,6 +845,7 @@ fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
         chunk,
         pxn: w.pxn.unwrap_or(true),
         root,
+        across,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Rail-optimized Clos fabrics (seed 002): a two-tier (three-stage) pod in
 //! which NIC r of every host in a segment lands on the leaf for rail r, all
 //! leaves fully meshed to the spines; and a three-tier (five-stage)
-//! multi-pod fabric whose pod spines are fully meshed to super-spines.
+//! multi-pod fabric whose pod spines are meshed to super-spines: to all
+//! of them, or in planes (spine j of every pod to plane j's).
 //!
 //! Leaf-to-spine and spine-to-super-spine connections may be port channels
 //! (several member links between the same pair of switches).
@@ -58,9 +59,13 @@ pub fn multi_pod(spec: &TopologySpec) -> Result<Topology, TopologyError> {
     let supers: Vec<SwitchId> = (0..spec.super_spines)
         .map(|j| b.add_switch(format!("super{j}"), 2))
         .collect();
+    // Plane j mod planes of super-spines serves spine j of every pod.
+    let planes = spec.super_spine_planes.max(1) as usize;
+    let per_plane = supers.len() / planes;
     for spines in &pods {
-        for &spine in spines {
-            for &sup in &supers {
+        for (j, &spine) in spines.iter().enumerate() {
+            let plane = j % planes;
+            for &sup in &supers[plane * per_plane..(plane + 1) * per_plane] {
                 b.connect_switches(
                     spine,
                     sup,

@@ -126,6 +126,9 @@ pub struct TopologySpec {
     pub super_spines: u32,
     pub spine_uplink_speed: Rate,
     pub spine_uplinks_per_super_spine: u32,
+    /// Super-spine planes: spine j of every pod connects only to the
+    /// super-spines of plane j mod planes (1: to every super-spine).
+    pub super_spine_planes: u32,
     /// Fat-tree arity (even).
     pub k: u32,
     pub link_delay: SimTime,

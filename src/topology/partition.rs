@@ -220,6 +220,7 @@ mod tests {
             super_spines: 4,
             spine_uplink_speed: crate::units::Rate::gbps(400),
             spine_uplinks_per_super_spine: 1,
+            super_spine_planes: 1,
             k: 8,
             link_delay: SimTime::from_ns(500),
             switch_radix: None,

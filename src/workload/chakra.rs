@@ -502,6 +502,7 @@ pub fn emit(
                             chunk: s.chunk,
                             pxn: s.pxn,
                             root: 0,
+                            across: Algorithm::Ring,
                         };
                         let run = collective::emit(e, &c, &deps, SimTime::ZERO)
                             .map_err(|m| format!("{}: {m}", at(0, first)))?;

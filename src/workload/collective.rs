@@ -124,6 +124,8 @@ pub struct Collective {
     pub pxn: bool,
     /// Broadcast: the rank that sends.
     pub root: usize,
+    /// Hierarchical: the all-reduce across hosts, `Ring` or `Tree`.
+    pub across: Algorithm,
 }
 
 /// One collective in the graph: the tasks that mark its start and end.
@@ -489,8 +491,15 @@ fn hierarchical(
             for ch in 0..rails_ch {
                 let data = share(part, rails_ch as u64, ch as u64);
                 let r: Vec<u32> = (0..hosts.len()).map(|hi| ready[hi][l]).collect();
-                let steps = ring_steps(Op::AllReduce, hosts.len());
-                let done = ring_pass(e, &rail, data, steps, c.chunk, 1 + ch, &r)?;
+                let done = if c.across == Algorithm::Tree {
+                    tree_pass(e, &rail, data, c.chunk, 1 + ch, &r)?
+                        .iter()
+                        .map(|got| e.join(got, SimTime::ZERO))
+                        .collect()
+                } else {
+                    let steps = ring_steps(Op::AllReduce, hosts.len());
+                    ring_pass(e, &rail, data, steps, c.chunk, 1 + ch, &r)?
+                };
                 for (hi, d) in done.into_iter().enumerate() {
                     outs[hi].push(d);
                 }
@@ -558,49 +567,68 @@ fn double_tree(
     last: &mut Vec<u32>,
 ) -> Result<(), String> {
     let n = c.gpus.len();
-    let parent = btree(n);
-    let down = by_depth(&parent);
     for ch in 0..c.channels {
         let order = ring_order(e.topo, &c.gpus, ch);
         let data = share(c.bytes, c.channels as u64, ch as u64);
-        for tree in 0..2u64 {
-            let half = share(data, 2, tree);
-            if half == 0 {
-                continue;
-            }
-            let rank = |p: usize| order[(p + tree as usize) % n];
-            let slices = cut(e, half, c.chunk)?;
-            for j in 0..slices {
-                let bytes = share(half, slices, j);
-                // Up: children before parents (deepest first).
-                let mut from_children: Vec<Vec<u32>> = vec![Vec::new(); n];
-                for &p in down.iter().rev() {
-                    let deps = if from_children[p].is_empty() {
-                        vec![start]
-                    } else {
-                        from_children[p].clone()
-                    };
-                    if let Some(q) = parent[p] {
-                        let t = e.send(rank(p), rank(q), bytes, ch, &deps)?;
-                        from_children[q].push(t);
-                    } else {
-                        // The root has the reduced chunk: send it down.
-                        let root_done = e.join(&deps, SimTime::ZERO);
-                        let mut has = vec![None; n];
-                        has[p] = Some(root_done);
-                        for &x in &down {
-                            if let Some(q) = parent[x] {
-                                let dep = has[q].unwrap_or(root_done);
-                                has[x] = Some(e.send(rank(q), rank(x), bytes, ch, &[dep])?);
-                            }
+        let got = tree_pass(e, &order, data, c.chunk, ch, &vec![start; n])?;
+        last.extend(got.into_iter().flatten());
+    }
+    Ok(())
+}
+
+/// One double binary tree all-reduce of `data` bytes over `order` (see
+/// `double_tree`), position i starting after `ready[i]`. Returns, per
+/// position, the tasks that bring it the reduced chunks (the root's:
+/// when it has reduced them).
+fn tree_pass(
+    e: &mut Emitter,
+    order: &[GpuId],
+    data: u64,
+    chunk: u64,
+    ch: u32,
+    ready: &[u32],
+) -> Result<Vec<Vec<u32>>, String> {
+    let n = order.len();
+    let parent = btree(n);
+    let down = by_depth(&parent);
+    let mut got: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for tree in 0..2usize {
+        let half = share(data, 2, tree as u64);
+        if half == 0 {
+            continue;
+        }
+        let at = |p: usize| (p + tree) % n;
+        let slices = cut(e, half, chunk)?;
+        for j in 0..slices {
+            let bytes = share(half, slices, j);
+            // Up: children before parents (deepest first). A node sends
+            // once its own data is ready and its children's have come.
+            let mut from_children: Vec<Vec<u32>> = vec![Vec::new(); n];
+            for &p in down.iter().rev() {
+                let mut deps = std::mem::take(&mut from_children[p]);
+                deps.push(ready[at(p)]);
+                if let Some(q) = parent[p] {
+                    let t = e.send(order[at(p)], order[at(q)], bytes, ch, &deps)?;
+                    from_children[q].push(t);
+                } else {
+                    // The root has the reduced chunk: send it down.
+                    let root_done = e.join(&deps, SimTime::ZERO);
+                    let mut has = vec![None; n];
+                    has[p] = Some(root_done);
+                    for &x in &down {
+                        if let Some(q) = parent[x] {
+                            let dep = has[q].unwrap_or(root_done);
+                            has[x] = Some(e.send(order[at(q)], order[at(x)], bytes, ch, &[dep])?);
                         }
-                        last.extend(has.into_iter().flatten());
+                    }
+                    for (x, t) in has.into_iter().enumerate() {
+                        got[at(x)].extend(t);
                     }
                 }
             }
         }
     }
-    Ok(())
+    Ok(got)
 }
 
 /// Positions ordered root first, then by depth.

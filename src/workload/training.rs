@@ -90,6 +90,7 @@ pub fn emit(
                     chunk: t.chunk,
                     pxn: t.pxn,
                     root: 0,
+                    across: Algorithm::Ring,
                 };
                 let mut run = collective::emit(e, &c, &[cur], SimTime::ZERO)?;
                 run.iteration = Some(it);
