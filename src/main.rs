@@ -596,6 +596,7 @@ fn run(
     // Under MPI, rank 0 prints and writes; the others only simulate.
     let lead = ranks.is_none_or(|r| r.rank() == 0);
     let quiet = how.quiet || !lead;
+    let building = Instant::now();
     let ready = (|| {
         let (mut limits, max_memory) = engine_limits(limit_args)?;
         limits.encode_partitions = how.encode_partitions;
@@ -688,6 +689,7 @@ fn run(
         }
     }
     let (sim, source, limits, staged) = ready?;
+    let build_seconds = building.elapsed().as_secs_f64();
     let threads = sim.scenario().threads;
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
@@ -727,7 +729,7 @@ fn run(
     }
     let captured = sim.finish_capture().transpose()?;
     let summary = Summary::of(&sim, stop);
-    let perf = Perf::of(&sim, wall);
+    let perf = Perf::of(&sim, wall).built_in(build_seconds);
     let written = report::write_outputs(out, &sim, &summary, &perf);
     let mut files =
         written.map_err(|e| format!("{}: cannot write the results: {e}", out.display()))?;
@@ -824,14 +826,16 @@ fn compare(
     let mut interrupted = false;
     for ((name, pr), path) in names.into_iter().zip(prepared).zip(paths) {
         check_memory(Some(path), &pr, max_memory, pr.scenario.threads)?;
+        let building = Instant::now();
         let source = (pr.scenario.threads > 1).then(|| pr.clone());
         let sim = Simulation::new(pr);
+        let build_seconds = building.elapsed().as_secs_f64();
         errln!("running {name}");
         let start = Instant::now();
         let (sim, stop) =
             fabricsim::engine::parallel::run_on_threads(sim, source, &limits, &mut |_| {});
         let summary = Summary::of(&sim, stop);
-        let perf = Perf::of(&sim, start.elapsed().as_secs_f64());
+        let perf = Perf::of(&sim, start.elapsed().as_secs_f64()).built_in(build_seconds);
         let dir = out.join(&name);
         report::write_outputs(&dir, &sim, &summary, &perf)
             .map_err(|e| format!("{}: cannot write the results: {e}", dir.display()))?;

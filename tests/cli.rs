@@ -377,6 +377,11 @@ fn every_benchmark_runs_in_a_smoke_run() {
     for r in &rows {
         let link_tx: u64 = r[4].replace(',', "").parse().unwrap();
         assert!(link_tx > 0, "{} put nothing on a link: {stdout}", r[0]);
+        let perf = std::fs::read_to_string(out.join(r[0]).join("perf.json")).unwrap();
+        let perf: serde_json::Value = serde_json::from_str(&perf).unwrap();
+        let build = perf["build_seconds"].as_f64().unwrap();
+        assert!(build > 0.0, "{} took no time to build: {perf}", r[0]);
+        assert_eq!(r[12], format!("{build:.3}"), "{stdout}");
         assert!(out.join(r[0]).join("perf.json").exists());
     }
     // At several thread counts: a row each, its speedup, the same files.

@@ -346,11 +346,19 @@ pub struct BalancerReport {
 
 #[derive(Serialize, Debug, Clone)]
 pub struct Perf {
+    /// Wall time from reading the scenario to the start of the run:
+    /// resolving it, building the fabric, its routes, the workload's
+    /// task graph and the simulation's state (the first partition's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_seconds: Option<f64>,
     pub wall_seconds: f64,
     pub events_per_second: f64,
     pub link_transmissions_per_second: f64,
     pub wall_seconds_per_sim_ms: f64,
     pub peak_rss_bytes: u64,
+    /// `peak_rss_bytes` over the fabric's GPUs: what a larger fabric of
+    /// the same shape will need per GPU.
+    pub peak_rss_bytes_per_gpu: u64,
     pub peak_live_packets: usize,
     /// What was expected before the run (see `Estimate`).
     pub estimated_link_transmissions: u64,
@@ -755,6 +763,7 @@ impl Perf {
         let par = sim.parallel();
         let multi = par.filter(|p| p.partitions > 1);
         Perf {
+            build_seconds: None,
             wall_seconds,
             events_per_second: sim.counters().events as f64 / w,
             link_transmissions_per_second: sim.counters().link_transmissions as f64 / w,
@@ -764,6 +773,7 @@ impl Perf {
                 0.0
             },
             peak_rss_bytes: peak_rss_bytes(),
+            peak_rss_bytes_per_gpu: peak_rss_bytes() / sim.topo().gpus.len().max(1) as u64,
             peak_live_packets: sim.packets().peak_live(),
             estimated_link_transmissions: sim.estimate().link_transmissions,
             estimated_events: sim.estimate().events,
@@ -776,6 +786,14 @@ impl Perf {
             cross_partition_frames: multi.map(|p| p.messages),
             partition_events: multi.map_or(Vec::new(), |p| p.events.clone()),
             partition_build_seconds: multi.map(|p| p.build_seconds),
+        }
+    }
+
+    /// The figures with the time the run took to build.
+    pub fn built_in(self, build_seconds: f64) -> Perf {
+        Perf {
+            build_seconds: Some(build_seconds),
+            ..self
         }
     }
 }

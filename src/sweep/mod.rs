@@ -695,6 +695,7 @@ pub fn run_point(
     } else {
         None
     };
+    let building = Instant::now();
     let prepared = sweep.prepare(p);
     if let Some(r) = ranks {
         let ready = prepared.is_ok() && staging.as_ref().is_none_or(|s| s.is_ok());
@@ -711,6 +712,7 @@ pub fn run_point(
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Ran, String> {
         let source = (prepared.scenario.threads > 1).then(|| prepared.clone());
         let sim = Simulation::new(prepared);
+        let build_seconds = building.elapsed().as_secs_f64();
         let start = Instant::now();
         let (sim, stop) = match ranks {
             None => {
@@ -733,7 +735,7 @@ pub fn run_point(
             .path()
             .to_path_buf();
         let summary = Summary::of(&sim, stop);
-        let perf = Perf::of(&sim, wall);
+        let perf = Perf::of(&sim, wall).built_in(build_seconds);
         report::write_outputs(&stage, &sim, &summary, &perf)
             .map_err(|e| format!("cannot write the results: {e}"))?;
         let dst = layout.result(&dir);
