@@ -536,6 +536,64 @@ fn two_tenants_report_their_own_iterations() {
     }
 }
 
+/// A training job's ranks move on one by one, as a framework's do: a
+/// rank computes as soon as it has received all of the last collective,
+/// without waiting for the others. In a broadcast down the ring 0 -> 1 ->
+/// 2 -> 3 rank 1 has the data first and rank 3 last, so the second
+/// iteration's compute starts in that order (with a barrier across ranks
+/// they would all start together); the root, which receives nothing,
+/// goes on at once. The iteration is still its compute plus its
+/// collectives back to back, each from its last rank's start to its last
+/// rank's end.
+#[test]
+fn training_ranks_move_on_without_waiting_for_each_other() {
+    let text = r#"
+[topology]
+kind = "single-rail"
+hosts = 4
+gpus_per_host = 1
+
+[[workload]]
+kind = "training"
+iterations = 2
+channels = 1
+[[workload.phase]]
+compute = "10us"
+op = "broadcast"
+bytes = "1MB"
+"#;
+    let (sim, s) = run(text);
+    let g = &sim.tasks().graph;
+    // Each GPU's compute tasks, in order, and when they started.
+    let mut starts: Vec<Vec<u64>> = vec![Vec::new(); 4];
+    for (t, task) in g.tasks.iter().enumerate() {
+        if let fabricsim::workload::graph::TaskKind::Delay(_) = task.kind {
+            let gpu = g.lane_gpu[task.lane as usize] as usize;
+            starts[gpu].push(sim.tasks().started[t].0);
+        }
+    }
+    assert!(starts.iter().all(|v| v.len() == 2), "{starts:?}");
+    let second: Vec<u64> = starts.iter().map(|v| v[1]).collect();
+    assert_eq!(
+        second[0], 10_000_000,
+        "the root goes on at once: {second:?}"
+    );
+    assert!(
+        second[1] < second[2] && second[2] < second[3],
+        "ranks 1, 2, 3 in the order they got the data: {second:?}"
+    );
+    let j = &s.jobs[0];
+    for (it, &t) in j.iteration_ps.iter().enumerate() {
+        let comm: u64 = s
+            .collectives
+            .iter()
+            .filter(|c| c.iteration == Some(it as u32))
+            .map(|c| c.time_ps.unwrap())
+            .sum();
+        assert_eq!(t, 10_000_000 + comm, "iteration {it}");
+    }
+}
+
 /// Background flows offer the target load (sizes from the CDF file,
 /// Poisson arrivals) and slow the training job that shares the fabric.
 #[test]

@@ -179,6 +179,9 @@ pub struct Emitter<'a> {
     lanes: HashMap<(u32, u32, u32), u32>,
     /// NIC pairs already checked for a network path.
     reachable: HashMap<(u32, u32), bool>,
+    /// While a collective runs rank by rank (`emit_per_rank`): the task
+    /// each GPU waits for before it takes part, by GPU id.
+    gate: Option<HashMap<u32, u32>>,
 }
 
 impl<'a> Emitter<'a> {
@@ -201,6 +204,7 @@ impl<'a> Emitter<'a> {
             pxn,
             lanes: HashMap::new(),
             reachable: HashMap::new(),
+            gate: None,
         }
     }
 
@@ -236,6 +240,15 @@ impl<'a> Emitter<'a> {
         if self.graph.len() >= MAX_TASKS {
             return Err(too_many());
         }
+        // A GPU sends nothing before it takes part in the collective.
+        let gated;
+        let deps = match self.gate.as_ref().and_then(|g| g.get(&a.0)) {
+            Some(&ready) => {
+                gated = [deps, &[ready]].concat();
+                &gated[..]
+            }
+            None => deps,
+        };
         let topo = self.topo;
         let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
         if ga.host == gb.host {
@@ -357,11 +370,17 @@ pub fn emit(
     deps: &[u32],
     not_before: SimTime,
 ) -> Result<CollectiveRun, String> {
-    let n = c.gpus.len();
-    if n < 2 {
+    let start = e.join(deps, not_before);
+    let last = steps(e, c, start)?;
+    let end = e.join(&last, SimTime::ZERO);
+    Ok(run_of(e, c, start, end))
+}
+
+/// The algorithm's tasks, after `start`; the tasks it ends with.
+fn steps(e: &mut Emitter, c: &Collective, start: u32) -> Result<Vec<u32>, String> {
+    if c.gpus.len() < 2 {
         return Err("a collective needs at least 2 GPUs".into());
     }
-    let start = e.join(deps, not_before);
     let mut last = Vec::new();
     match (c.op, c.algorithm) {
         (Op::AllToAll, _) => direct_all_to_all(e, c, start, &mut last)?,
@@ -371,17 +390,60 @@ pub fn emit(
         (_, Algorithm::HalvingDoubling) => halving_doubling(e, c, start, &mut last)?,
         _ => ring(e, c, start, &mut last)?,
     }
-    let end = e.join(&last, SimTime::ZERO);
-    Ok(CollectiveRun {
+    Ok(last)
+}
+
+fn run_of(e: &Emitter, c: &Collective, start: u32, end: u32) -> CollectiveRun {
+    CollectiveRun {
         workload: e.workload,
         op: c.op,
         algorithm: c.algorithm,
-        ranks: n,
+        ranks: c.gpus.len(),
         bytes: c.bytes,
         start,
         end,
         iteration: None,
-    })
+    }
+}
+
+/// Adds collective `c` to the graph rank by rank, as a framework runs
+/// it: rank i takes part once `ready[i]` is done (it sends nothing
+/// before), and its part is done once it has received everything the
+/// collective brings it (and not before `ready[i]`), without waiting for
+/// the other ranks. Returns the run (its start: the last rank's
+/// arrival; its end: the last rank's completion) and the task that ends
+/// each rank's part, by rank.
+pub fn emit_per_rank(
+    e: &mut Emitter,
+    c: &Collective,
+    ready: &[u32],
+) -> Result<(CollectiveRun, Vec<u32>), String> {
+    debug_assert_eq!(ready.len(), c.gpus.len());
+    // The algorithm starts at once; each send waits for its sender.
+    let now = e.join(&[], SimTime::ZERO);
+    let first = e.graph.len() as u32;
+    let gate = c.gpus.iter().zip(ready).map(|(g, &r)| (g.0, r)).collect();
+    e.gate = Some(gate);
+    let done = steps(e, c, now);
+    e.gate = None;
+    done?;
+    // What each rank receives: the transfers and copies that end at it.
+    let rank_of: HashMap<u32, usize> = c.gpus.iter().enumerate().map(|(i, g)| (g.0, i)).collect();
+    let mut got: Vec<Vec<u32>> = ready.iter().map(|&r| vec![r]).collect();
+    for t in first..e.graph.len() as u32 {
+        let dst = match e.graph.kind(t) {
+            TaskKind::Net(f) => e.flows[f as usize].dst,
+            TaskKind::Local { dst, .. } => dst,
+            TaskKind::Delay(_) | TaskKind::Join => continue,
+        };
+        if let Some(&i) = rank_of.get(&dst.0) {
+            got[i].push(t);
+        }
+    }
+    let ends: Vec<u32> = got.iter().map(|g| e.join(g, SimTime::ZERO)).collect();
+    let start = e.join(ready, SimTime::ZERO);
+    let end = e.join(&ends, SimTime::ZERO);
+    Ok((run_of(e, c, start, end), ends))
 }
 
 /// Ring all-reduce (reduce-scatter then all-gather, 2(n-1) steps),

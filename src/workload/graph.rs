@@ -111,6 +111,10 @@ impl GraphBuilder {
         self.tasks.len()
     }
 
+    pub fn kind(&self, t: u32) -> TaskKind {
+        self.tasks[t as usize].kind
+    }
+
     pub fn is_empty(&self) -> bool {
         self.tasks.is_empty()
     }

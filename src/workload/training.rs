@@ -2,10 +2,14 @@
 //! iteration is a list of phases; in each, every GPU computes for a time
 //! (its kernels one at a time, on its own compute lane), then the phase's
 //! collectives run one after another (gradient buckets, as NCCL runs
-//! them on one stream). Between the bursts the network is idle for real,
-//! which is what flowlet balancers see. Every `every` iterations a job
-//! may write a checkpoint: each GPU writes its shard to one of the
-//! storage GPUs (round robin), and the next iteration waits for it.
+//! them on one stream). Each rank moves on when its own part is done: its
+//! compute starts once it has received all of the last collective, and
+//! it joins the next collective once its compute is done, without a
+//! barrier across ranks (so a job's ranks can be simulated in different
+//! partitions). Between the bursts the network is idle for real, which
+//! is what flowlet balancers see. Every `every` iterations a job may
+//! write a checkpoint: each GPU writes its shard to one of the storage
+//! GPUs (round robin), and the next iteration waits for all of it.
 
 use super::collective::{self, Algorithm, Collective, CollectiveRun, Emitter, Op};
 use crate::topology::GpuId;
@@ -65,20 +69,19 @@ pub fn emit(
         collectives: first..first,
         checkpoints: Vec::new(),
     };
-    let mut cur = e.join(&[], start);
+    // Each rank goes on as soon as its own part of what came before is
+    // done (its compute, its part of the last collective), as a rank of
+    // a framework does; only a checkpoint waits for every rank.
+    let begin = e.join(&[], start);
+    let mut ready = vec![begin; t.gpus.len()];
     for it in 0..t.iterations {
-        let it_start = cur;
+        let it_start = e.join(&ready, SimTime::ZERO);
         for p in &t.phases {
             if p.compute > SimTime::ZERO {
-                let done: Vec<u32> = t
-                    .gpus
-                    .iter()
-                    .map(|&g| {
-                        let lane = e.graph.gpu_lane(g);
-                        e.delay(p.compute, Some(lane), &[cur])
-                    })
-                    .collect();
-                cur = e.join(&done, SimTime::ZERO);
+                for (r, &g) in ready.iter_mut().zip(&t.gpus) {
+                    let lane = e.graph.gpu_lane(g);
+                    *r = e.delay(p.compute, Some(lane), &[*r]);
+                }
             }
             for &bytes in &p.buckets {
                 let c = Collective {
@@ -92,29 +95,31 @@ pub fn emit(
                     root: 0,
                     across: Algorithm::Ring,
                 };
-                let mut run = collective::emit(e, &c, &[cur], SimTime::ZERO)?;
+                let (mut run, ends) = collective::emit_per_rank(e, &c, &ready)?;
                 run.iteration = Some(it);
-                cur = run.end;
+                ready = ends;
                 runs.push(run);
             }
         }
-        let it_end = e.join(&[cur], SimTime::ZERO);
+        let it_end = e.join(&ready, SimTime::ZERO);
         job.iterations.push((it_start, it_end));
-        cur = it_end;
         if let Some(ck) = &t.checkpoint {
             if (it + 1) % ck.every == 0 {
+                // Every rank writes its shard once its iteration is done;
+                // the next iteration waits for the whole checkpoint.
                 let writes = t
                     .gpus
                     .iter()
+                    .zip(&ready)
                     .enumerate()
-                    .map(|(i, &g)| {
+                    .map(|(i, (&g, &r))| {
                         let to = ck.storage[i % ck.storage.len()];
-                        e.send(g, to, ck.bytes, 0, &[cur])
+                        e.send(g, to, ck.bytes, 0, &[r])
                     })
                     .collect::<Result<Vec<u32>, String>>()?;
                 let done = e.join(&writes, SimTime::ZERO);
-                job.checkpoints.push((it, cur, done));
-                cur = done;
+                job.checkpoints.push((it, it_end, done));
+                ready = vec![done; t.gpus.len()];
             }
         }
     }
