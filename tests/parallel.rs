@@ -302,3 +302,22 @@ fn a_stall_is_found_at_the_same_time_cut() {
     assert!(s["stop_reason"].as_str().unwrap().starts_with("stalled"));
     assert!(one == two, "files differ");
 }
+
+/// The projection in BENCHMARKS.md for the 32,768-GPU benchmark assumes
+/// its fabric cuts into 16, 64 and 256 equal partitions with the links'
+/// 1 us of lookahead: by pods, by leaf groups, and at 256 by hosts and
+/// single switches (almost every link then crosses a cut).
+#[test]
+fn the_largest_benchmark_cuts_evenly_into_hundreds_of_partitions() {
+    let path = "examples/bench/rail-multipod-32768gpu-allreduce.toml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let sets = ["workload.0.bytes=\"1MB\"".to_string()];
+    let p = fabricsim::scenario::prepare(path, &text, &sets).unwrap();
+    for (parts, cut) in [(16, 30_720), (64, 64_512), (256, 98_048)] {
+        let c = fabricsim::topology::partition::partition(&p.topology, parts);
+        assert_eq!(c.load.len(), parts as usize);
+        assert_eq!(c.imbalance(), 1.0, "{}", c.describe());
+        assert_eq!(c.cut_links, cut, "{}", c.describe());
+        assert_eq!(c.lookahead, Some(fabricsim::units::SimTime::from_ns(1000)));
+    }
+}
