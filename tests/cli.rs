@@ -640,8 +640,8 @@ fn a_workload_past_the_qp_limit_is_refused() {
 }
 
 /// `--threads` is `simulation.threads`: a count from 1 to 1024, refused
-/// with the key named otherwise; a run that cannot be cut says so and
-/// runs on one thread.
+/// with the key named otherwise; a run that cannot be cut says so (on
+/// the console and in perf.json) and runs on one thread.
 #[test]
 fn threads_are_checked_and_a_run_that_cannot_be_cut_says_why() {
     for (n, want) in [
@@ -664,10 +664,13 @@ fn threads_are_checked_and_a_run_that_cannot_be_cut_says_why() {
         assert!(e.contains(want), "{e}");
     }
     let out = std::env::temp_dir().join(format!("fabricsim-threads-{}", std::process::id()));
+    // Links without propagation delay leave no lookahead to cut on.
     let o = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
         .args([
             "run",
-            "examples/collectives/training-two-tenants.toml",
+            "examples/fat-tree.toml",
+            "--set",
+            "topology.link_delay=\"0ns\"",
             "--threads",
             "2",
             "--no-plots",
@@ -678,17 +681,18 @@ fn threads_are_checked_and_a_run_that_cannot_be_cut_says_why() {
         .unwrap();
     assert!(o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
-    // The second job's next iteration waits for its checkpoint, written
-    // to host 8 by every rank.
     assert!(
-        e.contains("running on one thread of the 2 asked for: its task graph cannot be cut by host yet: task ")
-            && e.contains("done on host 8 with no transfer between"),
+        e.contains("running on one thread of the 2 asked for: a link the cut would cross has no propagation delay (no lookahead)"),
         "{e}"
     );
     let perf: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("perf.json")).unwrap()).unwrap();
     assert_eq!(perf["threads"], 2);
     assert_eq!(perf["partitions"], 1);
+    assert!(perf["one_partition_because"]
+        .as_str()
+        .unwrap()
+        .contains("no lookahead"));
     let _ = std::fs::remove_dir_all(&out);
 }
 

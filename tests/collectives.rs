@@ -491,8 +491,9 @@ across = "{across}"
 
 /// Two training jobs (tenants) on one fabric: each job's iterations are
 /// reported on their own, each iteration is its compute time plus its
-/// collectives back to back, checkpoints are written to the storage host,
-/// and the job's messages carry its tenant id.
+/// collectives back to back, checkpoints are written to the storage host
+/// (each GPU going on once its own write is acknowledged), and the job's
+/// messages carry its tenant id.
 #[test]
 fn two_tenants_report_their_own_iterations() {
     let (sim, s) = run_file(
@@ -529,6 +530,37 @@ fn two_tenants_report_their_own_iterations() {
         .map(|f| f.spec.bytes)
         .sum();
     assert_eq!(to_storage, 2 * 32 * 4_000_000);
+    // After the first checkpoint (iteration 2) each GPU of job 2 computes
+    // as soon as its own write is acknowledged, not when the last one is.
+    let g = &sim.tasks().graph;
+    let mut third_compute = std::collections::BTreeMap::new();
+    let mut seen = std::collections::BTreeMap::new();
+    for (t, task) in g.tasks.iter().enumerate() {
+        if let fabricsim::workload::graph::TaskKind::Delay(_) = task.kind {
+            let gpu = g.lane_gpu[task.lane as usize];
+            let n = seen.entry(gpu).or_insert(0);
+            *n += 1;
+            if gpu >= 32 && *n == 3 {
+                third_compute.insert(gpu, sim.tasks().started[t].0);
+            }
+        }
+    }
+    let mut acked: Vec<(u32, u64)> = sim
+        .flows()
+        .iter()
+        .filter(|f| sim.topo().gpus[f.spec.dst.idx()].host.0 == 8)
+        .map(|f| (f.spec.src.0, f.acked.unwrap().0))
+        .collect();
+    acked.truncate(32); // the first checkpoint's writes
+    assert_eq!(third_compute.len(), 32);
+    for (gpu, at) in &acked {
+        assert_eq!(third_compute[gpu], *at, "GPU {gpu}");
+    }
+    let (first, last) = (
+        acked.iter().map(|a| a.1).min().unwrap(),
+        acked.iter().map(|a| a.1).max().unwrap(),
+    );
+    assert!(first < last, "the writes were acknowledged at once");
     // Tenant ids reach the QPs (which TELB policies match).
     for (q, qp) in sim.qps().iter().enumerate() {
         let w = sim.flows()[qp.flow.idx()].spec.workload;

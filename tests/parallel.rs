@@ -66,14 +66,9 @@ fn scenarios(dir: &str) -> Vec<PathBuf> {
 }
 
 /// Scenarios that run on one thread whatever is asked, and why (the
-/// start of the reason `parallel::plan` gives): a job whose next
-/// iteration waits for a checkpoint written by every rank (a barrier
-/// across hosts with no transfer between, which a partition would learn
-/// of a window late). Training jobs without checkpoints are cut.
-const ONE_THREAD: &[(&str, &str)] = &[(
-    "training-two-tenants",
-    "its task graph cannot be cut by host yet",
-)];
+/// start of the reason `parallel::plan` gives). None today: training
+/// jobs, checkpoints included, are cut like any collective.
+const ONE_THREAD: &[(&str, &str)] = &[];
 
 #[test]
 fn every_example_and_benchmark_writes_the_same_files_at_any_thread_count() {

@@ -630,6 +630,7 @@ impl Simulation {
                 if f.tx_done_qps == f.n_qps {
                     f.acked = Some(now);
                     self.counters.flows_acked += 1;
+                    self.flow_acked(flow);
                 }
             }
             Rx::Resend(q) => self.kick_qp(q),

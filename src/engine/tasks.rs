@@ -31,6 +31,9 @@ pub struct TaskState {
     lane_wait: Vec<VecDeque<u32>>,
     /// The task of each gated flow, `NO_TASK` for flows that start alone.
     pub flow_task: Vec<u32>,
+    /// The tasks done when a flow's sender has every acknowledgement
+    /// (`TaskKind::Acked`), by flow.
+    acked_task: std::collections::BTreeMap<u32, u32>,
     /// Per flow: QPs whose last packet has gone out once.
     flow_sent_qps: Vec<u32>,
     pub collectives: Vec<CollectiveRun>,
@@ -72,9 +75,14 @@ impl TaskState {
     ) -> Self {
         let n = graph.tasks.len();
         let mut flow_task = vec![NO_TASK; if n == 0 { 0 } else { flows }];
+        let mut acked_task = std::collections::BTreeMap::new();
         for (i, t) in graph.tasks.iter().enumerate() {
-            if let TaskKind::Net(f) = t.kind {
-                flow_task[f as usize] = i as u32;
+            match t.kind {
+                TaskKind::Net(f) => flow_task[f as usize] = i as u32,
+                TaskKind::Acked(f) => {
+                    acked_task.insert(f, i as u32);
+                }
+                _ => {}
             }
             if graph.preds[i] == 0 {
                 push(t.not_before, Event::TaskReady(i as u32));
@@ -88,6 +96,7 @@ impl TaskState {
             lane_busy: vec![false; graph.lanes as usize],
             lane_wait: (0..graph.lanes).map(|_| VecDeque::new()).collect(),
             flow_task,
+            acked_task,
             flow_sent_qps: if n == 0 { Vec::new() } else { vec![0; flows] },
             collectives,
             jobs,
@@ -135,6 +144,10 @@ impl TaskState {
                 }
                 TaskKind::Local { src, .. } => {
                     let h = gpu_host(src.0);
+                    Home::Host { begin: h, done: h }
+                }
+                TaskKind::Acked(f) => {
+                    let h = gpu_host(flows[f as usize].spec.src.0);
                     Home::Host { begin: h, done: h }
                 }
                 _ if lane_gpu != NO_GPU => {
@@ -289,6 +302,8 @@ impl Simulation {
             TaskKind::Join => self.task_done(t),
             TaskKind::Delay(d) => self.queue.push(self.now + d, Event::TaskDone(t)),
             TaskKind::Net(f) => self.flow_start(FlowId(f)),
+            // Done when its flow's last acknowledgement comes (`flow_acked`).
+            TaskKind::Acked(_) => {}
             TaskKind::Local { src, dst, .. } if src == dst => self.task_done(t),
             TaskKind::Local { src, dst, bytes } => {
                 let host = self.topo.gpus[src.idx()].host.idx();
@@ -338,6 +353,13 @@ impl Simulation {
         match self.tasks.lane_wait[l].pop_front() {
             Some(next) => self.task_begin(next),
             None => self.tasks.lane_busy[l] = false,
+        }
+    }
+
+    /// Flow `f`'s sender has every acknowledgement.
+    pub(super) fn flow_acked(&mut self, f: FlowId) {
+        if let Some(&t) = self.tasks.acked_task.get(&f.0) {
+            self.task_done(t);
         }
     }
 

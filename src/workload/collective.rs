@@ -227,6 +227,15 @@ impl<'a> Emitter<'a> {
         t
     }
 
+    /// The task done when the sender of `sent` (a task `send` returned)
+    /// has every acknowledgement; a copy inside a host is its own.
+    pub fn acked(&mut self, sent: u32) -> u32 {
+        match self.graph.kind(sent) {
+            TaskKind::Net(f) => self.graph.task(TaskKind::Acked(f), NO_LANE, SimTime::ZERO),
+            _ => sent,
+        }
+    }
+
     /// `bytes` from GPU `a` to GPU `b` on `channel`, after `deps`. Returns
     /// the task that is done when the data is at `b`.
     pub fn send(
@@ -434,7 +443,7 @@ pub fn emit_per_rank(
         let dst = match e.graph.kind(t) {
             TaskKind::Net(f) => e.flows[f as usize].dst,
             TaskKind::Local { dst, .. } => dst,
-            TaskKind::Delay(_) | TaskKind::Join => continue,
+            TaskKind::Delay(_) | TaskKind::Join | TaskKind::Acked(_) => continue,
         };
         if let Some(&i) = rank_of.get(&dst.0) {
             got[i].push(t);

@@ -1,9 +1,10 @@
 //! Work with dependencies: the task graph collectives, training jobs and
 //! execution traces become.
 //!
-//! A task is a network transfer (a gated flow), an NVLink copy inside a
-//! host, a delay (compute time) or a join that only waits for its
-//! predecessors. A task starts once all its predecessors are done (and
+//! A task is a network transfer (a gated flow, done when its receiver
+//! has the data), the acknowledgement of one (done when its sender has
+//! every ACK), an NVLink copy inside a host, a delay (compute time) or a
+//! join that only waits for its predecessors. A task starts once all its predecessors are done (and
 //! not before its `not_before` time). Tasks may share a lane: a lane runs
 //! one task at a time in the order they became ready, as a QP sends its
 //! messages in order or a GPU runs its kernels one after another. A
@@ -26,6 +27,11 @@ pub enum TaskKind {
     Delay(SimTime),
     /// Waits for its predecessors and is done at once.
     Join,
+    /// Done when the sender of this flow (a `Net` task's) has every
+    /// acknowledgement: what a sending rank waits for before it goes on,
+    /// where the receiver waits for the data (the `Net` task). It waits
+    /// for nothing in the graph.
+    Acked(u32),
 }
 
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]

@@ -9,7 +9,8 @@
 //! partitions). Between the bursts the network is idle for real, which
 //! is what flowlet balancers see. Every `every` iterations a job may
 //! write a checkpoint: each GPU writes its shard to one of the storage
-//! GPUs (round robin), and the next iteration waits for all of it.
+//! GPUs (round robin) and starts its next iteration once its own write
+//! is acknowledged.
 
 use super::collective::{self, Algorithm, Collective, CollectiveRun, Emitter, Op};
 use crate::topology::GpuId;
@@ -105,21 +106,17 @@ pub fn emit(
         job.iterations.push((it_start, it_end));
         if let Some(ck) = &t.checkpoint {
             if (it + 1) % ck.every == 0 {
-                // Every rank writes its shard once its iteration is done;
-                // the next iteration waits for the whole checkpoint.
-                let writes = t
-                    .gpus
-                    .iter()
-                    .zip(&ready)
-                    .enumerate()
-                    .map(|(i, (&g, &r))| {
-                        let to = ck.storage[i % ck.storage.len()];
-                        e.send(g, to, ck.bytes, 0, &[r])
-                    })
-                    .collect::<Result<Vec<u32>, String>>()?;
+                // Every rank writes its shard once its iteration is done,
+                // and goes on once its own write is acknowledged.
+                let mut writes = Vec::with_capacity(t.gpus.len());
+                for (i, (&g, r)) in t.gpus.iter().zip(ready.iter_mut()).enumerate() {
+                    let to = ck.storage[i % ck.storage.len()];
+                    let w = e.send(g, to, ck.bytes, 0, &[*r])?;
+                    writes.push(w);
+                    *r = e.acked(w);
+                }
                 let done = e.join(&writes, SimTime::ZERO);
                 job.checkpoints.push((it, it_end, done));
-                ready = vec![done; t.gpus.len()];
             }
         }
     }
