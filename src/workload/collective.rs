@@ -588,21 +588,22 @@ fn hierarchical(
 /// The communicator's GPUs host by host (hosts in order of first
 /// appearance, GPUs by local index).
 fn by_host(topo: &Topology, gpus: &[GpuId]) -> Vec<Vec<GpuId>> {
-    let mut hosts: Vec<(u32, Vec<GpuId>)> = Vec::new();
+    // Host -> its place in `hosts` (found in one pass: thousands of
+    // hosts make a search per GPU quadratic).
+    let mut at: HashMap<u32, usize> = HashMap::new();
+    let mut hosts: Vec<Vec<GpuId>> = Vec::new();
     for &g in gpus {
         let h = topo.gpus[g.idx()].host.0;
-        match hosts.iter_mut().find(|(x, _)| *x == h) {
-            Some((_, v)) => v.push(g),
-            None => hosts.push((h, vec![g])),
-        }
+        let i = *at.entry(h).or_insert_with(|| {
+            hosts.push(Vec::new());
+            hosts.len() - 1
+        });
+        hosts[i].push(g);
+    }
+    for v in &mut hosts {
+        v.sort_by_key(|g| topo.gpus[g.idx()].local);
     }
     hosts
-        .into_iter()
-        .map(|(_, mut v)| {
-            v.sort_by_key(|g| topo.gpus[g.idx()].local);
-            v
-        })
-        .collect()
 }
 
 /// Parent of each position in a balanced binary tree over positions
