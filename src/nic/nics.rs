@@ -134,8 +134,10 @@ pub struct Nics {
     qps: Vec<QpState>,
     /// Tenant of each QP, which TELB policies match at switches.
     tenants: Vec<u16>,
-    /// NIC ports (indexed by `PortId`): QPs with data, served round robin.
-    rings: Vec<VecDeque<QpId>>,
+    /// NIC ports (indexed by `PortId`): QPs with data, served round robin,
+    /// each with its plane (its place in `planes` of the port), so that
+    /// finding it does not read the QP's plane list.
+    rings: Vec<VecDeque<(QpId, u8)>>,
     /// Each NIC's reorder buffer.
     reorder: Vec<ReorderPool>,
     /// Per GPU: when its PCIe link is free for the next packet's payload
@@ -226,11 +228,6 @@ impl Nics {
         !self.rings[p.idx()].is_empty()
     }
 
-    /// The rings, for the egress's check of a port's backlog.
-    pub fn rings(&self) -> &[VecDeque<QpId>] {
-        &self.rings
-    }
-
     /// Puts a QP with data to send on its ports' round-robin rings; the
     /// caller then kicks `qp(q).planes`.
     pub fn activate(&mut self, q: QpId) {
@@ -241,7 +238,7 @@ impl Nics {
         for (k, &p) in qp.planes.iter().enumerate() {
             if qp.in_ring & (1 << k) == 0 {
                 qp.in_ring |= 1 << k;
-                self.rings[p.idx()].push_back(q);
+                self.rings[p.idx()].push_back((q, k as u8));
             }
         }
     }
@@ -253,11 +250,12 @@ impl Nics {
         let rto = self.cfg.rto;
         let mut earliest = SimTime::MAX;
         for _ in 0..self.rings[p.idx()].len() {
-            let Some(q) = self.rings[p.idx()].pop_front() else {
+            let Some((q, plane)) = self.rings[p.idx()].pop_front() else {
                 break;
             };
             let qp = &mut self.qps[q.idx()];
-            let plane = qp.planes.iter().position(|&x| x == p).unwrap_or(0);
+            debug_assert_eq!(qp.planes[plane as usize], p);
+            let plane = plane as usize;
             if !qp.req.has_data() {
                 qp.in_ring &= !(1 << plane);
                 continue;
@@ -274,7 +272,7 @@ impl Nics {
             }
             if t > now {
                 earliest = earliest.min(t);
-                self.rings[p.idx()].push_back(q);
+                self.rings[p.idx()].push_back((q, plane as u8));
                 continue;
             }
             let (out, timer) = qp.req.send_next(now, rto, plane as u8);
@@ -308,7 +306,7 @@ impl Nics {
                 qp.cap_next = now + SimTime(gap.ceil() as u64);
             }
             if qp.req.has_data() {
-                self.rings[p.idx()].push_back(q);
+                self.rings[p.idx()].push_back((q, plane as u8));
             } else {
                 qp.in_ring &= !(1 << plane);
             }
