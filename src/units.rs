@@ -125,12 +125,15 @@ impl fmt::Display for Rate {
     }
 }
 
-/// Formats a rate in bits per second with a Gb/s or Tb/s suffix.
+/// Formats a rate in bits per second with a Mb/s, Gb/s or Tb/s suffix
+/// (a DCQCN rate cut to its floor is a few Mb/s, not "0.0 Gb/s").
 pub fn fmt_bps(bps: f64) -> String {
     if bps >= 1e12 {
         format!("{:.2} Tb/s", bps / 1e12)
-    } else {
+    } else if bps >= 1e9 || bps == 0.0 {
         format!("{:.1} Gb/s", bps / 1e9)
+    } else {
+        format!("{:.1} Mb/s", bps / 1e6)
     }
 }
 
@@ -268,6 +271,14 @@ mod tests {
         // 3 bytes at 3 Gb/s is 8 ns exactly; 1 byte at 3 Gb/s rounds up.
         assert_eq!(Rate(3_000_000_000).serialize(3), SimTime(8_000));
         assert_eq!(Rate(3_000_000_000).serialize(1), SimTime(2_667));
+    }
+
+    #[test]
+    fn rates_print_in_the_unit_that_shows_them() {
+        assert_eq!(fmt_bps(1.6e12), "1.60 Tb/s");
+        assert_eq!(fmt_bps(400e9), "400.0 Gb/s");
+        assert_eq!(fmt_bps(1e6), "1.0 Mb/s");
+        assert_eq!(fmt_bps(0.0), "0.0 Gb/s");
     }
 
     #[test]

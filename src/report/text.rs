@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::Summary;
 use crate::engine::Simulation;
-use crate::units::{fmt_bytes, SimTime};
+use crate::units::{fmt_bps, fmt_bytes, SimTime};
 
 fn us(ps: f64) -> String {
     SimTime(ps as u64).to_string()
@@ -267,7 +267,7 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             s.cnps_sent,
             s.dcqcn_rate_cuts,
             s.dcqcn_min_rate_gbps
-                .map_or(String::new(), |r| format!(" (lowest {r:.1} Gb/s)")),
+                .map_or(String::new(), |r| format!(" (lowest {})", fmt_bps(r * 1e9))),
             s.pfc_pause_frames,
             s.pfc_resume_frames,
             SimTime(s.pfc_paused_ps),
