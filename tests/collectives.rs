@@ -162,9 +162,10 @@ fn each_collective_moves_the_bytes_it_should() {
     );
 }
 
-/// Messages of one connection (sender, receiver, channel) reuse its QPs'
-/// UDP source port, so per-flow ECMP keeps them on one path, as a QP
-/// would; and one connection sends one message at a time.
+/// Messages of one connection (sender, receiver, channel) are posted on
+/// its QP, as NCCL's are: one UDP source port, so per-flow ECMP keeps
+/// them on one path, one PSN space through them all; and one connection
+/// sends one message at a time.
 #[test]
 fn messages_of_a_connection_share_a_path_and_go_in_turn() {
     let (sim, _) = run(&flat("all-reduce", "chunk = \"128KB\""));
@@ -176,8 +177,26 @@ fn messages_of_a_connection_share_a_path_and_go_in_turn() {
         assert_eq!(*ports.entry(conn).or_insert(sport), sport);
         conns.entry(conn).or_default().push(i);
     }
-    // 8 ranks x 2 channels (1 rail) connections.
+    // 8 ranks x 2 channels (1 rail) connections, one QP each: every
+    // message is posted on its connection's QP, whose PSNs run through
+    // them all, and each QP's sender and receiver finished every one.
     assert_eq!(conns.len(), 16);
+    assert_eq!(sim.qps().len(), 16, "one QP per connection");
+    for msgs in conns.values() {
+        let q = sim.flows()[msgs[0]].first_qp;
+        let pkts: u32 = msgs.iter().map(|&i| sim.flows()[i].pkts).sum();
+        assert!(msgs.iter().all(|&i| sim.flows()[i].first_qp == q));
+        let qp = &sim.qps()[q as usize];
+        assert!(msgs.len() > 1 && pkts > msgs.len() as u32);
+        assert_eq!(
+            (qp.req.n_pkts, qp.req.una, qp.resp.expected),
+            (pkts, pkts, pkts)
+        );
+        assert_eq!(
+            qp.req.unfinished().count() + qp.resp.unfinished().count(),
+            0
+        );
+    }
     let distinct: std::collections::HashSet<u16> = ports.values().copied().collect();
     assert!(distinct.len() > 8, "connections get different ports");
     // In turn: a message starts only once the one before it on the same

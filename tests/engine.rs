@@ -90,6 +90,7 @@ fn cached_header_crcs_give_the_hash_of_the_header() {
                         udp_sport: qp.udp_sport,
                         opcode: Opcode::Ack,
                         tos: 24 << 2,
+                        flow: fabricsim::wire::packet::NO_FLOW,
                     };
                     for sw in sim.switches() {
                         let e = &sw.balancer.ecmp;

@@ -54,6 +54,7 @@ fn flow_packet(i: u32) -> Packet {
         udp_sport: 49152,
         opcode: Opcode::WriteMiddle,
         tos: 24 << 2,
+        flow: fabricsim::wire::packet::NO_FLOW,
     }
 }
 

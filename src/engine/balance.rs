@@ -301,6 +301,7 @@ impl Simulation {
                     udp_sport: 0,
                     opcode: Opcode::Heartbeat,
                     tos: Packet::tos_of(self.scenario.transport.cnp_dscp, ecn::NOT_ECT),
+                    flow: crate::wire::packet::NO_FLOW,
                 };
                 self.balance.heartbeats_sent += 1;
                 self.balance.heartbeat_bytes += wire as u64;

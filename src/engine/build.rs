@@ -9,7 +9,7 @@ use super::{ideal, mrc_sport, Estimate, Event, EventQueue, FlowState, QpState, S
 use crate::nic::dcqcn::Dcqcn;
 use crate::nic::nics::Nics;
 use crate::nic::rate::RateControl;
-use crate::nic::transport::{Requester, Responder};
+use crate::nic::transport::{packets_of, Requester, Responder};
 use crate::rng::Streams;
 use crate::scenario::Scenario;
 use crate::switch::balance::{Ecmp, EcmpSeed};
@@ -160,6 +160,13 @@ pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>, tenants: Ve
 /// The QP table and the transfers: each QP's halves, rate control, UDP
 /// source port, header CRCs (per direction, and per MRC path), ports and
 /// planes; transfers that are not gated by a task start on their own.
+///
+/// The messages of one connection (a collective's sender, receiver and
+/// channel: `FlowSpec::conn`) share its QPs, as NCCL's do, so its rate
+/// control and PSNs carry from one message to the next; each is posted
+/// when it starts. Any other transfer has QPs of its own with its write
+/// posted from the start, and so has every transfer under MRC, whose
+/// sender tracks one message's PSNs.
 pub fn qps_and_flows(
     topo: &Topology,
     scenario: &Scenario,
@@ -170,107 +177,162 @@ pub fn qps_and_flows(
     let tc = &scenario.transport;
     let mut qps = Vec::new();
     let mut flows = Vec::with_capacity(specs.len());
+    // Connection (workload, sender, receiver, key) -> its first QP.
+    let mut conns: std::collections::HashMap<(u32, u32, u32, u64), u32> = Default::default();
     for (fi, spec) in specs.into_iter().enumerate() {
         let n_qps = spec.n_qps();
-        let first_qp = qps.len() as u32;
-        let src_ports = &topo.nics[spec.src_nic.idx()].ports;
-        let dst_ports = &topo.nics[spec.dst_nic.idx()].ports;
-        for i in 0..n_qps {
-            let id = first_qp + i;
-            let bytes =
-                spec.bytes / n_qps as u64 + u64::from((i as u64) < spec.bytes % n_qps as u64);
-            let mut req = Requester::new(bytes, tc.mtu, tc.write_mode);
-            if tc.dcqcn_enabled {
-                let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
-                req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
-            }
-            let mut resp = Responder::new(req.n_pkts, bytes, tc.mtu, tc.write_mode, tc.ooo);
-            if let Some(m) = tc.mrc {
-                req = req.with_mrc(m, src_ports.len().min(8) as u32);
-                resp = resp.with_sack();
-            }
-            // Messages of one connection reuse its QPs' source ports.
-            let sport = match spec.conn {
-                Some(c) => {
-                    streams.derive_indexed("conn/udp-sport", c.wrapping_mul(1024) + i as u64)
+        let shared = spec.conn.filter(|_| tc.mrc.is_none());
+        let reuse = shared.and_then(|c| conns.get(&(spec.workload, spec.src.0, spec.dst.0, c)));
+        let first_qp = match reuse {
+            Some(&q) => q,
+            None => {
+                let first = qps.len() as u32;
+                if let Some(c) = shared {
+                    conns.insert((spec.workload, spec.src.0, spec.dst.0, c), first);
                 }
-                None => streams.derive_indexed("qp/udp-sport", id as u64),
-            };
-            let sport = 49152 + (sport % 16384) as u16;
-            let ecmp = &scenario.switch.ecmp;
-            let crc_on = |src, dst, sport| {
-                let template = Packet {
-                    src,
-                    dst,
-                    qp: QpId(id),
-                    psn: 0,
-                    payload: 0,
-                    wire_bytes: 0,
-                    header_crc: 0,
-                    udp_sport: sport,
-                    opcode: Opcode::WriteMiddle,
-                    tos: Packet::tos_of(tc.data_dscp, ecn::ECT0),
-                };
-                Ecmp::header_crc(ecmp.hash, ecmp.fields, &template, topo.vlan_of(src))
-            };
-            let crc = |src, dst| crc_on(src, dst, sport);
-            let per_path = |src, dst| {
-                tc.mrc.map_or(Vec::new(), |m| {
-                    (0..m.paths)
-                        .map(|p| crc_on(src, dst, mrc_sport(sport, p as u8)))
-                        .collect::<Vec<u32>>()
-                })
-            };
-            let path_crc = per_path(spec.src_nic, spec.dst_nic);
-            let path_crc_back = per_path(spec.dst_nic, spec.src_nic);
-            qps.push(QpState {
-                flow: FlowId(fi as u32),
-                src_nic: spec.src_nic,
-                dst_nic: spec.dst_nic,
-                src_gpu: spec.src,
-                src_port: src_ports[id as usize % src_ports.len()],
-                dst_port: dst_ports[id as usize % dst_ports.len()],
-                udp_sport: sport,
-                header_crc: [
-                    crc(spec.src_nic, spec.dst_nic),
-                    crc(spec.dst_nic, spec.src_nic),
-                ],
-                path_crc,
-                path_crc_back,
-                planes: if tc.mrc.is_some() && src_ports.len() > 1 {
-                    let first = id as usize % src_ports.len();
-                    (0..src_ports.len().min(8))
-                        .map(|k| src_ports[(first + k) % src_ports.len()])
-                        .collect()
+                // A connection has the workload's QPs; a message takes as
+                // many of them as it has bytes, at most.
+                let count = if shared.is_some() {
+                    spec.qps.max(1)
                 } else {
-                    vec![src_ports[id as usize % src_ports.len()]]
-                },
-                in_ring: 0,
-                req,
-                resp,
-                cap_bps: spec.rate.map_or(0.0, |r| r.bps() as f64 / n_qps as f64),
-                cap_next: SimTime::ZERO,
-                cnp_last: None,
-                cnps_sent: 0,
-                cnps_received: 0,
-            });
-        }
+                    n_qps
+                };
+                for i in 0..count {
+                    let bytes = share(spec.bytes, n_qps, i);
+                    let posted = (shared.is_none() && i < n_qps).then_some(bytes);
+                    let at = (first + i, i);
+                    qps.push(new_qp(
+                        topo, scenario, streams, &spec, fi, at, n_qps, posted,
+                    ));
+                }
+                first
+            }
+        };
         if !spec.gated {
             queue.push(spec.start, Event::FlowStart(FlowId(fi as u32)));
         }
+        let pkts = (0..n_qps)
+            .map(|i| packets_of(share(spec.bytes, n_qps, i), tc.mtu))
+            .sum();
         flows.push(FlowState {
             start: if spec.gated { SimTime::MAX } else { spec.start },
             spec,
             first_qp,
             n_qps,
+            posts: shared.is_some(),
+            pkts,
             rx_done_qps: 0,
             tx_done_qps: 0,
             finish: None,
             acked: None,
             ideal_fct: SimTime::ZERO,
+            retx_bytes: 0,
+            timeouts: 0,
+            out_of_order: 0,
+            naks: 0,
         });
     }
     (qps, flows)
+}
+
+/// Share `i` of `bytes` over `n` QPs.
+pub fn share(bytes: u64, n: u32, i: u32) -> u64 {
+    bytes / n as u64 + u64::from((i as u64) < bytes % n as u64)
+}
+
+/// QP `id`, the `k`-th of transfer `fi`'s (or of its connection's), with
+/// its write of `posted` bytes if it carries one from the start; `n_qps`
+/// QPs share the transfer's rate cap.
+#[allow(clippy::too_many_arguments)]
+fn new_qp(
+    topo: &Topology,
+    scenario: &Scenario,
+    streams: &Streams,
+    spec: &FlowSpec,
+    fi: usize,
+    (id, k): (u32, u32),
+    n_qps: u32,
+    posted: Option<u64>,
+) -> QpState {
+    let tc = &scenario.transport;
+    let src_ports = &topo.nics[spec.src_nic.idx()].ports;
+    let dst_ports = &topo.nics[spec.dst_nic.idx()].ports;
+    let mut req = Requester::new(tc.mtu, tc.write_mode);
+    let mut resp = Responder::new(tc.mtu, tc.write_mode, tc.ooo);
+    if let Some(bytes) = posted {
+        req.post(fi as u32, bytes);
+        resp.post(fi as u32, bytes);
+    }
+    if tc.dcqcn_enabled {
+        let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
+        req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
+    }
+    if let Some(m) = tc.mrc {
+        req = req.with_mrc(m, src_ports.len().min(8) as u32);
+        resp = resp.with_sack();
+    }
+    // The QPs of one connection keep its source ports.
+    let sport = match spec.conn {
+        Some(c) => streams.derive_indexed("conn/udp-sport", c.wrapping_mul(1024) + k as u64),
+        None => streams.derive_indexed("qp/udp-sport", id as u64),
+    };
+    let sport = 49152 + (sport % 16384) as u16;
+    let ecmp = &scenario.switch.ecmp;
+    let crc_on = |src, dst, sport| {
+        let template = Packet {
+            src,
+            dst,
+            qp: QpId(id),
+            psn: 0,
+            payload: 0,
+            wire_bytes: 0,
+            header_crc: 0,
+            udp_sport: sport,
+            opcode: Opcode::WriteMiddle,
+            tos: Packet::tos_of(tc.data_dscp, ecn::ECT0),
+            flow: crate::wire::packet::NO_FLOW,
+        };
+        Ecmp::header_crc(ecmp.hash, ecmp.fields, &template, topo.vlan_of(src))
+    };
+    let crc = |src, dst| crc_on(src, dst, sport);
+    let per_path = |src, dst| {
+        tc.mrc.map_or(Vec::new(), |m| {
+            (0..m.paths)
+                .map(|p| crc_on(src, dst, mrc_sport(sport, p as u8)))
+                .collect::<Vec<u32>>()
+        })
+    };
+    QpState {
+        flow: FlowId(fi as u32),
+        src_nic: spec.src_nic,
+        dst_nic: spec.dst_nic,
+        src_gpu: spec.src,
+        src_port: src_ports[id as usize % src_ports.len()],
+        dst_port: dst_ports[id as usize % dst_ports.len()],
+        udp_sport: sport,
+        header_crc: [
+            crc(spec.src_nic, spec.dst_nic),
+            crc(spec.dst_nic, spec.src_nic),
+        ],
+        path_crc: per_path(spec.src_nic, spec.dst_nic),
+        path_crc_back: per_path(spec.dst_nic, spec.src_nic),
+        planes: if tc.mrc.is_some() && src_ports.len() > 1 {
+            let first = id as usize % src_ports.len();
+            (0..src_ports.len().min(8))
+                .map(|k| src_ports[(first + k) % src_ports.len()])
+                .collect()
+        } else {
+            vec![src_ports[id as usize % src_ports.len()]]
+        },
+        in_ring: 0,
+        req,
+        resp,
+        cap_bps: spec.rate.map_or(0.0, |r| r.bps() as f64 / n_qps as f64),
+        cap_next: SimTime::ZERO,
+        cnp_last: None,
+        cnps_sent: 0,
+        cnps_received: 0,
+    }
 }
 
 impl Simulation {
@@ -283,9 +345,7 @@ impl Simulation {
                 let fl = &self.flows[f];
                 (fl.first_qp, fl.n_qps, fl.spec.dst_nic)
             };
-            let qps = first..first + n;
-            let routes: Vec<Vec<PortId>> = qps
-                .clone()
+            let routes: Vec<Vec<PortId>> = (first..first + n)
                 .map(|q| {
                     self.qp_route(QpId(q)).unwrap_or_else(|| {
                         let src = self.nics.qps()[q as usize].src_port;
@@ -295,7 +355,13 @@ impl Simulation {
                     })
                 })
                 .collect();
-            let reqs: Vec<&Requester> = qps.map(|q| &self.nics.qps()[q as usize].req).collect();
+            // Each QP's share of this transfer alone, as its own write.
+            let tc = &self.scenario.transport;
+            let bytes = self.flows[f].spec.bytes;
+            let alone: Vec<Requester> = (0..n)
+                .map(|i| Requester::one(f as u32, share(bytes, n, i), tc.mtu, tc.write_mode))
+                .collect();
+            let reqs: Vec<&Requester> = alone.iter().collect();
             for (r, route) in reqs.iter().zip(&routes) {
                 let pkts = r.n_pkts as u64;
                 self.estimate.link_transmissions +=

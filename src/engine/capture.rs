@@ -463,13 +463,13 @@ impl Simulation {
         } else {
             (encode::nic_ip(pkt.src.0), encode::nic_ip(pkt.dst.0))
         };
-        let dma_length = if pkt.opcode.has_reth() {
-            self.nics.qps()[pkt.qp.idx()]
-                .req
-                .total_bytes
-                .min(u32::MAX as u64) as u32
-        } else {
-            0
+        // The length of the write: its transfer's share on this QP.
+        let dma_length = match self.flows.get(pkt.flow as usize) {
+            Some(f) if pkt.opcode.has_reth() => {
+                let i = pkt.qp.0.wrapping_sub(f.first_qp);
+                super::build::share(f.spec.bytes, f.n_qps, i).min(u32::MAX as u64) as u32
+            }
+            _ => 0,
         };
         let ctx = Context {
             src_mac: encode::port_mac(p.0),

@@ -89,15 +89,20 @@ pub struct FailureState {
 pub(super) struct LossNotice {
     pub at: (SimTime, u32),
     pub q: QpId,
+    /// The PSN lost: it costs the QP something only if its receiver did
+    /// not have it yet.
+    pub psn: u32,
     pub cause: u32,
 }
 
-/// An in-order delivery to QP `q` at `at`, the last one if `completes`.
+/// A delivery to QP `q` at `at`, which moved its receiver's next
+/// expected PSN from `before` to `after`.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Delivery {
     at: (SimTime, u32),
     q: QpId,
-    completes: bool,
+    before: u32,
+    after: u32,
 }
 
 impl FailureState {
@@ -275,13 +280,13 @@ impl Simulation {
                     self.failures.notices.push(LossNotice {
                         at: (self.now, self.handling),
                         q: pkt.qp,
+                        psn: pkt.psn,
                         cause,
                     });
                 } else {
-                    // A late duplicate of a finished transfer costs it
-                    // nothing.
+                    // A late duplicate of data received costs nothing.
                     let r = &self.nics.qps()[pkt.qp.idx()].resp;
-                    if r.expected < r.n_pkts {
+                    if pkt.psn >= r.expected {
                         self.failures.affect(pkt.qp, cause);
                     }
                 }
@@ -290,15 +295,16 @@ impl Simulation {
         self.dropped(pkt);
     }
 
-    /// A QP delivered in-order data (the last of it if `completes`): if a
+    /// A QP delivered data (its next expected PSN was `before`): if a
     /// failure had cost it a packet, it has made progress again.
     #[inline]
-    pub(super) fn progressed(&mut self, q: QpId, completes: bool) {
+    pub(super) fn progressed(&mut self, q: QpId, before: u32) {
         if self.failures.partitioned {
             self.failures.deliveries.push(Delivery {
                 at: (self.now, self.handling),
                 q,
-                completes,
+                before,
+                after: self.nics.qp(q).resp.expected,
             });
             return;
         }
@@ -318,13 +324,17 @@ impl Simulation {
             return;
         }
         notices.sort_by_key(|n| (n.at, n.q));
-        // When a receive completed in the window: a loss after that is a
-        // late duplicate.
-        let completed = |q: QpId| {
-            deliveries
-                .iter()
-                .find(|d| d.q == q && d.completes)
-                .map(|d| d.at)
+        // What a QP's receiver expected next at a loss: after its last
+        // delivery before the loss, else before its first after it, else
+        // as now.
+        let mut seen: std::collections::HashMap<QpId, u32> = Default::default();
+        let expected_at = |seen: &std::collections::HashMap<QpId, u32>, n: &LossNotice| {
+            seen.get(&n.q).copied().unwrap_or_else(|| {
+                deliveries
+                    .iter()
+                    .find(|d| d.q == n.q && d.at > n.at)
+                    .map_or(self.nics.qps()[n.q.idx()].resp.expected, |d| d.before)
+            })
         };
         let mut n = notices.into_iter().peekable();
         let mut d = deliveries.iter().peekable();
@@ -337,16 +347,12 @@ impl Simulation {
             };
             if loss_first {
                 let notice = n.next().expect("peeked");
-                let r = &self.nics.qps()[notice.q.idx()].resp;
-                let unfinished = match completed(notice.q) {
-                    Some(at) => notice.at < at,
-                    None => r.expected < r.n_pkts,
-                };
-                if unfinished {
+                if notice.psn >= expected_at(&seen, &notice) {
                     self.failures.affect(notice.q, notice.cause);
                 }
             } else {
                 let delivery = d.next().expect("peeked");
+                seen.insert(delivery.q, delivery.after);
                 self.failures.recover(delivery.q, delivery.at.0);
             }
         }

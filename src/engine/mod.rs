@@ -155,8 +155,16 @@ pub struct FlowState {
     pub spec: FlowSpec,
     /// When it started (its task's start for a gated flow).
     pub start: SimTime,
+    /// Its QPs: `first_qp..first_qp + n_qps` (its connection's first QPs
+    /// when `posts`).
     pub first_qp: u32,
     pub n_qps: u32,
+    /// Its messages are posted on its connection's QPs when it starts
+    /// (otherwise its QPs are its own and carry its write from the
+    /// start).
+    pub posts: bool,
+    /// Packets it takes (over all its QPs).
+    pub pkts: u32,
     pub rx_done_qps: u32,
     pub tx_done_qps: u32,
     /// When the last byte was delivered in order at the destination.
@@ -165,6 +173,13 @@ pub struct FlowState {
     pub acked: Option<SimTime>,
     /// Completion time on an idle fabric (see `ideal_fct`).
     pub ideal_fct: SimTime,
+    /// What its messages cost once done (`transport::Msg`), at the
+    /// sender: payload bytes resent and retransmission timeouts; at the
+    /// receiver: packets out of order and NAKs sent.
+    pub retx_bytes: u64,
+    pub timeouts: u32,
+    pub out_of_order: u32,
+    pub naks: u32,
 }
 
 pub(crate) use crate::switch::egress::first;
@@ -436,11 +451,32 @@ impl Simulation {
             let fl = &self.flows[f.idx()];
             (fl.first_qp, fl.n_qps)
         };
+        if self.flows[f.idx()].posts {
+            self.post(f);
+        }
         for q in first..first + n {
             self.nics.activate(QpId(q));
         }
         for q in first..first + n {
             self.kick_qp(QpId(q));
+        }
+    }
+
+    /// Posts transfer `f`'s message on its connection's QPs (a share on
+    /// each), at the sender and at the receiver, which in a partitioned
+    /// run may be another partition's (`Part::post_elsewhere`).
+    fn post(&mut self, f: FlowId) {
+        let fl = &self.flows[f.idx()];
+        let (first, n, bytes) = (fl.first_qp, fl.n_qps, fl.spec.bytes);
+        for i in 0..n {
+            let q = QpId(first + i);
+            let b = build::share(bytes, n, i);
+            let at = self.nics.qp(q).dst_port;
+            let away = self
+                .part
+                .as_deref_mut()
+                .is_some_and(|part| part.post_elsewhere(q, at, f, b));
+            self.nics.post(q, f, b, (true, !away));
         }
     }
 
@@ -499,8 +535,8 @@ impl Simulation {
                 if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
                     *sent += payload;
                 }
-                if last {
-                    self.flow_sent(self.nics.qp(q).flow);
+                if let Some(f) = last {
+                    self.flow_sent(f);
                 }
                 let e = Queued {
                     id,
@@ -617,6 +653,11 @@ impl Simulation {
     fn nic_receive(&mut self, at: PortId, id: PacketId) {
         let pkt = self.packets.take(id);
         let now = self.now;
+        let before = if self.failures.any() && pkt.opcode.is_data() {
+            self.nics.qp(pkt.qp).resp.expected
+        } else {
+            0
+        };
         match self.nics.receive(now, at, &pkt, &mut self.packets) {
             Rx::Nothing => {}
             Rx::Reply(f) => self.offer(f.port, f.queue, f.id),
@@ -624,13 +665,18 @@ impl Simulation {
                 series::count_cnp(&mut self.series, port);
                 first(&mut self.firsts.rate_cut_ps, now);
             }
-            Rx::Acked(flow) => {
-                let f = &mut self.flows[flow.idx()];
-                f.tx_done_qps += 1;
-                if f.tx_done_qps == f.n_qps {
-                    f.acked = Some(now);
-                    self.counters.flows_acked += 1;
-                    self.flow_acked(flow);
+            Rx::Acked(q) => {
+                while let Some(m) = self.nics.pop_acked(q) {
+                    let flow = FlowId(m.flow);
+                    let f = &mut self.flows[flow.idx()];
+                    f.retx_bytes += m.again;
+                    f.timeouts += m.stalls as u32;
+                    f.tx_done_qps += 1;
+                    if f.tx_done_qps == f.n_qps {
+                        f.acked = Some(now);
+                        self.counters.flows_acked += 1;
+                        self.flow_acked(flow);
+                    }
                 }
             }
             Rx::Resend(q) => self.kick_qp(q),
@@ -645,15 +691,15 @@ impl Simulation {
                 if ce {
                     self.congestion_experienced(q);
                 }
-                if delivered > 0 {
-                    self.counters.bytes_delivered += delivered;
-                    if self.failures.any() {
-                        self.progressed(q, completed);
-                    }
+                self.counters.bytes_delivered += delivered;
+                if (delivered > 0 || completed) && self.failures.any() {
+                    self.progressed(q, before);
                 }
-                if completed {
-                    let flow = self.nics.qp(q).flow;
+                while let Some(m) = completed.then(|| self.nics.pop_received(q)).flatten() {
+                    let flow = FlowId(m.flow);
                     let f = &mut self.flows[flow.idx()];
+                    f.out_of_order += m.again as u32;
+                    f.naks += m.stalls as u32;
                     f.rx_done_qps += 1;
                     if f.rx_done_qps == f.n_qps {
                         f.finish = Some(now);

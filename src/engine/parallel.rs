@@ -44,7 +44,7 @@ use super::tasks::Home;
 use super::{deadlock, Event, Limits, Progress, Simulation, StopReason, Wires};
 use crate::scenario::Prepared;
 use crate::topology::partition::{self, Partitioning};
-use crate::topology::{NicId, PortId};
+use crate::topology::{FlowId, NicId, PortId, QpId};
 use crate::units::SimTime;
 use crate::wire::PacketId;
 use crate::wire::{Opcode, Packet};
@@ -93,6 +93,9 @@ pub mod mpi {
 /// where, and the frame.
 type Message = (SimTime, PortId, Packet);
 
+/// A message posted on a QP (QP, transfer, bytes), for its receiver.
+pub(super) type Post = (QpId, FlowId, u64);
+
 /// The bands a GLB heartbeat crossing a cut carries (the frame only
 /// names them).
 type Bands = (Packet, Box<[u8]>);
@@ -106,6 +109,9 @@ pub(super) struct Part {
     pub qp_mine: Vec<bool>,
     /// Frames for other partitions, by partition, sent this window.
     pub outbox: Vec<Vec<Message>>,
+    /// Messages posted this window on QPs other partitions receive, by
+    /// partition.
+    pub posts: Vec<Vec<Post>>,
     /// Where each task of the task graph runs.
     pub homes: Arc<[Home]>,
 }
@@ -257,6 +263,20 @@ impl SpinBarrier {
     }
 }
 
+impl Part {
+    /// Whether QP `q` (received at port `at`) is received in another
+    /// partition: if so, the message of `bytes` for transfer `f` just
+    /// posted on it goes there at the end of the window.
+    pub(super) fn post_elsewhere(&mut self, q: QpId, at: PortId, f: FlowId, bytes: u64) -> bool {
+        let to = self.port_part[at.idx()];
+        if to == self.me {
+            return false;
+        }
+        self.posts[to as usize].push((q, f, bytes));
+        true
+    }
+}
+
 impl Wires<'_> {
     /// In a partition of a parallel run: a frame for another partition's
     /// port goes to that partition (out of line, so that one queue's
@@ -342,17 +362,25 @@ pub(super) struct Mail {
     frames: Vec<Message>,
     bands: Vec<Bands>,
     losses: Vec<LossNotice>,
+    /// Messages posted on QPs the other receives: a message's first
+    /// packet crosses a cut link, at least a window long, so the post
+    /// is there before it.
+    posts: Vec<Post>,
 }
 
 impl Mail {
     fn is_empty(&self) -> bool {
-        self.frames.is_empty() && self.bands.is_empty() && self.losses.is_empty()
+        self.frames.is_empty()
+            && self.bands.is_empty()
+            && self.losses.is_empty()
+            && self.posts.is_empty()
     }
 
     fn append(&mut self, other: &mut Mail) {
         self.frames.append(&mut other.frames);
         self.bands.append(&mut other.bands);
         self.losses.append(&mut other.losses);
+        self.posts.append(&mut other.posts);
     }
 }
 
@@ -544,6 +572,7 @@ impl Simulation {
             port_part,
             qp_mine,
             outbox: vec![Vec::new(); p.parts as usize],
+            posts: vec![Vec::new(); p.parts as usize],
             homes,
         }));
     }
@@ -554,6 +583,9 @@ impl Simulation {
 
     /// Takes the mail other partitions sent here.
     fn take_mail(&mut self, mail: Mail) {
+        for (q, f, bytes) in mail.posts {
+            self.nics.post(q, f, bytes, (false, true));
+        }
         if self.failures.partitioned {
             self.replay_losses(mail.losses);
         }
@@ -575,6 +607,9 @@ impl Simulation {
         for notice in self.failures.notices.drain(..) {
             let to = part.port_part[self.nics.qp(notice.q).dst_port.idx()];
             out[to as usize].losses.push(notice);
+        }
+        for (to, posts) in part.posts.iter_mut().enumerate() {
+            out[to].posts = std::mem::take(posts);
         }
         for (to, frames) in part.outbox.iter_mut().enumerate() {
             if frames.is_empty() {
@@ -1061,6 +1096,10 @@ struct FlowEnds {
     acked: Option<SimTime>,
     rx_done_qps: u32,
     finish: Option<SimTime>,
+    retx_bytes: u64,
+    timeouts: u32,
+    out_of_order: u32,
+    naks: u32,
 }
 
 impl Fragment {
@@ -1096,6 +1135,10 @@ impl Simulation {
                     acked: f.acked,
                     rx_done_qps: f.rx_done_qps,
                     finish: f.finish,
+                    retx_bytes: f.retx_bytes,
+                    timeouts: f.timeouts,
+                    out_of_order: f.out_of_order,
+                    naks: f.naks,
                 })
                 .collect(),
             counters: self.counters,
@@ -1152,10 +1195,14 @@ impl Simulation {
                 mine.start = theirs.start;
                 mine.tx_done_qps = theirs.tx_done_qps;
                 mine.acked = theirs.acked;
+                mine.retx_bytes = theirs.retx_bytes;
+                mine.timeouts = theirs.timeouts;
             }
             if host_of(mine.spec.dst_nic) == them {
                 mine.rx_done_qps = theirs.rx_done_qps;
                 mine.finish = theirs.finish;
+                mine.out_of_order = theirs.out_of_order;
+                mine.naks = theirs.naks;
             }
         }
         self.counters = sum(&[self.counters, other.counters]);

@@ -10,7 +10,7 @@
 //! progress (`Rx`). The caller (the engine) owns the ports' egress, the
 //! transfers and the task graph.
 
-use super::transport::{ReorderPool, TimerAction};
+use super::transport::{Msg, ReorderPool, TimerAction};
 use super::TransportConfig;
 use crate::topology::{FlowId, GpuId, NicId, PortId, QpId};
 use crate::units::SimTime;
@@ -18,9 +18,12 @@ use crate::wire::frame::{ecn, Framing};
 use crate::wire::{Opcode, Packet, PacketArena, PacketId};
 use std::collections::VecDeque;
 
-/// Both halves of a queue pair and where they sit.
+/// Both halves of a queue pair and where they sit. The messages of one
+/// connection (a collective's sender, receiver and channel) share its
+/// QPs; any other transfer has QPs of its own.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct QpState {
+    /// The first transfer posted on it (names it in outputs).
     pub flow: FlowId,
     pub src_nic: NicId,
     pub dst_nic: NicId,
@@ -71,12 +74,13 @@ pub struct Frame {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pull {
     /// QP `q` sent data packet `id`; `timer` is its retransmission timer
-    /// to schedule, and `last` says it was the QP's last new packet.
+    /// to schedule, and `last` names the transfer whose last packet it
+    /// was, sent for the first time.
     Sent {
         q: QpId,
         id: PacketId,
         timer: Option<SimTime>,
-        last: bool,
+        last: Option<FlowId>,
     },
     /// Nothing may go before this time (rate, cap, PCIe or path pacing).
     WaitUntil(SimTime),
@@ -102,14 +106,15 @@ pub enum Rx {
     Reply(Frame),
     /// A CNP cut the rate of the QP sending from this port.
     RateCut(PortId),
-    /// The sender of this transfer's QP saw its last acknowledgement.
-    Acked(FlowId),
+    /// The sender of QP `q` has every acknowledgement of a message
+    /// (`pop_acked`).
+    Acked(QpId),
     /// The QP has data to (re)send: kick its ports.
     Resend(QpId),
     /// Data of QP `q`: whether it carried a CE mark (see
     /// `congestion_experienced`), payload bytes now delivered in order,
-    /// whether the QP has received everything, and the reply it asks for
-    /// (build it with `reply`).
+    /// whether a message is now received in full (`pop_received`), and
+    /// the reply it asks for (build it with `reply`).
     Data {
         q: QpId,
         ce: bool,
@@ -228,6 +233,30 @@ impl Nics {
         !self.rings[p.idx()].is_empty()
     }
 
+    /// Posts a message of `bytes` for transfer `flow` on QP `q`: at its
+    /// sender (`tx`) and at its receiver (`rx`), which a partitioned run
+    /// may do in different partitions. The caller then activates it.
+    pub fn post(&mut self, q: QpId, flow: FlowId, bytes: u64, (tx, rx): (bool, bool)) {
+        let qp = &mut self.qps[q.idx()];
+        if tx {
+            qp.req.post(flow.0, bytes);
+        }
+        if rx {
+            qp.resp.post(flow.0, bytes);
+        }
+    }
+
+    /// The oldest message of QP `q` its sender has every acknowledgement
+    /// of, if any.
+    pub fn pop_acked(&mut self, q: QpId) -> Option<Msg> {
+        self.qps[q.idx()].req.pop_acked()
+    }
+
+    /// The oldest message of QP `q` its receiver has in full, if any.
+    pub fn pop_received(&mut self, q: QpId) -> Option<Msg> {
+        self.qps[q.idx()].resp.pop_received()
+    }
+
     /// Puts a QP with data to send on its ports' round-robin rings; the
     /// caller then kicks `qp(q).planes`.
     pub fn activate(&mut self, q: QpId) {
@@ -276,7 +305,7 @@ impl Nics {
                 continue;
             }
             let (out, timer) = qp.req.send_next(now, rto, plane as u8);
-            let last = !out.retransmission && out.psn + 1 == qp.req.n_pkts;
+            let last = (out.ends && !out.retransmission).then_some(FlowId(out.flow));
             let pkt = Packet {
                 src: nic,
                 dst: qp.dst_nic,
@@ -288,6 +317,7 @@ impl Nics {
                 udp_sport: qp.udp_sport,
                 opcode: out.opcode,
                 tos: Packet::tos_of(self.cfg.data_dscp, ecn::ECT0),
+                flow: out.flow,
             };
             let pkt = if qp.path_crc.is_empty() {
                 pkt
@@ -376,7 +406,7 @@ impl Nics {
                     m.delivered_on(path);
                 }
                 if qp.req.on_ack(now, pkt.psn, rto) {
-                    Rx::Acked(qp.flow)
+                    Rx::Acked(q)
                 } else if qp.req.mrc.is_some() && qp.req.has_data() {
                     // An acknowledged probe may have reopened a path.
                     self.activate(q);
@@ -429,6 +459,7 @@ impl Nics {
             udp_sport: qp.udp_sport,
             opcode,
             tos: Packet::tos_of(dscp, ecn::ECT0),
+            flow: crate::wire::packet::NO_FLOW,
         };
         // MRC acknowledges on the path (UDP source port) the data took, so
         // that ACKs spread, and fail, path by path like the data, and
@@ -507,6 +538,7 @@ impl Nics {
             udp_sport: qp.udp_sport,
             opcode: Opcode::Cnp,
             tos: Packet::tos_of(self.cfg.cnp_dscp, ecn::NOT_ECT),
+            flow: crate::wire::packet::NO_FLOW,
         };
         Frame {
             port: qp.dst_port,
@@ -545,6 +577,7 @@ impl Nics {
             udp_sport: qp.udp_sport,
             opcode,
             tos: Packet::tos_of(self.cfg.data_dscp, ecn::ECT0),
+            flow: crate::wire::packet::NO_FLOW,
         }
     }
 }
@@ -647,7 +680,7 @@ bytes = "8KB"
         else {
             panic!("nothing sent")
         };
-        assert_eq!((q, last), (Q, false));
+        assert_eq!((q, last), (Q, None));
         assert!(timer.is_some(), "the first packet arms the timer");
         let p = *arena.get(id);
         assert_eq!(
@@ -661,7 +694,7 @@ bytes = "8KB"
         let Pull::Sent { id, last, .. } = pull(&mut n, &topo, later, &mut arena) else {
             panic!("second packet not sent")
         };
-        assert!(last);
+        assert_eq!(last, Some(FlowId(0)));
         assert_eq!(arena.get(id).psn, 1);
         assert_eq!(pull(&mut n, &topo, later, &mut arena), Pull::Idle);
         assert!(!n.backlog(port));
@@ -692,6 +725,38 @@ bytes = "8KB"
                 assert!((1.9..2.1).contains(&gap), "{gap}");
             }
             other => panic!("sent at line rate after a rate cut: {other:?}"),
+        }
+    }
+
+    /// A connection's next message goes out of the same QP at the rate
+    /// its DCQCN state left, not at line rate: a cut carries over.
+    #[test]
+    fn a_message_posted_after_a_rate_cut_starts_at_the_cut_rate() {
+        let (topo, mut n, mut arena) = pair(&["transport.mtu=1024"]);
+        let sender = topo.nics[0].ports[0];
+        n.activate(Q);
+        let mut t = SimTime::ZERO;
+        while let Pull::Sent { .. } = pull(&mut n, &topo, t, &mut arena) {
+            t += SimTime::from_us(1);
+        }
+        assert_eq!(n.qp(Q).req.next, 8, "the first message is out");
+        let f = n.cnp(Q, &mut arena);
+        let cnp = arena.take(f.id);
+        assert_eq!(n.receive(t, sender, &cnp, &mut arena), Rx::RateCut(sender));
+        n.post(Q, FlowId(0), 4096, (true, true));
+        n.activate(Q);
+        let Pull::Sent { id, .. } = pull(&mut n, &topo, t, &mut arena) else {
+            panic!("the second message sends nothing")
+        };
+        assert_eq!(arena.get(id).psn, 8, "its PSNs follow the first's");
+        let wire = arena.get(id).wire_bytes as u64;
+        let line = topo.port(sender).rate.serialize(wire);
+        match pull(&mut n, &topo, t + line, &mut arena) {
+            Pull::WaitUntil(w) => {
+                let gap = (w - t).0 as f64 / line.0 as f64;
+                assert!((1.9..2.1).contains(&gap), "{gap}");
+            }
+            other => panic!("the next message started at line rate: {other:?}"),
         }
     }
 
@@ -759,7 +824,7 @@ bytes = "8KB"
         // The ACK ends the sender's part.
         assert_eq!(
             n.receive(t, topo.nics[0].ports[0], &a, &mut arena),
-            Rx::Acked(n.qp(Q).flow)
+            Rx::Acked(Q)
         );
     }
 

@@ -2,27 +2,121 @@
 //! RoCEv2), as caller-driven state machines: they take `now`, return what
 //! should happen, and never touch the event queue.
 //!
-//! Requester: an RDMA Write of `total` bytes becomes `n` packets of at most
-//! `mtu` payload, PSN 0..n. It keeps `una` (oldest unacknowledged PSN) and
-//! `next` (next PSN to send). A cumulative ACK moves `una`; a NAK (PSN
-//! sequence error) or a retransmission timeout sends it back to the oldest
-//! missing PSN (go-back-N).
+//! Messages (RDMA Writes, one per transfer) are posted on a QP in order
+//! and share its PSN space, as the work requests of one RC connection do:
+//! a message of `b` bytes takes the next `ceil(b / mtu)` PSNs (at least
+//! one). Both halves keep the messages they have not finished, oldest
+//! first, and hand each back once done (`pop_acked`, `pop_received`).
+//!
+//! Requester: sends the posted PSNs in order, at most `mtu` payload each.
+//! It keeps `una` (oldest unacknowledged PSN) and `next` (next PSN to
+//! send). A cumulative ACK moves `una`; a NAK (PSN sequence error) or a
+//! retransmission timeout sends it back to the oldest missing PSN
+//! (go-back-N), across message boundaries as an RC QP does.
 //!
 //! Responder: delivers in PSN order and acknowledges cumulatively. A
 //! Write First/Middle/Last packet ahead of a gap is either discarded with
 //! one NAK per gap (go-back-N), or held in the NIC's reorder buffer until
 //! the gap fills (discarded and NAKed when the buffer is full); a Write
 //! Only packet carries its RETH and is placed wherever it arrives.
-//! Duplicates are re-acknowledged. PSNs are not wrapped at 24 bits: a
-//! transfer is one message whose packets are numbered from 0.
+//! Duplicates are re-acknowledged; the packet that completes a message is
+//! acknowledged at once. PSNs are not wrapped at 24 bits: a QP's packets
+//! are numbered from 0.
 
 use super::rate::RateControl;
 use super::WriteMode;
 use crate::units::SimTime;
 use crate::wire::Opcode;
+use std::collections::VecDeque;
+
+/// Packets a message of `bytes` takes (an empty one still sends one).
+pub fn packets_of(bytes: u64, mtu: u32) -> u32 {
+    bytes.div_ceil(mtu as u64).max(1) as u32
+}
+
+/// A message posted on a QP: its transfer, its PSNs, and what it cost
+/// the sender (the requester's side) or the receiver (the responder's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Msg {
+    pub flow: u32,
+    pub first: u32,
+    pub n_pkts: u32,
+    pub bytes: u64,
+    /// Requester: payload bytes sent again. Responder: packets that came
+    /// out of order.
+    pub again: u64,
+    /// Requester: retransmission timeouts while it was the oldest
+    /// unacknowledged. Responder: NAKs sent for it.
+    pub stalls: u64,
+}
+
+impl Msg {
+    #[inline]
+    fn end(&self) -> u32 {
+        self.first + self.n_pkts
+    }
+
+    fn payload_of(&self, psn: u32, mtu: u32) -> u32 {
+        if psn + 1 < self.end() {
+            mtu
+        } else {
+            (self.bytes - mtu as u64 * (self.n_pkts as u64 - 1)) as u32
+        }
+    }
+}
+
+/// Messages not yet finished, oldest first: appends one of `bytes` after
+/// `next_psn`, finds the one holding a PSN.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Posted(VecDeque<Msg>);
+
+impl Posted {
+    fn post(&mut self, flow: u32, first: u32, bytes: u64, mtu: u32) -> Msg {
+        let m = Msg {
+            flow,
+            first,
+            n_pkts: packets_of(bytes, mtu),
+            bytes,
+            ..Msg::default()
+        };
+        self.0.push_back(m);
+        m
+    }
+
+    /// The message holding `psn`, if it is still posted.
+    #[inline]
+    fn of(&self, psn: u32) -> Option<&Msg> {
+        match self.0.len() {
+            1 => self.0.front().filter(|m| psn >= m.first && psn < m.end()),
+            _ => {
+                let i = self.0.partition_point(|m| m.end() <= psn);
+                self.0.get(i).filter(|m| psn >= m.first)
+            }
+        }
+    }
+
+    fn of_mut(&mut self, psn: u32) -> Option<&mut Msg> {
+        let i = self.0.partition_point(|m| m.end() <= psn);
+        self.0.get_mut(i).filter(|m| psn >= m.first)
+    }
+
+    /// The oldest message, if every PSN before `upto` covers it.
+    fn pop_below(&mut self, upto: u32) -> Option<Msg> {
+        if self.0.front().is_some_and(|m| m.end() <= upto) {
+            self.0.pop_front()
+        } else {
+            None
+        }
+    }
+
+    fn front_done(&self, upto: u32) -> bool {
+        self.0.front().is_some_and(|m| m.end() <= upto)
+    }
+}
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Requester {
+    /// Bytes and packets of every message posted so far.
     pub total_bytes: u64,
     pub n_pkts: u32,
     mtu: u32,
@@ -42,6 +136,8 @@ pub struct Requester {
     pub naks: u32,
     /// The MRC-like multipath sender, which replaces go-back-N.
     pub mrc: Option<Box<super::mrc::Mrc>>,
+    /// Messages posted and not yet acknowledged in full.
+    msgs: Posted,
 }
 
 /// One packet the requester wants to send.
@@ -53,6 +149,10 @@ pub struct Outgoing {
     pub retransmission: bool,
     /// Which of the QP's paths it takes (plane by plane); 0 without MRC.
     pub path: u16,
+    /// The transfer whose message it belongs to, and whether it is that
+    /// message's last packet.
+    pub flow: u32,
+    pub ends: bool,
 }
 
 /// What a timer event should lead to.
@@ -68,11 +168,11 @@ pub enum TimerAction {
 }
 
 impl Requester {
-    pub fn new(total_bytes: u64, mtu: u32, mode: WriteMode) -> Self {
-        let n_pkts = total_bytes.div_ceil(mtu as u64).max(1) as u32;
+    /// A requester with nothing posted yet.
+    pub fn new(mtu: u32, mode: WriteMode) -> Self {
         Requester {
-            total_bytes,
-            n_pkts,
+            total_bytes: 0,
+            n_pkts: 0,
             mtu,
             mode,
             next: 0,
@@ -86,7 +186,45 @@ impl Requester {
             timeouts: 0,
             naks: 0,
             mrc: None,
+            msgs: Posted::default(),
         }
+    }
+
+    /// A requester with one message of `bytes` for transfer `flow`.
+    pub fn one(flow: u32, bytes: u64, mtu: u32, mode: WriteMode) -> Self {
+        let mut r = Requester::new(mtu, mode);
+        r.post(flow, bytes);
+        r
+    }
+
+    /// Posts a message of `bytes` for transfer `flow` after those posted.
+    /// (MRC senders track each PSN from the start: they carry one.)
+    pub fn post(&mut self, flow: u32, bytes: u64) -> Msg {
+        debug_assert!(self.mrc.is_none(), "an MRC sender carries one message");
+        let m = self.msgs.post(flow, self.n_pkts, bytes, self.mtu);
+        self.n_pkts += m.n_pkts;
+        self.total_bytes += bytes;
+        m
+    }
+
+    /// The oldest message once every packet of it is acknowledged.
+    pub fn pop_acked(&mut self) -> Option<Msg> {
+        self.msgs.pop_below(self.una)
+    }
+
+    /// Messages not yet acknowledged in full, oldest first.
+    pub fn unfinished(&self) -> impl Iterator<Item = &Msg> {
+        self.msgs.0.iter()
+    }
+
+    /// The transfer of `psn`'s message, and whether `psn` is its last.
+    #[inline]
+    fn flow_of(&self, psn: u32) -> (u32, bool) {
+        self.msgs
+            .of(psn)
+            .map_or((crate::wire::packet::NO_FLOW, false), |m| {
+                (m.flow, psn + 1 == m.end())
+            })
     }
 
     /// Sends over many paths with selective acknowledgement (MRC-like).
@@ -100,23 +238,35 @@ impl Requester {
         self
     }
 
+    /// Payload of a posted PSN not yet acknowledged.
     pub fn payload_of(&self, psn: u32) -> u32 {
-        if psn + 1 < self.n_pkts {
-            self.mtu
-        } else {
-            (self.total_bytes - self.mtu as u64 * (self.n_pkts as u64 - 1)) as u32
-        }
+        self.msgs
+            .of(psn)
+            .map_or(self.mtu, |m| m.payload_of(psn, self.mtu))
     }
 
+    /// Opcode of a posted PSN not yet acknowledged.
     pub fn opcode_of(&self, psn: u32) -> Opcode {
+        let Some(m) = self.msgs.of(psn) else {
+            return Opcode::WriteMiddle;
+        };
         match self.mode {
             WriteMode::WriteOnly => Opcode::WriteOnly,
-            WriteMode::FirstMiddleLast => match (psn, self.n_pkts) {
+            WriteMode::FirstMiddleLast => match (psn - m.first, m.n_pkts) {
                 (_, 1) => Opcode::WriteOnly,
                 (0, _) => Opcode::WriteFirst,
                 (p, n) if p + 1 == n => Opcode::WriteLast,
                 _ => Opcode::WriteMiddle,
             },
+        }
+    }
+
+    /// Counts a resend of `psn` against the QP and its message.
+    fn count_again(&mut self, psn: u32, payload: u32) {
+        self.retx_packets += 1;
+        self.retx_bytes += payload as u64;
+        if let Some(m) = self.msgs.of_mut(psn) {
+            m.again += payload as u64;
         }
     }
 
@@ -167,30 +317,34 @@ impl Requester {
         debug_assert!(self.has_data());
         if let Some(m) = &mut self.mrc {
             let (psn, path, again) = m.next_on(now, plane);
+            let (flow, ends) = self.flow_of(psn);
             let out = Outgoing {
                 psn,
                 opcode: self.opcode_of(psn),
                 payload: self.payload_of(psn),
                 retransmission: again,
                 path,
+                flow,
+                ends,
             };
             if again {
-                self.retx_packets += 1;
-                self.retx_bytes += out.payload as u64;
+                self.count_again(psn, out.payload);
             }
             return (out, self.arm(now, rto));
         }
         let psn = self.next;
+        let (flow, ends) = self.flow_of(psn);
         let out = Outgoing {
             psn,
             opcode: self.opcode_of(psn),
             payload: self.payload_of(psn),
             retransmission: psn < self.high,
             path: 0,
+            flow,
+            ends,
         };
         if out.retransmission {
-            self.retx_packets += 1;
-            self.retx_bytes += out.payload as u64;
+            self.count_again(psn, out.payload);
         }
         self.next += 1;
         self.high = self.high.max(self.next);
@@ -198,7 +352,7 @@ impl Requester {
     }
 
     /// A cumulative ACK for every PSN up to and including `psn`. Returns
-    /// true when this ACK completed the transfer.
+    /// true when a message is now acknowledged in full (`pop_acked`).
     pub fn on_ack(&mut self, now: SimTime, psn: u32, rto: SimTime) -> bool {
         if let Some(m) = &mut self.mrc {
             // Selective: this PSN only.
@@ -207,9 +361,8 @@ impl Requester {
             if done {
                 self.rto_deadline = SimTime::MAX;
             }
-            return done;
+            return done && self.msgs.front_done(self.una);
         }
-        let was_done = self.is_done();
         let acked = (psn + 1).min(self.n_pkts);
         if acked > self.una {
             self.una = acked;
@@ -220,7 +373,7 @@ impl Requester {
                 SimTime::MAX
             };
         }
-        !was_done && self.is_done()
+        self.msgs.front_done(self.una)
     }
 
     /// A NAK asking for `psn`: everything before it arrived; resend from
@@ -255,6 +408,9 @@ impl Requester {
             let (n, next) = m.on_timer(now, rto);
             if n > 0 {
                 self.timeouts += 1;
+                if let Some(m) = self.msgs.0.front_mut() {
+                    m.stalls += 1;
+                }
                 self.rto_deadline = if next == SimTime::MAX {
                     now + rto
                 } else {
@@ -272,6 +428,9 @@ impl Requester {
             return TimerAction::Wait(next);
         }
         self.timeouts += 1;
+        if let Some(m) = self.msgs.0.front_mut() {
+            m.stalls += 1;
+        }
         self.next = self.una;
         self.rto_deadline = now + rto;
         TimerAction::Retransmit(self.rto_deadline)
@@ -300,6 +459,7 @@ pub struct ReorderPool {
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Responder {
+    /// Packets and bytes of every message posted so far.
     pub n_pkts: u32,
     total_bytes: u64,
     mtu: u32,
@@ -310,9 +470,11 @@ pub struct Responder {
     pub expected: u32,
     since_ack: u32,
     nak_sent: bool,
-    /// PSNs received ahead of `expected` (placed or held), as a bitmap;
-    /// allocated at the first out-of-order arrival.
-    ahead: Vec<u64>,
+    /// PSNs received ahead of `expected` (placed or held), as a bitmap
+    /// whose first word holds PSNs from 64 * `ahead_base`; empty until
+    /// the first out-of-order arrival, and trimmed as `expected` passes.
+    ahead: VecDeque<u64>,
+    ahead_base: u32,
     /// Bytes this QP holds in the reorder buffer, and the most it held.
     pub held_bytes: u64,
     pub max_held_bytes: u64,
@@ -326,6 +488,8 @@ pub struct Responder {
     pub trimmed: u64,
     /// MRC-like: place every packet and acknowledge each PSN selectively.
     sack: bool,
+    /// Messages posted and not yet received in full.
+    msgs: Posted,
 }
 
 /// What the responder does with one data packet.
@@ -338,27 +502,44 @@ pub struct RxOutcome {
     /// Payload bytes newly delivered (placed in memory) by this packet,
     /// including held packets it released.
     pub delivered: u64,
-    /// This packet completed the transfer.
+    /// A message is now received in full (`pop_received`).
     pub completed: bool,
 }
 
 impl Responder {
-    /// A receiver of `total_bytes` in `n_pkts` packets of `mtu` payload.
-    pub fn new(
-        n_pkts: u32,
-        total_bytes: u64,
-        mtu: u32,
-        mode: WriteMode,
-        policy: OooPolicy,
-    ) -> Self {
+    /// A receiver of packets of at most `mtu` payload, nothing posted.
+    pub fn new(mtu: u32, mode: WriteMode, policy: OooPolicy) -> Self {
         Responder {
-            n_pkts,
-            total_bytes,
             mtu,
             place: mode == WriteMode::WriteOnly,
             policy,
             ..Default::default()
         }
+    }
+
+    /// Expects a message of `bytes` for transfer `flow` after those
+    /// posted (the same call as the requester's `post`).
+    pub fn post(&mut self, flow: u32, bytes: u64) -> Msg {
+        let m = self.msgs.post(flow, self.n_pkts, bytes, self.mtu);
+        self.n_pkts += m.n_pkts;
+        self.total_bytes += bytes;
+        m
+    }
+
+    /// The oldest message once every packet of it is here.
+    pub fn pop_received(&mut self) -> Option<Msg> {
+        self.msgs.pop_below(self.expected)
+    }
+
+    /// Messages not yet received in full, oldest first.
+    pub fn unfinished(&self) -> impl Iterator<Item = &Msg> {
+        self.msgs.0.iter()
+    }
+
+    /// Whether this packet completed a message.
+    #[inline]
+    fn completes(&self) -> bool {
+        self.msgs.front_done(self.expected)
     }
 
     /// The MRC-like receiver: every packet is placed where it belongs and
@@ -370,28 +551,56 @@ impl Responder {
     }
 
     fn payload_of(&self, psn: u32) -> u64 {
-        if psn + 1 == self.n_pkts {
-            self.total_bytes - self.mtu as u64 * (self.n_pkts as u64 - 1)
-        } else {
-            self.mtu as u64
-        }
+        self.msgs
+            .of(psn)
+            .map_or(self.mtu, |m| m.payload_of(psn, self.mtu)) as u64
     }
 
+    #[inline]
     fn is_ahead(&self, psn: u32) -> bool {
-        self.ahead
-            .get(psn as usize / 64)
-            .is_some_and(|w| w & (1 << (psn % 64)) != 0)
+        let w = psn / 64;
+        w >= self.ahead_base
+            && self
+                .ahead
+                .get((w - self.ahead_base) as usize)
+                .is_some_and(|w| w & (1 << (psn % 64)) != 0)
     }
 
     fn set_ahead(&mut self, psn: u32, on: bool) {
-        if self.ahead.is_empty() {
-            self.ahead = vec![0; self.n_pkts as usize / 64 + 1];
+        let w = psn / 64;
+        if w < self.ahead_base {
+            return;
         }
-        let w = &mut self.ahead[psn as usize / 64];
+        let i = (w - self.ahead_base) as usize;
+        if i >= self.ahead.len() {
+            if !on {
+                return;
+            }
+            self.ahead.resize(i + 1, 0);
+        }
         if on {
-            *w |= 1 << (psn % 64);
+            self.ahead[i] |= 1 << (psn % 64);
         } else {
-            *w &= !(1 << (psn % 64));
+            self.ahead[i] &= !(1 << (psn % 64));
+        }
+    }
+
+    /// Drops the bitmap's words wholly below `expected` (all clear).
+    fn trim_ahead(&mut self) {
+        while self.ahead_base < self.expected / 64 {
+            if self.ahead.pop_front().is_none() {
+                self.ahead_base = self.expected / 64;
+                break;
+            }
+            self.ahead_base += 1;
+        }
+    }
+
+    /// Counts an out-of-order arrival against its message.
+    fn count_ooo(&mut self, psn: u32) {
+        self.out_of_order += 1;
+        if let Some(m) = self.msgs.of_mut(psn) {
+            m.again += 1;
         }
     }
 
@@ -406,7 +615,7 @@ impl Responder {
         }
         if self.sack {
             // Selective: ask for exactly this PSN.
-            self.naks_sent += 1;
+            self.count_nak(psn);
             return Some((Opcode::Nak, psn));
         }
         self.nak_once()
@@ -430,8 +639,9 @@ impl Responder {
                 self.set_ahead(e, false);
                 self.expected += 1;
             }
+            self.trim_ahead();
         } else {
-            self.out_of_order += 1;
+            self.count_ooo(psn);
             self.set_ahead(psn, true);
         }
         self.delivered_bytes += payload as u64;
@@ -439,7 +649,14 @@ impl Responder {
             reply: ack,
             accepted: true,
             delivered: payload as u64,
-            completed: self.expected == self.n_pkts,
+            completed: self.completes(),
+        }
+    }
+
+    fn count_nak(&mut self, psn: u32) {
+        self.naks_sent += 1;
+        if let Some(m) = self.msgs.of_mut(psn) {
+            m.stalls += 1;
         }
     }
 
@@ -448,7 +665,7 @@ impl Responder {
             None
         } else {
             self.nak_sent = true;
-            self.naks_sent += 1;
+            self.count_nak(self.expected);
             Some((Opcode::Nak, self.expected))
         }
     }
@@ -487,8 +704,11 @@ impl Responder {
                 self.expected += 1;
                 self.since_ack += 1;
             }
+            if !self.ahead.is_empty() {
+                self.trim_ahead();
+            }
             self.delivered_bytes += delivered;
-            let last = self.expected == self.n_pkts;
+            let last = self.completes();
             let reply = if last || self.since_ack >= ack_every {
                 self.since_ack = 0;
                 Some((Opcode::Ack, self.expected - 1))
@@ -506,7 +726,7 @@ impl Responder {
                 self.duplicates += 1;
                 return none;
             }
-            self.out_of_order += 1;
+            self.count_ooo(psn);
             if self.place {
                 self.set_ahead(psn, true);
                 self.delivered_bytes += payload as u64;
@@ -547,22 +767,83 @@ mod tests {
 
     const RTO: SimTime = SimTime::from_us(100);
 
+    fn responder(bytes: u64, mtu: u32, mode: WriteMode, policy: OooPolicy) -> Responder {
+        let mut r = Responder::new(mtu, mode, policy);
+        r.post(0, bytes);
+        r
+    }
+
+    /// Two messages on one QP follow each other in its PSN space; each is
+    /// handed back once acknowledged (sender) or received (receiver), and
+    /// a go-back-N resend crosses the boundary as on a real RC QP.
+    #[test]
+    fn messages_share_a_qps_psn_space() {
+        let mut r = Requester::one(7, 2500, 1000, WriteMode::FirstMiddleLast);
+        let second = r.post(8, 1000);
+        assert_eq!((second.first, second.n_pkts, r.n_pkts), (3, 1, 4));
+        assert_eq!(
+            (0..4).map(|p| r.opcode_of(p)).collect::<Vec<_>>(),
+            vec![
+                Opcode::WriteFirst,
+                Opcode::WriteMiddle,
+                Opcode::WriteLast,
+                Opcode::WriteOnly
+            ]
+        );
+        assert_eq!((r.payload_of(2), r.payload_of(3)), (500, 1000));
+        assert_eq!((r.flow_of(2), r.flow_of(1)), ((7, true), (7, false)));
+        for _ in 0..4 {
+            r.send_next(SimTime::ZERO, RTO, 0);
+        }
+        // PSN 2 lost: the NAK resends it and the next message's packet.
+        r.on_nak(SimTime(5), 2, RTO);
+        assert!(r.pop_acked().is_none());
+        let (a, _) = r.send_next(SimTime(6), RTO, 0);
+        let (b, _) = r.send_next(SimTime(6), RTO, 0);
+        assert_eq!((a.psn, b.psn), (2, 3));
+        assert!(r.on_ack(SimTime(9), 2, RTO));
+        let m = r.pop_acked().unwrap();
+        assert_eq!((m.flow, m.again), (7, 500));
+        assert!(r.pop_acked().is_none());
+        assert!(r.on_ack(SimTime(9), 3, RTO));
+        assert_eq!(r.pop_acked().map(|m| (m.flow, m.again)), Some((8, 1000)));
+        assert!(r.is_done());
+
+        let mut s = Responder::new(1000, WriteMode::FirstMiddleLast, OooPolicy::Nak);
+        s.post(7, 2500);
+        s.post(8, 1000);
+        let mut pool = ReorderPool::default();
+        let p = &mut pool;
+        s.on_data(0, 1000, 8, p);
+        s.on_data(1, 1000, 8, p);
+        assert_eq!(s.on_data(3, 1000, 8, p).reply, Some((Opcode::Nak, 2)));
+        // The first message is complete and acknowledged at once.
+        let o = s.on_data(2, 500, 8, p);
+        assert_eq!((o.completed, o.reply), (true, Some((Opcode::Ack, 2))));
+        let m = s.pop_received().unwrap();
+        assert_eq!((m.flow, m.again, m.stalls), (7, 0, 1));
+        assert!(s.pop_received().is_none());
+        let o = s.on_data(3, 1000, 8, p);
+        assert!(o.completed);
+        assert_eq!(s.pop_received().map(|m| (m.flow, m.again)), Some((8, 1)));
+    }
+
     #[test]
     fn segments_a_write_into_first_middle_last() {
-        let r = Requester::new(10_000, 4096, WriteMode::FirstMiddleLast);
+        let r = Requester::one(0, 10_000, 4096, WriteMode::FirstMiddleLast);
         assert_eq!(r.n_pkts, 3);
         assert_eq!(
             (0..3).map(|p| r.opcode_of(p)).collect::<Vec<_>>(),
             vec![Opcode::WriteFirst, Opcode::WriteMiddle, Opcode::WriteLast]
         );
         assert_eq!((0..3).map(|p| r.payload_of(p)).sum::<u32>(), 10_000);
-        let w = Requester::new(10_000, 4096, WriteMode::WriteOnly);
+        let w = Requester::one(0, 10_000, 4096, WriteMode::WriteOnly);
         assert!((0..3).all(|p| w.opcode_of(p) == Opcode::WriteOnly));
     }
 
     #[test]
     fn nak_goes_back_and_counts_retransmissions() {
-        let mut r = Requester::new(5 * 1000, 1000, WriteMode::FirstMiddleLast);
+        let mut r = Requester::one(0, 5 * 1000, 1000, WriteMode::FirstMiddleLast);
         for _ in 0..5 {
             r.send_next(SimTime::ZERO, RTO, 0);
         }
@@ -577,7 +858,7 @@ mod tests {
 
     #[test]
     fn timer_waits_then_retransmits_then_lapses() {
-        let mut r = Requester::new(3000, 1000, WriteMode::FirstMiddleLast);
+        let mut r = Requester::one(0, 3000, 1000, WriteMode::FirstMiddleLast);
         let (_, t) = r.send_next(SimTime::ZERO, RTO, 0);
         assert_eq!(t, Some(RTO));
         r.send_next(SimTime(1), RTO, 0);
@@ -592,7 +873,7 @@ mod tests {
 
     #[test]
     fn responder_naks_once_per_gap_and_acks_coalesced() {
-        let mut s = Responder::new(6, 60, 10, WriteMode::FirstMiddleLast, OooPolicy::Nak);
+        let mut s = responder(60, 10, WriteMode::FirstMiddleLast, OooPolicy::Nak);
         let mut pool = ReorderPool::default();
         let p = &mut pool;
         assert_eq!(s.on_data(0, 10, 2, p).reply, None);
@@ -614,7 +895,7 @@ mod tests {
     /// it fills; when full, the next one is discarded with a NAK.
     #[test]
     fn reorder_buffer_holds_then_releases_then_overflows() {
-        let mut s = Responder::new(6, 55, 10, WriteMode::FirstMiddleLast, OooPolicy::Reorder);
+        let mut s = responder(55, 10, WriteMode::FirstMiddleLast, OooPolicy::Reorder);
         let mut pool = ReorderPool {
             capacity: 20,
             ..Default::default()
@@ -639,7 +920,7 @@ mod tests {
     /// buffer, and the cumulative ACK jumps when the gap fills.
     #[test]
     fn write_only_packets_are_placed_out_of_order() {
-        let mut s = Responder::new(4, 40, 10, WriteMode::WriteOnly, OooPolicy::Nak);
+        let mut s = responder(40, 10, WriteMode::WriteOnly, OooPolicy::Nak);
         let mut pool = ReorderPool::default();
         let p = &mut pool;
         for psn in [3, 1, 2] {

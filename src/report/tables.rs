@@ -44,6 +44,35 @@ pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
     finish(w)
 }
 
+/// What transfer `i`'s messages cost: those done, counted in its
+/// `FlowState`, and those its QPs still hold.
+struct Cost {
+    retx_bytes: u64,
+    timeouts: u64,
+    out_of_order: u64,
+    naks: u64,
+}
+
+fn message_costs(sim: &Simulation, i: usize, f: &crate::engine::FlowState) -> Cost {
+    let mut c = Cost {
+        retx_bytes: f.retx_bytes,
+        timeouts: f.timeouts as u64,
+        out_of_order: f.out_of_order as u64,
+        naks: f.naks as u64,
+    };
+    for qp in &sim.qps()[f.first_qp as usize..(f.first_qp + f.n_qps) as usize] {
+        for m in qp.req.unfinished().filter(|m| m.flow as usize == i) {
+            c.retx_bytes += m.again;
+            c.timeouts += m.stalls;
+        }
+        for m in qp.resp.unfinished().filter(|m| m.flow as usize == i) {
+            c.out_of_order += m.again;
+            c.naks += m.stalls;
+        }
+    }
+    c
+}
+
 pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
@@ -73,7 +102,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "medium",
     ])?;
     for (i, f) in sim.flows().iter().enumerate() {
-        let qps = &sim.qps()[f.first_qp as usize..(f.first_qp + f.n_qps) as usize];
+        let cost = message_costs(sim, i, f);
         let fct = f.finish.map(|t| t - f.start);
         let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
         w.write_record([
@@ -93,22 +122,10 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 format!("{:.4}", t.0 as f64 / f.ideal_fct.0.max(1) as f64)
             }),
             opt(f.acked.map(|t| t.0)),
-            qps.iter()
-                .map(|q| q.req.retx_bytes)
-                .sum::<u64>()
-                .to_string(),
-            qps.iter()
-                .map(|q| q.req.timeouts as u64)
-                .sum::<u64>()
-                .to_string(),
-            qps.iter()
-                .map(|q| q.resp.out_of_order)
-                .sum::<u64>()
-                .to_string(),
-            qps.iter()
-                .map(|q| q.resp.naks_sent)
-                .sum::<u64>()
-                .to_string(),
+            cost.retx_bytes.to_string(),
+            cost.timeouts.to_string(),
+            cost.out_of_order.to_string(),
+            cost.naks.to_string(),
             paths(sim, f.first_qp, f.n_qps),
             (f.first_qp..f.first_qp + f.n_qps)
                 .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
@@ -117,11 +134,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
                 .to_string(),
             ack_paths(sim, f.first_qp, f.n_qps),
             paths_used(sim, f.first_qp, f.n_qps).to_string(),
-            format!(
-                "{:.4}",
-                qps.iter().map(|q| q.resp.out_of_order).sum::<u64>() as f64
-                    / qps.iter().map(|q| q.resp.n_pkts as u64).sum::<u64>().max(1) as f64
-            ),
+            format!("{:.4}", cost.out_of_order as f64 / f.pkts.max(1) as f64),
             "network".to_string(),
         ])?;
     }

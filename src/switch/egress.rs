@@ -770,6 +770,7 @@ impl Egress {
             udp_sport: 0,
             opcode: Opcode::Pause,
             tos: 1 << prio,
+            flow: crate::wire::packet::NO_FLOW,
         };
         let i = self
             .pfc_index(p, prio)
@@ -1160,6 +1161,7 @@ bytes = "4KB"
             udp_sport: 49152,
             opcode: Opcode::WriteMiddle,
             tos: Packet::tos_of(dscp, ecn::ECT0),
+            flow: crate::wire::packet::NO_FLOW,
         }
     }
 

@@ -264,6 +264,7 @@ mod tests {
             udp_sport: 49152,
             opcode,
             tos: Packet::tos_of(26, ecn::ECT0),
+            flow: crate::wire::packet::NO_FLOW,
         }
     }
 

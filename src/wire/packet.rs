@@ -1,6 +1,6 @@
 //! The in-flight packet record and the arena that owns every live packet.
 //!
-//! A packet is 32 bytes of header fields; events and queues hold its
+//! A packet is 36 bytes of header fields; events and queues hold its
 //! `PacketId`, an index into the arena. Freed slots are reused, so a run in
 //! steady state allocates nothing per packet.
 
@@ -32,7 +32,13 @@ pub struct Packet {
     /// The IPv4 TOS byte: DiffServ code point in bits 7..2, ECN codepoint
     /// in bits 1..0. On a PFC frame: the class-enable vector.
     pub tos: u8,
+    /// On data: the transfer whose message it carries (the messages of a
+    /// connection share its QP); `NO_FLOW` on anything else.
+    pub flow: u32,
 }
+
+/// The `flow` of a frame that carries no transfer's data.
+pub const NO_FLOW: u32 = u32::MAX;
 
 impl Packet {
     #[inline]
@@ -166,6 +172,7 @@ mod tests {
             udp_sport: 0,
             opcode: Opcode::Ack,
             tos: 0,
+            flow: crate::wire::packet::NO_FLOW,
         }
     }
 

@@ -234,6 +234,7 @@ mod tests {
             udp_sport: 50000,
             opcode: crate::wire::Opcode::WriteMiddle,
             tos: 0,
+            flow: crate::wire::packet::NO_FLOW,
         };
         let (mut a, mut b) = ([0u8; KEY_MAX], [0u8; KEY_MAX]);
         assert_eq!(all.key(&pkt, 1, &mut a), KEY_MAX);

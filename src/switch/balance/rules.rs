@@ -222,6 +222,7 @@ mod tests {
             udp_sport: sport,
             opcode,
             tos: 0,
+            flow: crate::wire::packet::NO_FLOW,
         }
     }
 
