@@ -217,16 +217,6 @@ impl Requester {
         self.msgs.0.iter()
     }
 
-    /// The transfer of `psn`'s message, and whether `psn` is its last.
-    #[inline]
-    fn flow_of(&self, psn: u32) -> (u32, bool) {
-        self.msgs
-            .of(psn)
-            .map_or((crate::wire::packet::NO_FLOW, false), |m| {
-                (m.flow, psn + 1 == m.end())
-            })
-    }
-
     /// Sends over many paths with selective acknowledgement (MRC-like).
     /// `planes`: NIC ports the QP sprays over.
     pub fn with_mrc(mut self, cfg: super::mrc::MrcConfig, planes: u32) -> Self {
@@ -247,18 +237,33 @@ impl Requester {
 
     /// Opcode of a posted PSN not yet acknowledged.
     pub fn opcode_of(&self, psn: u32) -> Opcode {
+        self.describe(psn).0
+    }
+
+    /// Of a posted PSN not yet acknowledged: its opcode, its payload, its
+    /// message's transfer and whether it is that message's last packet,
+    /// from one look-up.
+    #[inline]
+    fn describe(&self, psn: u32) -> (Opcode, u32, u32, bool) {
         let Some(m) = self.msgs.of(psn) else {
-            return Opcode::WriteMiddle;
+            return (
+                Opcode::WriteMiddle,
+                self.mtu,
+                crate::wire::packet::NO_FLOW,
+                false,
+            );
         };
-        match self.mode {
+        let last = psn + 1 == m.end();
+        let opcode = match self.mode {
             WriteMode::WriteOnly => Opcode::WriteOnly,
-            WriteMode::FirstMiddleLast => match (psn - m.first, m.n_pkts) {
-                (_, 1) => Opcode::WriteOnly,
-                (0, _) => Opcode::WriteFirst,
-                (p, n) if p + 1 == n => Opcode::WriteLast,
-                _ => Opcode::WriteMiddle,
+            WriteMode::FirstMiddleLast => match (psn == m.first, last) {
+                (true, true) => Opcode::WriteOnly,
+                (true, false) => Opcode::WriteFirst,
+                (false, true) => Opcode::WriteLast,
+                (false, false) => Opcode::WriteMiddle,
             },
-        }
+        };
+        (opcode, m.payload_of(psn, self.mtu), m.flow, last)
     }
 
     /// Counts a resend of `psn` against the QP and its message.
@@ -317,11 +322,11 @@ impl Requester {
         debug_assert!(self.has_data());
         if let Some(m) = &mut self.mrc {
             let (psn, path, again) = m.next_on(now, plane);
-            let (flow, ends) = self.flow_of(psn);
+            let (opcode, payload, flow, ends) = self.describe(psn);
             let out = Outgoing {
                 psn,
-                opcode: self.opcode_of(psn),
-                payload: self.payload_of(psn),
+                opcode,
+                payload,
                 retransmission: again,
                 path,
                 flow,
@@ -333,11 +338,11 @@ impl Requester {
             return (out, self.arm(now, rto));
         }
         let psn = self.next;
-        let (flow, ends) = self.flow_of(psn);
+        let (opcode, payload, flow, ends) = self.describe(psn);
         let out = Outgoing {
             psn,
-            opcode: self.opcode_of(psn),
-            payload: self.payload_of(psn),
+            opcode,
+            payload,
             retransmission: psn < self.high,
             path: 0,
             flow,
@@ -791,7 +796,10 @@ mod tests {
             ]
         );
         assert_eq!((r.payload_of(2), r.payload_of(3)), (500, 1000));
-        assert_eq!((r.flow_of(2), r.flow_of(1)), ((7, true), (7, false)));
+        assert_eq!(
+            (r.describe(2).2, r.describe(2).3, r.describe(1).3),
+            (7, true, false)
+        );
         for _ in 0..4 {
             r.send_next(SimTime::ZERO, RTO, 0);
         }
