@@ -462,24 +462,6 @@ impl Simulation {
         }
     }
 
-    /// Posts transfer `f`'s message on its connection's QPs (a share on
-    /// each), at the sender and at the receiver, which in a partitioned
-    /// run may be another partition's (`Part::post_elsewhere`).
-    fn post(&mut self, f: FlowId) {
-        let fl = &self.flows[f.idx()];
-        let (first, n, bytes) = (fl.first_qp, fl.n_qps, fl.spec.bytes);
-        for i in 0..n {
-            let q = QpId(first + i);
-            let b = build::share(bytes, n, i);
-            let at = self.nics.qp(q).dst_port;
-            let away = self
-                .part
-                .as_deref_mut()
-                .is_some_and(|part| part.post_elsewhere(q, at, f, b));
-            self.nics.post(q, f, b, (true, !away));
-        }
-    }
-
     /// Wakes every port a QP sends from.
     fn kick_qp(&mut self, q: QpId) {
         for k in 0..self.nics.qp(q).planes.len() {
@@ -665,20 +647,7 @@ impl Simulation {
                 series::count_cnp(&mut self.series, port);
                 first(&mut self.firsts.rate_cut_ps, now);
             }
-            Rx::Acked(q) => {
-                while let Some(m) = self.nics.pop_acked(q) {
-                    let flow = FlowId(m.flow);
-                    let f = &mut self.flows[flow.idx()];
-                    f.retx_bytes += m.again;
-                    f.timeouts += m.stalls as u32;
-                    f.tx_done_qps += 1;
-                    if f.tx_done_qps == f.n_qps {
-                        f.acked = Some(now);
-                        self.counters.flows_acked += 1;
-                        self.flow_acked(flow);
-                    }
-                }
-            }
+            Rx::Acked(q) => self.messages_acked(q),
             Rx::Resend(q) => self.kick_qp(q),
             Rx::Data {
                 q,
@@ -695,19 +664,8 @@ impl Simulation {
                 if (delivered > 0 || completed) && self.failures.any() {
                     self.progressed(q, before);
                 }
-                while let Some(m) = completed.then(|| self.nics.pop_received(q)).flatten() {
-                    let flow = FlowId(m.flow);
-                    let f = &mut self.flows[flow.idx()];
-                    f.out_of_order += m.again as u32;
-                    f.naks += m.stalls as u32;
-                    f.rx_done_qps += 1;
-                    if f.rx_done_qps == f.n_qps {
-                        f.finish = Some(now);
-                        self.counters.flows_completed += 1;
-                        if let Some(t) = self.tasks.of_flow(flow) {
-                            self.task_done(t);
-                        }
-                    }
+                if completed {
+                    self.messages_received(q);
                 }
                 if let Some(r) = reply {
                     let f = self.nics.reply(q, at, &pkt, r, &mut self.packets);

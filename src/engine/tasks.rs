@@ -10,8 +10,8 @@
 
 use super::FlowState;
 use super::{Event, Simulation};
-use crate::topology::FlowId;
 use crate::topology::Topology;
+use crate::topology::{FlowId, QpId};
 use crate::units::SimTime;
 use crate::workload::collective::CollectiveRun;
 use crate::workload::graph::{TaskGraph, TaskKind, NO_GPU, NO_LANE};
@@ -360,6 +360,62 @@ impl Simulation {
     pub(super) fn flow_acked(&mut self, f: FlowId) {
         if let Some(&t) = self.tasks.acked_task.get(&f.0) {
             self.task_done(t);
+        }
+    }
+
+    /// Posts transfer `f`'s message on its connection's QPs (a share on
+    /// each), at the sender and at the receiver, which in a partitioned
+    /// run may be another partition's (`Part::post_elsewhere`).
+    pub(super) fn post(&mut self, f: FlowId) {
+        let fl = &self.flows[f.idx()];
+        let (first, n, bytes) = (fl.first_qp, fl.n_qps, fl.spec.bytes);
+        for i in 0..n {
+            let q = QpId(first + i);
+            let b = super::build::share(bytes, n, i);
+            let at = self.nics.qp(q).dst_port;
+            let away = self
+                .part
+                .as_deref_mut()
+                .is_some_and(|part| part.post_elsewhere(q, at, f, b));
+            self.nics.post(q, f, b, (true, !away));
+        }
+    }
+
+    /// QP `q`'s sender has every acknowledgement of its oldest messages:
+    /// their transfers count them, and are acknowledged once every QP of
+    /// theirs is.
+    pub(super) fn messages_acked(&mut self, q: QpId) {
+        while let Some(m) = self.nics.pop_acked(q) {
+            let flow = FlowId(m.flow);
+            let f = &mut self.flows[flow.idx()];
+            f.retx_bytes += m.again;
+            f.timeouts += m.stalls as u32;
+            f.tx_done_qps += 1;
+            if f.tx_done_qps == f.n_qps {
+                f.acked = Some(self.now);
+                self.counters.flows_acked += 1;
+                self.flow_acked(flow);
+            }
+        }
+    }
+
+    /// QP `q`'s receiver has its oldest messages in full: their transfers
+    /// count them, and are done (with their tasks) once every QP of
+    /// theirs has.
+    pub(super) fn messages_received(&mut self, q: QpId) {
+        while let Some(m) = self.nics.pop_received(q) {
+            let flow = FlowId(m.flow);
+            let f = &mut self.flows[flow.idx()];
+            f.out_of_order += m.again as u32;
+            f.naks += m.stalls as u32;
+            f.rx_done_qps += 1;
+            if f.rx_done_qps == f.n_qps {
+                f.finish = Some(self.now);
+                self.counters.flows_completed += 1;
+                if let Some(t) = self.tasks.of_flow(flow) {
+                    self.task_done(t);
+                }
+            }
         }
     }
 
