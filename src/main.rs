@@ -1051,7 +1051,16 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     let p = load(Some(path), sets)?;
     warnings(Some(path), &p, strict)?;
     let s = &p.scenario;
-    let bytes: u64 = p.flows.iter().map(|f| f.bytes).sum();
+    let mut bytes: u64 = p.flows.iter().map(|f| f.bytes).sum();
+    let mut transfers = p.flows.len() as u64;
+    for pass in &p.graph.passes {
+        for pos in 0..pass.positions() as u32 {
+            if pass.via[pos as usize] != fabricsim::workload::program::Via::Local {
+                bytes += pass.bytes_from(pos);
+                transfers += pass.sends_from(pos);
+            }
+        }
+    }
     outln!(
         "{}: valid. {} fabric with {} hosts, {} GPUs, {} switches, {} links; {} workload entries, {} transfers, {} bytes; seed {}{}",
         path.display(),
@@ -1061,7 +1070,7 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
         p.topology.switches.len(),
         p.topology.links.len(),
         s.workloads.len(),
-        p.flows.len(),
+        transfers,
         bytes,
         s.seed,
         s.max_sim_time.map_or(String::new(), |t: SimTime| format!("; stops at {t}")),

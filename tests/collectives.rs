@@ -90,11 +90,28 @@ fn ring_allreduce_with_ecmp_collides_on_uplinks() {
     assert!(up.contains(&0), "{up:?}");
 }
 
-/// Payload bytes each GPU sends, by the flows of the run.
+/// Every network write of the run as (sending GPU, receiving GPU,
+/// bytes, messages): transfers made up front one by one, a ring pass's
+/// connections with their messages summed.
+fn writes(sim: &fabricsim::engine::Simulation) -> Vec<(u32, u32, u64, u64)> {
+    let mut v: Vec<(u32, u32, u64, u64)> = sim
+        .flows()
+        .iter()
+        .map(|f| (f.spec.src.0, f.spec.dst.0, f.spec.bytes, 1))
+        .collect();
+    for r in &sim.pass_flows().rows {
+        if r.qps > 0 {
+            v.push((r.src.0, r.dst.0, r.bytes, r.messages));
+        }
+    }
+    v
+}
+
+/// Payload bytes each GPU sends over the network.
 fn sent_by_gpu(sim: &fabricsim::engine::Simulation) -> HashMap<u32, u64> {
     let mut m = HashMap::new();
-    for f in sim.flows() {
-        *m.entry(f.spec.src.0).or_insert(0) += f.spec.bytes;
+    for (src, _, bytes, _) in writes(sim) {
+        *m.entry(src).or_insert(0) += bytes;
     }
     m
 }
@@ -169,25 +186,22 @@ fn each_collective_moves_the_bytes_it_should() {
 #[test]
 fn messages_of_a_connection_share_a_path_and_go_in_turn() {
     let (sim, _) = run(&flat("all-reduce", "chunk = \"128KB\""));
-    let mut ports: HashMap<u64, u16> = HashMap::new();
-    let mut conns: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, f) in sim.flows().iter().enumerate() {
-        let conn = f.spec.conn.expect("collective messages have a connection");
-        let sport = sim.qps()[f.first_qp as usize].udp_sport;
-        assert_eq!(*ports.entry(conn).or_insert(sport), sport);
-        conns.entry(conn).or_default().push(i);
-    }
+    // A ring's messages are made as it runs: no transfers up front, a
+    // row per connection.
+    assert!(sim.flows().is_empty());
+    let rows = &sim.pass_flows().rows;
     // 8 ranks x 2 channels (1 rail) connections, one QP each: every
     // message is posted on its connection's QP, whose PSNs run through
     // them all, and each QP's sender and receiver finished every one.
-    assert_eq!(conns.len(), 16);
+    assert_eq!(rows.len(), 16);
     assert_eq!(sim.qps().len(), 16, "one QP per connection");
-    for msgs in conns.values() {
-        let q = sim.flows()[msgs[0]].first_qp;
-        let pkts: u32 = msgs.iter().map(|&i| sim.flows()[i].pkts).sum();
-        assert!(msgs.iter().all(|&i| sim.flows()[i].first_qp == q));
-        let qp = &sim.qps()[q as usize];
-        assert!(msgs.len() > 1 && pkts > msgs.len() as u32);
+    let mut ports = std::collections::HashSet::new();
+    for r in rows {
+        let qp = &sim.qps()[r.first_qp as usize];
+        ports.insert(qp.udp_sport);
+        assert!(r.messages > 1 && r.pkts > r.messages);
+        assert_eq!((r.messages, r.acked_messages), (r.planned, r.planned));
+        let pkts = r.pkts as u32;
         assert_eq!(
             (qp.req.n_pkts, qp.req.una, qp.resp.expected),
             (pkts, pkts, pkts)
@@ -196,21 +210,15 @@ fn messages_of_a_connection_share_a_path_and_go_in_turn() {
             qp.req.unfinished().count() + qp.resp.unfinished().count(),
             0
         );
+        // In turn: from its first message's start to its last one's
+        // delivery the connection moved its bytes one message after the
+        // other, at least their payload's time at 100G (80 ps a byte).
+        let busy = r.finish.unwrap().0 - r.start.0;
+        assert!(busy >= r.bytes * 80, "message order on a connection");
     }
-    let distinct: std::collections::HashSet<u16> = ports.values().copied().collect();
-    assert!(distinct.len() > 8, "connections get different ports");
-    // In turn: a message starts only once the one before it on the same
-    // connection is on the wire, which takes at least its payload's time
-    // at 100G (80 ps a byte).
-    for msgs in conns.values() {
-        for w in msgs.windows(2) {
-            let (a, b) = (&sim.flows()[w[0]], &sim.flows()[w[1]]);
-            assert!(
-                b.start.0 >= a.start.0 + a.spec.bytes * 80,
-                "message order on a connection"
-            );
-        }
-    }
+    assert!(ports.len() > 8, "connections get different ports");
+    // Nothing of a message is kept once it is done.
+    assert_eq!(sim.pass_flows().live().count(), 0);
 }
 
 /// Inside one host the ring runs over NVLink only: no network transfer,
@@ -262,10 +270,12 @@ bytes = "16MB"
 channels = 8
 "#;
     let (sim, s) = run(text);
-    assert!(!sim.flows().is_empty());
-    for f in sim.flows() {
-        let (a, b) = (f.spec.src_nic.idx(), f.spec.dst_nic.idx());
-        assert_eq!(sim.topo().nics[a].rail, sim.topo().nics[b].rail);
+    let w = writes(&sim);
+    assert!(!w.is_empty());
+    let topo = sim.topo();
+    let rail = |g: u32| topo.nics[topo.gpus[g as usize].nic.idx()].rail;
+    for (a, b, _, _) in w {
+        assert_eq!(rail(a), rail(b));
     }
     // Every NIC carries the same share: the 8 channels use the 8 rails.
     let sent = sent_by_gpu(&sim);
@@ -317,7 +327,7 @@ fn collective_settings_are_checked() {
             .replace("bytes = \"8MB\"", "bytes = \"1TB\""),
         &[],
     );
-    assert!(e.contains("tasks") && e.contains("larger chunk"), "{e}");
+    assert!(e.contains("messages") && e.contains("larger chunk"), "{e}");
     // Training jobs.
     let job = |extra: &str| {
         format!("{FLAT}\n[[workload]]\nkind = \"training\"\niterations = 2\n{extra}\n")
@@ -428,8 +438,9 @@ bytes = "32MB"
     let (sim, s) = run(text);
     let (h, g, size) = (4u64, 8u64, 32_000_000u64);
     let mut per_nic: HashMap<u32, u64> = HashMap::new();
-    for f in sim.flows() {
-        *per_nic.entry(f.spec.src_nic.0).or_insert(0) += f.spec.bytes;
+    for (src, _, bytes, _) in writes(&sim) {
+        let nic = sim.topo().gpus[src as usize].nic.0;
+        *per_nic.entry(nic).or_insert(0) += bytes;
     }
     assert_eq!(per_nic.len(), 32);
     let want = 2 * (h - 1) * (size / g) / h;
@@ -482,11 +493,11 @@ across = "{across}"
     let (tree, ts) = run(&text("tree"));
     let inter = |sim: &fabricsim::engine::Simulation| {
         let topo = sim.topo();
-        sim.flows()
-            .iter()
-            .filter(|f| topo.gpus[f.spec.src.idx()].host != topo.gpus[f.spec.dst.idx()].host)
-            .map(|f| (1u64, f.spec.bytes))
-            .fold((0, 0), |(n, b), (m, c)| (n + m, b + c))
+        let host = |g: u32| topo.gpus[g as usize].host;
+        writes(sim)
+            .into_iter()
+            .filter(|w| host(w.0) != host(w.1))
+            .fold((0, 0), |(n, b), w| (n + w.3, b + w.2))
     };
     let (h, rails) = (16u64, 2u64);
     let (ring_msgs, ring_bytes) = inter(&ring);
@@ -581,8 +592,15 @@ fn two_tenants_report_their_own_iterations() {
     );
     assert!(first < last, "the writes were acknowledged at once");
     // Tenant ids reach the QPs (which TELB policies match).
-    for (q, qp) in sim.qps().iter().enumerate() {
-        let w = sim.flows()[qp.flow.idx()].spec.workload;
+    let mut workload = HashMap::new();
+    for f in sim.flows() {
+        workload.insert(f.first_qp, f.spec.workload);
+    }
+    for r in &sim.pass_flows().rows {
+        workload.insert(r.first_qp, r.workload);
+    }
+    for q in 0..sim.qps().len() {
+        let w = workload[&(q as u32)];
         assert_eq!(sim.qp_tenant()[q], w as u16 + 1);
     }
 }
@@ -765,5 +783,5 @@ start = "2us"
     assert_eq!((f[8], f[9], f[10]), ("2000000", "23000000", "21000000"));
     assert_eq!(f[11], "21000000");
     assert_eq!(f[12], "1.0000");
-    assert_eq!(*f.last().unwrap(), "nvlink");
+    assert_eq!((f[23], f[24]), ("nvlink", "1"));
 }

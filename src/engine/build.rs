@@ -21,10 +21,11 @@ use crate::switch::qos::{PfcTable, QosConfig};
 use crate::switch::schedule::{EgressQueues, Scheduler};
 use crate::switch::SwitchState;
 use crate::topology::routing::Routes;
-use crate::topology::{FlowId, Owner, PortId, QpId, Topology};
+use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
 use crate::wire::frame::ecn;
 use crate::wire::{Opcode, Packet};
+use crate::workload::program::RingPass;
 use crate::workload::FlowSpec;
 
 /// Every port's egress and the switches, resolved from the scenario: PFC
@@ -167,13 +168,17 @@ pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>, tenants: Ve
 /// when it starts. Any other transfer has QPs of its own with its write
 /// posted from the start, and so has every transfer under MRC, whose
 /// sender tracks one message's PSNs.
+/// Each QP of the run, each transfer's state, and the first QP of each
+/// ring pass position's connection (`u32::MAX` where it copies over
+/// NVLink); a pass's messages number from `base_flow` on.
 pub fn qps_and_flows(
     topo: &Topology,
     scenario: &Scenario,
     specs: Vec<FlowSpec>,
+    passes: &[RingPass],
     streams: &Streams,
     queue: &mut EventQueue<Event>,
-) -> (Vec<QpState>, Vec<FlowState>) {
+) -> (Vec<QpState>, Vec<FlowState>, Vec<Vec<u32>>) {
     let tc = &scenario.transport;
     let mut qps = Vec::new();
     let mut flows = Vec::with_capacity(specs.len());
@@ -232,7 +237,46 @@ pub fn qps_and_flows(
             naks: 0,
         });
     }
-    (qps, flows)
+    // A pass's connections, one QP set each, shared with the messages of
+    // the same connection made up front.
+    let base_flow = flows.len() as u64;
+    let mut pass_qps = Vec::with_capacity(passes.len());
+    for pass in passes {
+        let mut firsts = Vec::with_capacity(pass.positions());
+        for pos in 0..pass.positions() as u32 {
+            let idx = pass.first_of(pos);
+            let Some(spec) = pass.spec(topo, idx) else {
+                firsts.push(u32::MAX);
+                continue;
+            };
+            let key = (
+                spec.workload,
+                spec.src.0,
+                spec.dst.0,
+                spec.conn.unwrap_or(0),
+            );
+            let fi = (base_flow + pass.first + idx) as usize;
+            let first = *conns.entry(key).or_insert_with(|| {
+                let first = qps.len() as u32;
+                for i in 0..spec.qps.max(1) {
+                    qps.push(new_qp(
+                        topo,
+                        scenario,
+                        streams,
+                        &spec,
+                        fi,
+                        (first + i, i),
+                        spec.qps.max(1),
+                        None,
+                    ));
+                }
+                first
+            });
+            firsts.push(first);
+        }
+        pass_qps.push(firsts);
+    }
+    (qps, flows, pass_qps)
 }
 
 /// Share `i` of `bytes` over `n` QPs.
@@ -339,51 +383,61 @@ impl Simulation {
     /// Each transfer's ideal completion time, and the run's estimate of
     /// link transmissions and events.
     pub(super) fn estimate_and_ideal(&mut self) {
-        let ack_every = self.scenario.transport.ack_every.max(1) as u64;
         for f in 0..self.flows.len() {
-            let (first, n, dst) = {
-                let fl = &self.flows[f];
-                (fl.first_qp, fl.n_qps, fl.spec.dst_nic)
-            };
-            let routes: Vec<Vec<PortId>> = (first..first + n)
-                .map(|q| {
-                    self.qp_route(QpId(q)).unwrap_or_else(|| {
-                        let src = self.nics.qps()[q as usize].src_port;
-                        self.routes
-                            .first_path(&self.topo, src, dst)
-                            .unwrap_or(vec![src])
-                    })
-                })
-                .collect();
-            // Each QP's share of this transfer alone, as its own write.
-            let tc = &self.scenario.transport;
-            let bytes = self.flows[f].spec.bytes;
-            let alone: Vec<Requester> = (0..n)
-                .map(|i| Requester::one(f as u32, share(bytes, n, i), tc.mtu, tc.write_mode))
-                .collect();
-            let reqs: Vec<&Requester> = alone.iter().collect();
-            for (r, route) in reqs.iter().zip(&routes) {
-                let pkts = r.n_pkts as u64;
-                self.estimate.link_transmissions +=
-                    (pkts + pkts.div_ceil(ack_every)) * route.len() as u64;
-            }
-            let framing = self.scenario.qos.framing;
-            let pcie = self.nics.pcie_ps_per_byte();
-            let mut ideal = ideal::ideal_fct(&self.topo, framing, &reqs, &routes, pcie);
-            // A rate cap: the whole transfer on the wire at that rate.
-            if let Some(cap) = self.flows[f].spec.rate {
-                let wire: u64 = reqs
-                    .iter()
-                    .flat_map(|r| {
-                        (0..r.n_pkts)
-                            .map(|p| framing.wire_bytes(r.opcode_of(p), r.payload_of(p)) as u64)
-                    })
-                    .sum();
-                ideal = ideal.max(cap.serialize(wire));
-            }
+            let (ideal, work) = self.ideal_and_work(&self.flows[f], f as u32);
+            self.estimate.link_transmissions += work;
             self.flows[f].ideal_fct = ideal;
         }
+        self.estimate.link_transmissions += self.pass_work();
         self.estimate.events =
             (self.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
+    }
+
+    /// Transfer `fl`'s (number `f`) completion time alone on an idle
+    /// fabric, and the link transmissions it takes (data and ACKs).
+    pub(super) fn ideal_and_work(&self, fl: &FlowState, f: u32) -> (SimTime, u64) {
+        let ack_every = self.scenario.transport.ack_every.max(1) as u64;
+        let (first, n, dst) = (fl.first_qp, fl.n_qps, fl.spec.dst_nic);
+        let routes: Vec<Vec<PortId>> = (first..first + n)
+            .map(|q| self.route_of(QpId(q), dst))
+            .collect();
+        // Each QP's share of this transfer alone, as its own write.
+        let tc = &self.scenario.transport;
+        let bytes = fl.spec.bytes;
+        let alone: Vec<Requester> = (0..n)
+            .map(|i| Requester::one(f, share(bytes, n, i), tc.mtu, tc.write_mode))
+            .collect();
+        let reqs: Vec<&Requester> = alone.iter().collect();
+        let mut work = 0;
+        for (r, route) in reqs.iter().zip(&routes) {
+            let pkts = r.n_pkts as u64;
+            work += (pkts + pkts.div_ceil(ack_every)) * route.len() as u64;
+        }
+        let framing = self.scenario.qos.framing;
+        let pcie = self.nics.pcie_ps_per_byte();
+        let mut ideal = ideal::ideal_fct(&self.topo, framing, &reqs, &routes, pcie);
+        // A rate cap: the whole transfer on the wire at that rate.
+        if let Some(cap) = fl.spec.rate {
+            let wire: u64 = reqs
+                .iter()
+                .flat_map(|r| {
+                    (0..r.n_pkts)
+                        .map(|p| framing.wire_bytes(r.opcode_of(p), r.payload_of(p)) as u64)
+                })
+                .sum();
+            ideal = ideal.max(cap.serialize(wire));
+        }
+        (ideal, work)
+    }
+
+    /// The ports QP `q`'s packets cross to `dst`: its static route, or
+    /// the first equal-cost path.
+    pub(super) fn route_of(&self, q: QpId, dst: NicId) -> Vec<PortId> {
+        self.qp_route(q).unwrap_or_else(|| {
+            let src = self.nics.qps()[q.idx()].src_port;
+            self.routes
+                .first_path(&self.topo, src, dst)
+                .unwrap_or(vec![src])
+        })
     }
 }

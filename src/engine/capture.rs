@@ -435,6 +435,15 @@ impl Simulation {
     /// A frame starts on the link out of port `p`.
     pub(super) fn capture_frame(&mut self, p: PortId, pkt: &crate::wire::Packet) {
         let now = self.now;
+        if self.capture.is_none() {
+            return;
+        }
+        // The length of the write: its transfer's share on this QP.
+        let write = if pkt.opcode.has_reth() {
+            self.write_of(crate::topology::FlowId(pkt.flow))
+        } else {
+            None
+        };
         let Some(c) = self.capture.as_deref_mut() else {
             return;
         };
@@ -463,11 +472,10 @@ impl Simulation {
         } else {
             (encode::nic_ip(pkt.src.0), encode::nic_ip(pkt.dst.0))
         };
-        // The length of the write: its transfer's share on this QP.
-        let dma_length = match self.flows.get(pkt.flow as usize) {
-            Some(f) if pkt.opcode.has_reth() => {
-                let i = pkt.qp.0.wrapping_sub(f.first_qp);
-                super::build::share(f.spec.bytes, f.n_qps, i).min(u32::MAX as u64) as u32
+        let dma_length = match write {
+            Some((bytes, first_qp, n)) => {
+                let i = pkt.qp.0.wrapping_sub(first_qp);
+                super::build::share(bytes, n, i).min(u32::MAX as u64) as u32
             }
             _ => 0,
         };

@@ -62,6 +62,23 @@ impl MemoryEstimate {
             let per_qp = f.bytes.div_ceil(n).div_ceil(mtu).max(1);
             total += n * (per_qp + per_qp.div_ceil(ack_every));
         }
+        // A ring pass: its connections' QPs and rows, and its state per
+        // position and slice; its messages exist only in flight.
+        let mut pass_state = 0u64;
+        let mut rows = 0u64;
+        for pass in &p.graph.passes {
+            pass_state += pass.state_bytes();
+            for pos in 0..pass.positions() as u32 {
+                rows += 1;
+                if pass.via[pos as usize] == crate::workload::program::Via::Local {
+                    continue;
+                }
+                let n = pass.qps.max(1) as u64;
+                qps += n;
+                let pkts = pass.bytes_from(pos).div_ceil(mtu) + pass.sends_from(pos);
+                total += pkts + pkts.div_ceil(ack_every);
+            }
+        }
         let ports = p.topology.ports.len() as u64;
         let tasks = p.graph.tasks.len() as u64;
         let frame = mtu + 100;
@@ -86,10 +103,11 @@ impl MemoryEstimate {
             loaded_bytes,
             state_bytes: qps * Self::BYTES_PER_QP
                 + ports * Self::BYTES_PER_PORT
-                + tasks * Self::BYTES_PER_TASK,
+                + tasks * Self::BYTES_PER_TASK
+                + pass_state,
             packets: total.min(held),
             series_bytes,
-            output_bytes: ((p.flows.len() as u64 + copies) * Self::BYTES_PER_FLOW_ROW)
+            output_bytes: ((p.flows.len() as u64 + copies + rows) * Self::BYTES_PER_FLOW_ROW)
                 .max(qps * Self::BYTES_PER_QP_ROW),
         }
     }

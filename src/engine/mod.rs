@@ -31,6 +31,7 @@ pub mod failures;
 mod memory;
 mod outcome;
 pub mod parallel;
+pub mod passes;
 mod run;
 pub use memory::MemoryEstimate;
 pub mod ideal;
@@ -97,6 +98,8 @@ pub enum Event {
     LaneFree(u32),
     /// An NVLink copy in this host may be done (host, generation).
     Nvlink(u32, u32),
+    /// Pass messages' NVLink copies in this host may have landed.
+    Landed(u32),
 }
 
 /// Bits of an event's key that say what it is for; its kind is above.
@@ -134,15 +137,18 @@ impl queue::Keyed for Event {
             // A stale generation does nothing, so which of two runs first
             // does not matter.
             Event::Nvlink(h, _) => (12, h),
-            Event::Rto(q) => (13, q.0),
-            Event::Cnp(q) => (14, q.0),
-            Event::TxDone(p) => (15, port(p, 0)),
+            // Each lands what is due, in order: which of two runs first
+            // does not matter either.
+            Event::Landed(h) => (13, h),
+            Event::Rto(q) => (14, q.0),
+            Event::Cnp(q) => (15, q.0),
+            Event::TxDone(p) => (16, port(p, 0)),
             // A link delivers one frame at a time: no two arrive on one
             // port at once.
-            Event::Arrive(p, _) => (16, port(p, 0)),
-            Event::Wake(p) => (17, port(p, 0)),
-            Event::PfcRefresh(p, prio) => (18, port(p, prio)),
-            Event::Watchdog(p, prio) => (19, port(p, prio)),
+            Event::Arrive(p, _) => (17, port(p, 0)),
+            Event::Wake(p) => (18, port(p, 0)),
+            Event::PfcRefresh(p, prio) => (19, port(p, prio)),
+            Event::Watchdog(p, prio) => (20, port(p, prio)),
         };
         debug_assert!(id < 1 << KEY_ID_BITS, "{self:?}: id past the key's bits");
         kind << KEY_ID_BITS | id
@@ -268,6 +274,8 @@ pub struct Simulation {
     capture: Option<Box<capture::Capture>>,
     packets: PacketArena,
     flows: Vec<FlowState>,
+    /// Ring pass messages in flight and their connections' rows.
+    passes: passes::PassFlows,
     /// The task graph of collectives and jobs, and NVLink copies.
     tasks: tasks::TaskState,
     counters: Counters,
@@ -313,7 +321,8 @@ impl Simulation {
         let streams = Streams::new(scenario.seed);
         let egress = build::egress(&topo, &routes, &scenario, &pfc, &streams);
         let mut queue = EventQueue::new();
-        let (qps, flows) = build::qps_and_flows(&topo, &scenario, specs, &streams, &mut queue);
+        let (qps, flows, pass_qps) =
+            build::qps_and_flows(&topo, &scenario, specs, &graph.passes, &streams, &mut queue);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
             queue.push(storm.start, Event::Storm(i as u32, true));
             if let Some(stop) = storm.stop {
@@ -347,8 +356,16 @@ impl Simulation {
         let qp_tenant: Vec<u16> = qps
             .iter()
             .map(|q| {
-                let w = flows[q.flow.idx()].spec.workload as usize;
-                scenario.workloads.get(w).map_or(0, |w| w.tenant)
+                let w = match flows.get(q.flow.idx()) {
+                    Some(f) => f.spec.workload,
+                    None => {
+                        // A pass's connection: its first message's.
+                        let g = u64::from(q.flow.0) - flows.len() as u64;
+                        let at = tasks.graph.passes.partition_point(|p| p.first <= g);
+                        tasks.graph.passes[at.saturating_sub(1)].workload
+                    }
+                };
+                scenario.workloads.get(w as usize).map_or(0, |w| w.tenant)
             })
             .collect();
         let series = series::Series::new(
@@ -380,6 +397,7 @@ impl Simulation {
             capture: None,
             packets: PacketArena::default(),
             flows,
+            passes: passes::PassFlows::default(),
             tasks,
             counters: Counters::default(),
             estimate: Estimate::default(),
@@ -394,7 +412,10 @@ impl Simulation {
             tail: topo_tail,
             firsts: FirstEvents::default(),
         };
-        sim.finish_total = sim.flows.len() as u64;
+        if !sim.tasks.graph.passes.is_empty() {
+            sim.set_up_passes(pass_qps);
+        }
+        sim.finish_total = sim.flows.len() as u64 + sim.passes.net_messages;
         sim.estimate_and_ideal();
         sim
     }
@@ -442,16 +463,16 @@ impl Simulation {
             Event::TaskDone(t) => self.task_done(t),
             Event::LaneFree(l) => self.lane_free(l),
             Event::Nvlink(h, gen) => self.nvlink_event(h, gen),
+            Event::Landed(h) => self.landed(h),
         }
     }
 
     fn flow_start(&mut self, f: FlowId) {
-        self.flows[f.idx()].start = self.now;
-        let (first, n) = {
-            let fl = &self.flows[f.idx()];
-            (fl.first_qp, fl.n_qps)
-        };
-        if self.flows[f.idx()].posts {
+        let now = self.now;
+        let fl = self.flow_mut(f);
+        fl.start = now;
+        let (first, n, posts) = (fl.first_qp, fl.n_qps, fl.posts);
+        if posts {
             self.post(f);
         }
         for q in first..first + n {

@@ -549,11 +549,19 @@ impl Simulation {
         for (t, ev) in keep {
             self.queue.push(t, ev);
         }
+        let gpu_part = |g: crate::topology::GpuId| host_of(self.topo.gpus[g.idx()].nic);
         self.finish_total = self
             .flows
             .iter()
             .filter(|f| host_of(f.spec.src_nic) == me)
-            .count() as u64;
+            .count() as u64
+            + self
+                .passes
+                .rows
+                .iter()
+                .filter(|r| r.qps > 0 && gpu_part(r.src) == me)
+                .map(|r| r.planned)
+                .sum::<u64>();
         let qp_mine = self
             .nics
             .qps()
@@ -649,7 +657,7 @@ impl Simulation {
     /// yet acknowledged.
     fn own_network_waiting(&self) -> bool {
         let part = self.part();
-        self.flows.iter().any(|f| {
+        self.flows.iter().chain(self.passes.live()).any(|f| {
             f.acked.is_none()
                 && f.start <= self.now
                 && part.qp_mine.get(f.first_qp as usize) == Some(&true)
@@ -696,8 +704,8 @@ impl<'a> Lead<'a> {
             progress,
             started,
             shown_at: std::time::Duration::ZERO,
-            offered: sim.flows.iter().map(|f| f.spec.bytes).sum(),
-            flows: sim.flows.len() as u64,
+            offered: sim.flows.iter().map(|f| f.spec.bytes).sum::<u64>() + sim.passes.net_bytes,
+            flows: sim.flows_total(),
             tasks: sim.tasks.graph.tasks.len() as u64,
             windows: 0,
         }
@@ -1072,6 +1080,8 @@ pub(super) struct Fragment {
     nics: crate::nic::nics::Nics,
     /// Each transfer's start and ends (`FlowEnds`).
     flows: Vec<FlowEnds>,
+    /// Its halves of the ring passes' connection rows.
+    passes: super::passes::PassFlows,
     counters: super::Counters,
     firsts: super::FirstEvents,
     now: SimTime,
@@ -1141,6 +1151,7 @@ impl Simulation {
                     naks: f.naks,
                 })
                 .collect(),
+            passes: self.passes,
             counters: self.counters,
             firsts: self.firsts,
             now: self.now,
@@ -1205,6 +1216,7 @@ impl Simulation {
                 mine.naks = theirs.naks;
             }
         }
+        self.passes.absorb(&other.passes);
         self.counters = sum(&[self.counters, other.counters]);
         self.firsts.absorb(&other.firsts);
         self.finished_at = self.finished_at.max(other.finished_at);

@@ -205,7 +205,8 @@ impl Simulation {
     /// elapsed. Compute phases deliver no bytes, so bytes alone would
     /// stall the estimate through them.
     pub fn done_fraction(&self) -> f64 {
-        let offered: u64 = self.flows.iter().map(|f| f.spec.bytes).sum();
+        let offered: u64 =
+            self.flows.iter().map(|f| f.spec.bytes).sum::<u64>() + self.passes.net_bytes;
         let bytes = if offered == 0 {
             0.0
         } else {
@@ -254,6 +255,7 @@ impl Simulation {
     fn network_waiting(&self) -> bool {
         self.flows
             .iter()
+            .chain(self.passes.live())
             .any(|f| f.acked.is_none() && f.start <= self.now)
     }
 

@@ -14,8 +14,8 @@ use crate::topology::Topology;
 use crate::topology::{FlowId, QpId};
 use crate::units::SimTime;
 use crate::workload::collective::CollectiveRun;
-use crate::workload::graph::{TaskGraph, TaskKind, NO_GPU, NO_LANE};
-use std::collections::VecDeque;
+use crate::workload::graph::{Task, TaskGraph, TaskKind, NO_GPU, NO_LANE};
+use std::collections::{HashMap, VecDeque};
 
 pub const NO_TASK: u32 = u32::MAX;
 
@@ -45,6 +45,25 @@ pub struct TaskState {
     /// Tasks done here when every task is (all of them, but in a
     /// partition of a parallel run: see `Home`).
     pub(super) own_total: u64,
+    /// Tasks of ring pass messages on their way, by number (see
+    /// `passes`): not in the graph, and not counted among its tasks.
+    dynamic: HashMap<u32, Dynamic>,
+    /// NVLink copies of pass messages done moving, by host: when each
+    /// lands (the copies' latency later), in order.
+    landing: Vec<VecDeque<(SimTime, u32)>>,
+    /// The first task and transfer numbers of pass messages, if the run
+    /// has passes.
+    pub(super) pass_base: Option<(u32, u32)>,
+}
+
+/// A pass message's task.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+struct Dynamic {
+    kind: TaskKind,
+    lane: u32,
+    /// Its write's QPs that sent their last packet once.
+    sent_qps: u32,
+    started: SimTime,
 }
 
 /// Where a task runs when the fabric is cut into partitions by host.
@@ -104,8 +123,47 @@ impl TaskState {
             work: Vec::new(),
             releasing: false,
             own_total: n as u64,
+            dynamic: HashMap::new(),
+            landing: Vec::new(),
+            pass_base: None,
             graph,
         }
+    }
+
+    /// Task `t`, of the graph or of a pass message.
+    #[inline]
+    pub fn task(&self, t: u32) -> Task {
+        match self.graph.tasks.get(t as usize) {
+            Some(&task) => task,
+            None => {
+                let d = &self.dynamic[&t];
+                Task {
+                    kind: d.kind,
+                    lane: d.lane,
+                    not_before: SimTime::ZERO,
+                }
+            }
+        }
+    }
+
+    /// A pass message's task `t` is made.
+    pub(super) fn add_dynamic(&mut self, t: u32, kind: TaskKind, lane: u32) {
+        self.dynamic.insert(
+            t,
+            Dynamic {
+                kind,
+                lane,
+                sent_qps: 0,
+                started: SimTime::MAX,
+            },
+        );
+    }
+
+    /// One of task `t`'s predecessors outside the graph is done: whether
+    /// it has none left.
+    pub(super) fn release_one(&mut self, t: u32) -> bool {
+        self.left[t as usize] -= 1;
+        self.left[t as usize] == 0
     }
 
     /// Where each task runs when the fabric is cut by host (`Home`), or
@@ -148,6 +206,10 @@ impl TaskState {
                 }
                 TaskKind::Acked(f) => {
                     let h = gpu_host(flows[f as usize].spec.src.0);
+                    Home::Host { begin: h, done: h }
+                }
+                TaskKind::Enter { pass, pos } | TaskKind::Exit { pass, pos } => {
+                    let h = gpu_host(g.passes[pass as usize].order[pos as usize].0);
                     Home::Host { begin: h, done: h }
                 }
                 _ if lane_gpu != NO_GPU => {
@@ -269,6 +331,12 @@ impl TaskState {
     /// The task gating flow `f`, if any.
     #[inline]
     pub fn of_flow(&self, f: FlowId) -> Option<u32> {
+        if let Some((task, flow)) = self.pass_base {
+            if f.0 >= flow {
+                // A pass message's write (see `passes`).
+                return Some(task + 2 * (f.0 - flow) + 1);
+            }
+        }
         self.flow_task
             .get(f.idx())
             .copied()
@@ -280,7 +348,7 @@ impl Simulation {
     /// Task `t`'s predecessors are done (or it has none) and its time has
     /// come: it waits for its lane or starts.
     pub(super) fn task_ready(&mut self, t: u32) {
-        let task = self.tasks.graph.tasks[t as usize];
+        let task = self.tasks.task(t);
         if self.now < task.not_before {
             self.queue.push(task.not_before, Event::TaskReady(t));
             return;
@@ -297,9 +365,20 @@ impl Simulation {
     }
 
     fn task_begin(&mut self, t: u32) {
-        self.tasks.started[t as usize] = self.now;
-        match self.tasks.graph.tasks[t as usize].kind {
-            TaskKind::Join => self.task_done(t),
+        match self.tasks.started.get_mut(t as usize) {
+            Some(s) => *s = self.now,
+            None => {
+                if let Some(d) = self.tasks.dynamic.get_mut(&t) {
+                    d.started = self.now;
+                }
+            }
+        }
+        match self.tasks.task(t).kind {
+            TaskKind::Join | TaskKind::Exit { .. } => self.task_done(t),
+            TaskKind::Enter { pass, pos } => {
+                self.pass_enter(pass, pos);
+                self.task_done(t)
+            }
             TaskKind::Delay(d) => self.queue.push(self.now + d, Event::TaskDone(t)),
             TaskKind::Net(f) => self.flow_start(FlowId(f)),
             // Done when its flow's last acknowledgement comes (`flow_acked`).
@@ -329,6 +408,17 @@ impl Simulation {
         }
         self.tasks.releasing = true;
         while let Some(t) = self.tasks.work.pop() {
+            if self.passes.is_pass_task(t) {
+                let task = self.tasks.dynamic.remove(&t);
+                let started = task.map_or(SimTime::MAX, |d| d.started);
+                if let Some(task) = task.filter(|d| d.lane != NO_LANE) {
+                    if !matches!(task.kind, TaskKind::Net(_)) {
+                        self.lane_free(task.lane);
+                    }
+                }
+                self.pass_task_done(t, started);
+                continue;
+            }
             let task = self.tasks.graph.tasks[t as usize];
             self.tasks.done[t as usize] = self.now;
             self.tasks.tasks_done += 1;
@@ -367,7 +457,7 @@ impl Simulation {
     /// each), at the sender and at the receiver, which in a partitioned
     /// run may be another partition's (`Part::post_elsewhere`).
     pub(super) fn post(&mut self, f: FlowId) {
-        let fl = &self.flows[f.idx()];
+        let fl = self.flow_mut(f);
         let (first, n, bytes) = (fl.first_qp, fl.n_qps, fl.spec.bytes);
         for i in 0..n {
             let q = QpId(first + i);
@@ -387,14 +477,19 @@ impl Simulation {
     pub(super) fn messages_acked(&mut self, q: QpId) {
         while let Some(m) = self.nics.pop_acked(q) {
             let flow = FlowId(m.flow);
-            let f = &mut self.flows[flow.idx()];
+            let now = self.now;
+            let f = self.flow_mut(flow);
             f.retx_bytes += m.again;
             f.timeouts += m.stalls as u32;
             f.tx_done_qps += 1;
             if f.tx_done_qps == f.n_qps {
-                f.acked = Some(self.now);
+                f.acked = Some(now);
                 self.counters.flows_acked += 1;
-                self.flow_acked(flow);
+                if self.passes.is_pass_flow(flow) {
+                    self.pass_flow_half(flow, true);
+                } else {
+                    self.flow_acked(flow);
+                }
             }
         }
     }
@@ -405,14 +500,19 @@ impl Simulation {
     pub(super) fn messages_received(&mut self, q: QpId) {
         while let Some(m) = self.nics.pop_received(q) {
             let flow = FlowId(m.flow);
-            let f = &mut self.flows[flow.idx()];
+            let now = self.now;
+            let f = self.flow_mut(flow);
             f.out_of_order += m.again as u32;
             f.naks += m.stalls as u32;
             f.rx_done_qps += 1;
             if f.rx_done_qps == f.n_qps {
-                f.finish = Some(self.now);
+                f.finish = Some(now);
                 self.counters.flows_completed += 1;
-                if let Some(t) = self.tasks.of_flow(flow) {
+                let task = self.tasks.of_flow(flow);
+                if self.passes.is_pass_flow(flow) {
+                    self.pass_flow_half(flow, false);
+                }
+                if let Some(t) = task {
                     self.task_done(t);
                 }
             }
@@ -426,13 +526,29 @@ impl Simulation {
         let Some(t) = self.tasks.of_flow(f) else {
             return;
         };
-        self.tasks.flow_sent_qps[f.idx()] += 1;
-        if self.tasks.flow_sent_qps[f.idx()] == self.flows[f.idx()].n_qps {
-            let lane = self.tasks.graph.tasks[t as usize].lane;
+        let sent = match self.tasks.dynamic.get_mut(&t) {
+            Some(d) => &mut d.sent_qps,
+            None => &mut self.tasks.flow_sent_qps[f.idx()],
+        };
+        *sent += 1;
+        let sent = *sent;
+        if sent == self.flow_mut(f).n_qps {
+            let lane = self.tasks.task(t).lane;
             if lane != NO_LANE {
                 // From the event loop, not from inside a transmitter.
                 self.queue.push(self.now, Event::LaneFree(lane));
             }
+        }
+    }
+
+    /// Pass copies in `host` whose time has come are done.
+    pub(super) fn landed(&mut self, host: u32) {
+        while let Some(&(at, t)) = self.tasks.landing[host as usize].front() {
+            if at > self.now {
+                break;
+            }
+            self.tasks.landing[host as usize].pop_front();
+            self.task_done(t);
         }
     }
 
@@ -441,7 +557,18 @@ impl Simulation {
         let latency = self.tasks.nvlink.latency;
         let (done, next) = self.tasks.nvlink.on_event(host as usize, gen, self.now);
         for t in done {
-            self.queue.push(self.now + latency, Event::TaskDone(t));
+            if self.passes.is_pass_task(t) {
+                // Pass tasks are numbered past what an event's key holds:
+                // the host's copies land in order.
+                let h = host as usize;
+                if self.tasks.landing.len() <= h {
+                    self.tasks.landing.resize(h + 1, VecDeque::new());
+                }
+                self.tasks.landing[h].push_back((self.now + latency, t));
+                self.queue.push(self.now + latency, Event::Landed(host));
+            } else {
+                self.queue.push(self.now + latency, Event::TaskDone(t));
+            }
         }
         if let Some((at, gen)) = next {
             self.queue.push(at, Event::Nvlink(host, gen));

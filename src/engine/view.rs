@@ -114,8 +114,20 @@ impl Simulation {
         &self.nics
     }
 
+    /// The transfers made up front (a ring pass's messages are not: see
+    /// `pass_flows`).
     pub fn flows(&self) -> &Vec<FlowState> {
         &self.flows
+    }
+
+    /// Ring passes' messages: their connections' rows and totals.
+    pub fn pass_flows(&self) -> &super::passes::PassFlows {
+        &self.passes
+    }
+
+    /// Transfers in all: those made up front and the passes' writes.
+    pub fn flows_total(&self) -> u64 {
+        self.flows.len() as u64 + self.passes.net_messages
     }
 
     pub fn tasks(&self) -> &tasks::TaskState {
@@ -137,7 +149,7 @@ impl Simulation {
             events: c.events,
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
-            flows: self.flows.len() as u64,
+            flows: self.flows_total(),
         }
     }
 

@@ -649,10 +649,11 @@ bytes = "8KB"
         let p = crate::scenario::prepare("nics.toml", PAIR, &sets).unwrap();
         let streams = crate::rng::Streams::new(p.scenario.seed);
         let mut queue = EventQueue::new();
-        let (qps, _) = crate::engine::build::qps_and_flows(
+        let (qps, _, _) = crate::engine::build::qps_and_flows(
             &p.topology,
             &p.scenario,
             p.flows.clone(),
+            &p.graph.passes,
             &streams,
             &mut queue,
         );

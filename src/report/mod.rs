@@ -166,6 +166,9 @@ pub struct Summary {
     pub failures: Vec<FailureReport>,
     /// When ECN, CNPs, DCQCN, PFC and the watchdog first acted.
     pub first_events: crate::engine::FirstEvents,
+    /// Completion times and slowdowns of the transfers made up front; a
+    /// ring pass's messages are in its connections' rows of flows.csv
+    /// and in collectives.csv instead.
     pub fct_ps: Option<Distribution>,
     pub slowdown: Option<Distribution>,
     pub uplink_balance: Vec<UplinkBalance>,
@@ -402,19 +405,21 @@ impl Summary {
                 makespan = makespan.max(fin.0);
             }
         }
-        // Work of the task graph (NVLink copies, compute) counts too.
+        // Work of the task graph (NVLink copies, compute) counts too, and
+        // the ring passes'.
         for &t in &sim.tasks().done {
             if t != SimTime::MAX {
                 makespan = makespan.max(t.0);
             }
         }
+        makespan = makespan.max(sim.pass_flows().last_done.0);
         let qps = &sim.qps();
         let balance = uplink_balance(sim);
         Summary {
             scenario: sim.scenario().name.clone(),
             seed: sim.scenario().seed,
             topology: sim.topo().kind.name().to_string(),
-            complete: c.flows_completed == sim.flows().len() as u64,
+            complete: c.flows_completed == sim.flows_total(),
             stop_reason: match stop {
                 StopReason::Finished => "finished".to_string(),
                 StopReason::SimTimeLimit => "max_sim_time reached".to_string(),
@@ -439,8 +444,9 @@ impl Summary {
             events: c.events,
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
-            flows_total: sim.flows().len() as u64,
-            bytes_offered: sim.flows().iter().map(|f| f.spec.bytes).sum(),
+            flows_total: sim.flows_total(),
+            bytes_offered: sim.flows().iter().map(|f| f.spec.bytes).sum::<u64>()
+                + sim.pass_flows().net_bytes,
             bytes_delivered: c.bytes_delivered,
             drops: c.drops,
             drop_bytes: c.drop_bytes,
@@ -926,8 +932,7 @@ pub fn connections_per_port(sim: &Simulation) -> Option<Vec<u32>> {
     for q in 0..sim.qps().len() {
         let qp = &sim.qps()[q];
         let route = sim.qp_route(crate::topology::QpId(q as u32))?;
-        let dst = sim.flows()[qp.flow.idx()].spec.dst_nic;
-        let key = (qp.src_port.0, dst.0, qp.udp_sport);
+        let key = (qp.src_port.0, qp.dst_nic.0, qp.udp_sport);
         if !seen.insert(key) {
             continue;
         }

@@ -100,6 +100,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         "paths_used",
         "out_of_order_fraction",
         "medium",
+        "messages",
     ])?;
     for (i, f) in sim.flows().iter().enumerate() {
         let cost = message_costs(sim, i, f);
@@ -136,7 +137,12 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             paths_used(sim, f.first_qp, f.n_qps).to_string(),
             format!("{:.4}", cost.out_of_order as f64 / f.pkts.max(1) as f64),
             "network".to_string(),
+            "1".to_string(),
         ])?;
+    }
+    // A ring pass's connections: a row each, its messages summed.
+    for r in &sim.pass_flows().rows {
+        w.write_record(connection_row(sim, r))?;
     }
     // Copies between GPUs of one host went over NVLink: rows of their own,
     // with no flow id and no network figures.
@@ -179,9 +185,62 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         // No acknowledgement, retransmission or path: empty network columns.
         row.resize(23, String::new());
         row.push("nvlink".into());
+        row.push("1".into());
         w.write_record(&row)?;
     }
     finish(w)
+}
+
+/// flows.csv's row of a ring pass connection: the bytes its receiver has,
+/// from its first message's start to its last one's delivery, against the
+/// sum of its messages' ideal times; no transfer number (its messages
+/// have theirs, but no row each).
+fn connection_row(sim: &Simulation, r: &crate::engine::passes::ConnRow) -> Vec<String> {
+    let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+    let start = (r.start != SimTime::MAX).then_some(r.start);
+    let fct = start.zip(r.finish).map(|(s, f)| f - s);
+    let mut row = vec![
+        String::new(),
+        r.workload.to_string(),
+        r.src.0.to_string(),
+        r.dst.0.to_string(),
+        sim.topo().gpu_name(r.src),
+        sim.topo().gpu_name(r.dst),
+        r.bytes.to_string(),
+        r.qps.to_string(),
+        opt(start.map(|t| t.0)),
+        opt(r.finish.map(|t| t.0)),
+        opt(fct.map(|t| t.0)),
+        r.ideal.0.to_string(),
+        fct.map_or(String::new(), |t| {
+            format!("{:.4}", t.0 as f64 / r.ideal.0.max(1) as f64)
+        }),
+    ];
+    if r.qps == 0 {
+        row.resize(23, String::new());
+        row.push("nvlink".into());
+    } else {
+        let (first, n) = (r.first_qp, r.qps);
+        row.extend([
+            opt(r.acked.map(|t| t.0)),
+            r.retx_bytes.to_string(),
+            r.timeouts.to_string(),
+            r.out_of_order.to_string(),
+            r.naks.to_string(),
+            paths(sim, first, n),
+            (first..first + n)
+                .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
+                .map(|p| p.changes)
+                .sum::<u64>()
+                .to_string(),
+            ack_paths(sim, first, n),
+            paths_used(sim, first, n).to_string(),
+            format!("{:.4}", r.out_of_order as f64 / r.pkts.max(1) as f64),
+            "network".to_string(),
+        ]);
+    }
+    row.push(r.messages.to_string());
+    row
 }
 
 /// The switches each QP of a transfer crosses, `leaf0>spine2>leaf1`, QPs

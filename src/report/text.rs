@@ -29,11 +29,20 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     );
     let mut kinds: Vec<String> = Vec::new();
     for w in &sim.scenario().workloads {
+        let w_id = kinds.len() as u32;
+        let passes: u64 = sim
+            .pass_flows()
+            .rows
+            .iter()
+            .filter(|r| r.workload == w_id && r.qps > 0)
+            .map(|r| r.planned)
+            .sum();
         let n = sim
             .flows()
             .iter()
-            .filter(|f| f.spec.workload as usize == kinds.len())
-            .count();
+            .filter(|f| f.spec.workload == w_id)
+            .count() as u64
+            + passes;
         kinds.push(match &w.pattern {
             crate::workload::Pattern::Collective(c) => format!(
                 "{} {} over {} GPUs ({}, {} messages)",

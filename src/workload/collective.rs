@@ -14,6 +14,7 @@
 //! sending host on the receiver's rail, and leaves from that GPU's NIC.
 
 use super::graph::{GraphBuilder, TaskKind, NO_LANE};
+use super::program::{RingPass, Via};
 use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, Topology};
@@ -297,14 +298,9 @@ impl<'a> Emitter<'a> {
         t
     }
 
-    fn net(
-        &mut self,
-        a: GpuId,
-        b: GpuId,
-        bytes: u64,
-        channel: u32,
-        deps: &[u32],
-    ) -> Result<u32, String> {
+    /// The lane of the connection from `a` to `b` on `channel`, once a
+    /// network path between them is known.
+    fn connection(&mut self, a: GpuId, b: GpuId, channel: u32) -> Result<u32, String> {
         let topo = self.topo;
         let (na, nb) = (topo.gpus[a.idx()].nic, topo.gpus[b.idx()].nic);
         let ok = *self
@@ -316,16 +312,57 @@ impl<'a> Emitter<'a> {
                 .err()
                 .unwrap_or_default());
         }
+        let graph = &mut *self.graph;
+        Ok(*self
+            .lanes
+            .entry((a.0, b.0, channel))
+            .or_insert_with(|| graph.new_lane()))
+    }
+
+    /// How a pass's messages from `a` to `b` on `channel` travel (as
+    /// `send` would move them), and their connection's key.
+    fn via(&mut self, a: GpuId, b: GpuId, channel: u32) -> Result<(Via, u64), String> {
+        let topo = self.topo;
+        let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
+        if ga.host == gb.host {
+            return Ok((Via::Local, 0));
+        }
+        let rail_b = topo.nics[gb.nic.idx()].rail;
+        if self.pxn && topo.nics[ga.nic.idx()].rail != rail_b {
+            let proxy = topo.hosts[ga.host.idx()]
+                .gpus
+                .iter()
+                .copied()
+                .find(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail == rail_b);
+            if let Some(p) = proxy {
+                let lane = self.connection(p, b, channel)?;
+                let key = connection_key(self.workload, p, b, channel);
+                return Ok((Via::Pxn { proxy: p, lane }, key));
+            }
+        }
+        let lane = self.connection(a, b, channel)?;
+        Ok((
+            Via::Net { lane },
+            connection_key(self.workload, a, b, channel),
+        ))
+    }
+
+    fn net(
+        &mut self,
+        a: GpuId,
+        b: GpuId,
+        bytes: u64,
+        channel: u32,
+        deps: &[u32],
+    ) -> Result<u32, String> {
+        let lane = self.connection(a, b, channel)?;
         if self.flows.len() >= MAX_FLOWS {
             return Err(format!(
                 "the collective needs more than {MAX_FLOWS} messages; use a larger chunk or fewer channels"
             ));
         }
-        let graph = &mut *self.graph;
-        let lane = *self
-            .lanes
-            .entry((a.0, b.0, channel))
-            .or_insert_with(|| graph.new_lane());
+        let topo = self.topo;
+        let (na, nb) = (topo.gpus[a.idx()].nic, topo.gpus[b.idx()].nic);
         let f = self.flows.len() as u32;
         self.flows.push(FlowSpec {
             src: a,
@@ -443,7 +480,11 @@ pub fn emit_per_rank(
         let dst = match e.graph.kind(t) {
             TaskKind::Net(f) => e.flows[f as usize].dst,
             TaskKind::Local { dst, .. } => dst,
-            TaskKind::Delay(_) | TaskKind::Join | TaskKind::Acked(_) => continue,
+            // Done once everything the pass brings the rank has come.
+            TaskKind::Exit { pass, pos } => e.graph.passes[pass as usize].order[pos as usize],
+            TaskKind::Delay(_) | TaskKind::Join | TaskKind::Acked(_) | TaskKind::Enter { .. } => {
+                continue
+            }
         };
         if let Some(&i) = rank_of.get(&dst.0) {
             got[i].push(t);
@@ -483,6 +524,87 @@ fn ring_steps(op: Op, n: usize) -> usize {
 /// when its last chunk has arrived.
 #[allow(clippy::too_many_arguments)]
 fn ring_pass(
+    e: &mut Emitter,
+    order: &[GpuId],
+    data: u64,
+    steps: usize,
+    chunk: u64,
+    ch: u32,
+    ready: &[u32],
+) -> Result<Vec<u32>, String> {
+    if e.graph.eager_rings {
+        return ring_pass_tasks(e, order, data, steps, chunk, ch, ready);
+    }
+    let n = order.len();
+    let slices = share(data, n as u64, 0).div_ceil(chunk.max(1)).max(1);
+    let messages = (steps as u64)
+        .checked_mul(n as u64)
+        .and_then(|m| m.checked_mul(slices))
+        .filter(|&m| e.graph.pass_messages + m <= MAX_PASS_MESSAGES)
+        .ok_or_else(|| {
+            format!(
+                "the rings need more than {MAX_PASS_MESSAGES} messages; use a larger chunk or fewer channels"
+            )
+        })?;
+    if e.graph.len() + 2 * n > MAX_TASKS {
+        return Err(too_many());
+    }
+    let mut via = Vec::with_capacity(n);
+    let mut conn = Vec::with_capacity(n);
+    for i in 0..n {
+        let (v, key) = e.via(order[i], order[(i + 1) % n], ch)?;
+        via.push(v);
+        conn.push(key);
+    }
+    let index = e.graph.passes.len() as u32;
+    let mut pass = RingPass::new(
+        e.workload,
+        e.qps,
+        ch,
+        order.to_vec(),
+        data,
+        steps as u32,
+        slices as u32,
+        via,
+        conn,
+        e.graph.pass_messages,
+    );
+    e.graph.pass_messages += messages;
+    for (i, &g) in order.iter().enumerate() {
+        let pos = i as u32;
+        let t = e
+            .graph
+            .task(TaskKind::Enter { pass: index, pos }, NO_LANE, SimTime::ZERO);
+        e.graph.edge(ready[i], t);
+        // A GPU sends nothing before it takes part in the collective.
+        if let Some(&gate) = e.gate.as_ref().and_then(|gates| gates.get(&g.0)) {
+            e.graph.edge(gate, t);
+        }
+        pass.enter.push(t);
+    }
+    for i in 0..n as u32 {
+        let t = e.graph.task(
+            TaskKind::Exit {
+                pass: index,
+                pos: i,
+            },
+            NO_LANE,
+            SimTime::ZERO,
+        );
+        pass.exit.push(t);
+    }
+    let exits = pass.exit.clone();
+    e.graph.passes.push(pass);
+    Ok(exits)
+}
+
+/// Most messages the ring passes of a run may number (their tasks and
+/// flows are numbered past the graph's, in 32 bits).
+pub const MAX_PASS_MESSAGES: u64 = 1 << 30;
+
+/// `ring_pass` as tasks and flows made up front.
+#[allow(clippy::too_many_arguments)]
+fn ring_pass_tasks(
     e: &mut Emitter,
     order: &[GpuId],
     data: u64,

@@ -11,6 +11,7 @@
 //! network task frees its lane once its last byte is on the wire, so the
 //! next message of the same connection follows without a gap.
 
+use super::program::RingPass;
 use crate::topology::GpuId;
 use crate::units::SimTime;
 
@@ -32,6 +33,12 @@ pub enum TaskKind {
     /// where the receiver waits for the data (the `Net` task). It waits
     /// for nothing in the graph.
     Acked(u32),
+    /// Position `pos` of ring pass `pass` enters it (`workload::program`);
+    /// done at once.
+    Enter { pass: u32, pos: u32 },
+    /// Done when the pass says position `pos`'s part is: besides its
+    /// predecessors in the graph, it waits for that.
+    Exit { pass: u32, pos: u32 },
 }
 
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
@@ -56,6 +63,8 @@ pub struct TaskGraph {
     /// The first task of each workload entry, in scenario order (tasks
     /// are added workload by workload).
     pub workload_first_task: Vec<u32>,
+    /// Ring passes whose messages are made as they run.
+    pub passes: Vec<RingPass>,
 }
 
 impl TaskGraph {
@@ -80,6 +89,12 @@ pub struct GraphBuilder {
     lanes: u32,
     /// Each GPU's compute lane (kernels run one at a time), by GPU id.
     gpu_lanes: std::collections::HashMap<u32, u32>,
+    pub passes: Vec<RingPass>,
+    /// Messages the passes number so far.
+    pub pass_messages: u64,
+    /// Rings as tasks and flows up front, not as passes (MRC gives each
+    /// message QPs of its own, made at build).
+    pub eager_rings: bool,
 }
 
 impl GraphBuilder {
@@ -139,6 +154,12 @@ impl GraphBuilder {
             succ_at[a as usize + 1] += 1;
             preds[b as usize] += 1;
         }
+        // A pass's exits also wait for the pass.
+        for p in &self.passes {
+            for &x in &p.exit {
+                preds[x as usize] += 1;
+            }
+        }
         for i in 0..n {
             succ_at[i + 1] += succ_at[i];
         }
@@ -155,6 +176,7 @@ impl GraphBuilder {
             lanes: self.lanes,
             lane_gpu,
             workload_first_task: Vec::new(),
+            passes: self.passes,
         }
     }
 }

@@ -1,0 +1,439 @@
+//! The messages of ring passes (`workload::program`), made as the passes
+//! run: their tasks and transfers exist from when a pass releases them to
+//! when they are done, and what they cost is then added to their
+//! connection's row (`ConnRow`), so that memory follows the messages in
+//! flight, not the messages a collective will send.
+//!
+//! Message g (numbered over every pass) has task `base_task + 2g` for an
+//! NVLink copy (the copy itself, or a PXN proxy's hop) and `base_task +
+//! 2g + 1` for its write, and its write is transfer `base_flow + g`:
+//! numbers every partition of a parallel run works out alike.
+
+use super::{FlowState, Simulation};
+use crate::nic::transport::packets_of;
+use crate::topology::{FlowId, GpuId, QpId};
+use crate::units::SimTime;
+use crate::workload::graph::{TaskKind, NO_LANE};
+use crate::workload::program::{Released, Via};
+use std::collections::HashMap;
+
+/// The passes' messages in flight and their connections' totals.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+pub struct PassFlows {
+    /// The first task and transfer numbers of the passes' messages.
+    pub base_task: u32,
+    pub base_flow: u32,
+    /// The first QP of each pass position's connection (`u32::MAX` for
+    /// an NVLink connection).
+    pub first_qp: Vec<Vec<u32>>,
+    /// Transfers started or received and not yet added to their row
+    /// (a partition's own; not handed over at the merge).
+    #[serde(skip)]
+    live: HashMap<u32, Live>,
+    /// One row per network connection of a pass, in pass and position
+    /// order; `row_of[pass]` is its first.
+    pub rows: Vec<ConnRow>,
+    row_of: Vec<u32>,
+    /// Writes with bytes the passes will make, and their bytes.
+    pub net_messages: u64,
+    pub net_bytes: u64,
+    /// When a pass's last task was done.
+    pub last_done: SimTime,
+    /// Ideal completion times by first QP and size (a connection's
+    /// messages have a few sizes).
+    #[serde(skip)]
+    ideal: HashMap<(u32, u64), SimTime>,
+}
+
+struct Live {
+    flow: FlowState,
+    /// Sender's and receiver's halves added to the row.
+    sent: bool,
+    received: bool,
+}
+
+/// What the messages of one connection of a pass cost, summed as they
+/// finish: the sender's half (start, acknowledgement, resent bytes,
+/// timeouts) and the receiver's (delivery, packets, out of order, NAKs).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ConnRow {
+    pub workload: u32,
+    pub src: GpuId,
+    pub dst: GpuId,
+    /// Its first QP and QP count (`u32::MAX` and 0 for NVLink).
+    pub first_qp: u32,
+    pub qps: u32,
+    /// Messages with bytes it will carry.
+    pub planned: u64,
+    /// Messages the receiver has in full, and their bytes and packets.
+    pub messages: u64,
+    pub bytes: u64,
+    pub pkts: u64,
+    /// Messages the sender has every acknowledgement of.
+    pub acked_messages: u64,
+    pub start: SimTime,
+    pub finish: Option<SimTime>,
+    pub acked: Option<SimTime>,
+    /// The sum of the messages' ideal completion times.
+    pub ideal: SimTime,
+    pub retx_bytes: u64,
+    pub timeouts: u64,
+    pub out_of_order: u64,
+    pub naks: u64,
+}
+
+impl ConnRow {
+    /// Adds another partition's halves of the same connection.
+    fn absorb(&mut self, o: &ConnRow) {
+        self.messages += o.messages;
+        self.bytes += o.bytes;
+        self.pkts += o.pkts;
+        self.acked_messages += o.acked_messages;
+        self.start = self.start.min(o.start);
+        self.finish = self.finish.max(o.finish);
+        self.acked = self.acked.max(o.acked);
+        self.ideal += o.ideal;
+        self.retx_bytes += o.retx_bytes;
+        self.timeouts += o.timeouts;
+        self.out_of_order += o.out_of_order;
+        self.naks += o.naks;
+    }
+}
+
+impl PassFlows {
+    pub fn is_pass_flow(&self, f: FlowId) -> bool {
+        f.0 >= self.base_flow && !self.first_qp.is_empty()
+    }
+
+    pub fn is_pass_task(&self, t: u32) -> bool {
+        t >= self.base_task && !self.first_qp.is_empty()
+    }
+
+    /// Transfers in flight.
+    pub fn live(&self) -> impl Iterator<Item = &FlowState> {
+        self.live.values().map(|l| &l.flow)
+    }
+
+    /// Adds another partition's rows (each half of a message is added in
+    /// the one partition that has it).
+    pub(super) fn absorb(&mut self, other: &PassFlows) {
+        for (mine, theirs) in self.rows.iter_mut().zip(&other.rows) {
+            mine.absorb(theirs);
+        }
+        self.last_done = self.last_done.max(other.last_done);
+    }
+}
+
+impl Simulation {
+    /// Numbers the passes' messages past the graph's tasks and the
+    /// transfers, and makes their connections' rows.
+    pub(super) fn set_up_passes(&mut self, first_qp: Vec<Vec<u32>>) {
+        let pf = &mut self.passes;
+        pf.base_task = self.tasks.graph.tasks.len() as u32;
+        pf.base_flow = self.flows.len() as u32;
+        for (pi, pass) in self.tasks.graph.passes.iter().enumerate() {
+            pf.row_of.push(pf.rows.len() as u32);
+            for pos in 0..pass.positions() as u32 {
+                let first = first_qp[pi][pos as usize];
+                let planned = pass.sends_from(pos);
+                let (src, dst, qps) = match pass.spec(&self.topo, pass.first_of(pos)) {
+                    Some(spec) => {
+                        pf.net_messages += planned;
+                        pf.net_bytes += pass.bytes_from(pos);
+                        (spec.src, spec.dst, spec.qps.max(1))
+                    }
+                    None => {
+                        let n = pass.positions();
+                        let to = pass.order[(pos as usize + 1) % n];
+                        (pass.order[pos as usize], to, 0)
+                    }
+                };
+                pf.rows.push(ConnRow {
+                    workload: pass.workload,
+                    src,
+                    dst,
+                    first_qp: first,
+                    qps,
+                    planned,
+                    messages: 0,
+                    bytes: 0,
+                    pkts: 0,
+                    acked_messages: 0,
+                    start: SimTime::MAX,
+                    finish: None,
+                    acked: None,
+                    ideal: SimTime::ZERO,
+                    retx_bytes: 0,
+                    timeouts: 0,
+                    out_of_order: 0,
+                    naks: 0,
+                });
+            }
+        }
+        pf.first_qp = first_qp;
+        self.tasks.pass_base = Some((pf.base_task, pf.base_flow));
+        // Pass messages' tasks are numbered in 32 bits (`MAX_PASS_MESSAGES`).
+        debug_assert!(
+            u64::from(pf.base_task)
+                + 2 * self
+                    .tasks
+                    .graph
+                    .passes
+                    .iter()
+                    .map(|p| p.messages())
+                    .sum::<u64>()
+                < u64::from(u32::MAX)
+        );
+    }
+
+    /// Link transmissions the passes' writes take, roughly (a packet per
+    /// MTU of each connection's bytes and one per message, and their ACKs,
+    /// over its first QP's path).
+    pub(super) fn pass_work(&self) -> u64 {
+        let tc = &self.scenario.transport;
+        let ack_every = tc.ack_every.max(1) as u64;
+        let mut work = 0;
+        for (pi, pass) in self.tasks.graph.passes.iter().enumerate() {
+            for pos in 0..pass.positions() as u32 {
+                let Some(spec) = pass.spec(&self.topo, pass.first_of(pos)) else {
+                    continue;
+                };
+                let q = QpId(self.passes.first_qp[pi][pos as usize]);
+                let hops = self.route_of(q, spec.dst_nic).len() as u64;
+                let pkts = pass.bytes_from(pos).div_ceil(u64::from(tc.mtu)) + pass.sends_from(pos);
+                work += (pkts + pkts.div_ceil(ack_every)) * hops;
+            }
+        }
+        work
+    }
+
+    /// The pass message `g` belongs to, and its number within it.
+    fn pass_of(&self, g: u64) -> (usize, u64) {
+        let passes = &self.tasks.graph.passes;
+        let p = passes.partition_point(|x| x.first <= g).saturating_sub(1);
+        (p, g - passes[p].first)
+    }
+
+    /// Position `pos` of pass `pass` enters it.
+    pub(super) fn pass_enter(&mut self, pass: u32, pos: u32) {
+        let mut out = Released::default();
+        self.tasks.graph.passes[pass as usize].enter(pos, &mut out);
+        self.pass_released(pass as usize, out);
+    }
+
+    /// Starts what a pass released and ends the parts it says are done.
+    fn pass_released(&mut self, pass: usize, out: Released) {
+        for idx in out.send {
+            self.pass_send(pass, idx);
+        }
+        for pos in out.done {
+            let exit = self.tasks.graph.passes[pass].exit[pos as usize];
+            if self.tasks.release_one(exit) {
+                self.task_ready(exit);
+            }
+        }
+    }
+
+    /// Message `idx` of pass `pass` goes: its copy or its write is ready.
+    fn pass_send(&mut self, pass: usize, idx: u64) {
+        let p = &self.tasks.graph.passes[pass];
+        let m = p.message(idx);
+        let g = p.first + idx;
+        let base = self.passes.base_task;
+        let hop = base + 2 * g as u32;
+        let (a, b) = (
+            p.order[m.pos as usize],
+            p.order[(m.pos as usize + 1) % p.positions()],
+        );
+        let (kind, lane, t) = match p.via[m.pos as usize] {
+            Via::Local => (
+                TaskKind::Local {
+                    src: a,
+                    dst: b,
+                    bytes: m.bytes,
+                },
+                NO_LANE,
+                hop,
+            ),
+            Via::Pxn { proxy, .. } => (
+                TaskKind::Local {
+                    src: a,
+                    dst: proxy,
+                    bytes: m.bytes,
+                },
+                NO_LANE,
+                hop,
+            ),
+            Via::Net { lane } => (
+                TaskKind::Net(self.passes.base_flow + g as u32),
+                lane,
+                hop + 1,
+            ),
+        };
+        self.tasks.add_dynamic(t, kind, lane);
+        self.task_ready(t);
+    }
+
+    /// Pass task `t` is done: a PXN hop's write goes, or the message has
+    /// arrived and its pass goes on.
+    pub(super) fn pass_task_done(&mut self, t: u32, started: SimTime) {
+        self.passes.last_done = self.now;
+        let g = u64::from((t - self.passes.base_task) / 2);
+        let (pass, idx) = self.pass_of(g);
+        let p = &self.tasks.graph.passes[pass];
+        let m = p.message(idx);
+        if t.is_multiple_of(2) {
+            match p.via[m.pos as usize] {
+                Via::Pxn { lane, .. } => {
+                    let f = self.passes.base_flow + g as u32;
+                    self.tasks.add_dynamic(t + 1, TaskKind::Net(f), lane);
+                    self.task_ready(t + 1);
+                    return;
+                }
+                Via::Local => {
+                    let ideal = self.tasks.nvlink.alone(m.bytes);
+                    let row = self.row_index(g);
+                    let r = &mut self.passes.rows[row];
+                    r.messages += 1;
+                    r.acked_messages += 1;
+                    r.bytes += m.bytes;
+                    r.start = r.start.min(started);
+                    r.finish = r.finish.max(Some(self.now));
+                    r.ideal += ideal;
+                }
+                Via::Net { .. } => {}
+            }
+        }
+        let mut out = Released::default();
+        self.tasks.graph.passes[pass].arrive(idx, &mut out);
+        self.pass_released(pass, out);
+    }
+
+    /// Transfer `f`'s state (made from its pass on first use: at the
+    /// sender when it starts, at the receiver of a partitioned run when
+    /// its first message is posted there).
+    pub(super) fn flow_mut(&mut self, f: FlowId) -> &mut FlowState {
+        if !self.passes.is_pass_flow(f) {
+            return &mut self.flows[f.idx()];
+        }
+        if !self.passes.live.contains_key(&f.0) {
+            let flow = self.pass_flow(f);
+            self.passes
+                .ideal
+                .insert((flow.first_qp, flow.spec.bytes), flow.ideal_fct);
+            self.passes.live.insert(
+                f.0,
+                Live {
+                    flow,
+                    sent: false,
+                    received: false,
+                },
+            );
+        }
+        &mut self.passes.live.get_mut(&f.0).expect("inserted above").flow
+    }
+
+    /// Transfer `f`'s bytes, first QP and QP count, made up front or a
+    /// pass's (worked out from its number wherever it is).
+    pub(super) fn write_of(&self, f: FlowId) -> Option<(u64, u32, u32)> {
+        if !self.passes.is_pass_flow(f) {
+            return self
+                .flows
+                .get(f.idx())
+                .map(|fl| (fl.spec.bytes, fl.first_qp, fl.n_qps));
+        }
+        let (pass, idx) = self.pass_of(u64::from(f.0 - self.passes.base_flow));
+        let p = self.tasks.graph.passes.get(pass)?;
+        let spec = p.spec(&self.topo, idx)?;
+        let first = self.passes.first_qp[pass][p.message(idx).pos as usize];
+        Some((spec.bytes, first, spec.n_qps()))
+    }
+
+    /// A pass message's write, as it starts.
+    fn pass_flow(&self, f: FlowId) -> FlowState {
+        let g = u64::from(f.0 - self.passes.base_flow);
+        let (pass, idx) = self.pass_of(g);
+        let p = &self.tasks.graph.passes[pass];
+        let spec = p
+            .spec(&self.topo, idx)
+            .expect("only a pass's network messages are transfers");
+        let first_qp = self.passes.first_qp[pass][p.message(idx).pos as usize];
+        let n_qps = spec.n_qps();
+        let mtu = self.scenario.transport.mtu;
+        let pkts = (0..n_qps)
+            .map(|i| packets_of(super::build::share(spec.bytes, n_qps, i), mtu))
+            .sum();
+        let mut flow = FlowState {
+            spec,
+            start: SimTime::MAX,
+            first_qp,
+            n_qps,
+            posts: true,
+            pkts,
+            rx_done_qps: 0,
+            tx_done_qps: 0,
+            finish: None,
+            acked: None,
+            ideal_fct: SimTime::ZERO,
+            retx_bytes: 0,
+            timeouts: 0,
+            out_of_order: 0,
+            naks: 0,
+        };
+        flow.ideal_fct = match self.passes.ideal.get(&(first_qp, flow.spec.bytes)) {
+            Some(&t) => t,
+            None => self.ideal_and_work(&flow, f.0).0,
+        };
+        flow
+    }
+
+    /// The row of pass message `g`'s connection.
+    fn row_index(&self, g: u64) -> usize {
+        let (pass, idx) = self.pass_of(g);
+        let pos = self.tasks.graph.passes[pass].message(idx).pos;
+        self.passes.row_of[pass] as usize + pos as usize
+    }
+
+    /// Pass transfer `f`'s sender has every acknowledgement (`sender`) or
+    /// its receiver every byte: that half goes into its row, and the
+    /// transfer is forgotten once nothing here needs it.
+    pub(super) fn pass_flow_half(&mut self, f: FlowId, sender: bool) {
+        let row = self.row_index(u64::from(f.0 - self.passes.base_flow));
+        let (other_here, both) = {
+            let l = &self.passes.live[&f.0];
+            let q = QpId(l.flow.first_qp);
+            let qp = self.nics.qp(q);
+            let other_port = if sender { qp.dst_port } else { qp.src_port };
+            let here = self
+                .part
+                .as_deref()
+                .is_none_or(|part| part.port_part[other_port.idx()] == part.me);
+            (here, if sender { l.received } else { l.sent })
+        };
+        let Some(l) = self.passes.live.get_mut(&f.0) else {
+            return;
+        };
+        let r = &mut self.passes.rows[row];
+        let fl = &l.flow;
+        if sender {
+            l.sent = true;
+            r.acked_messages += 1;
+            r.start = r.start.min(fl.start);
+            r.acked = r.acked.max(fl.acked);
+            r.retx_bytes += fl.retx_bytes;
+            r.timeouts += u64::from(fl.timeouts);
+        } else {
+            l.received = true;
+            r.messages += 1;
+            r.bytes += fl.spec.bytes;
+            r.pkts += u64::from(fl.pkts);
+            r.finish = r.finish.max(fl.finish);
+            r.ideal += fl.ideal_fct;
+            r.out_of_order += u64::from(fl.out_of_order);
+            r.naks += u64::from(fl.naks);
+        }
+        if both || !other_here {
+            self.passes.live.remove(&f.0);
+        }
+    }
+}
