@@ -15,7 +15,7 @@ use crate::topology::{FlowId, GpuId, QpId};
 use crate::units::SimTime;
 use crate::workload::graph::{TaskKind, NO_LANE};
 use crate::workload::program::{Released, Via};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// The passes' messages in flight and their connections' totals.
 #[derive(Default, serde::Serialize, serde::Deserialize)]

@@ -15,7 +15,8 @@ use crate::topology::{FlowId, QpId};
 use crate::units::SimTime;
 use crate::workload::collective::CollectiveRun;
 use crate::workload::graph::{Task, TaskGraph, TaskKind, NO_GPU, NO_LANE};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 
 pub const NO_TASK: u32 = u32::MAX;
 
@@ -123,7 +124,7 @@ impl TaskState {
             work: Vec::new(),
             releasing: false,
             own_total: n as u64,
-            dynamic: HashMap::new(),
+            dynamic: HashMap::default(),
             landing: Vec::new(),
             pass_base: None,
             graph,
