@@ -219,23 +219,13 @@ pub fn qps_and_flows(
         let pkts = (0..n_qps)
             .map(|i| packets_of(share(spec.bytes, n_qps, i), tc.mtu))
             .sum();
-        flows.push(FlowState {
-            start: if spec.gated { SimTime::MAX } else { spec.start },
+        flows.push(FlowState::new(
             spec,
             first_qp,
             n_qps,
-            posts: shared.is_some(),
+            shared.is_some(),
             pkts,
-            rx_done_qps: 0,
-            tx_done_qps: 0,
-            finish: None,
-            acked: None,
-            ideal_fct: SimTime::ZERO,
-            retx_bytes: 0,
-            timeouts: 0,
-            out_of_order: 0,
-            naks: 0,
-        });
+        ));
     }
     // A pass's connections, one QP set each, shared with the messages of
     // the same connection made up front.

@@ -28,6 +28,7 @@ mod view;
 pub use capture::FrameSink;
 pub mod deadlock;
 pub mod failures;
+mod flow;
 mod memory;
 mod outcome;
 pub mod parallel;
@@ -54,7 +55,6 @@ use crate::topology::routing::Routes;
 use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
 use crate::wire::{Opcode, Packet, PacketArena, PacketId};
-use crate::workload::FlowSpec;
 use queue::EventQueue;
 
 #[derive(Clone, Copy, Debug)]
@@ -156,37 +156,7 @@ impl queue::Keyed for Event {
 }
 
 pub use crate::nic::nics::{mrc_sport, QpState};
-
-pub struct FlowState {
-    pub spec: FlowSpec,
-    /// When it started (its task's start for a gated flow).
-    pub start: SimTime,
-    /// Its QPs: `first_qp..first_qp + n_qps` (its connection's first QPs
-    /// when `posts`).
-    pub first_qp: u32,
-    pub n_qps: u32,
-    /// Its messages are posted on its connection's QPs when it starts
-    /// (otherwise its QPs are its own and carry its write from the
-    /// start).
-    pub posts: bool,
-    /// Packets it takes (over all its QPs).
-    pub pkts: u32,
-    pub rx_done_qps: u32,
-    pub tx_done_qps: u32,
-    /// When the last byte was delivered in order at the destination.
-    pub finish: Option<SimTime>,
-    /// When the sender saw the last acknowledgement.
-    pub acked: Option<SimTime>,
-    /// Completion time on an idle fabric (see `ideal_fct`).
-    pub ideal_fct: SimTime,
-    /// What its messages cost once done (`transport::Msg`), at the
-    /// sender: payload bytes resent and retransmission timeouts; at the
-    /// receiver: packets out of order and NAKs sent.
-    pub retx_bytes: u64,
-    pub timeouts: u32,
-    pub out_of_order: u32,
-    pub naks: u32,
-}
+pub use flow::FlowState;
 
 pub(crate) use crate::switch::egress::first;
 pub use outcome::{Counters, Estimate, FirstEvents, Progress};

@@ -363,23 +363,7 @@ impl Simulation {
         let pkts = (0..n_qps)
             .map(|i| packets_of(super::build::share(spec.bytes, n_qps, i), mtu))
             .sum();
-        let mut flow = FlowState {
-            spec,
-            start: SimTime::MAX,
-            first_qp,
-            n_qps,
-            posts: true,
-            pkts,
-            rx_done_qps: 0,
-            tx_done_qps: 0,
-            finish: None,
-            acked: None,
-            ideal_fct: SimTime::ZERO,
-            retx_bytes: 0,
-            timeouts: 0,
-            out_of_order: 0,
-            naks: 0,
-        };
+        let mut flow = FlowState::new(spec, first_qp, n_qps, true, pkts);
         flow.ideal_fct = match self.passes.ideal.get(&(first_qp, flow.spec.bytes)) {
             Some(&t) => t,
             None => self.ideal_and_work(&flow, f.0).0,

@@ -260,23 +260,30 @@ impl<'a> Emitter<'a> {
             None => deps,
         };
         let topo = self.topo;
-        let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
-        if ga.host == gb.host {
+        if topo.gpus[a.idx()].host == topo.gpus[b.idx()].host {
             return Ok(self.local(a, b, bytes, deps));
         }
-        let rail_b = topo.nics[gb.nic.idx()].rail;
-        if self.pxn && topo.nics[ga.nic.idx()].rail != rail_b {
-            let proxy = topo.hosts[ga.host.idx()]
-                .gpus
-                .iter()
-                .copied()
-                .find(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail == rail_b);
-            if let Some(p) = proxy {
-                let hop = self.local(a, p, bytes, deps);
-                return self.net(p, b, bytes, channel, &[hop]);
-            }
+        if let Some(p) = self.proxy(a, b) {
+            let hop = self.local(a, p, bytes, deps);
+            return self.net(p, b, bytes, channel, &[hop]);
         }
         self.net(a, b, bytes, channel, deps)
+    }
+
+    /// With PXN, the GPU of `a`'s host on `b`'s rail, if `a`'s NIC is on
+    /// another: sends from `a` to `b` leave from its NIC.
+    fn proxy(&self, a: GpuId, b: GpuId) -> Option<GpuId> {
+        let topo = self.topo;
+        let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
+        let rail_b = topo.nics[gb.nic.idx()].rail;
+        if !self.pxn || topo.nics[ga.nic.idx()].rail == rail_b {
+            return None;
+        }
+        topo.hosts[ga.host.idx()]
+            .gpus
+            .iter()
+            .copied()
+            .find(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail == rail_b)
     }
 
     fn local(&mut self, a: GpuId, b: GpuId, bytes: u64, deps: &[u32]) -> u32 {
@@ -323,22 +330,13 @@ impl<'a> Emitter<'a> {
     /// `send` would move them), and their connection's key.
     fn via(&mut self, a: GpuId, b: GpuId, channel: u32) -> Result<(Via, u64), String> {
         let topo = self.topo;
-        let (ga, gb) = (topo.gpus[a.idx()], topo.gpus[b.idx()]);
-        if ga.host == gb.host {
+        if topo.gpus[a.idx()].host == topo.gpus[b.idx()].host {
             return Ok((Via::Local, 0));
         }
-        let rail_b = topo.nics[gb.nic.idx()].rail;
-        if self.pxn && topo.nics[ga.nic.idx()].rail != rail_b {
-            let proxy = topo.hosts[ga.host.idx()]
-                .gpus
-                .iter()
-                .copied()
-                .find(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail == rail_b);
-            if let Some(p) = proxy {
-                let lane = self.connection(p, b, channel)?;
-                let key = connection_key(self.workload, p, b, channel);
-                return Ok((Via::Pxn { proxy: p, lane }, key));
-            }
+        if let Some(p) = self.proxy(a, b) {
+            let lane = self.connection(p, b, channel)?;
+            let key = connection_key(self.workload, p, b, channel);
+            return Ok((Via::Pxn { proxy: p, lane }, key));
         }
         let lane = self.connection(a, b, channel)?;
         Ok((
