@@ -1054,10 +1054,10 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     let mut bytes: u64 = p.flows.iter().map(|f| f.bytes).sum();
     let mut transfers = p.flows.len() as u64;
     for pass in &p.graph.passes {
-        for pos in 0..pass.positions() as u32 {
-            if pass.via[pos as usize] != fabricsim::workload::program::Via::Local {
-                bytes += pass.bytes_from(pos);
-                transfers += pass.sends_from(pos);
+        for (c, conn) in pass.conns.iter().enumerate() {
+            if conn.via != fabricsim::workload::program::Via::Local {
+                bytes += pass.bytes_on(c as u32);
+                transfers += pass.sends_on(c as u32);
             }
         }
     }

@@ -25,7 +25,7 @@ use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
 use crate::wire::frame::ecn;
 use crate::wire::{Opcode, Packet};
-use crate::workload::program::RingPass;
+use crate::workload::program::Pass;
 use crate::workload::FlowSpec;
 
 /// Every port's egress and the switches, resolved from the scenario: PFC
@@ -169,13 +169,13 @@ pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>, tenants: Ve
 /// posted from the start, and so has every transfer under MRC, whose
 /// sender tracks one message's PSNs.
 /// Each QP of the run, each transfer's state, and the first QP of each
-/// ring pass position's connection (`u32::MAX` where it copies over
+/// pass connection (`u32::MAX` where it copies over
 /// NVLink); a pass's messages number from `base_flow` on.
 pub fn qps_and_flows(
     topo: &Topology,
     scenario: &Scenario,
     specs: Vec<FlowSpec>,
-    passes: &[RingPass],
+    passes: &[Pass],
     streams: &Streams,
     queue: &mut EventQueue<Event>,
 ) -> (Vec<QpState>, Vec<FlowState>, Vec<Vec<u32>>) {
@@ -232,9 +232,9 @@ pub fn qps_and_flows(
     let base_flow = flows.len() as u64;
     let mut pass_qps = Vec::with_capacity(passes.len());
     for pass in passes {
-        let mut firsts = Vec::with_capacity(pass.positions());
-        for pos in 0..pass.positions() as u32 {
-            let idx = pass.first_of(pos);
+        let mut firsts = Vec::with_capacity(pass.conns.len());
+        for c in 0..pass.conns.len() as u32 {
+            let idx = pass.first_on(c);
             let Some(spec) = pass.spec(topo, idx) else {
                 firsts.push(u32::MAX);
                 continue;

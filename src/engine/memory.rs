@@ -62,20 +62,21 @@ impl MemoryEstimate {
             let per_qp = f.bytes.div_ceil(n).div_ceil(mtu).max(1);
             total += n * (per_qp + per_qp.div_ceil(ack_every));
         }
-        // A ring pass: its connections' QPs and rows, and its state per
+        // A pass: its connections' QPs and rows, and its state per
         // position and slice; its messages exist only in flight.
         let mut pass_state = 0u64;
         let mut rows = 0u64;
         for pass in &p.graph.passes {
             pass_state += pass.state_bytes();
-            for pos in 0..pass.positions() as u32 {
+            for (c, conn) in pass.conns.iter().enumerate() {
                 rows += 1;
-                if pass.via[pos as usize] == crate::workload::program::Via::Local {
+                if conn.via == crate::workload::program::Via::Local {
                     continue;
                 }
                 let n = pass.qps.max(1) as u64;
                 qps += n;
-                let pkts = pass.bytes_from(pos).div_ceil(mtu) + pass.sends_from(pos);
+                let c = c as u32;
+                let pkts = pass.bytes_on(c).div_ceil(mtu) + pass.sends_on(c);
                 total += pkts + pkts.div_ceil(ack_every);
             }
         }

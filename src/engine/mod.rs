@@ -244,7 +244,7 @@ pub struct Simulation {
     capture: Option<Box<capture::Capture>>,
     packets: PacketArena,
     flows: Vec<FlowState>,
-    /// Ring pass messages in flight and their connections' rows.
+    /// Pass messages in flight and their connections' rows.
     passes: passes::PassFlows,
     /// The task graph of collectives and jobs, and NVLink copies.
     tasks: tasks::TaskState,

@@ -1080,7 +1080,7 @@ pub(super) struct Fragment {
     nics: crate::nic::nics::Nics,
     /// Each transfer's start and ends (`FlowEnds`).
     flows: Vec<FlowEnds>,
-    /// Its halves of the ring passes' connection rows.
+    /// Its halves of the passes' connection rows.
     passes: super::passes::PassFlows,
     counters: super::Counters,
     firsts: super::FirstEvents,

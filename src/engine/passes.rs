@@ -1,4 +1,4 @@
-//! The messages of ring passes (`workload::program`), made as the passes
+//! The messages of collective passes (`workload::program`), made as the passes
 //! run: their tasks and transfers exist from when a pass releases them to
 //! when they are done, and what they cost is then added to their
 //! connection's row (`ConnRow`), so that memory follows the messages in
@@ -133,20 +133,17 @@ impl Simulation {
         pf.base_flow = self.flows.len() as u32;
         for (pi, pass) in self.tasks.graph.passes.iter().enumerate() {
             pf.row_of.push(pf.rows.len() as u32);
-            for pos in 0..pass.positions() as u32 {
-                let first = first_qp[pi][pos as usize];
-                let planned = pass.sends_from(pos);
-                let (src, dst, qps) = match pass.spec(&self.topo, pass.first_of(pos)) {
+            for (c, conn) in pass.conns.iter().enumerate() {
+                let first = first_qp[pi][c];
+                let c = c as u32;
+                let planned = pass.sends_on(c);
+                let (src, dst, qps) = match pass.conn_spec(&self.topo, c, 0) {
                     Some(spec) => {
                         pf.net_messages += planned;
-                        pf.net_bytes += pass.bytes_from(pos);
+                        pf.net_bytes += pass.bytes_on(c);
                         (spec.src, spec.dst, spec.qps.max(1))
                     }
-                    None => {
-                        let n = pass.positions();
-                        let to = pass.order[(pos as usize + 1) % n];
-                        (pass.order[pos as usize], to, 0)
-                    }
+                    None => (conn.from, conn.to, 0),
                 };
                 pf.rows.push(ConnRow {
                     workload: pass.workload,
@@ -194,13 +191,13 @@ impl Simulation {
         let ack_every = tc.ack_every.max(1) as u64;
         let mut work = 0;
         for (pi, pass) in self.tasks.graph.passes.iter().enumerate() {
-            for pos in 0..pass.positions() as u32 {
-                let Some(spec) = pass.spec(&self.topo, pass.first_of(pos)) else {
+            for c in 0..pass.conns.len() as u32 {
+                let Some(spec) = pass.conn_spec(&self.topo, c, 0) else {
                     continue;
                 };
-                let q = QpId(self.passes.first_qp[pi][pos as usize]);
+                let q = QpId(self.passes.first_qp[pi][c as usize]);
                 let hops = self.route_of(q, spec.dst_nic).len() as u64;
-                let pkts = pass.bytes_from(pos).div_ceil(u64::from(tc.mtu)) + pass.sends_from(pos);
+                let pkts = pass.bytes_on(c).div_ceil(u64::from(tc.mtu)) + pass.sends_on(c);
                 work += (pkts + pkts.div_ceil(ack_every)) * hops;
             }
         }
@@ -241,11 +238,9 @@ impl Simulation {
         let g = p.first + idx;
         let base = self.passes.base_task;
         let hop = base + 2 * g as u32;
-        let (a, b) = (
-            p.order[m.pos as usize],
-            p.order[(m.pos as usize + 1) % p.positions()],
-        );
-        let (kind, lane, t) = match p.via[m.pos as usize] {
+        let conn = p.conns[m.conn as usize];
+        let (a, b) = (conn.from, conn.to);
+        let (kind, lane, t) = match conn.via {
             Via::Local => (
                 TaskKind::Local {
                     src: a,
@@ -283,7 +278,7 @@ impl Simulation {
         let p = &self.tasks.graph.passes[pass];
         let m = p.message(idx);
         if t.is_multiple_of(2) {
-            match p.via[m.pos as usize] {
+            match p.conns[m.conn as usize].via {
                 Via::Pxn { lane, .. } => {
                     let f = self.passes.base_flow + g as u32;
                     self.tasks.add_dynamic(t + 1, TaskKind::Net(f), lane);
@@ -345,7 +340,7 @@ impl Simulation {
         let (pass, idx) = self.pass_of(u64::from(f.0 - self.passes.base_flow));
         let p = self.tasks.graph.passes.get(pass)?;
         let spec = p.spec(&self.topo, idx)?;
-        let first = self.passes.first_qp[pass][p.message(idx).pos as usize];
+        let first = self.passes.first_qp[pass][p.message(idx).conn as usize];
         Some((spec.bytes, first, spec.n_qps()))
     }
 
@@ -357,7 +352,7 @@ impl Simulation {
         let spec = p
             .spec(&self.topo, idx)
             .expect("only a pass's network messages are transfers");
-        let first_qp = self.passes.first_qp[pass][p.message(idx).pos as usize];
+        let first_qp = self.passes.first_qp[pass][p.message(idx).conn as usize];
         let n_qps = spec.n_qps();
         let mtu = self.scenario.transport.mtu;
         let pkts = (0..n_qps)
@@ -374,8 +369,8 @@ impl Simulation {
     /// The row of pass message `g`'s connection.
     fn row_index(&self, g: u64) -> usize {
         let (pass, idx) = self.pass_of(g);
-        let pos = self.tasks.graph.passes[pass].message(idx).pos;
-        self.passes.row_of[pass] as usize + pos as usize
+        let conn = self.tasks.graph.passes[pass].message(idx).conn;
+        self.passes.row_of[pass] as usize + conn as usize
     }
 
     /// Pass transfer `f`'s sender has every acknowledgement (`sender`) or

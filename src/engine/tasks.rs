@@ -46,7 +46,7 @@ pub struct TaskState {
     /// Tasks done here when every task is (all of them, but in a
     /// partition of a parallel run: see `Home`).
     pub(super) own_total: u64,
-    /// Tasks of ring pass messages on their way, by number (see
+    /// Tasks of pass messages on their way, by number (see
     /// `passes`): not in the graph, and not counted among its tasks.
     dynamic: HashMap<u32, Dynamic>,
     /// NVLink copies of pass messages done moving, by host: when each

@@ -114,13 +114,13 @@ impl Simulation {
         &self.nics
     }
 
-    /// The transfers made up front (a ring pass's messages are not: see
+    /// The transfers made up front (a pass's messages are not: see
     /// `pass_flows`).
     pub fn flows(&self) -> &Vec<FlowState> {
         &self.flows
     }
 
-    /// Ring passes' messages: their connections' rows and totals.
+    /// Collective passes' messages: their connections' rows and totals.
     pub fn pass_flows(&self) -> &super::passes::PassFlows {
         &self.passes
     }

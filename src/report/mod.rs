@@ -167,7 +167,7 @@ pub struct Summary {
     /// When ECN, CNPs, DCQCN, PFC and the watchdog first acted.
     pub first_events: crate::engine::FirstEvents,
     /// Completion times and slowdowns of the transfers made up front; a
-    /// ring pass's messages are in its connections' rows of flows.csv
+    /// pass's messages are in its connections' rows of flows.csv
     /// and in collectives.csv instead.
     pub fct_ps: Option<Distribution>,
     pub slowdown: Option<Distribution>,
@@ -406,7 +406,7 @@ impl Summary {
             }
         }
         // Work of the task graph (NVLink copies, compute) counts too, and
-        // the ring passes'.
+        // the passes'.
         for &t in &sim.tasks().done {
             if t != SimTime::MAX {
                 makespan = makespan.max(t.0);

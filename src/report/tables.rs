@@ -140,7 +140,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
             "1".to_string(),
         ])?;
     }
-    // A ring pass's connections: a row each, its messages summed.
+    // A pass's connections: a row each, its messages summed.
     for r in &sim.pass_flows().rows {
         w.write_record(connection_row(sim, r))?;
     }
@@ -191,7 +191,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
     finish(w)
 }
 
-/// flows.csv's row of a ring pass connection: the bytes its receiver has,
+/// flows.csv's row of a pass connection: the bytes its receiver has,
 /// from its first message's start to its last one's delivery, against the
 /// sum of its messages' ideal times; no transfer number (its messages
 /// have theirs, but no row each).

@@ -14,7 +14,7 @@
 //! sending host on the receiver's rail, and leaves from that GPU's NIC.
 
 use super::graph::{GraphBuilder, TaskKind, NO_LANE};
-use super::program::{RingPass, Via};
+use super::program::{self, Pass, Via};
 use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, Topology};
@@ -537,38 +537,39 @@ fn ring_pass(
     let slices = share(data, n as u64, 0).div_ceil(chunk.max(1)).max(1);
     let messages = (steps as u64)
         .checked_mul(n as u64)
-        .and_then(|m| m.checked_mul(slices))
-        .filter(|&m| e.graph.pass_messages + m <= MAX_PASS_MESSAGES)
-        .ok_or_else(|| {
-            format!(
-                "the rings need more than {MAX_PASS_MESSAGES} messages; use a larger chunk or fewer channels"
-            )
-        })?;
+        .and_then(|m| m.checked_mul(slices));
+    if messages.is_none_or(|m| m > MAX_PASS_MESSAGES) {
+        return Err(passes_too_many());
+    }
+    let (steps, slices) = (steps as u32, slices as u32);
+    let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+    let pass = Pass::ring(
+        w,
+        qps,
+        order.to_vec(),
+        data,
+        steps,
+        slices,
+        first,
+        &mut |a, b| e.via(a, b, ch),
+    )?;
+    add_pass(e, pass, ready)
+}
+
+/// Adds `pass` to the graph, its positions entering after `ready` (and
+/// their GPU's gate); returns the task that ends each position's part.
+fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, String> {
+    let n = pass.positions();
+    let messages = pass.messages();
+    if e.graph.pass_messages + messages > MAX_PASS_MESSAGES {
+        return Err(passes_too_many());
+    }
     if e.graph.len() + 2 * n > MAX_TASKS {
         return Err(too_many());
     }
-    let mut via = Vec::with_capacity(n);
-    let mut conn = Vec::with_capacity(n);
-    for i in 0..n {
-        let (v, key) = e.via(order[i], order[(i + 1) % n], ch)?;
-        via.push(v);
-        conn.push(key);
-    }
-    let index = e.graph.passes.len() as u32;
-    let mut pass = RingPass::new(
-        e.workload,
-        e.qps,
-        ch,
-        order.to_vec(),
-        data,
-        steps as u32,
-        slices as u32,
-        via,
-        conn,
-        e.graph.pass_messages,
-    );
     e.graph.pass_messages += messages;
-    for (i, &g) in order.iter().enumerate() {
+    let index = e.graph.passes.len() as u32;
+    for (i, &g) in pass.order.iter().enumerate() {
         let pos = i as u32;
         let t = e
             .graph
@@ -596,7 +597,13 @@ fn ring_pass(
     Ok(exits)
 }
 
-/// Most messages the ring passes of a run may number (their tasks and
+fn passes_too_many() -> String {
+    format!(
+        "the collectives need more than {MAX_PASS_MESSAGES} messages; use a larger chunk or fewer channels"
+    )
+}
+
+/// Most messages the passes of a run may number (their tasks and
 /// flows are numbered past the graph's, in 32 bits).
 pub const MAX_PASS_MESSAGES: u64 = 1 << 30;
 
@@ -726,24 +733,12 @@ fn by_host(topo: &Topology, gpus: &[GpuId]) -> Vec<Vec<GpuId>> {
     hosts
 }
 
-/// Parent of each position in a balanced binary tree over positions
-/// 0..n whose leaves are the even positions: each range's root is its
-/// position p with the largest lowest set bit of p + 1.
+/// `program::btree` with positions as `usize`.
 fn btree(n: usize) -> Vec<Option<usize>> {
-    fn build(lo: usize, hi: usize, up: Option<usize>, parent: &mut [Option<usize>]) {
-        if lo >= hi {
-            return;
-        }
-        let root = (lo..hi)
-            .max_by_key(|&p| ((p + 1).trailing_zeros(), std::cmp::Reverse(p)))
-            .unwrap_or(lo);
-        parent[root] = up;
-        build(lo, root, Some(root), parent);
-        build(root + 1, hi, Some(root), parent);
-    }
-    let mut parent = vec![None; n];
-    build(0, n, None, &mut parent);
-    parent
+    program::btree(n)
+        .into_iter()
+        .map(|p| p.map(|q| q as usize))
+        .collect()
 }
 
 /// Double binary tree all-reduce (NCCL's tree): half the data goes up
@@ -773,6 +768,31 @@ fn double_tree(
 /// position, the tasks that bring it the reduced chunks (the root's:
 /// when it has reduced them).
 fn tree_pass(
+    e: &mut Emitter,
+    order: &[GpuId],
+    data: u64,
+    chunk: u64,
+    ch: u32,
+    ready: &[u32],
+) -> Result<Vec<Vec<u32>>, String> {
+    if e.graph.eager_rings {
+        return tree_pass_tasks(e, order, data, chunk, ch, ready);
+    }
+    if data.div_ceil(2).div_ceil(chunk.max(1)) > u64::from(u32::MAX) {
+        return Err(passes_too_many());
+    }
+    let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+    let pass = Pass::tree(w, qps, order.to_vec(), data, chunk, first, &mut |a, b| {
+        e.via(a, b, ch)
+    })?;
+    Ok(add_pass(e, pass, ready)?
+        .into_iter()
+        .map(|x| vec![x])
+        .collect())
+}
+
+/// `tree_pass` as tasks and flows made up front.
+fn tree_pass_tasks(
     e: &mut Emitter,
     order: &[GpuId],
     data: u64,
@@ -951,28 +971,6 @@ fn direct_all_to_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The tree is a single rooted tree; its leaves are the even
-    /// positions, so the second tree (shifted by one) has the odd
-    /// positions as leaves and no rank is inner in both (n even).
-    #[test]
-    fn double_binary_tree_shapes() {
-        for n in [2usize, 4, 8, 16, 6, 12] {
-            let parent = btree(n);
-            assert_eq!(parent.iter().filter(|p| p.is_none()).count(), 1, "n={n}");
-            let mut children = vec![0; n];
-            for p in parent.iter().flatten() {
-                children[*p] += 1;
-            }
-            assert!(children.iter().all(|&c| c <= 2));
-            let inner_a: Vec<usize> = (0..n).filter(|&p| children[p] > 0).collect();
-            assert!(inner_a.iter().all(|p| p % 2 == 1), "n={n}: {inner_a:?}");
-            // Tree B holds rank (p + 1) mod n at position p.
-            let inner_b: Vec<usize> = inner_a.iter().map(|p| (p + 1) % n).collect();
-            assert!(inner_b.iter().all(|r| !inner_a.contains(r)), "n={n}");
-            assert_eq!(by_depth(&parent).len(), n);
-        }
-    }
 
     #[test]
     fn busbw_factors_follow_nccl_tests() {

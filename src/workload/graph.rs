@@ -11,7 +11,7 @@
 //! network task frees its lane once its last byte is on the wire, so the
 //! next message of the same connection follows without a gap.
 
-use super::program::RingPass;
+use super::program::Pass;
 use crate::topology::GpuId;
 use crate::units::SimTime;
 
@@ -33,7 +33,7 @@ pub enum TaskKind {
     /// where the receiver waits for the data (the `Net` task). It waits
     /// for nothing in the graph.
     Acked(u32),
-    /// Position `pos` of ring pass `pass` enters it (`workload::program`);
+    /// Position `pos` of pass `pass` enters it (`workload::program`);
     /// done at once.
     Enter { pass: u32, pos: u32 },
     /// Done when the pass says position `pos`'s part is: besides its
@@ -63,8 +63,8 @@ pub struct TaskGraph {
     /// The first task of each workload entry, in scenario order (tasks
     /// are added workload by workload).
     pub workload_first_task: Vec<u32>,
-    /// Ring passes whose messages are made as they run.
-    pub passes: Vec<RingPass>,
+    /// Collective passes whose messages are made as they run.
+    pub passes: Vec<Pass>,
 }
 
 impl TaskGraph {
@@ -89,7 +89,7 @@ pub struct GraphBuilder {
     lanes: u32,
     /// Each GPU's compute lane (kernels run one at a time), by GPU id.
     gpu_lanes: std::collections::HashMap<u32, u32>,
-    pub passes: Vec<RingPass>,
+    pub passes: Vec<Pass>,
     /// Messages the passes number so far.
     pub pass_messages: u64,
     /// Rings as tasks and flows up front, not as passes (MRC gives each
