@@ -100,6 +100,9 @@ fn writes(sim: &fabricsim::engine::Simulation) -> Vec<(u32, u32, u64, u64)> {
         .map(|f| (f.spec.src.0, f.spec.dst.0, f.spec.bytes, 1))
         .collect();
     for r in &sim.pass_flows().rows {
+        // Every connection, over NVLink or the network, carried all it
+        // was to.
+        assert_eq!(r.messages, r.planned, "{r:?}");
         if r.qps > 0 {
             v.push((r.src.0, r.dst.0, r.bytes, r.messages));
         }

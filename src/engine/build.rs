@@ -235,7 +235,9 @@ pub fn qps_and_flows(
         let mut firsts = Vec::with_capacity(pass.conns.len());
         for c in 0..pass.conns.len() as u32 {
             let idx = pass.first_on(c);
-            let Some(spec) = pass.spec(topo, idx) else {
+            let spec = pass.spec(topo, idx).filter(|_| pass.sends_on(c) > 0);
+            let Some(spec) = spec else {
+                // Over NVLink, or carrying nothing: no QP.
                 firsts.push(u32::MAX);
                 continue;
             };

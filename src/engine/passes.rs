@@ -137,7 +137,10 @@ impl Simulation {
                 let first = first_qp[pi][c];
                 let c = c as u32;
                 let planned = pass.sends_on(c);
-                let (src, dst, qps) = match pass.conn_spec(&self.topo, c, 0) {
+                let net = pass
+                    .conn_spec(&self.topo, c, 0)
+                    .filter(|_| first != u32::MAX);
+                let (src, dst, qps) = match net {
                     Some(spec) => {
                         pf.net_messages += planned;
                         pf.net_bytes += pass.bytes_on(c);
@@ -192,10 +195,11 @@ impl Simulation {
         let mut work = 0;
         for (pi, pass) in self.tasks.graph.passes.iter().enumerate() {
             for c in 0..pass.conns.len() as u32 {
-                let Some(spec) = pass.conn_spec(&self.topo, c, 0) else {
+                let q = self.passes.first_qp[pi][c as usize];
+                let Some(spec) = pass.conn_spec(&self.topo, c, 0).filter(|_| q != u32::MAX) else {
                     continue;
                 };
-                let q = QpId(self.passes.first_qp[pi][c as usize]);
+                let q = QpId(q);
                 let hops = self.route_of(q, spec.dst_nic).len() as u64;
                 let pkts = pass.bytes_on(c).div_ceil(u64::from(tc.mtu)) + pass.sends_on(c);
                 work += (pkts + pkts.div_ceil(ack_every)) * hops;
@@ -273,11 +277,13 @@ impl Simulation {
     /// arrived and its pass goes on.
     pub(super) fn pass_task_done(&mut self, t: u32, started: SimTime) {
         self.passes.last_done = self.now;
-        let g = u64::from((t - self.passes.base_task) / 2);
+        let rel = t - self.passes.base_task;
+        let g = u64::from(rel / 2);
         let (pass, idx) = self.pass_of(g);
         let p = &self.tasks.graph.passes[pass];
         let m = p.message(idx);
-        if t.is_multiple_of(2) {
+        // Its NVLink copy (a copy, or a PXN hop), or its write.
+        if rel.is_multiple_of(2) {
             match p.conns[m.conn as usize].via {
                 Via::Pxn { lane, .. } => {
                     let f = self.passes.base_flow + g as u32;

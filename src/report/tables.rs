@@ -141,7 +141,7 @@ pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
         ])?;
     }
     // A pass's connections: a row each, its messages summed.
-    for r in &sim.pass_flows().rows {
+    for r in sim.pass_flows().rows.iter().filter(|r| r.planned > 0) {
         w.write_record(connection_row(sim, r))?;
     }
     // Copies between GPUs of one host went over NVLink: rows of their own,

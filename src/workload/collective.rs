@@ -326,6 +326,13 @@ impl<'a> Emitter<'a> {
             .or_insert_with(|| graph.new_lane()))
     }
 
+    /// `via` for a pass's constructor.
+    fn router(
+        &mut self,
+    ) -> impl FnMut(GpuId, GpuId, u32) -> Result<(Via, u64), String> + use<'_, 'a> {
+        |a, b, ch| self.via(a, b, ch)
+    }
+
     /// How a pass's messages from `a` to `b` on `channel` travel (as
     /// `send` would move them), and their connection's key.
     fn via(&mut self, a: GpuId, b: GpuId, channel: u32) -> Result<(Via, u64), String> {
@@ -543,15 +550,17 @@ fn ring_pass(
     }
     let (steps, slices) = (steps as u32, slices as u32);
     let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+    let order = order.to_vec();
     let pass = Pass::ring(
         w,
         qps,
-        order.to_vec(),
+        ch,
+        order,
         data,
         steps,
         slices,
         first,
-        &mut |a, b| e.via(a, b, ch),
+        &mut e.router(),
     )?;
     add_pass(e, pass, ready)
 }
@@ -782,9 +791,16 @@ fn tree_pass(
         return Err(passes_too_many());
     }
     let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
-    let pass = Pass::tree(w, qps, order.to_vec(), data, chunk, first, &mut |a, b| {
-        e.via(a, b, ch)
-    })?;
+    let pass = Pass::tree(
+        w,
+        qps,
+        ch,
+        order.to_vec(),
+        data,
+        chunk,
+        first,
+        &mut e.router(),
+    )?;
     Ok(add_pass(e, pass, ready)?
         .into_iter()
         .map(|x| vec![x])
@@ -887,6 +903,26 @@ fn halving_doubling(
     for ch in 0..c.channels {
         let order = ring_order(e.topo, &c.gpus, ch);
         let data = share(c.bytes, c.channels as u64, ch as u64);
+        if !e.graph.eager_rings {
+            let stages: Vec<(u32, u64)> = plan.iter().map(|&(d, den)| (d as u32, den)).collect();
+            if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
+                return Err(passes_too_many());
+            }
+            let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+            let pass = Pass::halving(
+                w,
+                qps,
+                ch,
+                order,
+                data,
+                &stages,
+                c.chunk,
+                first,
+                &mut e.router(),
+            )?;
+            last.extend(add_pass(e, pass, &vec![start; n])?);
+            continue;
+        }
         let mut ready = vec![start; n];
         for &(dist, den) in &plan {
             let bytes = data / den;
@@ -924,6 +960,15 @@ fn ring_broadcast(
         let at = order.iter().position(|&g| g == root).unwrap_or(0);
         order.rotate_left(at);
         let data = share(c.bytes, c.channels as u64, ch as u64);
+        if !e.graph.eager_rings {
+            if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
+                return Err(passes_too_many());
+            }
+            let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+            let pass = Pass::chain(w, qps, ch, order, data, c.chunk, first, &mut e.router())?;
+            last.extend(add_pass(e, pass, &vec![start; n])?);
+            continue;
+        }
         let slices = cut(e, data, c.chunk)?;
         let mut arrived = vec![start; slices as usize];
         for i in 0..n - 1 {
@@ -949,6 +994,26 @@ fn direct_all_to_all(
     last: &mut Vec<u32>,
 ) -> Result<(), String> {
     let n = c.gpus.len() as u64;
+    if !e.graph.eager_rings {
+        let per_pair = c.bytes.div_ceil(n).div_ceil(u64::from(c.channels.max(1)));
+        if per_pair.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
+            return Err(passes_too_many());
+        }
+        let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+        let (order, channels) = (c.gpus.clone(), c.channels);
+        let pass = Pass::all_to_all(
+            w,
+            qps,
+            order,
+            c.bytes,
+            channels,
+            c.chunk,
+            first,
+            &mut e.router(),
+        )?;
+        last.extend(add_pass(e, pass, &vec![start; n as usize])?);
+        return Ok(());
+    }
     for (i, &a) in c.gpus.iter().enumerate() {
         for (k, &b) in c.gpus.iter().enumerate() {
             if i == k {

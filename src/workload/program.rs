@@ -77,6 +77,49 @@ pub struct Pass {
 enum Shape {
     Ring(Ring),
     Tree(Box<Tree>),
+    Halving(Halving),
+    Chain(Chain),
+    AllToAll(AllToAll),
+}
+
+/// Halving-doubling: stage after stage, each rank sends its share to its
+/// partner at the stage's distance, once it has what its partner of the
+/// stage before sent it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Halving {
+    /// Per stage: distance, bytes, chunks.
+    stages: Vec<(u32, u64, u32)>,
+    most: u32,
+    /// Distances a rank has partners at (log2 n).
+    log: u32,
+    /// Per rank: the next stage it sends.
+    next: Vec<u32>,
+    /// Per stage and rank: chunks that arrived.
+    arrived: Vec<u32>,
+}
+
+/// A broadcast down a chain from position 0, chunk by chunk.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Chain {
+    data: u64,
+    slices: u32,
+    /// Per position and slice: whether it has the chunk.
+    has: Vec<bool>,
+    /// Per position: chunks it has.
+    got: Vec<u32>,
+}
+
+/// Every rank sends its share to every other at once, over the channels
+/// and in chunks.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct AllToAll {
+    bytes: u64,
+    channels: u32,
+    chunk: u64,
+    most: u32,
+    /// Per rank: chunks that arrived, and that will.
+    arrived: Vec<u32>,
+    expect: Vec<u32>,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -130,7 +173,7 @@ pub struct Released {
 }
 
 /// How a pass's connection between two GPUs travels and its key.
-pub type Route<'a> = dyn FnMut(GpuId, GpuId) -> Result<(Via, u64), String> + 'a;
+pub type Route<'a> = dyn FnMut(GpuId, GpuId, u32) -> Result<(Via, u64), String> + 'a;
 
 impl Pass {
     fn with(
@@ -162,6 +205,7 @@ impl Pass {
     pub fn ring(
         workload: u32,
         qps: u32,
+        channel: u32,
         order: Vec<GpuId>,
         data: u64,
         steps: u32,
@@ -173,7 +217,7 @@ impl Pass {
         let mut conns = Vec::with_capacity(n);
         for i in 0..n {
             let (from, to) = (order[i], order[(i + 1) % n]);
-            let (via, key) = route(from, to)?;
+            let (via, key) = route(from, to, channel)?;
             conns.push(Conn { from, to, via, key });
         }
         let cells = n * slices as usize;
@@ -197,9 +241,11 @@ impl Pass {
 
     /// A double binary tree all-reduce of `data` bytes over `order`, each
     /// tree's half cut into chunks of `chunk` bytes.
+    #[allow(clippy::too_many_arguments)]
     pub fn tree(
         workload: u32,
         qps: u32,
+        channel: u32,
         order: Vec<GpuId>,
         data: u64,
         chunk: u64,
@@ -236,7 +282,7 @@ impl Pass {
                     .into_iter()
                     .enumerate()
                 {
-                    let (via, key) = route(from, to)?;
+                    let (via, key) = route(from, to, channel)?;
                     conn_at[(t * 2 + dir) * n + p] = conns.len() as u32;
                     conn_where.push(((t * 2 + dir) * n + p) as u32);
                     conns.push(Conn { from, to, via, key });
@@ -265,6 +311,145 @@ impl Pass {
         ))
     }
 
+    /// Halving-doubling (Rabenseifner) of `data` bytes over `order` (a
+    /// power of two): `stages` as (distance, fraction 1/den of the data).
+    #[allow(clippy::too_many_arguments)]
+    pub fn halving(
+        workload: u32,
+        qps: u32,
+        channel: u32,
+        order: Vec<GpuId>,
+        data: u64,
+        stages: &[(u32, u64)],
+        chunk: u64,
+        first: u64,
+        route: &mut Route,
+    ) -> Result<Pass, String> {
+        let n = order.len();
+        let log = n.trailing_zeros();
+        let mut conns = Vec::with_capacity(n * log as usize);
+        for i in 0..n {
+            for l in 0..log {
+                let (from, to) = (order[i], order[i ^ (1 << l)]);
+                let (via, key) = route(from, to, channel)?;
+                conns.push(Conn { from, to, via, key });
+            }
+        }
+        let stages: Vec<(u32, u64, u32)> = stages
+            .iter()
+            .map(|&(dist, den)| {
+                let bytes = data / den;
+                (dist, bytes, bytes.div_ceil(chunk.max(1)).max(1) as u32)
+            })
+            .collect();
+        let most = stages.iter().map(|s| s.2).max().unwrap_or(1);
+        let h = Halving {
+            arrived: vec![0; stages.len() * n],
+            next: vec![0; n],
+            stages,
+            most,
+            log,
+        };
+        Ok(Pass::with(
+            workload,
+            qps,
+            order,
+            conns,
+            first,
+            Shape::Halving(h),
+        ))
+    }
+
+    /// A broadcast of `data` bytes from `order[0]` down the chain of
+    /// positions, in chunks of `chunk` bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn chain(
+        workload: u32,
+        qps: u32,
+        channel: u32,
+        order: Vec<GpuId>,
+        data: u64,
+        chunk: u64,
+        first: u64,
+        route: &mut Route,
+    ) -> Result<Pass, String> {
+        let n = order.len();
+        let mut conns = Vec::with_capacity(n - 1);
+        for i in 0..n - 1 {
+            let (from, to) = (order[i], order[i + 1]);
+            let (via, key) = route(from, to, channel)?;
+            conns.push(Conn { from, to, via, key });
+        }
+        let slices = data.div_ceil(chunk.max(1)).max(1) as u32;
+        let c = Chain {
+            data,
+            slices,
+            has: vec![false; n * slices as usize],
+            got: vec![0; n],
+        };
+        Ok(Pass::with(
+            workload,
+            qps,
+            order,
+            conns,
+            first,
+            Shape::Chain(c),
+        ))
+    }
+
+    /// An all-to-all: `bytes` from every rank, a share to each other one
+    /// (by the receiver's place), over `channels` and in chunks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_to_all(
+        workload: u32,
+        qps: u32,
+        order: Vec<GpuId>,
+        bytes: u64,
+        channels: u32,
+        chunk: u64,
+        first: u64,
+        route: &mut Route,
+    ) -> Result<Pass, String> {
+        let n = order.len();
+        let mut conns = Vec::with_capacity(n * (n - 1) * channels as usize);
+        for i in 0..n {
+            for k in (0..n).filter(|&k| k != i) {
+                for ch in 0..channels {
+                    let (from, to) = (order[i], order[k]);
+                    let (via, key) = route(from, to, ch)?;
+                    conns.push(Conn { from, to, via, key });
+                }
+            }
+        }
+        let mut a = AllToAll {
+            bytes,
+            channels,
+            chunk,
+            most: 0,
+            arrived: vec![0; n],
+            expect: vec![0; n],
+        };
+        for k in 0..n {
+            let per_ch: u32 = (0..channels).map(|ch| a.slices(n, k, ch).1).sum();
+            a.expect[k] = per_ch * (n as u32 - 1);
+            a.most = a.most.max(
+                (0..channels)
+                    .map(|ch| a.slices(n, k, ch).1)
+                    .max()
+                    .unwrap_or(0),
+            );
+        }
+        a.most = a.most.max(1);
+        Ok(Pass::with(
+            workload,
+            qps,
+            order,
+            conns,
+            first,
+            Shape::AllToAll(a),
+        ))
+    }
+
     /// What it holds while it runs (its messages aside).
     pub fn state_bytes(&self) -> u64 {
         let n = self.order.len() as u64;
@@ -276,6 +461,9 @@ impl Pass {
                     let most = u64::from(t.slices[0].max(t.slices[1]));
                     n * (4 + 8 + 24 + 16 + 4) + 2 * most * n * 2 + self.conns.len() as u64 * 4
                 }
+                Shape::Halving(h) => n * 4 + h.stages.len() as u64 * (n * 4 + 16),
+                Shape::Chain(c) => n * 4 + n * u64::from(c.slices),
+                Shape::AllToAll(_) => n * 8,
             }
     }
 
@@ -290,6 +478,9 @@ impl Pass {
         match &self.shape {
             Shape::Ring(r) => u64::from(r.steps) * n * u64::from(r.slices),
             Shape::Tree(t) => 4 * u64::from(t.slices[0].max(t.slices[1])) * n,
+            Shape::Halving(h) => h.stages.len() as u64 * u64::from(h.most) * n,
+            Shape::Chain(c) => (n - 1) * u64::from(c.slices),
+            Shape::AllToAll(a) => self.conns.len() as u64 * u64::from(a.most),
         }
     }
 
@@ -309,6 +500,34 @@ impl Pass {
                 Message {
                     conn: t.conn_at[(tree * 2 + dir) * n as usize + p as usize],
                     bytes: share(t.half[tree], u64::from(t.slices[tree]), u64::from(slice)),
+                }
+            }
+            Shape::Halving(h) => {
+                let (s, j, i) = h.decode(n, idx);
+                let (dist, bytes, slices) = h.stages[s];
+                Message {
+                    conn: i * h.log + dist.trailing_zeros(),
+                    bytes: share(bytes, u64::from(slices), u64::from(j)),
+                }
+            }
+            Shape::Chain(c) => {
+                let slices = u64::from(c.slices);
+                Message {
+                    conn: (idx / slices) as u32,
+                    bytes: share(c.data, slices, idx % slices),
+                }
+            }
+            Shape::AllToAll(a) => {
+                let conn = (idx / u64::from(a.most)) as u32;
+                let (data, slices) = a.of_conn(n as usize, conn);
+                let j = idx % u64::from(a.most);
+                Message {
+                    conn,
+                    bytes: if j < u64::from(slices) {
+                        share(data, u64::from(slices), j)
+                    } else {
+                        0
+                    },
                 }
             }
         }
@@ -356,6 +575,13 @@ impl Pass {
                 let (tree, dir) = (td / 2, td % 2);
                 t.index(n, tree as usize, 0, dir as usize, p as u32)
             }
+            Shape::Halving(h) => {
+                let (i, l) = (c / h.log, c % h.log);
+                let s = h.stages.iter().position(|st| st.0 == 1 << l).unwrap_or(0);
+                h.index(n, s, 0, i)
+            }
+            Shape::Chain(ch) => u64::from(c) * u64::from(ch.slices),
+            Shape::AllToAll(a) => u64::from(c) * u64::from(a.most),
         }
     }
 
@@ -364,6 +590,9 @@ impl Pass {
         match &self.shape {
             Shape::Ring(r) => r.over_steps(self.order.len() as u64, c, |block| block),
             Shape::Tree(t) => t.half[t.tree_of(self.order.len(), c)],
+            Shape::Halving(h) => h.on(c).map(|st| st.1).sum(),
+            Shape::Chain(ch) => ch.data,
+            Shape::AllToAll(a) => a.of_conn(self.order.len(), c).0,
         }
     }
 
@@ -375,6 +604,9 @@ impl Pass {
                 r.over_steps(self.order.len() as u64, c, |block| block.min(slices))
             }
             Shape::Tree(t) => u64::from(t.slices[t.tree_of(self.order.len(), c)]),
+            Shape::Halving(h) => h.on(c).map(|st| st.1.min(u64::from(st.2))).sum(),
+            Shape::Chain(ch) => ch.data.min(u64::from(ch.slices)),
+            Shape::AllToAll(a) => u64::from(a.of_conn(self.order.len(), c).1),
         }
     }
 
@@ -399,6 +631,20 @@ impl Pass {
                     }
                 }
             }
+            Shape::Halving(h) => h.try_send(n, pos, out),
+            Shape::Chain(c) => {
+                if pos == 0 {
+                    c.has[..c.slices as usize].fill(true);
+                }
+                let mut work = Vec::new();
+                for j in 0..c.slices {
+                    if c.has[(pos * c.slices + j) as usize] {
+                        c.forward(n, pos, j, out, &mut work);
+                    }
+                }
+                c.settle(n, work, &self.entered, out);
+            }
+            Shape::AllToAll(a) => a.send_all(n as usize, pos, out),
         }
         out.done.push(pos);
         self.confirm(from, out);
@@ -414,6 +660,25 @@ impl Pass {
                 r.settle(n, vec![((pos + 1) % n, slice)], &self.entered, out);
             }
             Shape::Tree(t) => t.arrive(n, idx, &self.entered, out),
+            Shape::Halving(h) => {
+                let (s, _, i) = h.decode(u64::from(n), idx);
+                let p = i ^ h.stages[s].0;
+                h.arrived[s * n as usize + p as usize] += 1;
+                if self.entered[p as usize] {
+                    h.try_send(n, p, out);
+                }
+                out.done.push(p);
+            }
+            Shape::Chain(c) => {
+                let i = (idx / u64::from(c.slices)) as u32;
+                let j = (idx % u64::from(c.slices)) as u32;
+                c.settle(n, vec![(i + 1, j)], &self.entered, out);
+            }
+            Shape::AllToAll(a) => {
+                let k = a.receiver(n as usize, (idx / u64::from(a.most)) as u32);
+                a.arrived[k] += 1;
+                out.done.push(k as u32);
+            }
         }
         self.confirm(from, out);
     }
@@ -436,6 +701,9 @@ impl Pass {
         let complete = match &self.shape {
             Shape::Ring(r) => r.complete[p] == r.slices,
             Shape::Tree(t) => t.got[p] == t.slices[0] + t.slices[1],
+            Shape::Halving(h) => h.done(self.order.len(), p),
+            Shape::Chain(c) => p == 0 || c.got[p] == c.slices,
+            Shape::AllToAll(a) => a.arrived[p] == a.expect[p],
         };
         if complete {
             self.finished[p] = true;
@@ -613,6 +881,125 @@ impl Tree {
     }
 }
 
+impl Halving {
+    /// (stage, slice, sender) of message `idx`.
+    fn decode(&self, n: u64, idx: u64) -> (usize, u32, u32) {
+        let i = (idx % n) as u32;
+        let rest = idx / n;
+        let most = u64::from(self.most);
+        ((rest / most) as usize, (rest % most) as u32, i)
+    }
+
+    fn index(&self, n: u64, s: usize, j: u32, i: u32) -> u64 {
+        (s as u64 * u64::from(self.most) + u64::from(j)) * n + u64::from(i)
+    }
+
+    /// The stages connection `c` (of rank c / log, at distance 2^(c %
+    /// log)) carries.
+    fn on(&self, c: u32) -> impl Iterator<Item = &(u32, u64, u32)> {
+        let dist = 1 << (c % self.log);
+        self.stages.iter().filter(move |st| st.0 == dist)
+    }
+
+    /// Chunks with bytes of stage `s`.
+    fn sends(&self, s: usize) -> u32 {
+        let (_, bytes, slices) = self.stages[s];
+        bytes.min(u64::from(slices)) as u32
+    }
+
+    /// Rank `i` (entered) sends its next stages while it has what the
+    /// stage before each brought it.
+    fn try_send(&mut self, n: u32, i: u32, out: &mut Released) {
+        loop {
+            let s = self.next[i as usize] as usize;
+            if s == self.stages.len()
+                || (s > 0 && self.arrived[(s - 1) * n as usize + i as usize] < self.sends(s - 1))
+            {
+                return;
+            }
+            self.next[i as usize] += 1;
+            let (_, bytes, slices) = self.stages[s];
+            for j in 0..slices {
+                if share(bytes, u64::from(slices), u64::from(j)) > 0 {
+                    out.send.push(self.index(u64::from(n), s, j, i));
+                }
+            }
+        }
+    }
+
+    fn done(&self, n: usize, i: usize) -> bool {
+        let last = self.stages.len();
+        self.next[i] as usize == last
+            && (last == 0 || self.arrived[(last - 1) * n + i] == self.sends(last - 1))
+    }
+}
+
+impl Chain {
+    /// Position `i` (entered) passes chunk `j` on; a chunk of no bytes
+    /// arrives at once.
+    fn forward(&self, n: u32, i: u32, j: u32, out: &mut Released, work: &mut Vec<(u32, u32)>) {
+        if i + 1 >= n {
+            return;
+        }
+        if share(self.data, u64::from(self.slices), u64::from(j)) == 0 {
+            work.push((i + 1, j));
+        } else {
+            out.send
+                .push(u64::from(i) * u64::from(self.slices) + u64::from(j));
+        }
+    }
+
+    /// Chunks arriving at positions, and what follows.
+    fn settle(&mut self, n: u32, mut work: Vec<(u32, u32)>, entered: &[bool], out: &mut Released) {
+        while let Some((i, j)) = work.pop() {
+            self.has[(i * self.slices + j) as usize] = true;
+            self.got[i as usize] += 1;
+            out.done.push(i);
+            if entered[i as usize] {
+                self.forward(n, i, j, out, &mut work);
+            }
+        }
+    }
+}
+
+impl AllToAll {
+    /// The bytes rank `k` gets from each other on channel `ch`, and their
+    /// chunks.
+    fn slices(&self, n: usize, k: usize, ch: u32) -> (u64, u32) {
+        let pair = share(self.bytes, n as u64, k as u64);
+        let data = share(pair, u64::from(self.channels), u64::from(ch));
+        let slices = if data == 0 {
+            0
+        } else {
+            data.div_ceil(self.chunk.max(1)).max(1) as u32
+        };
+        (data, slices)
+    }
+
+    /// The receiver of connection `c`.
+    fn receiver(&self, n: usize, c: u32) -> usize {
+        let pair = c as usize / self.channels as usize;
+        let (i, kr) = (pair / (n - 1), pair % (n - 1));
+        kr + usize::from(kr >= i)
+    }
+
+    /// Connection `c`'s bytes and chunks.
+    fn of_conn(&self, n: usize, c: u32) -> (u64, u32) {
+        self.slices(n, self.receiver(n, c), c % self.channels)
+    }
+
+    /// Rank `i` sends everything at once.
+    fn send_all(&self, n: usize, i: u32, out: &mut Released) {
+        let first = i as usize * (n - 1) * self.channels as usize;
+        for c in first..first + (n - 1) * self.channels as usize {
+            for j in 0..self.of_conn(n, c as u32).1 {
+                out.send
+                    .push(c as u64 * u64::from(self.most) + u64::from(j));
+            }
+        }
+    }
+}
+
 /// Parent of each position in a balanced binary tree over positions
 /// 0..n whose leaves are the even positions: each range's root is its
 /// position p with the largest lowest set bit of p + 1.
@@ -637,13 +1024,13 @@ pub fn btree(n: usize) -> Vec<Option<u32>> {
 mod tests {
     use super::*;
 
-    fn local(_: GpuId, _: GpuId) -> Result<(Via, u64), String> {
+    fn local(_: GpuId, _: GpuId, _: u32) -> Result<(Via, u64), String> {
         Ok((Via::Local, 0))
     }
 
     fn ring(n: u32, data: u64, steps: u32, slices: u32) -> Pass {
         let order = (0..n).map(GpuId).collect();
-        Pass::ring(0, 1, order, data, steps, slices, 0, &mut local).unwrap()
+        Pass::ring(0, 1, 0, order, data, steps, slices, 0, &mut local).unwrap()
     }
 
     /// Runs a pass to the end, delivering messages in the order they are
@@ -747,7 +1134,7 @@ mod tests {
     #[test]
     fn a_tree_reduces_up_and_broadcasts_down() {
         let order: Vec<GpuId> = (0..8).map(GpuId).collect();
-        let mut p = Pass::tree(0, 1, order, 6000, 1000, 0, &mut local).unwrap();
+        let mut p = Pass::tree(0, 1, 0, order, 6000, 1000, 0, &mut local).unwrap();
         assert_eq!(p.conns.len(), 2 * 2 * 7, "two trees, 7 edges, both ways");
         let sent = run(&mut p);
         assert_eq!(sent.len(), 2 * 3 * 2 * 7);
