@@ -224,6 +224,29 @@ fn messages_of_a_connection_share_a_path_and_go_in_turn() {
     assert_eq!(sim.pass_flows().live().count(), 0);
 }
 
+/// Over MRC too a connection's messages are posted on its QPs (one PSN
+/// space, sprayed over the paths, acknowledged selectively): every
+/// collective completes and moves what it should, on one QP per
+/// connection however many messages it has.
+#[test]
+fn collectives_run_over_mrc_on_their_connections() {
+    for op in ["all-reduce", "all-to-all"] {
+        let text =
+            flat(op, "chunk = \"128KB\"").replace("[transport]", "[transport]\nprotocol = \"mrc\"");
+        let (sim, sum) = run(&text);
+        assert!(sum.complete, "{op}");
+        assert!(sim.flows().is_empty());
+        let rows = &sim.pass_flows().rows;
+        let messages: u64 = writes(&sim).iter().map(|w| w.3).sum();
+        assert!(
+            messages > 2 * rows.len() as u64,
+            "{op}: several messages a connection"
+        );
+        assert_eq!(sim.qps().len(), rows.len(), "{op}: a QP per connection");
+        assert!(sim.qps().iter().all(|q| q.req.mrc.is_some()), "{op}");
+    }
+}
+
 /// Inside one host the ring runs over NVLink only: no network transfer,
 /// and with one channel and one chunk per step the time is exact:
 /// 2(n-1) steps of (S/n at the per-direction NVLink rate, plus latency).

@@ -186,7 +186,7 @@ pub fn qps_and_flows(
     let mut conns: std::collections::HashMap<(u32, u32, u32, u64), u32> = Default::default();
     for (fi, spec) in specs.into_iter().enumerate() {
         let n_qps = spec.n_qps();
-        let shared = spec.conn.filter(|_| tc.mrc.is_none());
+        let shared = spec.conn;
         let reuse = shared.and_then(|c| conns.get(&(spec.workload, spec.src.0, spec.dst.0, c)));
         let first_qp = match reuse {
             Some(&q) => q,

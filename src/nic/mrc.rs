@@ -51,7 +51,13 @@ const NO_PROBE: u32 = u32::MAX;
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Mrc {
     pub cfg: MrcConfig,
+    /// PSNs posted.
     n: u32,
+    /// The per-PSN records below hold PSNs `base..n` (`base` a multiple
+    /// of 64 at or below `una`): what is acknowledged in full is dropped,
+    /// so a connection that posts message after message holds only what
+    /// is in flight.
+    base: u32,
     acked: Vec<u64>,
     pub n_acked: u32,
     /// Oldest unacknowledged PSN.
@@ -105,6 +111,7 @@ impl Mrc {
         let paths = (planes * per_plane) as usize;
         Mrc {
             n: n_pkts,
+            base: 0,
             acked: vec![0; words],
             n_acked: 0,
             una: 0,
@@ -123,6 +130,46 @@ impl Mrc {
             cfg,
             stats: MrcStats::default(),
         }
+    }
+
+    /// Whether `psn` is acknowledged (everything below the records is).
+    fn is_acked(&self, psn: u32) -> bool {
+        psn < self.base || bit(&self.acked, psn - self.base)
+    }
+
+    fn is_queued(&self, psn: u32) -> bool {
+        psn >= self.base && bit(&self.queued, psn - self.base)
+    }
+
+    fn at(&self, psn: u32) -> usize {
+        (psn - self.base) as usize
+    }
+
+    /// `more` PSNs are posted after those before (a message on the
+    /// connection).
+    pub fn extend(&mut self, more: u32) {
+        self.n += more;
+        let len = (self.n - self.base) as usize;
+        let words = len / 64 + 1;
+        self.acked.resize(words, 0);
+        self.queued.resize(words, 0);
+        self.sent_at.resize(len, NEVER);
+        self.path_of.resize(len, 0);
+    }
+
+    /// Drops the records of PSNs acknowledged in full, once they are at
+    /// least half of what is held.
+    fn trim(&mut self) {
+        let drop = (self.una - self.base) / 64 * 64;
+        if drop < 1024 || (drop as usize) < self.sent_at.len() / 2 {
+            return;
+        }
+        let words = drop as usize / 64;
+        self.acked.drain(..words);
+        self.queued.drain(..words);
+        self.sent_at.drain(..drop as usize);
+        self.path_of.drain(..drop as usize);
+        self.base += drop;
     }
 
     pub fn has_data(&self) -> bool {
@@ -177,7 +224,11 @@ impl Mrc {
     pub fn next_on(&mut self, now: SimTime, plane: u8) -> (u32, u16, bool) {
         let psn = match self.resend.pop_front() {
             Some(p) => {
-                set(&mut self.queued, p, false);
+                // (Acknowledged since it was queued, its record perhaps
+                // dropped: it goes again all the same.)
+                if p >= self.base {
+                    set(&mut self.queued, p - self.base, false);
+                }
                 p
             }
             None => {
@@ -207,9 +258,15 @@ impl Mrc {
         if self.probing[path as usize] {
             self.probe_psn[path as usize] = psn;
         }
-        let again = self.sent_at[psn as usize] != NEVER;
-        self.sent_at[psn as usize] = now;
-        self.path_of[psn as usize] = path as u16;
+        let again = if psn >= self.base {
+            let i = self.at(psn);
+            let again = self.sent_at[i] != NEVER;
+            self.sent_at[i] = now;
+            self.path_of[i] = path as u16;
+            again
+        } else {
+            true
+        };
         (psn, path as u16, again)
     }
 
@@ -249,20 +306,21 @@ impl Mrc {
 
     /// PSN `psn` arrived. True if it completed the transfer.
     pub fn on_ack(&mut self, psn: u32) -> bool {
-        if psn >= self.n || bit(&self.acked, psn) {
+        if psn >= self.n || self.is_acked(psn) {
             return false;
         }
-        set(&mut self.acked, psn, true);
+        set(&mut self.acked, psn - self.base, true);
         self.n_acked += 1;
-        while self.una < self.n && bit(&self.acked, self.una) {
+        while self.una < self.n && self.is_acked(self.una) {
             self.una += 1;
         }
+        self.trim();
         self.is_done()
     }
 
     fn requeue(&mut self, psn: u32) {
-        if !bit(&self.acked, psn) && !bit(&self.queued, psn) {
-            set(&mut self.queued, psn, true);
+        if !self.is_acked(psn) && !self.is_queued(psn) {
+            set(&mut self.queued, psn - self.base, true);
             self.resend.push_back(psn);
         }
     }
@@ -280,12 +338,12 @@ impl Mrc {
     /// The headers of PSN `psn` came back trimmed: resend it, and rest
     /// the path it took.
     pub fn on_trim(&mut self, now: SimTime, psn: u32) {
-        if psn >= self.n || bit(&self.acked, psn) {
+        if psn >= self.n || self.is_acked(psn) {
             return;
         }
         self.stats.trim_resends += 1;
         self.requeue(psn);
-        self.path_lost(now, self.path_of[psn as usize] as usize);
+        self.path_lost(now, self.path_of[self.at(psn)] as usize);
     }
 
     /// Every PSN sent at least `rto` ago and not acknowledged is resent,
@@ -295,14 +353,14 @@ impl Mrc {
         let mut n = 0;
         let mut next = NEVER;
         for psn in self.una..self.next_new {
-            if bit(&self.acked, psn) || bit(&self.queued, psn) {
+            if self.is_acked(psn) || self.is_queued(psn) {
                 continue;
             }
-            let at = self.sent_at[psn as usize];
+            let at = self.sent_at[self.at(psn)];
             if at + rto <= now {
                 n += 1;
                 self.requeue(psn);
-                self.path_lost(now, self.path_of[psn as usize] as usize);
+                self.path_lost(now, self.path_of[self.at(psn)] as usize);
             } else {
                 next = next.min(at + rto);
             }
@@ -315,6 +373,41 @@ impl Mrc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection posts message after message: the sender takes each,
+    /// and holds records only for what is not yet acknowledged.
+    #[test]
+    fn messages_posted_one_after_another_keep_only_what_is_in_flight() {
+        let cfg = MrcConfig {
+            paths: 4,
+            ..Default::default()
+        };
+        let mut m = Mrc::new(cfg, 0);
+        assert!(!m.has_data() && m.is_done());
+        let now = SimTime::ZERO;
+        for round in 0..3u32 {
+            m.extend(3000);
+            assert!(m.has_data() && !m.is_done());
+            for k in 0..3000 {
+                let (psn, _, again) = m.next(now);
+                assert_eq!((psn, again), (round * 3000 + k, false));
+                m.on_ack(psn);
+            }
+            assert!(m.is_done() && !m.has_data());
+            assert!(m.sent_at.len() < 3000, "acknowledged records dropped");
+        }
+        // A loss after the records before it were dropped: only it goes
+        // again, found by its timer.
+        m.extend(2);
+        let (a, _, _) = m.next(now);
+        let (b, _, _) = m.next(now);
+        m.on_ack(b);
+        let (n, _) = m.on_timer(SimTime::from_us(5000), SimTime::from_us(100));
+        assert_eq!(n, 1);
+        let (psn, _, again) = m.next(SimTime::from_us(5000));
+        assert_eq!((psn, again), (a, true));
+        assert!(m.on_ack(a));
+    }
 
     #[test]
     fn sprays_round_robin_and_resends_only_what_is_missing() {

@@ -198,11 +198,12 @@ impl Requester {
     }
 
     /// Posts a message of `bytes` for transfer `flow` after those posted.
-    /// (MRC senders track each PSN from the start: they carry one.)
     pub fn post(&mut self, flow: u32, bytes: u64) -> Msg {
-        debug_assert!(self.mrc.is_none(), "an MRC sender carries one message");
         let m = self.msgs.post(flow, self.n_pkts, bytes, self.mtu);
         self.n_pkts += m.n_pkts;
+        if let Some(mrc) = &mut self.mrc {
+            mrc.extend(m.n_pkts);
+        }
         self.total_bytes += bytes;
         m
     }

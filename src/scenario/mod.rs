@@ -292,13 +292,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         let host = resolve::host(raw.host.as_ref(), &root.key("host"))?;
         warnings.extend(pcie_check(&topology, &host));
         let streams = Streams::new(seed);
-        let expanded = workload::expand(
-            &workloads,
-            &topology,
-            &routes,
-            &streams,
-            transport.mrc.is_some(),
-        )?;
+        let expanded = workload::expand(&workloads, &topology, &routes, &streams)?;
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
             return Err(KeyError::new(

@@ -14,7 +14,7 @@
 //! sending host on the receiver's rail, and leaves from that GPU's NIC.
 
 use super::graph::{GraphBuilder, TaskKind, NO_LANE};
-use super::program::{self, Pass, Via};
+use super::program::{Pass, Via};
 use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, Topology};
@@ -155,16 +155,6 @@ fn too_many() -> String {
     format!(
         "the workloads need more than {MAX_TASKS} tasks (messages, copies, joins); use a larger chunk, fewer channels or fewer iterations"
     )
-}
-
-/// How many chunks `bytes` is cut into, refused before anything is
-/// allocated if the graph could not hold them.
-fn cut(e: &Emitter, bytes: u64, chunk: u64) -> Result<u64, String> {
-    let n = bytes.div_ceil(chunk.max(1)).max(1);
-    if n > MAX_TASKS.saturating_sub(e.graph.len()) as u64 {
-        return Err(too_many());
-    }
-    Ok(n)
 }
 
 /// Turns sends into tasks and flows for one workload entry.
@@ -537,9 +527,6 @@ fn ring_pass(
     ch: u32,
     ready: &[u32],
 ) -> Result<Vec<u32>, String> {
-    if e.graph.eager_rings {
-        return ring_pass_tasks(e, order, data, steps, chunk, ch, ready);
-    }
     let n = order.len();
     let slices = share(data, n as u64, 0).div_ceil(chunk.max(1)).max(1);
     let messages = (steps as u64)
@@ -615,45 +602,6 @@ fn passes_too_many() -> String {
 /// Most messages the passes of a run may number (their tasks and
 /// flows are numbered past the graph's, in 32 bits).
 pub const MAX_PASS_MESSAGES: u64 = 1 << 30;
-
-/// `ring_pass` as tasks and flows made up front.
-#[allow(clippy::too_many_arguments)]
-fn ring_pass_tasks(
-    e: &mut Emitter,
-    order: &[GpuId],
-    data: u64,
-    steps: usize,
-    chunk: u64,
-    ch: u32,
-    ready: &[u32],
-) -> Result<Vec<u32>, String> {
-    let n = order.len();
-    let slices = cut(e, share(data, n as u64, 0), chunk)?;
-    // arrived[i][j]: the task that brought chunk j to position i.
-    let mut arrived: Vec<Vec<u32>> = ready.iter().map(|&r| vec![r; slices as usize]).collect();
-    for k in 0..steps {
-        let mut next = arrived.clone();
-        for i in 0..n {
-            let block = (i + n - k % n) % n;
-            let size = share(data, n as u64, block as u64);
-            let to = (i + 1) % n;
-            for j in 0..slices {
-                let bytes = share(size, slices, j);
-                let dep = arrived[i][j as usize];
-                next[to][j as usize] = if bytes == 0 {
-                    dep
-                } else {
-                    e.send(order[i], order[to], bytes, ch, &[dep])?
-                };
-            }
-        }
-        arrived = next;
-    }
-    Ok(arrived
-        .into_iter()
-        .map(|v| e.join(&v, SimTime::ZERO))
-        .collect())
-}
 
 /// Hierarchical all-reduce: a reduce-scatter among the GPUs of each host
 /// over NVLink, an all-reduce of each GPU's 1/g share among the GPUs of
@@ -742,14 +690,6 @@ fn by_host(topo: &Topology, gpus: &[GpuId]) -> Vec<Vec<GpuId>> {
     hosts
 }
 
-/// `program::btree` with positions as `usize`.
-fn btree(n: usize) -> Vec<Option<usize>> {
-    program::btree(n)
-        .into_iter()
-        .map(|p| p.map(|q| q as usize))
-        .collect()
-}
-
 /// Double binary tree all-reduce (NCCL's tree): half the data goes up
 /// and back down each of two binary trees over the ring order, the second
 /// shifted by one position so that the leaves of one are the inner nodes
@@ -784,9 +724,6 @@ fn tree_pass(
     ch: u32,
     ready: &[u32],
 ) -> Result<Vec<Vec<u32>>, String> {
-    if e.graph.eager_rings {
-        return tree_pass_tasks(e, order, data, chunk, ch, ready);
-    }
     if data.div_ceil(2).div_ceil(chunk.max(1)) > u64::from(u32::MAX) {
         return Err(passes_too_many());
     }
@@ -805,73 +742,6 @@ fn tree_pass(
         .into_iter()
         .map(|x| vec![x])
         .collect())
-}
-
-/// `tree_pass` as tasks and flows made up front.
-fn tree_pass_tasks(
-    e: &mut Emitter,
-    order: &[GpuId],
-    data: u64,
-    chunk: u64,
-    ch: u32,
-    ready: &[u32],
-) -> Result<Vec<Vec<u32>>, String> {
-    let n = order.len();
-    let parent = btree(n);
-    let down = by_depth(&parent);
-    let mut got: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for tree in 0..2usize {
-        let half = share(data, 2, tree as u64);
-        if half == 0 {
-            continue;
-        }
-        let at = |p: usize| (p + tree) % n;
-        let slices = cut(e, half, chunk)?;
-        for j in 0..slices {
-            let bytes = share(half, slices, j);
-            // Up: children before parents (deepest first). A node sends
-            // once its own data is ready and its children's have come.
-            let mut from_children: Vec<Vec<u32>> = vec![Vec::new(); n];
-            for &p in down.iter().rev() {
-                let mut deps = std::mem::take(&mut from_children[p]);
-                deps.push(ready[at(p)]);
-                if let Some(q) = parent[p] {
-                    let t = e.send(order[at(p)], order[at(q)], bytes, ch, &deps)?;
-                    from_children[q].push(t);
-                } else {
-                    // The root has the reduced chunk: send it down.
-                    let root_done = e.join(&deps, SimTime::ZERO);
-                    let mut has = vec![None; n];
-                    has[p] = Some(root_done);
-                    for &x in &down {
-                        if let Some(q) = parent[x] {
-                            let dep = has[q].unwrap_or(root_done);
-                            has[x] = Some(e.send(order[at(q)], order[at(x)], bytes, ch, &[dep])?);
-                        }
-                    }
-                    for (x, t) in has.into_iter().enumerate() {
-                        got[at(x)].extend(t);
-                    }
-                }
-            }
-        }
-    }
-    Ok(got)
-}
-
-/// Positions ordered root first, then by depth.
-fn by_depth(parent: &[Option<usize>]) -> Vec<usize> {
-    let depth = |mut p: usize| {
-        let mut d = 0;
-        while let Some(q) = parent[p] {
-            p = q;
-            d += 1;
-        }
-        d
-    };
-    let mut v: Vec<usize> = (0..parent.len()).collect();
-    v.sort_by_key(|&p| (depth(p), p));
-    v
 }
 
 /// Halving-doubling (Rabenseifner): a reduce-scatter by recursive halving
@@ -903,45 +773,23 @@ fn halving_doubling(
     for ch in 0..c.channels {
         let order = ring_order(e.topo, &c.gpus, ch);
         let data = share(c.bytes, c.channels as u64, ch as u64);
-        if !e.graph.eager_rings {
-            let stages: Vec<(u32, u64)> = plan.iter().map(|&(d, den)| (d as u32, den)).collect();
-            if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
-                return Err(passes_too_many());
-            }
-            let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
-            let pass = Pass::halving(
-                w,
-                qps,
-                ch,
-                order,
-                data,
-                &stages,
-                c.chunk,
-                first,
-                &mut e.router(),
-            )?;
-            last.extend(add_pass(e, pass, &vec![start; n])?);
-            continue;
+        let stages: Vec<(u32, u64)> = plan.iter().map(|&(d, den)| (d as u32, den)).collect();
+        if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
+            return Err(passes_too_many());
         }
-        let mut ready = vec![start; n];
-        for &(dist, den) in &plan {
-            let bytes = data / den;
-            let slices = cut(e, bytes, c.chunk)?;
-            let mut got: Vec<Vec<u32>> = vec![Vec::new(); n];
-            for i in 0..n {
-                let p = i ^ dist;
-                for j in 0..slices {
-                    let b = share(bytes, slices, j);
-                    if b > 0 {
-                        got[p].push(e.send(order[i], order[p], b, ch, &[ready[i]])?);
-                    }
-                }
-            }
-            for i in 0..n {
-                ready[i] = e.join(&got[i], SimTime::ZERO);
-            }
-        }
-        last.extend(ready);
+        let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+        let pass = Pass::halving(
+            w,
+            qps,
+            ch,
+            order,
+            data,
+            &stages,
+            c.chunk,
+            first,
+            &mut e.router(),
+        )?;
+        last.extend(add_pass(e, pass, &vec![start; n])?);
     }
     Ok(())
 }
@@ -960,27 +808,12 @@ fn ring_broadcast(
         let at = order.iter().position(|&g| g == root).unwrap_or(0);
         order.rotate_left(at);
         let data = share(c.bytes, c.channels as u64, ch as u64);
-        if !e.graph.eager_rings {
-            if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
-                return Err(passes_too_many());
-            }
-            let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
-            let pass = Pass::chain(w, qps, ch, order, data, c.chunk, first, &mut e.router())?;
-            last.extend(add_pass(e, pass, &vec![start; n])?);
-            continue;
+        if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
+            return Err(passes_too_many());
         }
-        let slices = cut(e, data, c.chunk)?;
-        let mut arrived = vec![start; slices as usize];
-        for i in 0..n - 1 {
-            for j in 0..slices {
-                let bytes = share(data, slices, j);
-                if bytes > 0 {
-                    arrived[j as usize] =
-                        e.send(order[i], order[i + 1], bytes, ch, &[arrived[j as usize]])?;
-                }
-            }
-            last.extend(arrived.iter().copied());
-        }
+        let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+        let pass = Pass::chain(w, qps, ch, order, data, c.chunk, first, &mut e.router())?;
+        last.extend(add_pass(e, pass, &vec![start; n])?);
     }
     Ok(())
 }
@@ -994,42 +827,23 @@ fn direct_all_to_all(
     last: &mut Vec<u32>,
 ) -> Result<(), String> {
     let n = c.gpus.len() as u64;
-    if !e.graph.eager_rings {
-        let per_pair = c.bytes.div_ceil(n).div_ceil(u64::from(c.channels.max(1)));
-        if per_pair.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
-            return Err(passes_too_many());
-        }
-        let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
-        let (order, channels) = (c.gpus.clone(), c.channels);
-        let pass = Pass::all_to_all(
-            w,
-            qps,
-            order,
-            c.bytes,
-            channels,
-            c.chunk,
-            first,
-            &mut e.router(),
-        )?;
-        last.extend(add_pass(e, pass, &vec![start; n as usize])?);
-        return Ok(());
+    let per_pair = c.bytes.div_ceil(n).div_ceil(u64::from(c.channels.max(1)));
+    if per_pair.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
+        return Err(passes_too_many());
     }
-    for (i, &a) in c.gpus.iter().enumerate() {
-        for (k, &b) in c.gpus.iter().enumerate() {
-            if i == k {
-                continue;
-            }
-            let pair = share(c.bytes, n, k as u64);
-            for ch in 0..c.channels {
-                let data = share(pair, c.channels as u64, ch as u64);
-                let slices = if data == 0 { 0 } else { cut(e, data, c.chunk)? };
-                for j in 0..slices {
-                    let t = e.send(a, b, share(data, slices, j), ch, &[start])?;
-                    last.push(t);
-                }
-            }
-        }
-    }
+    let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
+    let (order, channels) = (c.gpus.clone(), c.channels);
+    let pass = Pass::all_to_all(
+        w,
+        qps,
+        order,
+        c.bytes,
+        channels,
+        c.chunk,
+        first,
+        &mut e.router(),
+    )?;
+    last.extend(add_pass(e, pass, &vec![start; n as usize])?);
     Ok(())
 }
 

@@ -92,9 +92,6 @@ pub struct GraphBuilder {
     pub passes: Vec<Pass>,
     /// Messages the passes number so far.
     pub pass_messages: u64,
-    /// Rings as tasks and flows up front, not as passes (MRC gives each
-    /// message QPs of its own, made at build).
-    pub eager_rings: bool,
 }
 
 impl GraphBuilder {

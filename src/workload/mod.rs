@@ -223,11 +223,9 @@ pub fn expand(
     topo: &Topology,
     routes: &Routes,
     streams: &Streams,
-    eager_rings: bool,
 ) -> Result<Expanded, KeyError> {
     let mut flows = Vec::new();
     let mut graph = graph::GraphBuilder::default();
-    graph.eager_rings = eager_rings;
     let mut collectives = Vec::new();
     let mut jobs = Vec::new();
     let mut tasks_from = Vec::with_capacity(workloads.len());
