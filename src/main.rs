@@ -1055,7 +1055,7 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     let mut transfers = p.flows.len() as u64;
     for pass in &p.graph.passes {
         for (c, conn) in pass.conns.iter().enumerate() {
-            if conn.via != fabricsim::workload::program::Via::Local {
+            if conn.via != fabricsim::workload::pass::Via::Local {
                 bytes += pass.bytes_on(c as u32);
                 transfers += pass.sends_on(c as u32);
             }

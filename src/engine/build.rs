@@ -25,7 +25,7 @@ use crate::topology::{FlowId, NicId, Owner, PortId, QpId, Topology};
 use crate::units::SimTime;
 use crate::wire::frame::ecn;
 use crate::wire::{Opcode, Packet};
-use crate::workload::program::Pass;
+use crate::workload::pass::Pass;
 use crate::workload::FlowSpec;
 
 /// Every port's egress and the switches, resolved from the scenario: PFC

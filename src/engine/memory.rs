@@ -70,7 +70,7 @@ impl MemoryEstimate {
             pass_state += pass.state_bytes();
             for (c, conn) in pass.conns.iter().enumerate() {
                 rows += 1;
-                if conn.via == crate::workload::program::Via::Local {
+                if conn.via == crate::workload::pass::Via::Local {
                     continue;
                 }
                 let n = pass.qps.max(1) as u64;

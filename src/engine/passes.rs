@@ -14,7 +14,7 @@ use crate::nic::transport::packets_of;
 use crate::topology::{FlowId, GpuId, QpId};
 use crate::units::SimTime;
 use crate::workload::graph::{TaskKind, NO_LANE};
-use crate::workload::program::{Released, Via};
+use crate::workload::pass::{Released, Via};
 use rustc_hash::FxHashMap as HashMap;
 
 /// The passes' messages in flight and their connections' totals.

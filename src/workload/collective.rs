@@ -14,7 +14,7 @@
 //! sending host on the receiver's rail, and leaves from that GPU's NIC.
 
 use super::graph::{GraphBuilder, TaskKind, NO_LANE};
-use super::program::{Pass, Via};
+use super::pass::{Pass, Via};
 use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, Topology};

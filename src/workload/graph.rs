@@ -11,7 +11,7 @@
 //! network task frees its lane once its last byte is on the wire, so the
 //! next message of the same connection follows without a gap.
 
-use super::program::Pass;
+use super::pass::Pass;
 use crate::topology::GpuId;
 use crate::units::SimTime;
 

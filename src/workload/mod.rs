@@ -11,8 +11,8 @@ pub mod background;
 pub mod chakra;
 pub mod collective;
 pub mod graph;
+pub mod pass;
 mod permutation;
-pub mod program;
 pub mod training;
 
 use crate::keys::{KeyError, KeyPath};

@@ -1,0 +1,96 @@
+//! A broadcast down a chain of positions from the first, chunk by chunk.
+
+use super::{Conn, Pass, Released, Route, Shape};
+use crate::topology::GpuId;
+use crate::workload::collective::share;
+
+/// A broadcast down a chain from position 0, chunk by chunk.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Chain {
+    pub(super) data: u64,
+    pub(super) slices: u32,
+    /// Per position and slice: whether it has the chunk.
+    pub(super) has: Vec<bool>,
+    /// Per position: chunks it has.
+    pub(super) got: Vec<u32>,
+}
+
+impl Pass {
+    /// A broadcast of `data` bytes from `order[0]` down the chain of
+    /// positions, in chunks of `chunk` bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn chain(
+        workload: u32,
+        qps: u32,
+        channel: u32,
+        order: Vec<GpuId>,
+        data: u64,
+        chunk: u64,
+        first: u64,
+        route: &mut Route,
+    ) -> Result<Pass, String> {
+        let n = order.len();
+        let mut conns = Vec::with_capacity(n - 1);
+        for i in 0..n - 1 {
+            let (from, to) = (order[i], order[i + 1]);
+            let (via, key) = route(from, to, channel)?;
+            conns.push(Conn { from, to, via, key });
+        }
+        let slices = data.div_ceil(chunk.max(1)).max(1) as u32;
+        let c = Chain {
+            data,
+            slices,
+            has: vec![false; n * slices as usize],
+            got: vec![0; n],
+        };
+        Ok(Pass::with(
+            workload,
+            qps,
+            order,
+            conns,
+            first,
+            Shape::Chain(c),
+        ))
+    }
+}
+
+impl Chain {
+    /// Position `i` (entered) passes chunk `j` on; a chunk of no bytes
+    /// arrives at once.
+    pub(super) fn forward(
+        &self,
+        n: u32,
+        i: u32,
+        j: u32,
+        out: &mut Released,
+        work: &mut Vec<(u32, u32)>,
+    ) {
+        if i + 1 >= n {
+            return;
+        }
+        if share(self.data, u64::from(self.slices), u64::from(j)) == 0 {
+            work.push((i + 1, j));
+        } else {
+            out.send
+                .push(u64::from(i) * u64::from(self.slices) + u64::from(j));
+        }
+    }
+
+    /// Chunks arriving at positions, and what follows.
+    pub(super) fn settle(
+        &mut self,
+        n: u32,
+        mut work: Vec<(u32, u32)>,
+        entered: &[bool],
+        out: &mut Released,
+    ) {
+        while let Some((i, j)) = work.pop() {
+            self.has[(i * self.slices + j) as usize] = true;
+            self.got[i as usize] += 1;
+            out.done.push(i);
+            if entered[i as usize] {
+                self.forward(n, i, j, out, &mut work);
+            }
+        }
+    }
+}
