@@ -541,6 +541,16 @@ fn ecn_cnp(sim: &Simulation, root: &Area) -> Res {
     lines_over_time(root, title, s, "per microsecond", &lines, &[])
 }
 
+/// Why a plot of transfers is empty: none finished, or the run's traffic
+/// was collectives, whose messages are counted per connection.
+fn no_transfer(sim: &Simulation) -> &'static str {
+    if sim.flows().is_empty() && !sim.pass_flows().rows.is_empty() {
+        "collective messages only: see collectives.csv and flows.csv's connection rows"
+    } else {
+        "no transfer finished"
+    }
+}
+
 fn fct_cdf(sim: &Simulation, root: &Area) -> Res {
     let title = "Transfer completion times";
     let mut fct: Vec<f64> = sim
@@ -549,7 +559,7 @@ fn fct_cdf(sim: &Simulation, root: &Area) -> Res {
         .filter_map(|f| f.finish.map(|t| (t - f.start).0 as f64 / 1e6))
         .collect();
     if fct.is_empty() {
-        return empty(root, title, "no transfer finished");
+        return empty(root, title, no_transfer(sim));
     }
     fct.sort_by(f64::total_cmp);
     let n = fct.len();
@@ -601,7 +611,7 @@ fn slowdown(sim: &Simulation, root: &Area) -> Res {
         })
         .collect();
     if pts.is_empty() {
-        return empty(root, title, "no transfer finished");
+        return empty(root, title, no_transfer(sim));
     }
     let stride = pts.len().div_ceil(SCATTER);
     let (xlo, xhi) = pts
