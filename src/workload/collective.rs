@@ -14,7 +14,7 @@
 //! sending host on the receiver's rail, and leaves from that GPU's NIC.
 
 use super::graph::{GraphBuilder, TaskKind, NO_LANE};
-use super::pass::{Pass, Via};
+use super::pass::{Base, Pass, Via};
 use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, Topology};
@@ -316,6 +316,18 @@ impl<'a> Emitter<'a> {
             .or_insert_with(|| graph.new_lane()))
     }
 
+    /// What a pass of this workload over `order` on `channel` starts
+    /// from, numbered after the passes so far.
+    fn base(&self, order: Vec<GpuId>, channel: u32) -> Base {
+        Base {
+            workload: self.workload,
+            qps: self.qps,
+            channel,
+            order,
+            first: self.graph.pass_messages,
+        }
+    }
+
     /// `via` for a pass's constructor.
     fn router(
         &mut self,
@@ -536,19 +548,9 @@ fn ring_pass(
         return Err(passes_too_many());
     }
     let (steps, slices) = (steps as u32, slices as u32);
-    let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
     let order = order.to_vec();
-    let pass = Pass::ring(
-        w,
-        qps,
-        ch,
-        order,
-        data,
-        steps,
-        slices,
-        first,
-        &mut e.router(),
-    )?;
+    let base = e.base(order, ch);
+    let pass = Pass::ring(base, data, steps, slices, &mut e.router())?;
     add_pass(e, pass, ready)
 }
 
@@ -727,17 +729,8 @@ fn tree_pass(
     if data.div_ceil(2).div_ceil(chunk.max(1)) > u64::from(u32::MAX) {
         return Err(passes_too_many());
     }
-    let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
-    let pass = Pass::tree(
-        w,
-        qps,
-        ch,
-        order.to_vec(),
-        data,
-        chunk,
-        first,
-        &mut e.router(),
-    )?;
+    let base = e.base(order.to_vec(), ch);
+    let pass = Pass::tree(base, data, chunk, &mut e.router())?;
     Ok(add_pass(e, pass, ready)?
         .into_iter()
         .map(|x| vec![x])
@@ -777,18 +770,8 @@ fn halving_doubling(
         if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
             return Err(passes_too_many());
         }
-        let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
-        let pass = Pass::halving(
-            w,
-            qps,
-            ch,
-            order,
-            data,
-            &stages,
-            c.chunk,
-            first,
-            &mut e.router(),
-        )?;
+        let base = e.base(order, ch);
+        let pass = Pass::halving(base, data, &stages, c.chunk, &mut e.router())?;
         last.extend(add_pass(e, pass, &vec![start; n])?);
     }
     Ok(())
@@ -811,8 +794,8 @@ fn ring_broadcast(
         if data.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
             return Err(passes_too_many());
         }
-        let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
-        let pass = Pass::chain(w, qps, ch, order, data, c.chunk, first, &mut e.router())?;
+        let base = e.base(order, ch);
+        let pass = Pass::chain(base, data, c.chunk, &mut e.router())?;
         last.extend(add_pass(e, pass, &vec![start; n])?);
     }
     Ok(())
@@ -831,18 +814,9 @@ fn direct_all_to_all(
     if per_pair.div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
         return Err(passes_too_many());
     }
-    let (w, qps, first) = (e.workload, e.qps, e.graph.pass_messages);
     let (order, channels) = (c.gpus.clone(), c.channels);
-    let pass = Pass::all_to_all(
-        w,
-        qps,
-        order,
-        c.bytes,
-        channels,
-        c.chunk,
-        first,
-        &mut e.router(),
-    )?;
+    let base = e.base(order, 0);
+    let pass = Pass::all_to_all(base, c.bytes, channels, c.chunk, &mut e.router())?;
     last.extend(add_pass(e, pass, &vec![start; n as usize])?);
     Ok(())
 }

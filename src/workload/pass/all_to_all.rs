@@ -1,7 +1,6 @@
 //! An all-to-all: every rank sends its share to every other at once.
 
-use super::{Conn, Pass, Released, Route, Shape};
-use crate::topology::GpuId;
+use super::{Base, Pass, Released, Route, Shape};
 use crate::workload::collective::share;
 
 /// Every rank sends its share to every other at once, over the channels
@@ -20,28 +19,20 @@ pub(super) struct AllToAll {
 impl Pass {
     /// An all-to-all: `bytes` from every rank, a share to each other one
     /// (by the receiver's place), over `channels` and in chunks.
-    #[allow(clippy::too_many_arguments)]
+    /// (`base.channel` is not used: each pair has `channels`.)
     pub fn all_to_all(
-        workload: u32,
-        qps: u32,
-        order: Vec<GpuId>,
+        base: Base,
         bytes: u64,
         channels: u32,
         chunk: u64,
-        first: u64,
         route: &mut Route,
     ) -> Result<Pass, String> {
-        let n = order.len();
-        let mut conns = Vec::with_capacity(n * (n - 1) * channels as usize);
-        for i in 0..n {
-            for k in (0..n).filter(|&k| k != i) {
-                for ch in 0..channels {
-                    let (from, to) = (order[i], order[k]);
-                    let (via, key) = route(from, to, ch)?;
-                    conns.push(Conn { from, to, via, key });
-                }
-            }
-        }
+        let n = base.order.len();
+        let pairs = (0..n).flat_map(|i| (0..n).filter(move |&k| k != i).map(move |k| (i, k)));
+        let conns = base.connect(
+            pairs.flat_map(|(i, k)| (0..channels).map(move |ch| (i, k, ch))),
+            route,
+        )?;
         let mut a = AllToAll {
             bytes,
             channels,
@@ -61,14 +52,7 @@ impl Pass {
             );
         }
         a.most = a.most.max(1);
-        Ok(Pass::with(
-            workload,
-            qps,
-            order,
-            conns,
-            first,
-            Shape::AllToAll(a),
-        ))
+        Ok(base.into_pass(conns, Shape::AllToAll(a)))
     }
 }
 

@@ -1,7 +1,6 @@
 //! A broadcast down a chain of positions from the first, chunk by chunk.
 
-use super::{Conn, Pass, Released, Route, Shape};
-use crate::topology::GpuId;
+use super::{Base, Pass, Released, Route, Shape};
 use crate::workload::collective::share;
 
 /// A broadcast down a chain from position 0, chunk by chunk.
@@ -18,24 +17,9 @@ pub(super) struct Chain {
 impl Pass {
     /// A broadcast of `data` bytes from `order[0]` down the chain of
     /// positions, in chunks of `chunk` bytes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn chain(
-        workload: u32,
-        qps: u32,
-        channel: u32,
-        order: Vec<GpuId>,
-        data: u64,
-        chunk: u64,
-        first: u64,
-        route: &mut Route,
-    ) -> Result<Pass, String> {
-        let n = order.len();
-        let mut conns = Vec::with_capacity(n - 1);
-        for i in 0..n - 1 {
-            let (from, to) = (order[i], order[i + 1]);
-            let (via, key) = route(from, to, channel)?;
-            conns.push(Conn { from, to, via, key });
-        }
+    pub fn chain(base: Base, data: u64, chunk: u64, route: &mut Route) -> Result<Pass, String> {
+        let n = base.order.len();
+        let conns = base.connect((0..n - 1).map(|i| (i, i + 1, base.channel)), route)?;
         let slices = data.div_ceil(chunk.max(1)).max(1) as u32;
         let c = Chain {
             data,
@@ -43,14 +27,7 @@ impl Pass {
             has: vec![false; n * slices as usize],
             got: vec![0; n],
         };
-        Ok(Pass::with(
-            workload,
-            qps,
-            order,
-            conns,
-            first,
-            Shape::Chain(c),
-        ))
+        Ok(base.into_pass(conns, Shape::Chain(c)))
     }
 }
 

@@ -1,8 +1,7 @@
 //! Halving-doubling (Rabenseifner): stage after stage, each rank sends
 //! its share to its partner at the stage's distance.
 
-use super::{Conn, Pass, Released, Route, Shape};
-use crate::topology::GpuId;
+use super::{Base, Pass, Released, Route, Shape};
 use crate::workload::collective::share;
 
 /// Halving-doubling: stage after stage, each rank sends its share to its
@@ -24,28 +23,17 @@ pub(super) struct Halving {
 impl Pass {
     /// Halving-doubling (Rabenseifner) of `data` bytes over `order` (a
     /// power of two): `stages` as (distance, fraction 1/den of the data).
-    #[allow(clippy::too_many_arguments)]
     pub fn halving(
-        workload: u32,
-        qps: u32,
-        channel: u32,
-        order: Vec<GpuId>,
+        base: Base,
         data: u64,
         stages: &[(u32, u64)],
         chunk: u64,
-        first: u64,
         route: &mut Route,
     ) -> Result<Pass, String> {
-        let n = order.len();
+        let n = base.order.len();
         let log = n.trailing_zeros();
-        let mut conns = Vec::with_capacity(n * log as usize);
-        for i in 0..n {
-            for l in 0..log {
-                let (from, to) = (order[i], order[i ^ (1 << l)]);
-                let (via, key) = route(from, to, channel)?;
-                conns.push(Conn { from, to, via, key });
-            }
-        }
+        let pairs = (0..n).flat_map(|i| (0..log).map(move |l| (i, i ^ (1 << l))));
+        let conns = base.connect(pairs.map(|(a, b)| (a, b, base.channel)), route)?;
         let stages: Vec<(u32, u64, u32)> = stages
             .iter()
             .map(|&(dist, den)| {
@@ -61,14 +49,7 @@ impl Pass {
             most,
             log,
         };
-        Ok(Pass::with(
-            workload,
-            qps,
-            order,
-            conns,
-            first,
-            Shape::Halving(h),
-        ))
+        Ok(base.into_pass(conns, Shape::Halving(h)))
     }
 }
 

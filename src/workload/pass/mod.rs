@@ -123,32 +123,56 @@ pub struct Released {
     pub done: Vec<u32>,
 }
 
-/// How a pass's connection between two GPUs travels and its key.
-pub type Route<'a> = dyn FnMut(GpuId, GpuId, u32) -> Result<(Via, u64), String> + 'a;
+/// What every pass is made from: whose it is, the QPs of each of its
+/// connections, its channel (an all-to-all has one per connection), its
+/// GPUs by position and the number of its first message.
+pub struct Base {
+    pub workload: u32,
+    pub qps: u32,
+    pub channel: u32,
+    pub order: Vec<GpuId>,
+    pub first: u64,
+}
 
-impl Pass {
-    fn with(
-        workload: u32,
-        qps: u32,
-        order: Vec<GpuId>,
-        conns: Vec<Conn>,
-        first: u64,
-        shape: Shape,
-    ) -> Pass {
-        let n = order.len();
+impl Base {
+    /// Connections between positions (from, to, channel), each routed.
+    fn connect(
+        &self,
+        pairs: impl IntoIterator<Item = (usize, usize, u32)>,
+        route: &mut Route,
+    ) -> Result<Vec<Conn>, String> {
+        pairs
+            .into_iter()
+            .map(|(a, b, ch)| {
+                let (from, to) = (self.order[a], self.order[b]);
+                let (via, key) = route(from, to, ch)?;
+                Ok(Conn { from, to, via, key })
+            })
+            .collect()
+    }
+
+    /// The pass over these connections, in this shape.
+    fn into_pass(self, conns: Vec<Conn>, shape: Shape) -> Pass {
+        let n = self.order.len();
         Pass {
-            workload,
-            qps,
-            order,
+            workload: self.workload,
+            qps: self.qps,
+            order: self.order,
             conns,
             enter: Vec::new(),
             exit: Vec::new(),
-            first,
+            first: self.first,
             entered: vec![false; n],
             finished: vec![false; n],
             shape,
         }
     }
+}
+
+/// How a pass's connection between two GPUs travels and its key.
+pub type Route<'a> = dyn FnMut(GpuId, GpuId, u32) -> Result<(Via, u64), String> + 'a;
+
+impl Pass {
     /// What it holds while it runs (its messages aside).
     pub fn state_bytes(&self) -> u64 {
         let n = self.order.len() as u64;
@@ -419,9 +443,18 @@ mod tests {
         Ok((Via::Local, 0))
     }
 
+    fn base(n: u32) -> Base {
+        Base {
+            workload: 0,
+            qps: 1,
+            channel: 0,
+            order: (0..n).map(GpuId).collect(),
+            first: 0,
+        }
+    }
+
     fn ring(n: u32, data: u64, steps: u32, slices: u32) -> Pass {
-        let order = (0..n).map(GpuId).collect();
-        Pass::ring(0, 1, 0, order, data, steps, slices, 0, &mut local).unwrap()
+        Pass::ring(base(n), data, steps, slices, &mut local).unwrap()
     }
 
     /// Runs a pass to the end, delivering messages in the order they are
@@ -524,8 +557,7 @@ mod tests {
     /// after the sender's children sent theirs, and every position is done.
     #[test]
     fn a_tree_reduces_up_and_broadcasts_down() {
-        let order: Vec<GpuId> = (0..8).map(GpuId).collect();
-        let mut p = Pass::tree(0, 1, 0, order, 6000, 1000, 0, &mut local).unwrap();
+        let mut p = Pass::tree(base(8), 6000, 1000, &mut local).unwrap();
         assert_eq!(p.conns.len(), 2 * 2 * 7, "two trees, 7 edges, both ways");
         let sent = run(&mut p);
         assert_eq!(sent.len(), 2 * 3 * 2 * 7);

@@ -1,8 +1,7 @@
 //! A ring: at step k position i sends block (i - k) mod n to position
 //! i + 1, chunk by chunk, once it has entered and step k - 1 has come.
 
-use super::{Conn, Pass, Released, Route, Shape};
-use crate::topology::GpuId;
+use super::{Base, Pass, Released, Route, Shape};
 use crate::workload::collective::share;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -20,25 +19,15 @@ pub(super) struct Ring {
 impl Pass {
     /// A ring pass of `steps` steps over `order` (see the module's notes),
     /// each connection routed by `route`.
-    #[allow(clippy::too_many_arguments)]
     pub fn ring(
-        workload: u32,
-        qps: u32,
-        channel: u32,
-        order: Vec<GpuId>,
+        base: Base,
         data: u64,
         steps: u32,
         slices: u32,
-        first: u64,
         route: &mut Route,
     ) -> Result<Pass, String> {
-        let n = order.len();
-        let mut conns = Vec::with_capacity(n);
-        for i in 0..n {
-            let (from, to) = (order[i], order[(i + 1) % n]);
-            let (via, key) = route(from, to, channel)?;
-            conns.push(Conn { from, to, via, key });
-        }
+        let n = base.order.len();
+        let conns = base.connect((0..n).map(|i| (i, (i + 1) % n, base.channel)), route)?;
         let cells = n * slices as usize;
         let ring = Ring {
             data,
@@ -48,14 +37,7 @@ impl Pass {
             arrived: vec![0; cells],
             complete: vec![0; n],
         };
-        Ok(Pass::with(
-            workload,
-            qps,
-            order,
-            conns,
-            first,
-            Shape::Ring(ring),
-        ))
+        Ok(base.into_pass(conns, Shape::Ring(ring)))
     }
 }
 

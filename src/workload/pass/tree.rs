@@ -1,8 +1,7 @@
 //! NCCL's double binary tree: half the data up and back down each of
 //! two binary trees, the second shifted by one position.
 
-use super::{Conn, Pass, Released, Route, Shape};
-use crate::topology::GpuId;
+use super::{Base, Pass, Released, Route, Shape};
 use crate::workload::collective::share;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -30,18 +29,8 @@ pub(super) struct Tree {
 impl Pass {
     /// A double binary tree all-reduce of `data` bytes over `order`, each
     /// tree's half cut into chunks of `chunk` bytes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn tree(
-        workload: u32,
-        qps: u32,
-        channel: u32,
-        order: Vec<GpuId>,
-        data: u64,
-        chunk: u64,
-        first: u64,
-        route: &mut Route,
-    ) -> Result<Pass, String> {
-        let n = order.len();
+    pub fn tree(base: Base, data: u64, chunk: u64, route: &mut Route) -> Result<Pass, String> {
+        let n = base.order.len();
         let parent = btree(n);
         let mut children = vec![Vec::new(); n];
         for (p, q) in parent.iter().enumerate() {
@@ -57,27 +46,26 @@ impl Pass {
                 h.div_ceil(chunk.max(1)) as u32
             }
         });
-        let mut conns = Vec::new();
-        let mut conn_at = vec![u32::MAX; 4 * n];
-        let mut conn_where = Vec::new();
-        for t in 0..2 {
-            if half[t] == 0 {
-                continue;
-            }
-            let at = |p: usize| order[(p + t) % n];
+        // Up and down each edge of each tree with bytes: (tree, 0 up or 1
+        // down, tree position), from and to pass positions.
+        let mut edges = Vec::new();
+        for t in (0..2).filter(|&t| half[t] > 0) {
+            let at = |p: usize| (p + t) % n;
             for (p, q) in parent.iter().enumerate() {
-                let Some(q) = *q else { continue };
-                for (dir, (from, to)) in [(at(p), at(q as usize)), (at(q as usize), at(p))]
-                    .into_iter()
-                    .enumerate()
-                {
-                    let (via, key) = route(from, to, channel)?;
-                    conn_at[(t * 2 + dir) * n + p] = conns.len() as u32;
-                    conn_where.push(((t * 2 + dir) * n + p) as u32);
-                    conns.push(Conn { from, to, via, key });
-                }
+                let Some(q) = q.map(|q| q as usize) else {
+                    continue;
+                };
+                edges.push(((t, 0, p), at(p), at(q)));
+                edges.push(((t, 1, p), at(q), at(p)));
             }
         }
+        let mut conn_at = vec![u32::MAX; 4 * n];
+        let mut conn_where = Vec::with_capacity(edges.len());
+        for (c, &((t, dir, p), _, _)) in edges.iter().enumerate() {
+            conn_at[(t * 2 + dir) * n + p] = c as u32;
+            conn_where.push(((t * 2 + dir) * n + p) as u32);
+        }
+        let conns = base.connect(edges.iter().map(|&(_, a, b)| (a, b, base.channel)), route)?;
         let most = slices[0].max(slices[1]) as usize;
         let tree = Tree {
             half,
@@ -90,14 +78,7 @@ impl Pass {
             conn_at,
             conn_where,
         };
-        Ok(Pass::with(
-            workload,
-            qps,
-            order,
-            conns,
-            first,
-            Shape::Tree(Box::new(tree)),
-        ))
+        Ok(base.into_pass(conns, Shape::Tree(Box::new(tree))))
     }
 }
 
