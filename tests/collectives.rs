@@ -439,6 +439,59 @@ fn tree_and_halving_doubling_all_reduce_complete() {
     assert!(e.contains("power-of-two") && e.contains("6"), "{e}");
 }
 
+/// The tree all-reduce as NCCL builds it, on 4 servers of 4 GPUs with 4
+/// channels: inside each server a chain over NVLink, across servers a
+/// double binary tree between the chains' heads. Each channel leaves
+/// and enters a server through one GPU, a different one per channel, and
+/// stays on its rail; each tree edge carries its half of the channel's
+/// data up and down: 2(h-1) x the buffer over the network and 2h(g-1) x
+/// it over NVLink.
+#[test]
+fn tree_all_reduce_chains_servers_and_links_their_heads() {
+    let text = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 4
+gpus_per_host = 4
+hosts_per_leaf = 4
+rails_per_leaf = 4
+spines = 2
+nic_speed = "100G"
+uplink_speed = "400G"
+
+[[workload]]
+kind = "collective"
+op = "all-reduce"
+algorithm = "tree"
+bytes = "16MB"
+channels = 4
+chunk = "1MB"
+"#;
+    let (sim, s) = run(text);
+    let (h, g, size) = (4u64, 4u64, 16_000_000u64);
+    let topo = sim.topo();
+    let mut senders: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut net = 0;
+    for (src, dst, bytes, _) in writes(&sim) {
+        let (a, b) = (topo.gpus[src as usize], topo.gpus[dst as usize]);
+        assert_ne!(a.host, b.host);
+        assert_eq!(
+            a.local, b.local,
+            "GPU {src} to GPU {dst}: one rail per channel"
+        );
+        senders.entry(a.host.0).or_default().push(a.local);
+        net += bytes;
+    }
+    for (host, mut locals) in senders {
+        locals.sort_unstable();
+        locals.dedup();
+        assert_eq!(locals, [0, 1, 2, 3], "host {host}: one head per channel");
+    }
+    assert_eq!(net, 2 * (h - 1) * size);
+    assert_eq!(s.nvlink_bytes, 2 * h * (g - 1) * size);
+    assert!(s.collectives[0].time_ps.is_some());
+}
+
 /// Hierarchical all-reduce over 4 hosts of 8 GPUs: each NIC sends
 /// 2(h-1)/h of its GPU's 1/8 share over the network, and the rest moves
 /// over NVLink.

@@ -649,7 +649,7 @@ fn hierarchical(
                 let data = share(part, rails_ch as u64, ch as u64);
                 let r: Vec<u32> = (0..hosts.len()).map(|hi| ready[hi][l]).collect();
                 let done = if c.across == Algorithm::Tree {
-                    tree_pass(e, &rail, data, c.chunk, 1 + ch, &r)?
+                    tree_pass(e, &rail, &vec![1; rail.len()], data, c.chunk, 1 + ch, &r)?
                         .iter()
                         .map(|got| e.join(got, SimTime::ZERO))
                         .collect()
@@ -692,12 +692,14 @@ fn by_host(topo: &Topology, gpus: &[GpuId]) -> Vec<Vec<GpuId>> {
     hosts
 }
 
-/// Double binary tree all-reduce (NCCL's tree): half the data goes up
-/// and back down each of two binary trees over the ring order, the second
-/// shifted by one position so that the leaves of one are the inner nodes
-/// of the other. Up the tree a node sends a chunk to its parent once it
-/// has it from all its children; down, a node passes a chunk to its
-/// children once it has it from its parent.
+/// Tree all-reduce as NCCL builds it: per channel, a chain through the
+/// GPUs of each server (in the channel's ring order, so channel c's
+/// chain starts at each server's c-th GPU) and a double binary tree over
+/// the servers between the chains' heads; half the data goes up and back
+/// down each of the two trees (NCCL's channel and its duplicate). Up a
+/// tree a node sends a chunk to its parent once it has it from all its
+/// children; down, a node passes a chunk to its children once it has it
+/// from its parent.
 fn double_tree(
     e: &mut Emitter,
     c: &Collective,
@@ -705,22 +707,24 @@ fn double_tree(
     last: &mut Vec<u32>,
 ) -> Result<(), String> {
     let n = c.gpus.len();
+    let servers: Vec<usize> = by_host(e.topo, &c.gpus).iter().map(Vec::len).collect();
     for ch in 0..c.channels {
         let order = ring_order(e.topo, &c.gpus, ch);
         let data = share(c.bytes, c.channels as u64, ch as u64);
-        let got = tree_pass(e, &order, data, c.chunk, ch, &vec![start; n])?;
+        let got = tree_pass(e, &order, &servers, data, c.chunk, ch, &vec![start; n])?;
         last.extend(got.into_iter().flatten());
     }
     Ok(())
 }
 
-/// One double binary tree all-reduce of `data` bytes over `order` (see
-/// `double_tree`), position i starting after `ready[i]`. Returns, per
-/// position, the tasks that bring it the reduced chunks (the root's:
-/// when it has reduced them).
+/// One tree all-reduce of `data` bytes over `order`, grouped by server
+/// as `servers` says (see `double_tree`), position i starting after
+/// `ready[i]`. Returns, per position, the tasks that bring it the reduced
+/// chunks (the root's: when it has reduced them).
 fn tree_pass(
     e: &mut Emitter,
     order: &[GpuId],
+    servers: &[usize],
     data: u64,
     chunk: u64,
     ch: u32,
@@ -730,7 +734,7 @@ fn tree_pass(
         return Err(passes_too_many());
     }
     let base = e.base(order.to_vec(), ch);
-    let pass = Pass::tree(base, data, chunk, &mut e.router())?;
+    let pass = Pass::tree(base, servers, data, chunk, &mut e.router())?;
     Ok(add_pass(e, pass, ready)?
         .into_iter()
         .map(|x| vec![x])

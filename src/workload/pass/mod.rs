@@ -10,13 +10,14 @@
 //! once message (k - 1, i - 1, j) has arrived at i. Position i's part is
 //! done once the last step of every slice has arrived at it.
 //!
-//! A **tree** pass is NCCL's double binary tree all-reduce: half the
-//! data goes up and back down each of two binary trees over the positions
-//! (`btree`; the second shifted by one position), chunk by chunk. Up a
-//! tree a node sends a chunk to its parent once it has entered and has
-//! the chunk from all its children; the root, once it has entered and has
-//! them, sends it down; down, a node passes a chunk to its children once
-//! it has it from its parent. A position's part is done once it has every
+//! A **tree** pass is NCCL's tree all-reduce: half the data goes up and
+//! back down each of two trees, chunk by chunk; each tree is a chain
+//! inside every server, from its head, and NCCL's double binary tree
+//! across the servers' heads (`nccl_trees`). Up a tree a node sends a
+//! chunk to its parent once it has entered and has the chunk from all its
+//! children; the root, once it has entered and has them, sends it down;
+//! down, a node passes a chunk to its children once it has it from its
+//! parent. A position's part is done once it has every
 //! reduced chunk (the root: once it has reduced them).
 //!
 //! **Halving-doubling** goes stage by stage: a rank sends a stage's
@@ -45,7 +46,7 @@ mod halving;
 mod ring;
 mod tree;
 
-pub use tree::btree;
+pub use tree::{btree, dtree, nccl_trees};
 
 use super::collective::share;
 use super::FlowSpec;
@@ -182,7 +183,7 @@ impl Pass {
                 Shape::Ring(r) => n * 4 + n * u64::from(r.slices) * 8,
                 Shape::Tree(t) => {
                     let most = u64::from(t.slices[0].max(t.slices[1]));
-                    n * (4 + 8 + 24 + 16 + 4) + 2 * most * n * 2 + self.conns.len() as u64 * 4
+                    n * (2 * (8 + 24 + 8) + 4 + 16) + 2 * most * n * 2 + self.conns.len() as u64 * 4
                 }
                 Shape::Halving(h) => n * 4 + h.stages.len() as u64 * (n * 4 + 16),
                 Shape::Chain(c) => n * 4 + n * u64::from(c.slices),
@@ -348,9 +349,8 @@ impl Pass {
             }
             Shape::Tree(t) => {
                 for tree in 0..2 {
-                    let p = (pos + n - tree as u32 % n) % n;
                     for j in 0..t.slices[tree] {
-                        t.try_up(n, tree, j, p, &self.entered, out);
+                        t.try_up(n, tree, j, pos, &self.entered, out);
                     }
                 }
             }
@@ -552,12 +552,13 @@ mod tests {
         run(&mut ring(3, 0, 4, 1));
     }
 
-    /// A double binary tree over 8 positions, 3 chunks per tree: every
-    /// edge carries each chunk once up and once down, a chunk goes up only
-    /// after the sender's children sent theirs, and every position is done.
+    /// A double binary tree over 8 positions (one GPU per server), 3
+    /// chunks per tree: every edge carries each chunk once up and once
+    /// down, a chunk goes up only after the sender's children sent
+    /// theirs, and every position is done.
     #[test]
     fn a_tree_reduces_up_and_broadcasts_down() {
-        let mut p = Pass::tree(base(8), 6000, 1000, &mut local).unwrap();
+        let mut p = Pass::tree(base(8), &[1; 8], 6000, 1000, &mut local).unwrap();
         assert_eq!(p.conns.len(), 2 * 2 * 7, "two trees, 7 edges, both ways");
         let sent = run(&mut p);
         assert_eq!(sent.len(), 2 * 3 * 2 * 7);
@@ -569,43 +570,85 @@ mod tests {
             assert_eq!(p.message(p.first_on(c)).conn, c);
         }
         // Up: a node's chunk goes after those of its children.
-        let parent = btree(8);
-        let up_at = |tree: usize, from: u32| {
-            sent.iter()
-                .position(|m| {
-                    let c = p.conns[m.conn as usize];
-                    c.from.0 == (from + tree as u32) % 8
-                        && parent[from as usize].is_some_and(|q| c.to.0 == (q + tree as u32) % 8)
-                })
-                .unwrap()
+        let Shape::Tree(t) = &p.shape else {
+            unreachable!()
         };
-        for (x, q) in parent.iter().enumerate() {
-            if let Some(q) = q {
-                if parent[*q as usize].is_some() {
-                    assert!(up_at(0, x as u32) < up_at(0, *q));
+        for (tree, parent) in dtree(8).iter().enumerate() {
+            let up_at = |from: u32| {
+                let conn = t.conn_at[tree * 2 * 8 + from as usize];
+                let c = p.conns[conn as usize];
+                assert_eq!((Some(c.to.0), c.from.0), (parent[from as usize], from));
+                sent.iter().position(|m| m.conn == conn).unwrap()
+            };
+            for (x, q) in parent.iter().enumerate() {
+                if let Some(q) = q.filter(|&q| parent[q as usize].is_some()) {
+                    assert!(up_at(x as u32) < up_at(q), "tree {tree}: {x} before {q}");
                 }
             }
         }
     }
 
-    /// The tree is a single rooted tree; its leaves are the even
-    /// positions, so the second tree (shifted by one) has the odd
-    /// positions as leaves and no rank is inner in both (n even).
+    /// NCCL's binary tree: one root (rank 0, with one child), at most two
+    /// children, odd ranks as leaves; the second tree (mirrored for an
+    /// even count, shifted for an odd one) has no inner rank in common
+    /// with the first but rank 0's.
     #[test]
     fn double_binary_tree_shapes() {
-        for n in [2usize, 4, 8, 16, 6, 12] {
-            let parent = btree(n);
-            assert_eq!(parent.iter().filter(|p| p.is_none()).count(), 1, "n={n}");
-            let mut children = vec![0; n];
-            for p in parent.iter().flatten() {
-                children[*p as usize] += 1;
-            }
-            assert!(children.iter().all(|&c| c <= 2));
-            let inner_a: Vec<usize> = (0..n).filter(|&p| children[p] > 0).collect();
-            assert!(inner_a.iter().all(|p| p % 2 == 1), "n={n}: {inner_a:?}");
-            // Tree B holds rank (p + 1) mod n at position p.
-            let inner_b: Vec<usize> = inner_a.iter().map(|p| (p + 1) % n).collect();
-            assert!(inner_b.iter().all(|r| !inner_a.contains(r)), "n={n}");
+        for n in [2usize, 3, 4, 7, 8, 12, 13, 14, 16, 33] {
+            let trees = dtree(n);
+            let inner: Vec<Vec<usize>> = trees
+                .iter()
+                .map(|parent| {
+                    assert_eq!(parent.iter().filter(|p| p.is_none()).count(), 1, "n={n}");
+                    let mut children = vec![0; n];
+                    for q in parent.iter().flatten() {
+                        children[*q as usize] += 1;
+                    }
+                    assert!(children.iter().all(|&c| c <= 2), "n={n}");
+                    // Every rank reaches the root.
+                    for r in 0..n {
+                        let (mut x, mut hops) = (r, 0);
+                        while let Some(q) = parent[x] {
+                            x = q as usize;
+                            hops += 1;
+                            assert!(hops <= n, "n={n}: a cycle");
+                        }
+                    }
+                    (0..n).filter(|&p| children[p] > 0).collect()
+                })
+                .collect();
+            assert_eq!(trees[0][0], None);
+            assert!(inner[0].iter().all(|&p| p == 0 || p % 2 == 0), "n={n}");
+            let both: Vec<&usize> = inner[0].iter().filter(|r| inner[1].contains(r)).collect();
+            assert!(both.iter().all(|&&r| r == 0), "n={n}: {both:?}");
         }
+        // The picture in NCCL's source: 14 ranks, 8 under 0, 12 under 8,
+        // 13 under 12.
+        let t = btree(14);
+        assert_eq!(
+            (t[8], t[12], t[13], t[4], t[1]),
+            (Some(0), Some(8), Some(12), Some(8), Some(2))
+        );
+    }
+
+    /// Servers of 4, 4 and 2 GPUs: each tree is a chain inside every
+    /// server from its first GPU, and the heads (positions 0, 4, 8) form
+    /// the double binary tree over 3 servers; every chunk still reaches
+    /// every position.
+    #[test]
+    fn tree_chains_inside_servers() {
+        let trees = nccl_trees(&[4, 4, 2]);
+        for parent in &trees {
+            for (p, want) in [(1, 0), (2, 1), (3, 2), (5, 4), (6, 5), (7, 6), (9, 8)] {
+                assert_eq!(parent[p], Some(want));
+            }
+            let heads: Vec<Option<u32>> = [0, 4, 8].iter().map(|&h| parent[h]).collect();
+            assert_eq!(heads.iter().filter(|h| h.is_none()).count(), 1);
+            assert!(heads.iter().flatten().all(|q| [0, 4, 8].contains(q)));
+        }
+        let mut p = Pass::tree(base(10), &[4, 4, 2], 4000, 1000, &mut local).unwrap();
+        let sent = run(&mut p);
+        // 9 edges per tree, both ways, 2 chunks of each tree's half.
+        assert_eq!(sent.len(), 2 * 2 * 9 * 2);
     }
 }

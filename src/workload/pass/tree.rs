@@ -1,5 +1,9 @@
-//! NCCL's double binary tree: half the data up and back down each of
-//! two binary trees, the second shifted by one position.
+//! NCCL's tree all-reduce: half the data up and back down each of two
+//! trees over the positions, chunk by chunk. Inside a server the GPUs form
+//! a chain; across servers the chains' heads form NCCL's double binary
+//! tree (`dtree`), so a channel's network traffic leaves and enters every
+//! server through one GPU (NCCL's "tree" pattern, which keeps a channel on
+//! one rail). With one GPU per server it is the double binary tree alone.
 
 use super::{Base, Pass, Released, Route, Shape};
 use crate::workload::collective::share;
@@ -10,33 +14,51 @@ pub(super) struct Tree {
     /// bytes).
     pub(super) half: [u64; 2],
     pub(super) slices: [u32; 2],
-    /// Parent and children of each tree position (position p of tree t is
-    /// pass position (p + t) mod n).
-    pub(super) parent: Vec<Option<u32>>,
-    pub(super) children: Vec<Vec<u32>>,
-    /// Per tree, slice and tree position: chunks come from children, and
+    /// Parent and children of each position, per tree.
+    pub(super) parent: [Vec<Option<u32>>; 2],
+    pub(super) children: [Vec<Vec<u32>>; 2],
+    /// Per tree, slice and position: chunks come from children, and
     /// whether its own went up (or, at the root, down).
     pub(super) from_children: Vec<u8>,
     pub(super) went: Vec<bool>,
-    /// Per pass position: reduced chunks it has.
+    /// Per position: reduced chunks it has.
     pub(super) got: Vec<u32>,
-    /// The connection of (tree, up or down, tree position), `u32::MAX`
-    /// for a root, and where each connection is in it.
+    /// The connection of (tree, up or down, position below the edge),
+    /// `u32::MAX` for a root, and where each connection is in it.
     pub(super) conn_at: Vec<u32>,
     pub(super) conn_where: Vec<u32>,
 }
 
 impl Pass {
-    /// A double binary tree all-reduce of `data` bytes over `order`, each
-    /// tree's half cut into chunks of `chunk` bytes.
-    pub fn tree(base: Base, data: u64, chunk: u64, route: &mut Route) -> Result<Pass, String> {
+    /// A tree all-reduce of `data` bytes over `order`, whose positions are
+    /// grouped by server (`servers`: how many consecutive positions each
+    /// server has, in order), each tree's half cut into chunks of `chunk`
+    /// bytes.
+    pub fn tree(
+        base: Base,
+        servers: &[usize],
+        data: u64,
+        chunk: u64,
+        route: &mut Route,
+    ) -> Result<Pass, String> {
         let n = base.order.len();
-        let parent = btree(n);
-        let mut children = vec![Vec::new(); n];
-        for (p, q) in parent.iter().enumerate() {
-            if let Some(q) = q {
-                children[*q as usize].push(p as u32);
+        debug_assert_eq!(servers.iter().sum::<usize>(), n);
+        let parent = nccl_trees(servers);
+        let children = parent.clone().map(|par| {
+            let mut ch = vec![Vec::new(); n];
+            for (p, q) in par.iter().enumerate() {
+                if let Some(q) = q {
+                    ch[*q as usize].push(p as u32);
+                }
             }
+            ch
+        });
+        if children
+            .iter()
+            .flatten()
+            .any(|c| c.len() > usize::from(u8::MAX))
+        {
+            return Err("a tree node has more children than a pass counts".into());
         }
         let half = [share(data, 2, 0), share(data, 2, 1)];
         let slices = half.map(|h| {
@@ -47,16 +69,15 @@ impl Pass {
             }
         });
         // Up and down each edge of each tree with bytes: (tree, 0 up or 1
-        // down, tree position), from and to pass positions.
+        // down, position below), from and to positions.
         let mut edges = Vec::new();
         for t in (0..2).filter(|&t| half[t] > 0) {
-            let at = |p: usize| (p + t) % n;
-            for (p, q) in parent.iter().enumerate() {
+            for (p, q) in parent[t].iter().enumerate() {
                 let Some(q) = q.map(|q| q as usize) else {
                     continue;
                 };
-                edges.push(((t, 0, p), at(p), at(q)));
-                edges.push(((t, 1, p), at(q), at(p)));
+                edges.push(((t, 0, p), p, q));
+                edges.push(((t, 1, p), q, p));
             }
         }
         let mut conn_at = vec![u32::MAX; 4 * n];
@@ -70,7 +91,7 @@ impl Pass {
         let tree = Tree {
             half,
             slices,
-            parent: parent.clone(),
+            parent,
             children,
             from_children: vec![0; 2 * most * n],
             went: vec![false; 2 * most * n],
@@ -109,8 +130,8 @@ impl Tree {
         ((tree * self.most() as usize) + j as usize) * n as usize + p as usize
     }
 
-    /// Tree position `p` of `tree` sends chunk `j` up (or, at the root,
-    /// down) once it has entered and has it from all its children.
+    /// Position `p` sends chunk `j` of `tree` up (or, at the root,
+    /// down) once it has entered and has the chunk from all its children.
     pub(super) fn try_up(
         &mut self,
         n: u32,
@@ -120,27 +141,26 @@ impl Tree {
         entered: &[bool],
         out: &mut Released,
     ) {
-        let pos = (p as usize + tree) % n as usize;
         let c = self.cell(n, tree, j, p);
         if self.went[c]
-            || !entered[pos]
-            || usize::from(self.from_children[c]) < self.children[p as usize].len()
+            || !entered[p as usize]
+            || usize::from(self.from_children[c]) < self.children[tree][p as usize].len()
         {
             return;
         }
         self.went[c] = true;
-        if self.parent[p as usize].is_some() {
+        if self.parent[tree][p as usize].is_some() {
             out.send.push(self.index(u64::from(n), tree, j, 0, p));
         } else {
             // The root has the reduced chunk: down to its children.
-            self.got[pos] += 1;
-            out.done.push(pos as u32);
+            self.got[p as usize] += 1;
+            out.done.push(p);
             self.down(n, tree, j, p, out);
         }
     }
 
     pub(super) fn down(&mut self, n: u32, tree: usize, j: u32, p: u32, out: &mut Released) {
-        for &x in &self.children[p as usize] {
+        for &x in &self.children[tree][p as usize] {
             out.send.push(self.index(u64::from(n), tree, j, 1, x));
         }
     }
@@ -148,37 +168,71 @@ impl Tree {
     pub(super) fn arrive(&mut self, n: u32, idx: u64, entered: &[bool], out: &mut Released) {
         let (tree, j, dir, p) = self.decode(u64::from(n), idx);
         if dir == 0 {
-            let Some(q) = self.parent[p as usize] else {
+            let Some(q) = self.parent[tree][p as usize] else {
                 return;
             };
             let c = self.cell(n, tree, j, q);
             self.from_children[c] += 1;
             self.try_up(n, tree, j, q, entered, out);
         } else {
-            let pos = (p as usize + tree) % n as usize;
-            self.got[pos] += 1;
-            out.done.push(pos as u32);
+            self.got[p as usize] += 1;
+            out.done.push(p);
             self.down(n, tree, j, p, out);
         }
     }
 }
 
-/// Parent of each position in a balanced binary tree over positions
-/// 0..n whose leaves are the even positions: each range's root is its
-/// position p with the largest lowest set bit of p + 1.
+/// Parent of each rank in NCCL's binary tree over ranks 0..n: rank 0 is
+/// the root with one child, odd ranks are leaves, and a rank's parent and
+/// children follow from its lowest set bit.
 pub fn btree(n: usize) -> Vec<Option<u32>> {
-    pub(super) fn build(lo: usize, hi: usize, up: Option<u32>, parent: &mut [Option<u32>]) {
-        if lo >= hi {
-            return;
-        }
-        let root = (lo..hi)
-            .max_by_key(|&p| ((p + 1).trailing_zeros(), std::cmp::Reverse(p)))
-            .unwrap_or(lo);
-        parent[root] = up;
-        build(lo, root, Some(root as u32), parent);
-        build(root + 1, hi, Some(root as u32), parent);
+    (0..n)
+        .map(|rank| {
+            if rank == 0 {
+                return None;
+            }
+            let bit = 1usize << rank.trailing_zeros();
+            let up = (rank ^ bit) | (bit << 1);
+            Some(if up < n { up } else { rank ^ bit } as u32)
+        })
+        .collect()
+}
+
+/// NCCL's double binary tree over `n` ranks: `btree`, and the same tree
+/// mirrored (rank r in the place of n - 1 - r) when n is even, or shifted
+/// by one rank when n is odd, so that the leaves of one are the inner
+/// ranks of the other.
+pub fn dtree(n: usize) -> [Vec<Option<u32>>; 2] {
+    let first = btree(n);
+    let second = (0..n)
+        .map(|r| {
+            if n % 2 == 0 {
+                first[n - 1 - r].map(|u| (n - 1 - u as usize) as u32)
+            } else {
+                first[(r + n - 1) % n].map(|u| ((u as usize + 1) % n) as u32)
+            }
+        })
+        .collect();
+    [first, second]
+}
+
+/// Each position's parent in the two trees of NCCL's tree all-reduce over
+/// servers of these sizes (consecutive positions): inside a server a
+/// chain from its first position (the head) down; the heads linked by
+/// `dtree` over the servers.
+pub fn nccl_trees(servers: &[usize]) -> [Vec<Option<u32>>; 2] {
+    let mut head = Vec::with_capacity(servers.len());
+    let mut at = 0u32;
+    for &g in servers {
+        head.push(at);
+        at += g as u32;
     }
-    let mut parent = vec![None; n];
-    build(0, n, None, &mut parent);
-    parent
+    dtree(servers.len()).map(|across| {
+        let mut parent = Vec::with_capacity(at as usize);
+        for (s, &g) in servers.iter().enumerate() {
+            parent.push(across[s].map(|q| head[q as usize]));
+            parent.extend((1..g as u32).map(|k| Some(head[s] + k - 1)));
+        }
+        parent
+    })
 }
