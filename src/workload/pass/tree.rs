@@ -206,7 +206,7 @@ pub fn dtree(n: usize) -> [Vec<Option<u32>>; 2] {
     let first = btree(n);
     let second = (0..n)
         .map(|r| {
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 first[n - 1 - r].map(|u| (n - 1 - u as usize) as u32)
             } else {
                 first[(r + n - 1) % n].map(|u| ((u as usize + 1) % n) as u32)
