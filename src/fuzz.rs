@@ -132,6 +132,8 @@ pub fn chakra_input(data: &[u8]) -> bool {
         channels: 1,
         chunk: 1 << 20,
         pxn: false,
+        groups: Vec::new(),
+        shard_sizes: false,
     };
     let mut graph = GraphBuilder::default();
     let mut flows = Vec::new();

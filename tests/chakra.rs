@@ -185,3 +185,222 @@ fn bad_traces_name_the_node() {
     assert!(e.contains("cannot read the trace folder"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A length-delimited field.
+fn field(tag: u64, bytes: &[u8], out: &mut Vec<u8>) {
+    varint(tag << 3 | 2, out);
+    varint(bytes.len() as u64, out);
+    out.extend(bytes);
+}
+
+/// A node with integer and string attributes and, for a METADATA node,
+/// its inputs' values.
+fn node_with(
+    id: u64,
+    kind: u64,
+    deps: &[u64],
+    ints: &[(&str, u64)],
+    strs: &[(&str, &str)],
+    inputs: Option<&str>,
+) -> Vec<u8> {
+    let mut m = Vec::new();
+    varint(1 << 3, &mut m);
+    varint(id, &mut m);
+    field(2, b"n", &mut m);
+    varint(3 << 3, &mut m);
+    varint(kind, &mut m);
+    if !deps.is_empty() {
+        let mut d = Vec::new();
+        for &x in deps {
+            varint(x, &mut d);
+        }
+        field(5, &d, &mut m);
+    }
+    if let Some(v) = inputs {
+        let mut io = Vec::new();
+        field(1, v.as_bytes(), &mut io);
+        field(8, &io, &mut m);
+    }
+    for (name, v) in ints {
+        let mut a = Vec::new();
+        field(1, name.as_bytes(), &mut a);
+        varint(9 << 3, &mut a);
+        varint(*v, &mut a);
+        field(10, &a, &mut m);
+    }
+    for (name, v) in strs {
+        let mut a = Vec::new();
+        field(1, name.as_bytes(), &mut a);
+        field(29, v.as_bytes(), &mut a);
+        field(10, &a, &mut m);
+    }
+    m
+}
+
+/// One file per rank, any message length.
+fn write_long_trace(dir: &Path, ranks: &[Vec<Vec<u8>>]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (r, msgs) in ranks.iter().enumerate() {
+        let mut out = Vec::new();
+        let mut meta = Vec::new();
+        field(1, b"0.0.4", &mut meta);
+        varint(meta.len() as u64, &mut out);
+        out.extend(meta);
+        for m in msgs {
+            varint(m.len() as u64, &mut out);
+            out.extend(m);
+        }
+        std::fs::write(dir.join(format!("t.{r}.et")), out).unwrap();
+    }
+}
+
+fn four_ranks(dir: &Path, extra: &str) -> String {
+    format!(
+        r#"
+[topology]
+kind = "single-rail"
+hosts = 4
+gpus_per_host = 1
+
+[[workload]]
+kind = "chakra"
+trace = "{}"
+{extra}
+"#,
+        dir.display()
+    )
+}
+
+/// The network writes of a run, as (sender, receiver) GPU pairs.
+fn pairs(sim: &fabricsim::engine::Simulation) -> Vec<(u32, u32)> {
+    sim.pass_flows()
+        .rows
+        .iter()
+        .filter(|r| r.qps > 0 && r.bytes > 0)
+        .map(|r| (r.src.0, r.dst.0))
+        .collect()
+}
+
+/// Two process groups of a trace, each all-reducing among its own ranks:
+/// given beside the trace (ASTRA-sim's groups file) or by the trace's
+/// METADATA node (PyTorch's process_group:init), each collective runs on
+/// its group's ranks only, and a node without `pg_name` on every rank.
+#[test]
+fn process_groups_run_their_collectives_on_their_ranks() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let coll = |id: u64, deps: &[u64], pg: Option<&str>| {
+        let strs: Vec<(&str, &str)> = pg.map(|g| ("pg_name", g)).into_iter().collect();
+        node_with(
+            id,
+            7,
+            deps,
+            &[("comm_type", 0), ("comm_size", 4000)],
+            &strs,
+            None,
+        )
+    };
+    // Ranks 0 and 2 in group "10", 1 and 3 in "11"; then all four.
+    let group = |r: usize| if r.is_multiple_of(2) { "10" } else { "11" };
+    let ranks: Vec<Vec<Vec<u8>>> = (0..4)
+        .map(|r| vec![coll(1, &[], Some(group(r))), coll(2, &[1], None)])
+        .collect();
+    write_long_trace(&dir, &ranks);
+    std::fs::write(dir.join("groups.json"), r#"{"10": [0, 2], "11": [1, 3]}"#).unwrap();
+    let groups = format!("groups = \"{}\"", dir.join("groups.json").display());
+    let (sim, s) = run_named("x.toml", &four_ranks(&dir, &groups), &[]);
+    let ranks: Vec<usize> = s.collectives.iter().map(|c| c.ranks).collect();
+    assert_eq!(ranks, [2, 2, 4]);
+    assert!(s.collectives.iter().all(|c| c.time_ps.is_some()));
+    let p = pairs(&sim);
+    for (a, b) in [(0, 2), (2, 0), (1, 3), (3, 1)] {
+        assert!(p.contains(&(a, b)), "{a} to {b}: {p:?}");
+    }
+    // Without the groups the trace is refused, with the node named.
+    let e = error_of(&four_ranks(&dir, ""), &[]);
+    assert!(
+        e.contains("rank 0 node 1") && e.contains("pg_name \"10\" is not a process group"),
+        "{e}"
+    );
+
+    // The same groups from a METADATA node in each rank's trace (as
+    // PyTorch records them: a JSON list inside a one-string list).
+    let meta = r#"["[{\"pg_name\": \"10\", \"ranks\": [0, 2]}, {\"pg_name\": \"11\", \"ranks\": [1, 3]}]"]"#;
+    let ranks: Vec<Vec<Vec<u8>>> = (0..4)
+        .map(|r| {
+            vec![
+                node_with(9, 1, &[], &[], &[], Some(meta)),
+                coll(1, &[9], Some(group(r))),
+            ]
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    write_long_trace(&dir, &ranks);
+    let (sim, s) = run_named("x.toml", &four_ranks(&dir, ""), &[]);
+    assert_eq!(
+        s.collectives.iter().map(|c| c.ranks).collect::<Vec<_>>(),
+        [2, 2]
+    );
+    let mut p = pairs(&sim);
+    p.sort_unstable();
+    p.dedup();
+    assert_eq!(p, [(0, 2), (1, 3), (2, 0), (3, 1)]);
+
+    // A rank outside the group its node names.
+    let ranks: Vec<Vec<Vec<u8>>> = (0..4)
+        .map(|r| {
+            vec![
+                node_with(9, 1, &[], &[], &[], Some(meta)),
+                coll(1, &[9], Some(if r == 3 { "10" } else { group(r) })),
+            ]
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    write_long_trace(&dir, &ranks);
+    let e = error_of(&four_ranks(&dir, ""), &[]);
+    assert!(
+        e.contains("rank 3 node 1") && e.contains("not in its process group \"10\""),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `comm_size = "shard"`: an all-gather's comm_size is one rank's share,
+/// so the collective is that times its ranks; the default counts the
+/// whole buffer, as ASTRA-sim's own traces do.
+#[test]
+fn all_gather_sizes_follow_the_chosen_convention() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-size-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ranks: Vec<Vec<Vec<u8>>> = (0..4)
+        .map(|_| {
+            vec![node_with(
+                1,
+                7,
+                &[],
+                &[("comm_type", 2), ("comm_size", 4000)],
+                &[],
+                None,
+            )]
+        })
+        .collect();
+    write_long_trace(&dir, &ranks);
+    let (_, s) = run_named("x.toml", &four_ranks(&dir, ""), &[]);
+    assert_eq!(s.collectives[0].bytes, 4000);
+    let (_, s) = run_named("x.toml", &four_ranks(&dir, "comm_size = \"shard\""), &[]);
+    assert_eq!(s.collectives[0].bytes, 16000);
+    let e = error_of(&four_ranks(&dir, "comm_size = \"rank\""), &[]);
+    assert!(
+        e.contains("workload[0].comm_size") && e.contains("\"shard\""),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -290,6 +290,11 @@ pub struct RawWorkload {
     pub root: Option<i64>,
     /// A Chakra trace folder, relative to the scenario file.
     pub trace: Option<String>,
+    /// A Chakra trace's process groups (a JSON file of group name to
+    /// ranks, relative to the scenario file).
+    pub groups: Option<String>,
+    /// What a Chakra all-gather's or reduce-scatter's comm_size counts.
+    pub comm_size: Option<String>,
     pub iterations: Option<i64>,
     pub phase: Option<Vec<RawPhase>>,
     /// Background flows: flow-size CDF file, load, how long.

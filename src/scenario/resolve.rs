@@ -564,7 +564,16 @@ pub fn workloads(
                 "root",
                 "across",
             ],
-            "chakra" => &["trace", "gpus", "algorithm", "channels", "chunk", "pxn"],
+            "chakra" => &[
+                "trace",
+                "groups",
+                "comm_size",
+                "gpus",
+                "algorithm",
+                "channels",
+                "chunk",
+                "pxn",
+            ],
             "background" => &["gpus", "cdf", "load", "duration"],
             "training" => &[
                 "gpus",
@@ -598,6 +607,8 @@ pub fn workloads(
             ("root", w.root.is_some()),
             ("across", w.across.is_some()),
             ("trace", w.trace.is_some()),
+            ("groups", w.groups.is_some()),
+            ("comm_size", w.comm_size.is_some()),
             ("iterations", w.iterations.is_some()),
             ("phase", w.phase.is_some()),
             ("checkpoint", w.checkpoint.is_some()),
@@ -928,6 +939,20 @@ fn chakra(
             g
         }
     };
+    let groups = match &w.groups {
+        Some(f) => groups_file(&base.join(f), &p.key("groups"))?,
+        None => Vec::new(),
+    };
+    let shard_sizes = match w.comm_size.as_deref() {
+        None | Some("buffer") => false,
+        Some("shard") => true,
+        Some(other) => {
+            return Err(KeyError::new(
+                &p.key("comm_size"),
+                format!("got \"{other}\", expected \"buffer\" (an all-gather's or reduce-scatter's comm_size is the whole buffer, as nccl-tests and ASTRA-sim's traces count it) or \"shard\" (one rank's share)"),
+            ))
+        }
+    };
     // The collective settings, checked as for kind = "collective".
     let probe = RawWorkload {
         kind: Some("collective".into()),
@@ -955,8 +980,41 @@ fn chakra(
             channels: c.as_ref().map_or(1, |c| c.channels),
             chunk: c.as_ref().map_or(512 * 1024, |c| c.chunk),
             pxn: w.pxn.unwrap_or(true),
+            groups,
+            shard_sizes,
         },
     ))
+}
+
+/// A Chakra workload's groups file: a JSON object of process group name
+/// to its list of ranks (ASTRA-sim's communicator group file).
+fn groups_file(path: &std::path::Path, key: &KeyPath) -> R<Vec<(String, Vec<i64>)>> {
+    let text = crate::input::read_text(path, crate::input::MAX_CDF_BYTES, "groups file")
+        .map_err(|m| KeyError::new(key, m))?;
+    let bad = |m: String| {
+        KeyError::new(
+            key,
+            format!(
+                "{}: {m}; expected a JSON object of process group name to a list of ranks, like {{\"1\": [0, 1], \"2\": [2, 3]}}",
+                path.display()
+            ),
+        )
+    };
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    map.into_iter()
+        .map(|(name, v)| {
+            let ranks = v
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(serde_json::Value::as_i64)
+                        .collect::<Option<Vec<i64>>>()
+                })
+                .ok_or_else(|| bad(format!("group \"{name}\" is {v}, not a list of ranks")))?;
+            Ok((name, ranks))
+        })
+        .collect()
 }
 
 /// A `kind = "training"` workload entry.

@@ -7,10 +7,16 @@
 //!
 //! - `COMP`: its `duration_micros` on the rank's GPU, one kernel at a time
 //!   (CPU ops, `is_cpu_op`, take their time off the GPU);
-//! - `COMM_COLL`: the n-th collective node of every rank together form one
-//!   collective over all ranks (`comm_type`, `comm_size` bytes as
-//!   nccl-tests counts them), run with the workload's algorithm settings;
-//!   each rank's node is done when the collective is;
+//! - `COMM_COLL`: a collective on the ranks of its process group
+//!   (`pg_name`; none, or an undefined "0", is every rank). Groups are
+//!   defined by METADATA nodes (PyTorch's `process_group:init`, a JSON
+//!   list of `pg_name` and `ranks` in the node's input values) or given
+//!   beside the trace (ASTRA-sim's group file). The n-th collective node
+//!   of every member of a group together form the group's n-th
+//!   collective (`comm_type`, `comm_size` bytes as nccl-tests counts
+//!   them, or one rank's share for all-gather and reduce-scatter with
+//!   `Settings::shard_sizes`), run with the workload's algorithm
+//!   settings; each rank's node is done when the collective is;
 //! - `COMM_SEND` / `COMM_RECV`: a transfer of `comm_size` bytes to rank
 //!   `comm_dst`; the receive (matched by source, destination and tag, in
 //!   order) is done when the data has arrived;
@@ -49,8 +55,16 @@ mod pb {
         pub start_time_micros: u64,
         #[prost(uint64, tag = "7")]
         pub duration_micros: u64,
+        #[prost(message, optional, tag = "8")]
+        pub inputs: Option<IoInfo>,
         #[prost(message, repeated, tag = "10")]
         pub attr: Vec<Attribute>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct IoInfo {
+        #[prost(string, tag = "1")]
+        pub values: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -154,6 +168,11 @@ pub struct Node {
     pub comm_src: Option<i64>,
     pub comm_dst: Option<i64>,
     pub comm_tag: i64,
+    /// The process group of a communication node (`pg_name`).
+    pub pg_name: Option<String>,
+    /// The process groups a METADATA node defines (PyTorch's
+    /// `process_group:init`, in its inputs' values): name and ranks.
+    pub defines: Vec<(String, Vec<i64>)>,
 }
 
 /// A trace: the nodes of each rank, in file order.
@@ -217,12 +236,28 @@ pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
                 .and_then(|a| a.value.as_ref())
         };
         let int = |name: &str| attr(name).and_then(int_of);
+        let pg_name = attr("pg_name").map(|v| match v {
+            pb::Value::String(s) => s.clone(),
+            other => int_of(other).map_or_else(String::new, |i| i.to_string()),
+        });
+        let kind = Kind::of(n.r#type);
+        let defines = match (&n.inputs, kind) {
+            (Some(io), Kind::Metadata) => process_groups(&io.values).map_err(|e| {
+                format!(
+                    "node {} (\"{}\"), message {}: {e}",
+                    n.id,
+                    n.name,
+                    nodes.len() + 1
+                )
+            })?,
+            _ => Vec::new(),
+        };
         let mut deps = n.data_deps.clone();
         deps.extend(&n.ctrl_deps);
         nodes.push(Node {
             id: n.id,
             name: n.name.clone(),
-            kind: Kind::of(n.r#type),
+            kind,
             deps,
             duration: SimTime::from_us(n.duration_micros.min(1 << 40)),
             cpu: int("is_cpu_op").unwrap_or(0) != 0,
@@ -231,12 +266,56 @@ pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
             comm_src: int("comm_src"),
             comm_dst: int("comm_dst"),
             comm_tag: int("comm_tag").unwrap_or(0),
+            pg_name,
+            defines,
         });
     }
     if first {
         return Err("empty file (no GlobalMetadata)".into());
     }
     Ok(nodes)
+}
+
+/// The process groups in a METADATA node's input values, as PyTorch's
+/// execution trace records them: a JSON list of objects with `pg_name`
+/// and `ranks` (empty: every rank), possibly as the one string of a
+/// list. Values that are not such a list define nothing.
+fn process_groups(values: &str) -> Result<Vec<(String, Vec<i64>)>, String> {
+    use serde_json::Value;
+    let Ok(mut v) = serde_json::from_str::<Value>(values) else {
+        return Ok(Vec::new());
+    };
+    if let Some(Value::String(inner)) = v.as_array().and_then(|a| a.first()) {
+        match serde_json::from_str::<Value>(inner) {
+            Ok(x) => v = x,
+            Err(_) => return Ok(Vec::new()),
+        }
+    }
+    let Some(items) = v.as_array() else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let Some(name) = item.get("pg_name") else {
+            continue;
+        };
+        let name = match name {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => {
+                return Err(format!(
+                    "a process group's pg_name is {name}, expected a string"
+                ))
+            }
+        };
+        let ranks = item
+            .get("ranks")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(Value::as_i64).collect::<Option<Vec<i64>>>())
+            .ok_or_else(|| format!("process group \"{name}\" has no list of integer ranks"))?;
+        out.push((name, ranks));
+    }
+    Ok(out)
 }
 
 /// Reads a trace folder: files `PREFIX.RANK.et` for ranks 0 to n-1.
@@ -295,6 +374,122 @@ pub struct Settings {
     pub channels: u32,
     pub chunk: u64,
     pub pxn: bool,
+    /// Process groups given beside the trace (ASTRA-sim's communicator
+    /// group file): name and ranks, in communicator order.
+    pub groups: Vec<(String, Vec<i64>)>,
+    /// All-gather and reduce-scatter nodes give one rank's share as
+    /// `comm_size` (the collective moves that times its ranks), instead
+    /// of the whole buffer as nccl-tests and ASTRA-sim's traces count it.
+    pub shard_sizes: bool,
+}
+
+/// A communicator of the trace: its name and ranks, in its rank order.
+struct Group {
+    name: String,
+    ranks: Vec<usize>,
+    /// Its ranks sorted, to find a rank's place.
+    sorted: Vec<(usize, usize)>,
+}
+
+impl Group {
+    fn new(name: String, ranks: Vec<usize>) -> Group {
+        let mut sorted: Vec<(usize, usize)> =
+            ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        sorted.sort_unstable();
+        Group {
+            name,
+            ranks,
+            sorted,
+        }
+    }
+
+    /// Rank `r`'s place in the group.
+    fn place(&self, r: usize) -> Option<usize> {
+        self.sorted
+            .binary_search_by_key(&r, |&(x, _)| x)
+            .ok()
+            .map(|i| self.sorted[i].1)
+    }
+}
+
+/// The trace's communicators: first every rank (the default group,
+/// `pg_name` empty or an undefined "0"), then the groups given beside
+/// the trace and those its METADATA nodes define, by name.
+fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
+    let ranks = trace.ranks.len();
+    let mut groups = vec![Group::new(String::new(), (0..ranks).collect())];
+    let given = s.groups.iter().map(|(n, r)| (n, r, None));
+    let defined = trace.ranks.iter().enumerate().flat_map(|(r, nodes)| {
+        nodes
+            .iter()
+            .flat_map(move |n| n.defines.iter().map(move |(g, x)| (g, x, Some((r, n)))))
+    });
+    for (name, list, node) in given.chain(defined) {
+        let whence = || match node {
+            Some((r, n)) => at(r, n),
+            None => "the groups file".to_string(),
+        };
+        let members: Vec<usize> = if list.is_empty() {
+            (0..ranks).collect()
+        } else {
+            let mut m = Vec::with_capacity(list.len());
+            for &x in list {
+                match usize::try_from(x) {
+                    Ok(x) if x < ranks => m.push(x),
+                    _ => {
+                        return Err(format!(
+                        "{}: process group \"{name}\" names rank {x}; the trace has ranks 0 to {}",
+                        whence(),
+                        ranks - 1
+                    ))
+                    }
+                }
+            }
+            m
+        };
+        let g = Group::new(name.clone(), members);
+        if g.sorted.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(format!(
+                "{}: process group \"{name}\" names a rank twice",
+                whence()
+            ));
+        }
+        match groups.iter().skip(1).find(|x| x.name == *name) {
+            Some(old) if old.ranks != g.ranks => {
+                return Err(format!(
+                    "{}: process group \"{name}\" is defined twice, with ranks {:?} and {:?}",
+                    whence(),
+                    old.ranks,
+                    g.ranks
+                ))
+            }
+            Some(_) => {}
+            None => groups.push(g),
+        }
+    }
+    Ok(groups)
+}
+
+/// The communicator a node's `pg_name` names.
+fn group_of(groups: &[Group], r: usize, n: &Node) -> Result<usize, String> {
+    let name = n.pg_name.as_deref().unwrap_or("");
+    if name.is_empty() {
+        return Ok(0);
+    }
+    match groups.iter().skip(1).position(|g| g.name == name) {
+        Some(i) => Ok(i + 1),
+        None if name == "0" => Ok(0),
+        None => Err(format!(
+            "{}: pg_name \"{name}\" is not a process group of the trace (defined: {}); define it in a METADATA node of the trace or in `groups`, a JSON file of group name to ranks",
+            at(r, n),
+            groups
+                .iter()
+                .skip(1)
+                .map(|g| format!("\"{}\"", g.name))
+                .reduce(|a, b| a + ", " + &b)
+                .unwrap_or_else(|| "none".into())
+        )),
+    }
 }
 
 fn op_of(comm_type: i64) -> Result<Option<Op>, &'static str> {
@@ -395,27 +590,58 @@ pub fn emit(
         }
         index.push(ix);
     }
-    let groups = colls[0].len();
-    if let Some(r) = (0..ranks).find(|&r| colls[r].len() != groups) {
-        return Err(format!(
-            "rank 0 has {groups} collective nodes but rank {r} has {}; every rank must take part in every collective",
-            colls[r].len()
-        ));
-    }
-    // The n-th collective of every rank must be the same collective.
-    for (k, &first) in colls[0].iter().enumerate() {
-        let a = &trace.ranks[0][first];
-        for (r, c) in colls.iter().enumerate().skip(1) {
-            let b = &trace.ranks[r][c[k]];
-            if (b.comm_type, b.comm_size) != (a.comm_type, a.comm_size) {
+    // The k-th collective of every member of a communicator, together,
+    // are its k-th collective.
+    let groups = communicators(trace, s)?;
+    let mut inst: Vec<Vec<Vec<usize>>> = groups
+        .iter()
+        .map(|g| vec![Vec::new(); g.ranks.len()])
+        .collect();
+    for (r, list) in colls.iter().enumerate() {
+        for &i in list {
+            let n = &trace.ranks[r][i];
+            let gi = group_of(&groups, r, n)?;
+            let Some(place) = groups[gi].place(r) else {
                 return Err(format!(
-                    "{}: collective {k} of rank 0 is type {:?} of {:?} B, this one type {:?} of {:?} B",
-                    at(r, b),
-                    a.comm_type,
-                    a.comm_size,
-                    b.comm_type,
-                    b.comm_size
+                    "{}: rank {r} is not in its process group \"{}\" (ranks {:?})",
+                    at(r, n),
+                    groups[gi].name,
+                    groups[gi].ranks
                 ));
+            };
+            inst[gi][place].push(i);
+        }
+    }
+    for (g, members) in groups.iter().zip(&inst) {
+        let count = members[0].len();
+        let name = if g.name.is_empty() {
+            "of every rank"
+        } else {
+            &g.name
+        };
+        if let Some(p) = (0..members.len()).find(|&p| members[p].len() != count) {
+            return Err(format!(
+                "rank {} has {count} collective nodes in process group \"{name}\" but rank {} has {}; every rank of a group must take part in each of its collectives",
+                g.ranks[0],
+                g.ranks[p],
+                members[p].len()
+            ));
+        }
+        for k in 0..count {
+            let a = &trace.ranks[g.ranks[0]][members[0][k]];
+            for (p, m) in members.iter().enumerate().skip(1) {
+                let b = &trace.ranks[g.ranks[p]][m[k]];
+                if (b.comm_type, b.comm_size) != (a.comm_type, a.comm_size) {
+                    return Err(format!(
+                        "{}: collective {k} of rank {} in its group is type {:?} of {:?} B, this one type {:?} of {:?} B",
+                        at(g.ranks[p], b),
+                        g.ranks[0],
+                        a.comm_type,
+                        a.comm_size,
+                        b.comm_type,
+                        b.comm_size
+                    ));
+                }
             }
         }
     }
@@ -429,7 +655,7 @@ pub fn emit(
     let mut runs = Vec::new();
     let mut emitted = 0;
     let begin = e.join(&[], start);
-    let mut next_group = 0;
+    let mut next = vec![0usize; groups.len()];
     loop {
         let mut progress = false;
         for r in 0..ranks {
@@ -476,28 +702,41 @@ pub fn emit(
                 }
             }
         }
-        // The next collectives, once every rank's node is ready.
-        while next_group < groups {
-            let ready: Option<Vec<Vec<u32>>> = (0..ranks)
-                .map(|r| {
-                    let n = &trace.ranks[r][colls[r][next_group]];
-                    deps_done(&n.deps, &index[r], &task[r], begin)
-                })
-                .collect();
-            if let Some(ready) = ready {
+        // Each communicator's next collectives, once every member's node
+        // is ready.
+        for (gi, g) in groups.iter().enumerate() {
+            let members = &inst[gi];
+            while next[gi] < members[0].len() {
+                let k = next[gi];
+                let ready: Option<Vec<Vec<u32>>> = g
+                    .ranks
+                    .iter()
+                    .zip(members)
+                    .map(|(&r, m)| {
+                        let n = &trace.ranks[r][m[k]];
+                        deps_done(&n.deps, &index[r], &task[r], begin)
+                    })
+                    .collect();
+                let Some(ready) = ready else {
+                    break;
+                };
                 let deps: Vec<u32> = ready.into_iter().flatten().collect();
-                let first = &trace.ranks[0][colls[0][next_group]];
-                let done = match op_of(first.comm_type.unwrap_or(0)).ok().flatten() {
-                    None => e.join(&deps, SimTime::ZERO),
-                    Some(op) => {
+                let (r0, first) = (g.ranks[0], &trace.ranks[g.ranks[0]][members[0][k]]);
+                let op = op_of(first.comm_type.unwrap_or(0)).ok().flatten();
+                let done = match op {
+                    Some(op) if g.ranks.len() > 1 => {
+                        let mut bytes = first.comm_size.unwrap_or(0);
+                        if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
+                            bytes = bytes.saturating_mul(g.ranks.len() as u64);
+                        }
                         let c = Collective {
                             op,
                             algorithm: match s.algorithm {
                                 Some(a) if Algorithm::for_op(op).contains(&a) => a,
                                 _ => Algorithm::for_op(op)[0],
                             },
-                            gpus: s.gpus[..ranks].to_vec(),
-                            bytes: first.comm_size.unwrap_or(0),
+                            gpus: g.ranks.iter().map(|&r| s.gpus[r]).collect(),
+                            bytes,
                             channels: s.channels,
                             chunk: s.chunk,
                             pxn: s.pxn,
@@ -505,20 +744,20 @@ pub fn emit(
                             across: Algorithm::Ring,
                         };
                         let run = collective::emit(e, &c, &deps, SimTime::ZERO)
-                            .map_err(|m| format!("{}: {m}", at(0, first)))?;
+                            .map_err(|m| format!("{}: {m}", at(r0, first)))?;
                         let end = run.end;
                         runs.push(run);
                         end
                     }
+                    // A barrier, or a group of one: nothing moves.
+                    _ => e.join(&deps, SimTime::ZERO),
                 };
-                for r in 0..ranks {
-                    task[r][colls[r][next_group]] = Some(done);
+                for (&r, m) in g.ranks.iter().zip(members) {
+                    task[r][m[k]] = Some(done);
                     emitted += 1;
                 }
-                next_group += 1;
+                next[gi] += 1;
                 progress = true;
-            } else {
-                break;
             }
         }
         if emitted == total {
@@ -535,7 +774,7 @@ pub fn emit(
                 })
                 .expect("some node is left");
             return Err(format!(
-                "{}: can never run (a dependency cycle, a receive without its send, or ranks that take collectives in a different order)",
+                "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order)",
                 at(r, n)
             ));
         }
