@@ -8,6 +8,9 @@
 
 mod common;
 
+/// How much of a model's training step the cases run.
+const TRAINING_CUT: &str = "simulation.max_sim_time=\"2ms\"";
+
 #[test]
 fn example_scenarios_produce_their_expected_summaries() {
     let update = std::env::var_os("UPDATE_EXPECT").is_some();
@@ -32,8 +35,15 @@ fn example_scenarios_produce_their_expected_summaries() {
     let mut failures = Vec::new();
     for path in &names {
         let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        // Most finish; the deadlock example stops on its PFC cycle.
-        let (_, summary) = common::run_file_to_stop(path, &[]);
+        // Most finish; the deadlock example stops on its PFC cycle; the
+        // training jobs (seconds of wall time each) are cut after their
+        // first 2 ms.
+        let sets: &[&str] = if path.starts_with("examples/training") {
+            &[TRAINING_CUT]
+        } else {
+            &[]
+        };
+        let (_, summary) = common::run_file_to_stop(path, sets);
         let got = serde_json::to_string_pretty(&summary).unwrap() + "\n";
         let expected_path = format!("tests/expected/{stem}.summary.json");
         if update {

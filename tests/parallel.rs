@@ -79,6 +79,9 @@ fn every_example_and_benchmark_writes_the_same_files_at_any_thread_count() {
         // Benchmarks are cut short, as in a smoke run (whose extra sets
         // put the all-reduces' traffic on the network within it).
         let mut sets = Vec::new();
+        if path.starts_with("examples/training") {
+            sets.push("simulation.max_sim_time=\"2ms\"");
+        }
         if path.starts_with("examples/bench") {
             sets.push("simulation.max_sim_time=\"20us\"");
             let b = fabricsim::bench::BENCHMARKS.iter().find(|b| b.name == stem);

@@ -196,7 +196,8 @@ pub struct JobReport {
     /// one and its checkpoint) to its last collective's end.
     pub iteration_ps: Vec<u64>,
     pub mean_iteration_ps: Option<f64>,
-    /// Time in the job's collectives, over its iterations' time.
+    /// Time with some collective of the job in flight, over its
+    /// iterations' time.
     pub comm_share: Option<f64>,
     /// Time spent writing checkpoints.
     pub checkpoint_ps: u64,
@@ -218,13 +219,29 @@ impl JobReport {
                     .filter_map(|&(a, b)| span(a, b))
                     .collect();
                 let total: u64 = iteration_ps.iter().sum();
-                let comm: u64 = t.collectives[j.collectives.clone()]
+                // Time with some collective of the job in flight (the
+                // union of their spans: a model's TP groups and DP buckets
+                // run side by side).
+                let mut spans: Vec<(u64, u64)> = t.collectives[j.collectives.clone()]
                     .iter()
-                    .filter_map(|c| span(c.start, c.end))
-                    .sum();
+                    .filter_map(|c| {
+                        let (a, b) = (t.done[c.start as usize], t.done[c.end as usize]);
+                        (a != SimTime::MAX && b != SimTime::MAX).then_some((a.0, b.0))
+                    })
+                    .collect();
+                spans.sort_unstable();
+                let (mut comm, mut reach) = (0u64, 0u64);
+                for (a, b) in spans {
+                    let a = a.max(reach);
+                    if b > a {
+                        comm += b - a;
+                        reach = b;
+                    }
+                }
                 let w = &sim.scenario().workloads[j.workload as usize];
                 let ranks = match &w.pattern {
                     crate::workload::Pattern::Training(tr) => tr.gpus.len(),
+                    crate::workload::Pattern::Model(m) => m.gpus.len(),
                     _ => 0,
                 };
                 JobReport {

@@ -59,6 +59,17 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                 t.phases.len(),
                 n
             ),
+            crate::workload::Pattern::Model(m) => format!(
+                "model over {} GPUs (tp {} pp {} dp {}, {} layers, {} micro-batches, {} iterations, {} messages)",
+                m.gpus.len(),
+                m.parallel.tp,
+                m.parallel.pp,
+                m.parallel.dp,
+                m.model.layers,
+                m.micro_batches(),
+                m.iterations,
+                n
+            ),
             crate::workload::Pattern::Background { load, .. } => {
                 format!("background ({} flows at {:.0}% load)", n, load * 100.0)
             }

@@ -10,6 +10,7 @@ pub mod balance;
 pub use crate::keys as error;
 pub mod failures;
 pub mod lossless;
+mod model;
 pub mod raw;
 pub mod resolve;
 pub mod values;

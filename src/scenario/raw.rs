@@ -302,6 +302,50 @@ pub struct RawWorkload {
     pub load: Option<f64>,
     pub duration: Option<Value>,
     pub checkpoint: Option<RawCheckpoint>,
+    /// `kind = "model"`: the transformer, its parallelism and the GPU.
+    pub model: Option<RawModel>,
+    pub parallel: Option<RawParallel>,
+    pub gpu: Option<RawGpu>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub layers: Option<i64>,
+    pub hidden: Option<i64>,
+    pub ffn: Option<i64>,
+    pub heads: Option<i64>,
+    pub kv_heads: Option<i64>,
+    pub seq: Option<i64>,
+    pub vocab: Option<i64>,
+    pub micro_batch: Option<i64>,
+    pub global_batch: Option<i64>,
+    pub param_bytes: Option<i64>,
+    pub act_bytes: Option<i64>,
+    pub gated: Option<bool>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawParallel {
+    pub tp: Option<i64>,
+    pub pp: Option<i64>,
+    pub dp: Option<i64>,
+    pub schedule: Option<String>,
+    pub zero: Option<i64>,
+    pub sequence_parallel: Option<bool>,
+    pub order: Option<String>,
+    pub bucket: Option<Value>,
+    pub overlap: Option<bool>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawGpu {
+    pub preset: Option<String>,
+    pub tflops: Option<f64>,
+    pub hbm: Option<Value>,
+    pub efficiency: Option<f64>,
 }
 
 /// One phase of a training iteration: compute, then collectives.

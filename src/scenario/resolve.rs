@@ -545,7 +545,7 @@ pub fn workloads(
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
         let kinds =
-            "transfer, permutation, incast, all-to-all, collective, chakra, training or background";
+            "transfer, permutation, incast, all-to-all, collective, chakra, training, model or background";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -575,6 +575,17 @@ pub fn workloads(
                 "pxn",
             ],
             "background" => &["gpus", "cdf", "load", "duration"],
+            "model" => &[
+                "gpus",
+                "algorithm",
+                "channels",
+                "chunk",
+                "pxn",
+                "iterations",
+                "model",
+                "parallel",
+                "gpu",
+            ],
             "training" => &[
                 "gpus",
                 "algorithm",
@@ -615,6 +626,9 @@ pub fn workloads(
             ("cdf", w.cdf.is_some()),
             ("load", w.load.is_some()),
             ("duration", w.duration.is_some()),
+            ("model", w.model.is_some()),
+            ("parallel", w.parallel.is_some()),
+            ("gpu", w.gpu.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -666,17 +680,40 @@ pub fn workloads(
             "collective" => Pattern::Collective(collective(w, topo, &p)?),
             "chakra" => Pattern::Chakra(Box::new(chakra(w, topo, base, &p)?)),
             "training" => Pattern::Training(Box::new(training(w, topo, &p)?)),
+            "model" => {
+                // The GPUs and collective settings, checked as for a
+                // collective.
+                let probe = RawWorkload {
+                    kind: Some("collective".into()),
+                    op: Some("all-reduce".into()),
+                    algorithm: w.algorithm.clone(),
+                    chunk: w.chunk.clone(),
+                    pxn: w.pxn,
+                    gpus: w.gpus.clone(),
+                    ..Default::default()
+                };
+                let c = collective(&probe, topo, &p)?;
+                Pattern::Model(Box::new(super::model::model(
+                    w,
+                    topo,
+                    c.gpus,
+                    c.algorithm,
+                    c.chunk,
+                    &p,
+                )?))
+            }
             "background" => background(w, topo, base, &p)?,
             _ => Pattern::AllToAll {
                 gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
             },
         };
         let bytes = match &w.bytes {
-            None if matches!(kind, "chakra" | "training" | "background") => 0,
-            Some(_) if matches!(kind, "chakra" | "training" | "background") => {
+            None if matches!(kind, "chakra" | "training" | "model" | "background") => 0,
+            Some(_) if matches!(kind, "chakra" | "training" | "model" | "background") => {
                 let from = match kind {
                     "chakra" => "the trace",
                     "training" => "the phases",
+                    "model" => "the model",
                     _ => "the cdf file",
                 };
                 return Err(KeyError::new(

@@ -11,6 +11,7 @@ pub mod background;
 pub mod chakra;
 pub mod collective;
 pub mod graph;
+pub mod model;
 pub mod pass;
 mod permutation;
 pub mod training;
@@ -62,6 +63,8 @@ pub enum Pattern {
     Chakra(Box<(chakra::Trace, chakra::Settings)>),
     /// A training job: iterations of compute and collectives.
     Training(Box<training::Training>),
+    /// A training job made from the model and its parallelism.
+    Model(Box<model::ModelJob>),
     /// Random small flows among these GPUs at a target load.
     Background {
         gpus: Vec<GpuId>,
@@ -81,6 +84,7 @@ impl Pattern {
             Pattern::Collective(_) => "collective",
             Pattern::Chakra(_) => "chakra",
             Pattern::Training(_) => "training",
+            Pattern::Model(_) => "model",
             Pattern::Background { .. } => "background",
         }
     }
@@ -263,6 +267,15 @@ pub fn expand(
                 );
                 let job = training::emit(&mut e, t, w.start, &mut collectives)
                     .map_err(|m| KeyError::new(&w.path, m))?;
+                jobs.push(job);
+                continue;
+            }
+            Pattern::Model(m) => {
+                let mut e = collective::Emitter::new(
+                    topo, routes, &mut graph, &mut flows, wi as u32, w.qps, m.pxn,
+                );
+                let job = model::emit(&mut e, m, w.start, &mut collectives)
+                    .map_err(|msg| KeyError::new(&w.path, msg))?;
                 jobs.push(job);
                 continue;
             }

@@ -1,0 +1,245 @@
+//! `kind = "model"`: a training job made from the model, its
+//! parallelism and the GPU (`workload::model`).
+
+use super::error::{KeyError, KeyPath};
+use super::raw::RawWorkload;
+use super::values::{choice, size};
+use crate::topology::{GpuId, Topology};
+use crate::units::parse_byte_rate;
+use crate::workload::collective::Algorithm;
+use crate::workload::model::{Dim, Gpu, ModelJob, Parallel, Schedule, Transformer};
+use toml::Value;
+
+type R<T> = Result<T, KeyError>;
+
+/// An integer key between `lo` and `hi`, or `default` (`None`: required).
+fn int(v: Option<i64>, path: &KeyPath, default: Option<u64>, lo: u64, hi: u64) -> R<u64> {
+    match (v, default) {
+        (None, Some(d)) => Ok(d),
+        (None, None) => Err(KeyError::new(
+            path,
+            format!("missing; expected an integer from {lo} to {hi}"),
+        )),
+        (Some(n), _) if n >= lo as i64 && n as u64 <= hi => Ok(n as u64),
+        (Some(n), _) => Err(KeyError::new(
+            path,
+            format!("got {n}, expected an integer from {lo} to {hi}"),
+        )),
+    }
+}
+
+/// The job, with `gpus` the workload's GPUs and the collective settings
+/// (`algorithm`, `channels`, `chunk`, `pxn`) already checked.
+pub fn model(
+    w: &RawWorkload,
+    topo: &Topology,
+    gpus: Vec<GpuId>,
+    algorithm: Algorithm,
+    chunk: u64,
+    p: &KeyPath,
+) -> R<ModelJob> {
+    let mp = p.key("model");
+    let Some(m) = &w.model else {
+        return Err(KeyError::new(
+            &mp,
+            "missing; expected [workload.model] with layers, hidden, ffn, heads, seq, vocab and global_batch",
+        ));
+    };
+    let layers = int(m.layers, &mp.key("layers"), None, 1, 10_000)?;
+    let hidden = int(m.hidden, &mp.key("hidden"), None, 1, 1 << 20)?;
+    let heads = int(m.heads, &mp.key("heads"), None, 1, 1 << 14)?;
+    if hidden % heads != 0 {
+        return Err(KeyError::new(
+            &mp.key("heads"),
+            format!("got {heads}, expected a divisor of hidden ({hidden})"),
+        ));
+    }
+    let kv_heads = int(m.kv_heads, &mp.key("kv_heads"), Some(heads), 1, heads)?;
+    if heads % kv_heads != 0 {
+        return Err(KeyError::new(
+            &mp.key("kv_heads"),
+            format!("got {kv_heads}, expected a divisor of heads ({heads})"),
+        ));
+    }
+    let model = Transformer {
+        layers,
+        hidden,
+        ffn: int(m.ffn, &mp.key("ffn"), Some(4 * hidden), 1, 1 << 22)?,
+        heads,
+        kv_heads,
+        seq: int(m.seq, &mp.key("seq"), None, 1, 1 << 22)?,
+        vocab: int(m.vocab, &mp.key("vocab"), None, 1, 1 << 24)?,
+        micro_batch: int(m.micro_batch, &mp.key("micro_batch"), Some(1), 1, 4096)?,
+        global_batch: int(m.global_batch, &mp.key("global_batch"), None, 1, 1 << 24)?,
+        param_bytes: int(m.param_bytes, &mp.key("param_bytes"), Some(2), 1, 8)?,
+        act_bytes: int(m.act_bytes, &mp.key("act_bytes"), Some(2), 1, 8)?,
+        gated: m.gated.unwrap_or(true),
+    };
+    let parallel = parallel(w, &model, gpus.len() as u64, p)?;
+    let gpu = gpu(w, p)?;
+    let iterations = int(w.iterations, &p.key("iterations"), Some(1), 1, 1000)? as u32;
+    let channels = match w.channels {
+        None => None,
+        Some(c) => Some(int(Some(c), &p.key("channels"), None, 1, 64)? as u32),
+    };
+    let _ = topo;
+    Ok(ModelJob {
+        gpus,
+        iterations,
+        model,
+        parallel,
+        gpu,
+        algorithm,
+        channels,
+        chunk,
+        pxn: w.pxn.unwrap_or(true),
+    })
+}
+
+fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Parallel> {
+    let pp_ = p.key("parallel");
+    let d = super::raw::RawParallel::default();
+    let r = w.parallel.as_ref().unwrap_or(&d);
+    let tp = int(r.tp, &pp_.key("tp"), Some(1), 1, 1024)?;
+    let pp = int(r.pp, &pp_.key("pp"), Some(1), 1, 1024)?;
+    for (key, what, n) in [("heads", "heads", m.heads), ("ffn", "ffn", m.ffn)] {
+        if n % tp != 0 {
+            return Err(KeyError::new(
+                &pp_.key("tp"),
+                format!("got {tp}, expected a divisor of the model's {what} ({n}; model.{key})"),
+            ));
+        }
+    }
+    if pp > m.layers {
+        return Err(KeyError::new(
+            &pp_.key("pp"),
+            format!(
+                "got {pp}, expected at most one stage per layer ({} layers)",
+                m.layers
+            ),
+        ));
+    }
+    if !gpus.is_multiple_of(tp * pp) {
+        return Err(KeyError::new(
+            &pp_,
+            format!(
+                "tp x pp = {} does not divide the job's {gpus} GPUs",
+                tp * pp
+            ),
+        ));
+    }
+    let dp = int(r.dp, &pp_.key("dp"), Some(gpus / (tp * pp)), 1, 1 << 20)?;
+    if tp * pp * dp != gpus {
+        return Err(KeyError::new(
+            &pp_.key("dp"),
+            format!(
+                "got {dp}, but tp x pp x dp must be the job's {gpus} GPUs (dp = {})",
+                gpus / (tp * pp)
+            ),
+        ));
+    }
+    if !m.global_batch.is_multiple_of(m.micro_batch * dp) {
+        return Err(KeyError::new(
+            &p.key("model").key("global_batch"),
+            format!(
+                "got {}, expected a multiple of micro_batch x dp = {}",
+                m.global_batch,
+                m.micro_batch * dp
+            ),
+        ));
+    }
+    let schedule = choice(
+        r.schedule.as_deref(),
+        &pp_.key("schedule"),
+        &[("1f1b", Schedule::OneFOneB), ("gpipe", Schedule::GPipe)],
+        Schedule::OneFOneB,
+    )?;
+    let zero = int(r.zero, &pp_.key("zero"), Some(0), 0, 3)? as u8;
+    let s = r.order.as_deref().unwrap_or("tp-pp-dp");
+    let dims: Option<Vec<Dim>> = s
+        .split('-')
+        .map(|x| match x {
+            "tp" => Some(Dim::Tp),
+            "pp" => Some(Dim::Pp),
+            "dp" => Some(Dim::Dp),
+            _ => None,
+        })
+        .collect();
+    let order = match dims.as_deref() {
+        Some(&[a, b, c]) if a != b && b != c && a != c => [a, b, c],
+        _ => {
+            return Err(KeyError::new(
+                &pp_.key("order"),
+                format!("got \"{s}\", expected the three of tp, pp and dp, fastest-varying first, such as \"tp-pp-dp\""),
+            ))
+        }
+    };
+    let bucket = size(r.bucket.as_ref(), &pp_.key("bucket"), 80_000_000)?;
+    if bucket == 0 {
+        return Err(KeyError::new(
+            &pp_.key("bucket"),
+            "expected at least 1 byte",
+        ));
+    }
+    Ok(Parallel {
+        tp,
+        pp,
+        dp,
+        schedule,
+        zero,
+        sequence_parallel: r.sequence_parallel.unwrap_or(false),
+        order,
+        bucket,
+        overlap: r.overlap.unwrap_or(true),
+    })
+}
+
+fn gpu(w: &RawWorkload, p: &KeyPath) -> R<Gpu> {
+    let gp = p.key("gpu");
+    let Some(g) = &w.gpu else {
+        return Ok(Gpu::H100);
+    };
+    let mut out = choice(
+        g.preset.as_deref(),
+        &gp.key("preset"),
+        &[("h100", Gpu::H100), ("b200", Gpu::B200)],
+        Gpu::H100,
+    )?;
+    if let Some(t) = g.tflops {
+        if !(t.is_finite() && (1.0..=1e6).contains(&t)) {
+            return Err(KeyError::new(
+                &gp.key("tflops"),
+                format!("got {t}, expected dense TFLOP/s from 1 to 1000000"),
+            ));
+        }
+        out.flops = t * 1e12;
+    }
+    match &g.hbm {
+        None => {}
+        Some(Value::String(s)) => match parse_byte_rate(s) {
+            Some(b) if (1_000_000_000..=1_000_000_000_000_000).contains(&b) => out.hbm = b as f64,
+            _ => {
+                return Err(KeyError::new(
+                    &gp.key("hbm"),
+                    format!("got \"{s}\", expected a bandwidth such as \"3.35TB/s\""),
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(KeyError::new(
+                &gp.key("hbm"),
+                format!("got {other}, expected a string such as \"3.35TB/s\""),
+            ))
+        }
+    }
+    if let Some(e) = g.efficiency {
+        if !(e > 0.0 && e <= 1.0) {
+            return Err(KeyError::new(
+                &gp.key("efficiency"),
+                format!("got {e}, expected a share of the peaks above 0 and at most 1"),
+            ));
+        }
+        out.efficiency = e;
+    }
+    Ok(out)
+}

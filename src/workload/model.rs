@@ -1,0 +1,861 @@
+//! Training jobs made from the model and its parallelism: a dense
+//! transformer (Megatron-style) split by tensor (TP), pipeline (PP) and
+//! data (DP) parallelism, with ZeRO sharding and sequence parallelism, as
+//! a task graph of kernels and collectives per rank.
+//!
+//! Ranks: `tp x pp x dp` GPUs, placed by `order` (the first dimension
+//! varies fastest: with "tp-pp-dp" a TP group is consecutive GPUs, so it
+//! sits inside a server). Stage s holds layers `share(L, pp, s)`, the
+//! first stage the embedding and the last the LM head (untied).
+//!
+//! Per micro-batch (b sequences of s tokens, T = b s tokens), per layer,
+//! per TP rank: attention then MLP, forward and backward, each a kernel
+//! on the GPU's compute lane with a roofline time (`Gpu::time`); after
+//! each of the four, the TP group all-reduces T h a bytes (a bytes per
+//! activation), or with sequence parallelism all-gathers before and
+//! reduce-scatters after. Between stages each TP rank sends T h a / tp
+//! bytes (activations forward, gradients backward) to the rank of the
+//! next (previous) stage with the same TP and DP index. The micro-batches
+//! (global batch / (b dp)) run in the schedule's order: GPipe (every
+//! forward, then every backward) or 1F1B (pp - s - 1 forwards, then one
+//! forward and one backward in turn, then the last backwards).
+//!
+//! Data parallelism: during the last micro-batch's backward, each layer's
+//! gradients (its parameters / tp, at p bytes each) fill buckets of
+//! `bucket` bytes in backward order; a full bucket is all-reduced
+//! (ZeRO 0) or reduce-scattered (ZeRO 1 to 3) over the DP group, one
+//! bucket after another on the communication stream, while the backward
+//! goes on. Then the optimizer step (memory-bound: 16 bytes read and
+//! written per parameter it updates, its 1/dp share with ZeRO 1 to 3),
+//! then with ZeRO 1 to 3 an all-gather of the updated parameters per
+//! bucket. ZeRO 3 also all-gathers each layer's parameters over the DP
+//! group before its forward and its backward of every micro-batch.
+//!
+//! A kernel waits only for what it depends on: the compute lane runs one
+//! kernel at a time in program order, TP collectives sit between the
+//! kernels that need them, and the DP buckets overlap the backward.
+
+use super::collective::{self, share, Algorithm, Collective, CollectiveRun, Emitter, Op};
+use super::training::JobRun;
+use crate::topology::GpuId;
+use crate::units::SimTime;
+use std::collections::HashMap;
+
+/// The model.
+#[derive(Clone, Debug)]
+pub struct Transformer {
+    pub layers: u64,
+    pub hidden: u64,
+    pub ffn: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub seq: u64,
+    pub vocab: u64,
+    pub micro_batch: u64,
+    pub global_batch: u64,
+    /// Bytes per parameter (and per gradient) and per activation.
+    pub param_bytes: u64,
+    pub act_bytes: u64,
+    /// A gated MLP (SwiGLU: three matrices) or a plain one (two).
+    pub gated: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    GPipe,
+    OneFOneB,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dim {
+    Tp,
+    Pp,
+    Dp,
+}
+
+/// How the model is split.
+#[derive(Clone, Debug)]
+pub struct Parallel {
+    pub tp: u64,
+    pub pp: u64,
+    pub dp: u64,
+    pub schedule: Schedule,
+    pub zero: u8,
+    pub sequence_parallel: bool,
+    /// Rank placement, fastest-varying first.
+    pub order: [Dim; 3],
+    /// DP gradient bucket, bytes.
+    pub bucket: u64,
+    /// Buckets reduced as the backward fills them (false: all of them
+    /// after the backward, as without overlap).
+    pub overlap: bool,
+}
+
+/// A GPU's roofline.
+#[derive(Clone, Copy, Debug)]
+pub struct Gpu {
+    /// Peak dense FLOP/s at the model's precision.
+    pub flops: f64,
+    /// HBM bytes per second.
+    pub hbm: f64,
+    /// Share of both peaks a kernel reaches.
+    pub efficiency: f64,
+}
+
+impl Gpu {
+    /// H100 SXM: 989 TFLOP/s dense BF16, 3.35 TB/s HBM3.
+    pub const H100: Gpu = Gpu {
+        flops: 989e12,
+        hbm: 3.35e12,
+        efficiency: 0.6,
+    };
+    /// B200: 2.25 PFLOP/s dense BF16, 8 TB/s HBM3e.
+    pub const B200: Gpu = Gpu {
+        flops: 2.25e15,
+        hbm: 8e12,
+        efficiency: 0.6,
+    };
+
+    /// A kernel's time: the slower of its FLOPs at the compute peak and
+    /// its bytes at the HBM bandwidth, both at `efficiency`.
+    pub fn time(&self, k: Kernel) -> SimTime {
+        let s = (k.flops / self.flops).max(k.bytes / self.hbm) / self.efficiency;
+        SimTime((s * 1e12).ceil() as u64)
+    }
+}
+
+/// What a kernel does: floating-point operations and HBM bytes moved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Kernel {
+    pub flops: f64,
+    pub bytes: f64,
+}
+
+impl Kernel {
+    fn times(self, k: f64) -> Kernel {
+        Kernel {
+            flops: self.flops * k,
+            bytes: self.bytes * k,
+        }
+    }
+}
+
+impl Transformer {
+    /// Width of the keys and values (grouped-query attention).
+    pub fn kv_hidden(&self) -> u64 {
+        self.hidden * self.kv_heads / self.heads
+    }
+
+    /// Parameters of a layer's attention: Q, K, V and output projections.
+    pub fn attn_params(&self) -> u64 {
+        let h = self.hidden;
+        h * (h + 2 * self.kv_hidden()) + h * h
+    }
+
+    pub fn mlp_params(&self) -> u64 {
+        (if self.gated { 3 } else { 2 }) * self.hidden * self.ffn
+    }
+
+    /// A layer's parameters (two norms included).
+    pub fn layer_params(&self) -> u64 {
+        self.attn_params() + self.mlp_params() + 2 * self.hidden
+    }
+
+    /// Tokens in a micro-batch.
+    pub fn tokens(&self) -> u64 {
+        self.micro_batch * self.seq
+    }
+
+    /// Forward attention of one layer on one of `tp` ranks: the
+    /// projections (2 T P_attn / tp) and the scores and weighted sum
+    /// (4 b s^2 h / tp); weights read once, activations in and out.
+    pub fn attn(&self, tp: u64) -> Kernel {
+        let (t, h, a) = (
+            self.tokens() as f64,
+            self.hidden as f64,
+            self.act_bytes as f64,
+        );
+        let tpf = tp as f64;
+        let s = self.seq as f64;
+        let b = self.micro_batch as f64;
+        let flops = (2.0 * t * self.attn_params() as f64 + 4.0 * b * s * s * h) / tpf;
+        let weights = self.attn_params() as f64 * self.param_bytes as f64 / tpf;
+        let qkv = (self.hidden + 2 * self.kv_hidden()) as f64 / tpf;
+        let acts = t * a * (2.0 * h + qkv + 2.0 * h / tpf);
+        Kernel {
+            flops,
+            bytes: weights + acts,
+        }
+    }
+
+    /// Forward MLP of one layer on one of `tp` ranks.
+    pub fn mlp(&self, tp: u64) -> Kernel {
+        let (t, h, a) = (
+            self.tokens() as f64,
+            self.hidden as f64,
+            self.act_bytes as f64,
+        );
+        let tpf = tp as f64;
+        let f = self.ffn as f64 / tpf;
+        let mats = if self.gated { 3.0 } else { 2.0 };
+        Kernel {
+            flops: 2.0 * t * self.mlp_params() as f64 / tpf,
+            bytes: self.mlp_params() as f64 * self.param_bytes as f64 / tpf
+                + t * a * (2.0 * h + mats * f),
+        }
+    }
+
+    /// Forward LM head (logits over the vocabulary) on one of `tp` ranks.
+    pub fn head(&self, tp: u64) -> Kernel {
+        let (t, h, v) = (self.tokens() as f64, self.hidden as f64, self.vocab as f64);
+        let tpf = tp as f64;
+        Kernel {
+            flops: 2.0 * t * h * v / tpf,
+            bytes: h * v * self.param_bytes as f64 / tpf
+                + t * self.act_bytes as f64 * (h + v / tpf),
+        }
+    }
+
+    /// The bytes a TP collective of one layer part moves (nccl-tests'
+    /// size): the micro-batch's activations, T h a.
+    pub fn tp_bytes(&self) -> u64 {
+        self.tokens() * self.hidden * self.act_bytes
+    }
+
+    /// What each TP rank sends to the next stage per micro-batch.
+    pub fn pp_bytes(&self, tp: u64) -> u64 {
+        self.tp_bytes().div_ceil(tp)
+    }
+}
+
+/// A `kind = "model"` job.
+#[derive(Clone, Debug)]
+pub struct ModelJob {
+    pub gpus: Vec<GpuId>,
+    pub iterations: u32,
+    pub model: Transformer,
+    pub parallel: Parallel,
+    pub gpu: Gpu,
+    pub algorithm: Algorithm,
+    /// Channels of collectives that cross servers (default: 2 per NIC
+    /// rail of the group; 1 inside a server, where NVLink is shared as a
+    /// fluid whatever the channels).
+    pub channels: Option<u32>,
+    pub chunk: u64,
+    pub pxn: bool,
+}
+
+/// One step of a stage's schedule: forward or backward of micro-batch i.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    F(u64),
+    B(u64),
+}
+
+/// The order stage `s` of `pp` runs `m` micro-batches in.
+pub fn schedule(kind: Schedule, pp: u64, s: u64, m: u64) -> Vec<Step> {
+    match kind {
+        Schedule::GPipe => (0..m).map(Step::F).chain((0..m).map(Step::B)).collect(),
+        Schedule::OneFOneB => {
+            let warm = (pp - s - 1).min(m);
+            let mut out: Vec<Step> = (0..warm).map(Step::F).collect();
+            for i in 0..m - warm {
+                out.push(Step::F(warm + i));
+                out.push(Step::B(i));
+            }
+            out.extend((m - warm..m).map(Step::B));
+            out
+        }
+    }
+}
+
+impl ModelJob {
+    /// Micro-batches per iteration.
+    pub fn micro_batches(&self) -> u64 {
+        self.model.global_batch / (self.model.micro_batch * self.parallel.dp)
+    }
+
+    /// The GPU of the rank with these indices.
+    pub fn gpu_of(&self, tp: u64, pp: u64, dp: u64) -> GpuId {
+        let p = &self.parallel;
+        let (mut rank, mut stride) = (0, 1);
+        for d in p.order {
+            let (i, n) = match d {
+                Dim::Tp => (tp, p.tp),
+                Dim::Pp => (pp, p.pp),
+                Dim::Dp => (dp, p.dp),
+            };
+            rank += i * stride;
+            stride *= n;
+        }
+        self.gpus[rank as usize]
+    }
+
+    /// Layers of stage `s`.
+    pub fn stage_layers(&self, s: u64) -> u64 {
+        share(self.model.layers, self.parallel.pp, s)
+    }
+
+    /// Parameters a rank of stage `s` holds (its 1/tp of them).
+    pub fn rank_params(&self, s: u64) -> u64 {
+        let m = &self.model;
+        let p = &self.parallel;
+        let mut n = self.stage_layers(s) * m.layer_params();
+        if s == 0 {
+            n += m.vocab * m.hidden;
+        }
+        if s == p.pp - 1 {
+            n += m.vocab * m.hidden;
+        }
+        n.div_ceil(p.tp)
+    }
+
+    /// The optimizer step of a rank of stage `s`: Adam reads and writes
+    /// 16 bytes per parameter it updates (its 1/dp share with ZeRO).
+    pub fn optimizer(&self, s: u64) -> Kernel {
+        let mut n = self.rank_params(s) as f64;
+        if self.parallel.zero > 0 {
+            n /= self.parallel.dp as f64;
+        }
+        Kernel {
+            flops: 10.0 * n,
+            bytes: 16.0 * n,
+        }
+    }
+}
+
+/// Emits the job's iterations from `start`; its collectives go to `runs`.
+pub fn emit(
+    e: &mut Emitter,
+    j: &ModelJob,
+    start: SimTime,
+    runs: &mut Vec<CollectiveRun>,
+) -> Result<JobRun, String> {
+    let first = runs.len();
+    let mut job = JobRun {
+        workload: e.workload,
+        iterations: Vec::new(),
+        collectives: first..first,
+        checkpoints: Vec::new(),
+    };
+    let p = &j.parallel;
+    let begin = e.join(&[], start);
+    // Where each rank's program is, by stage and place (tp + tp * dp).
+    let mut ready: Vec<Vec<u32>> = (0..p.pp)
+        .map(|_| vec![begin; (p.tp * p.dp) as usize])
+        .collect();
+    for it in 0..j.iterations {
+        let all: Vec<u32> = ready.iter().flatten().copied().collect();
+        let it_start = e.join(&all, SimTime::ZERO);
+        let mut g = Gen {
+            j,
+            it,
+            runs,
+            sends: HashMap::new(),
+        };
+        g.iteration(e, &mut ready)?;
+        let all: Vec<u32> = ready.iter().flatten().copied().collect();
+        job.iterations.push((it_start, e.join(&all, SimTime::ZERO)));
+    }
+    job.collectives = first..runs.len();
+    Ok(job)
+}
+
+/// A stage's DP buckets while its last backward runs: gradient bytes not
+/// yet in a bucket, each rank's DP stream, and the buckets so far.
+struct Grads<'a> {
+    pending: &'a mut u64,
+    dp_last: &'a mut Vec<u32>,
+    buckets: &'a mut Vec<u64>,
+}
+
+/// Emits one iteration.
+struct Gen<'j, 'r> {
+    j: &'j ModelJob,
+    it: u32,
+    runs: &'r mut Vec<CollectiveRun>,
+    /// Sends between stages not yet waited for: (receiving stage, step,
+    /// place) to the task done when the data has arrived.
+    sends: HashMap<(u64, Step, u64), u32>,
+}
+
+impl Gen<'_, '_> {
+    fn iteration(&mut self, e: &mut Emitter, ready: &mut [Vec<u32>]) -> Result<(), String> {
+        let p = &self.j.parallel;
+        let m = self.j.micro_batches();
+        let plans: Vec<Vec<Step>> = (0..p.pp)
+            .map(|s| schedule(p.schedule, p.pp, s, m))
+            .collect();
+        let mut next = vec![0usize; p.pp as usize];
+        let places = (p.tp * p.dp) as usize;
+        // The DP stream of each rank: its last bucket's collective.
+        let mut dp_last: Vec<Vec<u32>> = ready.to_vec();
+        // Gradients waiting for a full bucket: bytes, and per place the
+        // task after which they are ready.
+        let mut pending: Vec<u64> = vec![0; p.pp as usize];
+        let mut buckets: Vec<Vec<u64>> = vec![Vec::new(); p.pp as usize];
+        loop {
+            let mut progress = false;
+            for s in 0..p.pp {
+                let su = s as usize;
+                while let Some(&step) = plans[su].get(next[su]) {
+                    // A step waits for what the stage before (forward) or
+                    // after (backward) sends it.
+                    let from = match step {
+                        Step::F(_) if s > 0 => true,
+                        Step::B(_) if s + 1 < p.pp => true,
+                        _ => false,
+                    };
+                    let mut cur = ready[su].clone();
+                    if from {
+                        // Every place's send is made at once, or none yet.
+                        if !self.sends.contains_key(&(s, step, 0)) {
+                            break;
+                        }
+                        let got: Vec<u32> = (0..places as u64)
+                            .map(|k| self.sends.remove(&(s, step, k)))
+                            .collect::<Option<_>>()
+                            .ok_or("a stage's sends are made for every rank at once")?;
+                        for (c, t) in cur.iter_mut().zip(got) {
+                            *c = e.join(&[*c, t], SimTime::ZERO);
+                        }
+                    }
+                    match step {
+                        Step::F(_) => self.forward(e, s, &mut cur)?,
+                        Step::B(i) => {
+                            let grads = (i + 1 == m).then_some(Grads {
+                                pending: &mut pending[su],
+                                dp_last: &mut dp_last[su],
+                                buckets: &mut buckets[su],
+                            });
+                            self.backward(e, s, &mut cur, grads)?
+                        }
+                    }
+                    self.send_on(e, s, step, &cur)?;
+                    ready[su] = cur;
+                    next[su] += 1;
+                    progress = true;
+                }
+            }
+            if (0..p.pp as usize).all(|s| next[s] == plans[s].len()) {
+                break;
+            }
+            if !progress {
+                return Err(
+                    "the pipeline schedule cannot go on (a stage waits for a step no stage sends)"
+                        .into(),
+                );
+            }
+        }
+        // The optimizer once the gradients are reduced, then (ZeRO) the
+        // updated parameters gathered back, bucket by bucket.
+        for s in 0..p.pp {
+            let su = s as usize;
+            let opt = self.j.gpu.time(self.j.optimizer(s));
+            for (k, r) in ready[su].iter_mut().enumerate() {
+                let g = self.gpu_at(s, k as u64);
+                let lane = e.graph.gpu_lane(g);
+                *r = e.delay(opt, Some(lane), &[*r, dp_last[su][k]]);
+            }
+            if p.zero > 0 && p.dp > 1 {
+                for &b in &buckets[su] {
+                    self.dp_collective(e, s, Op::AllGather, b, &mut ready[su])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The GPU at place k (tp index + tp * dp index) of stage s.
+    fn gpu_at(&self, s: u64, k: u64) -> GpuId {
+        let tp = self.j.parallel.tp;
+        self.j.gpu_of(k % tp, s, k / tp)
+    }
+
+    /// One kernel on every rank of stage s.
+    fn kernel(&self, e: &mut Emitter, s: u64, k: Kernel, cur: &mut [u32]) {
+        let d = self.j.gpu.time(k);
+        for (place, c) in cur.iter_mut().enumerate() {
+            let lane = e.graph.gpu_lane(self.gpu_at(s, place as u64));
+            *c = e.delay(d, Some(lane), &[*c]);
+        }
+    }
+
+    /// A collective per group of stage s: the TP groups (same DP index)
+    /// or the DP groups (same TP index). Each rank joins when its `cur`
+    /// is done and goes on when its own part is.
+    fn collective(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        tp_groups: bool,
+        op: Op,
+        bytes: u64,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        let p = &self.j.parallel;
+        let (groups, size) = if tp_groups {
+            (p.dp, p.tp)
+        } else {
+            (p.tp, p.dp)
+        };
+        if size < 2 || bytes == 0 {
+            return Ok(());
+        }
+        for g in 0..groups {
+            let places: Vec<u64> = (0..size)
+                .map(|i| {
+                    if tp_groups {
+                        i + g * p.tp
+                    } else {
+                        g + i * p.tp
+                    }
+                })
+                .collect();
+            let gpus: Vec<GpuId> = places.iter().map(|&k| self.gpu_at(s, k)).collect();
+            let c = Collective {
+                op,
+                algorithm: if Algorithm::for_op(op).contains(&self.j.algorithm) {
+                    self.j.algorithm
+                } else {
+                    Algorithm::for_op(op)[0]
+                },
+                channels: self.channels(e, &gpus),
+                gpus,
+                bytes,
+                chunk: self.j.chunk,
+                pxn: self.j.pxn,
+                root: 0,
+                across: Algorithm::Ring,
+            };
+            let at: Vec<u32> = places.iter().map(|&k| cur[k as usize]).collect();
+            let (mut run, ends) = collective::emit_per_rank(e, &c, &at)?;
+            run.iteration = Some(self.it);
+            self.runs.push(run);
+            for (&k, t) in places.iter().zip(ends) {
+                cur[k as usize] = t;
+            }
+        }
+        Ok(())
+    }
+
+    fn channels(&self, e: &Emitter, gpus: &[GpuId]) -> u32 {
+        let topo = e.topo;
+        let host = topo.gpus[gpus[0].idx()].host;
+        if gpus.iter().all(|g| topo.gpus[g.idx()].host == host) {
+            return 1;
+        }
+        self.j.channels.unwrap_or_else(|| {
+            let mut rails: Vec<u32> = gpus
+                .iter()
+                .map(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail)
+                .collect();
+            rails.sort_unstable();
+            rails.dedup();
+            (2 * rails.len() as u32).min(64)
+        })
+    }
+
+    fn dp_collective(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        op: Op,
+        bytes: u64,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        self.collective(e, s, false, op, bytes, cur)
+    }
+
+    /// A TP collective after (or, with sequence parallelism, a gather
+    /// before) a layer part: `before` says which.
+    fn tp_sync(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        before: bool,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        let (sp, bytes) = (self.j.parallel.sequence_parallel, self.j.model.tp_bytes());
+        match (sp, before) {
+            (false, false) => self.collective(e, s, true, Op::AllReduce, bytes, cur),
+            (false, true) => Ok(()),
+            (true, true) => self.collective(e, s, true, Op::AllGather, bytes, cur),
+            (true, false) => self.collective(e, s, true, Op::ReduceScatter, bytes, cur),
+        }
+    }
+
+    /// ZeRO 3: a layer's parameters gathered over the DP group first.
+    fn gather_layer(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
+        if self.j.parallel.zero < 3 {
+            return Ok(());
+        }
+        let m = &self.j.model;
+        let bytes = m.layer_params().div_ceil(self.j.parallel.tp) * m.param_bytes;
+        self.dp_collective(e, s, Op::AllGather, bytes, cur)
+    }
+
+    fn forward(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
+        let (m, tp) = (&self.j.model, self.j.parallel.tp);
+        let (attn, mlp, head) = (m.attn(tp), m.mlp(tp), m.head(tp));
+        for _ in 0..self.j.stage_layers(s) {
+            self.gather_layer(e, s, cur)?;
+            for part in [attn, mlp] {
+                self.tp_sync(e, s, true, cur)?;
+                self.kernel(e, s, part, cur);
+                self.tp_sync(e, s, false, cur)?;
+            }
+        }
+        if s + 1 == self.j.parallel.pp {
+            self.kernel(e, s, head, cur);
+        }
+        Ok(())
+    }
+
+    /// Backward of stage s's layers (twice the forward's work). With
+    /// `grads` (the last micro-batch), each layer's gradients go into the
+    /// stage's DP buckets as they are ready.
+    fn backward(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        cur: &mut [u32],
+        mut grads: Option<Grads>,
+    ) -> Result<(), String> {
+        let j = self.j;
+        let (m, p) = (&j.model, &j.parallel);
+        let (attn, mlp, head) = (
+            m.attn(p.tp).times(2.0),
+            m.mlp(p.tp).times(2.0),
+            m.head(p.tp).times(2.0),
+        );
+        let per = |n: u64| n.div_ceil(p.tp) * m.param_bytes;
+        if s + 1 == p.pp {
+            self.kernel(e, s, head, cur);
+            if let Some(g) = grads.as_mut() {
+                self.gradients(e, s, per(m.vocab * m.hidden), cur, g)?;
+            }
+        }
+        for _ in 0..j.stage_layers(s) {
+            self.gather_layer(e, s, cur)?;
+            for part in [mlp, attn] {
+                self.tp_sync(e, s, true, cur)?;
+                self.kernel(e, s, part, cur);
+                self.tp_sync(e, s, false, cur)?;
+            }
+            if let Some(g) = grads.as_mut() {
+                self.gradients(e, s, per(m.layer_params()), cur, g)?;
+            }
+        }
+        if let Some(mut g) = grads {
+            if s == 0 {
+                self.gradients(e, s, per(m.vocab * m.hidden), cur, &mut g)?;
+            }
+            // What is left makes the last bucket.
+            if *g.pending > 0 {
+                let bytes = std::mem::take(g.pending);
+                if self.j.parallel.overlap {
+                    self.bucket(e, s, bytes, cur, g.dp_last)?;
+                }
+                g.buckets.push(bytes);
+            }
+            if !self.j.parallel.overlap {
+                for i in 0..g.buckets.len() {
+                    let b = g.buckets[i];
+                    self.bucket(e, s, b, cur, g.dp_last)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `bytes` more gradients are ready once `cur` is: a full bucket
+    /// goes to the DP group.
+    fn gradients(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        bytes: u64,
+        cur: &[u32],
+        g: &mut Grads,
+    ) -> Result<(), String> {
+        *g.pending += bytes;
+        if !self.j.parallel.overlap {
+            // The same buckets, kept for after the backward.
+            if *g.pending >= self.j.parallel.bucket {
+                g.buckets.push(std::mem::take(g.pending));
+            }
+            return Ok(());
+        }
+        if *g.pending >= self.j.parallel.bucket {
+            let b = std::mem::take(g.pending);
+            self.bucket(e, s, b, cur, g.dp_last)?;
+            g.buckets.push(b);
+        }
+        Ok(())
+    }
+
+    /// One bucket's reduction on the DP stream: after the gradients (at
+    /// `cur`) and the bucket before.
+    fn bucket(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        bytes: u64,
+        cur: &[u32],
+        dp_last: &mut [u32],
+    ) -> Result<(), String> {
+        let p = &self.j.parallel;
+        if p.dp < 2 {
+            return Ok(());
+        }
+        let op = if p.zero == 0 {
+            Op::AllReduce
+        } else {
+            Op::ReduceScatter
+        };
+        let mut at: Vec<u32> = cur
+            .iter()
+            .zip(dp_last.iter())
+            .map(|(&c, &d)| e.join(&[c, d], SimTime::ZERO))
+            .collect();
+        self.dp_collective(e, s, op, bytes, &mut at)?;
+        dp_last.copy_from_slice(&at);
+        Ok(())
+    }
+
+    /// After step `step` of stage s: activations to the next stage
+    /// (forward) or gradients to the one before (backward).
+    fn send_on(&mut self, e: &mut Emitter, s: u64, step: Step, cur: &[u32]) -> Result<(), String> {
+        let p = &self.j.parallel;
+        let to = match step {
+            Step::F(_) if s + 1 < p.pp => s + 1,
+            Step::B(_) if s > 0 => s - 1,
+            _ => return Ok(()),
+        };
+        let bytes = self.j.model.pp_bytes(p.tp);
+        for (k, &c) in cur.iter().enumerate() {
+            let (a, b) = (self.gpu_at(s, k as u64), self.gpu_at(to, k as u64));
+            let t = e.send(a, b, bytes, 0, &[c])?;
+            self.sends.insert((to, step, k as u64), t);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1F1B: the last stage alternates from the start; the first runs
+    /// pp - 1 forwards ahead; every step once.
+    #[test]
+    fn one_f_one_b_order() {
+        use Step::*;
+        assert_eq!(
+            schedule(Schedule::OneFOneB, 4, 3, 3),
+            [F(0), B(0), F(1), B(1), F(2), B(2)]
+        );
+        assert_eq!(
+            schedule(Schedule::OneFOneB, 4, 0, 4),
+            [F(0), F(1), F(2), F(3), B(0), B(1), B(2), B(3)]
+        );
+        assert_eq!(
+            schedule(Schedule::OneFOneB, 4, 1, 4),
+            [F(0), F(1), F(2), B(0), F(3), B(1), B(2), B(3)]
+        );
+        assert_eq!(schedule(Schedule::GPipe, 2, 0, 2), [F(0), F(1), B(0), B(1)]);
+    }
+
+    /// Placement: the first dimension of `order` varies fastest.
+    #[test]
+    fn ranks_are_placed_in_order() {
+        let m = Transformer {
+            layers: 4,
+            hidden: 64,
+            ffn: 256,
+            heads: 4,
+            kv_heads: 4,
+            seq: 16,
+            vocab: 100,
+            micro_batch: 1,
+            global_batch: 2,
+            param_bytes: 2,
+            act_bytes: 2,
+            gated: true,
+        };
+        let mut j = ModelJob {
+            gpus: (0..8).map(GpuId).collect(),
+            iterations: 1,
+            model: m,
+            parallel: Parallel {
+                tp: 2,
+                pp: 2,
+                dp: 2,
+                schedule: Schedule::OneFOneB,
+                zero: 0,
+                sequence_parallel: false,
+                order: [Dim::Tp, Dim::Pp, Dim::Dp],
+                bucket: 1,
+                overlap: true,
+            },
+            gpu: Gpu::H100,
+            algorithm: Algorithm::Ring,
+            channels: None,
+            chunk: 1 << 19,
+            pxn: true,
+        };
+        assert_eq!(
+            [j.gpu_of(1, 0, 0), j.gpu_of(0, 1, 0), j.gpu_of(0, 0, 1)],
+            [GpuId(1), GpuId(2), GpuId(4)]
+        );
+        j.parallel.order = [Dim::Tp, Dim::Dp, Dim::Pp];
+        assert_eq!(
+            [j.gpu_of(1, 0, 0), j.gpu_of(0, 1, 0), j.gpu_of(0, 0, 1)],
+            [GpuId(1), GpuId(4), GpuId(2)]
+        );
+        assert_eq!(j.micro_batches(), 1);
+    }
+
+    /// Llama-3-8B-like: 32 layers of 218 M parameters (with 8 KV heads),
+    /// 7.5 B in the layers; a layer's forward on 4,096 tokens is about
+    /// 2 x 4096 x 218 M + 4 x 4096^2 x 4096 FLOPs.
+    #[test]
+    fn parameters_and_flops_follow_the_formulas() {
+        let m = Transformer {
+            layers: 32,
+            hidden: 4096,
+            ffn: 14336,
+            heads: 32,
+            kv_heads: 8,
+            seq: 4096,
+            vocab: 128_256,
+            micro_batch: 1,
+            global_batch: 8,
+            param_bytes: 2,
+            act_bytes: 2,
+            gated: true,
+        };
+        assert_eq!(m.kv_hidden(), 1024);
+        assert_eq!(m.attn_params(), 4096 * (4096 + 2048) + 4096 * 4096);
+        assert_eq!(m.layer_params(), 41_943_040 + 176_160_768 + 8192);
+        let f = m.attn(1).flops + m.mlp(1).flops;
+        let want = 2.0 * 4096.0 * (41_943_040.0 + 176_160_768.0) + 4.0 * 4096f64.powi(3);
+        assert!((f - want).abs() < 1.0, "{f} {want}");
+        assert!((m.attn(8).flops * 8.0 - m.attn(1).flops).abs() < 1.0);
+        // Compute-bound on an H100: FLOPs at 60% of 989 TFLOP/s.
+        let t = Gpu::H100.time(m.mlp(1));
+        let want = 2.0 * 4096.0 * 176_160_768.0 / (989e12 * 0.6);
+        assert!((t.0 as f64 * 1e-12 - want).abs() < 1e-9, "{t:?}");
+        // The optimizer step is memory-bound.
+        let opt = Kernel {
+            flops: 10.0,
+            bytes: 16.0,
+        };
+        assert_eq!(
+            Gpu::H100.time(opt),
+            SimTime((16.0 / 3.35e12 / 0.6 * 1e12f64).ceil() as u64)
+        );
+        assert_eq!(m.tp_bytes(), 4096 * 4096 * 2);
+    }
+}

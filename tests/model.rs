@@ -1,0 +1,229 @@
+//! `kind = "model"`: a training job made from a transformer and its
+//! parallelism. The collectives and transfers it makes follow the
+//! formulas in the README, overlap shortens the step, and bad settings
+//! name their key.
+
+mod common;
+
+use common::{error_of, run, run_with};
+use std::collections::HashMap;
+
+/// 16 GPUs (4 servers of 4): TP 2 x PP 2 x DP 4, a 4-layer model, 2
+/// micro-batches of 1,024 tokens per DP rank.
+const SMALL: &str = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 4
+gpus_per_host = 4
+hosts_per_leaf = 4
+rails_per_leaf = 4
+spines = 4
+nic_speed = "400G"
+uplink_speed = "400G"
+
+[host]
+pcie = "128GB/s"
+
+[[workload]]
+kind = "model"
+
+[workload.model]
+layers = 4
+hidden = 1024
+ffn = 4096
+heads = 16
+seq = 1024
+vocab = 32000
+global_batch = 8
+
+[workload.parallel]
+tp = 2
+pp = 2
+dp = 4
+bucket = "4MB"
+"#;
+
+/// (collective, ranks, bytes) -> count.
+fn census(s: &fabricsim::report::Summary) -> HashMap<(String, usize, u64), usize> {
+    let mut m = HashMap::new();
+    for c in &s.collectives {
+        assert!(c.time_ps.is_some(), "{c:?}");
+        *m.entry((c.collective.clone(), c.ranks, c.bytes))
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+// The model's figures: T = 1024 tokens, h = 1024, 2 bytes each.
+const TP_BYTES: u64 = 1024 * 1024 * 2;
+/// A layer's parameters (attention 4 h^2 with every head a KV head, a
+/// gated MLP 3 h f, two norms) on one of 2 TP ranks, at 2 bytes.
+const LAYER_BYTES: u64 = (4 * 1024 * 1024 + 3 * 1024 * 4096 + 2 * 1024) / 2 * 2;
+/// The embedding (first stage) and the LM head (last), each V h.
+const VOCAB_BYTES: u64 = 32000 * 1024 / 2 * 2;
+
+/// Per micro-batch and layer, each TP group all-reduces T h a bytes
+/// twice forward and twice backward; each DP group all-reduces every
+/// gradient of its ranks once (here a bucket per layer, one for the
+/// embedding, one for the head); between the two stages each TP rank
+/// sends T h a / tp bytes forward and backward per micro-batch.
+#[test]
+fn collectives_and_transfers_follow_the_formulas() {
+    let (sim, s) = run(SMALL);
+    let c = census(&s);
+    let (dp, pp, m, layers_per_stage) = (4, 2, 2, 2);
+    assert_eq!(
+        c[&("all-reduce".into(), 2, TP_BYTES)],
+        dp * pp * m * layers_per_stage * 4
+    );
+    // Two DP groups (one per TP index) per stage.
+    assert_eq!(
+        c[&("all-reduce".into(), 4, LAYER_BYTES)],
+        2 * pp * layers_per_stage
+    );
+    assert_eq!(c[&("all-reduce".into(), 4, VOCAB_BYTES)], 2 * 2);
+    assert_eq!(c.len(), 3, "{c:?}");
+    // "tp-pp-dp" places both stages of a TP pair in one server: the
+    // pipeline's transfers are NVLink copies; with "tp-dp-pp" the stages
+    // are two servers apart, the transfers writes over the network:
+    // forward and backward, per micro-batch, per rank of a stage (tp x dp
+    // = 8).
+    assert!(sim.flows().is_empty());
+    let (sim, s2) = run_with(SMALL, &["workload.0.parallel.order=\"tp-dp-pp\""]);
+    assert_eq!(census(&s2), c);
+    let sends = sim.flows();
+    assert_eq!(sends.len(), 2 * m * 8);
+    assert!(sends.iter().all(|f| f.spec.bytes == TP_BYTES / 2));
+    assert!(sends.iter().all(|f| f.finish.is_some()));
+    let job = &s.jobs[0];
+    assert_eq!(job.ranks, 16);
+    assert_eq!(job.iteration_ps.len(), 1);
+    let share = job.comm_share.unwrap();
+    assert!(share > 0.0 && share <= 1.0, "{share}");
+}
+
+/// The iteration takes at least the compute of the busiest stage (every
+/// micro-batch's forward and backward, the LM head included), from the
+/// roofline: twice as long on a GPU with half the peak.
+#[test]
+fn compute_follows_the_roofline() {
+    use fabricsim::workload::model::{Gpu, Transformer};
+    let m = Transformer {
+        layers: 4,
+        hidden: 1024,
+        ffn: 4096,
+        heads: 16,
+        kv_heads: 16,
+        seq: 1024,
+        vocab: 32000,
+        micro_batch: 1,
+        global_batch: 8,
+        param_bytes: 2,
+        act_bytes: 2,
+        gated: true,
+    };
+    let g = Gpu::H100;
+    let layer = g.time(m.attn(2)).0 + g.time(m.mlp(2)).0;
+    let head = g.time(m.head(2)).0;
+    // Forward and backward (twice the work) of 2 micro-batches, last stage.
+    let busiest = 2 * 3 * (2 * layer + head);
+    let (_, s) = run(SMALL);
+    let it = s.jobs[0].iteration_ps[0];
+    assert!(it > busiest, "{it} <= {busiest}");
+    let (_, slow) = run_with(SMALL, &["workload.0.gpu.tflops=494.5"]);
+    let slow_it = slow.jobs[0].iteration_ps[0];
+    assert!(slow_it > it + busiest / 2, "{slow_it} against {it}");
+}
+
+/// With the buckets reduced only after the backward, the step is longer:
+/// the same collectives, no longer hidden behind the backward's compute.
+#[test]
+fn overlap_shortens_the_step() {
+    let (_, on) = run(SMALL);
+    let (_, off) = run_with(SMALL, &["workload.0.parallel.overlap=false"]);
+    assert_eq!(census(&on), census(&off));
+    let (a, b) = (on.jobs[0].iteration_ps[0], off.jobs[0].iteration_ps[0]);
+    assert!(a < b, "overlap {a} ps, none {b} ps");
+}
+
+/// ZeRO 1 reduce-scatters the gradients and all-gathers the parameters
+/// after the optimizer; ZeRO 3 also gathers each layer's parameters
+/// before its forward and its backward of every micro-batch; sequence
+/// parallelism turns each TP all-reduce into a reduce-scatter and an
+/// all-gather of the same size.
+#[test]
+fn zero_stages_and_sequence_parallelism() {
+    let (_, s) = run_with(SMALL, &["workload.0.parallel.zero=1"]);
+    let c = census(&s);
+    for op in ["reduce-scatter", "all-gather"] {
+        assert_eq!(c[&(op.into(), 4, LAYER_BYTES)], 8, "{op}");
+        assert_eq!(c[&(op.into(), 4, VOCAB_BYTES)], 4, "{op}");
+    }
+    assert!(!c.contains_key(&("all-reduce".into(), 4, LAYER_BYTES)));
+    let (_, s3) = run_with(SMALL, &["workload.0.parallel.zero=3"]);
+    let c3 = census(&s3);
+    // 2 DP groups x 2 stages x 2 layers x 2 micro-batches x (forward,
+    // backward), and the 8 after the optimizer.
+    assert_eq!(
+        c3[&("all-gather".into(), 4, LAYER_BYTES)],
+        2 * 2 * 2 * 2 * 2 + 8
+    );
+    let (_, sp) = run_with(SMALL, &["workload.0.parallel.sequence_parallel=true"]);
+    let c = census(&sp);
+    assert!(!c.contains_key(&("all-reduce".into(), 2, TP_BYTES)));
+    assert_eq!(c[&("all-gather".into(), 2, TP_BYTES)], 4 * 2 * 2 * 2 * 4);
+    assert_eq!(
+        c[&("reduce-scatter".into(), 2, TP_BYTES)],
+        4 * 2 * 2 * 2 * 4
+    );
+}
+
+/// Bad settings name the key and what was expected.
+#[test]
+fn bad_model_settings_name_the_key() {
+    for (set, key, want) in [
+        (
+            "workload.0.parallel.tp=3",
+            "workload[0].parallel.tp",
+            "divisor of the model's heads",
+        ),
+        (
+            "workload.0.parallel.dp=2",
+            "workload[0].parallel.dp",
+            "must be the job's 16 GPUs",
+        ),
+        (
+            "workload.0.model.global_batch=6",
+            "workload[0].model.global_batch",
+            "multiple of micro_batch x dp",
+        ),
+        (
+            "workload.0.parallel.order=\"tp-tp-dp\"",
+            "workload[0].parallel.order",
+            "three of tp, pp and dp",
+        ),
+        (
+            "workload.0.parallel.zero=4",
+            "workload[0].parallel.zero",
+            "from 0 to 3",
+        ),
+        (
+            "workload.0.gpu.preset=\"a100\"",
+            "workload[0].gpu.preset",
+            "h100, b200",
+        ),
+        (
+            "workload.0.model.heads=7",
+            "workload[0].model.heads",
+            "divisor of hidden",
+        ),
+    ] {
+        let e = error_of(SMALL, &[set]);
+        assert!(e.contains(key) && e.contains(want), "{set}: {e}");
+    }
+    let e = error_of(&SMALL.replace("layers = 4\n", ""), &[]);
+    assert!(
+        e.contains("workload[0].model.layers") && e.contains("missing"),
+        "{e}"
+    );
+}
