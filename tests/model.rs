@@ -144,6 +144,24 @@ fn overlap_shortens_the_step() {
     assert_eq!(census(&on), census(&off));
     let (a, b) = (on.jobs[0].iteration_ps[0], off.jobs[0].iteration_ps[0]);
     assert!(a < b, "overlap {a} ps, none {b} ps");
+    // The breakdown shows where: the DP buckets' time is partly hidden by
+    // the backward's kernels, and with no overlap all of it is exposed;
+    // the TP all-reduces sit between kernels, never hidden.
+    let dim = |s: &fabricsim::report::Summary, d: &str| {
+        let st = &s.jobs[0].steps[0];
+        st.dims.iter().find(|x| x.dim == d).unwrap().clone()
+    };
+    let (dp_on, dp_off) = (dim(&on, "dp"), dim(&off, "dp"));
+    assert_eq!(dp_on.bytes, dp_off.bytes);
+    assert_eq!(dp_off.exposed_ps, dp_off.comm_ps);
+    assert!(dp_on.exposed_ps < dp_on.comm_ps, "{dp_on:?}");
+    let tp = dim(&on, "tp");
+    assert_eq!(tp.exposed_ps, tp.comm_ps);
+    assert_eq!(tp.bytes, 128 * TP_BYTES);
+    // Compute: every rank's kernels, the same in both.
+    let st = &on.jobs[0].steps[0];
+    assert_eq!(st.compute_ps, off.jobs[0].steps[0].compute_ps);
+    assert!(st.compute_ps > 0.0 && st.compute_ps < st.step_ps as f64);
 }
 
 /// ZeRO 1 reduce-scatters the gradients and all-gathers the parameters

@@ -201,6 +201,125 @@ pub struct JobReport {
     pub comm_share: Option<f64>,
     /// Time spent writing checkpoints.
     pub checkpoint_ps: u64,
+    /// Each finished iteration, broken down by parallelism.
+    pub steps: Vec<StepReport>,
+}
+
+/// One iteration of a job: its time, the mean GPU's compute, and per
+/// dimension of parallelism its communication.
+#[derive(Serialize, Debug, Clone)]
+pub struct StepReport {
+    pub iteration: u32,
+    pub step_ps: u64,
+    /// Time a rank's GPU runs kernels, averaged over the ranks.
+    pub compute_ps: f64,
+    pub dims: Vec<DimReport>,
+}
+
+/// A dimension's communication in one iteration, averaged over the ranks:
+/// time with some of its collectives or transfers under way for the rank,
+/// and the part of that time its GPU runs no kernel (exposed); bytes are
+/// the collectives' sizes (nccl-tests') and the transfers' bytes, summed.
+#[derive(Serialize, Debug, Clone)]
+pub struct DimReport {
+    pub dim: &'static str,
+    pub comm_ps: f64,
+    pub exposed_ps: f64,
+    pub bytes: u64,
+}
+
+/// Intervals merged where they overlap, in order.
+fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+fn covered(v: &[(u64, u64)]) -> u64 {
+    v.iter().map(|&(a, b)| b - a).sum()
+}
+
+/// Time of merged intervals `a` not within merged intervals `b`.
+fn outside(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
+    let (mut j, mut inside) = (0, 0);
+    for &(x, y) in a {
+        while j < b.len() && b[j].1 <= x {
+            j += 1;
+        }
+        let mut k = j;
+        while k < b.len() && b[k].0 < y {
+            inside += y.min(b[k].1) - x.max(b[k].0);
+            k += 1;
+        }
+    }
+    covered(a) - inside
+}
+
+/// A job's iterations broken down by parallelism (see `StepReport`).
+fn steps(
+    t: &crate::engine::tasks::TaskState,
+    j: &crate::workload::training::JobRun,
+    ranks: usize,
+) -> Vec<StepReport> {
+    use crate::workload::model::Dim;
+    let done = |x: u32| Some(t.done[x as usize]).filter(|&d| d != SimTime::MAX);
+    let mut out = Vec::new();
+    for (it, &(a, b)) in j.iterations.iter().enumerate() {
+        let (Some(a), Some(b)) = (done(a), done(b)) else {
+            continue;
+        };
+        let it = it as u32;
+        let mut kernels: Vec<Vec<(u64, u64)>> = vec![Vec::new(); ranks];
+        for &(r, _, k) in j.kernels.iter().filter(|x| x.1 == it) {
+            if let Some(end) = done(k) {
+                kernels[r as usize].push((t.started[k as usize].0, end.0));
+            }
+        }
+        let kernels: Vec<Vec<(u64, u64)>> = kernels.into_iter().map(merged).collect();
+        let compute: u64 = kernels.iter().map(|k| covered(k)).sum();
+        let dims = Dim::ALL
+            .iter()
+            .filter_map(|&d| {
+                let mut spans: Vec<Vec<(u64, u64)>> = vec![Vec::new(); ranks];
+                let mut bytes = 0;
+                for c in j.comm.iter().filter(|c| c.iteration == it && c.dim == d) {
+                    bytes += c.bytes;
+                    if let (Some(x), Some(y)) = (done(c.from), done(c.to)) {
+                        spans[c.rank as usize].push((x.0, y.0.max(x.0)));
+                    }
+                }
+                if bytes == 0 {
+                    return None;
+                }
+                let (mut comm, mut exposed) = (0, 0);
+                for (s, k) in spans.into_iter().zip(&kernels) {
+                    let s = merged(s);
+                    comm += covered(&s);
+                    exposed += outside(&s, k);
+                }
+                let n = ranks.max(1) as f64;
+                Some(DimReport {
+                    dim: d.name(),
+                    comm_ps: comm as f64 / n,
+                    exposed_ps: exposed as f64 / n,
+                    bytes,
+                })
+            })
+            .collect();
+        out.push(StepReport {
+            iteration: it,
+            step_ps: b.0 - a.0,
+            compute_ps: compute as f64 / ranks.max(1) as f64,
+            dims,
+        });
+    }
+    out
 }
 
 impl JobReport {
@@ -252,6 +371,7 @@ impl JobReport {
                         .then(|| total as f64 / iteration_ps.len() as f64),
                     comm_share: (total > 0).then(|| comm as f64 / total as f64),
                     iteration_ps,
+                    steps: steps(t, j, ranks),
                     checkpoint_ps: j
                         .checkpoints
                         .iter()
@@ -903,6 +1023,9 @@ pub fn write_outputs(
         put("groups.csv", tables::groups_csv(sim))?;
         if !summary.collectives.is_empty() {
             put("collectives.csv", tables::collectives_csv(summary))?;
+        }
+        if !summary.jobs.is_empty() {
+            put("jobs.csv", tables::jobs_csv(summary))?;
         }
         if sim.series().enabled {
             for kind in series::Kind::ALL {

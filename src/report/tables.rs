@@ -11,6 +11,52 @@ fn finish(w: csv::Writer<Vec<u8>>) -> std::io::Result<Vec<u8>> {
         .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
+/// jobs.csv: one row per training job iteration: its time, the mean
+/// GPU's compute, and per dimension of parallelism (tp, pp, dp) the mean
+/// rank's communication time, the part of it no kernel hides, and bytes.
+pub fn jobs_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
+    use crate::workload::model::Dim;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut head = vec![
+        "workload".to_string(),
+        "tenant".into(),
+        "ranks".into(),
+        "iteration".into(),
+        "step_ps".into(),
+        "compute_ps".into(),
+    ];
+    for d in Dim::ALL {
+        for col in ["comm_ps", "exposed_ps", "bytes"] {
+            head.push(format!("{}_{col}", d.name()));
+        }
+    }
+    w.write_record(&head)?;
+    for j in &s.jobs {
+        for st in &j.steps {
+            let mut row = vec![
+                j.workload.to_string(),
+                j.tenant.to_string(),
+                j.ranks.to_string(),
+                st.iteration.to_string(),
+                st.step_ps.to_string(),
+                format!("{:.0}", st.compute_ps),
+            ];
+            for d in Dim::ALL {
+                match st.dims.iter().find(|x| x.dim == d.name()) {
+                    Some(x) => row.extend([
+                        format!("{:.0}", x.comm_ps),
+                        format!("{:.0}", x.exposed_ps),
+                        x.bytes.to_string(),
+                    ]),
+                    None => row.extend(["0".into(), "0".into(), "0".into()]),
+                }
+            }
+            w.write_record(&row)?;
+        }
+    }
+    finish(w)
+}
+
 /// collectives.csv: one row per collective, nccl-tests' columns first.
 pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());

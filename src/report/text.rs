@@ -128,6 +128,26 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                 String::new()
             }
         );
+        // Per dimension of parallelism, the mean iteration of the mean GPU.
+        if let Some(first) = j.steps.first() {
+            let n = j.steps.len() as f64;
+            let mean = |f: &dyn Fn(&super::StepReport) -> f64| {
+                SimTime((j.steps.iter().map(f).sum::<f64>() / n).round() as u64)
+            };
+            let mut parts = vec![format!("compute {}", mean(&|s| s.compute_ps))];
+            for d in &first.dims {
+                let of = |s: &super::StepReport, f: &dyn Fn(&super::DimReport) -> f64| {
+                    s.dims.iter().find(|x| x.dim == d.dim).map_or(0.0, f)
+                };
+                parts.push(format!(
+                    "{} {} ({} exposed)",
+                    d.dim.to_uppercase(),
+                    mean(&|s| of(s, &|x| x.comm_ps)),
+                    mean(&|s| of(s, &|x| x.exposed_ps))
+                ));
+            }
+            let _ = writeln!(o, "          per GPU and iteration: {}", parts.join(", "));
+        }
     }
     if !s.collectives.is_empty() {
         let _ = writeln!(

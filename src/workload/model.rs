@@ -36,7 +36,7 @@
 //! kernels that need them, and the DP buckets overlap the backward.
 
 use super::collective::{self, share, Algorithm, Collective, CollectiveRun, Emitter, Op};
-use super::training::JobRun;
+use super::training::{CommSpan, JobRun};
 use crate::topology::GpuId;
 use crate::units::SimTime;
 use std::collections::HashMap;
@@ -66,11 +66,24 @@ pub enum Schedule {
     OneFOneB,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A dimension of parallelism.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Dim {
     Tp,
     Pp,
     Dp,
+}
+
+impl Dim {
+    pub const ALL: [Dim; 3] = [Dim::Tp, Dim::Pp, Dim::Dp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dim::Tp => "tp",
+            Dim::Pp => "pp",
+            Dim::Dp => "dp",
+        }
+    }
 }
 
 /// How the model is split.
@@ -277,6 +290,11 @@ impl ModelJob {
 
     /// The GPU of the rank with these indices.
     pub fn gpu_of(&self, tp: u64, pp: u64, dp: u64) -> GpuId {
+        self.gpus[self.rank_of(tp, pp, dp) as usize]
+    }
+
+    /// The rank with these indices.
+    pub fn rank_of(&self, tp: u64, pp: u64, dp: u64) -> u64 {
         let p = &self.parallel;
         let (mut rank, mut stride) = (0, 1);
         for d in p.order {
@@ -288,7 +306,7 @@ impl ModelJob {
             rank += i * stride;
             stride *= n;
         }
-        self.gpus[rank as usize]
+        rank
     }
 
     /// Layers of stage `s`.
@@ -337,6 +355,8 @@ pub fn emit(
         iterations: Vec::new(),
         collectives: first..first,
         checkpoints: Vec::new(),
+        comm: Vec::new(),
+        kernels: Vec::new(),
     };
     let p = &j.parallel;
     let begin = e.join(&[], start);
@@ -352,6 +372,7 @@ pub fn emit(
             it,
             runs,
             sends: HashMap::new(),
+            job: &mut job,
         };
         g.iteration(e, &mut ready)?;
         let all: Vec<u32> = ready.iter().flatten().copied().collect();
@@ -377,6 +398,8 @@ struct Gen<'j, 'r> {
     /// Sends between stages not yet waited for: (receiving stage, step,
     /// place) to the task done when the data has arrived.
     sends: HashMap<(u64, Step, u64), u32>,
+    /// Where each rank's kernels and communication are recorded.
+    job: &'r mut JobRun,
 }
 
 impl Gen<'_, '_> {
@@ -468,16 +491,24 @@ impl Gen<'_, '_> {
 
     /// The GPU at place k (tp index + tp * dp index) of stage s.
     fn gpu_at(&self, s: u64, k: u64) -> GpuId {
+        self.j.gpus[self.rank_at(s, k) as usize]
+    }
+
+    /// The rank at place k of stage s.
+    fn rank_at(&self, s: u64, k: u64) -> u32 {
         let tp = self.j.parallel.tp;
-        self.j.gpu_of(k % tp, s, k / tp)
+        self.j.rank_of(k % tp, s, k / tp) as u32
     }
 
     /// One kernel on every rank of stage s.
-    fn kernel(&self, e: &mut Emitter, s: u64, k: Kernel, cur: &mut [u32]) {
+    fn kernel(&mut self, e: &mut Emitter, s: u64, k: Kernel, cur: &mut [u32]) {
         let d = self.j.gpu.time(k);
         for (place, c) in cur.iter_mut().enumerate() {
             let lane = e.graph.gpu_lane(self.gpu_at(s, place as u64));
             *c = e.delay(d, Some(lane), &[*c]);
+            self.job
+                .kernels
+                .push((self.rank_at(s, place as u64), self.it, *c));
         }
     }
 
@@ -532,8 +563,17 @@ impl Gen<'_, '_> {
             let (mut run, ends) = collective::emit_per_rank(e, &c, &at)?;
             run.iteration = Some(self.it);
             self.runs.push(run);
-            for (&k, t) in places.iter().zip(ends) {
+            let dim = if tp_groups { Dim::Tp } else { Dim::Dp };
+            for (i, ((&k, t), from)) in places.iter().zip(ends).zip(at).enumerate() {
                 cur[k as usize] = t;
+                self.job.comm.push(CommSpan {
+                    rank: self.rank_at(s, k),
+                    iteration: self.it,
+                    dim,
+                    from,
+                    to: t,
+                    bytes: if i == 0 { bytes } else { 0 },
+                });
             }
         }
         Ok(())
@@ -738,6 +778,19 @@ impl Gen<'_, '_> {
             let (a, b) = (self.gpu_at(s, k as u64), self.gpu_at(to, k as u64));
             let t = e.send(a, b, bytes, 0, &[c])?;
             self.sends.insert((to, step, k as u64), t);
+            for (rank, b) in [
+                (self.rank_at(s, k as u64), bytes),
+                (self.rank_at(to, k as u64), 0),
+            ] {
+                self.job.comm.push(CommSpan {
+                    rank,
+                    iteration: self.it,
+                    dim: Dim::Pp,
+                    from: c,
+                    to: t,
+                    bytes: b,
+                });
+            }
         }
         Ok(())
     }

@@ -53,6 +53,24 @@ pub struct JobRun {
     pub collectives: std::ops::Range<usize>,
     /// Its checkpoint writes (start, end) after iteration `i`.
     pub checkpoints: Vec<(u32, u32, u32)>,
+    /// Each rank's communication, for the breakdown by parallelism.
+    pub comm: Vec<CommSpan>,
+    /// Each rank's kernels: (rank, iteration, task).
+    pub kernels: Vec<(u32, u32, u32)>,
+}
+
+/// A rank's part in a collective or a pipeline transfer: from when task
+/// `from` is done (it joins) to when task `to` is (its part is over).
+/// `bytes` is the collective's size (nccl-tests') on one rank of it
+/// only, and a transfer's on its sender, so that they sum once.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub struct CommSpan {
+    pub rank: u32,
+    pub iteration: u32,
+    pub dim: super::model::Dim,
+    pub from: u32,
+    pub to: u32,
+    pub bytes: u64,
 }
 
 /// Adds the job to the graph, starting at `start`; its collectives are
@@ -69,6 +87,8 @@ pub fn emit(
         iterations: Vec::new(),
         collectives: first..first,
         checkpoints: Vec::new(),
+        comm: Vec::new(),
+        kernels: Vec::new(),
     };
     // Each rank goes on as soon as its own part of what came before is
     // done (its compute, its part of the last collective), as a rank of
@@ -79,9 +99,10 @@ pub fn emit(
         let it_start = e.join(&ready, SimTime::ZERO);
         for p in &t.phases {
             if p.compute > SimTime::ZERO {
-                for (r, &g) in ready.iter_mut().zip(&t.gpus) {
+                for (rank, (r, &g)) in ready.iter_mut().zip(&t.gpus).enumerate() {
                     let lane = e.graph.gpu_lane(g);
                     *r = e.delay(p.compute, Some(lane), &[*r]);
+                    job.kernels.push((rank as u32, it, *r));
                 }
             }
             for &bytes in &p.buckets {
@@ -98,6 +119,16 @@ pub fn emit(
                 };
                 let (mut run, ends) = collective::emit_per_rank(e, &c, &ready)?;
                 run.iteration = Some(it);
+                for (rank, (&from, &to)) in ready.iter().zip(&ends).enumerate() {
+                    job.comm.push(CommSpan {
+                        rank: rank as u32,
+                        iteration: it,
+                        dim: super::model::Dim::Dp,
+                        from,
+                        to,
+                        bytes: if rank == 0 { bytes } else { 0 },
+                    });
+                }
                 ready = ends;
                 runs.push(run);
             }
