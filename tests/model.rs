@@ -121,6 +121,9 @@ fn compute_follows_the_roofline() {
         param_bytes: 2,
         act_bytes: 2,
         gated: true,
+        experts: 0,
+        top_k: 0,
+        expert_ffn: 0,
     };
     let g = Gpu::H100;
     let layer = g.time(m.attn(2)).0 + g.time(m.mlp(2)).0;
@@ -244,4 +247,49 @@ fn bad_model_settings_name_the_key() {
         e.contains("workload[0].model.layers") && e.contains("missing"),
         "{e}"
     );
+}
+
+/// Mixture of experts: 8 experts of FFN 1,024, 2 per token, over EP
+/// groups inside DP. Per layer and micro-batch each EP group all-to-alls
+/// the tokens out and back, forward and backward (4), each rank sending
+/// its T top_k h a / tp bytes; the experts' gradients are reduced over the
+/// ranks that hold the same experts (dp / ep of them), the rest over DP.
+#[test]
+fn experts_exchange_tokens_in_their_ep_group() {
+    let moe = [
+        "workload.0.model.experts=8",
+        "workload.0.model.top_k=2",
+        "workload.0.model.expert_ffn=1024",
+    ];
+    let a2a = 1024 * 2 * 1024 * 2 / 2;
+    // Attention, the router (h x experts) and the norms, per TP rank.
+    let dense = (4 * 1024 * 1024 + 1024 * 8 + 2 * 1024) / 2 * 2;
+    // EP 4: one EP group per TP index and stage; every rank holds 2
+    // experts of its own, nothing to reduce them with.
+    let (_, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=4"]].concat());
+    let c = census(&s);
+    assert_eq!(c[&("all-to-all".into(), 4, a2a)], 2 * 2 * 2 * 2 * 4);
+    assert_eq!(c[&("all-reduce".into(), 4, dense)], 2 * 2 * 2);
+    assert!(!c
+        .keys()
+        .any(|k| k.1 == 1 || (k.0 == "all-reduce" && k.1 == 2 && k.2 != TP_BYTES)));
+    let st = &s.jobs[0].steps[0];
+    let ep = st.dims.iter().find(|d| d.dim == "ep").unwrap();
+    assert_eq!(ep.bytes, 64 * a2a);
+    assert!(ep.comm_ps > 0.0);
+    // EP 2: two EP groups per TP index; each expert's gradients are
+    // all-reduced by the 2 ranks that hold it, a layer at a time (4 experts
+    // of 3 x 1024 x 1024 per rank, halved by TP).
+    let (_, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=2"]].concat());
+    let c = census(&s);
+    assert_eq!(c[&("all-to-all".into(), 2, a2a)], 2 * 4 * 2 * 2 * 4);
+    let experts = 4 * 3 * 1024 * 1024 / 2 * 2;
+    assert_eq!(c[&("all-reduce".into(), 2, experts)], 2 * 4 * 2);
+    let e = error_of(SMALL, &[&moe[..], &["workload.0.parallel.ep=3"]].concat());
+    assert!(
+        e.contains("workload[0].parallel.ep") && e.contains("divisor of dp"),
+        "{e}"
+    );
+    let e = error_of(SMALL, &["workload.0.parallel.ep=2"]);
+    assert!(e.contains("no experts"), "{e}");
 }

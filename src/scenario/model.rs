@@ -61,10 +61,19 @@ pub fn model(
             format!("got {kv_heads}, expected a divisor of heads ({heads})"),
         ));
     }
+    let ffn = int(m.ffn, &mp.key("ffn"), Some(4 * hidden), 1, 1 << 22)?;
+    let experts = int(m.experts, &mp.key("experts"), Some(0), 0, 4096)?;
+    let top_k = int(m.top_k, &mp.key("top_k"), Some(2.min(experts)), 0, experts)?;
+    if experts > 0 && top_k == 0 {
+        return Err(KeyError::new(
+            &mp.key("top_k"),
+            format!("got 0, expected 1 to {experts} experts per token"),
+        ));
+    }
     let model = Transformer {
         layers,
         hidden,
-        ffn: int(m.ffn, &mp.key("ffn"), Some(4 * hidden), 1, 1 << 22)?,
+        ffn,
         heads,
         kv_heads,
         seq: int(m.seq, &mp.key("seq"), None, 1, 1 << 22)?,
@@ -74,6 +83,9 @@ pub fn model(
         param_bytes: int(m.param_bytes, &mp.key("param_bytes"), Some(2), 1, 8)?,
         act_bytes: int(m.act_bytes, &mp.key("act_bytes"), Some(2), 1, 8)?,
         gated: m.gated.unwrap_or(true),
+        experts,
+        top_k,
+        expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,
     };
     let parallel = parallel(w, &model, gpus.len() as u64, p)?;
     let gpu = gpu(w, p)?;
@@ -138,6 +150,31 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
             ),
         ));
     }
+    let ep = int(r.ep, &pp_.key("ep"), Some(1), 1, 4096)?;
+    if ep > 1 && m.experts == 0 {
+        return Err(KeyError::new(
+            &pp_.key("ep"),
+            format!("got {ep}, but the model has no experts (model.experts)"),
+        ));
+    }
+    if !dp.is_multiple_of(ep) || !m.experts.is_multiple_of(ep) {
+        return Err(KeyError::new(
+            &pp_.key("ep"),
+            format!(
+                "got {ep}, expected a divisor of dp ({dp}) and of the experts ({})",
+                m.experts
+            ),
+        ));
+    }
+    if m.experts > 0 && !m.expert_ffn.is_multiple_of(tp) {
+        return Err(KeyError::new(
+            &pp_.key("tp"),
+            format!(
+                "got {tp}, expected a divisor of model.expert_ffn ({})",
+                m.expert_ffn
+            ),
+        ));
+    }
     if !m.global_batch.is_multiple_of(m.micro_batch * dp) {
         return Err(KeyError::new(
             &p.key("model").key("global_batch"),
@@ -185,6 +222,7 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
         tp,
         pp,
         dp,
+        ep,
         schedule,
         zero,
         sequence_parallel: r.sequence_parallel.unwrap_or(false),

@@ -323,6 +323,9 @@ pub struct RawModel {
     pub param_bytes: Option<i64>,
     pub act_bytes: Option<i64>,
     pub gated: Option<bool>,
+    pub experts: Option<i64>,
+    pub top_k: Option<i64>,
+    pub expert_ffn: Option<i64>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -331,6 +334,7 @@ pub struct RawParallel {
     pub tp: Option<i64>,
     pub pp: Option<i64>,
     pub dp: Option<i64>,
+    pub ep: Option<i64>,
     pub schedule: Option<String>,
     pub zero: Option<i64>,
     pub sequence_parallel: Option<bool>,

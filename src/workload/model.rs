@@ -1,7 +1,8 @@
-//! Training jobs made from the model and its parallelism: a dense
-//! transformer (Megatron-style) split by tensor (TP), pipeline (PP) and
-//! data (DP) parallelism, with ZeRO sharding and sequence parallelism, as
-//! a task graph of kernels and collectives per rank.
+//! Training jobs made from the model and its parallelism: a transformer
+//! (Megatron-style), dense or with a mixture of experts, split by tensor
+//! (TP), pipeline (PP), data (DP) and expert (EP, inside DP) parallelism,
+//! with ZeRO sharding and sequence parallelism, as a task graph of
+//! kernels and collectives per rank.
 //!
 //! Ranks: `tp x pp x dp` GPUs, placed by `order` (the first dimension
 //! varies fastest: with "tp-pp-dp" a TP group is consecutive GPUs, so it
@@ -31,6 +32,14 @@
 //! bucket. ZeRO 3 also all-gathers each layer's parameters over the DP
 //! group before its forward and its backward of every micro-batch.
 //!
+//! Experts: every layer's MLP is `experts` experts, each token going to
+//! `top_k` of them (routing balanced). An EP group is `ep` consecutive DP
+//! ranks with the same TP index, each holding experts / ep of every
+//! layer's experts; the tokens are all-to-all'ed to their experts and
+//! back around the experts' kernel, forward and backward. The experts'
+//! gradients are reduced over the dp / ep ranks that hold the same
+//! experts, in buckets of their own.
+//!
 //! A kernel waits only for what it depends on: the compute lane runs one
 //! kernel at a time in program order, TP collectives sit between the
 //! kernels that need them, and the DP buckets overlap the backward.
@@ -58,6 +67,11 @@ pub struct Transformer {
     pub act_bytes: u64,
     /// A gated MLP (SwiGLU: three matrices) or a plain one (two).
     pub gated: bool,
+    /// Mixture of experts in every layer's MLP (0: dense): experts, how
+    /// many each token goes to, and an expert's FFN width.
+    pub experts: u64,
+    pub top_k: u64,
+    pub expert_ffn: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,18 +86,33 @@ pub enum Dim {
     Tp,
     Pp,
     Dp,
+    Ep,
 }
 
 impl Dim {
-    pub const ALL: [Dim; 3] = [Dim::Tp, Dim::Pp, Dim::Dp];
+    pub const ALL: [Dim; 4] = [Dim::Tp, Dim::Pp, Dim::Dp, Dim::Ep];
 
     pub fn name(self) -> &'static str {
         match self {
             Dim::Tp => "tp",
             Dim::Pp => "pp",
             Dim::Dp => "dp",
+            Dim::Ep => "ep",
         }
     }
+}
+
+/// The groups of a stage a collective runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Group {
+    /// Same DP index: the TP group.
+    Tp,
+    /// Same TP index: the DP group (dense gradients).
+    Dp,
+    /// Same TP index, `ep` consecutive DP indices: the EP group.
+    Ep,
+    /// Same TP index and place in the EP group: the experts' DP group.
+    ExpertDp,
 }
 
 /// How the model is split.
@@ -92,6 +121,8 @@ pub struct Parallel {
     pub tp: u64,
     pub pp: u64,
     pub dp: u64,
+    /// Expert parallelism, inside DP: experts spread over `ep` ranks.
+    pub ep: u64,
     pub schedule: Schedule,
     pub zero: u8,
     pub sequence_parallel: bool,
@@ -165,13 +196,31 @@ impl Transformer {
         h * (h + 2 * self.kv_hidden()) + h * h
     }
 
-    pub fn mlp_params(&self) -> u64 {
-        (if self.gated { 3 } else { 2 }) * self.hidden * self.ffn
+    fn mats(&self) -> u64 {
+        if self.gated {
+            3
+        } else {
+            2
+        }
     }
 
-    /// A layer's parameters (two norms included).
+    /// A dense layer's MLP parameters (none with experts).
+    pub fn mlp_params(&self) -> u64 {
+        if self.experts > 0 {
+            return 0;
+        }
+        self.mats() * self.hidden * self.ffn
+    }
+
+    /// One expert's parameters.
+    pub fn expert_params(&self) -> u64 {
+        self.mats() * self.hidden * self.expert_ffn
+    }
+
+    /// A layer's parameters reduced over the whole DP group: attention,
+    /// a dense MLP or the router, two norms.
     pub fn layer_params(&self) -> u64 {
-        self.attn_params() + self.mlp_params() + 2 * self.hidden
+        self.attn_params() + self.mlp_params() + self.hidden * self.experts + 2 * self.hidden
     }
 
     /// Tokens in a micro-batch.
@@ -201,6 +250,32 @@ impl Transformer {
         }
     }
 
+    /// Forward of the experts one of `tp` ranks of an EP group of `ep`
+    /// holds: its share of the T top_k token copies (routing balanced)
+    /// through its experts.
+    pub fn experts_kernel(&self, tp: u64, ep: u64) -> Kernel {
+        let (t, h, a) = (
+            self.tokens() as f64,
+            self.hidden as f64,
+            self.act_bytes as f64,
+        );
+        let tpf = tp as f64;
+        let copies = t * self.top_k as f64;
+        let local = (self.experts / ep) as f64;
+        let f = self.expert_ffn as f64 / tpf;
+        Kernel {
+            flops: 2.0 * copies * self.expert_params() as f64 / tpf,
+            bytes: local * self.expert_params() as f64 * self.param_bytes as f64 / tpf
+                + copies * a * (2.0 * h + self.mats() as f64 * f),
+        }
+    }
+
+    /// What a rank sends in one all-to-all of the EP group (dispatch or
+    /// combine): its T top_k token copies of h activations, its 1/tp.
+    pub fn ep_bytes(&self, tp: u64) -> u64 {
+        (self.tokens() * self.top_k * self.hidden * self.act_bytes).div_ceil(tp)
+    }
+
     /// Forward MLP of one layer on one of `tp` ranks.
     pub fn mlp(&self, tp: u64) -> Kernel {
         let (t, h, a) = (
@@ -212,8 +287,8 @@ impl Transformer {
         let f = self.ffn as f64 / tpf;
         let mats = if self.gated { 3.0 } else { 2.0 };
         Kernel {
-            flops: 2.0 * t * self.mlp_params() as f64 / tpf,
-            bytes: self.mlp_params() as f64 * self.param_bytes as f64 / tpf
+            flops: 2.0 * t * (mats as u64 * self.hidden * self.ffn) as f64 / tpf,
+            bytes: (mats as u64 * self.hidden * self.ffn) as f64 * self.param_bytes as f64 / tpf
                 + t * a * (2.0 * h + mats * f),
         }
     }
@@ -302,6 +377,8 @@ impl ModelJob {
                 Dim::Tp => (tp, p.tp),
                 Dim::Pp => (pp, p.pp),
                 Dim::Dp => (dp, p.dp),
+                // Inside DP: not a placement dimension of its own.
+                Dim::Ep => (0, 1),
             };
             rank += i * stride;
             stride *= n;
@@ -314,7 +391,15 @@ impl ModelJob {
         share(self.model.layers, self.parallel.pp, s)
     }
 
-    /// Parameters a rank of stage `s` holds (its 1/tp of them).
+    /// Expert parameters a rank of stage `s` holds (its experts, 1/tp).
+    pub fn rank_expert_params(&self, s: u64) -> u64 {
+        let m = &self.model;
+        (self.stage_layers(s) * (m.experts / self.parallel.ep) * m.expert_params())
+            .div_ceil(self.parallel.tp)
+    }
+
+    /// Parameters a rank of stage `s` holds, reduced over the whole DP
+    /// group (its 1/tp of them; experts aside).
     pub fn rank_params(&self, s: u64) -> u64 {
         let m = &self.model;
         let p = &self.parallel;
@@ -331,10 +416,16 @@ impl ModelJob {
     /// The optimizer step of a rank of stage `s`: Adam reads and writes
     /// 16 bytes per parameter it updates (its 1/dp share with ZeRO).
     pub fn optimizer(&self, s: u64) -> Kernel {
-        let mut n = self.rank_params(s) as f64;
-        if self.parallel.zero > 0 {
-            n /= self.parallel.dp as f64;
+        let p = &self.parallel;
+        let (mut n, mut x) = (
+            self.rank_params(s) as f64,
+            self.rank_expert_params(s) as f64,
+        );
+        if p.zero > 0 {
+            n /= p.dp as f64;
+            x /= (p.dp / p.ep) as f64;
         }
+        let n = n + x;
         Kernel {
             flops: 10.0 * n,
             bytes: 16.0 * n,
@@ -385,10 +476,15 @@ pub fn emit(
 /// A stage's DP buckets while its last backward runs: gradient bytes not
 /// yet in a bucket, each rank's DP stream, and the buckets so far.
 struct Grads<'a> {
-    pending: &'a mut u64,
+    /// Per group (the DP group's, the experts' DP group's): bytes not yet
+    /// in a bucket and the buckets so far.
+    pending: &'a mut [u64; 2],
     dp_last: &'a mut Vec<u32>,
-    buckets: &'a mut Vec<u64>,
+    buckets: &'a mut [Vec<u64>; 2],
 }
+
+/// The DP groups gradients are reduced in.
+const GRAD_GROUPS: [Group; 2] = [Group::Dp, Group::ExpertDp];
 
 /// Emits one iteration.
 struct Gen<'j, 'r> {
@@ -415,8 +511,8 @@ impl Gen<'_, '_> {
         let mut dp_last: Vec<Vec<u32>> = ready.to_vec();
         // Gradients waiting for a full bucket: bytes, and per place the
         // task after which they are ready.
-        let mut pending: Vec<u64> = vec![0; p.pp as usize];
-        let mut buckets: Vec<Vec<u64>> = vec![Vec::new(); p.pp as usize];
+        let mut pending: Vec<[u64; 2]> = vec![[0; 2]; p.pp as usize];
+        let mut buckets: Vec<[Vec<u64>; 2]> = vec![[Vec::new(), Vec::new()]; p.pp as usize];
         loop {
             let mut progress = false;
             for s in 0..p.pp {
@@ -480,9 +576,11 @@ impl Gen<'_, '_> {
                 let lane = e.graph.gpu_lane(g);
                 *r = e.delay(opt, Some(lane), &[*r, dp_last[su][k]]);
             }
-            if p.zero > 0 && p.dp > 1 {
-                for &b in &buckets[su] {
-                    self.dp_collective(e, s, Op::AllGather, b, &mut ready[su])?;
+            if p.zero > 0 {
+                for (group, sizes) in GRAD_GROUPS.into_iter().zip(&buckets[su]) {
+                    for &b in sizes {
+                        self.collective(e, s, group, Op::AllGather, b, &mut ready[su])?;
+                    }
                 }
             }
         }
@@ -512,37 +610,46 @@ impl Gen<'_, '_> {
         }
     }
 
-    /// A collective per group of stage s: the TP groups (same DP index)
-    /// or the DP groups (same TP index). Each rank joins when its `cur`
-    /// is done and goes on when its own part is.
+    /// The places (tp index + tp x dp index) of each group of a stage.
+    fn groups(&self, group: Group) -> Vec<Vec<u64>> {
+        let p = &self.j.parallel;
+        let (tp, dp, ep) = (p.tp, p.dp, p.ep);
+        match group {
+            Group::Tp => (0..dp)
+                .map(|d| (0..tp).map(|i| i + d * tp).collect())
+                .collect(),
+            Group::Dp => (0..tp)
+                .map(|a| (0..dp).map(|i| a + i * tp).collect())
+                .collect(),
+            Group::Ep => (0..tp)
+                .flat_map(|a| {
+                    (0..dp / ep).map(move |b| (0..ep).map(|i| a + tp * (b * ep + i)).collect())
+                })
+                .collect(),
+            Group::ExpertDp => (0..tp)
+                .flat_map(|a| {
+                    (0..ep).map(move |x| (0..dp / ep).map(|j| a + tp * (x + ep * j)).collect())
+                })
+                .collect(),
+        }
+    }
+
+    /// A collective in each group of stage s of a kind. Each rank joins
+    /// when its `cur` is done and goes on when its own part is.
     fn collective(
         &mut self,
         e: &mut Emitter,
         s: u64,
-        tp_groups: bool,
+        group: Group,
         op: Op,
         bytes: u64,
         cur: &mut [u32],
     ) -> Result<(), String> {
-        let p = &self.j.parallel;
-        let (groups, size) = if tp_groups {
-            (p.dp, p.tp)
-        } else {
-            (p.tp, p.dp)
-        };
-        if size < 2 || bytes == 0 {
+        let groups = self.groups(group);
+        if groups[0].len() < 2 || bytes == 0 {
             return Ok(());
         }
-        for g in 0..groups {
-            let places: Vec<u64> = (0..size)
-                .map(|i| {
-                    if tp_groups {
-                        i + g * p.tp
-                    } else {
-                        g + i * p.tp
-                    }
-                })
-                .collect();
+        for places in groups {
             let gpus: Vec<GpuId> = places.iter().map(|&k| self.gpu_at(s, k)).collect();
             let c = Collective {
                 op,
@@ -563,7 +670,11 @@ impl Gen<'_, '_> {
             let (mut run, ends) = collective::emit_per_rank(e, &c, &at)?;
             run.iteration = Some(self.it);
             self.runs.push(run);
-            let dim = if tp_groups { Dim::Tp } else { Dim::Dp };
+            let dim = match group {
+                Group::Tp => Dim::Tp,
+                Group::Dp | Group::ExpertDp => Dim::Dp,
+                Group::Ep => Dim::Ep,
+            };
             for (i, ((&k, t), from)) in places.iter().zip(ends).zip(at).enumerate() {
                 cur[k as usize] = t;
                 self.job.comm.push(CommSpan {
@@ -596,17 +707,6 @@ impl Gen<'_, '_> {
         })
     }
 
-    fn dp_collective(
-        &mut self,
-        e: &mut Emitter,
-        s: u64,
-        op: Op,
-        bytes: u64,
-        cur: &mut [u32],
-    ) -> Result<(), String> {
-        self.collective(e, s, false, op, bytes, cur)
-    }
-
     /// A TP collective after (or, with sequence parallelism, a gather
     /// before) a layer part: `before` says which.
     fn tp_sync(
@@ -618,33 +718,61 @@ impl Gen<'_, '_> {
     ) -> Result<(), String> {
         let (sp, bytes) = (self.j.parallel.sequence_parallel, self.j.model.tp_bytes());
         match (sp, before) {
-            (false, false) => self.collective(e, s, true, Op::AllReduce, bytes, cur),
+            (false, false) => self.collective(e, s, Group::Tp, Op::AllReduce, bytes, cur),
             (false, true) => Ok(()),
-            (true, true) => self.collective(e, s, true, Op::AllGather, bytes, cur),
-            (true, false) => self.collective(e, s, true, Op::ReduceScatter, bytes, cur),
+            (true, true) => self.collective(e, s, Group::Tp, Op::AllGather, bytes, cur),
+            (true, false) => self.collective(e, s, Group::Tp, Op::ReduceScatter, bytes, cur),
         }
     }
 
-    /// ZeRO 3: a layer's parameters gathered over the DP group first.
+    /// ZeRO 3: a layer's parameters gathered over the DP group first
+    /// (and its experts' over the experts' DP group).
     fn gather_layer(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
         if self.j.parallel.zero < 3 {
             return Ok(());
         }
-        let m = &self.j.model;
-        let bytes = m.layer_params().div_ceil(self.j.parallel.tp) * m.param_bytes;
-        self.dp_collective(e, s, Op::AllGather, bytes, cur)
+        let [dense, experts] = self.layer_grads();
+        self.collective(e, s, Group::Dp, Op::AllGather, dense, cur)?;
+        self.collective(e, s, Group::ExpertDp, Op::AllGather, experts, cur)
+    }
+
+    /// A layer's bytes of parameters (and gradients) on a rank: those
+    /// reduced over the DP group, and its experts'.
+    fn layer_grads(&self) -> [u64; 2] {
+        let (m, p) = (&self.j.model, &self.j.parallel);
+        [
+            m.layer_params().div_ceil(p.tp) * m.param_bytes,
+            ((m.experts / p.ep) * m.expert_params()).div_ceil(p.tp) * m.param_bytes,
+        ]
+    }
+
+    /// The MLP part of a layer: a dense MLP kernel, or with experts the
+    /// tokens dispatched over the EP group, the experts' kernel, and the
+    /// results combined back (`work`: 1 forward, 2 backward).
+    fn mlp(&mut self, e: &mut Emitter, s: u64, work: f64, cur: &mut [u32]) -> Result<(), String> {
+        let (m, p) = (&self.j.model, &self.j.parallel);
+        if m.experts == 0 {
+            let k = m.mlp(p.tp).times(work);
+            self.kernel(e, s, k, cur);
+            return Ok(());
+        }
+        let (k, bytes) = (m.experts_kernel(p.tp, p.ep).times(work), m.ep_bytes(p.tp));
+        self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)?;
+        self.kernel(e, s, k, cur);
+        self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)
     }
 
     fn forward(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
         let (m, tp) = (&self.j.model, self.j.parallel.tp);
-        let (attn, mlp, head) = (m.attn(tp), m.mlp(tp), m.head(tp));
+        let (attn, head) = (m.attn(tp), m.head(tp));
         for _ in 0..self.j.stage_layers(s) {
             self.gather_layer(e, s, cur)?;
-            for part in [attn, mlp] {
-                self.tp_sync(e, s, true, cur)?;
-                self.kernel(e, s, part, cur);
-                self.tp_sync(e, s, false, cur)?;
-            }
+            self.tp_sync(e, s, true, cur)?;
+            self.kernel(e, s, attn, cur);
+            self.tp_sync(e, s, false, cur)?;
+            self.tp_sync(e, s, true, cur)?;
+            self.mlp(e, s, 1.0, cur)?;
+            self.tp_sync(e, s, false, cur)?;
         }
         if s + 1 == self.j.parallel.pp {
             self.kernel(e, s, head, cur);
@@ -664,74 +792,77 @@ impl Gen<'_, '_> {
     ) -> Result<(), String> {
         let j = self.j;
         let (m, p) = (&j.model, &j.parallel);
-        let (attn, mlp, head) = (
-            m.attn(p.tp).times(2.0),
-            m.mlp(p.tp).times(2.0),
-            m.head(p.tp).times(2.0),
-        );
+        let (attn, head) = (m.attn(p.tp).times(2.0), m.head(p.tp).times(2.0));
         let per = |n: u64| n.div_ceil(p.tp) * m.param_bytes;
         if s + 1 == p.pp {
             self.kernel(e, s, head, cur);
             if let Some(g) = grads.as_mut() {
-                self.gradients(e, s, per(m.vocab * m.hidden), cur, g)?;
+                self.gradients(e, s, 0, per(m.vocab * m.hidden), cur, g)?;
             }
         }
         for _ in 0..j.stage_layers(s) {
             self.gather_layer(e, s, cur)?;
-            for part in [mlp, attn] {
-                self.tp_sync(e, s, true, cur)?;
-                self.kernel(e, s, part, cur);
-                self.tp_sync(e, s, false, cur)?;
-            }
+            self.tp_sync(e, s, true, cur)?;
+            self.mlp(e, s, 2.0, cur)?;
+            self.tp_sync(e, s, false, cur)?;
+            self.tp_sync(e, s, true, cur)?;
+            self.kernel(e, s, attn, cur);
+            self.tp_sync(e, s, false, cur)?;
             if let Some(g) = grads.as_mut() {
-                self.gradients(e, s, per(m.layer_params()), cur, g)?;
+                let [dense, experts] = self.layer_grads();
+                self.gradients(e, s, 1, experts, cur, g)?;
+                self.gradients(e, s, 0, dense, cur, g)?;
             }
         }
         if let Some(mut g) = grads {
             if s == 0 {
-                self.gradients(e, s, per(m.vocab * m.hidden), cur, &mut g)?;
+                self.gradients(e, s, 0, per(m.vocab * m.hidden), cur, &mut g)?;
             }
-            // What is left makes the last bucket.
-            if *g.pending > 0 {
-                let bytes = std::mem::take(g.pending);
-                if self.j.parallel.overlap {
-                    self.bucket(e, s, bytes, cur, g.dp_last)?;
+            for (gi, group) in GRAD_GROUPS.into_iter().enumerate() {
+                // What is left makes the last bucket.
+                if g.pending[gi] > 0 {
+                    let bytes = std::mem::take(&mut g.pending[gi]);
+                    if self.j.parallel.overlap {
+                        self.bucket(e, s, group, bytes, cur, g.dp_last)?;
+                    }
+                    g.buckets[gi].push(bytes);
                 }
-                g.buckets.push(bytes);
-            }
-            if !self.j.parallel.overlap {
-                for i in 0..g.buckets.len() {
-                    let b = g.buckets[i];
-                    self.bucket(e, s, b, cur, g.dp_last)?;
+                if !self.j.parallel.overlap {
+                    for i in 0..g.buckets[gi].len() {
+                        let b = g.buckets[gi][i];
+                        self.bucket(e, s, group, b, cur, g.dp_last)?;
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// `bytes` more gradients are ready once `cur` is: a full bucket
-    /// goes to the DP group.
+    /// `bytes` more gradients of group `gi` (`GRAD_GROUPS`) are ready
+    /// once `cur` is: a full bucket goes to the group.
     fn gradients(
         &mut self,
         e: &mut Emitter,
         s: u64,
+        gi: usize,
         bytes: u64,
         cur: &[u32],
         g: &mut Grads,
     ) -> Result<(), String> {
-        *g.pending += bytes;
-        if !self.j.parallel.overlap {
-            // The same buckets, kept for after the backward.
-            if *g.pending >= self.j.parallel.bucket {
-                g.buckets.push(std::mem::take(g.pending));
-            }
+        if bytes == 0 {
             return Ok(());
         }
-        if *g.pending >= self.j.parallel.bucket {
-            let b = std::mem::take(g.pending);
-            self.bucket(e, s, b, cur, g.dp_last)?;
-            g.buckets.push(b);
+        g.pending[gi] += bytes;
+        if g.pending[gi] < self.j.parallel.bucket {
+            return Ok(());
         }
+        let b = std::mem::take(&mut g.pending[gi]);
+        // Without overlap, the same buckets are kept for after the
+        // backward.
+        if self.j.parallel.overlap {
+            self.bucket(e, s, GRAD_GROUPS[gi], b, cur, g.dp_last)?;
+        }
+        g.buckets[gi].push(b);
         Ok(())
     }
 
@@ -741,12 +872,13 @@ impl Gen<'_, '_> {
         &mut self,
         e: &mut Emitter,
         s: u64,
+        group: Group,
         bytes: u64,
         cur: &[u32],
         dp_last: &mut [u32],
     ) -> Result<(), String> {
         let p = &self.j.parallel;
-        if p.dp < 2 {
+        if self.groups(group)[0].len() < 2 {
             return Ok(());
         }
         let op = if p.zero == 0 {
@@ -759,7 +891,7 @@ impl Gen<'_, '_> {
             .zip(dp_last.iter())
             .map(|(&c, &d)| e.join(&[c, d], SimTime::ZERO))
             .collect();
-        self.dp_collective(e, s, op, bytes, &mut at)?;
+        self.collective(e, s, group, op, bytes, &mut at)?;
         dp_last.copy_from_slice(&at);
         Ok(())
     }
@@ -836,6 +968,9 @@ mod tests {
             param_bytes: 2,
             act_bytes: 2,
             gated: true,
+            experts: 0,
+            top_k: 0,
+            expert_ffn: 0,
         };
         let mut j = ModelJob {
             gpus: (0..8).map(GpuId).collect(),
@@ -848,6 +983,7 @@ mod tests {
                 schedule: Schedule::OneFOneB,
                 zero: 0,
                 sequence_parallel: false,
+                ep: 1,
                 order: [Dim::Tp, Dim::Pp, Dim::Dp],
                 bucket: 1,
                 overlap: true,
@@ -888,6 +1024,9 @@ mod tests {
             param_bytes: 2,
             act_bytes: 2,
             gated: true,
+            experts: 0,
+            top_k: 0,
+            expert_ffn: 0,
         };
         assert_eq!(m.kv_hidden(), 1024);
         assert_eq!(m.attn_params(), 4096 * (4096 + 2048) + 4096 * 4096);
