@@ -37,7 +37,7 @@ fn svg_plots_show_their_series_and_labels() {
     let (sim, _) = run_file(&example("lossless/incast.toml"), &[]);
     let svgs: std::collections::HashMap<&str, String> =
         plots::all(&sim).unwrap().into_iter().collect();
-    assert_eq!(svgs.len(), 8);
+    assert_eq!(svgs.len(), 9);
     let texts = |name: &str| svg_texts(&svgs[name]);
     let has = |name: &str, want: &str| {
         let t = texts(name);
@@ -94,6 +94,7 @@ fn svg_plots_show_their_series_and_labels() {
     for want in ["bytes sent (MB)", "leaf1 g0"] {
         has("plot_group_bytes.svg", want);
     }
+    has("plot_timeline.svg", "no training iteration finished");
     // The queue line's points: as many as buckets.
     let svg = &svgs["plot_queue_depth.svg"];
     let first_line = svg
@@ -333,14 +334,14 @@ fn plots_and_the_report_can_be_turned_off() {
     };
     let all = names(&[]);
     assert!(all.contains(&"report.html".to_string()));
-    assert_eq!(all.iter().filter(|n| n.ends_with(".svg")).count(), 8);
+    assert_eq!(all.iter().filter(|n| n.ends_with(".svg")).count(), 9);
     let none = names(&["report.plots=false", "report.html=false"]);
     assert!(
         none.iter()
             .all(|n| !n.ends_with(".svg") && n != "report.html"),
         "{none:?}"
     );
-    assert_eq!(all.len(), none.len() + 9);
+    assert_eq!(all.len(), none.len() + 10);
 }
 
 /// The progress estimate starts at nothing, never goes back and reaches
@@ -380,4 +381,42 @@ fn progress_rises_to_done_and_the_eta_follows_the_pace() {
     assert_eq!(wall_duration(42.4), "42s");
     assert_eq!(wall_duration(185.0), "3m 05s");
     assert_eq!(wall_duration(7800.0), "2h 10m");
+}
+
+/// The training timeline: for a model split TP 2 x PP 2 x DP 4 (the
+/// stages two servers apart), one row of kernels per shown rank and one
+/// per dimension it communicates in, ranks of both stages shown; each
+/// rank's kernel row draws as many boxes as it has runs of kernels.
+#[test]
+fn the_timeline_shows_each_ranks_kernels_and_communication() {
+    let text = std::fs::read_to_string(example("training/dense-8b-tp8-dp8.toml")).unwrap();
+    let small = text
+        .replace("layers = 32", "layers = 4")
+        .replace("hidden = 4096", "hidden = 1024")
+        .replace("ffn = 14336", "ffn = 4096")
+        .replace("seq = 4096", "seq = 1024")
+        .replace(
+            "tp = 8\ndp = 8",
+            "tp = 2\npp = 2\ndp = 16\norder = \"tp-dp-pp\"",
+        )
+        .replace("global_batch = 16", "global_batch = 32");
+    let (sim, _) = run_with(&small, &[]);
+    let svgs: std::collections::HashMap<&str, String> =
+        plots::all(&sim).unwrap().into_iter().collect();
+    let t = svg_texts(&svgs["plot_timeline.svg"]);
+    assert!(
+        t.iter().any(|x| x.contains("iteration 0, 8 of 64 ranks")),
+        "{t:?}"
+    );
+    for want in [
+        "rank 0 kernels",
+        "rank 0 tp",
+        "rank 0 pp",
+        "rank 0 dp",
+        "rank 56 kernels",
+        "rank 56 pp",
+    ] {
+        assert!(t.iter().any(|x| x == want), "{want}: {t:?}");
+    }
+    assert!(!t.iter().any(|x| x == "rank 1 kernels"), "every 8th rank");
 }

@@ -48,7 +48,7 @@ fn err<E: std::fmt::Debug>(e: E) -> String {
 /// Every plot: (file name, SVG text).
 pub fn all(sim: &Simulation) -> Result<Vec<(&'static str, String)>, String> {
     let mut out = Vec::new();
-    let plots: [(&'static str, Draw); 8] = [
+    let plots: [(&'static str, Draw); 9] = [
         ("plot_link_util.svg", link_heatmap),
         ("plot_queue_depth.svg", queue_depth),
         ("plot_pfc_pause.svg", pfc_timeline),
@@ -57,6 +57,7 @@ pub fn all(sim: &Simulation) -> Result<Vec<(&'static str, String)>, String> {
         ("plot_slowdown.svg", slowdown),
         ("plot_qp_rate.svg", qp_rate),
         ("plot_group_bytes.svg", group_bytes),
+        ("plot_timeline.svg", timeline),
     ];
     for (name, draw) in plots {
         let mut svg = String::new();
@@ -802,9 +803,132 @@ fn group_bytes(sim: &Simulation, root: &Area) -> Res {
     Ok(())
 }
 
+/// A row of the timeline: its label, its intervals (ms) and colour.
+type Row = (String, Vec<(f64, f64)>, RGBColor);
+
+/// Most ranks the timeline shows (spread over the job's ranks).
+const TIMELINE_RANKS: usize = 8;
+
+/// Intervals closer than `gap` made one, so that a row draws no more
+/// rectangles than it has pixels.
+fn coalesce(mut v: Vec<(f64, f64)>, gap: f64) -> Vec<(f64, f64)> {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 + gap => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// The first training job's first finished iteration, rank by rank: when
+/// its GPU runs kernels, and when it takes part in each dimension's
+/// communication (TP, PP, DP, EP), one row each.
+fn timeline(sim: &Simulation, root: &Area) -> Res {
+    use crate::workload::model::Dim;
+    let title = "Training step: kernels and communication per rank";
+    let t = sim.tasks();
+    let done = |x: u32| Some(t.done[x as usize]).filter(|&d| d != crate::units::SimTime::MAX);
+    let found = t.jobs.iter().find_map(|j| {
+        let (it, &(a, b)) = j
+            .iterations
+            .iter()
+            .enumerate()
+            .find(|(_, &(a, b))| done(a).is_some() && done(b).is_some())?;
+        Some((j, it as u32, done(a)?.0, done(b)?.0))
+    });
+    let Some((job, it, start, end)) = found.filter(|f| !f.0.kernels.is_empty()) else {
+        return empty(root, title, "no training iteration finished");
+    };
+    let ranks = job.kernels.iter().map(|k| k.0).max().unwrap_or(0) as usize + 1;
+    let step = ranks.div_ceil(TIMELINE_RANKS).max(1);
+    let shown: Vec<u32> = (0..ranks).step_by(step).map(|r| r as u32).collect();
+    let ms = |ps: u64| ps.saturating_sub(start) as f64 / 1e9;
+    let span = ms(end).max(1e-9);
+    let gap = span / W as f64;
+    // Rows, top down: a rank's kernels, then its communication.
+    let mut rows: Vec<Row> = Vec::new();
+    let dims = Dim::ALL;
+    for &r in &shown {
+        let k: Vec<(f64, f64)> = job
+            .kernels
+            .iter()
+            .filter(|x| x.0 == r && x.1 == it)
+            .filter_map(|&(_, _, task)| Some((ms(t.started[task as usize].0), ms(done(task)?.0))))
+            .collect();
+        rows.push((format!("rank {r} kernels"), coalesce(k, gap), PALETTE[7]));
+        for (di, d) in dims.iter().enumerate() {
+            let c: Vec<(f64, f64)> = job
+                .comm
+                .iter()
+                .filter(|c| c.rank == r && c.iteration == it && c.dim == *d)
+                .filter_map(|c| Some((ms(done(c.from)?.0), ms(done(c.to)?.0))))
+                .collect();
+            if !c.is_empty() {
+                rows.push((
+                    format!("rank {r} {}", d.name()),
+                    coalesce(c, gap),
+                    PALETTE[di],
+                ));
+            }
+        }
+    }
+    let n = rows.len();
+    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("{title} (iteration {it}, {} of {ranks} ranks)", shown.len()),
+            (FONT, 18),
+        )
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0f64..span, -0.5f64..n as f64 - 0.5)
+        .map_err(err)?;
+    // Row i (from the top) is centred on n - 1 - i, where its label is.
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc("time from the iteration's start (ms)")
+        .y_labels(n.min(64))
+        .y_label_formatter(&|y| {
+            let i = y.round();
+            if (y - i).abs() > 1e-6 || i < 0.0 {
+                return String::new();
+            }
+            names
+                .get(n.saturating_sub(i as usize + 1))
+                .cloned()
+                .unwrap_or_default()
+        })
+        .label_style((FONT, 9))
+        .draw()
+        .map_err(err)?;
+    let mut bars = Vec::new();
+    for (i, (_, spans, color)) in rows.iter().enumerate() {
+        let y = (n - i - 1) as f64;
+        for &(a, b) in spans {
+            bars.push(Rectangle::new(
+                [(a, y - 0.35), (b.max(a + gap / 2.0), y + 0.35)],
+                color.filled(),
+            ));
+        }
+    }
+    chart.draw_series(bars).map_err(err)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn close_intervals_are_drawn_as_one() {
+        let v = vec![(5.0, 6.0), (0.0, 1.0), (1.05, 2.0), (2.5, 3.0)];
+        assert_eq!(coalesce(v, 0.1), vec![(0.0, 2.0), (2.5, 3.0), (5.0, 6.0)]);
+    }
 
     #[test]
     fn columns_merge_pairs_until_they_fit() {

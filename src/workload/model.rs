@@ -575,6 +575,8 @@ impl Gen<'_, '_> {
                 let g = self.gpu_at(s, k as u64);
                 let lane = e.graph.gpu_lane(g);
                 *r = e.delay(opt, Some(lane), &[*r, dp_last[su][k]]);
+                let rank = self.rank_at(s, k as u64);
+                self.job.kernels.push((rank, self.it, *r));
             }
             if p.zero > 0 {
                 for (group, sizes) in GRAD_GROUPS.into_iter().zip(&buckets[su]) {
