@@ -404,3 +404,58 @@ fn all_gather_sizes_follow_the_chosen_convention() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A rank's collective node is done when its own part is, as its NCCL
+/// call returns: the root of a broadcast goes on to its next kernel at
+/// once, without waiting for the others to receive.
+#[test]
+fn a_rank_goes_on_when_its_own_part_of_a_collective_is_done() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-own-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bcast = |id: u64| {
+        node_with(
+            id,
+            7,
+            &[],
+            &[("comm_type", 5), ("comm_size", 4_000_000)],
+            &[],
+            None,
+        )
+    };
+    let ranks = vec![
+        vec![bcast(1), node_with(2, 4, &[1], &[], &[], None)],
+        vec![bcast(1)],
+    ];
+    // Rank 0's compute node lasts 0 us: its start is when it may go on.
+    write_long_trace(&dir, &ranks);
+    let text = format!(
+        r#"
+[topology]
+kind = "single-rail"
+hosts = 2
+gpus_per_host = 1
+
+[[workload]]
+kind = "chakra"
+trace = "{}"
+"#,
+        dir.display()
+    );
+    let (sim, s) = run_named("x.toml", &text, &[]);
+    let end = s.collectives[0].time_ps.unwrap();
+    let t = sim.tasks();
+    let compute = (0..t.graph.tasks.len())
+        .find(|&i| {
+            matches!(
+                t.graph.tasks[i].kind,
+                fabricsim::workload::graph::TaskKind::Delay(_)
+            )
+        })
+        .unwrap();
+    let started = t.started[compute].0;
+    assert!(
+        started < end / 10,
+        "root went on at {started} ps, broadcast took {end} ps"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,7 +16,9 @@
 //!   collective (`comm_type`, `comm_size` bytes as nccl-tests counts
 //!   them, or one rank's share for all-gather and reduce-scatter with
 //!   `Settings::shard_sizes`), run with the workload's algorithm
-//!   settings; each rank's node is done when the collective is;
+//!   settings; each rank takes part once its node's dependencies are
+//!   done and its node is done when its own part is (as its NCCL call
+//!   returns), a barrier when every member has reached it;
 //! - `COMM_SEND` / `COMM_RECV`: a transfer of `comm_size` bytes to rank
 //!   `comm_dst`; the receive (matched by source, destination and tag, in
 //!   order) is done when the data has arrived;
@@ -720,10 +722,12 @@ pub fn emit(
                 let Some(ready) = ready else {
                     break;
                 };
-                let deps: Vec<u32> = ready.into_iter().flatten().collect();
                 let (r0, first) = (g.ranks[0], &trace.ranks[g.ranks[0]][members[0][k]]);
                 let op = op_of(first.comm_type.unwrap_or(0)).ok().flatten();
-                let done = match op {
+                // Each member takes part once its own node's dependencies
+                // are done, and its node is done when its own part is, as
+                // a rank's NCCL call is; a barrier waits for every member.
+                let done: Vec<u32> = match op {
                     Some(op) if g.ranks.len() > 1 => {
                         let mut bytes = first.comm_size.unwrap_or(0);
                         if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
@@ -743,17 +747,21 @@ pub fn emit(
                             root: 0,
                             across: Algorithm::Ring,
                         };
-                        let run = collective::emit(e, &c, &deps, SimTime::ZERO)
+                        let entry: Vec<u32> =
+                            ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();
+                        let (run, ends) = collective::emit_per_rank(e, &c, &entry)
                             .map_err(|m| format!("{}: {m}", at(r0, first)))?;
-                        let end = run.end;
                         runs.push(run);
-                        end
+                        ends
                     }
                     // A barrier, or a group of one: nothing moves.
-                    _ => e.join(&deps, SimTime::ZERO),
+                    _ => {
+                        let all: Vec<u32> = ready.into_iter().flatten().collect();
+                        vec![e.join(&all, SimTime::ZERO); g.ranks.len()]
+                    }
                 };
-                for (&r, m) in g.ranks.iter().zip(members) {
-                    task[r][m[k]] = Some(done);
+                for ((&r, m), t) in g.ranks.iter().zip(members).zip(done) {
+                    task[r][m[k]] = Some(t);
                     emitted += 1;
                 }
                 next[gi] += 1;
