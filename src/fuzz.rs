@@ -132,6 +132,7 @@ pub fn chakra_input(data: &[u8]) -> bool {
         channels: 1,
         chunk: 1 << 20,
         pxn: false,
+        protocol: crate::workload::collective::Protocol::Simple,
         groups: Vec::new(),
         shard_sizes: false,
     };

@@ -490,6 +490,21 @@ chunk = "1MB"
     assert_eq!(net, 2 * (h - 1) * size);
     assert_eq!(s.nvlink_bytes, 2 * h * (g - 1) * size);
     assert!(s.collectives[0].time_ps.is_some());
+
+    // LL128 with its own steps: NCCL halves them while the buffer gives
+    // too few per channel and tree level: 576,000 data bytes down to
+    // 72,000 here (3.4 pipeline stages, 8 tree channels, 4 GPUs per
+    // server), 76,800 bytes of lines.
+    let ll128 = text.replace("chunk = \"1MB\"\n", "protocol = \"ll128\"\n");
+    let (sim, _) = run(&ll128);
+    let rows = &sim.pass_flows().rows;
+    // (A tree's half is cut into equal messages of at most that.)
+    let biggest = rows
+        .iter()
+        .map(|r| r.bytes.div_ceil(r.messages.max(1)))
+        .max()
+        .unwrap();
+    assert!(biggest <= 76_800 && biggest > 70_000, "{biggest}");
 }
 
 /// Hierarchical all-reduce over 4 hosts of 8 GPUs: each NIC sends
@@ -863,4 +878,48 @@ start = "2us"
     assert_eq!(f[11], "21000000");
     assert_eq!(f[12], "1.0000");
     assert_eq!((f[23], f[24]), ("nvlink", "1"));
+}
+
+/// NCCL's protocols: LL128 puts 120 bytes of data in each 128-byte line
+/// and LL 8 bytes in each 16, so a ring all-reduce moves 2(n-1) x the
+/// buffer in lines, and its bus bandwidth drops by those ratios on a
+/// fabric the ring fills; LL's steps are 32 KiB of data.
+#[test]
+fn protocols_move_their_lines() {
+    let n = 8u64;
+    let lines = |data: u64, per: u64, line: u64| data.div_ceil(per) * line;
+    let (_, simple) = run(&flat("all-reduce", ""));
+    let base = simple.collectives[0].busbw_gbps.unwrap();
+    for (proto, wire, ratio) in [
+        ("ll128", lines(8_000_000, 120, 128), 120.0 / 128.0),
+        ("ll", lines(8_000_000, 8, 16), 0.5),
+    ] {
+        let (sim, s) = run(&flat("all-reduce", &format!("protocol = \"{proto}\"")));
+        let total: u64 = sent_by_gpu(&sim).values().sum();
+        assert_eq!(total, 2 * (n - 1) * wire, "{proto}");
+        let c = &s.collectives[0];
+        assert_eq!(
+            c.bytes, 8_000_000,
+            "{proto}: the buffer, as nccl-tests counts it"
+        );
+        let got = c.busbw_gbps.unwrap() / base;
+        assert!(
+            (got - ratio).abs() < 0.05,
+            "{proto}: {got} of simple's busbw, expected about {ratio}"
+        );
+        if proto == "ll" {
+            let biggest = sim
+                .pass_flows()
+                .rows
+                .iter()
+                .map(|r| r.bytes / r.messages.max(1))
+                .max();
+            assert!(biggest.unwrap() <= lines(32 * 1024, 8, 16), "{biggest:?}");
+        }
+    }
+    let e = error_of(&flat("all-reduce", "protocol = \"ll64\""), &[]);
+    assert!(
+        e.contains("workload[0].protocol") && e.contains("simple, ll128 or ll"),
+        "{e}"
+    );
 }

@@ -105,6 +105,7 @@ pub fn model(
         channels,
         chunk,
         pxn: w.pxn.unwrap_or(true),
+        protocol: crate::workload::collective::Protocol::Simple,
     })
 }
 

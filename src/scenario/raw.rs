@@ -286,6 +286,8 @@ pub struct RawWorkload {
     pub channels: Option<i64>,
     pub chunk: Option<Value>,
     pub pxn: Option<bool>,
+    /// NCCL protocol of collectives: simple, ll128 or ll.
+    pub protocol: Option<String>,
     pub across: Option<String>,
     pub root: Option<i64>,
     /// A Chakra trace folder, relative to the scenario file.

@@ -13,7 +13,7 @@ use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
 use crate::units::{parse_byte_rate, parse_length_m, Rate, SimTime};
-use crate::workload::collective::{Algorithm, Collective, Op};
+use crate::workload::collective::{Algorithm, Collective, Op, Protocol};
 use crate::workload::{Pattern, Workload};
 
 type R<T> = Result<T, KeyError>;
@@ -561,6 +561,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "protocol",
                 "root",
                 "across",
             ],
@@ -573,6 +574,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "protocol",
             ],
             "background" => &["gpus", "cdf", "load", "duration"],
             "model" => &[
@@ -581,6 +583,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "protocol",
                 "iterations",
                 "model",
                 "parallel",
@@ -592,6 +595,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "protocol",
                 "iterations",
                 "phase",
                 "checkpoint",
@@ -615,6 +619,7 @@ pub fn workloads(
             ("channels", w.channels.is_some()),
             ("chunk", w.chunk.is_some()),
             ("pxn", w.pxn.is_some()),
+            ("protocol", w.protocol.is_some()),
             ("root", w.root.is_some()),
             ("across", w.across.is_some()),
             ("trace", w.trace.is_some()),
@@ -689,18 +694,14 @@ pub fn workloads(
                     algorithm: w.algorithm.clone(),
                     chunk: w.chunk.clone(),
                     pxn: w.pxn,
+                    protocol: w.protocol.clone(),
                     gpus: w.gpus.clone(),
                     ..Default::default()
                 };
                 let c = collective(&probe, topo, &p)?;
-                Pattern::Model(Box::new(super::model::model(
-                    w,
-                    topo,
-                    c.gpus,
-                    c.algorithm,
-                    c.chunk,
-                    &p,
-                )?))
+                let mut job = super::model::model(w, topo, c.gpus, c.algorithm, c.chunk, &p)?;
+                job.protocol = c.protocol;
+                Pattern::Model(Box::new(job))
             }
             "background" => background(w, topo, base, &p)?,
             _ => Pattern::AllToAll {
@@ -847,7 +848,16 @@ fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
             format!("got {channels}, expected at most 64 (NCCL's maximum)"),
         ));
     }
-    let chunk = size(w.chunk.as_ref(), &p.key("chunk"), 512 * 1024)?;
+    let protocol = match w.protocol.as_deref() {
+        None => Protocol::Simple,
+        Some(s) => Protocol::parse(s).ok_or_else(|| {
+            KeyError::new(
+                &p.key("protocol"),
+                format!("got \"{s}\", expected {}", Protocol::NAMES),
+            )
+        })?,
+    };
+    let chunk = size(w.chunk.as_ref(), &p.key("chunk"), protocol.chunk())?;
     let root = match w.root {
         None => 0,
         Some(r) if r >= 0 && (r as usize) < gpus.len() && op == Op::Broadcast => r as usize,
@@ -894,6 +904,7 @@ fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
         pxn: w.pxn.unwrap_or(true),
         root,
         across,
+        protocol,
     })
 }
 
@@ -998,6 +1009,7 @@ fn chakra(
         channels: w.channels,
         chunk: w.chunk.clone(),
         pxn: w.pxn,
+        protocol: w.protocol.clone(),
         gpus: Some(gpus.iter().map(|g| g.0 as i64).collect()),
         ..Default::default()
     };
@@ -1017,6 +1029,7 @@ fn chakra(
             channels: c.as_ref().map_or(1, |c| c.channels),
             chunk: c.as_ref().map_or(512 * 1024, |c| c.chunk),
             pxn: w.pxn.unwrap_or(true),
+            protocol: c.as_ref().map_or(Protocol::Simple, |c| c.protocol),
             groups,
             shard_sizes,
         },
@@ -1070,6 +1083,7 @@ fn training(
         channels: w.channels,
         chunk: w.chunk.clone(),
         pxn: w.pxn,
+        protocol: w.protocol.clone(),
         gpus: w.gpus.clone(),
         ..Default::default()
     };
@@ -1178,6 +1192,7 @@ fn training(
         channels: base.channels,
         chunk: base.chunk,
         pxn: base.pxn,
+        protocol: base.protocol,
     })
 }
 

@@ -376,6 +376,7 @@ pub struct Settings {
     pub channels: u32,
     pub chunk: u64,
     pub pxn: bool,
+    pub protocol: collective::Protocol,
     /// Process groups given beside the trace (ASTRA-sim's communicator
     /// group file): name and ranks, in communicator order.
     pub groups: Vec<(String, Vec<i64>)>,
@@ -746,6 +747,7 @@ pub fn emit(
                             pxn: s.pxn,
                             root: 0,
                             across: Algorithm::Ring,
+                            protocol: s.protocol,
                         };
                         let entry: Vec<u32> =
                             ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();

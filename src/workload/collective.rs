@@ -111,6 +111,50 @@ impl Algorithm {
     }
 }
 
+/// NCCL's protocols: how data is laid out on the wire and how large a
+/// step is. Simple sends the data as it is, in steps of 512 KiB (a 4 MiB
+/// buffer over NCCL's 8 steps); LL128 sends 128-byte lines of 120 bytes
+/// of data and an 8-byte flag, in steps of 576,000 data bytes; LL sends
+/// 16-byte lines of two 4-byte data words, each with its flag, in steps
+/// of 32 KiB of data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Protocol {
+    Simple,
+    Ll128,
+    Ll,
+}
+
+impl Protocol {
+    pub const NAMES: &'static str = "simple, ll128 or ll";
+
+    pub fn parse(s: &str) -> Option<Protocol> {
+        Some(match s {
+            "simple" => Protocol::Simple,
+            "ll128" => Protocol::Ll128,
+            "ll" => Protocol::Ll,
+            _ => return None,
+        })
+    }
+
+    /// Bytes on the wire (and over NVLink) for `data` bytes of payload.
+    pub fn wire(self, data: u64) -> u64 {
+        match self {
+            Protocol::Simple => data,
+            Protocol::Ll128 => data.div_ceil(120) * 128,
+            Protocol::Ll => data.div_ceil(8) * 16,
+        }
+    }
+
+    /// The largest message a step sends by default (data bytes).
+    pub fn chunk(self) -> u64 {
+        match self {
+            Protocol::Simple => 512 * 1024,
+            Protocol::Ll128 => 576_000,
+            Protocol::Ll => 32 * 1024,
+        }
+    }
+}
+
 /// A collective as the scenario gives it, resolved.
 #[derive(Clone, Debug)]
 pub struct Collective {
@@ -127,6 +171,7 @@ pub struct Collective {
     pub root: usize,
     /// Hierarchical: the all-reduce across hosts, `Ring` or `Tree`.
     pub across: Algorithm,
+    pub protocol: Protocol,
 }
 
 /// One collective in the graph: the tasks that mark its start and end.
@@ -424,9 +469,48 @@ pub fn emit(
     not_before: SimTime,
 ) -> Result<CollectiveRun, String> {
     let start = e.join(deps, not_before);
-    let last = steps(e, c, start)?;
+    let last = steps(e, &on_the_wire(e.topo, c), start)?;
     let end = e.join(&last, SimTime::ZERO);
     Ok(run_of(e, c, start, end))
+}
+
+/// `c` as its protocol moves it: the bytes its lines take, in the
+/// protocol's steps (for LL128's tree, NCCL's smaller steps when the
+/// buffer is small against the tree's depth, if the chunk is the
+/// protocol's own).
+fn on_the_wire(topo: &Topology, c: &Collective) -> Collective {
+    let mut w = c.clone();
+    w.bytes = c.protocol.wire(c.bytes);
+    let mut chunk = c.chunk;
+    if c.protocol == Protocol::Ll128
+        && c.algorithm == Algorithm::Tree
+        && c.chunk == Protocol::Ll128.chunk()
+    {
+        chunk = ll128_tree_chunk(topo, c);
+    }
+    w.chunk = c.protocol.wire(chunk);
+    w
+}
+
+/// NCCL's LL128 tree step (its `enqueue.cc`): halved while the buffer
+/// gives fewer than 64 steps per channel per pipeline stage and a server
+/// (1 + log2 servers + 0.1 GPUs per server, over the GPUs per server),
+/// down to 128 KiB, then below 16 down to 32 KiB. NCCL's tree channels
+/// are twice the ring's (each channel and its duplicate).
+fn ll128_tree_chunk(topo: &Topology, c: &Collective) -> u64 {
+    let servers = by_host(topo, &c.gpus).len().max(1);
+    let ppn = c.gpus.len() as f64 / servers as f64;
+    let steps = 1.0 + servers.ilog2() as f64 + 0.1 * ppn;
+    let channels = 2 * u64::from(c.channels.max(1));
+    let mut chunk = Protocol::Ll128.chunk();
+    let per = |chunk: u64| (c.bytes / (channels * chunk)) as f64;
+    while per(chunk) < steps * 64.0 / ppn && chunk > 131_072 {
+        chunk /= 2;
+    }
+    while per(chunk) < steps * 16.0 / ppn && chunk > 32_768 {
+        chunk /= 2;
+    }
+    chunk
 }
 
 /// The algorithm's tasks, after `start`; the tasks it ends with.
@@ -477,7 +561,7 @@ pub fn emit_per_rank(
     let first = e.graph.len() as u32;
     let gate = c.gpus.iter().zip(ready).map(|(g, &r)| (g.0, r)).collect();
     e.gate = Some(gate);
-    let done = steps(e, c, now);
+    let done = steps(e, &on_the_wire(e.topo, c), now);
     e.gate = None;
     done?;
     // What each rank receives: the transfers and copies that end at it.
@@ -828,6 +912,19 @@ fn direct_all_to_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lines of 120 data bytes in 128 (LL128) and 8 in 16 (LL); NCCL's
+    /// step sizes.
+    #[test]
+    fn protocols_lay_data_in_lines() {
+        assert_eq!(Protocol::Simple.wire(1000), 1000);
+        assert_eq!(Protocol::Ll128.wire(120), 128);
+        assert_eq!(Protocol::Ll128.wire(121), 256);
+        assert_eq!(Protocol::Ll.wire(8), 16);
+        assert_eq!(Protocol::Ll.wire(9), 32);
+        assert_eq!(Protocol::Ll128.chunk(), 614_400 / 16 * 15);
+        assert_eq!(Protocol::Ll.chunk(), 524_288 / 8 / 2);
+    }
 
     #[test]
     fn busbw_factors_follow_nccl_tests() {

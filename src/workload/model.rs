@@ -331,6 +331,7 @@ pub struct ModelJob {
     pub channels: Option<u32>,
     pub chunk: u64,
     pub pxn: bool,
+    pub protocol: collective::Protocol,
 }
 
 /// One step of a stage's schedule: forward or backward of micro-batch i.
@@ -667,6 +668,7 @@ impl Gen<'_, '_> {
                 pxn: self.j.pxn,
                 root: 0,
                 across: Algorithm::Ring,
+                protocol: self.j.protocol,
             };
             let at: Vec<u32> = places.iter().map(|&k| cur[k as usize]).collect();
             let (mut run, ends) = collective::emit_per_rank(e, &c, &at)?;
@@ -995,6 +997,7 @@ mod tests {
             channels: None,
             chunk: 1 << 19,
             pxn: true,
+            protocol: collective::Protocol::Simple,
         };
         assert_eq!(
             [j.gpu_of(1, 0, 0), j.gpu_of(0, 1, 0), j.gpu_of(0, 0, 1)],

@@ -42,6 +42,7 @@ pub struct Training {
     pub channels: u32,
     pub chunk: u64,
     pub pxn: bool,
+    pub protocol: collective::Protocol,
 }
 
 /// A job in the graph: the tasks that mark each iteration's start and end.
@@ -116,6 +117,7 @@ pub fn emit(
                     pxn: t.pxn,
                     root: 0,
                     across: Algorithm::Ring,
+                    protocol: t.protocol,
                 };
                 let (mut run, ends) = collective::emit_per_rank(e, &c, &ready)?;
                 run.iteration = Some(it);
