@@ -428,20 +428,7 @@ fn a_rank_goes_on_when_its_own_part_of_a_collective_is_done() {
     ];
     // Rank 0's compute node lasts 0 us: its start is when it may go on.
     write_long_trace(&dir, &ranks);
-    let text = format!(
-        r#"
-[topology]
-kind = "single-rail"
-hosts = 2
-gpus_per_host = 1
-
-[[workload]]
-kind = "chakra"
-trace = "{}"
-"#,
-        dir.display()
-    );
-    let (sim, s) = run_named("x.toml", &text, &[]);
+    let (sim, s) = run_named("x.toml", &scenario_for(&dir), &[]);
     let end = s.collectives[0].time_ps.unwrap();
     let t = sim.tasks();
     let compute = (0..t.graph.tasks.len())

@@ -442,14 +442,7 @@ pub fn emit(
     runs: &mut Vec<CollectiveRun>,
 ) -> Result<JobRun, String> {
     let first = runs.len();
-    let mut job = JobRun {
-        workload: e.workload,
-        iterations: Vec::new(),
-        collectives: first..first,
-        checkpoints: Vec::new(),
-        comm: Vec::new(),
-        kernels: Vec::new(),
-    };
+    let mut job = JobRun::new(e.workload, first);
     let p = &j.parallel;
     let begin = e.join(&[], start);
     // Where each rank's program is, by stage and place (tp + tp * dp).

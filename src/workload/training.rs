@@ -60,6 +60,21 @@ pub struct JobRun {
     pub kernels: Vec<(u32, u32, u32)>,
 }
 
+impl JobRun {
+    /// A job of workload entry `workload` whose collectives will start at
+    /// index `first` of the run's list.
+    pub fn new(workload: u32, first: usize) -> JobRun {
+        JobRun {
+            workload,
+            iterations: Vec::new(),
+            collectives: first..first,
+            checkpoints: Vec::new(),
+            comm: Vec::new(),
+            kernels: Vec::new(),
+        }
+    }
+}
+
 /// A rank's part in a collective or a pipeline transfer: from when task
 /// `from` is done (it joins) to when task `to` is (its part is over).
 /// `bytes` is the collective's size (nccl-tests') on one rank of it
@@ -83,14 +98,7 @@ pub fn emit(
     runs: &mut Vec<CollectiveRun>,
 ) -> Result<JobRun, String> {
     let first = runs.len();
-    let mut job = JobRun {
-        workload: e.workload,
-        iterations: Vec::new(),
-        collectives: first..first,
-        checkpoints: Vec::new(),
-        comm: Vec::new(),
-        kernels: Vec::new(),
-    };
+    let mut job = JobRun::new(e.workload, first);
     // Each rank goes on as soon as its own part of what came before is
     // done (its compute, its part of the last collective), as a rank of
     // a framework does; only a checkpoint waits for every rank.
