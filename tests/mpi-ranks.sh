@@ -82,6 +82,8 @@ for scenario in $(find examples -name '*.toml' -not -path 'examples/sweep/*' | s
     case $scenario in
     examples/bench/rail-multipod-*) sets=(--max-sim-time 20us --set 'workload.0.bytes="1MB"') ;;
     examples/bench/*) sets=(--max-sim-time 20us) ;;
+    # Training steps (a minute or more each in full) cut as the tests do.
+    examples/training/*) sets=(--max-sim-time 2ms) ;;
     esac
     run "$work/$name-1" "$bin" run "$scenario" "${sets[@]}"
     for n in 2 3; do
