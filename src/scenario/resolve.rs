@@ -835,13 +835,8 @@ fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
             ),
         ));
     }
-    let mut rails: Vec<u32> = gpus
-        .iter()
-        .map(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail)
-        .collect();
-    rails.sort_unstable();
-    rails.dedup();
-    let channels = count(w.channels, &p.key("channels"), 2 * rails.len() as u32, 1)?;
+    let default = crate::workload::collective::default_channels(topo, &gpus);
+    let channels = count(w.channels, &p.key("channels"), default, 1)?;
     if channels > 64 {
         return Err(KeyError::new(
             &p.key("channels"),

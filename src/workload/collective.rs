@@ -446,6 +446,18 @@ fn connection_key(workload: u32, a: GpuId, b: GpuId, channel: u32) -> u64 {
         ^ u64::from(channel)
 }
 
+/// NCCL's default channel count for a communicator: 2 per NIC rail
+/// among its GPUs (at most 64).
+pub fn default_channels(topo: &Topology, gpus: &[GpuId]) -> u32 {
+    let mut rails: Vec<u32> = gpus
+        .iter()
+        .map(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail)
+        .collect();
+    rails.sort_unstable();
+    rails.dedup();
+    (2 * rails.len() as u32).min(64)
+}
+
 /// Rank order of `channel`'s ring: host by host in the order the hosts
 /// first appear, each host's GPUs by local index, rotated by the channel,
 /// so that channel c enters each host at its c-th GPU and (with PXN)

@@ -693,15 +693,9 @@ impl Gen<'_, '_> {
         if gpus.iter().all(|g| topo.gpus[g.idx()].host == host) {
             return 1;
         }
-        self.j.channels.unwrap_or_else(|| {
-            let mut rails: Vec<u32> = gpus
-                .iter()
-                .map(|g| topo.nics[topo.gpus[g.idx()].nic.idx()].rail)
-                .collect();
-            rails.sort_unstable();
-            rails.dedup();
-            (2 * rails.len() as u32).min(64)
-        })
+        self.j
+            .channels
+            .unwrap_or_else(|| collective::default_channels(topo, gpus))
     }
 
     /// A TP collective after (or, with sequence parallelism, a gather
