@@ -330,6 +330,23 @@ fn process_groups_run_their_collectives_on_their_ranks() {
         e.contains("rank 0 node 1") && e.contains("pg_name \"10\" is not a process group"),
         "{e}"
     );
+    // A groups file that is not a map of names to rank lists, or names a
+    // rank the trace does not have.
+    for (json, want) in [
+        ("[0, 1]", "expected a JSON object of process group name"),
+        (
+            r#"{"10": "all"}"#,
+            "group \"10\" is \"all\", not a list of ranks",
+        ),
+        (
+            r#"{"10": [0, 9], "11": [1, 3]}"#,
+            "names rank 9; the trace has ranks 0 to 3",
+        ),
+    ] {
+        std::fs::write(dir.join("groups.json"), json).unwrap();
+        let e = error_of(&four_ranks(&dir, &groups), &[]);
+        assert!(e.contains(want), "{json}: {e}");
+    }
 
     // The same groups from a METADATA node in each rank's trace (as
     // PyTorch records them: a JSON list inside a one-string list).
