@@ -133,6 +133,7 @@ pub fn chakra_input(data: &[u8]) -> bool {
         chunk: 1 << 20,
         pxn: false,
         protocol: crate::workload::collective::Protocol::Simple,
+        auto: crate::workload::collective::Auto::default(),
         groups: Vec::new(),
         shard_sizes: false,
     };

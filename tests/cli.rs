@@ -88,7 +88,9 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
     assert_eq!(messages, 16128);
     assert!(flows.lines().any(|l| medium(l, "nvlink")));
     let coll = std::fs::read_to_string(out.join("collectives.csv")).unwrap();
-    assert!(coll.starts_with("collective,algorithm,ranks,bytes,time_ps,algbw_gbps,busbw_gbps"));
+    assert!(coll.starts_with(
+        "collective,algorithm,protocol,channels,ranks,bytes,time_ps,algbw_gbps,busbw_gbps"
+    ));
     let links = std::fs::read_to_string(out.join("links.csv")).unwrap();
     assert!(links
         .starts_with("link,from,to,tier,rate_bps,bytes,packets,utilization,max_queue_bytes,drops"));

@@ -136,9 +136,17 @@ mode = "spray"
 write_mode = "write-only"
 "#;
 
+/// A collective on the flat fabric, in Simple unless `extra` names a
+/// protocol (these tests count bytes; NCCL's tuner would pick LL or
+/// LL128 for some).
 fn flat(op: &str, extra: &str) -> String {
+    let proto = if extra.contains("protocol") {
+        ""
+    } else {
+        "protocol = \"simple\"\n"
+    };
     format!(
-        "{FLAT}\n[[workload]]\nkind = \"collective\"\nop = \"{op}\"\nbytes = \"8MB\"\n{extra}\n"
+        "{FLAT}\n[[workload]]\nkind = \"collective\"\nop = \"{op}\"\nbytes = \"8MB\"\n{proto}{extra}\n"
     )
 }
 
@@ -269,6 +277,7 @@ gpus = [0, 1, 2, 3, 4, 5, 6, 7]
 bytes = "8MB"
 channels = 1
 chunk = "8MB"
+protocol = "simple"
 "#;
     let (sim, s) = run(text);
     assert!(sim.flows().is_empty(), "no network transfer");
@@ -466,6 +475,7 @@ algorithm = "tree"
 bytes = "16MB"
 channels = 4
 chunk = "1MB"
+protocol = "simple"
 "#;
     let (sim, s) = run(text);
     let (h, g, size) = (4u64, 4u64, 16_000_000u64);
@@ -493,9 +503,12 @@ chunk = "1MB"
 
     // LL128 with its own steps: NCCL halves them while the buffer gives
     // too few per channel and tree level: 576,000 data bytes down to
-    // 72,000 here (3.4 pipeline stages, 8 tree channels, 4 GPUs per
-    // server), 76,800 bytes of lines.
-    let ll128 = text.replace("chunk = \"1MB\"\n", "protocol = \"ll128\"\n");
+    // 72,000 here (3.4 pipeline stages, 4 channels, 4 GPUs per server),
+    // 76,800 bytes of lines.
+    let ll128 = text.replace(
+        "chunk = \"1MB\"\nprotocol = \"simple\"\n",
+        "protocol = \"ll128\"\n",
+    );
     let (sim, _) = run(&ll128);
     let rows = &sim.pass_flows().rows;
     // (A tree's half is cut into equal messages of at most that.)
@@ -922,4 +935,61 @@ fn protocols_move_their_lines() {
         e.contains("workload[0].protocol") && e.contains("simple, ll128 or ll"),
         "{e}"
     );
+}
+
+/// `algorithm = "auto"` (the default) runs what NCCL's tuner picks for
+/// the communicator and size: LL on the tree for a small all-reduce, the
+/// ring in Simple for 64 MB on 4 servers of 4 GPUs (100G NICs: 4 search
+/// channels of 12 GB/s, 8 run), with NCCL's channel count, and the run
+/// reports what it ran.
+#[test]
+fn auto_runs_nccls_pick_by_size() {
+    use fabricsim::workload::collective::Op;
+    use fabricsim::workload::tuner::{Arch, CommShape};
+    let shape = CommShape {
+        ranks: 16,
+        nodes: 4,
+        nics_per_node: 4,
+        shared_nics: false,
+        nic_gbs: 12.5,
+        pcie_gbs: 32.0,
+        nvlink_gbs: 450.0,
+        arch: Arch::Hopper,
+    };
+    let text = |bytes: &str| {
+        format!(
+            r#"
+[topology]
+kind = "rail-optimized"
+hosts = 4
+gpus_per_host = 4
+hosts_per_leaf = 4
+rails_per_leaf = 4
+spines = 2
+nic_speed = "100G"
+uplink_speed = "400G"
+
+[[workload]]
+kind = "collective"
+op = "all-reduce"
+bytes = "{bytes}"
+"#
+        )
+    };
+    let mut picks = Vec::new();
+    for bytes in [64_000u64, 64_000_000] {
+        let (_, s) = run(&text(&bytes.to_string()));
+        let c = &s.collectives[0];
+        let want = shape.choose(Op::AllReduce, bytes, None, None).unwrap();
+        assert_eq!(
+            (c.algorithm.as_str(), c.protocol.as_str(), c.channels),
+            (want.algorithm.name(), want.protocol.name(), want.channels),
+            "{bytes} B"
+        );
+        assert!(c.time_ps.is_some());
+        picks.push((c.algorithm.clone(), c.protocol.clone(), c.channels));
+    }
+    // 64 KB: every channel still gets 512 threads x 8 bytes.
+    assert_eq!(picks[0], ("tree".to_string(), "ll".to_string(), 8));
+    assert_eq!(picks[1], ("ring".to_string(), "simple".to_string(), 8));
 }

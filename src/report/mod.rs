@@ -390,7 +390,10 @@ pub struct CollectiveReport {
     /// Index of its workload entry.
     pub workload: u32,
     pub collective: String,
+    /// As run: NCCL's tuner's pick where the scenario said "auto".
     pub algorithm: String,
+    pub protocol: String,
+    pub channels: u32,
     pub ranks: usize,
     pub bytes: u64,
     pub start_ps: u64,
@@ -416,6 +419,8 @@ impl CollectiveReport {
                     workload: c.workload,
                     collective: c.op.name().to_string(),
                     algorithm: c.algorithm.name().to_string(),
+                    protocol: c.protocol.name().to_string(),
+                    channels: c.channels,
                     ranks: c.ranks,
                     bytes: c.bytes,
                     start_ps: if start == SimTime::MAX { 0 } else { start.0 },

@@ -63,6 +63,8 @@ pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
     w.write_record([
         "collective",
         "algorithm",
+        "protocol",
+        "channels",
         "ranks",
         "bytes",
         "time_ps",
@@ -77,6 +79,8 @@ pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
         w.write_record([
             c.collective.clone(),
             c.algorithm.clone(),
+            c.protocol.clone(),
+            c.channels.to_string(),
             c.ranks.to_string(),
             c.bytes.to_string(),
             c.time_ps.map_or(String::new(), |t| t.to_string()),

@@ -44,14 +44,29 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             .count() as u64
             + passes;
         kinds.push(match &w.pattern {
-            crate::workload::Pattern::Collective(c) => format!(
-                "{} {} over {} GPUs ({}, {} messages)",
-                c.algorithm.name(),
-                c.op.name(),
-                c.gpus.len(),
-                fmt_bytes(w.bytes),
-                n
-            ),
+            crate::workload::Pattern::Collective(c) => {
+                // As run: NCCL's tuner may have chosen the algorithm,
+                // protocol and channels.
+                let run = sim.tasks().collectives.iter().find(|r| r.workload == w_id);
+                let (algorithm, how) = match run {
+                    Some(r) => (
+                        r.algorithm.name(),
+                        format!("{}, {} channels, ", r.protocol.name(), r.channels),
+                    ),
+                    None => (c.algorithm.name(), String::new()),
+                };
+                let picked = if c.algorithm == crate::workload::collective::Algorithm::Auto {
+                    " (NCCL's pick)"
+                } else {
+                    ""
+                };
+                format!(
+                    "{algorithm}{picked} {} over {} GPUs ({}, {how}{n} messages)",
+                    c.op.name(),
+                    c.gpus.len(),
+                    fmt_bytes(w.bytes),
+                )
+            }
             crate::workload::Pattern::Training(t) => format!(
                 "training over {} GPUs ({} iterations of {} phases, {} messages)",
                 t.gpus.len(),

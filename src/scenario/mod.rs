@@ -293,7 +293,12 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         let host = resolve::host(raw.host.as_ref(), &root.key("host"))?;
         warnings.extend(pcie_check(&topology, &host));
         let streams = Streams::new(seed);
-        let expanded = workload::expand(&workloads, &topology, &routes, &streams)?;
+        let tuning = workload::tuner::Host {
+            nvlink_bytes_per_s: host.nvlink_bytes_per_s,
+            pcie_bytes_per_s: host.pcie_bytes_per_s,
+            arch: workload::tuner::Arch::Hopper,
+        };
+        let expanded = workload::expand(&workloads, &topology, &routes, &streams, tuning)?;
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
             return Err(KeyError::new(

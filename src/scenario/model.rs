@@ -106,6 +106,7 @@ pub fn model(
         chunk,
         pxn: w.pxn.unwrap_or(true),
         protocol: crate::workload::collective::Protocol::Simple,
+        auto: crate::workload::collective::Auto::default(),
     })
 }
 

@@ -13,7 +13,7 @@ use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
 use crate::units::{parse_byte_rate, parse_length_m, Rate, SimTime};
-use crate::workload::collective::{Algorithm, Collective, Op, Protocol};
+use crate::workload::collective::{Algorithm, Auto, Collective, Op, Protocol};
 use crate::workload::{Pattern, Workload};
 
 type R<T> = Result<T, KeyError>;
@@ -701,6 +701,7 @@ pub fn workloads(
                 let c = collective(&probe, topo, &p)?;
                 let mut job = super::model::model(w, topo, c.gpus, c.algorithm, c.chunk, &p)?;
                 job.protocol = c.protocol;
+                job.auto = c.auto;
                 Pattern::Model(Box::new(job))
             }
             "background" => background(w, topo, base, &p)?,
@@ -900,6 +901,11 @@ fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
         root,
         across,
         protocol,
+        auto: Auto {
+            protocol: w.protocol.is_none(),
+            channels: w.channels.is_none(),
+            chunk: w.chunk.is_none(),
+        },
     })
 }
 
@@ -1025,6 +1031,7 @@ fn chakra(
             chunk: c.as_ref().map_or(512 * 1024, |c| c.chunk),
             pxn: w.pxn.unwrap_or(true),
             protocol: c.as_ref().map_or(Protocol::Simple, |c| c.protocol),
+            auto: c.as_ref().map_or(Auto::default(), |c| c.auto),
             groups,
             shard_sizes,
         },
@@ -1188,6 +1195,7 @@ fn training(
         chunk: base.chunk,
         pxn: base.pxn,
         protocol: base.protocol,
+        auto: base.auto,
     })
 }
 

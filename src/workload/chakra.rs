@@ -377,6 +377,8 @@ pub struct Settings {
     pub chunk: u64,
     pub pxn: bool,
     pub protocol: collective::Protocol,
+    /// What the scenario left to NCCL's tuner.
+    pub auto: collective::Auto,
     /// Process groups given beside the trace (ASTRA-sim's communicator
     /// group file): name and ranks, in communicator order.
     pub groups: Vec<(String, Vec<i64>)>,
@@ -748,6 +750,7 @@ pub fn emit(
                             root: 0,
                             across: Algorithm::Ring,
                             protocol: s.protocol,
+                            auto: s.auto,
                         };
                         let entry: Vec<u32> =
                             ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();

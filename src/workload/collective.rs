@@ -15,6 +15,7 @@
 
 use super::graph::{GraphBuilder, TaskKind, NO_LANE};
 use super::pass::{Base, Pass, Via};
+use super::tuner;
 use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, Topology};
@@ -70,6 +71,9 @@ impl Op {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Algorithm {
+    /// NCCL's tuner chooses (`workload::tuner`); resolved before the
+    /// collective is built.
+    Auto,
     Ring,
     Tree,
     HalvingDoubling,
@@ -80,6 +84,7 @@ pub enum Algorithm {
 impl Algorithm {
     pub fn parse(s: &str) -> Option<Algorithm> {
         Some(match s {
+            "auto" => Algorithm::Auto,
             "ring" => Algorithm::Ring,
             "tree" => Algorithm::Tree,
             "halving-doubling" => Algorithm::HalvingDoubling,
@@ -91,6 +96,7 @@ impl Algorithm {
 
     pub fn name(self) -> &'static str {
         match self {
+            Algorithm::Auto => "auto",
             Algorithm::Ring => "ring",
             Algorithm::Tree => "tree",
             Algorithm::HalvingDoubling => "halving-doubling",
@@ -104,9 +110,9 @@ impl Algorithm {
         use Algorithm::*;
         match op {
             Op::AllToAll => &[Direct],
-            Op::AllReduce => &[Ring, Tree, HalvingDoubling, Hierarchical],
-            Op::AllGather | Op::ReduceScatter => &[Ring, HalvingDoubling],
-            Op::Broadcast => &[Ring],
+            Op::AllReduce => &[Auto, Ring, Tree, HalvingDoubling, Hierarchical],
+            Op::AllGather | Op::ReduceScatter => &[Auto, Ring, HalvingDoubling],
+            Op::Broadcast => &[Auto, Ring],
         }
     }
 }
@@ -134,6 +140,14 @@ impl Protocol {
             "ll" => Protocol::Ll,
             _ => return None,
         })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Simple => "simple",
+            Protocol::Ll128 => "ll128",
+            Protocol::Ll => "ll",
+        }
     }
 
     /// Bytes on the wire (and over NVLink) for `data` bytes of payload.
@@ -172,6 +186,19 @@ pub struct Collective {
     /// Hierarchical: the all-reduce across hosts, `Ring` or `Tree`.
     pub across: Algorithm,
     pub protocol: Protocol,
+    /// What the scenario left to NCCL's tuner.
+    pub auto: Auto,
+}
+
+/// Which settings of a collective the scenario left to NCCL's tuner:
+/// for ring and tree (chosen or automatic), the protocol and the channel
+/// count are NCCL's pick when not given, and the chunk follows the
+/// protocol when not given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Auto {
+    pub protocol: bool,
+    pub channels: bool,
+    pub chunk: bool,
 }
 
 /// One collective in the graph: the tasks that mark its start and end.
@@ -179,7 +206,10 @@ pub struct Collective {
 pub struct CollectiveRun {
     pub workload: u32,
     pub op: Op,
+    /// As run (NCCL's tuner's pick where the scenario said "auto").
     pub algorithm: Algorithm,
+    pub protocol: Protocol,
+    pub channels: u32,
     pub ranks: usize,
     pub bytes: u64,
     pub start: u32,
@@ -211,6 +241,8 @@ pub struct Emitter<'a> {
     pub workload: u32,
     pub qps: u32,
     pub pxn: bool,
+    /// The servers' buses and GPU generation, for NCCL's tuner.
+    pub host: tuner::Host,
     /// Lane of each connection (sender, receiver, channel).
     lanes: HashMap<(u32, u32, u32), u32>,
     /// NIC pairs already checked for a network path.
@@ -238,6 +270,7 @@ impl<'a> Emitter<'a> {
             workload,
             qps,
             pxn,
+            host: tuner::Host::default(),
             lanes: HashMap::new(),
             reachable: HashMap::new(),
             gate: None,
@@ -480,10 +513,81 @@ pub fn emit(
     deps: &[u32],
     not_before: SimTime,
 ) -> Result<CollectiveRun, String> {
+    let c = &tuned(e, c);
     let start = e.join(deps, not_before);
     let last = steps(e, &on_the_wire(e.topo, c), start)?;
     let end = e.join(&last, SimTime::ZERO);
     Ok(run_of(e, c, start, end))
+}
+
+/// `c` with what the scenario left to NCCL's tuner chosen as NCCL's
+/// tuner chooses it (`workload::tuner`): for ring and tree, the
+/// algorithm (if "auto"), the protocol and the channels if not given,
+/// and the protocol's own chunk if none was given. Other algorithms keep
+/// their settings.
+pub fn tuned(e: &Emitter, c: &Collective) -> Collective {
+    let mut t = c.clone();
+    if !matches!(
+        c.algorithm,
+        Algorithm::Auto | Algorithm::Ring | Algorithm::Tree
+    ) {
+        return t;
+    }
+    let shape = comm_shape(e.topo, &e.host, &c.gpus);
+    let algorithm = (c.algorithm != Algorithm::Auto).then_some(c.algorithm);
+    let protocol = (!c.auto.protocol).then_some(c.protocol);
+    let Some(pick) = shape.choose(c.op, c.bytes, algorithm, protocol) else {
+        // Not one NCCL tunes (an all-to-all): its own algorithm.
+        if t.algorithm == Algorithm::Auto {
+            t.algorithm = Algorithm::for_op(c.op)
+                .iter()
+                .copied()
+                .find(|&a| a != Algorithm::Auto)
+                .unwrap_or(Algorithm::Ring);
+        }
+        return t;
+    };
+    t.algorithm = pick.algorithm;
+    t.protocol = pick.protocol;
+    if c.auto.channels {
+        t.channels = pick.channels;
+    }
+    if c.auto.chunk {
+        t.chunk = pick.protocol.chunk();
+    }
+    t
+}
+
+/// What NCCL's tuner sees of the communicator `gpus`.
+pub fn comm_shape(topo: &Topology, host: &tuner::Host, gpus: &[GpuId]) -> tuner::CommShape {
+    let hosts = by_host(topo, gpus);
+    let nics_per_node = hosts
+        .iter()
+        .map(|h| {
+            let mut nics: Vec<u32> = h.iter().map(|g| topo.gpus[g.idx()].nic.0).collect();
+            nics.sort_unstable();
+            nics.dedup();
+            nics.len() as u32
+        })
+        .max()
+        .unwrap_or(1);
+    let nic = topo.gpus[gpus[0].idx()].nic;
+    let nic_bps: u64 = topo.nics[nic.idx()]
+        .ports
+        .iter()
+        .map(|p| topo.ports[p.idx()].rate.bps())
+        .sum();
+    let shared_nics = topo.hosts.iter().any(|h| h.gpus.len() > h.nics.len());
+    tuner::CommShape {
+        ranks: gpus.len() as u32,
+        nodes: hosts.len() as u32,
+        nics_per_node,
+        shared_nics,
+        nic_gbs: nic_bps as f64 / 8e9,
+        pcie_gbs: host.pcie_bytes_per_s as f64 / 2e9,
+        nvlink_gbs: host.nvlink_bytes_per_s as f64 / 2e9,
+        arch: host.arch,
+    }
 }
 
 /// `c` as its protocol moves it: the bytes its lines take, in the
@@ -507,13 +611,12 @@ fn on_the_wire(topo: &Topology, c: &Collective) -> Collective {
 /// NCCL's LL128 tree step (its `enqueue.cc`): halved while the buffer
 /// gives fewer than 64 steps per channel per pipeline stage and a server
 /// (1 + log2 servers + 0.1 GPUs per server, over the GPUs per server),
-/// down to 128 KiB, then below 16 down to 32 KiB. NCCL's tree channels
-/// are twice the ring's (each channel and its duplicate).
+/// down to 128 KiB, then below 16 down to 32 KiB.
 fn ll128_tree_chunk(topo: &Topology, c: &Collective) -> u64 {
     let servers = by_host(topo, &c.gpus).len().max(1);
     let ppn = c.gpus.len() as f64 / servers as f64;
     let steps = 1.0 + servers.ilog2() as f64 + 0.1 * ppn;
-    let channels = 2 * u64::from(c.channels.max(1));
+    let channels = u64::from(c.channels.max(1));
     let mut chunk = Protocol::Ll128.chunk();
     let per = |chunk: u64| (c.bytes / (channels * chunk)) as f64;
     while per(chunk) < steps * 64.0 / ppn && chunk > 131_072 {
@@ -547,6 +650,8 @@ fn run_of(e: &Emitter, c: &Collective, start: u32, end: u32) -> CollectiveRun {
         workload: e.workload,
         op: c.op,
         algorithm: c.algorithm,
+        protocol: c.protocol,
+        channels: c.channels,
         ranks: c.gpus.len(),
         bytes: c.bytes,
         start,
@@ -568,6 +673,7 @@ pub fn emit_per_rank(
     ready: &[u32],
 ) -> Result<(CollectiveRun, Vec<u32>), String> {
     debug_assert_eq!(ready.len(), c.gpus.len());
+    let c = &tuned(e, c);
     // The algorithm starts at once; each send waits for its sender.
     let now = e.join(&[], SimTime::ZERO);
     let first = e.graph.len() as u32;
@@ -745,6 +851,7 @@ fn hierarchical(
                 let data = share(part, rails_ch as u64, ch as u64);
                 let r: Vec<u32> = (0..hosts.len()).map(|hi| ready[hi][l]).collect();
                 let done = if c.across == Algorithm::Tree {
+                    let data = tree_bytes(data, rails_ch, ch);
                     tree_pass(e, &rail, &vec![1; rail.len()], data, c.chunk, 1 + ch, &r)?
                         .iter()
                         .map(|got| e.join(got, SimTime::ZERO))
@@ -790,12 +897,12 @@ fn by_host(topo: &Topology, gpus: &[GpuId]) -> Vec<Vec<GpuId>> {
 
 /// Tree all-reduce as NCCL builds it: per channel, a chain through the
 /// GPUs of each server (in the channel's ring order, so channel c's
-/// chain starts at each server's c-th GPU) and a double binary tree over
-/// the servers between the chains' heads; half the data goes up and back
-/// down each of the two trees (NCCL's channel and its duplicate). Up a
-/// tree a node sends a chunk to its parent once it has it from all its
-/// children; down, a node passes a chunk to its children once it has it
-/// from its parent.
+/// chain starts at each server's c-th GPU) and one of the two binary
+/// trees of NCCL's double tree over the servers between the chains'
+/// heads (`tree_bytes`: NCCL's first half of channels take one, their
+/// duplicates the other). Up a tree a node sends a chunk to its parent
+/// once it has it from all its children; down, a node passes a chunk to
+/// its children once it has it from its parent.
 fn double_tree(
     e: &mut Emitter,
     c: &Collective,
@@ -806,27 +913,47 @@ fn double_tree(
     let servers: Vec<usize> = by_host(e.topo, &c.gpus).iter().map(Vec::len).collect();
     for ch in 0..c.channels {
         let order = ring_order(e.topo, &c.gpus, ch);
-        let data = share(c.bytes, c.channels as u64, ch as u64);
+        let data = tree_bytes(share(c.bytes, c.channels as u64, ch as u64), c.channels, ch);
         let got = tree_pass(e, &order, &servers, data, c.chunk, ch, &vec![start; n])?;
         last.extend(got.into_iter().flatten());
     }
     Ok(())
 }
 
-/// One tree all-reduce of `data` bytes over `order`, grouped by server
-/// as `servers` says (see `double_tree`), position i starting after
-/// `ready[i]`. Returns, per position, the tasks that bring it the reduced
-/// chunks (the root's: when it has reduced them).
+/// The bytes channel `ch` of `channels` carries up and down each of the
+/// two trees, given its share `data`. NCCL duplicates its channels after
+/// building them, the first half using tree 0 and their duplicates (the
+/// same GPUs, the same NIC) tree 1, so each channel runs one tree with
+/// all of its share: half as many pipelines as both trees on every
+/// channel would make, each twice as deep. A lone channel (or the last of
+/// an odd count, which NCCL never makes) carries half on each tree.
+pub fn tree_bytes(data: u64, channels: u32, ch: u32) -> [u64; 2] {
+    let pairs = channels / 2;
+    if ch < 2 * pairs {
+        if ch < pairs {
+            [data, 0]
+        } else {
+            [0, data]
+        }
+    } else {
+        [share(data, 2, 0), share(data, 2, 1)]
+    }
+}
+
+/// One tree all-reduce over `order`, `data[t]` bytes on tree t, grouped
+/// by server as `servers` says (see `double_tree`), position i starting
+/// after `ready[i]`. Returns, per position, the tasks that bring it the
+/// reduced chunks (the root's: when it has reduced them).
 fn tree_pass(
     e: &mut Emitter,
     order: &[GpuId],
     servers: &[usize],
-    data: u64,
+    data: [u64; 2],
     chunk: u64,
     ch: u32,
     ready: &[u32],
 ) -> Result<Vec<Vec<u32>>, String> {
-    if data.div_ceil(2).div_ceil(chunk.max(1)) > u64::from(u32::MAX) {
+    if data[0].max(data[1]).div_ceil(chunk.max(1)) > u64::from(u32::MAX) {
         return Err(passes_too_many());
     }
     let base = e.base(order.to_vec(), ch);

@@ -15,6 +15,7 @@ pub mod model;
 pub mod pass;
 mod permutation;
 pub mod training;
+pub mod tuner;
 
 use crate::keys::{KeyError, KeyPath};
 use crate::rng::Streams;
@@ -227,6 +228,7 @@ pub fn expand(
     topo: &Topology,
     routes: &Routes,
     streams: &Streams,
+    host: tuner::Host,
 ) -> Result<Expanded, KeyError> {
     let mut flows = Vec::new();
     let mut graph = graph::GraphBuilder::default();
@@ -240,6 +242,7 @@ pub fn expand(
                 let mut e = collective::Emitter::new(
                     topo, routes, &mut graph, &mut flows, wi as u32, w.qps, c.pxn,
                 );
+                e.host = host;
                 let run = collective::emit(&mut e, c, &[], w.start)
                     .map_err(|m| KeyError::new(&w.path, m))?;
                 collectives.push(run);
@@ -256,6 +259,7 @@ pub fn expand(
                     w.qps,
                     settings.pxn,
                 );
+                e.host = host;
                 let runs = chakra::emit(&mut e, trace, settings, w.start)
                     .map_err(|m| KeyError::new(&w.path.key("trace"), m))?;
                 collectives.extend(runs);
@@ -265,6 +269,7 @@ pub fn expand(
                 let mut e = collective::Emitter::new(
                     topo, routes, &mut graph, &mut flows, wi as u32, w.qps, t.pxn,
                 );
+                e.host = host;
                 let job = training::emit(&mut e, t, w.start, &mut collectives)
                     .map_err(|m| KeyError::new(&w.path, m))?;
                 jobs.push(job);
@@ -274,6 +279,10 @@ pub fn expand(
                 let mut e = collective::Emitter::new(
                     topo, routes, &mut graph, &mut flows, wi as u32, w.qps, m.pxn,
                 );
+                e.host = tuner::Host {
+                    arch: m.gpu.arch,
+                    ..host
+                };
                 let job = model::emit(&mut e, m, w.start, &mut collectives)
                     .map_err(|msg| KeyError::new(&w.path, msg))?;
                 jobs.push(job);
@@ -289,6 +298,7 @@ pub fn expand(
                 let mut e = collective::Emitter::new(
                     topo, routes, &mut graph, &mut flows, wi as u32, w.qps, false,
                 );
+                e.host = host;
                 let at = e.join(&[], w.start);
                 e.send(*src, *dst, w.bytes, 0, &[at])
                     .map_err(|m| KeyError::new(&w.path, m))?;

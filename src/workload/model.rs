@@ -144,6 +144,8 @@ pub struct Gpu {
     pub hbm: f64,
     /// Share of both peaks a kernel reaches.
     pub efficiency: f64,
+    /// Its generation, for NCCL's tuning constants.
+    pub arch: crate::workload::tuner::Arch,
 }
 
 impl Gpu {
@@ -152,12 +154,14 @@ impl Gpu {
         flops: 989e12,
         hbm: 3.35e12,
         efficiency: 0.6,
+        arch: crate::workload::tuner::Arch::Hopper,
     };
     /// B200: 2.25 PFLOP/s dense BF16, 8 TB/s HBM3e.
     pub const B200: Gpu = Gpu {
         flops: 2.25e15,
         hbm: 8e12,
         efficiency: 0.6,
+        arch: crate::workload::tuner::Arch::Blackwell,
     };
 
     /// A kernel's time: the slower of its FLOPs at the compute peak and
@@ -332,6 +336,8 @@ pub struct ModelJob {
     pub chunk: u64,
     pub pxn: bool,
     pub protocol: collective::Protocol,
+    /// What the scenario left to NCCL's tuner.
+    pub auto: collective::Auto,
 }
 
 /// One step of a stage's schedule: forward or backward of micro-batch i.
@@ -647,6 +653,7 @@ impl Gen<'_, '_> {
         }
         for places in groups {
             let gpus: Vec<GpuId> = places.iter().map(|&k| self.gpu_at(s, k)).collect();
+            let one_server = self.channels(e, &gpus) == 1 && self.j.channels.is_none();
             let c = Collective {
                 op,
                 algorithm: if Algorithm::for_op(op).contains(&self.j.algorithm) {
@@ -662,6 +669,11 @@ impl Gen<'_, '_> {
                 root: 0,
                 across: Algorithm::Ring,
                 protocol: self.j.protocol,
+                auto: collective::Auto {
+                    // One channel inside a server (see `channels`).
+                    channels: self.j.auto.channels && !one_server,
+                    ..self.j.auto
+                },
             };
             let at: Vec<u32> = places.iter().map(|&k| cur[k as usize]).collect();
             let (mut run, ends) = collective::emit_per_rank(e, &c, &at)?;
@@ -985,6 +997,7 @@ mod tests {
             chunk: 1 << 19,
             pxn: true,
             protocol: collective::Protocol::Simple,
+            auto: collective::Auto::default(),
         };
         assert_eq!(
             [j.gpu_of(1, 0, 0), j.gpu_of(0, 1, 0), j.gpu_of(0, 0, 1)],

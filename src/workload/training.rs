@@ -43,6 +43,8 @@ pub struct Training {
     pub chunk: u64,
     pub pxn: bool,
     pub protocol: collective::Protocol,
+    /// What the scenario left to NCCL's tuner.
+    pub auto: collective::Auto,
 }
 
 /// A job in the graph: the tasks that mark each iteration's start and end.
@@ -126,6 +128,7 @@ pub fn emit(
                     root: 0,
                     across: Algorithm::Ring,
                     protocol: t.protocol,
+                    auto: t.auto,
                 };
                 let (mut run, ends) = collective::emit_per_rank(e, &c, &ready)?;
                 run.iteration = Some(it);

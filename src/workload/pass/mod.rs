@@ -10,8 +10,8 @@
 //! once message (k - 1, i - 1, j) has arrived at i. Position i's part is
 //! done once the last step of every slice has arrived at it.
 //!
-//! A **tree** pass is NCCL's tree all-reduce: half the data goes up and
-//! back down each of two trees, chunk by chunk; each tree is a chain
+//! A **tree** pass is NCCL's tree all-reduce: its bytes for each of two
+//! trees go up and back down that tree, chunk by chunk; each tree is a chain
 //! inside every server, from its head, and NCCL's double binary tree
 //! across the servers' heads (`nccl_trees`). Up a tree a node sends a
 //! chunk to its parent once it has entered and has the chunk from all its
@@ -223,7 +223,11 @@ impl Pass {
                 let (tree, slice, dir, p) = t.decode(n, idx);
                 Message {
                     conn: t.conn_at[(tree * 2 + dir) * n as usize + p as usize],
-                    bytes: share(t.half[tree], u64::from(t.slices[tree]), u64::from(slice)),
+                    bytes: share(
+                        t.per_tree[tree],
+                        u64::from(t.slices[tree]),
+                        u64::from(slice),
+                    ),
                 }
             }
             Shape::Halving(h) => {
@@ -313,7 +317,7 @@ impl Pass {
     pub fn bytes_on(&self, c: u32) -> u64 {
         match &self.shape {
             Shape::Ring(r) => r.over_steps(self.order.len() as u64, c, |block| block),
-            Shape::Tree(t) => t.half[t.tree_of(self.order.len(), c)],
+            Shape::Tree(t) => t.per_tree[t.tree_of(self.order.len(), c)],
             Shape::Halving(h) => h.on(c).map(|st| st.1).sum(),
             Shape::Chain(ch) => ch.data,
             Shape::AllToAll(a) => a.of_conn(self.order.len(), c).0,
@@ -558,7 +562,7 @@ mod tests {
     /// theirs, and every position is done.
     #[test]
     fn a_tree_reduces_up_and_broadcasts_down() {
-        let mut p = Pass::tree(base(8), &[1; 8], 6000, 1000, &mut local).unwrap();
+        let mut p = Pass::tree(base(8), &[1; 8], [3000, 3000], 1000, &mut local).unwrap();
         assert_eq!(p.conns.len(), 2 * 2 * 7, "two trees, 7 edges, both ways");
         let sent = run(&mut p);
         assert_eq!(sent.len(), 2 * 3 * 2 * 7);
@@ -646,7 +650,7 @@ mod tests {
             assert_eq!(heads.iter().filter(|h| h.is_none()).count(), 1);
             assert!(heads.iter().flatten().all(|q| [0, 4, 8].contains(q)));
         }
-        let mut p = Pass::tree(base(10), &[4, 4, 2], 4000, 1000, &mut local).unwrap();
+        let mut p = Pass::tree(base(10), &[4, 4, 2], [2000, 2000], 1000, &mut local).unwrap();
         let sent = run(&mut p);
         // 9 edges per tree, both ways, 2 chunks of each tree's half.
         assert_eq!(sent.len(), 2 * 2 * 9 * 2);

@@ -1,18 +1,18 @@
-//! NCCL's tree all-reduce: half the data up and back down each of two
-//! trees over the positions, chunk by chunk. Inside a server the GPUs form
+//! NCCL's tree all-reduce: the data up and back down the two trees over
+//! the positions, chunk by chunk (NCCL gives each channel one tree and its
+//! duplicate channel the other; a pass may carry both). Inside a server the GPUs form
 //! a chain; across servers the chains' heads form NCCL's double binary
 //! tree (`dtree`), so a channel's network traffic leaves and enters every
 //! server through one GPU (NCCL's "tree" pattern, which keeps a channel on
 //! one rail). With one GPU per server it is the double binary tree alone.
 
 use super::{Base, Pass, Released, Route, Shape};
-use crate::workload::collective::share;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Tree {
-    /// Each tree's half of the data and its chunks (none if it has no
+    /// Each tree's bytes and its chunks (none if it has no
     /// bytes).
-    pub(super) half: [u64; 2],
+    pub(super) per_tree: [u64; 2],
     pub(super) slices: [u32; 2],
     /// Parent and children of each position, per tree.
     pub(super) parent: [Vec<Option<u32>>; 2],
@@ -30,14 +30,14 @@ pub(super) struct Tree {
 }
 
 impl Pass {
-    /// A tree all-reduce of `data` bytes over `order`, whose positions are
-    /// grouped by server (`servers`: how many consecutive positions each
-    /// server has, in order), each tree's half cut into chunks of `chunk`
-    /// bytes.
+    /// A tree all-reduce over `order`, whose positions are grouped by
+    /// server (`servers`: how many consecutive positions each server has,
+    /// in order), `bytes[t]` going up and down tree t (none on a tree with
+    /// none), cut into chunks of `chunk` bytes.
     pub fn tree(
         base: Base,
         servers: &[usize],
-        data: u64,
+        bytes: [u64; 2],
         chunk: u64,
         route: &mut Route,
     ) -> Result<Pass, String> {
@@ -60,8 +60,8 @@ impl Pass {
         {
             return Err("a tree node has more children than a pass counts".into());
         }
-        let half = [share(data, 2, 0), share(data, 2, 1)];
-        let slices = half.map(|h| {
+        let per_tree = bytes;
+        let slices = per_tree.map(|h| {
             if h == 0 {
                 0
             } else {
@@ -71,7 +71,7 @@ impl Pass {
         // Up and down each edge of each tree with bytes: (tree, 0 up or 1
         // down, position below), from and to positions.
         let mut edges = Vec::new();
-        for t in (0..2).filter(|&t| half[t] > 0) {
+        for t in (0..2).filter(|&t| per_tree[t] > 0) {
             for (p, q) in parent[t].iter().enumerate() {
                 let Some(q) = q.map(|q| q as usize) else {
                     continue;
@@ -89,7 +89,7 @@ impl Pass {
         let conns = base.connect(edges.iter().map(|&(_, a, b)| (a, b, base.channel)), route)?;
         let most = slices[0].max(slices[1]) as usize;
         let tree = Tree {
-            half,
+            per_tree,
             slices,
             parent,
             children,

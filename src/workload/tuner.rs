@@ -1,0 +1,547 @@
+//! NCCL's choice of algorithm, protocol and channels for a collective
+//! (`algorithm = "auto"`), as its topology-based tuner makes it
+//! (`src/graph/tuning.cc`, `src/enqueue.cc`, NCCL 2.2x): a cost model of
+//! latency plus bytes over bus bandwidth for each algorithm and protocol,
+//! the cheapest taken, then the channel count cut down for small sizes.
+//!
+//! What it reads of the fabric stands in for NCCL's topology search
+//! (`src/graph/search.cc`): per channel, the highest bandwidth of NCCL's
+//! speed table that the GPU's path to its NIC (NIC and PCIe) carries
+//! (NVLink within one server), one channel per NIC per such share,
+//! doubled while a channel carries 25 GB/s or more, as the search does.
+//! Left out, as in the rest of fabricsim: NVLS, CollNet and PAT; the CPU
+//! is taken as x86 from Intel (it sets LL's ceiling and the network
+//! overhead of NCCL's model).
+
+use super::collective::{Algorithm, Op, Protocol};
+
+/// GPU generation: NCCL's constants differ per compute capability.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Arch {
+    Hopper,
+    Blackwell,
+}
+
+/// The servers as NCCL's tuner sees them: GPU buses (both directions
+/// together, as `[host]` gives them) and the GPU generation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Host {
+    pub nvlink_bytes_per_s: u64,
+    pub pcie_bytes_per_s: u64,
+    pub arch: Arch,
+}
+
+impl Default for Host {
+    /// `[host]`'s defaults, Hopper.
+    fn default() -> Self {
+        Host {
+            nvlink_bytes_per_s: 900_000_000_000,
+            pcie_bytes_per_s: 64_000_000_000,
+            arch: Arch::Hopper,
+        }
+    }
+}
+
+/// What NCCL's tuner sees of a communicator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CommShape {
+    pub ranks: u32,
+    /// Servers the communicator spans.
+    pub nodes: u32,
+    /// Distinct NICs (rails) the communicator's GPUs use in a server.
+    pub nics_per_node: u32,
+    /// Whether two GPUs of a server share a NIC (NCCL can then split a
+    /// tree's network traffic over two GPUs; otherwise its tree pattern
+    /// puts all of it on one GPU, and its model charges that).
+    pub shared_nics: bool,
+    /// A NIC's rate and a GPU's PCIe and NVLink bandwidth, per direction,
+    /// GB/s.
+    pub nic_gbs: f64,
+    pub pcie_gbs: f64,
+    pub nvlink_gbs: f64,
+    pub arch: Arch,
+}
+
+/// NCCL's pick for one collective.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
+    pub channels: u32,
+    /// The model's estimate, microseconds.
+    pub time_us: f64,
+}
+
+/// The channels NCCL's search finds and what each carries (GB/s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Graph {
+    pub channels: u32,
+    pub bw: f64,
+}
+
+const SM90_INTRA: &[f64] = &[
+    60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
+];
+const SM90_INTER: &[f64] = &[
+    48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24,
+    0.12,
+];
+const SM100_INTRA: &[f64] = &[
+    90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
+];
+const SM100_INTER: &[f64] = &[
+    96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+    2.4, 1.2, 0.24, 0.12,
+];
+/// NCCL's MAXCHANNELS; a ring graph has at most half.
+const MAX_CHANNELS: u32 = 64;
+
+// Tuning constants, indexed [protocol] with LL, LL128, Simple.
+const BASE_LAT_TREE: [f64; 3] = [6.8, 14.0, 8.4];
+const BASE_LAT_RING: [f64; 3] = [6.6, 14.0, 8.4];
+const HW_LAT_NVLINK_TREE: [f64; 3] = [0.6, 1.25, 4.0];
+const HW_LAT_NVLINK_RING: [f64; 3] = [0.6, 1.9, 3.4];
+const HW_LAT_NET_TREE: [f64; 3] = [5.0, 8.5, 14.0];
+const HW_LAT_NET_RING: [f64; 3] = [2.7, 4.0, 14.0];
+/// Per-size correction of the tree's bandwidth, powers of two from 64 B.
+const TREE_CORRECTION: [[f64; 23]; 3] = [
+    [
+        1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8,
+        0.9, 1.0, 1.0, 1.0, 1.0,
+    ],
+    [
+        1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9,
+        0.9, 0.9, 0.9, 1.0, 1.0,
+    ],
+    [
+        0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8,
+        0.7, 0.7, 0.8, 0.9, 0.9,
+    ],
+];
+
+fn proto_index(p: Protocol) -> usize {
+    match p {
+        Protocol::Ll => 0,
+        Protocol::Ll128 => 1,
+        Protocol::Simple => 2,
+    }
+}
+
+fn log2i(n: u64) -> i64 {
+    if n == 0 {
+        -1
+    } else {
+        63 - i64::from(n.leading_zeros())
+    }
+}
+
+impl CommShape {
+    /// The ring (and tree) graph NCCL's search would find.
+    pub fn graph(&self) -> Graph {
+        let (speeds, total, per_nic) = if self.nodes <= 1 {
+            let s = match self.arch {
+                Arch::Hopper => SM90_INTRA,
+                Arch::Blackwell => SM100_INTRA,
+            };
+            (s, self.nvlink_gbs, self.nvlink_gbs)
+        } else {
+            let s = match self.arch {
+                Arch::Hopper => SM90_INTER,
+                Arch::Blackwell => SM100_INTER,
+            };
+            let path = self.nic_gbs.min(self.pcie_gbs);
+            (s, path * f64::from(self.nics_per_node), path)
+        };
+        let speed = speeds
+            .iter()
+            .copied()
+            .find(|&s| s <= per_nic)
+            .unwrap_or(speeds[speeds.len() - 1]);
+        let mut channels = if self.nodes <= 1 {
+            (total / speed).floor() as u32
+        } else {
+            let mut c = self.nics_per_node * (per_nic / speed).floor() as u32;
+            // Every channel crosses each GPU's NVLink inside a server.
+            if self.ranks > self.nodes {
+                c = c.min((self.nvlink_gbs / speed).floor() as u32);
+            }
+            c
+        };
+        channels = channels.clamp(1, MAX_CHANNELS / 2);
+        let mut bw = speed;
+        if bw >= 25.0 {
+            let dup = (2 * channels).min(MAX_CHANNELS / 2);
+            bw /= f64::from(dup.div_ceil(channels));
+            channels = dup;
+        }
+        Graph { channels, bw }
+    }
+
+    /// Channels the communicator runs: the graph's, duplicated once more
+    /// when connected (and again on Hopper and later for fast, narrow
+    /// graphs).
+    pub fn comm_channels(&self) -> u32 {
+        let g = self.graph();
+        let mut n = (2 * g.channels).min(MAX_CHANNELS);
+        if self.nodes > 1 && g.bw > 45.0 && n < 16 {
+            n = (2 * n).min(MAX_CHANNELS);
+        }
+        n
+    }
+
+    /// NCCL's bus bandwidth (GB/s, already converted to algorithm
+    /// bandwidth) and latency (us) for `op` by `a` and `p`, or `None`
+    /// where NCCL does not offer the pair.
+    fn model(&self, op: Op, a: Algorithm, p: Protocol) -> Option<(f64, f64)> {
+        let n = f64::from(self.ranks);
+        let nodes = self.nodes.max(1);
+        let ppn = n / f64::from(nodes);
+        let pi = proto_index(p);
+        match (op, a) {
+            (Op::AllReduce, Algorithm::Ring | Algorithm::Tree) => {}
+            (Op::AllGather | Op::ReduceScatter | Op::Broadcast, Algorithm::Ring) => {}
+            _ => return None,
+        }
+        let g = self.graph();
+        let nsteps = match op {
+            Op::AllReduce => 2.0 * (n - 1.0),
+            Op::AllGather | Op::ReduceScatter => n - 1.0,
+            _ => n,
+        };
+        let (hopper, idx2) = (self.arch == Arch::Hopper, (nodes.min(3) - 1) as usize);
+        // NCCL's per-channel ceilings for Hopper and Blackwell.
+        let ll_max = if nodes == 1 {
+            if hopper {
+                141.0
+            } else {
+                2.0 * 141.0
+            }
+        } else {
+            [39.0, 39.0, 20.4][idx2]
+        };
+        let ring_ll128 = if hopper { 36.7 } else { 40.0 };
+        let tree_ll128 = if hopper {
+            [36.7, 36.7, 29.0][idx2]
+        } else {
+            [55.6, 31.67, 20.0][idx2]
+        };
+        let tree_max = if hopper {
+            [38.7, 41.4, 36.0][idx2]
+        } else {
+            [70.0, 42.8, 24.0][idx2]
+        };
+        let ch = f64::from(g.channels);
+        let mut bus = ch * g.bw;
+        if a == Algorithm::Ring && p == Protocol::Ll {
+            bus = (bus * 0.5).min(ll_max);
+        }
+        if a == Algorithm::Ring && p == Protocol::Ll128 {
+            bus = (bus * 0.92).min(ch * ring_ll128);
+        }
+        if a == Algorithm::Tree {
+            bus = (bus * 0.92).min(ch * tree_max);
+            if p == Protocol::Ll {
+                bus = (bus / 3.8).min(ll_max);
+            }
+            if p == Protocol::Ll128 {
+                let f = if nodes == 1 { 7.0 / 9.0 } else { 120.0 / 128.0 };
+                bus = (bus * f).min(ch * tree_ll128);
+            }
+            if nodes > 1 && !self.shared_nics {
+                bus *= 0.85;
+            }
+        }
+        let ratio = if a == Algorithm::Ring {
+            n / nsteps
+        } else {
+            0.5
+        };
+        let bw = bus * ratio;
+        // Latency.
+        let nvlink = if a == Algorithm::Tree {
+            HW_LAT_NVLINK_TREE[pi]
+        } else {
+            HW_LAT_NVLINK_RING[pi]
+        };
+        let base = if a == Algorithm::Tree {
+            BASE_LAT_TREE[pi]
+        } else {
+            BASE_LAT_RING[pi]
+        };
+        let inter = if ppn == 1.0 || a == Algorithm::Tree {
+            HW_LAT_NET_TREE[pi]
+        } else {
+            HW_LAT_NET_RING[pi]
+        };
+        let mut lat = base;
+        if a == Algorithm::Ring {
+            if op == Op::Broadcast {
+                let hw = if nodes == 1 {
+                    nvlink
+                } else {
+                    HW_LAT_NET_RING[pi]
+                };
+                lat += hw;
+            } else {
+                let overhead = if nodes > 1 {
+                    if p == Protocol::Simple {
+                        3.0
+                    } else {
+                        1.0
+                    }
+                } else {
+                    0.0
+                };
+                let intra = nvlink.max(overhead);
+                let inter_steps = if nodes == 1 {
+                    0.0
+                } else if op == Op::AllReduce {
+                    2.0 * f64::from(nodes - 1)
+                } else {
+                    f64::from(nodes - 1)
+                };
+                lat += (nsteps - inter_steps) * intra + inter_steps * inter;
+            }
+        } else {
+            // NCCL divides ranks by nodes in integers here.
+            let local = f64::from(self.ranks / nodes - 1);
+            lat += 2.0 * (local * nvlink + log2i(u64::from(nodes)) as f64 * inter);
+        }
+        Some((bw, lat))
+    }
+
+    /// NCCL's estimate of `op` on `bytes` (the larger of its buffers) by
+    /// `a` and `p`, microseconds; `None` where NCCL does not offer it.
+    pub fn time_us(&self, op: Op, a: Algorithm, p: Protocol, bytes: u64) -> Option<f64> {
+        let (mut bw, mut lat) = self.model(op, a, p)?;
+        let log = log2i(bytes >> 6);
+        if a == Algorithm::Tree && op == Op::AllReduce && (0..23).contains(&log) {
+            bw *= TREE_CORRECTION[proto_index(p)][log as usize];
+        }
+        if a == Algorithm::Ring
+            && p == Protocol::Simple
+            && self.nodes > 1
+            && op == Op::AllReduce
+            && bytes / (u64::from(self.comm_channels()) * u64::from(self.ranks)) >= 64
+        {
+            // The ring's plateau.
+            lat *= 1.4;
+        }
+        Some(lat + bytes as f64 / (1000.0 * bw))
+    }
+
+    /// The cheapest algorithm and protocol among those allowed (`None`:
+    /// any), in NCCL's order (tree before ring, LL before LL128 before
+    /// Simple; the first of equal times wins), and its channels.
+    pub fn choose(
+        &self,
+        op: Op,
+        bytes: u64,
+        algorithm: Option<Algorithm>,
+        protocol: Option<Protocol>,
+    ) -> Option<Choice> {
+        let mut best: Option<Choice> = None;
+        for a in [Algorithm::Tree, Algorithm::Ring] {
+            if algorithm.is_some_and(|x| x != a) {
+                continue;
+            }
+            for p in [Protocol::Ll, Protocol::Ll128, Protocol::Simple] {
+                if protocol.is_some_and(|x| x != p) {
+                    continue;
+                }
+                let Some(t) = self.time_us(op, a, p, bytes) else {
+                    continue;
+                };
+                if best.is_none_or(|b| t < b.time_us) {
+                    best = Some(Choice {
+                        algorithm: a,
+                        protocol: p,
+                        channels: 0,
+                        time_us: t,
+                    });
+                }
+            }
+        }
+        let mut c = best?;
+        c.channels = self.channels_for(c.algorithm, c.protocol, bytes);
+        Some(c)
+    }
+
+    /// NCCL's channel count for `bytes` by `a` and `p`: fewer channels
+    /// while each would get less than its threads' threshold of work.
+    pub fn channels_for(&self, a: Algorithm, p: Protocol, bytes: u64) -> u32 {
+        let threads: u64 = match p {
+            Protocol::Ll128 => 640,
+            _ => 512,
+        };
+        let threshold: u64 = match p {
+            Protocol::Simple => 64,
+            Protocol::Ll if a == Algorithm::Ring => 8 * u64::from(self.ranks),
+            _ => 8,
+        };
+        let mut nc = u64::from(self.comm_channels());
+        while bytes < nc * threads * threshold && nc >= 2 {
+            nc -= 1;
+        }
+        nc as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 8 servers of 8 H100s, a 400G NIC per GPU, PCIe 64 GB/s each way.
+    fn dgx(nodes: u32) -> CommShape {
+        CommShape {
+            ranks: 8 * nodes,
+            nodes,
+            nics_per_node: 8,
+            shared_nics: false,
+            nic_gbs: 50.0,
+            pcie_gbs: 64.0,
+            nvlink_gbs: 450.0,
+            arch: Arch::Hopper,
+        }
+    }
+
+    /// NCCL's search on that server: 48 GB/s per NIC (its speed table),
+    /// 8 channels, doubled to 16 of 24; the communicator runs 32.
+    #[test]
+    fn the_graph_is_what_nccls_search_finds() {
+        assert_eq!(
+            dgx(8).graph(),
+            Graph {
+                channels: 16,
+                bw: 24.0
+            }
+        );
+        assert_eq!(dgx(8).comm_channels(), 32);
+        // PCIe Gen5 at 32 GB/s each way caps the path: 30 per channel.
+        let slow = CommShape {
+            pcie_gbs: 32.0,
+            ..dgx(8)
+        };
+        assert_eq!(
+            slow.graph(),
+            Graph {
+                channels: 16,
+                bw: 15.0
+            }
+        );
+        // 200G NICs: 24 GB/s per channel, not doubled.
+        let g = CommShape {
+            nic_gbs: 25.0,
+            ..dgx(8)
+        }
+        .graph();
+        assert_eq!(
+            g,
+            Graph {
+                channels: 8,
+                bw: 24.0
+            }
+        );
+        // One server: NVLink, 60 GB/s channels, 7 of them, doubled.
+        let one = CommShape {
+            ranks: 8,
+            nodes: 1,
+            ..dgx(1)
+        };
+        assert_eq!(
+            one.graph(),
+            Graph {
+                channels: 14,
+                bw: 30.0
+            }
+        );
+    }
+
+    /// The model's figures worked by hand from tuning.cc for 64 MB on 8
+    /// servers: ring Simple's bus bandwidth is 16 x 24 = 384 GB/s, its
+    /// algorithm bandwidth 384 x 64/126; its latency 8.4 + 112 x 3.4 +
+    /// 14 x 14 us, times 1.4 (the ring's plateau). The tree's LL128 bus
+    /// bandwidth is min(384 x 0.92 x 120/128, 16 x 29) x 0.85 (one GPU
+    /// carries a channel's network traffic), halved, times 0.9 at 64 MB;
+    /// its latency 14 + 2 x (7 x 1.25 + 3 x 8.5).
+    #[test]
+    fn times_follow_nccls_model() {
+        let s = dgx(8);
+        let bytes = 64_000_000;
+        let ring = s
+            .time_us(Op::AllReduce, Algorithm::Ring, Protocol::Simple, bytes)
+            .unwrap();
+        let want = (8.4 + 112.0 * 3.4 + 14.0 * 14.0) * 1.4 + 64e6 / (1000.0 * 384.0 * 64.0 / 126.0);
+        assert!((ring - want).abs() < 1e-6 * want, "{ring} against {want}");
+        let tree = s
+            .time_us(Op::AllReduce, Algorithm::Tree, Protocol::Ll128, bytes)
+            .unwrap();
+        let bus = (384.0 * 0.92 * 120.0 / 128.0f64).min(16.0 * 29.0) * 0.85;
+        let want = 14.0 + 2.0 * (7.0 * 1.25 + 3.0 * 8.5) + 64e6 / (1000.0 * bus * 0.5 * 0.9);
+        assert!((tree - want).abs() < 1e-6 * want, "{tree} against {want}");
+        // No tree for an all-gather; no LL128 ceiling lifted by 0.85
+        // where two GPUs share a NIC.
+        assert!(s
+            .time_us(Op::AllGather, Algorithm::Tree, Protocol::Simple, bytes)
+            .is_none());
+        let shared = CommShape {
+            shared_nics: true,
+            ..s
+        };
+        let t2 = shared
+            .time_us(Op::AllReduce, Algorithm::Tree, Protocol::Ll128, bytes)
+            .unwrap();
+        assert!(t2 < tree);
+    }
+
+    /// NCCL's picks by size on 8 servers of 8 GPUs: LL on the tree for
+    /// small buffers, LL128 on the tree in the middle, and the ring with
+    /// Simple only for the largest; channels cut for small sizes.
+    #[test]
+    fn picks_by_size_as_nccls_tuner() {
+        let s = dgx(8);
+        let pick = |b: u64| s.choose(Op::AllReduce, b, None, None).unwrap();
+        let small = pick(8 * 1024);
+        assert_eq!(
+            (small.algorithm, small.protocol),
+            (Algorithm::Tree, Protocol::Ll)
+        );
+        // Channels while each gets its 512 threads x 8 bytes: two.
+        assert_eq!(small.channels, 2);
+        let mid = pick(64_000_000);
+        assert_eq!(
+            (mid.algorithm, mid.protocol),
+            (Algorithm::Tree, Protocol::Ll128)
+        );
+        assert_eq!(mid.channels, 32);
+        let big = pick(8 << 30);
+        assert_eq!(
+            (big.algorithm, big.protocol),
+            (Algorithm::Ring, Protocol::Simple)
+        );
+        // Every pick is the cheapest of the pairs NCCL offers.
+        for b in [1u64 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28, 1 << 32] {
+            let c = pick(b);
+            for a in [Algorithm::Tree, Algorithm::Ring] {
+                for p in [Protocol::Ll, Protocol::Ll128, Protocol::Simple] {
+                    let t = s.time_us(Op::AllReduce, a, p, b).unwrap();
+                    assert!(c.time_us <= t, "{b} B: {c:?} against {a:?}/{p:?} {t}");
+                }
+            }
+        }
+        // A fixed algorithm or protocol restricts the choice, as
+        // NCCL_ALGO and NCCL_PROTO do.
+        let ring = s
+            .choose(Op::AllReduce, 64_000_000, Some(Algorithm::Ring), None)
+            .unwrap();
+        assert_eq!(ring.algorithm, Algorithm::Ring);
+        let simple = s
+            .choose(Op::AllReduce, 64_000_000, None, Some(Protocol::Simple))
+            .unwrap();
+        assert_eq!(simple.protocol, Protocol::Simple);
+        // An all-gather has only the ring.
+        let ag = s.choose(Op::AllGather, 64_000_000, None, None).unwrap();
+        assert_eq!(ag.algorithm, Algorithm::Ring);
+        assert!(s.choose(Op::AllToAll, 1 << 20, None, None).is_none());
+    }
+}
