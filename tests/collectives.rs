@@ -993,3 +993,74 @@ bytes = "{bytes}"
     assert_eq!(picks[0], ("tree".to_string(), "ll".to_string(), 8));
     assert_eq!(picks[1], ("ring".to_string(), "simple".to_string(), 8));
 }
+
+/// NCCL's PAT on one GPU per server: each rank sends (n-1)/n of the
+/// buffer, to the ranks 1, 2 and 4 below it; a small all-gather takes
+/// its 3 stages instead of the ring's 7; NCCL's tuner takes it for a
+/// 256 KB all-gather here; servers of several GPUs are refused, as NCCL
+/// does not offer PAT there.
+#[test]
+fn pat_gathers_in_log_stages_with_one_gpu_per_server() {
+    use fabricsim::workload::collective::Op;
+    use fabricsim::workload::tuner::{Arch, CommShape};
+    let n = 8u32;
+    let s = 8_000_000u64;
+    for op in ["all-gather", "reduce-scatter"] {
+        let (sim, sum) = run(&flat(op, "algorithm = \"pat\""));
+        let sent = sent_by_gpu(&sim);
+        assert_eq!(sent.len(), 8);
+        for (g, b) in sent {
+            assert_eq!(b, u64::from(n - 1) * s / u64::from(n), "{op}: GPU {g}");
+        }
+        for (src, dst, _, _) in writes(&sim) {
+            let d = (src + n - dst) % n;
+            assert!([1, 2, 4].contains(&d), "{op}: {src} -> {dst}");
+        }
+        assert_eq!(sum.collectives[0].algorithm, "pat");
+    }
+    let small = |a: &str| {
+        let text = flat("all-gather", &format!("algorithm = \"{a}\"\nchannels = 1"))
+            .replace("bytes = \"8MB\"", "bytes = \"64KB\"");
+        run(&text).1.collectives[0].time_ps.unwrap()
+    };
+    let (pat, ring) = (small("pat"), small("ring"));
+    // The same bytes, 3 latencies instead of 7.
+    assert!(pat < ring * 3 / 4, "pat {pat} ps against ring {ring} ps");
+
+    let auto = flat("all-gather", "").replace("protocol = \"simple\"\n", "");
+    let (_, sum) = run(&auto.replace("bytes = \"8MB\"", "bytes = \"256KB\""));
+    let shape = CommShape {
+        ranks: 8,
+        nodes: 8,
+        nics_per_node: 1,
+        shared_nics: false,
+        nic_gbs: 12.5,
+        pcie_gbs: 32.0,
+        nvlink_gbs: 450.0,
+        arch: Arch::Hopper,
+    };
+    let want = shape.choose(Op::AllGather, 256_000, None, None).unwrap();
+    assert_eq!(want.algorithm.name(), "pat");
+    assert_eq!(sum.collectives[0].algorithm, "pat");
+    assert_eq!(sum.collectives[0].channels, want.channels);
+
+    let e = error_of(
+        r#"
+[topology]
+kind = "rail-only"
+hosts = 2
+gpus_per_host = 8
+
+[[workload]]
+kind = "collective"
+op = "all-gather"
+algorithm = "pat"
+bytes = "16MB"
+"#,
+        &[],
+    );
+    assert!(
+        e.contains("NCCL runs PAT only with one GPU per server"),
+        "{e}"
+    );
+}

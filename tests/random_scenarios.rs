@@ -167,10 +167,12 @@ fn generate(seed: u64) -> String {
             let algo = match op {
                 "all-reduce" => pick(
                     &mut r,
-                    &["ring", "tree", "halving-doubling", "hierarchical"],
+                    &["auto", "ring", "tree", "halving-doubling", "hierarchical"],
                 ),
-                "all-gather" | "reduce-scatter" => pick(&mut r, &["ring", "halving-doubling"]),
-                "broadcast" => "ring",
+                "all-gather" | "reduce-scatter" => {
+                    pick(&mut r, &["auto", "ring", "pat", "halving-doubling"])
+                }
+                "broadcast" => pick(&mut r, &["auto", "ring"]),
                 _ => "direct",
             };
             let common = format!(

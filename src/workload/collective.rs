@@ -76,6 +76,8 @@ pub enum Algorithm {
     Auto,
     Ring,
     Tree,
+    /// NCCL's PAT all-gather and reduce-scatter (one GPU per server).
+    Pat,
     HalvingDoubling,
     Direct,
     Hierarchical,
@@ -87,6 +89,7 @@ impl Algorithm {
             "auto" => Algorithm::Auto,
             "ring" => Algorithm::Ring,
             "tree" => Algorithm::Tree,
+            "pat" => Algorithm::Pat,
             "halving-doubling" => Algorithm::HalvingDoubling,
             "direct" => Algorithm::Direct,
             "hierarchical" => Algorithm::Hierarchical,
@@ -99,6 +102,7 @@ impl Algorithm {
             Algorithm::Auto => "auto",
             Algorithm::Ring => "ring",
             Algorithm::Tree => "tree",
+            Algorithm::Pat => "pat",
             Algorithm::HalvingDoubling => "halving-doubling",
             Algorithm::Direct => "direct",
             Algorithm::Hierarchical => "hierarchical",
@@ -111,7 +115,7 @@ impl Algorithm {
         match op {
             Op::AllToAll => &[Direct],
             Op::AllReduce => &[Auto, Ring, Tree, HalvingDoubling, Hierarchical],
-            Op::AllGather | Op::ReduceScatter => &[Auto, Ring, HalvingDoubling],
+            Op::AllGather | Op::ReduceScatter => &[Auto, Ring, Pat, HalvingDoubling],
             Op::Broadcast => &[Auto, Ring],
         }
     }
@@ -529,7 +533,7 @@ pub fn tuned(e: &Emitter, c: &Collective) -> Collective {
     let mut t = c.clone();
     if !matches!(
         c.algorithm,
-        Algorithm::Auto | Algorithm::Ring | Algorithm::Tree
+        Algorithm::Auto | Algorithm::Ring | Algorithm::Tree | Algorithm::Pat
     ) {
         return t;
     }
@@ -604,6 +608,9 @@ fn on_the_wire(topo: &Topology, c: &Collective) -> Collective {
     {
         chunk = ll128_tree_chunk(topo, c);
     }
+    if c.algorithm == Algorithm::Pat && c.chunk == c.protocol.chunk() {
+        chunk = pat_chunk(c);
+    }
     w.chunk = c.protocol.wire(chunk);
     w
 }
@@ -628,6 +635,18 @@ fn ll128_tree_chunk(topo: &Topology, c: &Collective) -> u64 {
     chunk
 }
 
+/// NCCL's PAT chunk (its `enqueue.cc`): the step halved while the
+/// channels would get fewer than 32 (all-gather) or 16 (reduce-scatter)
+/// chunks of the buffer, down to 64 KiB.
+fn pat_chunk(c: &Collective) -> u64 {
+    let per = if c.op == Op::AllGather { 32 } else { 16 };
+    let mut chunk = c.protocol.chunk();
+    while chunk * u64::from(c.channels.max(1)) * per > c.bytes && chunk > 65_536 {
+        chunk /= 2;
+    }
+    chunk
+}
+
 /// The algorithm's tasks, after `start`; the tasks it ends with.
 fn steps(e: &mut Emitter, c: &Collective, start: u32) -> Result<Vec<u32>, String> {
     if c.gpus.len() < 2 {
@@ -640,6 +659,7 @@ fn steps(e: &mut Emitter, c: &Collective, start: u32) -> Result<Vec<u32>, String
         (_, Algorithm::Hierarchical) => hierarchical(e, c, start, &mut last)?,
         (_, Algorithm::Tree) => double_tree(e, c, start, &mut last)?,
         (_, Algorithm::HalvingDoubling) => halving_doubling(e, c, start, &mut last)?,
+        (_, Algorithm::Pat) => pat(e, c, start, &mut last)?,
         _ => ring(e, c, start, &mut last)?,
     }
     Ok(last)
@@ -999,6 +1019,37 @@ fn halving_doubling(
         }
         let base = e.base(order, ch);
         let pass = Pass::halving(base, data, &stages, c.chunk, &mut e.router())?;
+        last.extend(add_pass(e, pass, &vec![start; n])?);
+    }
+    Ok(())
+}
+
+/// NCCL's PAT all-gather or reduce-scatter (see `pass::pat`), one pass
+/// per channel on its share of the buffer; NCCL offers it only with one
+/// GPU per server.
+fn pat(e: &mut Emitter, c: &Collective, start: u32, last: &mut Vec<u32>) -> Result<(), String> {
+    let n = c.gpus.len();
+    if c.protocol != Protocol::Simple {
+        return Err(format!(
+            "pat: NCCL's PAT runs only the simple protocol, not {}",
+            c.protocol.name()
+        ));
+    }
+    let hosts = by_host(e.topo, &c.gpus);
+    if let Some(h) = hosts.iter().find(|h| h.len() > 1) {
+        return Err(format!(
+            "pat: NCCL runs PAT only with one GPU per server; the communicator has {} on the host of {}",
+            h.len(),
+            e.topo.gpu_name(h[0])
+        ));
+    }
+    for ch in 0..c.channels {
+        let data = share(c.bytes, c.channels as u64, ch as u64);
+        if (data / n as u64).div_ceil(c.chunk.max(1)) > u64::from(u32::MAX) {
+            return Err(passes_too_many());
+        }
+        let base = e.base(c.gpus.clone(), ch);
+        let pass = Pass::pat(base, data, c.op == Op::AllGather, c.chunk, &mut e.router())?;
         last.extend(add_pass(e, pass, &vec![start; n])?);
     }
     Ok(())

@@ -9,7 +9,8 @@
 //! speed table that the GPU's path to its NIC (NIC and PCIe) carries
 //! (NVLink within one server), one channel per NIC per such share,
 //! doubled while a channel carries 25 GB/s or more, as the search does.
-//! Left out, as in the rest of fabricsim: NVLS, CollNet and PAT; the CPU
+//! PAT (all-gather and reduce-scatter with one GPU per server) is in.
+//! Left out, as in the rest of fabricsim: NVLS and CollNet; the CPU
 //! is taken as x86 from Intel (it sets LL's ceiling and the network
 //! overhead of NCCL's model).
 
@@ -200,6 +201,9 @@ impl CommShape {
         match (op, a) {
             (Op::AllReduce, Algorithm::Ring | Algorithm::Tree) => {}
             (Op::AllGather | Op::ReduceScatter | Op::Broadcast, Algorithm::Ring) => {}
+            // PAT: one GPU per server, Simple only.
+            (Op::AllGather | Op::ReduceScatter, Algorithm::Pat)
+                if self.ranks == nodes && p == Protocol::Simple => {}
             _ => return None,
         }
         let g = self.graph();
@@ -250,6 +254,13 @@ impl CommShape {
             if nodes > 1 && !self.shared_nics {
                 bus *= 0.85;
             }
+        }
+        if a == Algorithm::Pat {
+            // Its bus bandwidth x 0.75, not converted to algorithm
+            // bandwidth; latency: log2 of the servers at 1/3.5 of the
+            // network's, and 2.8 us per rank.
+            let lat = 8.0 + log2i(u64::from(nodes)) as f64 * (HW_LAT_NET_TREE[pi] / 3.5) + 2.8 * n;
+            return Some((bus * 0.75, lat));
         }
         let ratio = if a == Algorithm::Ring {
             n / nsteps
@@ -331,8 +342,8 @@ impl CommShape {
     }
 
     /// The cheapest algorithm and protocol among those allowed (`None`:
-    /// any), in NCCL's order (tree before ring, LL before LL128 before
-    /// Simple; the first of equal times wins), and its channels.
+    /// any), in NCCL's order (tree, ring, PAT; LL, LL128, Simple; the
+    /// first of equal times wins), and its channels.
     pub fn choose(
         &self,
         op: Op,
@@ -341,7 +352,7 @@ impl CommShape {
         protocol: Option<Protocol>,
     ) -> Option<Choice> {
         let mut best: Option<Choice> = None;
-        for a in [Algorithm::Tree, Algorithm::Ring] {
+        for a in [Algorithm::Tree, Algorithm::Ring, Algorithm::Pat] {
             if algorithm.is_some_and(|x| x != a) {
                 continue;
             }
@@ -370,6 +381,10 @@ impl CommShape {
     /// NCCL's channel count for `bytes` by `a` and `p`: fewer channels
     /// while each would get less than its threads' threshold of work.
     pub fn channels_for(&self, a: Algorithm, p: Protocol, bytes: u64) -> u32 {
+        if a == Algorithm::Pat {
+            // NCCL sets no thread count for PAT's channel rule.
+            return self.comm_channels();
+        }
         let threads: u64 = match p {
             Protocol::Ll128 => 640,
             _ => 512,
@@ -543,5 +558,44 @@ mod tests {
         let ag = s.choose(Op::AllGather, 64_000_000, None, None).unwrap();
         assert_eq!(ag.algorithm, Algorithm::Ring);
         assert!(s.choose(Op::AllToAll, 1 << 20, None, None).is_none());
+    }
+
+    /// PAT: only with one GPU per server and Simple; bus bandwidth x
+    /// 0.75 taken as algorithm bandwidth; latency 8 + log2(servers) x
+    /// 14/3.5 + 2.8 per rank. On 8 servers of one 400G GPU: 2 channels
+    /// of 24 GB/s.
+    #[test]
+    fn pat_follows_nccls_model() {
+        let one = CommShape {
+            ranks: 8,
+            nodes: 8,
+            nics_per_node: 1,
+            ..dgx(8)
+        };
+        assert_eq!(
+            one.graph(),
+            Graph {
+                channels: 2,
+                bw: 24.0
+            }
+        );
+        let t = one
+            .time_us(Op::AllGather, Algorithm::Pat, Protocol::Simple, 1 << 20)
+            .unwrap();
+        let want = 8.0 + 3.0 * 4.0 + 2.8 * 8.0 + f64::from(1 << 20) / (1000.0 * 48.0 * 0.75);
+        assert!((t - want).abs() < 1e-6 * want, "{t} against {want}");
+        assert!(one
+            .time_us(Op::AllGather, Algorithm::Pat, Protocol::Ll, 1 << 20)
+            .is_none());
+        assert!(one
+            .time_us(Op::AllReduce, Algorithm::Pat, Protocol::Simple, 1 << 20)
+            .is_none());
+        assert!(dgx(8)
+            .time_us(Op::AllGather, Algorithm::Pat, Protocol::Simple, 1 << 20)
+            .is_none());
+        // Small all-gathers take it; the largest go to the ring.
+        let pick = |b: u64| one.choose(Op::AllGather, b, None, None).unwrap().algorithm;
+        assert_eq!(pick(64 << 10), Algorithm::Pat);
+        assert_eq!(pick(1 << 30), Algorithm::Ring);
     }
 }

@@ -22,7 +22,10 @@
 //!
 //! **Halving-doubling** goes stage by stage: a rank sends a stage's
 //! share to its partner at that stage's distance once it has what its
-//! partner of the stage before sent it. A **chain** (a ring broadcast)
+//! partner of the stage before sent it. A **PAT** (NCCL's all-gather
+//! and reduce-scatter for one GPU per server) exchanges with the ranks a
+//! power of two away, chunk by chunk, a chunk's stage once its earlier
+//! stages arrived (`pat`). A **chain** (a ring broadcast)
 //! passes each chunk from the root down the positions as it arrives. An
 //! **all-to-all** sends everything at once; a rank is done once it has
 //! its share from every other. One file per shape; this one numbers,
@@ -43,9 +46,11 @@
 mod all_to_all;
 mod chain;
 mod halving;
+mod pat;
 mod ring;
 mod tree;
 
+pub use pat::pat_stages;
 pub use tree::{btree, dtree, nccl_trees};
 
 use super::collective::share;
@@ -54,6 +59,7 @@ use crate::topology::{GpuId, Topology};
 use all_to_all::AllToAll;
 use chain::Chain;
 use halving::Halving;
+use pat::Pat;
 use ring::Ring;
 use tree::Tree;
 
@@ -104,6 +110,7 @@ enum Shape {
     Ring(Ring),
     Tree(Box<Tree>),
     Halving(Halving),
+    Pat(Pat),
     Chain(Chain),
     AllToAll(AllToAll),
 }
@@ -186,6 +193,7 @@ impl Pass {
                     n * (2 * (8 + 24 + 8) + 4 + 16) + 2 * most * n * 2 + self.conns.len() as u64 * 4
                 }
                 Shape::Halving(h) => n * 4 + h.stages.len() as u64 * (n * 4 + 16),
+                Shape::Pat(p) => n * 4 + n * u64::from(p.slices) * 5 + p.stages.len() as u64 * 8,
                 Shape::Chain(c) => n * 4 + n * u64::from(c.slices),
                 Shape::AllToAll(_) => n * 8,
             }
@@ -203,6 +211,7 @@ impl Pass {
             Shape::Ring(r) => u64::from(r.steps) * n * u64::from(r.slices),
             Shape::Tree(t) => 4 * u64::from(t.slices[0].max(t.slices[1])) * n,
             Shape::Halving(h) => h.stages.len() as u64 * u64::from(h.most) * n,
+            Shape::Pat(p) => p.messages(n),
             Shape::Chain(c) => (n - 1) * u64::from(c.slices),
             Shape::AllToAll(a) => self.conns.len() as u64 * u64::from(a.most),
         }
@@ -236,6 +245,13 @@ impl Pass {
                 Message {
                     conn: i * h.log + dist.trailing_zeros(),
                     bytes: share(bytes, u64::from(slices), u64::from(j)),
+                }
+            }
+            Shape::Pat(p) => {
+                let (s, j, i) = p.decode(n, idx);
+                Message {
+                    conn: p.conn(s, i),
+                    bytes: p.bytes(s, j),
                 }
             }
             Shape::Chain(c) => {
@@ -308,6 +324,7 @@ impl Pass {
                 let s = h.stages.iter().position(|st| st.0 == 1 << l).unwrap_or(0);
                 h.index(n, s, 0, i)
             }
+            Shape::Pat(p) => p.index(n, p.stage_of(c), 0, c / p.log),
             Shape::Chain(ch) => u64::from(c) * u64::from(ch.slices),
             Shape::AllToAll(a) => u64::from(c) * u64::from(a.most),
         }
@@ -319,6 +336,7 @@ impl Pass {
             Shape::Ring(r) => r.over_steps(self.order.len() as u64, c, |block| block),
             Shape::Tree(t) => t.per_tree[t.tree_of(self.order.len(), c)],
             Shape::Halving(h) => h.on(c).map(|st| st.1).sum(),
+            Shape::Pat(p) => u64::from(p.stages[p.stage_of(c)].1) * p.block,
             Shape::Chain(ch) => ch.data,
             Shape::AllToAll(a) => a.of_conn(self.order.len(), c).0,
         }
@@ -333,6 +351,7 @@ impl Pass {
             }
             Shape::Tree(t) => u64::from(t.slices[t.tree_of(self.order.len(), c)]),
             Shape::Halving(h) => h.on(c).map(|st| st.1.min(u64::from(st.2))).sum(),
+            Shape::Pat(p) => u64::from(p.slices),
             Shape::Chain(ch) => ch.data.min(u64::from(ch.slices)),
             Shape::AllToAll(a) => u64::from(a.of_conn(self.order.len(), c).1),
         }
@@ -359,6 +378,11 @@ impl Pass {
                 }
             }
             Shape::Halving(h) => h.try_send(n, pos, out),
+            Shape::Pat(p) => {
+                for j in 0..p.slices {
+                    p.try_send(n, pos, j, out);
+                }
+            }
             Shape::Chain(c) => {
                 if pos == 0 {
                     c.has[..c.slices as usize].fill(true);
@@ -396,6 +420,13 @@ impl Pass {
                 }
                 out.done.push(p);
             }
+            Shape::Pat(pat) => {
+                let (p, j) = pat.arrive(n, idx);
+                if self.entered[p as usize] {
+                    pat.try_send(n, p, j, out);
+                }
+                out.done.push(p);
+            }
             Shape::Chain(c) => {
                 let i = (idx / u64::from(c.slices)) as u32;
                 let j = (idx % u64::from(c.slices)) as u32;
@@ -429,6 +460,7 @@ impl Pass {
             Shape::Ring(r) => r.complete[p] == r.slices,
             Shape::Tree(t) => t.got[p] == t.slices[0] + t.slices[1],
             Shape::Halving(h) => h.done(self.order.len(), p),
+            Shape::Pat(pat) => pat.complete[p] == pat.slices,
             Shape::Chain(c) => p == 0 || c.got[p] == c.slices,
             Shape::AllToAll(a) => a.arrived[p] == a.expect[p],
         };
@@ -654,5 +686,67 @@ mod tests {
         let sent = run(&mut p);
         // 9 edges per tree, both ways, 2 chunks of each tree's half.
         assert_eq!(sent.len(), 2 * 2 * 9 * 2);
+    }
+
+    /// PAT over 6 ranks (not a power of two): stages at distances 1, 2,
+    /// 4 moving 1, 2 and 2 blocks, 5 blocks a rank in all; each rank
+    /// sends to the rank the distance below; a chunk's stage goes only
+    /// after the chunk's earlier stages reached the sender; every rank is
+    /// done. The reduce-scatter runs the distances the other way.
+    #[test]
+    fn pat_exchanges_with_ranks_a_power_of_two_away() {
+        assert_eq!(pat_stages(6, true), [(1, 1), (2, 2), (4, 2)]);
+        assert_eq!(pat_stages(6, false), [(4, 2), (2, 2), (1, 1)]);
+        assert_eq!(pat_stages(8, true), [(1, 1), (2, 2), (4, 4)]);
+        // 6,000 bytes: blocks of 1,000 in chunks of 500.
+        let mut p = Pass::pat(base(6), 6000, true, 500, &mut local).unwrap();
+        assert_eq!(p.conns.len(), 6 * 3);
+        for (c, conn) in p.conns.iter().enumerate() {
+            let (i, l) = (c as u32 / 3, c as u32 % 3);
+            assert_eq!(conn.from.0, i);
+            assert_eq!(conn.to.0, (i + 6 - (1 << l)) % 6);
+        }
+        // Release order: a message is released once what it needs arrived.
+        let mut out = Released::default();
+        for i in 0..6 {
+            p.enter(i, &mut out);
+        }
+        // Only stage 0 goes at first: 6 ranks x 2 chunks.
+        assert_eq!(out.send.len(), 12);
+        let mut seen = std::collections::HashSet::new();
+        let mut at = 0;
+        let mut per_rank = [0u64; 6];
+        while at < out.send.len() {
+            let idx = out.send[at];
+            at += 1;
+            let Shape::Pat(pat) = &p.shape else {
+                unreachable!()
+            };
+            let (s, j, i) = pat.decode(6, idx);
+            for earlier in 0..s {
+                // The sender had the chunk's earlier stages.
+                let from = (i + pat.stages[earlier].0) % 6;
+                assert!(seen.contains(&(earlier, j, from)), "{s} {j} {i}");
+            }
+            seen.insert((s, j, i));
+            per_rank[i as usize] += p.message(idx).bytes;
+            p.arrive(idx, &mut out);
+        }
+        assert_eq!(per_rank, [5000; 6], "n - 1 blocks from every rank");
+        assert_eq!(seen.len(), 3 * 2 * 6);
+        let mut done = out.done.clone();
+        done.sort_unstable();
+        assert_eq!(done, [0, 1, 2, 3, 4, 5]);
+        for c in 0..p.conns.len() as u32 {
+            let l = c % 3;
+            let blocks = [1, 2, 2][l as usize];
+            assert_eq!((p.bytes_on(c), p.sends_on(c)), (blocks * 1000, 2));
+            assert_eq!(p.message(p.first_on(c)).conn, c);
+        }
+        let mut rs = Pass::pat(base(6), 6000, false, 500, &mut local).unwrap();
+        let sent = run(&mut rs);
+        assert_eq!(sent.iter().map(|m| m.bytes).sum::<u64>(), 6 * 5000);
+        // Fewer bytes than ranks: nothing to send, every rank done.
+        assert!(run(&mut Pass::pat(base(6), 5, true, 500, &mut local).unwrap()).is_empty());
     }
 }
