@@ -321,14 +321,22 @@ impl CommShape {
         Some((bw, lat))
     }
 
-    /// NCCL's estimate of `op` on `bytes` (the larger of its buffers) by
-    /// `a` and `p`, microseconds; `None` where NCCL does not offer it.
-    pub fn time_us(&self, op: Op, a: Algorithm, p: Protocol, bytes: u64) -> Option<f64> {
-        let (mut bw, mut lat) = self.model(op, a, p)?;
+    /// The algorithm bandwidth NCCL's model gives `op` on `bytes` by `a`
+    /// and `p` (GB/s), the tree's per-size correction applied.
+    pub fn algbw(&self, op: Op, a: Algorithm, p: Protocol, bytes: u64) -> Option<f64> {
+        let (mut bw, _) = self.model(op, a, p)?;
         let log = log2i(bytes >> 6);
         if a == Algorithm::Tree && op == Op::AllReduce && (0..23).contains(&log) {
             bw *= TREE_CORRECTION[proto_index(p)][log as usize];
         }
+        Some(bw)
+    }
+
+    /// NCCL's estimate of `op` on `bytes` (the larger of its buffers) by
+    /// `a` and `p`, microseconds; `None` where NCCL does not offer it.
+    pub fn time_us(&self, op: Op, a: Algorithm, p: Protocol, bytes: u64) -> Option<f64> {
+        let (_, mut lat) = self.model(op, a, p)?;
+        let bw = self.algbw(op, a, p, bytes)?;
         if a == Algorithm::Ring
             && p == Protocol::Simple
             && self.nodes > 1
