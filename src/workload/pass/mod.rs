@@ -688,16 +688,18 @@ mod tests {
         assert_eq!(sent.len(), 2 * 2 * 9 * 2);
     }
 
-    /// PAT over 6 ranks (not a power of two): stages at distances 1, 2,
-    /// 4 moving 1, 2 and 2 blocks, 5 blocks a rank in all; each rank
-    /// sends to the rank the distance below; a chunk's stage goes only
-    /// after the chunk's earlier stages reached the sender; every rank is
-    /// done. The reduce-scatter runs the distances the other way.
+    /// PAT over 6 ranks (not a power of two): the all-gather's stages at
+    /// distances 4, 2, 1 move 1, 1 and 3 blocks, 5 blocks a rank in all;
+    /// each rank sends to the rank the distance below; a chunk's stage
+    /// goes only after the chunk's earlier stages reached the sender;
+    /// every rank is done. The reduce-scatter runs the distances the
+    /// other way.
     #[test]
     fn pat_exchanges_with_ranks_a_power_of_two_away() {
-        assert_eq!(pat_stages(6, true), [(1, 1), (2, 2), (4, 2)]);
-        assert_eq!(pat_stages(6, false), [(4, 2), (2, 2), (1, 1)]);
-        assert_eq!(pat_stages(8, true), [(1, 1), (2, 2), (4, 4)]);
+        assert_eq!(pat_stages(6, true), [(4, 1), (2, 1), (1, 3)]);
+        assert_eq!(pat_stages(6, false), [(1, 3), (2, 1), (4, 1)]);
+        assert_eq!(pat_stages(8, true), [(4, 1), (2, 2), (1, 4)]);
+        assert_eq!(pat_stages(128, false)[6], (64, 1));
         // 6,000 bytes: blocks of 1,000 in chunks of 500.
         let mut p = Pass::pat(base(6), 6000, true, 500, &mut local).unwrap();
         assert_eq!(p.conns.len(), 6 * 3);
@@ -739,7 +741,7 @@ mod tests {
         assert_eq!(done, [0, 1, 2, 3, 4, 5]);
         for c in 0..p.conns.len() as u32 {
             let l = c % 3;
-            let blocks = [1, 2, 2][l as usize];
+            let blocks = [3, 1, 1][l as usize];
             assert_eq!((p.bytes_on(c), p.sends_on(c)), (blocks * 1000, 2));
             assert_eq!(p.message(p.first_on(c)).conn, c);
         }

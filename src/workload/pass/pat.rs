@@ -1,17 +1,18 @@
 //! NCCL's PAT (parallel aggregated trees) all-gather and reduce-scatter:
 //! every rank exchanges with the ranks a power of two away, log2 n stages
 //! instead of the ring's n - 1 (NCCL connects rank r to r - 2^d and
-//! r + 2^d for each d; its `PatAGAlgorithm` / `PatRSAlgorithm`). The
-//! all-gather at the stage of distance 2^d sends the blocks a rank holds
-//! so far, min(2^d, n - 2^d) of them, to the rank 2^d below, distances
-//! growing (Bruck's order: every block reaches every rank along a
-//! binomial tree); the reduce-scatter runs the same stages with
-//! distances shrinking, sending partial sums. Each block is cut into
-//! chunks, and the stages of one chunk follow each other while the next
-//! chunks are in flight, as NCCL loops its schedule over chunk offsets.
-//! NCCL's aggregation of several steps into one send when chunks are
-//! small (its `aggFactor`) is not modelled: each stage of a chunk is one
-//! message.
+//! r + 2^d for each d; its `PatAGAlgorithm` / `PatRSAlgorithm`). In the
+//! all-gather a block travels from its rank to a rank s below along the
+//! set bits of s, highest first (a binomial tree rooted at every rank),
+//! so at distance 2^d a rank sends the blocks whose remaining offset has
+//! no bit below d: ceil((n - 2^d) / 2^(d+1)) of them, one at the farthest
+//! distance and half of all at the nearest. Its stages go from the
+//! farthest distance to the nearest; the reduce-scatter sends partial
+//! sums the same way back, nearest first. Each block is cut into chunks,
+//! and the stages of one chunk follow each other while the next chunks
+//! are in flight, as NCCL loops its schedule over chunk offsets. NCCL's
+//! aggregation of several steps into one send when chunks are small (its
+//! `aggFactor`) is not modelled: each stage of a chunk is one message.
 
 use super::{Base, Pass, Released, Route, Shape};
 use crate::workload::collective::share;
@@ -34,16 +35,17 @@ pub(super) struct Pat {
 }
 
 /// The stages of a PAT over `n` ranks: (distance, blocks), distances
-/// growing for an all-gather and shrinking for a reduce-scatter.
+/// shrinking for an all-gather and growing for a reduce-scatter.
 pub fn pat_stages(n: u32, gather: bool) -> Vec<(u32, u32)> {
     let log = n.next_power_of_two().trailing_zeros();
     let mut s: Vec<(u32, u32)> = (0..log)
         .map(|d| {
-            let dist = 1u32 << d;
-            (dist, dist.min(n - dist))
+            let dist = 1u64 << d;
+            let blocks = (u64::from(n) - dist).div_ceil(2 * dist);
+            (dist as u32, blocks as u32)
         })
         .collect();
-    if !gather {
+    if gather {
         s.reverse();
     }
     s
