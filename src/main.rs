@@ -727,12 +727,17 @@ fn run(
             sim.now()
         );
     }
-    let captured = sim.finish_capture().transpose()?;
+    // A capture that could not be written (a full disk) must not cost
+    // the other results: they are written first, and its error comes
+    // after.
+    let captured = sim.finish_capture().transpose();
     let summary = Summary::of(&sim, stop);
     let perf = Perf::of(&sim, wall).built_in(build_seconds);
     let written = report::write_outputs(out, &sim, &summary, &perf);
     let mut files =
         written.map_err(|e| format!("{}: cannot write the results: {e}", out.display()))?;
+    let captured =
+        captured.map_err(|e| format!("{e}; the other results are written in {}", out.display()))?;
     if let (Some(_), Some(tmp)) = (captured, staged) {
         let dst = out.join("capture.pcapng");
         tmp.persist(&dst)

@@ -418,3 +418,39 @@ fn read_pcapng(file: &Path) -> Vec<(u32, Vec<u8>)> {
     }
     out
 }
+
+/// A capture that cannot be written (here the file-size limit, as a full
+/// disk would) costs none of the other results: they are written, the
+/// error names the capture and says where they are, and no partial
+/// capture is left behind.
+#[test]
+fn a_capture_that_cannot_be_written_keeps_the_other_results() {
+    let out = temp("too-large");
+    // 1 MiB per file (bash counts 1,024-byte blocks); SIGXFSZ ignored so
+    // that a write past it fails instead of killing the process.
+    let script = "trap '' XFSZ; ulimit -f 1024; exec \"$0\" run \"$1\" --capture all --no-plots --no-html --quiet --out \"$2\"";
+    let o = Command::new("bash")
+        .args(["-c", script])
+        .arg(env!("CARGO_BIN_EXE_fabricsim"))
+        .arg(incast())
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot write the capture"), "{err}");
+    assert!(err.contains("the other results are written in"), "{err}");
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert!(
+        summary.contains("\"stop_reason\": \"finished\""),
+        "{summary}"
+    );
+    assert!(out.join("flows.csv").exists() && out.join("links.csv").exists());
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("pcapng"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}
