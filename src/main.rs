@@ -185,6 +185,24 @@ enum Command {
         #[command(flatten)]
         args: ScenarioArgs,
     },
+    /// Show what NCCL's tuner would pick (algorithm, protocol, channels)
+    /// for a communicator of the scenario at sizes from 1 KiB to 4 GiB,
+    /// and its modelled time for each choice: what `algorithm = "auto"`
+    /// runs.
+    Nccl {
+        scenario: Option<PathBuf>,
+        /// The collective: all-reduce, all-gather, reduce-scatter or
+        /// broadcast.
+        #[arg(long, default_value = "all-reduce")]
+        op: String,
+        /// The communicator of this workload entry (0 is the first;
+        /// default: the first collective, training, model or Chakra
+        /// entry, else every GPU).
+        #[arg(long, value_name = "N")]
+        workload: Option<usize>,
+        #[command(flatten)]
+        args: ScenarioArgs,
+    },
     /// Run several scenarios (e.g. one workload under different
     /// balancers) and print their headline figures side by side.
     Compare {
@@ -378,6 +396,12 @@ fn main() -> ExitCode {
             json,
             args,
         } => topo(scenario.as_deref(), &args.sets, json),
+        Command::Nccl {
+            scenario,
+            op,
+            workload,
+            args,
+        } => nccl(scenario.as_deref(), &args.sets, &op, workload),
         Command::Compare {
             scenarios,
             out,
@@ -1100,6 +1124,66 @@ fn topo(path: Option<&Path>, sets: &[String], json: bool) -> Result<(), String> 
     } else {
         out!("{}", summary.render());
     }
+    Ok(())
+}
+
+/// `fabricsim nccl`: NCCL's tuner's table for a communicator of the
+/// scenario.
+fn nccl(
+    path: Option<&Path>,
+    sets: &[String],
+    op: &str,
+    workload: Option<usize>,
+) -> Result<(), String> {
+    use fabricsim::workload::collective::{comm_shape, Op};
+    use fabricsim::workload::tuner::{Arch, Host};
+    use fabricsim::workload::Pattern;
+    let op = Op::parse(op)
+        .filter(|o| *o != Op::AllToAll)
+        .ok_or_else(|| {
+            format!(
+                "--op: got \"{op}\", expected all-reduce, all-gather, reduce-scatter or broadcast"
+            )
+        })?;
+    let p = load(path, sets)?;
+    let ws = &p.scenario.workloads;
+    let group = |w: &fabricsim::workload::Workload| match &w.pattern {
+        Pattern::Collective(c) => Some((c.gpus.clone(), Arch::Hopper)),
+        Pattern::Training(t) => Some((t.gpus.clone(), Arch::Hopper)),
+        Pattern::Chakra(t) => Some((t.1.gpus.clone(), Arch::Hopper)),
+        Pattern::Model(m) => Some((m.gpus.clone(), m.gpu.arch)),
+        _ => None,
+    };
+    let (gpus, arch) = match workload {
+        Some(n) => {
+            let w = ws.get(n).ok_or_else(|| {
+                format!(
+                    "--workload: got {n}, expected 0 to {}",
+                    ws.len().saturating_sub(1)
+                )
+            })?;
+            group(w).ok_or_else(|| {
+                format!(
+                    "--workload: entry {n} is not a collective, training, model or Chakra workload"
+                )
+            })?
+        }
+        None => ws.iter().find_map(group).unwrap_or_else(|| {
+            let all = (0..p.topology.gpus.len() as u32)
+                .map(fabricsim::topology::GpuId)
+                .collect();
+            (all, Arch::Hopper)
+        }),
+    };
+    if gpus.len() < 2 {
+        return Err("the communicator has fewer than 2 GPUs: nothing to tune".into());
+    }
+    let host = Host {
+        nvlink_bytes_per_s: p.scenario.host.nvlink_bytes_per_s,
+        pcie_bytes_per_s: p.scenario.host.pcie_bytes_per_s,
+        arch,
+    };
+    out!("{}", comm_shape(&p.topology, &host, &gpus).table(op));
     Ok(())
 }
 

@@ -736,3 +736,49 @@ fn mpi_without_the_feature_says_how_to_build_it() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `fabricsim nccl` prints NCCL's tuner's picks for a scenario's
+/// communicator by size: on the default pod (8 servers of 8 GPUs, 200G
+/// NICs) the tree with LL on one channel for 1 KiB, the ring with Simple
+/// on all 16 for 4 GiB, as `algorithm = "auto"` would run them; an
+/// all-to-all or a workload that has no communicator is refused.
+#[test]
+fn nccl_prints_the_tuners_picks_by_size() {
+    let o = fabricsim().args(["nccl"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.starts_with("NCCL's tuner for all-reduce over 64 ranks on 8 servers"),
+        "{text}"
+    );
+    let row = |bytes: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(bytes))
+            .unwrap_or_else(|| panic!("no row for {bytes}:\n{text}"))
+            .split_whitespace()
+            .skip(1)
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(row("1024"), "tree/ll x1");
+    assert_eq!(row("4294967296"), "ring/simple x16");
+    let o = fabricsim()
+        .args(["nccl", "--op", "all-to-all"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--op: got \"all-to-all\""));
+    let bg = format!("{}/examples/fat-tree.toml", env!("CARGO_MANIFEST_DIR"));
+    let o = fabricsim()
+        .args(["nccl", &bg, "--workload", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--workload: entry 0 is not"));
+}

@@ -386,6 +386,68 @@ impl CommShape {
         Some(c)
     }
 
+    /// NCCL's tuning for `op` at every power-of-four size from 1 KiB to
+    /// 4 GiB, as text: the graph it sees, then per size its pick (with
+    /// channels, modelled time and algorithm bandwidth) and the modelled
+    /// time of every algorithm and protocol it offers.
+    pub fn table(&self, op: Op) -> String {
+        use std::fmt::Write;
+        let g = self.graph();
+        let pairs: Vec<(Algorithm, Protocol)> = [Algorithm::Tree, Algorithm::Ring, Algorithm::Pat]
+            .into_iter()
+            .flat_map(|a| {
+                [Protocol::Ll, Protocol::Ll128, Protocol::Simple]
+                    .into_iter()
+                    .map(move |p| (a, p))
+            })
+            .filter(|&(a, p)| self.model(op, a, p).is_some())
+            .collect();
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "NCCL's tuner for {} over {} ranks on {} servers: {} search channels of {} GB/s, {} run",
+            op.name(),
+            self.ranks,
+            self.nodes,
+            g.channels,
+            g.bw,
+            self.comm_channels()
+        );
+        let _ = write!(
+            s,
+            "{:>12} {:>22} {:>10} {:>9}",
+            "bytes", "pick", "time us", "algbw"
+        );
+        for (a, p) in &pairs {
+            let _ = write!(s, " {:>13}", format!("{}/{}", a.name(), p.name()));
+        }
+        s.push('\n');
+        let mut bytes: u64 = 1024;
+        while bytes <= 4 << 30 {
+            if let Some(c) = self.choose(op, bytes, None, None) {
+                let pick = format!(
+                    "{}/{} x{}",
+                    c.algorithm.name(),
+                    c.protocol.name(),
+                    c.channels
+                );
+                let _ = write!(
+                    s,
+                    "{bytes:>12} {pick:>22} {:>10.1} {:>9.1}",
+                    c.time_us,
+                    bytes as f64 / c.time_us / 1e3
+                );
+                for &(a, p) in &pairs {
+                    let t = self.time_us(op, a, p, bytes).unwrap_or(f64::NAN);
+                    let _ = write!(s, " {t:>13.1}");
+                }
+                s.push('\n');
+            }
+            bytes *= 4;
+        }
+        s
+    }
+
     /// NCCL's channel count for `bytes` by `a` and `p`: fewer channels
     /// while each would get less than its threads' threshold of work.
     pub fn channels_for(&self, a: Algorithm, p: Protocol, bytes: u64) -> u32 {
