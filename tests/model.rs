@@ -293,3 +293,38 @@ fn experts_exchange_tokens_in_their_ep_group() {
     let e = error_of(SMALL, &["workload.0.parallel.ep=2"]);
     assert!(e.contains("no experts"), "{e}");
 }
+
+/// Kernel times given per kernel replace the roofline's: the compute of
+/// a step is then exactly their sum per rank (2 micro-batches x 2 layers
+/// per stage of attention and MLP, forward and backward, the LM head on
+/// the last stage, the optimizer once), and an unknown kernel name is
+/// refused with the names it takes.
+#[test]
+fn kernel_times_can_be_given() {
+    let given = format!(
+        "{SMALL}\n[workload.gpu.kernels]\nattention_forward = \"100us\"\nattention_backward = \"300us\"\nmlp_forward = \"200us\"\nmlp_backward = \"400us\"\nhead_forward = \"50us\"\nhead_backward = \"60us\"\noptimizer = \"1ms\"\n"
+    );
+    let (_, s) = run(&given);
+    let step = &s.jobs[0].steps[0];
+    let us = 1_000_000.0;
+    let first_stage = 2.0 * 2.0 * (100.0 + 200.0 + 300.0 + 400.0) * us + 1000.0 * us;
+    // Half the ranks are on the last stage, with the head's 2 x 110 us.
+    let want = first_stage + 110.0 * us;
+    assert_eq!(step.compute_ps, want);
+    // Without them the roofline gives another figure.
+    let (_, r) = run(SMALL);
+    assert_ne!(r.jobs[0].steps[0].compute_ps, want);
+    let e = error_of(
+        &format!("{SMALL}\n[workload.gpu.kernels]\nattn_fwd = \"1us\"\n"),
+        &[],
+    );
+    assert!(
+        e.contains("workload[0].gpu.kernels.attn_fwd: is not a kernel of the step; expected attention_forward"),
+        "{e}"
+    );
+    let e = error_of(
+        &format!("{SMALL}\n[workload.gpu.kernels]\nmlp_forward = 5\n"),
+        &[],
+    );
+    assert!(e.contains("workload[0].gpu.kernels.mlp_forward"), "{e}");
+}

@@ -3,11 +3,11 @@
 
 use super::error::{KeyError, KeyPath};
 use super::raw::RawWorkload;
-use super::values::{choice, size};
+use super::values::{choice, size, time};
 use crate::topology::{GpuId, Topology};
-use crate::units::parse_byte_rate;
+use crate::units::{parse_byte_rate, SimTime};
 use crate::workload::collective::Algorithm;
-use crate::workload::model::{Dim, Gpu, ModelJob, Parallel, Schedule, Transformer};
+use crate::workload::model::{Dim, Gpu, KernelKind, ModelJob, Parallel, Schedule, Transformer};
 use toml::Value;
 
 type R<T> = Result<T, KeyError>;
@@ -280,6 +280,19 @@ fn gpu(w: &RawWorkload, p: &KeyPath) -> R<Gpu> {
             ));
         }
         out.efficiency = e;
+    }
+    if let Some(given) = &g.kernels {
+        let kp = gp.key("kernels");
+        for (name, v) in given {
+            let Some(kind) = KernelKind::ALL.iter().find(|k| k.name() == name) else {
+                let names: Vec<&str> = KernelKind::ALL.iter().map(|k| k.name()).collect();
+                return Err(KeyError::new(
+                    &kp.key(name),
+                    format!("is not a kernel of the step; expected {}", names.join(", ")),
+                ));
+            };
+            out.given[*kind as usize] = Some(time(Some(v), &kp.key(name), SimTime::ZERO)?);
+        }
     }
     Ok(out)
 }

@@ -352,6 +352,8 @@ pub struct RawGpu {
     pub tflops: Option<f64>,
     pub hbm: Option<Value>,
     pub efficiency: Option<f64>,
+    /// Times given per kernel, by `KernelKind` name.
+    pub kernels: Option<toml::Table>,
 }
 
 /// One phase of a training iteration: compute, then collectives.

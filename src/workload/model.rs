@@ -146,6 +146,9 @@ pub struct Gpu {
     pub efficiency: f64,
     /// Its generation, for NCCL's tuning constants.
     pub arch: crate::workload::tuner::Arch,
+    /// Times given per kernel (by `KernelKind`), instead of the
+    /// roofline's.
+    pub given: [Option<SimTime>; 9],
 }
 
 impl Gpu {
@@ -155,6 +158,7 @@ impl Gpu {
         hbm: 3.35e12,
         efficiency: 0.6,
         arch: crate::workload::tuner::Arch::Hopper,
+        given: [None; 9],
     };
     /// B200: 2.25 PFLOP/s dense BF16, 8 TB/s HBM3e.
     pub const B200: Gpu = Gpu {
@@ -162,28 +166,90 @@ impl Gpu {
         hbm: 8e12,
         efficiency: 0.6,
         arch: crate::workload::tuner::Arch::Blackwell,
+        given: [None; 9],
     };
 
-    /// A kernel's time: the slower of its FLOPs at the compute peak and
-    /// its bytes at the HBM bandwidth, both at `efficiency`.
+    /// A kernel's time: the one given for its kind, else the roofline's.
+    pub fn kernel_time(&self, k: Kernel) -> SimTime {
+        self.given[k.kind as usize].unwrap_or_else(|| self.time(k))
+    }
+
+    /// A kernel's roofline time: the slower of its FLOPs at the compute
+    /// peak and its bytes at the HBM bandwidth, both at `efficiency`.
     pub fn time(&self, k: Kernel) -> SimTime {
         let s = (k.flops / self.flops).max(k.bytes / self.hbm) / self.efficiency;
         SimTime((s * 1e12).ceil() as u64)
     }
 }
 
-/// What a kernel does: floating-point operations and HBM bytes moved.
+/// What a kernel does: floating-point operations and HBM bytes moved,
+/// and which of the step's kernels it is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Kernel {
     pub flops: f64,
     pub bytes: f64,
+    pub kind: KernelKind,
 }
 
 impl Kernel {
-    fn times(self, k: f64) -> Kernel {
+    /// The backward of a forward kernel: twice its work.
+    fn backward(self) -> Kernel {
+        use KernelKind::*;
         Kernel {
-            flops: self.flops * k,
-            bytes: self.bytes * k,
+            flops: self.flops * 2.0,
+            bytes: self.bytes * 2.0,
+            kind: match self.kind {
+                AttentionForward => AttentionBackward,
+                MlpForward => MlpBackward,
+                ExpertsForward => ExpertsBackward,
+                HeadForward => HeadBackward,
+                other => other,
+            },
+        }
+    }
+}
+
+/// The kernels a step runs (per layer and micro-batch, on one rank),
+/// whose times may be given instead of the roofline's
+/// (`[workload.gpu.kernels]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelKind {
+    AttentionForward,
+    AttentionBackward,
+    MlpForward,
+    MlpBackward,
+    ExpertsForward,
+    ExpertsBackward,
+    HeadForward,
+    HeadBackward,
+    Optimizer,
+}
+
+impl KernelKind {
+    pub const ALL: [KernelKind; 9] = [
+        KernelKind::AttentionForward,
+        KernelKind::AttentionBackward,
+        KernelKind::MlpForward,
+        KernelKind::MlpBackward,
+        KernelKind::ExpertsForward,
+        KernelKind::ExpertsBackward,
+        KernelKind::HeadForward,
+        KernelKind::HeadBackward,
+        KernelKind::Optimizer,
+    ];
+
+    /// Its key under `[workload.gpu.kernels]`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelKind::AttentionForward => "attention_forward",
+            KernelKind::AttentionBackward => "attention_backward",
+            KernelKind::MlpForward => "mlp_forward",
+            KernelKind::MlpBackward => "mlp_backward",
+            KernelKind::ExpertsForward => "experts_forward",
+            KernelKind::ExpertsBackward => "experts_backward",
+            KernelKind::HeadForward => "head_forward",
+            KernelKind::HeadBackward => "head_backward",
+            KernelKind::Optimizer => "optimizer",
         }
     }
 }
@@ -251,6 +317,7 @@ impl Transformer {
         Kernel {
             flops,
             bytes: weights + acts,
+            kind: KernelKind::AttentionForward,
         }
     }
 
@@ -271,6 +338,7 @@ impl Transformer {
             flops: 2.0 * copies * self.expert_params() as f64 / tpf,
             bytes: local * self.expert_params() as f64 * self.param_bytes as f64 / tpf
                 + copies * a * (2.0 * h + self.mats() as f64 * f),
+            kind: KernelKind::ExpertsForward,
         }
     }
 
@@ -294,6 +362,7 @@ impl Transformer {
             flops: 2.0 * t * (mats as u64 * self.hidden * self.ffn) as f64 / tpf,
             bytes: (mats as u64 * self.hidden * self.ffn) as f64 * self.param_bytes as f64 / tpf
                 + t * a * (2.0 * h + mats * f),
+            kind: KernelKind::MlpForward,
         }
     }
 
@@ -305,6 +374,7 @@ impl Transformer {
             flops: 2.0 * t * h * v / tpf,
             bytes: h * v * self.param_bytes as f64 / tpf
                 + t * self.act_bytes as f64 * (h + v / tpf),
+            kind: KernelKind::HeadForward,
         }
     }
 
@@ -436,6 +506,7 @@ impl ModelJob {
         Kernel {
             flops: 10.0 * n,
             bytes: 16.0 * n,
+            kind: KernelKind::Optimizer,
         }
     }
 }
@@ -570,7 +641,7 @@ impl Gen<'_, '_> {
         // updated parameters gathered back, bucket by bucket.
         for s in 0..p.pp {
             let su = s as usize;
-            let opt = self.j.gpu.time(self.j.optimizer(s));
+            let opt = self.j.gpu.kernel_time(self.j.optimizer(s));
             for (k, r) in ready[su].iter_mut().enumerate() {
                 let g = self.gpu_at(s, k as u64);
                 let lane = e.graph.gpu_lane(g);
@@ -602,7 +673,7 @@ impl Gen<'_, '_> {
 
     /// One kernel on every rank of stage s.
     fn kernel(&mut self, e: &mut Emitter, s: u64, k: Kernel, cur: &mut [u32]) {
-        let d = self.j.gpu.time(k);
+        let d = self.j.gpu.kernel_time(k);
         for (place, c) in cur.iter_mut().enumerate() {
             let lane = e.graph.gpu_lane(self.gpu_at(s, place as u64));
             *c = e.delay(d, Some(lane), &[*c]);
@@ -752,14 +823,21 @@ impl Gen<'_, '_> {
     /// The MLP part of a layer: a dense MLP kernel, or with experts the
     /// tokens dispatched over the EP group, the experts' kernel, and the
     /// results combined back (`work`: 1 forward, 2 backward).
-    fn mlp(&mut self, e: &mut Emitter, s: u64, work: f64, cur: &mut [u32]) -> Result<(), String> {
+    fn mlp(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        backward: bool,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
         let (m, p) = (&self.j.model, &self.j.parallel);
+        let pass = |k: Kernel| if backward { k.backward() } else { k };
         if m.experts == 0 {
-            let k = m.mlp(p.tp).times(work);
+            let k = pass(m.mlp(p.tp));
             self.kernel(e, s, k, cur);
             return Ok(());
         }
-        let (k, bytes) = (m.experts_kernel(p.tp, p.ep).times(work), m.ep_bytes(p.tp));
+        let (k, bytes) = (pass(m.experts_kernel(p.tp, p.ep)), m.ep_bytes(p.tp));
         self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)?;
         self.kernel(e, s, k, cur);
         self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)
@@ -774,7 +852,7 @@ impl Gen<'_, '_> {
             self.kernel(e, s, attn, cur);
             self.tp_sync(e, s, false, cur)?;
             self.tp_sync(e, s, true, cur)?;
-            self.mlp(e, s, 1.0, cur)?;
+            self.mlp(e, s, false, cur)?;
             self.tp_sync(e, s, false, cur)?;
         }
         if s + 1 == self.j.parallel.pp {
@@ -795,7 +873,7 @@ impl Gen<'_, '_> {
     ) -> Result<(), String> {
         let j = self.j;
         let (m, p) = (&j.model, &j.parallel);
-        let (attn, head) = (m.attn(p.tp).times(2.0), m.head(p.tp).times(2.0));
+        let (attn, head) = (m.attn(p.tp).backward(), m.head(p.tp).backward());
         let per = |n: u64| n.div_ceil(p.tp) * m.param_bytes;
         if s + 1 == p.pp {
             self.kernel(e, s, head, cur);
@@ -806,7 +884,7 @@ impl Gen<'_, '_> {
         for _ in 0..j.stage_layers(s) {
             self.gather_layer(e, s, cur)?;
             self.tp_sync(e, s, true, cur)?;
-            self.mlp(e, s, 2.0, cur)?;
+            self.mlp(e, s, true, cur)?;
             self.tp_sync(e, s, false, cur)?;
             self.tp_sync(e, s, true, cur)?;
             self.kernel(e, s, attn, cur);
@@ -1048,6 +1126,7 @@ mod tests {
         let opt = Kernel {
             flops: 10.0,
             bytes: 16.0,
+            kind: KernelKind::Optimizer,
         };
         assert_eq!(
             Gpu::H100.time(opt),
