@@ -945,17 +945,7 @@ fn protocols_move_their_lines() {
 #[test]
 fn auto_runs_nccls_pick_by_size() {
     use fabricsim::workload::collective::Op;
-    use fabricsim::workload::tuner::{Arch, CommShape};
-    let shape = CommShape {
-        ranks: 16,
-        nodes: 4,
-        nics_per_node: 4,
-        shared_nics: false,
-        nic_gbs: 12.5,
-        pcie_gbs: 32.0,
-        nvlink_gbs: 450.0,
-        arch: Arch::Hopper,
-    };
+    let shape = hopper(16, 4, 4, 12.5, 32.0);
     let text = |bytes: &str| {
         format!(
             r#"
@@ -1002,7 +992,6 @@ bytes = "{bytes}"
 #[test]
 fn pat_gathers_in_log_stages_with_one_gpu_per_server() {
     use fabricsim::workload::collective::Op;
-    use fabricsim::workload::tuner::{Arch, CommShape};
     let n = 8u32;
     let s = 8_000_000u64;
     for op in ["all-gather", "reduce-scatter"] {
@@ -1029,16 +1018,7 @@ fn pat_gathers_in_log_stages_with_one_gpu_per_server() {
 
     let auto = flat("all-gather", "").replace("protocol = \"simple\"\n", "");
     let (_, sum) = run(&auto.replace("bytes = \"8MB\"", "bytes = \"256KB\""));
-    let shape = CommShape {
-        ranks: 8,
-        nodes: 8,
-        nics_per_node: 1,
-        shared_nics: false,
-        nic_gbs: 12.5,
-        pcie_gbs: 32.0,
-        nvlink_gbs: 450.0,
-        arch: Arch::Hopper,
-    };
+    let shape = hopper(8, 8, 1, 12.5, 32.0);
     let want = shape.choose(Op::AllGather, 256_000, None, None).unwrap();
     assert_eq!(want.algorithm.name(), "pat");
     assert_eq!(sum.collectives[0].algorithm, "pat");
@@ -1077,7 +1057,6 @@ bytes = "16MB"
 #[test]
 fn tree_against_ring_as_nccls_model_has_it() {
     use fabricsim::workload::collective::{Algorithm, Op, Protocol};
-    use fabricsim::workload::tuner::{Arch, CommShape};
     let text = |algorithm: &str, protocol: &str| {
         format!(
             r#"
@@ -1107,16 +1086,7 @@ protocol = "{protocol}"
         )
     };
     let busbw = |a: &str, p: &str| run(&text(a, p)).1.collectives[0].busbw_gbps.unwrap();
-    let shape = CommShape {
-        ranks: 64,
-        nodes: 8,
-        nics_per_node: 8,
-        shared_nics: false,
-        nic_gbs: 50.0,
-        pcie_gbs: 64.0,
-        nvlink_gbs: 450.0,
-        arch: Arch::Hopper,
-    };
+    let shape = hopper(64, 8, 8, 50.0, 64.0);
     let algbw = |a, p| shape.algbw(Op::AllReduce, a, p, 64_000_000).unwrap();
     let ring = busbw("ring", "simple");
     for (name, p) in [("simple", Protocol::Simple), ("ll128", Protocol::Ll128)] {
@@ -1126,5 +1096,27 @@ protocol = "{protocol}"
             (ours / nccl - 1.0).abs() < 0.1,
             "tree {name}: {ours:.3} of the ring's busbw; NCCL's model {nccl:.3}"
         );
+    }
+}
+
+/// What NCCL's tuner sees of a communicator of H100s with 450 GB/s of
+/// NVLink each way: ranks, servers, NICs per server, a NIC's and a GPU's
+/// PCIe GB/s each way.
+fn hopper(
+    ranks: u32,
+    nodes: u32,
+    nics: u32,
+    nic_gbs: f64,
+    pcie_gbs: f64,
+) -> fabricsim::workload::tuner::CommShape {
+    fabricsim::workload::tuner::CommShape {
+        ranks,
+        nodes,
+        nics_per_node: nics,
+        shared_nics: false,
+        nic_gbs,
+        pcie_gbs,
+        nvlink_gbs: 450.0,
+        arch: fabricsim::workload::tuner::Arch::Hopper,
     }
 }
