@@ -200,6 +200,10 @@ enum Command {
         /// entry, else every GPU).
         #[arg(long, value_name = "N")]
         workload: Option<usize>,
+        /// For a model workload: the first group of this dimension of
+        /// parallelism (tp, dp or ep) instead of the whole job.
+        #[arg(long, value_name = "DIM")]
+        group: Option<String>,
         #[command(flatten)]
         args: ScenarioArgs,
     },
@@ -400,8 +404,15 @@ fn main() -> ExitCode {
             scenario,
             op,
             workload,
+            group,
             args,
-        } => nccl(scenario.as_deref(), &args.sets, &op, workload),
+        } => nccl(
+            scenario.as_deref(),
+            &args.sets,
+            &op,
+            workload,
+            group.as_deref(),
+        ),
         Command::Compare {
             scenarios,
             out,
@@ -1134,8 +1145,10 @@ fn nccl(
     sets: &[String],
     op: &str,
     workload: Option<usize>,
+    group: Option<&str>,
 ) -> Result<(), String> {
     use fabricsim::workload::collective::{comm_shape, Op};
+    use fabricsim::workload::model::Dim;
     use fabricsim::workload::tuner::{Arch, Host};
     use fabricsim::workload::Pattern;
     let op = Op::parse(op)
@@ -1147,12 +1160,37 @@ fn nccl(
         })?;
     let p = load(path, sets)?;
     let ws = &p.scenario.workloads;
-    let group = |w: &fabricsim::workload::Workload| match &w.pattern {
-        Pattern::Collective(c) => Some((c.gpus.clone(), Arch::Hopper)),
-        Pattern::Training(t) => Some((t.gpus.clone(), Arch::Hopper)),
-        Pattern::Chakra(t) => Some((t.1.gpus.clone(), Arch::Hopper)),
-        Pattern::Model(m) => Some((m.gpus.clone(), m.gpu.arch)),
+    // The first TP, DP or EP group of a model job: places 0.. of that
+    // dimension, the others at 0.
+    let dim = match group {
+        None => None,
+        Some("tp") => Some(Dim::Tp),
+        Some("dp") => Some(Dim::Dp),
+        Some("ep") => Some(Dim::Ep),
+        Some(other) => return Err(format!("--group: got \"{other}\", expected tp, dp or ep")),
+    };
+    let comm = |w: &fabricsim::workload::Workload| match (&w.pattern, dim) {
+        (Pattern::Model(m), Some(d)) => {
+            let p = &m.parallel;
+            let ranks: Vec<u64> = match d {
+                Dim::Tp => (0..p.tp).map(|i| m.rank_of(i, 0, 0)).collect(),
+                Dim::Dp => (0..p.dp).map(|i| m.rank_of(0, 0, i)).collect(),
+                _ => (0..p.ep).map(|i| m.rank_of(0, 0, i)).collect(),
+            };
+            let gpus = ranks.iter().map(|&r| m.gpus[r as usize]).collect();
+            Some((gpus, m.gpu.arch))
+        }
+        (_, Some(_)) => None,
+        (Pattern::Collective(c), None) => Some((c.gpus.clone(), Arch::Hopper)),
+        (Pattern::Training(t), None) => Some((t.gpus.clone(), Arch::Hopper)),
+        (Pattern::Chakra(t), None) => Some((t.1.gpus.clone(), Arch::Hopper)),
+        (Pattern::Model(m), None) => Some((m.gpus.clone(), m.gpu.arch)),
         _ => None,
+    };
+    let what = if dim.is_some() {
+        "a model workload (--group)"
+    } else {
+        "a collective, training, model or Chakra workload"
     };
     let (gpus, arch) = match workload {
         Some(n) => {
@@ -1162,13 +1200,13 @@ fn nccl(
                     ws.len().saturating_sub(1)
                 )
             })?;
-            group(w).ok_or_else(|| {
-                format!(
-                    "--workload: entry {n} is not a collective, training, model or Chakra workload"
-                )
-            })?
+            comm(w).ok_or_else(|| format!("--workload: entry {n} is not {what}"))?
         }
-        None => ws.iter().find_map(group).unwrap_or_else(|| {
+        None if dim.is_some() => ws
+            .iter()
+            .find_map(comm)
+            .ok_or_else(|| "--group: the scenario has no model workload".to_string())?,
+        None => ws.iter().find_map(comm).unwrap_or_else(|| {
             let all = (0..p.topology.gpus.len() as u32)
                 .map(fabricsim::topology::GpuId)
                 .collect();

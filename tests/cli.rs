@@ -781,4 +781,28 @@ fn nccl_prints_the_tuners_picks_by_size() {
         String::from_utf8_lossy(&o.stdout)
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("--workload: entry 0 is not"));
+    // A model job's DP group: one GPU on each of 128 servers, where NCCL
+    // offers PAT; `pp` is no collective group.
+    let gpt = format!(
+        "{}/examples/training/gpt-1b-1024gpu.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let o = fabricsim()
+        .args(["nccl", &gpt, "--group", "dp", "--op", "reduce-scatter"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("over 128 ranks on 128 servers"), "{text}");
+    assert!(
+        text.lines().nth(2).unwrap().contains("pat/simple"),
+        "{text}"
+    );
+    let o = fabricsim()
+        .args(["nccl", &gpt, "--group", "pp"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--group: got \"pp\", expected tp, dp or ep")
+    );
 }
