@@ -2,7 +2,7 @@
 //! and spraying.
 
 mod common;
-use common::run_with;
+use common::{flows_csv, run_with};
 
 use fabricsim::engine::Simulation;
 use fabricsim::report::Summary;
@@ -461,8 +461,7 @@ fn dynamic_paths_are_recorded_per_switch() {
         rec.truncated || data == 1954,
         "every data packet counted once: {data}"
     );
-    let csv = fabricsim::report::tables::flows_csv(&sim).unwrap();
-    let csv = String::from_utf8(csv).unwrap();
+    let csv = flows_csv(&sim);
     assert!(csv.contains("leaf0[spine"), "{csv}");
     // Static ECMP needs no record: the path follows from the header.
     let ecmp = std::fs::read_to_string("examples/load-balancing/ecmp.toml").unwrap();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{error_of, run, run_file, run_with};
+use common::{error_of, flows_csv, run, run_file, run_with};
 use fabricsim::wire::frame::wire_bytes;
 use fabricsim::wire::Opcode;
 use std::collections::HashMap;
@@ -881,7 +881,7 @@ start = "2us"
     let end = sim.tasks().done.iter().max().unwrap().0;
     assert_eq!(end, 2_000_000 + 20_000_000 + 1_000_000);
     // flows.csv has a row for it, marked as NVLink, at its own ideal.
-    let csv = String::from_utf8(fabricsim::report::tables::flows_csv(&sim).unwrap()).unwrap();
+    let csv = flows_csv(&sim);
     let rows: Vec<&str> = csv.lines().skip(1).collect();
     assert_eq!(rows.len(), 1, "{csv}");
     let f: Vec<&str> = rows[0].split(',').collect();

@@ -57,3 +57,10 @@ pub fn fct(sim: &Simulation, i: usize) -> u64 {
     let f = &sim.flows()[i];
     (f.finish.expect("flow finished") - f.start).0
 }
+
+/// The run's flows.csv as text.
+pub fn flows_csv(sim: &Simulation) -> String {
+    let mut out = Vec::new();
+    fabricsim::report::tables::flows_csv(sim, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}

@@ -3,7 +3,7 @@
 //! are placed wherever they arrive.
 
 mod common;
-use common::run_with;
+use common::{flows_csv, run_with};
 
 fn example(name: &str) -> String {
     std::fs::read_to_string(format!("examples/multipath/{name}.toml")).unwrap()
@@ -18,7 +18,7 @@ fn spraying_write_first_naks_and_write_only_does_not() {
     let (_, fml) = run_with(&example("spray-write-first"), &[]);
     let (sim, wo) = run_with(&example("spray-write-only"), &[]);
     // Per transfer: both spines used, and the out-of-order share.
-    let csv = String::from_utf8(fabricsim::report::tables::flows_csv(&sim).unwrap()).unwrap();
+    let csv = flows_csv(&sim);
     let mut rows = csv.lines();
     let head: Vec<&str> = rows.next().unwrap().split(',').collect();
     let col = |name: &str| head.iter().position(|h| *h == name).unwrap();

@@ -15,6 +15,7 @@ pub mod tables;
 mod text;
 
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -1013,28 +1014,33 @@ pub fn write_outputs(
         // at most one file's bytes are held at once (flows.csv of a
         // million-transfer run is hundreds of MB).
         let mut files: Vec<&str> = Vec::new();
-        let mut put = |name: &'static str, bytes: std::io::Result<Vec<u8>>| {
-            fs::write(stage.join(name), bytes?)?;
-            files.push(name);
-            std::io::Result::Ok(())
-        };
-        put("summary.json", json(summary))?;
-        put("perf.json", json(perf))?;
-        put("flows.csv", tables::flows_csv(sim))?;
-        put("links.csv", tables::links_csv(sim))?;
-        put("queues.csv", tables::queues_csv(sim))?;
-        put("pfc.csv", tables::pfc_csv(sim))?;
-        put("qps.csv", tables::qps_csv(sim))?;
-        put("groups.csv", tables::groups_csv(sim))?;
+        let mut put =
+            |name: &'static str, write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>| {
+                let mut out = std::io::BufWriter::new(fs::File::create(stage.join(name))?);
+                write(&mut out)?;
+                out.flush()?;
+                files.push(name);
+                std::io::Result::Ok(())
+            };
+        put("summary.json", &mut |w| json(summary, w))?;
+        put("perf.json", &mut |w| json(perf, w))?;
+        put("flows.csv", &mut |w| tables::flows_csv(sim, w))?;
+        put("links.csv", &mut |w| tables::links_csv(sim, w))?;
+        put("queues.csv", &mut |w| tables::queues_csv(sim, w))?;
+        put("pfc.csv", &mut |w| tables::pfc_csv(sim, w))?;
+        put("qps.csv", &mut |w| tables::qps_csv(sim, w))?;
+        put("groups.csv", &mut |w| tables::groups_csv(sim, w))?;
         if !summary.collectives.is_empty() {
-            put("collectives.csv", tables::collectives_csv(summary))?;
+            put("collectives.csv", &mut |w| {
+                tables::collectives_csv(summary, w)
+            })?;
         }
         if !summary.jobs.is_empty() {
-            put("jobs.csv", tables::jobs_csv(summary))?;
+            put("jobs.csv", &mut |w| tables::jobs_csv(summary, w))?;
         }
         if sim.series().enabled {
             for kind in series::Kind::ALL {
-                put(kind.file(), series::csv(sim, kind))?;
+                put(kind.file(), &mut |w| series::csv(sim, kind, w))?;
             }
         }
         let views = &sim.scenario().report;
@@ -1042,11 +1048,11 @@ pub fn write_outputs(
             let svgs = plots::all(sim).map_err(std::io::Error::other)?;
             if views.html {
                 let page = html::render(sim, summary, &svgs).map_err(std::io::Error::other)?;
-                put("report.html", Ok(page.into_bytes()))?;
+                put("report.html", &mut |w| w.write_all(page.as_bytes()))?;
             }
             if views.plots {
-                for (name, svg) in svgs {
-                    put(name, Ok(svg.into_bytes()))?;
+                for (name, svg) in &svgs {
+                    put(name, &mut |w| w.write_all(svg.as_bytes()))?;
                 }
             }
         }
@@ -1088,8 +1094,7 @@ pub fn connections_per_port(sim: &Simulation) -> Option<Vec<u32>> {
     Some(n)
 }
 
-fn json<T: Serialize>(v: &T) -> std::io::Result<Vec<u8>> {
-    let mut s = serde_json::to_vec_pretty(v).map_err(std::io::Error::other)?;
-    s.push(b'\n');
-    Ok(s)
+fn json<T: Serialize>(v: &T, mut out: &mut dyn Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut out, v).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")
 }

@@ -150,16 +150,20 @@ fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
 /// One column per element that has a series (named as in the other
 /// tables), one row per bucket; values are numbers, so only the header
 /// goes through the CSV writer.
-pub fn csv(sim: &Simulation, kind: Kind) -> std::io::Result<Vec<u8>> {
+pub fn csv(sim: &Simulation, kind: Kind, mut out: impl std::io::Write) -> std::io::Result<()> {
     let s = &sim.series();
     let g = kind.group(s);
-    let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["time_us".to_string()];
     header.extend(g.series().into_keys().map(|k| kind.element_name(sim, k)));
-    w.write_record(&header)?;
-    let mut buf = w.into_inner().map_err(|e| e.into_error())?;
+    {
+        let mut w = csv::Writer::from_writer(&mut out);
+        w.write_record(&header)?;
+        w.flush()?;
+    }
     let rows = g.series();
+    let mut buf = Vec::new();
     for (i, t) in times_us(s).into_iter().enumerate() {
+        buf.clear();
         buf.extend_from_slice(format!("{t:.3}").as_bytes());
         for v in rows.values() {
             buf.push(b',');
@@ -171,8 +175,9 @@ pub fn csv(sim: &Simulation, kind: Kind) -> std::io::Result<Vec<u8>> {
             }
         }
         buf.push(b'\n');
+        out.write_all(&buf)?;
     }
-    Ok(buf)
+    out.flush()
 }
 
 #[cfg(test)]

@@ -5,18 +5,19 @@ use crate::switch::classify::QUEUES;
 use crate::topology::{Owner, PortId};
 use crate::units::SimTime;
 use crate::workload::graph::TaskKind;
+use std::io::Write;
 
-fn finish(w: csv::Writer<Vec<u8>>) -> std::io::Result<Vec<u8>> {
-    w.into_inner()
-        .map_err(|e| std::io::Error::other(e.to_string()))
+/// Flushes a table's writer: its last rows reach the file.
+fn finish<W: Write>(mut w: csv::Writer<W>) -> std::io::Result<()> {
+    w.flush()
 }
 
 /// jobs.csv: one row per training job iteration: its time, the mean
 /// GPU's compute, and per dimension of parallelism (tp, pp, dp) the mean
 /// rank's communication time, the part of it no kernel hides, and bytes.
-pub fn jobs_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
+pub fn jobs_csv(s: &super::Summary, out: impl Write) -> std::io::Result<()> {
     use crate::workload::model::Dim;
-    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut w = csv::Writer::from_writer(out);
     let mut head = vec![
         "workload".to_string(),
         "tenant".into(),
@@ -58,8 +59,8 @@ pub fn jobs_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
 }
 
 /// collectives.csv: one row per collective, nccl-tests' columns first.
-pub fn collectives_csv(s: &super::Summary) -> std::io::Result<Vec<u8>> {
-    let mut w = csv::Writer::from_writer(Vec::new());
+pub fn collectives_csv(s: &super::Summary, out: impl Write) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "collective",
         "algorithm",
@@ -123,8 +124,8 @@ fn message_costs(sim: &Simulation, i: usize, f: &crate::engine::FlowState) -> Co
     c
 }
 
-pub fn flows_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let mut w = csv::Writer::from_writer(Vec::new());
+pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "flow_id",
         "workload",
@@ -322,8 +323,8 @@ fn paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
 /// bytes each member sent, max/mean and Jain's index over them. Member
 /// bytes are the port's, so a port in several groups of one switch counts
 /// all its traffic in each (`shared` says so).
-pub fn groups_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let mut w = csv::Writer::from_writer(Vec::new());
+pub fn groups_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "switch",
         "group",
@@ -435,10 +436,10 @@ fn ack_paths(sim: &Simulation, first_qp: u32, n_qps: u32) -> String {
     seen.join(";")
 }
 
-pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+pub fn links_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
     let topo = &sim.topo();
     let names = topo.kind.tier_names();
-    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "link",
         "from",
@@ -484,9 +485,9 @@ pub fn links_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
 }
 
 /// One row per switch egress queue that carried or dropped anything.
-pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+pub fn queues_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
     let topo = &sim.topo();
-    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "from",
         "to",
@@ -533,9 +534,9 @@ pub fn queues_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
 /// One row per port and lossless priority that sent or received a PFC
 /// frame: the port's node, its peer, what it sent (it was congested) and
 /// what it received (its transmitter was paused).
-pub fn pfc_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
+pub fn pfc_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
     let topo = &sim.topo();
-    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "node",
         "peer",
@@ -585,8 +586,8 @@ pub fn pfc_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
 }
 
 /// One row per QP: its transfer, CNPs and DCQCN rate.
-pub fn qps_csv(sim: &Simulation) -> std::io::Result<Vec<u8>> {
-    let mut w = csv::Writer::from_writer(Vec::new());
+pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "qp",
         "flow_id",
