@@ -50,7 +50,10 @@ pub fn egress(
         framing: qos.framing,
         header_queue: qos.map.queue_of(scenario.transport.cnp_dscp),
         header_dscp: scenario.transport.cnp_dscp,
-        nic_data_queue: qos.map.queue_of(scenario.transport.data_dscp),
+        nic_data_classes: scenario
+            .workloads
+            .iter()
+            .fold(0, |m, w| m | 1 << qos.map.queue_of(w.dscp)),
     };
     Egress::new(topo, cfg, queues, switches, pfc)
 }
@@ -90,7 +93,12 @@ fn egress_queues(
                     .collect(),
                 Owner::Nic(_) => Vec::new(),
             };
-            EgressQueues::new(sched, wred)
+            // Shapers are switch queuing policy; NICs pace by rate.
+            let shape = match port.owner {
+                Owner::Switch(_) => std::array::from_fn(|q| qos.queues[q].shape_bps),
+                Owner::Nic(_) => [None; QUEUES],
+            };
+            EgressQueues::new(sched, wred, shape)
         })
         .collect()
 }
@@ -314,6 +322,7 @@ fn new_qp(
     };
     let sport = 49152 + (sport % 16384) as u16;
     let ecmp = &scenario.switch.ecmp;
+    let dscp = scenario.workloads[spec.workload as usize].dscp;
     let crc_on = |src, dst, sport| {
         let template = Packet {
             src,
@@ -325,7 +334,7 @@ fn new_qp(
             header_crc: 0,
             udp_sport: sport,
             opcode: Opcode::WriteMiddle,
-            tos: Packet::tos_of(tc.data_dscp, ecn::ECT0),
+            tos: Packet::tos_of(dscp, ecn::ECT0),
             flow: crate::wire::packet::NO_FLOW,
         };
         Ecmp::header_crc(ecmp.hash, ecmp.fields, &template, topo.vlan_of(src))
@@ -346,6 +355,8 @@ fn new_qp(
         src_port: src_ports[id as usize % src_ports.len()],
         dst_port: dst_ports[id as usize % dst_ports.len()],
         udp_sport: sport,
+        dscp,
+        queue: scenario.qos.map.queue_of(dscp),
         header_crc: [
             crc(spec.src_nic, spec.dst_nic),
             crc(spec.dst_nic, spec.src_nic),

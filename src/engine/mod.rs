@@ -498,8 +498,15 @@ impl Simulation {
     /// NIC port `p` is idle with its data queue open: it sends the next
     /// data packet of its QPs, if one may go now.
     fn nic_turn(&mut self, p: PortId, n: NicId) {
-        match self.nics.pull(self.now, p, n, &mut self.packets) {
-            Pull::Sent { q, id, timer, last } => {
+        let held = self.egress.held(p, self.now);
+        match self.nics.pull(self.now, p, n, &held, &mut self.packets) {
+            Pull::Sent {
+                q,
+                id,
+                queue,
+                timer,
+                last,
+            } => {
                 if let Some(at) = timer {
                     self.queue.push(at, Event::Rto(q));
                 }
@@ -516,8 +523,7 @@ impl Simulation {
                     wire_bytes: self.packets.get(id).wire_bytes,
                     ingress: LOCAL,
                 };
-                let dq = self.nics.data_queue();
-                self.egress.transmit(&mut io!(self), p, e, dq);
+                self.egress.transmit(&mut io!(self), p, e, queue);
                 self.settle();
             }
             Pull::WaitUntil(t) => self.wake_at(p, t),

@@ -55,8 +55,12 @@ pub struct TransportConfig {
     /// Retransmission timeout: with data outstanding and no progress for
     /// this long, the requester goes back to its oldest unacknowledged PSN.
     pub rto: SimTime,
-    /// DSCP of data and ACK packets (RoCEv2 convention: 24).
+    /// DSCP of data and ACK packets (RoCEv2 convention: 24) of workloads
+    /// that give none of their own and whose tenant has none.
     pub data_dscp: u8,
+    /// DSCP of each tenant's data, by tenant id (`[transport]
+    /// tenant_dscp`).
+    pub tenant_dscp: Vec<(u16, u8)>,
     /// DSCP of CNPs (convention: 48).
     pub cnp_dscp: u8,
     /// QPs run DCQCN; otherwise every QP sends at line rate.

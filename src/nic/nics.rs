@@ -32,6 +32,9 @@ pub struct QpState {
     pub src_port: PortId,
     pub dst_port: PortId,
     pub udp_sport: u16,
+    /// DSCP of its data and ACKs, and the egress queue (class) they take.
+    pub dscp: u8,
+    pub queue: u8,
     /// ECMP header CRC (unseeded) of its data packets and of the ACK/NAKs
     /// going back.
     pub header_crc: [u32; 2],
@@ -79,13 +82,24 @@ pub enum Pull {
     Sent {
         q: QpId,
         id: PacketId,
+        /// The egress queue (class) it goes out of.
+        queue: u8,
         timer: Option<SimTime>,
         last: Option<FlowId>,
     },
-    /// Nothing may go before this time (rate, cap, PCIe or path pacing).
+    /// Nothing may go before this time (rate, cap, PCIe, path pacing or
+    /// a PFC pause of its class).
     WaitUntil(SimTime),
     /// No QP of the port has data.
     Idle,
+}
+
+/// The traffic classes a NIC port may not send in now (PFC), a bit per
+/// queue, and when each pause ends.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Held {
+    pub mask: u8,
+    pub until: [SimTime; crate::switch::classify::QUEUES],
 }
 
 /// When the receiver of a CE-marked packet sends its CNP.
@@ -275,7 +289,14 @@ impl Nics {
     /// The next data packet from port `p`'s QPs, round robin: the first
     /// QP whose rate, cap, PCIe and path allow it sends.
     #[inline]
-    pub fn pull(&mut self, now: SimTime, p: PortId, nic: NicId, packets: &mut PacketArena) -> Pull {
+    pub fn pull(
+        &mut self,
+        now: SimTime,
+        p: PortId,
+        nic: NicId,
+        held: &Held,
+        packets: &mut PacketArena,
+    ) -> Pull {
         let rto = self.cfg.rto;
         let mut earliest = SimTime::MAX;
         for _ in 0..self.rings[p.idx()].len() {
@@ -287,6 +308,12 @@ impl Nics {
             let plane = plane as usize;
             if !qp.req.has_data() {
                 qp.in_ring &= !(1 << plane);
+                continue;
+            }
+            if held.mask & (1 << qp.queue) != 0 {
+                // Its class is paused: the QPs of other classes go on.
+                earliest = earliest.min(held.until[qp.queue as usize]);
+                self.rings[p.idx()].push_back((q, plane as u8));
                 continue;
             }
             let mut t = qp
@@ -316,7 +343,7 @@ impl Nics {
                 header_crc: qp.header_crc[0],
                 udp_sport: qp.udp_sport,
                 opcode: out.opcode,
-                tos: Packet::tos_of(self.cfg.data_dscp, ecn::ECT0),
+                tos: Packet::tos_of(qp.dscp, ecn::ECT0),
                 flow: out.flow,
             };
             let pkt = if qp.path_crc.is_empty() {
@@ -349,6 +376,7 @@ impl Nics {
             return Pull::Sent {
                 q,
                 id: packets.alloc(pkt),
+                queue: qp.queue,
                 timer,
                 last,
             };
@@ -446,8 +474,8 @@ impl Nics {
         (opcode, psn): (Opcode, u32),
         packets: &mut PacketArena,
     ) -> Frame {
-        let dscp = self.cfg.data_dscp;
         let qp = &self.qps[q.idx()];
+        let dscp = qp.dscp;
         let reply = Packet {
             src: pkt.dst,
             dst: pkt.src,
@@ -494,7 +522,7 @@ impl Nics {
         };
         Frame {
             port,
-            queue: self.data_queue,
+            queue: qp.queue,
             id: packets.alloc(reply),
         }
     }
@@ -576,7 +604,7 @@ impl Nics {
             header_crc: qp.header_crc[usize::from(reverse)],
             udp_sport: qp.udp_sport,
             opcode,
-            tos: Packet::tos_of(self.cfg.data_dscp, ecn::ECT0),
+            tos: Packet::tos_of(qp.dscp, ecn::ECT0),
             flow: crate::wire::packet::NO_FLOW,
         }
     }
@@ -666,7 +694,13 @@ bytes = "8KB"
 
     /// Pulls from the sender's port at `now`; the packet sent, if any.
     fn pull(n: &mut Nics, topo: &Topology, now: SimTime, arena: &mut PacketArena) -> Pull {
-        n.pull(now, topo.nics[0].ports[0], NicId(0), arena)
+        n.pull(
+            now,
+            topo.nics[0].ports[0],
+            NicId(0),
+            &Held::default(),
+            arena,
+        )
     }
 
     #[test]
@@ -677,7 +711,9 @@ bytes = "8KB"
         assert_eq!(pull(&mut n, &topo, SimTime::ZERO, &mut arena), Pull::Idle);
         n.activate(Q);
         assert!(n.backlog(port));
-        let Pull::Sent { q, id, timer, last } = pull(&mut n, &topo, SimTime::ZERO, &mut arena)
+        let Pull::Sent {
+            q, id, timer, last, ..
+        } = pull(&mut n, &topo, SimTime::ZERO, &mut arena)
         else {
             panic!("nothing sent")
         };

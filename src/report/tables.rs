@@ -591,6 +591,7 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
     w.write_record([
         "qp",
         "flow_id",
+        "dscp",
         "cnps_sent",
         "cnps_received",
         "rate_cuts",
@@ -608,6 +609,7 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         w.write_record([
             i.to_string(),
             q.flow.0.to_string(),
+            q.dscp.to_string(),
             q.cnps_sent.to_string(),
             q.cnps_received.to_string(),
             d.map_or(0, |d| d.cuts).to_string(),

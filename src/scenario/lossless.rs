@@ -7,7 +7,7 @@ use toml::Value;
 use super::error::{Finding, KeyError, KeyPath};
 use super::raw::{RawClass, RawDcqcn, RawPfc, RawQos, RawWred};
 use super::values::{
-    choice, count, named, positive_time, probability, show, size, small_rate, time,
+    choice, count, named, positive_time, probability, rate, show, size, small_rate, time,
 };
 use crate::nic::dcqcn::{AlphaUpdate, ClampTarget, DcqcnParams, Preset, BYTE_COUNTER_OFF};
 use crate::switch::classify::{ClassMap, QUEUES};
@@ -240,6 +240,11 @@ fn class(c: &RawClass, path: &KeyPath) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
         xoff: bytes_or_auto(c.xoff.as_ref(), &path.key("xoff"))?,
         xon: bytes_or_auto(c.xon.as_ref(), &path.key("xon"))?,
         headroom: bytes_or_auto(c.headroom.as_ref(), &path.key("headroom"))?,
+        shape_bps: c
+            .shape
+            .as_ref()
+            .map(|v| rate(Some(v), &path.key("shape"), Rate::gbps(1)).map(|r| r.bps()))
+            .transpose()?,
     };
     if let (Bytes::Given(on), Bytes::Given(off)) = (cfg.xon, cfg.xoff) {
         if on >= off {

@@ -280,7 +280,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         let workloads = resolve::workloads(
             &raw.workload,
             &topology,
-            transport.mtu,
+            &transport,
             base,
             &root.key("workload"),
         )?;
@@ -289,6 +289,22 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 &root.key("workload"),
                 "missing; expected at least one [[workload]] entry",
             ));
+        }
+        // A workload in a class of its own: that class must carry its frames.
+        for w in workloads.iter().filter(|w| w.dscp != transport.data_dscp) {
+            let q = qos.map.queue_of(w.dscp) as usize;
+            let frame = qos
+                .framing
+                .frame_bytes(crate::wire::frame::Opcode::WriteFirst, transport.mtu);
+            if frame > qos.queues[q].mtu {
+                return Err(KeyError::new(
+                    &w.path.key("dscp"),
+                    format!(
+                        "got {}: its class \"{}\" (queue {q}) has an MTU of {} B, under the transport's {frame} B frames",
+                        w.dscp, qos.queues[q].name, qos.queues[q].mtu
+                    ),
+                ));
+            }
         }
         let host = resolve::host(raw.host.as_ref(), &root.key("host"))?;
         warnings.extend(pcie_check(&topology, &host));

@@ -84,6 +84,8 @@ pub struct RawClass {
     pub xoff: Option<Value>,
     pub xon: Option<Value>,
     pub headroom: Option<Value>,
+    /// Most the class may send out of a port, as a rate ("100G").
+    pub shape: Option<Value>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -264,6 +266,9 @@ pub struct RawTransport {
     pub reorder_buffer: Option<Value>,
     pub dscp: Option<i64>,
     pub cnp_dscp: Option<i64>,
+    /// DSCP of each tenant's data (tenant id to DSCP), for workloads that
+    /// give none of their own.
+    pub tenant_dscp: Option<std::collections::BTreeMap<String, Value>>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -281,6 +286,9 @@ pub struct RawWorkload {
     pub rail_aligned: Option<bool>,
     pub rate: Option<Value>,
     pub tenant: Option<i64>,
+    /// DSCP of this workload's data and ACKs (default: its tenant's, or
+    /// the transport's).
+    pub dscp: Option<i64>,
     pub op: Option<String>,
     pub algorithm: Option<String>,
     pub channels: Option<i64>,

@@ -490,10 +490,40 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         ack_every: count(t.ack_every, &path.key("ack_every"), 4, 1)?,
         rto,
         data_dscp: dscp(t.dscp, "dscp", 24)?,
+        tenant_dscp: tenant_dscp(t.tenant_dscp.as_ref(), &path.key("tenant_dscp"))?,
         cnp_dscp: dscp(t.cnp_dscp, "cnp_dscp", 48)?,
         dcqcn_enabled,
         dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::ConnectxFirmware),
     })
+}
+
+/// `[transport] tenant_dscp`: tenant id to the DSCP of its data.
+fn tenant_dscp(
+    raw: Option<&std::collections::BTreeMap<String, Value>>,
+    path: &KeyPath,
+) -> R<Vec<(u16, u8)>> {
+    let mut out = Vec::new();
+    for (k, v) in raw.into_iter().flatten() {
+        let p = path.key(k);
+        let tenant = k.parse::<u16>().map_err(|_| {
+            KeyError::new(
+                &p,
+                format!("got tenant \"{k}\", expected a tenant (job) id 0 to 65535"),
+            )
+        })?;
+        let d = match v.as_integer() {
+            Some(d @ 0..=63) => d as u8,
+            _ => {
+                return Err(KeyError::new(
+                    &p,
+                    format!("got {}, expected a DSCP from 0 to 63", show(v)),
+                ))
+            }
+        };
+        out.push((tenant, d));
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 /// The retransmission timeout of an RC QP as NCCL configures it:
@@ -537,10 +567,12 @@ fn gpu_list(topo: &Topology, list: &Option<Vec<i64>>, path: &KeyPath) -> R<Vec<G
 pub fn workloads(
     raw: &[RawWorkload],
     topo: &Topology,
-    mtu: u32,
+    transport: &TransportConfig,
     base: &std::path::Path,
     path: &KeyPath,
 ) -> R<Vec<Workload>> {
+    let mtu = transport.mtu;
+    let (tenant_dscp, default_dscp) = (&transport.tenant_dscp, transport.data_dscp);
     let mut out = Vec::new();
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
@@ -773,6 +805,19 @@ pub fn workloads(
                     return Err(KeyError::new(
                         &p.key("tenant"),
                         format!("got {t}, expected a tenant (job) id 0 to 65535"),
+                    ))
+                }
+            },
+            dscp: match w.dscp {
+                None => tenant_dscp
+                    .iter()
+                    .find(|&&(t, _)| Some(i64::from(t)) == w.tenant)
+                    .map_or(default_dscp, |&(_, d)| d),
+                Some(d @ 0..=63) => d as u8,
+                Some(d) => {
+                    return Err(KeyError::new(
+                        &p.key("dscp"),
+                        format!("got {d}, expected a DSCP from 0 to 63"),
                     ))
                 }
             },

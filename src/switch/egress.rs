@@ -96,8 +96,9 @@ pub struct EgressConfig {
     /// The queue and DSCP trimmed headers (and CNPs) go out with.
     pub header_queue: u8,
     pub header_dscp: u8,
-    /// The queue NIC data packets go out of.
-    pub nic_data_queue: u8,
+    /// The queues NIC data packets go out of (a bit each): one per
+    /// traffic class the workloads use.
+    pub nic_data_classes: u8,
 }
 
 /// Fabric-wide counts of what egress did.
@@ -385,8 +386,12 @@ impl Egress {
             return NicTurn::NONE;
         }
         let now = io.now();
-        if port.idle(now) && !(port.ever_paused && self.queues[p.idx()].is_paused(queue, now)) {
-            self.queues[p.idx()].count_direct(queue);
+        let qs = &self.queues[p.idx()];
+        if port.idle(now)
+            && !(port.ever_paused && qs.is_paused(queue, now))
+            && !qs.is_shaped(queue, now)
+        {
+            self.queues[p.idx()].count_direct(queue, e.wire_bytes, now);
             self.transmit(io, p, e, queue);
             NicTurn::NONE
         } else {
@@ -413,6 +418,22 @@ impl Egress {
             self.queues[p.idx()].enqueue_control(id, wire);
             self.ports[p.idx()].queued += 1;
             self.kick(io, p)
+        }
+    }
+
+    /// The classes NIC port `p`'s QPs may not send in now. With one class
+    /// there is nothing to tell: the port is not offered to its QPs while
+    /// that class is paused.
+    #[inline]
+    pub fn held(&self, p: PortId, now: SimTime) -> crate::nic::nics::Held {
+        let classes = self.cfg.nic_data_classes;
+        if classes.count_ones() < 2 {
+            return crate::nic::nics::Held::default();
+        }
+        let qs = &self.queues[p.idx()];
+        crate::nic::nics::Held {
+            mask: qs.paused_among(classes, now),
+            until: qs.paused_until,
         }
     }
 
@@ -452,10 +473,17 @@ impl Egress {
         let Owner::Nic(n) = self.owners[p.idx()] else {
             return NicTurn::NONE;
         };
-        let dq = self.cfg.nic_data_queue;
-        if self.queues[p.idx()].is_paused(dq, now) {
+        // The NIC's QPs may send unless every class they send in is paused.
+        let classes = self.cfg.nic_data_classes;
+        let qs = &self.queues[p.idx()];
+        let held = qs.paused_among(classes, now);
+        if held == classes {
             if io.nic_backlog(p) {
-                let until = self.queues[p.idx()].paused_until[dq as usize];
+                let until = (0..QUEUES)
+                    .filter(|&q| held & (1 << q) != 0)
+                    .map(|q| qs.paused_until[q])
+                    .min()
+                    .unwrap_or(now);
                 self.wake_at(io, p, until);
             }
             return NicTurn::NONE;

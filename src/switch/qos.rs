@@ -71,6 +71,9 @@ pub struct QueueConfig {
     pub xoff: Bytes,
     pub xon: Bytes,
     pub headroom: Bytes,
+    /// At most this many bits per second out of each switch port (a
+    /// shaper: frames wait in the queue), if set.
+    pub shape_bps: Option<u64>,
 }
 
 impl QueueConfig {
@@ -87,6 +90,7 @@ impl QueueConfig {
             xoff: Bytes::Auto,
             xon: Bytes::Auto,
             headroom: Bytes::Auto,
+            shape_bps: None,
         }
     }
 }

@@ -145,6 +145,8 @@ pub struct EgressQueues {
     current: u8,
     /// PFC frames waiting in `control`.
     n_control: u16,
+    /// Bit i set when queue i is shaped (`shape_bps`).
+    shaped: u8,
     /// ECN marks on this port, for the sampler (wraps; it takes
     /// differences). The per-queue totals are in `counts`.
     pub marks: u32,
@@ -159,10 +161,16 @@ pub struct EgressQueues {
     pub counts: [QueueCounts; QUEUES],
     /// WRED per queue, inline: marking reads no other allocation.
     pub wred: [Option<Wred>; QUEUES],
+    /// Shaped queues: their rate, and when each may send its next frame
+    /// (a frame's time at that rate after the one before).
+    shape_bps: [u64; QUEUES],
+    shape_next: [SimTime; QUEUES],
 }
 
 impl EgressQueues {
-    pub fn new(sched: Scheduler, wred: Vec<Wred>) -> Self {
+    /// Queues scheduled by `sched`, with `wred` and at most `shape_bps`
+    /// per queue where given.
+    pub fn new(sched: Scheduler, wred: Vec<Wred>, shape_bps: [Option<u64>; QUEUES]) -> Self {
         let mut q = EgressQueues {
             strict: sched.strict,
             weighted: (0..QUEUES).fold(0u8, |m, i| m | (u8::from(sched.quantum[i] > 0) << i)),
@@ -174,7 +182,43 @@ impl EgressQueues {
             let i = w.queue as usize;
             q.wred[i] = Some(w);
         }
+        for (i, bps) in shape_bps.iter().enumerate() {
+            if let Some(bps) = *bps {
+                q.shaped |= 1 << i;
+                q.shape_bps[i] = bps;
+            }
+        }
         q
+    }
+
+    /// Queues whose shaper lets them send at `now`.
+    #[inline]
+    fn unshaped(&self, now: SimTime) -> u8 {
+        let mut held = 0;
+        let mut m = self.shaped;
+        while m != 0 {
+            let q = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if self.shape_next[q] > now {
+                held |= 1 << q;
+            }
+        }
+        !held
+    }
+
+    /// Whether queue `q`'s shaper holds its frames at `now`.
+    #[inline]
+    pub fn is_shaped(&self, q: u8, now: SimTime) -> bool {
+        self.shaped & (1 << q) != 0 && self.shape_next[q as usize] > now
+    }
+
+    /// A frame of queue `q` went out at `now`: its shaper's next time.
+    #[inline]
+    fn shaper_sent(&mut self, q: usize, wire_bytes: u32, now: SimTime) {
+        if self.shaped & (1 << q) != 0 {
+            let ps = (wire_bytes as u128 * 8_000_000_000_000).div_ceil(self.shape_bps[q] as u128);
+            self.shape_next[q] = self.shape_next[q].max(now) + SimTime(ps as u64);
+        }
     }
 
     /// Whether queue `q` has WRED.
@@ -239,6 +283,20 @@ impl EgressQueues {
         self.nonempty & (1 << q) != 0
     }
 
+    /// The queues of `among` paused at `now` (a bit each).
+    pub fn paused_among(&self, among: u8, now: SimTime) -> u8 {
+        let mut held = 0;
+        let mut m = self.paused & among;
+        while m != 0 {
+            let q = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if self.paused_until[q] > now {
+                held |= 1 << q;
+            }
+        }
+        held
+    }
+
     /// Whether queue `q` is paused at `now`.
     pub fn is_paused(&self, q: u8, now: SimTime) -> bool {
         self.paused & (1 << q) != 0 && self.paused_until[q as usize] > now
@@ -261,11 +319,24 @@ impl EgressQueues {
         if self.nonempty == 0 {
             return Dequeued::Empty;
         }
-        let eligible = self.nonempty & self.unpaused(now);
+        let mut eligible = self.nonempty & self.unpaused(now);
+        if self.shaped != 0 {
+            eligible &= self.unshaped(now);
+        }
         if eligible == 0 {
+            // Each waiting queue can go once its pause and its shaper allow.
             let until = (0..QUEUES)
                 .filter(|&q| self.nonempty & (1 << q) != 0)
-                .map(|q| self.paused_until[q])
+                .map(|q| {
+                    let paused = self.paused & (1 << q) != 0;
+                    let p = if paused { self.paused_until[q] } else { now };
+                    let s = if self.shaped & (1 << q) != 0 {
+                        self.shape_next[q]
+                    } else {
+                        now
+                    };
+                    p.max(s)
+                })
                 .min()
                 .unwrap_or(now);
             return Dequeued::Blocked(until);
@@ -288,6 +359,9 @@ impl EgressQueues {
             self.nonempty &= !(1 << q);
         }
         self.total_bytes -= b as u64;
+        if self.shaped != 0 {
+            self.shaper_sent(q, e.wire_bytes, now);
+        }
         Dequeued::Frame(e, q as u8)
     }
 
@@ -328,9 +402,13 @@ impl EgressQueues {
 
     /// A frame of queue `q` went straight onto the idle wire.
     #[inline]
-    pub fn count_direct(&mut self, q: u8) {
+    /// A frame of queue `q` went straight onto the idle wire at `now`.
+    pub fn count_direct(&mut self, q: u8, wire_bytes: u32, now: SimTime) {
         if let Some(f) = self.fifo.get_mut(q as usize) {
             f.direct += 1;
+            if self.shaped != 0 {
+                self.shaper_sent(q as usize, wire_bytes, now);
+            }
         }
     }
 
@@ -437,7 +515,11 @@ mod tests {
         let mut pct = [0; QUEUES];
         pct[0] = 50;
         pct[3] = 50;
-        EgressQueues::new(Scheduler::new(1 << 7, pct, 9236), Vec::new())
+        EgressQueues::new(
+            Scheduler::new(1 << 7, pct, 9236),
+            Vec::new(),
+            [None; QUEUES],
+        )
     }
 
     #[test]
@@ -456,7 +538,7 @@ mod tests {
         let mut pct = [0; QUEUES];
         pct[0] = 25;
         pct[3] = 75;
-        let mut q = EgressQueues::new(Scheduler::new(0, pct, 1000), Vec::new());
+        let mut q = EgressQueues::new(Scheduler::new(0, pct, 1000), Vec::new(), [None; QUEUES]);
         for i in 0..400 {
             q.enqueue(0, PacketId(i), 1000, LOCAL);
             q.enqueue(3, PacketId(1000 + i), 1000, LOCAL);
@@ -471,7 +553,7 @@ mod tests {
     fn weight_zero_queue_only_when_others_are_idle() {
         let mut pct = [0; QUEUES];
         pct[3] = 100;
-        let mut q = EgressQueues::new(Scheduler::new(0, pct, 1000), Vec::new());
+        let mut q = EgressQueues::new(Scheduler::new(0, pct, 1000), Vec::new(), [None; QUEUES]);
         q.enqueue(1, PacketId(1), 1000, LOCAL);
         q.enqueue(3, PacketId(2), 1000, LOCAL);
         q.enqueue(3, PacketId(3), 1000, LOCAL);
@@ -491,5 +573,35 @@ mod tests {
         q.enqueue(0, PacketId(2), 1000, LOCAL);
         assert_eq!(ids(&mut q, SimTime(10)), vec![2]);
         assert_eq!(ids(&mut q, SimTime(500)), vec![1]);
+    }
+
+    /// A shaped strict queue goes first only while its shaper allows:
+    /// between its frames the weighted queue gets the wire, and when
+    /// nothing else waits the port is blocked until the shaper's time.
+    #[test]
+    fn shaped_strict_queue_leaves_the_rest_to_the_others() {
+        let mut pct = [0; QUEUES];
+        pct[3] = 100;
+        let mut shape = [None; QUEUES];
+        // 1000 B frames at 8 Gb/s: one every 1000 ns.
+        shape[7] = Some(8_000_000_000);
+        let mut q = EgressQueues::new(Scheduler::new(1 << 7, pct, 1000), Vec::new(), shape);
+        for i in 0..3 {
+            q.enqueue(7, PacketId(i), 1000, LOCAL);
+            q.enqueue(3, PacketId(10 + i), 1000, LOCAL);
+        }
+        let t = SimTime::from_ns;
+        let take = |q: &mut EgressQueues, at: SimTime| match q.dequeue(at) {
+            Dequeued::Frame(e, _) => Some(e.id.0),
+            _ => None,
+        };
+        assert_eq!(take(&mut q, t(0)), Some(0));
+        // The strict queue waits for its shaper; queue 3 goes meanwhile.
+        assert_eq!(take(&mut q, t(100)), Some(10));
+        assert_eq!(take(&mut q, t(200)), Some(11));
+        assert_eq!(take(&mut q, t(1000)), Some(1));
+        assert_eq!(take(&mut q, t(1100)), Some(12));
+        assert!(matches!(q.dequeue(t(1200)), Dequeued::Blocked(b) if b == t(2000)));
+        assert_eq!(take(&mut q, t(2000)), Some(2));
     }
 }

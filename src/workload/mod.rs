@@ -34,6 +34,10 @@ pub struct Workload {
     pub rate: Option<crate::units::Rate>,
     /// Tenant (job) id, which TELB policies can match.
     pub tenant: u16,
+    /// DSCP of its data and ACKs, so its traffic class at every switch
+    /// and NIC: its own `dscp`, else its tenant's (`[transport]
+    /// tenant_dscp`), else `transport.dscp`.
+    pub dscp: u8,
     /// Where this entry sits in the scenario, for error messages.
     pub path: KeyPath,
 }
