@@ -499,7 +499,7 @@ impl Simulation {
     /// data packet of its QPs, if one may go now.
     fn nic_turn(&mut self, p: PortId, n: NicId) {
         let held = self.egress.held(p, self.now);
-        match self.nics.pull(self.now, p, n, &held, &mut self.packets) {
+        match self.nics.pull(self.now, p, n, held, &mut self.packets) {
             Pull::Sent {
                 q,
                 id,

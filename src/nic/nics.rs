@@ -96,10 +96,19 @@ pub enum Pull {
 
 /// The traffic classes a NIC port may not send in now (PFC), a bit per
 /// queue, and when each pause ends.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Held {
+#[derive(Clone, Copy, Debug)]
+pub struct Held<'a> {
     pub mask: u8,
-    pub until: [SimTime; crate::switch::classify::QUEUES],
+    /// By queue: until when it is paused (read only where `mask` says).
+    pub until: &'a [SimTime],
+}
+
+impl Held<'_> {
+    /// Nothing held.
+    pub const NONE: Held<'static> = Held {
+        mask: 0,
+        until: &[],
+    };
 }
 
 /// When the receiver of a CE-marked packet sends its CNP.
@@ -294,7 +303,7 @@ impl Nics {
         now: SimTime,
         p: PortId,
         nic: NicId,
-        held: &Held,
+        held: Held,
         packets: &mut PacketArena,
     ) -> Pull {
         let rto = self.cfg.rto;
@@ -310,7 +319,7 @@ impl Nics {
                 qp.in_ring &= !(1 << plane);
                 continue;
             }
-            if held.mask & (1 << qp.queue) != 0 {
+            if held.mask != 0 && held.mask & (1 << qp.queue) != 0 {
                 // Its class is paused: the QPs of other classes go on.
                 earliest = earliest.min(held.until[qp.queue as usize]);
                 self.rings[p.idx()].push_back((q, plane as u8));
@@ -694,13 +703,7 @@ bytes = "8KB"
 
     /// Pulls from the sender's port at `now`; the packet sent, if any.
     fn pull(n: &mut Nics, topo: &Topology, now: SimTime, arena: &mut PacketArena) -> Pull {
-        n.pull(
-            now,
-            topo.nics[0].ports[0],
-            NicId(0),
-            &Held::default(),
-            arena,
-        )
+        n.pull(now, topo.nics[0].ports[0], NicId(0), Held::NONE, arena)
     }
 
     #[test]

@@ -23,6 +23,7 @@ use super::port::{PortDrops, PortState};
 use super::qos::{pause_time, MarkPoint, PfcConfig, WatchdogAction};
 use super::schedule::{held, Dequeued, EgressQueues, Queued, CONTROL, LOCAL};
 use super::SwitchState;
+use crate::nic::nics::Held;
 use crate::topology::{NicId, Owner, PortId, QpId, Topology};
 use crate::units::{Rate, SimTime};
 use crate::wire::frame::{self, ecn, Framing};
@@ -175,6 +176,10 @@ pub struct Egress {
     links_failed: bool,
     /// Report every frame put on a link as `Fate::Sent`.
     pub capturing: bool,
+    /// Some queue has a shaper (the common case checks nothing).
+    shaping: bool,
+    /// NICs send in more than one class (`held`).
+    nic_classes: bool,
     cfg: EgressConfig,
     fates: Vec<Fate>,
     pub counters: EgressCounters,
@@ -192,6 +197,8 @@ impl Egress {
         (pfc_slot, pfc_slots, pfc): ([u8; QUEUES], usize, Vec<PfcPrio>),
     ) -> Egress {
         let n = topo.ports.len();
+        let shaping = queues.iter().any(|q| q.has_shapers());
+        let nic_classes = cfg.nic_data_classes.count_ones() > 1;
         Egress {
             ports: PortState::from_topology(topo),
             queues,
@@ -206,6 +213,8 @@ impl Egress {
             wake_at: vec![SimTime::MAX; n],
             links_failed: false,
             capturing: false,
+            shaping,
+            nic_classes,
             cfg,
             fates: Vec::new(),
             counters: EgressCounters::default(),
@@ -389,9 +398,13 @@ impl Egress {
         let qs = &self.queues[p.idx()];
         if port.idle(now)
             && !(port.ever_paused && qs.is_paused(queue, now))
-            && !qs.is_shaped(queue, now)
+            && !(self.shaping && qs.is_shaped(queue, now))
         {
-            self.queues[p.idx()].count_direct(queue, e.wire_bytes, now);
+            let qs = &mut self.queues[p.idx()];
+            qs.count_direct(queue);
+            if self.shaping {
+                qs.shaper_sent(queue as usize, e.wire_bytes, now);
+            }
             self.transmit(io, p, e, queue);
             NicTurn::NONE
         } else {
@@ -425,15 +438,14 @@ impl Egress {
     /// there is nothing to tell: the port is not offered to its QPs while
     /// that class is paused.
     #[inline]
-    pub fn held(&self, p: PortId, now: SimTime) -> crate::nic::nics::Held {
-        let classes = self.cfg.nic_data_classes;
-        if classes.count_ones() < 2 {
-            return crate::nic::nics::Held::default();
+    pub fn held(&self, p: PortId, now: SimTime) -> Held<'_> {
+        if !self.nic_classes {
+            return Held::NONE;
         }
         let qs = &self.queues[p.idx()];
-        crate::nic::nics::Held {
-            mask: qs.paused_among(classes, now),
-            until: qs.paused_until,
+        Held {
+            mask: qs.paused_among(self.cfg.nic_data_classes, now),
+            until: &qs.paused_until,
         }
     }
 

@@ -192,7 +192,8 @@ impl EgressQueues {
     }
 
     /// Queues whose shaper lets them send at `now`.
-    #[inline]
+    #[cold]
+    #[inline(never)]
     fn unshaped(&self, now: SimTime) -> u8 {
         let mut held = 0;
         let mut m = self.shaped;
@@ -212,13 +213,40 @@ impl EgressQueues {
         self.shaped & (1 << q) != 0 && self.shape_next[q as usize] > now
     }
 
+    /// Whether some queue has a shaper.
+    pub fn has_shapers(&self) -> bool {
+        self.shaped != 0
+    }
+
     /// A frame of queue `q` went out at `now`: its shaper's next time.
-    #[inline]
-    fn shaper_sent(&mut self, q: usize, wire_bytes: u32, now: SimTime) {
+    #[cold]
+    #[inline(never)]
+    pub fn shaper_sent(&mut self, q: usize, wire_bytes: u32, now: SimTime) {
         if self.shaped & (1 << q) != 0 {
             let ps = (wire_bytes as u128 * 8_000_000_000_000).div_ceil(self.shape_bps[q] as u128);
             self.shape_next[q] = self.shape_next[q].max(now) + SimTime(ps as u64);
         }
+    }
+
+    /// When the first waiting queue may go: once its pause and its shaper
+    /// allow.
+    #[cold]
+    #[inline(never)]
+    fn blocked_until(&self, now: SimTime) -> SimTime {
+        (0..QUEUES)
+            .filter(|&q| self.nonempty & (1 << q) != 0)
+            .map(|q| {
+                let paused = self.paused & (1 << q) != 0;
+                let p = if paused { self.paused_until[q] } else { now };
+                let s = if self.shaped & (1 << q) != 0 {
+                    self.shape_next[q]
+                } else {
+                    now
+                };
+                p.max(s)
+            })
+            .min()
+            .unwrap_or(now)
     }
 
     /// Whether queue `q` has WRED.
@@ -324,22 +352,7 @@ impl EgressQueues {
             eligible &= self.unshaped(now);
         }
         if eligible == 0 {
-            // Each waiting queue can go once its pause and its shaper allow.
-            let until = (0..QUEUES)
-                .filter(|&q| self.nonempty & (1 << q) != 0)
-                .map(|q| {
-                    let paused = self.paused & (1 << q) != 0;
-                    let p = if paused { self.paused_until[q] } else { now };
-                    let s = if self.shaped & (1 << q) != 0 {
-                        self.shape_next[q]
-                    } else {
-                        now
-                    };
-                    p.max(s)
-                })
-                .min()
-                .unwrap_or(now);
-            return Dequeued::Blocked(until);
+            return Dequeued::Blocked(self.blocked_until(now));
         }
         let strict = eligible & self.strict;
         let q = if strict != 0 {
@@ -359,7 +372,7 @@ impl EgressQueues {
             self.nonempty &= !(1 << q);
         }
         self.total_bytes -= b as u64;
-        if self.shaped != 0 {
+        if self.shaped & (1 << q) != 0 {
             self.shaper_sent(q, e.wire_bytes, now);
         }
         Dequeued::Frame(e, q as u8)
@@ -402,13 +415,9 @@ impl EgressQueues {
 
     /// A frame of queue `q` went straight onto the idle wire.
     #[inline]
-    /// A frame of queue `q` went straight onto the idle wire at `now`.
-    pub fn count_direct(&mut self, q: u8, wire_bytes: u32, now: SimTime) {
+    pub fn count_direct(&mut self, q: u8) {
         if let Some(f) = self.fifo.get_mut(q as usize) {
             f.direct += 1;
-            if self.shaped != 0 {
-                self.shaper_sent(q as usize, wire_bytes, now);
-            }
         }
     }
 
