@@ -311,6 +311,9 @@ fn new_qp(
         let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
         req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
     }
+    if let Some(p) = &tc.dctcp {
+        req.rate = RateControl::Dctcp(crate::nic::dctcp::Dctcp::new(p));
+    }
     if let Some(m) = tc.mrc {
         req = req.with_mrc(m, src_ports.len().min(8) as u32);
         resp = resp.with_sack();

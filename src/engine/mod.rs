@@ -644,7 +644,13 @@ impl Simulation {
                 series::count_cnp(&mut self.series, port);
                 first(&mut self.firsts.rate_cut_ps, now);
             }
-            Rx::Acked(q) => self.messages_acked(q),
+            Rx::Acked(q) => {
+                self.messages_acked(q);
+                if self.scenario().transport.dctcp.is_some() {
+                    // Its window may have opened.
+                    self.kick_qp(q);
+                }
+            }
             Rx::Resend(q) => self.kick_qp(q),
             Rx::Data {
                 q,

@@ -10,6 +10,7 @@
 //! paces its QPs in the event loop; NVLink copies never reach the NIC.
 
 pub mod dcqcn;
+pub mod dctcp;
 pub mod mrc;
 pub mod nics;
 pub mod rate;
@@ -63,8 +64,12 @@ pub struct TransportConfig {
     pub tenant_dscp: Vec<(u16, u8)>,
     /// DSCP of CNPs (convention: 48).
     pub cnp_dscp: u8,
-    /// QPs run DCQCN; otherwise every QP sends at line rate.
+    /// QPs run DCQCN; otherwise every QP sends at line rate (or under
+    /// `dctcp`'s window).
     pub dcqcn_enabled: bool,
+    /// QPs keep a DCTCP-style congestion window (`congestion_control =
+    /// "dctcp"`).
+    pub dctcp: Option<dctcp::DctcpParams>,
     /// DCQCN parameters; their preset also gives the switch-side marking
     /// thresholds classes leave unset, whether or not NICs react.
     pub dcqcn: dcqcn::DcqcnParams,

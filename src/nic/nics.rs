@@ -315,7 +315,9 @@ impl Nics {
             let qp = &mut self.qps[q.idx()];
             debug_assert_eq!(qp.planes[plane as usize], p);
             let plane = plane as usize;
-            if !qp.req.has_data() {
+            if !qp.req.has_data() || !qp.req.window_open() {
+                // Nothing to send, or its window is full: an ACK puts it
+                // back (`activate`).
                 qp.in_ring &= !(1 << plane);
                 continue;
             }
@@ -442,9 +444,22 @@ impl Nics {
                     m.on_echo(now, path, pkt.ecn() == ecn::CE);
                     m.delivered_on(path);
                 }
-                if qp.req.on_ack(now, pkt.psn, rto) {
+                let before = qp.req.una;
+                let acked = qp.req.on_ack(now, pkt.psn, rto);
+                let opened = match &self.cfg.dctcp {
+                    Some(p) => qp.req.window_feedback(p, before, pkt.flow, false),
+                    None => false,
+                };
+                let probe = qp.req.mrc.is_some() && qp.req.has_data();
+                if opened {
+                    self.activate(q);
+                }
+                if acked {
+                    // The engine kicks a windowed QP's ports after this too.
                     Rx::Acked(q)
-                } else if qp.req.mrc.is_some() && qp.req.has_data() {
+                } else if opened {
+                    Rx::Resend(q)
+                } else if probe {
                     // An acknowledged probe may have reopened a path.
                     self.activate(q);
                     Rx::Resend(q)
@@ -453,13 +468,21 @@ impl Nics {
                 }
             }
             Opcode::Nak => {
-                self.qps[q.idx()].req.on_nak(now, pkt.psn, rto);
+                let qp = &mut self.qps[q.idx()];
+                let before = qp.req.una;
+                qp.req.on_nak(now, pkt.psn, rto);
+                if let Some(p) = &self.cfg.dctcp {
+                    qp.req.window_feedback(p, before, pkt.flow, true);
+                }
                 self.activate(q);
                 Rx::Resend(q)
             }
             _ => {
                 let ack_every = self.cfg.ack_every;
                 let qp = &mut self.qps[q.idx()];
+                if pkt.ecn() == ecn::CE {
+                    qp.resp.ce_packets = qp.resp.ce_packets.wrapping_add(1);
+                }
                 let pool = &mut self.reorder[pkt.dst.idx()];
                 let out = qp.resp.on_data(pkt.psn, pkt.payload, ack_every, pool);
                 Rx::Data {
@@ -496,7 +519,11 @@ impl Nics {
             udp_sport: qp.udp_sport,
             opcode,
             tos: Packet::tos_of(dscp, ecn::ECT0),
-            flow: crate::wire::packet::NO_FLOW,
+            flow: if self.cfg.dctcp.is_some() {
+                qp.resp.ce_packets
+            } else {
+                crate::wire::packet::NO_FLOW
+            },
         };
         // MRC acknowledges on the path (UDP source port) the data took, so
         // that ACKs spread, and fail, path by path like the data, and
@@ -589,6 +616,9 @@ impl Nics {
     pub fn timer(&mut self, now: SimTime, q: QpId) -> TimerAction {
         let action = self.qps[q.idx()].req.on_timer(now, self.cfg.rto);
         if let TimerAction::Retransmit(_) = action {
+            if let Some(p) = &self.cfg.dctcp {
+                self.qps[q.idx()].req.window_timeout(p, now);
+            }
             self.activate(q);
         }
         action

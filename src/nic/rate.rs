@@ -1,6 +1,7 @@
 //! Per-QP rate control: when may the requester put its next packet on the
 //! wire. `LineRate` leaves it to the NIC port; `Dcqcn` paces the QP at its
-//! DCQCN rate, cut by CNPs and recovered by timers and a byte counter.
+//! DCQCN rate, cut by CNPs and recovered by timers and a byte counter;
+//! `Dctcp` sends at line rate within a congestion window (`window_open`).
 
 use super::dcqcn::{Dcqcn, DcqcnParams};
 use crate::units::SimTime;
@@ -10,6 +11,7 @@ pub enum RateControl {
     /// No limit beyond the port itself.
     LineRate,
     Dcqcn(Dcqcn),
+    Dctcp(super::dctcp::Dctcp),
 }
 
 impl RateControl {
@@ -17,7 +19,7 @@ impl RateControl {
     #[inline]
     pub fn earliest_send(&self, now: SimTime, p: &DcqcnParams) -> SimTime {
         match self {
-            RateControl::LineRate => now,
+            RateControl::LineRate | RateControl::Dctcp(_) => now,
             RateControl::Dcqcn(d) => d.earliest_send(now, p),
         }
     }
@@ -26,7 +28,7 @@ impl RateControl {
     #[inline]
     pub fn on_send(&mut self, now: SimTime, wire_bytes: u32, p: &DcqcnParams) {
         match self {
-            RateControl::LineRate => {}
+            RateControl::LineRate | RateControl::Dctcp(_) => {}
             RateControl::Dcqcn(d) => d.on_send(now, wire_bytes, p),
         }
     }
@@ -34,15 +36,22 @@ impl RateControl {
     /// A CNP for this QP arrived.
     pub fn on_cnp(&mut self, now: SimTime, p: &DcqcnParams) {
         match self {
-            RateControl::LineRate => {}
+            RateControl::LineRate | RateControl::Dctcp(_) => {}
             RateControl::Dcqcn(d) => d.on_cnp(now, p),
         }
     }
 
     pub fn dcqcn(&self) -> Option<&Dcqcn> {
         match self {
-            RateControl::LineRate => None,
             RateControl::Dcqcn(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn dctcp(&self) -> Option<&super::dctcp::Dctcp> {
+        match self {
+            RateControl::Dctcp(d) => Some(d),
+            _ => None,
         }
     }
 }

@@ -276,6 +276,44 @@ impl Requester {
         }
     }
 
+    /// Whether a congestion window leaves room for another packet (always,
+    /// without one).
+    #[inline]
+    pub fn window_open(&self) -> bool {
+        match &self.rate {
+            RateControl::Dctcp(d) => d.open(self.next - self.una),
+            _ => true,
+        }
+    }
+
+    /// An ACK or NAK moved `una` from `before`, with the receiver's CE
+    /// count `ce`: a congestion window reacts (`nak`: a loss). Returns
+    /// whether the QP may send now where it may not have before.
+    pub fn window_feedback(
+        &mut self,
+        p: &super::dctcp::DctcpParams,
+        before: u32,
+        ce: u32,
+        nak: bool,
+    ) -> bool {
+        let (una, next) = (self.una, self.next);
+        let RateControl::Dctcp(d) = &mut self.rate else {
+            return false;
+        };
+        d.on_ack(p, una.saturating_sub(before), ce, una, next);
+        if nak {
+            d.on_loss(p, una, next);
+        }
+        self.has_data() && self.window_open()
+    }
+
+    /// The retransmission timer fired: a congestion window restarts.
+    pub fn window_timeout(&mut self, p: &super::dctcp::DctcpParams, now: SimTime) {
+        if let RateControl::Dctcp(d) = &mut self.rate {
+            d.on_timeout(p, now);
+        }
+    }
+
     #[inline]
     pub fn has_data(&self) -> bool {
         match &self.mrc {
@@ -490,6 +528,9 @@ pub struct Responder {
     pub duplicates: u64,
     pub naks_sent: u64,
     pub delivered_bytes: u64,
+    /// Data packets that arrived CE-marked (a running count ACKs carry
+    /// back for a congestion window).
+    pub ce_packets: u32,
     /// Trimmed packets (headers only) received.
     pub trimmed: u64,
     /// MRC-like: place every packet and acknowledge each PSN selectively.

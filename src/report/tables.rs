@@ -587,8 +587,8 @@ pub fn pfc_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
 
 /// One row per QP: its transfer, CNPs and DCQCN rate.
 pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
-    let mut w = csv::Writer::from_writer(out);
-    w.write_record([
+    let mut w_out = csv::Writer::from_writer(out);
+    w_out.write_record([
         "qp",
         "flow_id",
         "dscp",
@@ -603,10 +603,14 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "naks_sent",
         "max_reorder_bytes",
         "reorder_discards",
+        "window_cuts",
+        "min_window_packets",
+        "final_window_packets",
     ])?;
     for (i, q) in sim.qps().iter().enumerate() {
         let d = q.req.rate.dcqcn();
-        w.write_record([
+        let w = q.req.rate.dctcp();
+        w_out.write_record([
             i.to_string(),
             q.flow.0.to_string(),
             q.dscp.to_string(),
@@ -621,7 +625,10 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
             q.resp.naks_sent.to_string(),
             q.resp.max_held_bytes.to_string(),
             q.resp.discarded.to_string(),
+            w.map_or(0, |w| w.cuts).to_string(),
+            w.map_or(String::new(), |w| format!("{:.2}", w.min_cwnd)),
+            w.map_or(String::new(), |w| format!("{:.2}", w.cwnd)),
         ])?;
     }
-    finish(w)
+    finish(w_out)
 }

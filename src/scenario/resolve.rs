@@ -373,12 +373,13 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         ],
         WriteMode::FirstMiddleLast,
     )?;
-    let dcqcn_enabled = choice(
+    let cc = choice(
         t.congestion_control.as_deref(),
         &path.key("congestion_control"),
-        &[("dcqcn", true), ("none", false)],
-        true,
+        &[("dcqcn", "dcqcn"), ("dctcp", "dctcp"), ("none", "none")],
+        "dcqcn",
     )?;
+    let dcqcn_enabled = cc == "dcqcn";
     let dscp = |v: Option<i64>, key: &str, default: u8| match v {
         None => Ok(default),
         Some(d @ 0..=63) => Ok(d as u8),
@@ -481,6 +482,12 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             "got 0, expected a positive retransmission timeout",
         ));
     }
+    if cc == "dctcp" && mrc.is_some() {
+        return Err(KeyError::new(
+            &path.key("congestion_control"),
+            "got \"dctcp\" with protocol = \"mrc\": the DCTCP-style window is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path",
+        ));
+    }
     Ok(TransportConfig {
         mtu: mtu as u32,
         ooo,
@@ -493,6 +500,7 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         tenant_dscp: tenant_dscp(t.tenant_dscp.as_ref(), &path.key("tenant_dscp"))?,
         cnp_dscp: dscp(t.cnp_dscp, "cnp_dscp", 48)?,
         dcqcn_enabled,
+        dctcp: (cc == "dctcp").then_some(crate::nic::dctcp::DctcpParams::default()),
         dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::ConnectxFirmware),
     })
 }

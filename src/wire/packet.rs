@@ -33,7 +33,9 @@ pub struct Packet {
     /// in bits 1..0. On a PFC frame: the class-enable vector.
     pub tos: u8,
     /// On data: the transfer whose message it carries (the messages of a
-    /// connection share its QP); `NO_FLOW` on anything else.
+    /// connection share its QP). On an ACK or NAK of a QP with a DCTCP-style
+    /// window: the receiver's running count of CE-marked data packets (as
+    /// TCP's Accurate ECN counters carry it). `NO_FLOW` on anything else.
     pub flow: u32,
 }
 

@@ -1,0 +1,106 @@
+//! Congestion control beyond DCQCN, each against a published result.
+//!
+//! DCTCP (Alizadeh et al., SIGCOMM 2010): with step marking at K, long
+//! flows through one bottleneck keep its queue near K at full
+//! throughput, where senders without congestion control fill the buffer
+//! (here, until PFC pauses them).
+
+mod common;
+use common::{error_of, run_file, run_with};
+
+const EXAMPLE: &str = "examples/congestion/dctcp-incast.toml";
+
+/// The peaks of the bottleneck's queue per sampling interval, bytes,
+/// from 200 us (slow start over) to the end of the transfers.
+fn queue_peaks(sim: &fabricsim::engine::Simulation, until_ps: u64) -> Vec<f64> {
+    let mut out = Vec::new();
+    fabricsim::report::series::csv(sim, fabricsim::report::series::Kind::QueueDepth, &mut out)
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let mut rows = text.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = head
+        .iter()
+        .position(|h| h.starts_with("leaf0->host0/nic0"))
+        .expect("the bottleneck's series");
+    rows.map(|r| r.split(',').collect::<Vec<_>>())
+        .filter(|r| {
+            let t: f64 = r[0].parse().unwrap();
+            t > 200.0 && t * 1e6 < until_ps as f64
+        })
+        .map(|r| r[col].parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn dctcp_holds_the_queue_near_k_at_full_throughput() {
+    let text = std::fs::read_to_string(EXAMPLE).unwrap();
+    let (sim, summary) = run_file(std::path::Path::new(EXAMPLE), &[]);
+    let k = 100e3;
+    let end = summary.makespan_ps;
+    let peaks = queue_peaks(&sim, end);
+    assert!(peaks.len() > 100, "{} samples", peaks.len());
+    let mean = peaks.iter().sum::<f64>() / peaks.len() as f64;
+    let max = peaks.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        mean > k && mean < k + 30e3,
+        "mean peak {mean} B against K {k}"
+    );
+    assert!(max < k + 64e3, "highest peak {max} B");
+    assert_eq!(
+        summary.pfc_pause_frames, 0,
+        "the window, not PFC, holds them"
+    );
+    // Full throughput: 64 MB through the 100G port in the time the port
+    // needs for them (the first transfer's ideal is one 32 MB alone).
+    let ideal = sim.flows()[0].ideal_fct.0 as f64;
+    assert!(
+        (end as f64) < 2.0 * ideal * 1.01,
+        "makespan {end} ps, ideal {ideal}"
+    );
+    // And fair: the two end within 5% of each other.
+    let (a, b) = (common::fct(&sim, 0) as f64, common::fct(&sim, 1) as f64);
+    assert!((a / b - 1.0).abs() < 0.05, "{a} against {b}");
+
+    // Without congestion control the queue grows until PFC pauses.
+    let (_, none) = run_with(&text, &["transport.congestion_control=\"none\""]);
+    assert!(none.pfc_pause_frames > 0);
+    let (sim_none, _) = run_with(&text, &["transport.congestion_control=\"none\""]);
+    let max_none = queue_peaks(&sim_none, none.makespan_ps)
+        .into_iter()
+        .fold(0.0, f64::max);
+    assert!(max_none > 5.0 * k, "no window: peak {max_none} B");
+
+    // The queue follows K: at 300 KB it sits near 300 KB.
+    let k3 = [
+        "qos.class.0.wred.min=\"300KB\"",
+        "qos.class.0.wred.max=\"300KB\"",
+    ];
+    let (sim3, s3) = run_with(&text, &k3);
+    let peaks = queue_peaks(&sim3, s3.makespan_ps);
+    let mean = peaks.iter().sum::<f64>() / peaks.len() as f64;
+    assert!(
+        mean > 300e3 && mean < 330e3,
+        "K = 300 KB: mean peak {mean} B"
+    );
+}
+
+#[test]
+fn dctcp_windows_are_reported_and_checked() {
+    let (sim, _) = run_file(std::path::Path::new(EXAMPLE), &[]);
+    let mut out = Vec::new();
+    fabricsim::report::tables::qps_csv(&sim, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let head: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let cuts = head.iter().position(|h| *h == "window_cuts").unwrap();
+    for row in text.lines().skip(1) {
+        let n: u64 = row.split(',').nth(cuts).unwrap().parse().unwrap();
+        assert!(n > 10, "each QP cut its window many times: {row}");
+    }
+    let text = std::fs::read_to_string(EXAMPLE).unwrap();
+    let e = error_of(&text, &["transport.protocol=\"mrc\""]);
+    assert!(
+        e.contains("transport.congestion_control") && e.contains("mrc"),
+        "{e}"
+    );
+}
