@@ -10,6 +10,7 @@ use crate::nic::dcqcn::Dcqcn;
 use crate::nic::nics::Nics;
 use crate::nic::rate::RateControl;
 use crate::nic::transport::{packets_of, Requester, Responder};
+use crate::nic::WindowParams;
 use crate::rng::Streams;
 use crate::scenario::Scenario;
 use crate::switch::balance::{Ecmp, EcmpSeed};
@@ -311,8 +312,14 @@ fn new_qp(
         let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
         req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
     }
-    if let Some(p) = &tc.dctcp {
-        req.rate = RateControl::Dctcp(crate::nic::dctcp::Dctcp::new(p));
+    match &tc.window {
+        Some(WindowParams::Dctcp(p)) => {
+            req.rate = RateControl::Dctcp(crate::nic::dctcp::Dctcp::new(p))
+        }
+        Some(WindowParams::Swift(p)) => {
+            req.rate = RateControl::Swift(Box::new(crate::nic::swift::Swift::new(p)))
+        }
+        None => {}
     }
     if let Some(m) = tc.mrc {
         req = req.with_mrc(m, src_ports.len().min(8) as u32);

@@ -14,6 +14,7 @@ pub mod dctcp;
 pub mod mrc;
 pub mod nics;
 pub mod rate;
+pub mod swift;
 pub mod transport;
 
 use crate::units::SimTime;
@@ -67,10 +68,17 @@ pub struct TransportConfig {
     /// QPs run DCQCN; otherwise every QP sends at line rate (or under
     /// `dctcp`'s window).
     pub dcqcn_enabled: bool,
-    /// QPs keep a DCTCP-style congestion window (`congestion_control =
-    /// "dctcp"`).
-    pub dctcp: Option<dctcp::DctcpParams>,
+    /// QPs keep a congestion window: DCTCP-style (`congestion_control =
+    /// "dctcp"`) or Swift-style (`"swift"`).
+    pub window: Option<WindowParams>,
     /// DCQCN parameters; their preset also gives the switch-side marking
     /// thresholds classes leave unset, whether or not NICs react.
     pub dcqcn: dcqcn::DcqcnParams,
+}
+
+/// A window-based congestion control and its parameters.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum WindowParams {
+    Dctcp(dctcp::DctcpParams),
+    Swift(swift::SwiftParams),
 }

@@ -446,8 +446,8 @@ impl Nics {
                 }
                 let before = qp.req.una;
                 let acked = qp.req.on_ack(now, pkt.psn, rto);
-                let opened = match &self.cfg.dctcp {
-                    Some(p) => qp.req.window_feedback(p, before, pkt.flow, false),
+                let opened = match &self.cfg.window {
+                    Some(w) => qp.req.window_feedback(w, now, before, pkt.flow, false),
                     None => false,
                 };
                 let probe = qp.req.mrc.is_some() && qp.req.has_data();
@@ -471,8 +471,8 @@ impl Nics {
                 let qp = &mut self.qps[q.idx()];
                 let before = qp.req.una;
                 qp.req.on_nak(now, pkt.psn, rto);
-                if let Some(p) = &self.cfg.dctcp {
-                    qp.req.window_feedback(p, before, pkt.flow, true);
+                if let Some(w) = &self.cfg.window {
+                    qp.req.window_feedback(w, now, before, pkt.flow, true);
                 }
                 self.activate(q);
                 Rx::Resend(q)
@@ -519,7 +519,7 @@ impl Nics {
             udp_sport: qp.udp_sport,
             opcode,
             tos: Packet::tos_of(dscp, ecn::ECT0),
-            flow: if self.cfg.dctcp.is_some() {
+            flow: if matches!(self.cfg.window, Some(crate::nic::WindowParams::Dctcp(_))) {
                 qp.resp.ce_packets
             } else {
                 crate::wire::packet::NO_FLOW
@@ -616,8 +616,8 @@ impl Nics {
     pub fn timer(&mut self, now: SimTime, q: QpId) -> TimerAction {
         let action = self.qps[q.idx()].req.on_timer(now, self.cfg.rto);
         if let TimerAction::Retransmit(_) = action {
-            if let Some(p) = &self.cfg.dctcp {
-                self.qps[q.idx()].req.window_timeout(p, now);
+            if let Some(w) = &self.cfg.window {
+                self.qps[q.idx()].req.window_timeout(w, now);
             }
             self.activate(q);
         }

@@ -12,6 +12,7 @@ pub enum RateControl {
     LineRate,
     Dcqcn(Dcqcn),
     Dctcp(super::dctcp::Dctcp),
+    Swift(Box<super::swift::Swift>),
 }
 
 impl RateControl {
@@ -21,6 +22,7 @@ impl RateControl {
         match self {
             RateControl::LineRate | RateControl::Dctcp(_) => now,
             RateControl::Dcqcn(d) => d.earliest_send(now, p),
+            RateControl::Swift(s) => s.earliest_send(now),
         }
     }
 
@@ -28,22 +30,28 @@ impl RateControl {
     #[inline]
     pub fn on_send(&mut self, now: SimTime, wire_bytes: u32, p: &DcqcnParams) {
         match self {
-            RateControl::LineRate | RateControl::Dctcp(_) => {}
+            RateControl::LineRate | RateControl::Dctcp(_) | RateControl::Swift(_) => {}
             RateControl::Dcqcn(d) => d.on_send(now, wire_bytes, p),
         }
     }
 
     /// A CNP for this QP arrived.
     pub fn on_cnp(&mut self, now: SimTime, p: &DcqcnParams) {
-        match self {
-            RateControl::LineRate | RateControl::Dctcp(_) => {}
-            RateControl::Dcqcn(d) => d.on_cnp(now, p),
+        if let RateControl::Dcqcn(d) = self {
+            d.on_cnp(now, p)
         }
     }
 
     pub fn dcqcn(&self) -> Option<&Dcqcn> {
         match self {
             RateControl::Dcqcn(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn swift(&self) -> Option<&super::swift::Swift> {
+        match self {
+            RateControl::Swift(s) => Some(s),
             _ => None,
         }
     }

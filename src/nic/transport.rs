@@ -24,7 +24,7 @@
 //! are numbered from 0.
 
 use super::rate::RateControl;
-use super::WriteMode;
+use super::{WindowParams, WriteMode};
 use crate::units::SimTime;
 use crate::wire::Opcode;
 use std::collections::VecDeque;
@@ -282,35 +282,49 @@ impl Requester {
     pub fn window_open(&self) -> bool {
         match &self.rate {
             RateControl::Dctcp(d) => d.open(self.next - self.una),
+            RateControl::Swift(s) => s.open(self.next - self.una),
             _ => true,
         }
     }
 
-    /// An ACK or NAK moved `una` from `before`, with the receiver's CE
-    /// count `ce`: a congestion window reacts (`nak`: a loss). Returns
-    /// whether the QP may send now where it may not have before.
+    /// An ACK or NAK at `now` moved `una` from `before`, with the
+    /// receiver's CE count `ce`: a congestion window reacts (`nak`: a
+    /// loss). Returns whether the QP may send now.
     pub fn window_feedback(
         &mut self,
-        p: &super::dctcp::DctcpParams,
+        cc: &WindowParams,
+        now: SimTime,
         before: u32,
         ce: u32,
         nak: bool,
     ) -> bool {
         let (una, next) = (self.una, self.next);
-        let RateControl::Dctcp(d) = &mut self.rate else {
-            return false;
-        };
-        d.on_ack(p, una.saturating_sub(before), ce, una, next);
-        if nak {
-            d.on_loss(p, una, next);
+        let newly = una.saturating_sub(before);
+        match (&mut self.rate, cc) {
+            (RateControl::Dctcp(d), WindowParams::Dctcp(p)) => {
+                d.on_ack(p, newly, ce, una, next);
+                if nak {
+                    d.on_loss(p, una, next);
+                }
+            }
+            (RateControl::Swift(s), WindowParams::Swift(p)) => {
+                if nak {
+                    s.on_loss(p, now);
+                } else {
+                    s.on_ack(p, now, una, newly);
+                }
+            }
+            _ => return false,
         }
         self.has_data() && self.window_open()
     }
 
-    /// The retransmission timer fired: a congestion window restarts.
-    pub fn window_timeout(&mut self, p: &super::dctcp::DctcpParams, now: SimTime) {
-        if let RateControl::Dctcp(d) = &mut self.rate {
-            d.on_timeout(p, now);
+    /// The retransmission timer fired: a congestion window shrinks.
+    pub fn window_timeout(&mut self, cc: &WindowParams, now: SimTime) {
+        match (&mut self.rate, cc) {
+            (RateControl::Dctcp(d), WindowParams::Dctcp(p)) => d.on_timeout(p, now),
+            (RateControl::Swift(s), WindowParams::Swift(p)) => s.on_loss(p, now),
+            _ => {}
         }
     }
 
@@ -389,6 +403,9 @@ impl Requester {
         };
         if out.retransmission {
             self.count_again(psn, out.payload);
+        }
+        if let RateControl::Swift(s) = &mut self.rate {
+            s.on_send(psn, now);
         }
         self.next += 1;
         self.high = self.high.max(self.next);

@@ -609,7 +609,12 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
     ])?;
     for (i, q) in sim.qps().iter().enumerate() {
         let d = q.req.rate.dcqcn();
-        let w = q.req.rate.dctcp();
+        // A congestion window's cuts, smallest and final size.
+        let w = match (q.req.rate.dctcp(), q.req.rate.swift()) {
+            (Some(d), _) => Some((d.cuts, d.min_cwnd, d.cwnd)),
+            (_, Some(s)) => Some((s.cuts, s.min_cwnd, s.cwnd)),
+            _ => None,
+        };
         w_out.write_record([
             i.to_string(),
             q.flow.0.to_string(),
@@ -625,9 +630,9 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
             q.resp.naks_sent.to_string(),
             q.resp.max_held_bytes.to_string(),
             q.resp.discarded.to_string(),
-            w.map_or(0, |w| w.cuts).to_string(),
-            w.map_or(String::new(), |w| format!("{:.2}", w.min_cwnd)),
-            w.map_or(String::new(), |w| format!("{:.2}", w.cwnd)),
+            w.map_or(0, |w| w.0).to_string(),
+            w.map_or(String::new(), |w| format!("{:.3}", w.1)),
+            w.map_or(String::new(), |w| format!("{:.3}", w.2)),
         ])?;
     }
     finish(w_out)

@@ -238,6 +238,12 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"), &topology)?;
         let mut transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
         transport.dcqcn = lossless::dcqcn(raw.dcqcn.as_ref(), &root.key("dcqcn"))?;
+        transport.window = resolve::window(
+            transport.window,
+            raw.dctcp.as_ref(),
+            raw.swift.as_ref(),
+            &root,
+        )?;
         let qos = lossless::qos(
             raw.qos.as_ref(),
             raw.pfc.as_ref(),

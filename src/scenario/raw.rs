@@ -17,6 +17,8 @@ pub struct RawScenario {
     pub qos: Option<RawQos>,
     pub pfc: Option<RawPfc>,
     pub dcqcn: Option<RawDcqcn>,
+    pub dctcp: Option<RawDctcp>,
+    pub swift: Option<RawSwift>,
     pub report: Option<RawReport>,
     pub host: Option<RawHost>,
     #[serde(default)]
@@ -390,4 +392,25 @@ pub struct RawHost {
     pub nvlink: Option<Value>,
     pub nvlink_latency: Option<Value>,
     pub pcie: Option<Value>,
+}
+
+/// `[dctcp]`: the DCTCP-style window's settings.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawDctcp {
+    pub g: Option<Value>,
+    pub initial_window: Option<i64>,
+}
+
+/// `[swift]`: the Swift-style window's settings.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawSwift {
+    pub base_target: Option<Value>,
+    pub per_hop: Option<Value>,
+    pub fs_range: Option<Value>,
+    pub ai: Option<Value>,
+    pub beta: Option<Value>,
+    pub max_mdf: Option<Value>,
+    pub initial_window: Option<i64>,
 }

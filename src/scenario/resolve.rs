@@ -6,9 +6,9 @@ use toml::Value;
 
 use super::error::{KeyError, KeyPath};
 use super::raw::*;
-use super::values::{choice, count, rate, show, size, time};
+use super::values::{choice, count, fraction, positive_time, rate, show, size, time};
 use crate::nic::transport::OooPolicy;
-use crate::nic::{TransportConfig, WriteMode};
+use crate::nic::{TransportConfig, WindowParams, WriteMode};
 use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
@@ -376,7 +376,12 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     let cc = choice(
         t.congestion_control.as_deref(),
         &path.key("congestion_control"),
-        &[("dcqcn", "dcqcn"), ("dctcp", "dctcp"), ("none", "none")],
+        &[
+            ("dcqcn", "dcqcn"),
+            ("dctcp", "dctcp"),
+            ("swift", "swift"),
+            ("none", "none"),
+        ],
         "dcqcn",
     )?;
     let dcqcn_enabled = cc == "dcqcn";
@@ -482,10 +487,26 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             "got 0, expected a positive retransmission timeout",
         ));
     }
-    if cc == "dctcp" && mrc.is_some() {
+    // A window of fewer packets than the receiver waits for before it
+    // acknowledges would stall until the retransmission timeout: windows
+    // get an ACK per packet.
+    let windowed = cc == "dctcp" || cc == "swift";
+    let ack_every = count(
+        t.ack_every,
+        &path.key("ack_every"),
+        if windowed { 1 } else { 4 },
+        1,
+    )?;
+    if windowed && ack_every > 1 {
+        return Err(KeyError::new(
+            &path.key("ack_every"),
+            format!("got {ack_every} with congestion_control = \"{cc}\": a window can be smaller than {ack_every} packets and would wait for an ACK the receiver never sends; windows take an ACK per packet (1)"),
+        ));
+    }
+    if windowed && mrc.is_some() {
         return Err(KeyError::new(
             &path.key("congestion_control"),
-            "got \"dctcp\" with protocol = \"mrc\": the DCTCP-style window is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path",
+            format!("got \"{cc}\" with protocol = \"mrc\": the {cc} window is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path"),
         ));
     }
     Ok(TransportConfig {
@@ -494,15 +515,109 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         reorder_buffer,
         mrc,
         write_mode,
-        ack_every: count(t.ack_every, &path.key("ack_every"), 4, 1)?,
+        ack_every,
         rto,
         data_dscp: dscp(t.dscp, "dscp", 24)?,
         tenant_dscp: tenant_dscp(t.tenant_dscp.as_ref(), &path.key("tenant_dscp"))?,
         cnp_dscp: dscp(t.cnp_dscp, "cnp_dscp", 48)?,
         dcqcn_enabled,
-        dctcp: (cc == "dctcp").then_some(crate::nic::dctcp::DctcpParams::default()),
+        window: match cc {
+            "dctcp" => Some(WindowParams::Dctcp(
+                crate::nic::dctcp::DctcpParams::default(),
+            )),
+            "swift" => Some(WindowParams::Swift(
+                crate::nic::swift::SwiftParams::default(),
+            )),
+            _ => None,
+        },
         dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::ConnectxFirmware),
     })
+}
+
+/// The `[dctcp]` and `[swift]` settings of the window `congestion_control`
+/// chose (a table for a window not chosen is refused: it would do
+/// nothing).
+pub fn window(
+    chosen: Option<WindowParams>,
+    dctcp: Option<&RawDctcp>,
+    swift: Option<&RawSwift>,
+    root: &KeyPath,
+) -> R<Option<WindowParams>> {
+    let unused = |key: &str| {
+        KeyError::new(
+            &root.key(key),
+            format!("is only used with transport.congestion_control = \"{key}\""),
+        )
+    };
+    let number = |v: Option<&Value>, path: KeyPath, default: f64, lo: f64, hi: f64| {
+        let x = match v {
+            None => return Ok(default),
+            Some(Value::Float(f)) => *f,
+            Some(Value::Integer(n)) => *n as f64,
+            Some(other) => {
+                return Err(KeyError::new(
+                    &path,
+                    format!("got {}, expected a number from {lo} to {hi}", show(other)),
+                ))
+            }
+        };
+        if (lo..=hi).contains(&x) {
+            Ok(x)
+        } else {
+            Err(KeyError::new(
+                &path,
+                format!("got {x}, expected a number from {lo} to {hi}"),
+            ))
+        }
+    };
+    match chosen {
+        Some(WindowParams::Dctcp(mut p)) => {
+            if swift.is_some() {
+                return Err(unused("swift"));
+            }
+            if let Some(r) = dctcp {
+                let path = root.key("dctcp");
+                p.g = fraction(r.g.as_ref(), &path.key("g"), p.g, "a weight")?;
+                p.initial_window = count(
+                    r.initial_window,
+                    &path.key("initial_window"),
+                    p.initial_window,
+                    1,
+                )?;
+            }
+            Ok(Some(WindowParams::Dctcp(p)))
+        }
+        Some(WindowParams::Swift(mut p)) => {
+            if dctcp.is_some() {
+                return Err(unused("dctcp"));
+            }
+            if let Some(r) = swift {
+                let path = root.key("swift");
+                p.base_target = positive_time(
+                    r.base_target.as_ref(),
+                    &path.key("base_target"),
+                    p.base_target,
+                )?;
+                p.per_hop = time(r.per_hop.as_ref(), &path.key("per_hop"), p.per_hop)?;
+                p.fs_range = time(r.fs_range.as_ref(), &path.key("fs_range"), p.fs_range)?;
+                p.ai = number(r.ai.as_ref(), path.key("ai"), p.ai, 0.0, 100.0)?;
+                p.beta = number(r.beta.as_ref(), path.key("beta"), p.beta, 0.0, 1.0)?;
+                p.max_mdf = number(r.max_mdf.as_ref(), path.key("max_mdf"), p.max_mdf, 0.0, 1.0)?;
+                p.initial_window = f64::from(count(
+                    r.initial_window,
+                    &path.key("initial_window"),
+                    p.initial_window as u32,
+                    1,
+                )?);
+            }
+            Ok(Some(WindowParams::Swift(p)))
+        }
+        None => match (dctcp, swift) {
+            (Some(_), _) => Err(unused("dctcp")),
+            (_, Some(_)) => Err(unused("swift")),
+            _ => Ok(None),
+        },
+    }
 }
 
 /// `[transport] tenant_dscp`: tenant id to the DSCP of its data.
