@@ -681,7 +681,7 @@ impl Egress {
 
     /// Runs WRED for packet `id` in `queue` of switch port `p`; marks it
     /// CE or returns false if it must be dropped.
-    #[inline]
+    #[inline(always)]
     fn mark(&mut self, io: &mut impl Io, p: PortId, queue: u8, id: PacketId) -> bool {
         let qs = &mut self.queues[p.idx()];
         let depth = qs.queue_bytes(queue);
@@ -738,7 +738,7 @@ impl Egress {
     }
 
     /// Gives back the buffer a frame took at switch `s`.
-    #[inline]
+    #[inline(always)]
     fn release(&mut self, io: &mut impl Io, s: usize, ingress: u32, queue: u8, bytes: u32) {
         let slot = self.pfc_slot[queue as usize];
         if slot == NO_SLOT {
