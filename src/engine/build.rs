@@ -280,6 +280,17 @@ pub fn qps_and_flows(
     (qps, flows, pass_qps)
 }
 
+/// Swift scales its delay target by the switches on each QP's path (its
+/// first path: ECMP paths have one length in every fabric built here).
+pub fn path_hops(qps: &mut [QpState], topo: &Topology, routes: &crate::topology::routing::Routes) {
+    for q in qps {
+        if let RateControl::Swift(s) = &mut q.req.rate {
+            let path = routes.first_path(topo, q.src_port, q.dst_nic);
+            s.hops = path.map_or(0, |p| p.len().saturating_sub(1) as u32);
+        }
+    }
+}
+
 /// Share `i` of `bytes` over `n` QPs.
 pub fn share(bytes: u64, n: u32, i: u32) -> u64 {
     bytes / n as u64 + u64::from((i as u64) < bytes % n as u64)

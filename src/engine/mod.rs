@@ -293,13 +293,7 @@ impl Simulation {
         let mut queue = EventQueue::new();
         let (mut qps, flows, pass_qps) =
             build::qps_and_flows(&topo, &scenario, specs, &graph.passes, &streams, &mut queue);
-        // Swift scales its delay target by the switches on each QP's path.
-        for q in &mut qps {
-            if let crate::nic::rate::RateControl::Swift(s) = &mut q.req.rate {
-                let path = routes.first_path(&topo, q.src_port, q.dst_nic);
-                s.hops = path.map_or(0, |p| p.len().saturating_sub(1) as u32);
-            }
-        }
+        build::path_hops(&mut qps, &topo, &routes);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
             queue.push(storm.start, Event::Storm(i as u32, true));
             if let Some(stop) = storm.stop {
