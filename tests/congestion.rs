@@ -13,9 +13,17 @@ const EXAMPLE: &str = "examples/congestion/dctcp-incast.toml";
 /// The peaks of the bottleneck's queue per sampling interval, bytes,
 /// from 200 us (slow start over) to the end of the transfers.
 fn queue_peaks(sim: &fabricsim::engine::Simulation, until_ps: u64) -> Vec<f64> {
+    bottleneck_series(sim, fabricsim::report::series::Kind::QueueDepth, until_ps)
+}
+
+/// The bottleneck's series of one kind, from 200 us to `until_ps`.
+fn bottleneck_series(
+    sim: &fabricsim::engine::Simulation,
+    kind: fabricsim::report::series::Kind,
+    until_ps: u64,
+) -> Vec<f64> {
     let mut out = Vec::new();
-    fabricsim::report::series::csv(sim, fabricsim::report::series::Kind::QueueDepth, &mut out)
-        .unwrap();
+    fabricsim::report::series::csv(sim, kind, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let mut rows = text.lines();
     let head: Vec<&str> = rows.next().unwrap().split(',').collect();
@@ -149,4 +157,74 @@ fn swift_holds_the_delay_at_its_target() {
     // A table for a window not chosen is refused.
     let e = error_of(&text, &["transport.congestion_control=\"dctcp\""]);
     assert!(e.contains("swift") && e.contains("only used with"), "{e}");
+}
+
+/// HPCC (Li et al., SIGCOMM 2019): with every switch's load in each ACK,
+/// senders hold the bottleneck at their target utilization with a queue
+/// near zero, where DCQCN on the same incast keeps a deep one; the
+/// target sets the utilization; the INT records cost bytes on the wire.
+#[test]
+fn hpcc_holds_the_bottleneck_at_its_target_with_a_queue_near_zero() {
+    use fabricsim::report::series::Kind;
+    let path = "examples/congestion/hpcc-incast.toml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let measure = |text: &str, sets: &[&str]| {
+        let (sim, s) = run_with(text, sets);
+        assert_eq!(s.pfc_pause_frames, 0, "{sets:?}");
+        // While all eight send (the first 3 ms).
+        let until = 3_000_000_000;
+        let q = queue_peaks(&sim, until);
+        let u = bottleneck_series(&sim, Kind::LinkUtil, until);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        (sim, mean(&q), mean(&u))
+    };
+    let (sim, queue, util) = measure(&text, &[]);
+    // The link runs at eta = 95% of its capacity less the queue's share
+    // of the round trip (HPCC counts both): 85 to 95% busy, the queue's
+    // peaks a few packets (a 4 KB frame is 4.2 KB).
+    assert!(util > 0.85 && util < 0.95, "utilization {util}");
+    assert!(queue < 25e3, "mean queue peak {queue} B");
+    // DCQCN, on the same incast: a queue of hundreds of kilobytes.
+    let plain = text.replace("[hpcc]", "[x]").replace("[x]\n", "");
+    let plain: String = plain
+        .lines()
+        .filter(|l| !l.starts_with("eta") && !l.starts_with("max_stage"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (_, dcqcn_queue, _) = measure(&plain, &["transport.congestion_control=\"dcqcn\""]);
+    assert!(
+        dcqcn_queue > 20.0 * queue,
+        "DCQCN {dcqcn_queue} B against HPCC {queue} B"
+    );
+    // The target sets the utilization.
+    let (_, _, util80) = measure(&text, &["hpcc.eta=0.8"]);
+    assert!(
+        util80 > 0.7 && util80 < 0.8,
+        "eta 0.8: utilization {util80}"
+    );
+    // Every QP cut its rate; qps.csv reports it.
+    let mut out = Vec::new();
+    fabricsim::report::tables::qps_csv(&sim, &mut out).unwrap();
+    let csv = String::from_utf8(out).unwrap();
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let cuts = head.iter().position(|h| *h == "rate_cuts").unwrap();
+    let low = head.iter().position(|h| *h == "min_rate_gbps").unwrap();
+    for row in csv.lines().skip(1) {
+        let f: Vec<&str> = row.split(',').collect();
+        assert!(f[cuts].parse::<u64>().unwrap() > 10, "{row}");
+        assert!(f[low].parse::<f64>().unwrap() < 12.5, "{row}");
+    }
+    // 42 bytes of INT on every data frame: the ideal completion time of
+    // a transfer grows by that share of a 4,178-byte frame.
+    let (none, _) = run_with(&plain, &["transport.congestion_control=\"none\""]);
+    let ratio = sim.flows()[0].ideal_fct.0 as f64 / none.flows()[0].ideal_fct.0 as f64;
+    assert!(
+        (ratio - 4220.0 / 4178.0).abs() < 1e-3,
+        "ideal time ratio {ratio}"
+    );
+    // An [hpcc] table without HPCC is refused; so is HPCC over MRC.
+    let e = error_of(&text, &["transport.congestion_control=\"dcqcn\""]);
+    assert!(e.contains("hpcc") && e.contains("only used with"), "{e}");
+    let e = error_of(&text, &["transport.protocol=\"mrc\""]);
+    assert!(e.contains("congestion_control") && e.contains("mrc"), "{e}");
 }

@@ -280,13 +280,54 @@ pub fn qps_and_flows(
     (qps, flows, pass_qps)
 }
 
-/// Swift scales its delay target by the switches on each QP's path (its
-/// first path: ECMP paths have one length in every fabric built here).
-pub fn path_hops(qps: &mut [QpState], topo: &Topology, routes: &crate::topology::routing::Routes) {
-    for q in qps {
+/// What congestion control takes from each QP's path (its first path:
+/// ECMP paths have one length in every fabric built here): Swift scales
+/// its delay target by the switches on it; HPCC's T is the longest base
+/// round trip of any QP (unless `[hpcc] base_rtt` gives one), as in the
+/// HPCC paper, where every flow uses the fabric's largest.
+pub fn path_settings(
+    qps: &mut [QpState],
+    topo: &Topology,
+    routes: &crate::topology::routing::Routes,
+    scenario: &Scenario,
+) {
+    for q in qps.iter_mut() {
         if let RateControl::Swift(s) = &mut q.req.rate {
             let path = routes.first_path(topo, q.src_port, q.dst_nic);
             s.hops = path.map_or(0, |p| p.len().saturating_sub(1) as u32);
+        }
+    }
+    let Some(WindowParams::Hpcc(p)) = scenario.transport.window else {
+        return;
+    };
+    let t = p.base_rtt.unwrap_or_else(|| {
+        let framing = scenario.qos.framing;
+        let data = framing.wire_bytes(Opcode::WriteMiddle, scenario.transport.mtu);
+        let ack = framing.wire_bytes(Opcode::Ack, 0);
+        let mut pairs: Vec<(PortId, NicId, PortId, NicId)> = qps
+            .iter()
+            .map(|q| (q.src_port, q.dst_nic, q.dst_port, q.src_nic))
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let one_way = |port: PortId, to: NicId, wire: u32| {
+            routes
+                .first_path(topo, port, to)
+                .map_or(SimTime::ZERO, |path| {
+                    path.iter()
+                        .map(|&p| topo.port(p).rate.serialize(wire as u64) + topo.port(p).delay)
+                        .fold(SimTime::ZERO, |a, b| a + b)
+                })
+        };
+        pairs
+            .into_iter()
+            .map(|(a, to_b, b, to_a)| one_way(a, to_b, data) + one_way(b, to_a, ack))
+            .max()
+            .unwrap_or(SimTime::ZERO)
+    });
+    for q in qps.iter_mut() {
+        if let RateControl::Hpcc(h) = &mut q.req.rate {
+            h.t_ps = t.0.max(1) as f64;
         }
     }
 }
@@ -329,6 +370,15 @@ fn new_qp(
         }
         Some(WindowParams::Swift(p)) => {
             req.rate = RateControl::Swift(Box::new(crate::nic::swift::Swift::new(p)))
+        }
+        Some(WindowParams::Hpcc(p)) => {
+            // T is set once the routes are known (`path_settings`).
+            let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
+            req.rate = RateControl::Hpcc(Box::new(crate::nic::hpcc::Hpcc::new(
+                p,
+                rate.bps() as f64,
+                p.base_rtt.unwrap_or(SimTime::ZERO),
+            )))
         }
         None => {}
     }

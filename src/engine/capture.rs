@@ -433,7 +433,12 @@ impl Simulation {
     }
 
     /// A frame starts on the link out of port `p`.
-    pub(super) fn capture_frame(&mut self, p: PortId, pkt: &crate::wire::Packet) {
+    pub(super) fn capture_frame(
+        &mut self,
+        p: PortId,
+        pkt: &crate::wire::Packet,
+        int: Option<&crate::wire::int::Int>,
+    ) {
         let now = self.now;
         if self.capture.is_none() {
             return;
@@ -489,6 +494,8 @@ impl Simulation {
                 let priority = self.scenario.qos.map.queue_of(pkt.dscp());
                 encode::vlan_tci(priority, topo.vlan_of(pkt.src))
             }),
+            int: (self.scenario.qos.framing.int_of(pkt.opcode) > 0)
+                .then(|| int.copied().unwrap_or_default()),
         };
         let bytes = encode::encode(pkt, &ctx);
         if let Some(kept) = &mut c.recorded {

@@ -289,11 +289,12 @@ impl Simulation {
             pfc,
         } = prepared;
         let streams = Streams::new(scenario.seed);
+        let scenario_int = scenario.qos.framing.int_bytes > 0;
         let egress = build::egress(&topo, &routes, &scenario, &pfc, &streams);
         let mut queue = EventQueue::new();
         let (mut qps, flows, pass_qps) =
             build::qps_and_flows(&topo, &scenario, specs, &graph.passes, &streams, &mut queue);
-        build::path_hops(&mut qps, &topo, &routes);
+        build::path_settings(&mut qps, &topo, &routes, &scenario);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
             queue.push(storm.start, Event::Storm(i as u32, true));
             if let Some(stop) = storm.stop {
@@ -366,7 +367,13 @@ impl Simulation {
             balance,
             series,
             capture: None,
-            packets: PacketArena::default(),
+            packets: {
+                let mut arena = PacketArena::default();
+                if scenario_int {
+                    arena.enable_int();
+                }
+                arena
+            },
             flows,
             passes: passes::PassFlows::default(),
             tasks,
@@ -511,6 +518,10 @@ impl Simulation {
                 if let Some(at) = timer {
                     self.queue.push(at, Event::Rto(q));
                 }
+                if self.packets.int_on() {
+                    // HPCC: the switches stamp it from here.
+                    self.packets.set_int(id, Default::default());
+                }
                 let payload = self.packets.get(id).payload as u64;
                 self.counters.payload_sent += payload;
                 if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
@@ -550,7 +561,7 @@ impl Simulation {
                 Fate::Trimmed(payload) => {
                     self.counters.payload_dropped += payload as u64;
                 }
-                Fate::Sent(p, pkt) => self.capture_frame(p, &pkt),
+                Fate::Sent(p, pkt, int) => self.capture_frame(p, &pkt, int.as_deref()),
             }
         }
         self.egress.give_back_fates(fates);
@@ -631,6 +642,9 @@ impl Simulation {
 
     /// A frame arrived at NIC port `at`.
     fn nic_receive(&mut self, at: PortId, id: PacketId) {
+        // HPCC's records: read before the slot is reused (an ACK's take
+        // them over).
+        let int = self.packets.int(id).copied();
         let pkt = self.packets.take(id);
         let now = self.now;
         let before = if self.failures.any() && pkt.opcode.is_data() {
@@ -638,7 +652,10 @@ impl Simulation {
         } else {
             0
         };
-        match self.nics.receive(now, at, &pkt, &mut self.packets) {
+        match self
+            .nics
+            .receive(now, at, (&pkt, int.as_ref()), &mut self.packets)
+        {
             Rx::Nothing => {}
             Rx::Reply(f) => self.offer(f.port, f.queue, f.id),
             Rx::RateCut(port) => {
@@ -673,6 +690,9 @@ impl Simulation {
                 }
                 if let Some(r) = reply {
                     let f = self.nics.reply(q, at, &pkt, r, &mut self.packets);
+                    if let Some(int) = int {
+                        self.packets.set_int(f.id, int);
+                    }
                     self.offer(f.port, f.queue, f.id);
                 }
             }

@@ -91,7 +91,9 @@ pub mod mpi {
 
 /// A frame on its way to a port of another partition: when it arrives,
 /// where, and the frame.
-type Message = (SimTime, PortId, Packet);
+/// A frame for another partition: when it arrives at which port, and its
+/// INT records under HPCC.
+type Message = (SimTime, PortId, Packet, Option<Box<crate::wire::int::Int>>);
 
 /// A message posted on a QP (QP, transfer, bytes), for its receiver.
 pub(super) type Post = (QpId, FlowId, u64);
@@ -291,8 +293,9 @@ impl Wires<'_> {
         if to == part.me {
             return false;
         }
+        let int = self.packets.int(id).map(|i| Box::new(*i));
         let pkt = self.packets.take(id);
-        part.outbox[to as usize].push((t, p, pkt));
+        part.outbox[to as usize].push((t, p, pkt, int));
         true
     }
 }
@@ -600,8 +603,11 @@ impl Simulation {
         for (pkt, b) in mail.bands {
             self.balance.put_bands(&pkt, b);
         }
-        for (t, port, pkt) in mail.frames {
+        for (t, port, pkt, int) in mail.frames {
             let id = self.packets.alloc(pkt);
+            if let Some(int) = int {
+                self.packets.set_int(id, *int);
+            }
             self.queue.push(t, Event::Arrive(port, id));
         }
     }

@@ -4,13 +4,15 @@
 //! machines (the requester that segments an RDMA Write into packets and
 //! recovers losses with go-back-N, the responder that checks PSNs and
 //! acknowledges); `rate` the per-QP rate controller the requester consults
-//! before each packet, and `dcqcn` the DCQCN reaction point it can run. The event loop owns them and turns what they return
+//! before each packet, and `dcqcn` the DCQCN reaction point it can run; `dctcp`, `swift`
+//! and `hpcc` the congestion windows a QP can keep instead. The event loop owns them and turns what they return
 //! into packets and timers. Each NIC port serves its active QPs round
 //! robin, control packets (ACK/NAK) first. The sending GPU's PCIe link
 //! paces its QPs in the event loop; NVLink copies never reach the NIC.
 
 pub mod dcqcn;
 pub mod dctcp;
+pub mod hpcc;
 pub mod mrc;
 pub mod nics;
 pub mod rate;
@@ -69,7 +71,7 @@ pub struct TransportConfig {
     /// `dctcp`'s window).
     pub dcqcn_enabled: bool,
     /// QPs keep a congestion window: DCTCP-style (`congestion_control =
-    /// "dctcp"`) or Swift-style (`"swift"`).
+    /// "dctcp"`), Swift-style (`"swift"`) or HPCC's (`"hpcc"`).
     pub window: Option<WindowParams>,
     /// DCQCN parameters; their preset also gives the switch-side marking
     /// thresholds classes leave unset, whether or not NICs react.
@@ -81,4 +83,5 @@ pub struct TransportConfig {
 pub enum WindowParams {
     Dctcp(dctcp::DctcpParams),
     Swift(swift::SwiftParams),
+    Hpcc(hpcc::HpccParams),
 }

@@ -399,13 +399,14 @@ impl Nics {
         }
     }
 
-    /// A frame (already out of the arena) arrived at NIC port `at`.
+    /// A frame (already out of the arena) arrived at NIC port `at`, with
+    /// the INT records it carries (HPCC's ACKs).
     #[inline]
     pub fn receive(
         &mut self,
         now: SimTime,
         at: PortId,
-        pkt: &Packet,
+        (pkt, int): (&Packet, Option<&crate::wire::int::Int>),
         packets: &mut PacketArena,
     ) -> Rx {
         let q = pkt.qp;
@@ -447,7 +448,9 @@ impl Nics {
                 let before = qp.req.una;
                 let acked = qp.req.on_ack(now, pkt.psn, rto);
                 let opened = match &self.cfg.window {
-                    Some(w) => qp.req.window_feedback(w, now, before, pkt.flow, false),
+                    Some(w) => qp
+                        .req
+                        .window_feedback(w, now, before, (pkt.flow, int), false),
                     None => false,
                 };
                 let probe = qp.req.mrc.is_some() && qp.req.has_data();
@@ -472,7 +475,8 @@ impl Nics {
                 let before = qp.req.una;
                 qp.req.on_nak(now, pkt.psn, rto);
                 if let Some(w) = &self.cfg.window {
-                    qp.req.window_feedback(w, now, before, pkt.flow, true);
+                    qp.req
+                        .window_feedback(w, now, before, (pkt.flow, int), true);
                 }
                 self.activate(q);
                 Rx::Resend(q)
@@ -779,7 +783,10 @@ bytes = "8KB"
         let t0 = SimTime::from_us(10);
         let f = n.cnp(Q, &mut arena);
         let cnp = arena.take(f.id);
-        assert_eq!(n.receive(t0, sender, &cnp, &mut arena), Rx::RateCut(sender));
+        assert_eq!(
+            n.receive(t0, sender, (&cnp, None), &mut arena),
+            Rx::RateCut(sender)
+        );
         assert_eq!(n.counters.cnps_received, 1);
         let Pull::Sent { id, .. } = pull(&mut n, &topo, t0, &mut arena) else {
             panic!("nothing sent")
@@ -812,7 +819,10 @@ bytes = "8KB"
         assert_eq!(n.qp(Q).req.next, 8, "the first message is out");
         let f = n.cnp(Q, &mut arena);
         let cnp = arena.take(f.id);
-        assert_eq!(n.receive(t, sender, &cnp, &mut arena), Rx::RateCut(sender));
+        assert_eq!(
+            n.receive(t, sender, (&cnp, None), &mut arena),
+            Rx::RateCut(sender)
+        );
         n.post(Q, FlowId(0), 4096, (true, true));
         n.activate(Q);
         let Pull::Sent { id, .. } = pull(&mut n, &topo, t, &mut arena) else {
@@ -841,7 +851,7 @@ bytes = "8KB"
         first.tos |= ecn::CE;
         let at = topo.nics[1].ports[0];
         let t = SimTime::from_us(2);
-        let rx = n.receive(t, at, &first, &mut arena);
+        let rx = n.receive(t, at, (&first, None), &mut arena);
         let Rx::Data {
             q,
             ce,
@@ -878,7 +888,7 @@ bytes = "8KB"
         let second = arena.take(id);
         let Rx::Data {
             completed, reply, ..
-        } = n.receive(t, at, &second, &mut arena)
+        } = n.receive(t, at, (&second, None), &mut arena)
         else {
             panic!()
         };
@@ -893,7 +903,7 @@ bytes = "8KB"
         );
         // The ACK ends the sender's part.
         assert_eq!(
-            n.receive(t, topo.nics[0].ports[0], &a, &mut arena),
+            n.receive(t, topo.nics[0].ports[0], (&a, None), &mut arena),
             Rx::Acked(Q)
         );
     }
@@ -911,7 +921,7 @@ bytes = "8KB"
         let second = arena.take(id);
         let Rx::Data {
             delivered, reply, ..
-        } = n.receive(SimTime::from_us(2), at, &second, &mut arena)
+        } = n.receive(SimTime::from_us(2), at, (&second, None), &mut arena)
         else {
             panic!()
         };
@@ -924,7 +934,7 @@ bytes = "8KB"
         assert!(!n.backlog(sender));
         let nak = *arena.get(nak.id);
         assert_eq!(
-            n.receive(SimTime::from_us(3), sender, &nak, &mut arena),
+            n.receive(SimTime::from_us(3), sender, (&nak, None), &mut arena),
             Rx::Resend(Q)
         );
         assert!(n.backlog(sender), "go-back-N: PSN 0 goes again");

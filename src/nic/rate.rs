@@ -1,7 +1,8 @@
 //! Per-QP rate control: when may the requester put its next packet on the
 //! wire. `LineRate` leaves it to the NIC port; `Dcqcn` paces the QP at its
 //! DCQCN rate, cut by CNPs and recovered by timers and a byte counter;
-//! `Dctcp` sends at line rate within a congestion window (`window_open`).
+//! `Dctcp` sends at line rate within a congestion window (`window_open`);
+//! `Swift` and `Hpcc` keep a window and pace below it.
 
 use super::dcqcn::{Dcqcn, DcqcnParams};
 use crate::units::SimTime;
@@ -13,6 +14,7 @@ pub enum RateControl {
     Dcqcn(Dcqcn),
     Dctcp(super::dctcp::Dctcp),
     Swift(Box<super::swift::Swift>),
+    Hpcc(Box<super::hpcc::Hpcc>),
 }
 
 impl RateControl {
@@ -23,6 +25,7 @@ impl RateControl {
             RateControl::LineRate | RateControl::Dctcp(_) => now,
             RateControl::Dcqcn(d) => d.earliest_send(now, p),
             RateControl::Swift(s) => s.earliest_send(now),
+            RateControl::Hpcc(h) => h.earliest_send(now),
         }
     }
 
@@ -32,6 +35,7 @@ impl RateControl {
         match self {
             RateControl::LineRate | RateControl::Dctcp(_) | RateControl::Swift(_) => {}
             RateControl::Dcqcn(d) => d.on_send(now, wire_bytes, p),
+            RateControl::Hpcc(h) => h.on_send(now, wire_bytes),
         }
     }
 
@@ -52,6 +56,13 @@ impl RateControl {
     pub fn swift(&self) -> Option<&super::swift::Swift> {
         match self {
             RateControl::Swift(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn hpcc(&self) -> Option<&super::hpcc::Hpcc> {
+        match self {
+            RateControl::Hpcc(h) => Some(h),
             _ => None,
         }
     }

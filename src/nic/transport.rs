@@ -283,19 +283,21 @@ impl Requester {
         match &self.rate {
             RateControl::Dctcp(d) => d.open(self.next - self.una),
             RateControl::Swift(s) => s.open(self.next - self.una),
+            RateControl::Hpcc(h) => h.open(self.next - self.una, self.mtu),
             _ => true,
         }
     }
 
     /// An ACK or NAK at `now` moved `una` from `before`, with the
-    /// receiver's CE count `ce`: a congestion window reacts (`nak`: a
-    /// loss). Returns whether the QP may send now.
+    /// receiver's CE count `ce` and the INT records `int` it echoes: a
+    /// congestion window reacts (`nak`: a loss). Returns whether the QP
+    /// may send now.
     pub fn window_feedback(
         &mut self,
         cc: &WindowParams,
         now: SimTime,
         before: u32,
-        ce: u32,
+        (ce, int): (u32, Option<&crate::wire::int::Int>),
         nak: bool,
     ) -> bool {
         let (una, next) = (self.una, self.next);
@@ -312,6 +314,11 @@ impl Requester {
                     s.on_loss(p, now);
                 } else {
                     s.on_ack(p, now, una, newly);
+                }
+            }
+            (RateControl::Hpcc(h), WindowParams::Hpcc(p)) => {
+                if let Some(int) = int.filter(|_| !nak) {
+                    h.on_ack(p, int, una, next);
                 }
             }
             _ => return false,

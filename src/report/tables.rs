@@ -608,11 +608,21 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "final_window_packets",
     ])?;
     for (i, q) in sim.qps().iter().enumerate() {
-        let d = q.req.rate.dcqcn();
-        // A congestion window's cuts, smallest and final size.
-        let w = match (q.req.rate.dctcp(), q.req.rate.swift()) {
-            (Some(d), _) => Some((d.cuts, d.min_cwnd, d.cwnd)),
-            (_, Some(s)) => Some((s.cuts, s.min_cwnd, s.cwnd)),
+        // A paced rate's cuts, lowest and final value (DCQCN's, HPCC's).
+        let (d, h) = (q.req.rate.dcqcn(), q.req.rate.hpcc());
+        let rate = d
+            .map(|d| (d.cuts, d.min_rc, d.rc))
+            .or(h.map(|h| (h.cuts, h.min_bps, h.rate_bps)));
+        // A congestion window's cuts, smallest and final size, packets.
+        let mtu = f64::from(sim.scenario().transport.mtu);
+        let w = match (q.req.rate.dctcp(), q.req.rate.swift(), h) {
+            (Some(d), _, _) => Some((d.cuts, d.min_cwnd, d.cwnd)),
+            (_, Some(s), _) => Some((s.cuts, s.min_cwnd, s.cwnd)),
+            (_, _, Some(h)) => Some((
+                h.cuts,
+                h.min_bps * h.t_ps * 1e-12 / 8.0 / mtu,
+                h.window_bytes() / mtu,
+            )),
             _ => None,
         };
         w_out.write_record([
@@ -621,9 +631,9 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
             q.dscp.to_string(),
             q.cnps_sent.to_string(),
             q.cnps_received.to_string(),
-            d.map_or(0, |d| d.cuts).to_string(),
-            d.map_or(String::new(), |d| format!("{:.3}", d.min_rc / 1e9)),
-            d.map_or(String::new(), |d| format!("{:.3}", d.rc / 1e9)),
+            rate.map_or(0, |r| r.0).to_string(),
+            rate.map_or(String::new(), |r| format!("{:.3}", r.1 / 1e9)),
+            rate.map_or(String::new(), |r| format!("{:.3}", r.2 / 1e9)),
             q.req.retx_bytes.to_string(),
             q.resp.out_of_order.to_string(),
             q.resp.duplicates.to_string(),

@@ -240,11 +240,14 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         transport.dcqcn = lossless::dcqcn(raw.dcqcn.as_ref(), &root.key("dcqcn"))?;
         transport.window = resolve::window(
             transport.window,
-            raw.dctcp.as_ref(),
-            raw.swift.as_ref(),
+            resolve::WindowTables {
+                dctcp: raw.dctcp.as_ref(),
+                swift: raw.swift.as_ref(),
+                hpcc: raw.hpcc.as_ref(),
+            },
             &root,
         )?;
-        let qos = lossless::qos(
+        let mut qos = lossless::qos(
             raw.qos.as_ref(),
             raw.pfc.as_ref(),
             &topology,
@@ -252,6 +255,20 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             &root,
         )?;
         topology.vlan_id = qos.vlan_id;
+        if matches!(transport.window, Some(crate::nic::WindowParams::Hpcc(_))) {
+            // Data packets and ACKs carry HPCC's INT records.
+            qos.framing.int_bytes = crate::wire::int::INT_BYTES;
+            if routes.longest_switch_hops > crate::wire::int::MAX_HOPS as u32 {
+                return Err(KeyError::new(
+                    &root.key("transport").key("congestion_control"),
+                    format!(
+                        "got \"hpcc\" on a fabric whose longest path crosses {} switches: an INT header has room for {} records",
+                        routes.longest_switch_hops,
+                        crate::wire::int::MAX_HOPS
+                    ),
+                ));
+            }
+        }
         lossless::check_transport(
             &qos,
             transport.mtu,

@@ -19,6 +19,7 @@ pub struct RawScenario {
     pub dcqcn: Option<RawDcqcn>,
     pub dctcp: Option<RawDctcp>,
     pub swift: Option<RawSwift>,
+    pub hpcc: Option<RawHpcc>,
     pub report: Option<RawReport>,
     pub host: Option<RawHost>,
     #[serde(default)]
@@ -400,6 +401,17 @@ pub struct RawHost {
 pub struct RawDctcp {
     pub g: Option<Value>,
     pub initial_window: Option<i64>,
+}
+
+/// `[hpcc]`: HPCC's settings.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawHpcc {
+    pub eta: Option<Value>,
+    pub max_stage: Option<i64>,
+    pub ai: Option<Value>,
+    pub min_rate: Option<Value>,
+    pub base_rtt: Option<Value>,
 }
 
 /// `[swift]`: the Swift-style window's settings.

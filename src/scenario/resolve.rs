@@ -380,6 +380,7 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             ("dcqcn", "dcqcn"),
             ("dctcp", "dctcp"),
             ("swift", "swift"),
+            ("hpcc", "hpcc"),
             ("none", "none"),
         ],
         "dcqcn",
@@ -490,7 +491,7 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     // A window of fewer packets than the receiver waits for before it
     // acknowledges would stall until the retransmission timeout: windows
     // get an ACK per packet.
-    let windowed = cc == "dctcp" || cc == "swift";
+    let windowed = matches!(cc, "dctcp" | "swift" | "hpcc");
     let ack_every = count(
         t.ack_every,
         &path.key("ack_every"),
@@ -528,21 +529,33 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             "swift" => Some(WindowParams::Swift(
                 crate::nic::swift::SwiftParams::default(),
             )),
+            "hpcc" => Some(WindowParams::Hpcc(crate::nic::hpcc::HpccParams::default())),
             _ => None,
         },
         dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::ConnectxFirmware),
     })
 }
 
-/// The `[dctcp]` and `[swift]` settings of the window `congestion_control`
-/// chose (a table for a window not chosen is refused: it would do
-/// nothing).
+/// The `[dctcp]`, `[swift]` and `[hpcc]` tables of a scenario.
+pub struct WindowTables<'a> {
+    pub dctcp: Option<&'a RawDctcp>,
+    pub swift: Option<&'a RawSwift>,
+    pub hpcc: Option<&'a RawHpcc>,
+}
+
+/// The settings of the window `congestion_control` chose, from its table
+/// (a table for a window not chosen is refused: it would do nothing).
 pub fn window(
     chosen: Option<WindowParams>,
-    dctcp: Option<&RawDctcp>,
-    swift: Option<&RawSwift>,
+    tables: WindowTables,
     root: &KeyPath,
 ) -> R<Option<WindowParams>> {
+    let WindowTables { dctcp, swift, hpcc } = tables;
+    let given = |name: &str| match name {
+        "dctcp" => dctcp.is_some(),
+        "swift" => swift.is_some(),
+        _ => hpcc.is_some(),
+    };
     let unused = |key: &str| {
         KeyError::new(
             &root.key(key),
@@ -570,11 +583,20 @@ pub fn window(
             ))
         }
     };
+    let mine = match chosen {
+        Some(WindowParams::Dctcp(_)) => "dctcp",
+        Some(WindowParams::Swift(_)) => "swift",
+        Some(WindowParams::Hpcc(_)) => "hpcc",
+        None => "",
+    };
+    if let Some(other) = ["dctcp", "swift", "hpcc"]
+        .into_iter()
+        .find(|&t| t != mine && given(t))
+    {
+        return Err(unused(other));
+    }
     match chosen {
         Some(WindowParams::Dctcp(mut p)) => {
-            if swift.is_some() {
-                return Err(unused("swift"));
-            }
             if let Some(r) = dctcp {
                 let path = root.key("dctcp");
                 p.g = fraction(r.g.as_ref(), &path.key("g"), p.g, "a weight")?;
@@ -588,9 +610,6 @@ pub fn window(
             Ok(Some(WindowParams::Dctcp(p)))
         }
         Some(WindowParams::Swift(mut p)) => {
-            if dctcp.is_some() {
-                return Err(unused("dctcp"));
-            }
             if let Some(r) = swift {
                 let path = root.key("swift");
                 p.base_target = positive_time(
@@ -612,11 +631,60 @@ pub fn window(
             }
             Ok(Some(WindowParams::Swift(p)))
         }
-        None => match (dctcp, swift) {
-            (Some(_), _) => Err(unused("dctcp")),
-            (_, Some(_)) => Err(unused("swift")),
-            _ => Ok(None),
+        Some(WindowParams::Hpcc(mut p)) => {
+            if let Some(r) = hpcc {
+                let path = root.key("hpcc");
+                p.eta = fraction(
+                    r.eta.as_ref(),
+                    &path.key("eta"),
+                    p.eta,
+                    "a target utilization",
+                )?;
+                p.max_stage = match r.max_stage {
+                    None => p.max_stage,
+                    Some(n @ 0..=1000) => n as u32,
+                    Some(n) => {
+                        return Err(KeyError::new(
+                            &path.key("max_stage"),
+                            format!("got {n}, expected 0 to 1000 additive steps before a multiplicative one"),
+                        ))
+                    }
+                };
+                if let Some(v) = &r.ai {
+                    p.ai_bps = Some(small_rate(v, &path.key("ai"))?);
+                }
+                if let Some(v) = &r.min_rate {
+                    p.min_bps = small_rate(v, &path.key("min_rate"))?;
+                }
+                if r.base_rtt.is_some() {
+                    p.base_rtt = Some(positive_time(
+                        r.base_rtt.as_ref(),
+                        &path.key("base_rtt"),
+                        SimTime::ZERO,
+                    )?);
+                }
+            }
+            Ok(Some(WindowParams::Hpcc(p)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// A rate that may be below a link's (an HPCC step or floor), bits per
+/// second: above 0 and at most 10T.
+fn small_rate(v: &Value, path: &KeyPath) -> R<f64> {
+    match v {
+        Value::String(s) => match crate::units::parse_rate(s) {
+            Some(r) if r.bps() > 0 && r.bps() <= 10_000_000_000_000 => Ok(r.bps() as f64),
+            _ => Err(KeyError::new(
+                path,
+                format!("got \"{s}\", expected a rate above 0 and at most 10T, such as \"40Mbps\" or \"1G\""),
+            )),
         },
+        other => Err(KeyError::new(
+            path,
+            format!("got {}, expected a rate string such as \"40Mbps\"", show(other)),
+        )),
     }
 }
 

@@ -50,7 +50,7 @@ pub enum Timed {
 /// What became of a frame that did not simply go on. The frame is
 /// already freed from the arena (except `Trimmed` and `Sent`); the caller
 /// keeps the totals its owner needs (payload, failures, captures).
-#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Fate {
     /// Dropped: no buffer or headroom, WRED, or the watchdog.
     Dropped(Packet),
@@ -58,8 +58,9 @@ pub enum Fate {
     Lost(PortId, Packet),
     /// Trimmed to its header: this much payload is gone.
     Trimmed(u32),
-    /// Put on the link out of this port (only while `capturing`).
-    Sent(PortId, Packet),
+    /// Put on the link out of this port (only while `capturing`), with
+    /// its INT records under HPCC.
+    Sent(PortId, Packet, Option<Box<crate::wire::int::Int>>),
 }
 
 /// What egress needs from its caller besides its own state.
@@ -180,6 +181,8 @@ pub struct Egress {
     shaping: bool,
     /// NICs send in more than one class (`held`).
     nic_classes: bool,
+    /// Switches stamp INT records on the data packets they send (HPCC).
+    int: bool,
     cfg: EgressConfig,
     fates: Vec<Fate>,
     pub counters: EgressCounters,
@@ -199,6 +202,7 @@ impl Egress {
         let n = topo.ports.len();
         let shaping = queues.iter().any(|q| q.has_shapers());
         let nic_classes = cfg.nic_data_classes.count_ones() > 1;
+        let int = cfg.framing.int_bytes > 0;
         Egress {
             ports: PortState::from_topology(topo),
             queues,
@@ -215,6 +219,7 @@ impl Egress {
             capturing: false,
             shaping,
             nic_classes,
+            int,
             cfg,
             fates: Vec::new(),
             counters: EgressCounters::default(),
@@ -509,12 +514,15 @@ impl Egress {
     #[inline]
     pub fn transmit(&mut self, io: &mut impl Io, p: PortId, e: Queued, queue: u8) {
         let owner = self.owners[p.idx()];
+        let now = io.now();
         if let Owner::Switch(s) = owner {
             if e.ingress != LOCAL {
                 self.release(io, s.idx(), e.ingress, queue, held(e.wire_bytes));
             }
+            if self.int {
+                self.stamp(io, p, e.id, now);
+            }
         }
-        let now = io.now();
         let port = &mut self.ports[p.idx()];
         let ser = if port.ps_per_byte != 0 {
             SimTime(port.ps_per_byte * e.wire_bytes as u64)
@@ -538,7 +546,8 @@ impl Egress {
         self.counters.link_transmissions += 1;
         if self.capturing {
             let pkt = *io.packets().get(e.id);
-            self.fates.push(Fate::Sent(p, pkt));
+            let int = io.packets().int(e.id).map(|i| Box::new(*i));
+            self.fates.push(Fate::Sent(p, pkt, int));
         }
         if down {
             // Sent into a dead link: the transmitter runs, the frame is lost.
@@ -549,6 +558,24 @@ impl Egress {
         }
         if more {
             io.at(done, Timed::TxDone(p));
+        }
+    }
+
+    /// HPCC: a data packet leaving switch port `p` gets the port's INT
+    /// record: the bytes it sent before, the bytes queued behind, its rate.
+    #[inline(never)]
+    fn stamp(&mut self, io: &mut impl Io, p: PortId, id: PacketId, now: SimTime) {
+        if !io.packets().get(id).opcode.is_data() {
+            return;
+        }
+        let hop = crate::wire::int::Hop {
+            ts: now,
+            tx_bytes: self.ports[p.idx()].tx_wire_bytes,
+            qlen: self.queues[p.idx()].total_bytes,
+            rate_bps: self.rates[p.idx()].bps(),
+        };
+        if let Some(int) = io.packets().int_mut(id) {
+            int.push(hop);
         }
     }
 

@@ -7,6 +7,16 @@
 //! the simulator's QP id plus 256, since QPs 0 and 1 are special in
 //! InfiniBand. Payload bytes are zeros. The FCS is not captured (as a
 //! NIC's capture would not); the ICRC is computed and correct.
+//!
+//! HPCC's INT records (`wire::int`) follow the RoCEv2 packet as an
+//! Ethernet trailer, outside the IP packet, so that the frame has the
+//! length the simulator charges and its headers decode as before
+//! (Wireshark shows the records as a trailer); deployments carry them in
+//! a shim header instead. The trailer is a 2-byte record count, then 5
+//! records of 8 bytes in the HPCC paper's packing, most significant bits
+//! first: line rate (3 bits: 25, 50, 100, 200, 400, 800 Gb/s, 1.6 Tb/s,
+//! other), time (24 bits, ns), bytes sent (20 bits, 128 B units) and
+//! queue (17 bits, 80 B units), each wrapping.
 
 use super::frame::{self, Opcode};
 use super::Packet;
@@ -51,6 +61,8 @@ pub struct Context {
     /// The 802.1Q tag control information (priority code point, drop
     /// eligible bit, VLAN ID) of a tagged frame.
     pub vlan_tci: Option<u16>,
+    /// HPCC's INT records, on the frames that carry them.
+    pub int: Option<super::int::Int>,
 }
 
 /// Tag control information: priority in the top 3 bits, VLAN ID in the
@@ -80,6 +92,9 @@ pub fn encode(pkt: &Packet, ctx: &Context) -> Vec<u8> {
             heartbeat(&mut f, pkt, ctx);
         } else {
             roce(&mut f, pkt, ctx);
+            if let Some(int) = &ctx.int {
+                int_trailer(&mut f, int);
+            }
         }
     }
     // Padded to the 64 B minimum frame less the FCS.
@@ -88,6 +103,33 @@ pub fn encode(pkt: &Packet, ctx: &Context) -> Vec<u8> {
         f.resize(min, 0);
     }
     f
+}
+
+/// The INT records as a trailer (see the module's notes).
+fn int_trailer(f: &mut Vec<u8>, int: &super::int::Int) {
+    f.extend_from_slice(&u16::from(int.n).to_be_bytes());
+    for i in 0..super::int::MAX_HOPS {
+        let word = if i < int.n as usize {
+            let h = &int.hops[i];
+            let rate = match h.rate_bps / 1_000_000_000 {
+                25 => 0,
+                50 => 1,
+                100 => 2,
+                200 => 3,
+                400 => 4,
+                800 => 5,
+                1600 => 6,
+                _ => 7,
+            };
+            let time = (h.ts.0 / 1000) & 0xff_ffff;
+            let bytes = (h.tx_bytes / 128) & 0xf_ffff;
+            let qlen = (h.qlen / 80) & 0x1_ffff;
+            rate << 61 | time << 37 | bytes << 17 | qlen
+        } else {
+            0
+        };
+        f.extend_from_slice(&word.to_be_bytes());
+    }
 }
 
 fn pfc(f: &mut Vec<u8>, pkt: &Packet) {
@@ -249,6 +291,7 @@ mod tests {
             dst_ip: nic_ip(1),
             dma_length: 8192,
             vlan_tci: None,
+            int: None,
         }
     }
 
@@ -299,10 +342,53 @@ mod tests {
                 ..ctx()
             };
             let f = encode(&packet(op, payload), &tagged);
-            let framing = frame::Framing { vlan_tag: true };
+            let framing = frame::Framing {
+                vlan_tag: true,
+                ..frame::Framing::default()
+            };
             let want = framing.frame_bytes(op, payload) - frame::ETH_FCS;
             assert_eq!(f.len() as u32, want, "tagged {op:?}");
+            // HPCC: the INT records on the frames that carry them.
+            let framing = frame::Framing {
+                int_bytes: crate::wire::int::INT_BYTES,
+                ..frame::Framing::default()
+            };
+            let with_int = Context {
+                int: (framing.int_of(op) > 0).then(Default::default),
+                ..ctx()
+            };
+            let f = encode(&packet(op, payload), &with_int);
+            let want = framing.frame_bytes(op, payload) - frame::ETH_FCS;
+            assert_eq!(f.len() as u32, want, "INT {op:?}");
         }
+    }
+
+    /// The INT trailer follows the ICRC, outside the IP packet: the count,
+    /// then each record in the paper's packing.
+    #[test]
+    fn int_records_trail_the_ip_packet() {
+        let mut int = crate::wire::int::Int::default();
+        int.push(crate::wire::int::Hop {
+            ts: crate::units::SimTime::from_ns(1000),
+            tx_bytes: 128 * 5,
+            qlen: 80 * 3,
+            rate_bps: 100_000_000_000,
+        });
+        let plain = encode(&packet(Opcode::Ack, 0), &ctx());
+        let f = encode(
+            &packet(Opcode::Ack, 0),
+            &Context {
+                int: Some(int),
+                ..ctx()
+            },
+        );
+        assert_eq!(&f[..plain.len()], &plain[..]);
+        let t = &f[plain.len()..];
+        assert_eq!(t.len(), 42);
+        assert_eq!(&t[..2], &[0, 1]);
+        let word = u64::from_be_bytes(t[2..10].try_into().unwrap());
+        assert_eq!(word, 2 << 61 | 1000 << 37 | 5 << 17 | 3);
+        assert!(t[10..].iter().all(|&b| b == 0));
     }
 
     #[test]

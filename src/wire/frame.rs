@@ -150,6 +150,9 @@ pub fn wire_bytes(opcode: Opcode, payload: u32) -> u32 {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Framing {
     pub vlan_tag: bool,
+    /// Bytes of INT records every data packet, trimmed header, ACK and
+    /// NAK carries (`wire::int::INT_BYTES` under HPCC, else 0).
+    pub int_bytes: u32,
 }
 
 impl Framing {
@@ -162,7 +165,15 @@ impl Framing {
     /// (which a tag does not change).
     pub fn frame_bytes(self, opcode: Opcode, payload: u32) -> u32 {
         let tag = if self.tags(opcode) { VLAN_TAG } else { 0 };
-        (unpadded(opcode, payload) + tag).max(MIN_FRAME)
+        (unpadded(opcode, payload) + tag + self.int_of(opcode)).max(MIN_FRAME)
+    }
+
+    /// INT bytes a frame of this kind carries.
+    pub fn int_of(self, opcode: Opcode) -> u32 {
+        match opcode {
+            Opcode::Pause | Opcode::Heartbeat | Opcode::Cnp => 0,
+            _ => self.int_bytes,
+        }
     }
 
     /// Bytes on the wire, including preamble and gap.
@@ -194,7 +205,10 @@ mod tests {
 
     #[test]
     fn a_vlan_tag_adds_four_bytes_to_rocev2_frames_only() {
-        let tagged = Framing { vlan_tag: true };
+        let tagged = Framing {
+            vlan_tag: true,
+            ..Framing::default()
+        };
         assert_eq!(tagged.wire_bytes(Opcode::WriteFirst, 4096), 4198);
         assert_eq!(tagged.frame_bytes(Opcode::Ack, 0), 70);
         assert_eq!(tagged.frame_bytes(Opcode::Cnp, 0), 82);

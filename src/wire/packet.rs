@@ -68,6 +68,12 @@ impl Packet {
 /// own.
 pub struct PacketArena {
     slots: Vec<Packet>,
+    /// Each slot's INT records (`wire::int`), only when HPCC is on: a
+    /// data packet's, stamped by the switches, and its ACK's, copied from
+    /// it (`set_int`; other frames' slots hold stale records nobody
+    /// reads). Empty otherwise.
+    int: Vec<super::int::Int>,
+    int_on: bool,
     /// The first free slot, `NONE` if every slot is live.
     free_head: u32,
     live: usize,
@@ -80,6 +86,8 @@ impl Default for PacketArena {
     fn default() -> Self {
         PacketArena {
             slots: Vec::new(),
+            int: Vec::new(),
+            int_on: false,
             free_head: NONE,
             live: 0,
             peak_live: 0,
@@ -100,6 +108,44 @@ impl PacketArena {
             self.slots.push(p);
             PacketId(self.slots.len() as u32 - 1)
         }
+    }
+
+    /// Gives every packet room for INT records from now on.
+    pub fn enable_int(&mut self) {
+        self.int_on = true;
+    }
+
+    pub fn int_on(&self) -> bool {
+        self.int_on
+    }
+
+    /// Gives packet `id` these INT records (a data packet none as it
+    /// leaves its NIC, an ACK its data packet's); nothing when INT is off.
+    pub fn set_int(&mut self, id: PacketId, int: super::int::Int) {
+        if !self.int_on {
+            return;
+        }
+        let i = id.0 as usize;
+        if self.int.len() <= i {
+            self.int
+                .resize(self.slots.len().max(i + 1), Default::default());
+        }
+        self.int[i] = int;
+    }
+
+    /// Packet `id`'s INT records (`None` when INT is off). Still readable
+    /// after `take` or `free`, until the slot is allocated again.
+    #[inline]
+    pub fn int(&self, id: PacketId) -> Option<&super::int::Int> {
+        self.int.get(id.0 as usize).filter(|_| self.int_on)
+    }
+
+    #[inline]
+    pub fn int_mut(&mut self, id: PacketId) -> Option<&mut super::int::Int> {
+        if !self.int_on {
+            return None;
+        }
+        self.int.get_mut(id.0 as usize)
     }
 
     pub fn free(&mut self, id: PacketId) {
