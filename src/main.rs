@@ -863,6 +863,8 @@ fn compare(
     }
     fabricsim::output::check_writable(out)?;
     let mut runs = Vec::new();
+    let mut curves = Vec::new();
+    let plots = prepared.iter().any(|pr| pr.scenario.report.plots);
     let mut interrupted = false;
     for ((name, pr), path) in names.into_iter().zip(prepared).zip(paths) {
         check_memory(Some(path), &pr, max_memory, pr.scenario.threads)?;
@@ -885,6 +887,11 @@ fn compare(
                 summary.stop_reason
             );
         }
+        curves.push(report::plots::CompareRun::of(
+            &name,
+            &sim,
+            SimTime(summary.makespan_ps),
+        ));
         runs.push((name, summary));
         if stop == fabricsim::engine::StopReason::Interrupted {
             interrupted = true;
@@ -893,6 +900,17 @@ fn compare(
     }
     out!("{}", report::compare(&runs));
     outln!("outputs   {}/<name>/", out.display());
+    if plots {
+        // Queue depth and sending rates of every run, side by side.
+        let mut written = Vec::new();
+        for (file, svg) in report::plots::compare(&curves)? {
+            let path = out.join(file);
+            fabricsim::output::write_atomic(&path, svg.as_bytes())
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            written.push(path.display().to_string());
+        }
+        outln!("plots     {}", written.join(", "));
+    }
     if interrupted {
         errln!(
             "interrupted: {} of {} scenarios ran (the last one partial)",

@@ -306,6 +306,63 @@ fn compare_prints_the_balancers_side_by_side() {
     assert!(!bad.exists());
 }
 
+/// The congestion-control comparison from the README: the same incast
+/// under each algorithm, side by side, with its plots of queue depth and
+/// sending rates.
+#[test]
+fn compare_shows_each_congestion_control_with_queue_and_rate_plots() {
+    let out = temp("compare-cc");
+    let ccs = ["none", "dcqcn", "dctcp", "swift", "hpcc"];
+    let files: Vec<String> = ccs
+        .iter()
+        .map(|c| format!("examples/congestion/incast-{c}.toml"))
+        .collect();
+    let o = fabricsim()
+        .arg("compare")
+        .args(&files)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let row = |label: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} row in {stdout}"))[label.len()..]
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(row("congestion control"), ccs);
+    // Mean peak queue, bytes: no congestion control fills the buffer
+    // until PFC pauses; DCQCN's ramp keeps hundreds of KB; the windows
+    // about K or their delay target; HPCC a few frames.
+    let queue: Vec<f64> = row("mean peak queue")
+        .chunks(2)
+        .map(|c| c[0].parse().unwrap())
+        .collect();
+    assert!(queue[0] > 5e6 && queue[1] > 3e5, "{stdout}");
+    assert!(
+        queue[2] < 2e5 && queue[3] < 2e5 && queue[4] < 3e4,
+        "{stdout}"
+    );
+    assert!(queue[4] < queue[3] && queue[3] < queue[1], "{stdout}");
+    assert_eq!(row("PFC pauses")[1..], ["0", "0", "0", "0"]);
+    assert_ne!(row("PFC pauses")[0], "0");
+    // Each algorithm reacts in its own way.
+    assert_ne!(row("CNPs")[1], "0");
+    assert!(row("window cuts")[2..].iter().all(|c| c != "0"), "{stdout}");
+    for plot in ["compare_queue.svg", "compare_rates.svg"] {
+        let svg = std::fs::read_to_string(out.join(plot)).unwrap();
+        for c in ccs {
+            assert!(svg.contains(&format!("incast-{c}")), "{plot} names {c}");
+        }
+        assert!(svg.contains("<polyline") || svg.contains("<path"), "{plot}");
+    }
+}
+
 /// `fabricsim plan` reproduces seed 002's model sizes on 80 GB GPUs.
 #[test]
 fn plan_gives_memory_gpus_and_servers() {

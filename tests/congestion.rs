@@ -120,7 +120,7 @@ fn dctcp_windows_are_reported_and_checked() {
 /// more microseconds of target, about ten more of queue.
 #[test]
 fn swift_holds_the_delay_at_its_target() {
-    let path = "examples/congestion/swift-incast.toml";
+    let path = "examples/congestion/incast-swift.toml";
     let text = std::fs::read_to_string(path).unwrap();
     let queue_us = |text: &str, sets: &[&str]| {
         let (sim, s) = run_with(text, sets);
@@ -150,9 +150,12 @@ fn swift_holds_the_delay_at_its_target() {
         ((at15 - at5) - 10.0).abs() < 2.0,
         "5 us: {at5} us of queue, 15 us: {at15} us"
     );
-    // Without a reaction to delay the queue grows until PFC pauses.
-    let plain = text.replace("[swift]\nbase_target", "# base_target");
-    let (_, none) = run_with(&plain, &["transport.congestion_control=\"none\""]);
+    // Without a reaction to delay (the same incast, no congestion
+    // control) the queue grows until PFC pauses.
+    let (_, none) = run_file(
+        std::path::Path::new("examples/congestion/incast-none.toml"),
+        &[],
+    );
     assert!(none.pfc_pause_frames > 0);
     // A table for a window not chosen is refused.
     let e = error_of(&text, &["transport.congestion_control=\"dctcp\""]);
@@ -166,7 +169,7 @@ fn swift_holds_the_delay_at_its_target() {
 #[test]
 fn hpcc_holds_the_bottleneck_at_its_target_with_a_queue_near_zero() {
     use fabricsim::report::series::Kind;
-    let path = "examples/congestion/hpcc-incast.toml";
+    let path = "examples/congestion/incast-hpcc.toml";
     let text = std::fs::read_to_string(path).unwrap();
     let measure = |text: &str, sets: &[&str]| {
         let (sim, s) = run_with(text, sets);
@@ -185,13 +188,10 @@ fn hpcc_holds_the_bottleneck_at_its_target_with_a_queue_near_zero() {
     assert!(util > 0.85 && util < 0.95, "utilization {util}");
     assert!(queue < 25e3, "mean queue peak {queue} B");
     // DCQCN, on the same incast: a queue of hundreds of kilobytes.
-    let plain = text.replace("[hpcc]", "[x]").replace("[x]\n", "");
-    let plain: String = plain
-        .lines()
-        .filter(|l| !l.starts_with("eta") && !l.starts_with("max_stage"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let (_, dcqcn_queue, _) = measure(&plain, &["transport.congestion_control=\"dcqcn\""]);
+    let same = |cc: &str| {
+        std::fs::read_to_string(format!("examples/congestion/incast-{cc}.toml")).unwrap()
+    };
+    let (_, dcqcn_queue, _) = measure(&same("dcqcn"), &[]);
     assert!(
         dcqcn_queue > 20.0 * queue,
         "DCQCN {dcqcn_queue} B against HPCC {queue} B"
@@ -216,7 +216,7 @@ fn hpcc_holds_the_bottleneck_at_its_target_with_a_queue_near_zero() {
     }
     // 42 bytes of INT on every data frame: the ideal completion time of
     // a transfer grows by that share of a 4,178-byte frame.
-    let (none, _) = run_with(&plain, &["transport.congestion_control=\"none\""]);
+    let (none, _) = run_with(&same("none"), &[]);
     let ratio = sim.flows()[0].ideal_fct.0 as f64 / none.flows()[0].ideal_fct.0 as f64;
     assert!(
         (ratio - 4220.0 / 4178.0).abs() < 1e-3,
@@ -227,4 +227,35 @@ fn hpcc_holds_the_bottleneck_at_its_target_with_a_queue_near_zero() {
     assert!(e.contains("hpcc") && e.contains("only used with"), "{e}");
     let e = error_of(&text, &["transport.protocol=\"mrc\""]);
     assert!(e.contains("congestion_control") && e.contains("mrc"), "{e}");
+}
+
+/// The comparison sets (`examples/congestion/incast-*.toml`,
+/// `permutation-*.toml`) run the same workload on the same fabric: they
+/// differ only in the congestion control, its table, and (DCTCP) the
+/// step marking its switches need.
+#[test]
+fn each_comparison_set_differs_only_in_congestion_control() {
+    for set in ["incast", "permutation"] {
+        let mut first: Option<toml::Table> = None;
+        for cc in ["none", "dcqcn", "dctcp", "swift", "hpcc"] {
+            let path = format!("examples/congestion/{set}-{cc}.toml");
+            let mut t: toml::Table = std::fs::read_to_string(&path).unwrap().parse().unwrap();
+            let transport = t["transport"].as_table_mut().unwrap();
+            let given = transport.remove("congestion_control").unwrap();
+            assert_eq!(given.as_str(), Some(cc), "{path}");
+            for key in ["name", "dctcp", "swift", "hpcc"] {
+                t.remove(key);
+            }
+            let qos = t.remove("qos");
+            assert_eq!(
+                qos.is_some(),
+                cc == "dctcp",
+                "{path}: only DCTCP sets its marking"
+            );
+            match &first {
+                None => first = Some(t),
+                Some(f) => assert_eq!(f, &t, "{path} against {set}-none.toml"),
+            }
+        }
+    }
 }

@@ -247,7 +247,7 @@ fn captures_are_the_same_file_at_any_thread_count() {
         "examples/load-balancing/glb.toml",
         "examples/multipath/mrc.toml",
         // HPCC's INT records cross the cut with their frames.
-        "examples/congestion/hpcc-incast.toml",
+        "examples/congestion/incast-hpcc.toml",
     ] {
         let mut first: Option<Vec<u8>> = None;
         for (threads, bytes) in [("1", false), ("2", false), ("3", false), ("2", true)] {

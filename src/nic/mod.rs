@@ -78,6 +78,19 @@ pub struct TransportConfig {
     pub dcqcn: dcqcn::DcqcnParams,
 }
 
+impl TransportConfig {
+    /// The QPs' congestion control, as the scenario names it.
+    pub fn congestion_control(&self) -> &'static str {
+        match (&self.window, self.dcqcn_enabled) {
+            (Some(WindowParams::Dctcp(_)), _) => "dctcp",
+            (Some(WindowParams::Swift(_)), _) => "swift",
+            (Some(WindowParams::Hpcc(_)), _) => "hpcc",
+            (None, true) => "dcqcn",
+            (None, false) => "none",
+        }
+    }
+}
+
 /// A window-based congestion control and its parameters.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum WindowParams {

@@ -119,6 +119,10 @@ pub struct Summary {
     pub out_of_order_packets: u64,
     pub max_switch_buffer_bytes: u64,
     pub max_queue_bytes: u64,
+    /// The deepest switch queue of each sampling interval up to the
+    /// makespan, averaged: how deep queues ran, beside their one peak
+    /// (`None` without time series).
+    pub mean_peak_queue_bytes: Option<f64>,
     /// Packets marked CE by WRED, and dropped by it.
     pub ecn_marks: u64,
     pub wred_drops: u64,
@@ -127,6 +131,10 @@ pub struct Summary {
     /// QP rate cuts by DCQCN, and the lowest rate any QP fell to (Gb/s).
     pub dcqcn_rate_cuts: u64,
     pub dcqcn_min_rate_gbps: Option<f64>,
+    /// The QPs' congestion control (`transport.congestion_control`), and
+    /// the cuts of their congestion windows (DCTCP, Swift, HPCC) summed.
+    pub congestion_control: String,
+    pub window_cuts: u64,
     /// PFC frames sent with a pause time, and resumes (quanta 0).
     pub pfc_pause_frames: u64,
     pub pfc_resume_frames: u64,
@@ -613,6 +621,10 @@ impl Summary {
                 .map(|(q, _)| q.max_bytes)
                 .max()
                 .unwrap_or(0),
+            mean_peak_queue_bytes: {
+                let deepest = series::deepest_queue(sim, SimTime(makespan));
+                (!deepest.is_empty()).then(|| deepest.iter().sum::<f64>() / deepest.len() as f64)
+            },
             ecn_marks: c.ecn_marks,
             wred_drops: c.wred_drops,
             cnps_sent: c.cnps_sent,
@@ -628,6 +640,16 @@ impl Summary {
                 .filter(|d| d.cuts > 0)
                 .map(|d| d.min_rc / 1e9)
                 .reduce(f64::min),
+            congestion_control: sim.scenario().transport.congestion_control().to_string(),
+            window_cuts: qps
+                .iter()
+                .map(|q| {
+                    let r = &q.req.rate;
+                    r.dctcp().map_or(0, |d| d.cuts)
+                        + r.swift().map_or(0, |s| s.cuts)
+                        + r.hpcc().map_or(0, |h| h.cuts)
+                })
+                .sum(),
             pfc_pause_frames: c.pfc_pause_frames,
             pfc_resume_frames: c.pfc_resume_frames,
             pfc_paused_ps: (0..sim.pfc().len()).map(|i| sim.paused_ps(i)).sum(),

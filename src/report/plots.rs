@@ -301,23 +301,35 @@ fn top_by_peak(g: &crate::engine::series::Group, n: usize) -> Vec<u32> {
     v.into_iter().take(n).map(|(_, k)| k).collect()
 }
 
-/// Lines over time: (name, values scaled, colour, dashed).
+/// Lines over time: (name, values scaled, colour, dashed), a value per
+/// interval of `interval` microseconds.
 struct Line {
     name: String,
     values: Vec<f64>,
     color: RGBColor,
     dashed: bool,
+    interval: f64,
 }
 
+/// When a run's last bucket closed, microseconds.
+fn t_end_us(series: &Series) -> f64 {
+    series.last.0 as f64 / 1e6
+}
+
+/// A run's sampling interval, microseconds.
+fn interval_us(series: &Series) -> f64 {
+    series.interval.0 as f64 / 1e6
+}
+
+/// Lines over time, up to `t_end` microseconds.
 fn lines_over_time(
     root: &Area,
     title: &str,
-    series: &Series,
+    t_end: f64,
     y_desc: &str,
     lines: &[Line],
     marks: &[(String, f64)],
 ) -> Res {
-    let t_end = series.last.0 as f64 / 1e6;
     let ymax = lines
         .iter()
         .flat_map(|l| l.values.iter().copied())
@@ -339,13 +351,12 @@ fn lines_over_time(
         .label_style((FONT, 12))
         .draw()
         .map_err(err)?;
-    let interval = series.interval.0 as f64 / 1e6;
     for l in lines {
         let pts: Vec<(f64, f64)> = l
             .values
             .iter()
             .enumerate()
-            .map(|(i, &v)| (((i as f64 + 0.5) * interval).min(t_end), v))
+            .map(|(i, &v)| (((i as f64 + 0.5) * l.interval).min(t_end), v))
             .collect();
         let color = l.color;
         let style = color.stroke_width(2);
@@ -417,6 +428,7 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
                 .collect(),
             color: PALETTE[i % PALETTE.len()],
             dashed: false,
+            interval: interval_us(sim.series()),
         })
         .collect();
     // Thresholds of the deepest queue: where it marks, and where the
@@ -441,7 +453,7 @@ fn queue_depth(sim: &Simulation, root: &Area) -> Res {
     lines_over_time(
         root,
         title,
-        sim.series(),
+        t_end_us(sim.series()),
         "deepest in the interval (KB)",
         &lines,
         &marks,
@@ -531,15 +543,17 @@ fn ecn_cnp(sim: &Simulation, root: &Area) -> Res {
             values: total(&s.ecn_marks),
             color: PALETTE[0],
             dashed: false,
+            interval: interval_us(s),
         },
         Line {
             name: "CNPs received".into(),
             values: total(&s.cnps),
             color: PALETTE[1],
             dashed: true,
+            interval: interval_us(s),
         },
     ];
-    lines_over_time(root, title, s, "per microsecond", &lines, &[])
+    lines_over_time(root, title, t_end_us(s), "per microsecond", &lines, &[])
 }
 
 /// Why a plot of transfers is empty: none finished, or the run's traffic
@@ -699,6 +713,7 @@ fn qp_rate(sim: &Simulation, root: &Area) -> Res {
                 .collect(),
             color,
             dashed: false,
+            interval: interval_us(s),
         });
         if let Some(d) = s.qp_dcqcn.get(k) {
             lines.push(Line {
@@ -706,10 +721,11 @@ fn qp_rate(sim: &Simulation, root: &Area) -> Res {
                 values: d.iter().map(|&v| v as f64 / 1e9).collect(),
                 color,
                 dashed: true,
+                interval: interval_us(s),
             });
         }
     }
-    lines_over_time(root, title, s, "rate (Gb/s)", &lines, &[])
+    lines_over_time(root, title, t_end_us(s), "rate (Gb/s)", &lines, &[])
 }
 
 /// The equal-cost groups that carried the most bytes, with each
@@ -918,6 +934,158 @@ fn timeline(sim: &Simulation, root: &Area) -> Res {
     }
     chart.draw_series(bars).map_err(err)?;
     Ok(())
+}
+
+/// What a comparison of runs (`fabricsim compare`) plots of one: its
+/// sampling interval and, per interval up to its makespan, the deepest
+/// switch queue and its tracked QPs' mean and lowest sending rates.
+pub struct CompareRun {
+    pub name: String,
+    pub interval_us: f64,
+    pub deepest: Vec<f64>,
+    pub mean_rate: Vec<f64>,
+    pub low_rate: Vec<f64>,
+}
+
+impl CompareRun {
+    pub fn of(name: &str, sim: &Simulation, makespan: crate::units::SimTime) -> CompareRun {
+        let (mean_rate, low_rate) = super::series::qp_rates(sim, makespan);
+        CompareRun {
+            name: name.to_string(),
+            interval_us: interval_us(sim.series()),
+            deepest: super::series::deepest_queue(sim, makespan),
+            mean_rate,
+            low_rate,
+        }
+    }
+}
+
+/// The comparison's plots: (file name, SVG text). Runs without time
+/// series are left out of them (the plot says so when none has any).
+pub fn compare(runs: &[CompareRun]) -> Result<Vec<(&'static str, String)>, String> {
+    let t_end = runs
+        .iter()
+        .map(|r| r.interval_us * r.deepest.len() as f64)
+        .fold(0.0, f64::max);
+    let queue: Vec<Line> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.deepest.is_empty())
+        .map(|(i, r)| Line {
+            name: r.name.clone(),
+            values: r.deepest.iter().map(|&b| b / 1e3).collect(),
+            color: PALETTE[i % PALETTE.len()],
+            dashed: false,
+            interval: r.interval_us,
+        })
+        .collect();
+    let mut rates = Vec::new();
+    for (i, r) in runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.mean_rate.is_empty())
+    {
+        let color = PALETTE[i % PALETTE.len()];
+        rates.push(Line {
+            name: format!("{}: mean", r.name),
+            values: r.mean_rate.iter().map(|&b| b / 1e9).collect(),
+            color,
+            dashed: false,
+            interval: r.interval_us,
+        });
+        rates.push(Line {
+            name: format!("{}: lowest", r.name),
+            values: r.low_rate.iter().map(|&b| b / 1e9).collect(),
+            color,
+            dashed: true,
+            interval: r.interval_us,
+        });
+    }
+    let mut out = Vec::new();
+    let plots: [(&'static str, &str, &str, &[Line]); 2] = [
+        (
+            "compare_queue.svg",
+            "Deepest switch queue in each interval",
+            "KB",
+            &queue,
+        ),
+        (
+            "compare_rates.svg",
+            "QP sending rates: mean and lowest of those sending",
+            "rate (Gb/s)",
+            &rates,
+        ),
+    ];
+    for (i, (file, title, y_desc, lines)) in plots.into_iter().enumerate() {
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+            root.fill(&WHITE).map_err(err)?;
+            if lines.is_empty() {
+                empty(
+                    &root,
+                    title,
+                    "no run has time series ([report] sample_interval)",
+                )?;
+            } else if i == 0 {
+                // Queues of different algorithms differ by orders of
+                // magnitude.
+                log_lines_over_time(&root, title, t_end, y_desc, lines)?;
+            } else {
+                lines_over_time(&root, title, t_end, y_desc, lines, &[])?;
+            }
+            root.present().map_err(err)?;
+        }
+        out.push((file, svg));
+    }
+    Ok(out)
+}
+
+/// Lines over time on a logarithmic axis, values below 1 drawn at 1.
+fn log_lines_over_time(root: &Area, title: &str, t_end: f64, y_desc: &str, lines: &[Line]) -> Res {
+    let ymax = lines
+        .iter()
+        .flat_map(|l| l.values.iter().copied())
+        .fold(10.0, f64::max)
+        * 1.5;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FONT, 20))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..t_end.max(1e-6), (1f64..ymax).log_scale())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (us)")
+        .y_desc(format!("{y_desc} (log scale; under 1 drawn at 1)"))
+        .label_style((FONT, 12))
+        .draw()
+        .map_err(err)?;
+    for l in lines {
+        let pts: Vec<(f64, f64)> = l
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (((i as f64 + 0.5) * l.interval).min(t_end), v.max(1.0)))
+            .collect();
+        let color = l.color;
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(err)?
+            .label(l.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 11))
+        .draw()
+        .map_err(err)
 }
 
 #[cfg(test)]

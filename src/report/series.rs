@@ -5,6 +5,7 @@ use crate::engine::series::{Group, Series};
 use crate::engine::Simulation;
 use crate::switch::classify::QUEUES;
 use crate::topology::PortId;
+use crate::units::SimTime;
 
 /// The kinds of series, each with its file, its unit and how its elements
 /// are named.
@@ -100,6 +101,51 @@ impl Kind {
     pub fn value(self, v: f32) -> f64 {
         v as f64 * self.scale()
     }
+}
+
+/// The deepest switch queue in each interval, bytes, over the intervals
+/// that start before `until` (empty without time series).
+pub fn deepest_queue(sim: &Simulation, until: SimTime) -> Vec<f64> {
+    let s = sim.series();
+    let n = (0..s.points)
+        .take_while(|&i| s.bucket_start(i) < until)
+        .count();
+    let mut deepest = vec![0f64; n];
+    for (_, v) in s.queue_depth.iter() {
+        for (d, &x) in deepest.iter_mut().zip(v.iter()) {
+            *d = d.max(x as f64);
+        }
+    }
+    deepest
+}
+
+/// Per interval before `until`: the mean and the lowest sending rate of
+/// the tracked QPs that sent in it, bits per second (0 where none did).
+pub fn qp_rates(sim: &Simulation, until: SimTime) -> (Vec<f64>, Vec<f64>) {
+    let s = sim.series();
+    let n = (0..s.points)
+        .take_while(|&i| s.bucket_start(i) < until)
+        .count();
+    let (mut sum, mut count, mut low) = (vec![0f64; n], vec![0u32; n], vec![f64::MAX; n]);
+    for (_, v) in s.qp_send.iter() {
+        for (i, &x) in v.iter().take(n).enumerate() {
+            if x > 0.0 {
+                sum[i] += x as f64;
+                count[i] += 1;
+                low[i] = low[i].min(x as f64);
+            }
+        }
+    }
+    let mean = sum
+        .iter()
+        .zip(&count)
+        .map(|(&s, &c)| if c > 0 { s / c as f64 } else { 0.0 })
+        .collect();
+    let low = low
+        .into_iter()
+        .map(|x| if x == f64::MAX { 0.0 } else { x })
+        .collect();
+    (mean, low)
 }
 
 /// Bucket start times in microseconds.

@@ -379,6 +379,10 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
     let rows: Vec<(&str, Cell)> = vec![
         ("leaf balancer", Box::new(balancer)),
         (
+            "congestion control",
+            Box::new(|s: &Summary| s.congestion_control.clone()),
+        ),
+        (
             "transfers done",
             Box::new(|s: &Summary| {
                 let partial = if s.partial { " (partial)" } else { "" };
@@ -413,7 +417,23 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
             "max queue",
             Box::new(|s: &Summary| format!("{} B", s.max_queue_bytes)),
         ),
+        (
+            "mean peak queue",
+            Box::new(|s: &Summary| {
+                s.mean_peak_queue_bytes
+                    .map_or("-".into(), |b| format!("{b:.0} B"))
+            }),
+        ),
         ("ECN marks", Box::new(|s: &Summary| s.ecn_marks.to_string())),
+        ("CNPs", Box::new(|s: &Summary| s.cnps_sent.to_string())),
+        (
+            "rate cuts (DCQCN)",
+            Box::new(|s: &Summary| s.dcqcn_rate_cuts.to_string()),
+        ),
+        (
+            "window cuts",
+            Box::new(|s: &Summary| s.window_cuts.to_string()),
+        ),
         (
             "PFC pauses",
             Box::new(|s: &Summary| s.pfc_pause_frames.to_string()),
