@@ -898,7 +898,13 @@ fn compare(
             break;
         }
     }
-    out!("{}", report::compare(&runs));
+    let mean_peak: Vec<Option<f64>> = curves
+        .iter()
+        .map(|c| {
+            (!c.deepest.is_empty()).then(|| c.deepest.iter().sum::<f64>() / c.deepest.len() as f64)
+        })
+        .collect();
+    out!("{}", report::compare(&runs, &mean_peak));
     outln!("outputs   {}/<name>/", out.display());
     if plots {
         // Queue depth and sending rates of every run, side by side.

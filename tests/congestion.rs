@@ -259,3 +259,77 @@ fn each_comparison_set_differs_only_in_congestion_control() {
         }
     }
 }
+
+/// Congestion control per tenant and per workload: each QP runs its own
+/// workload's algorithm, whatever the others run.
+#[test]
+fn each_workload_runs_its_own_congestion_control() {
+    let path = "examples/congestion/mixed-incast.toml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let ccs_of = |sim: &fabricsim::engine::Simulation| {
+        let mut out = Vec::new();
+        fabricsim::report::tables::qps_csv(sim, &mut out).unwrap();
+        let csv = String::from_utf8(out).unwrap();
+        let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+        let (cc, cnps, cuts) = (
+            col("congestion_control"),
+            col("cnps_received"),
+            col("window_cuts"),
+        );
+        csv.lines()
+            .skip(1)
+            .map(|r| {
+                let f: Vec<&str> = r.split(',').collect();
+                (
+                    f[cc].to_string(),
+                    f[cnps].parse::<u64>().unwrap(),
+                    f[cuts].parse::<u64>().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let (sim, s) = run_file(std::path::Path::new(path), &[]);
+    assert_eq!(s.congestion_control, "dcqcn+dctcp");
+    assert_eq!(s.pfc_pause_frames, 0);
+    let qps = ccs_of(&sim);
+    assert_eq!(qps.len(), 8);
+    for (i, (cc, cnps, cuts)) in qps.iter().enumerate() {
+        if i < 4 {
+            // The training job: DCQCN, slowed by CNPs.
+            assert_eq!((cc.as_str(), *cuts), ("dcqcn", 0), "QP {i}");
+            assert!(*cnps > 10, "QP {i}: {cnps} CNPs");
+        } else {
+            // Tenant 2: DCTCP's window, cut by the marks its ACKs carry.
+            assert_eq!((cc.as_str(), *cnps), ("dctcp", 0), "QP {i}");
+            assert!(*cuts > 10, "QP {i}: {cuts} window cuts");
+        }
+    }
+    // A workload's own key wins over its tenant's.
+    let (sim, s) = run_with(&text, &["workload.1.congestion_control=\"swift\""]);
+    assert_eq!(s.congestion_control, "dcqcn+swift");
+    assert!(ccs_of(&sim)[4..].iter().all(|q| q.0 == "swift"));
+    // A table for an algorithm no workload runs does nothing: refused.
+    let e = error_of(&format!("{text}\n[swift]\nbase_target = \"5us\"\n"), &[]);
+    assert!(
+        e.contains("swift") && e.contains("no workload runs it"),
+        "{e}"
+    );
+    // Bad names are refused where they are given.
+    let e = error_of(&text.replace("2 = \"dctcp\"", "2 = \"reno\""), &[]);
+    assert!(
+        e.contains("tenant_congestion_control.2") && e.contains("reno"),
+        "{e}"
+    );
+    let e = error_of(&text, &["workload.0.congestion_control=\"cubic\""]);
+    assert!(
+        e.contains("workload[0].congestion_control") || e.contains("workload.0.congestion_control"),
+        "{e}"
+    );
+    // A window over MRC is refused at the key that chose it.
+    let e = error_of(&text, &["transport.protocol=\"mrc\""]);
+    assert!(
+        e.contains("tenant_congestion_control") && e.contains("mrc"),
+        "{e}"
+    );
+}

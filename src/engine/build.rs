@@ -10,7 +10,7 @@ use crate::nic::dcqcn::Dcqcn;
 use crate::nic::nics::Nics;
 use crate::nic::rate::RateControl;
 use crate::nic::transport::{packets_of, Requester, Responder};
-use crate::nic::WindowParams;
+use crate::nic::Cc;
 use crate::rng::Streams;
 use crate::scenario::Scenario;
 use crate::switch::balance::{Ecmp, EcmpSeed};
@@ -297,9 +297,10 @@ pub fn path_settings(
             s.hops = path.map_or(0, |p| p.len().saturating_sub(1) as u32);
         }
     }
-    let Some(WindowParams::Hpcc(p)) = scenario.transport.window else {
+    if !qps.iter().any(|q| q.req.rate.hpcc().is_some()) {
         return;
-    };
+    }
+    let p = scenario.transport.windows.hpcc;
     let t = p.base_rtt.unwrap_or_else(|| {
         let framing = scenario.qos.framing;
         let data = framing.wire_bytes(Opcode::WriteMiddle, scenario.transport.mtu);
@@ -360,28 +361,20 @@ fn new_qp(
         req.post(fi as u32, bytes);
         resp.post(fi as u32, bytes);
     }
-    if tc.dcqcn_enabled {
-        let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
-        req.rate = RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate));
-    }
-    match &tc.window {
-        Some(WindowParams::Dctcp(p)) => {
-            req.rate = RateControl::Dctcp(crate::nic::dctcp::Dctcp::new(p))
-        }
-        Some(WindowParams::Swift(p)) => {
-            req.rate = RateControl::Swift(Box::new(crate::nic::swift::Swift::new(p)))
-        }
-        Some(WindowParams::Hpcc(p)) => {
-            // T is set once the routes are known (`path_settings`).
-            let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
-            req.rate = RateControl::Hpcc(Box::new(crate::nic::hpcc::Hpcc::new(
-                p,
-                rate.bps() as f64,
-                p.base_rtt.unwrap_or(SimTime::ZERO),
-            )))
-        }
-        None => {}
-    }
+    let rate = topo.ports[src_ports[id as usize % src_ports.len()].idx()].rate;
+    let w = &tc.windows;
+    req.rate = match scenario.workloads[spec.workload as usize].cc {
+        Cc::None => RateControl::LineRate,
+        Cc::Dcqcn => RateControl::Dcqcn(Dcqcn::new(&tc.dcqcn, rate)),
+        Cc::Dctcp => RateControl::Dctcp(crate::nic::dctcp::Dctcp::new(&w.dctcp)),
+        Cc::Swift => RateControl::Swift(Box::new(crate::nic::swift::Swift::new(&w.swift))),
+        // T is set once the routes are known (`path_settings`).
+        Cc::Hpcc => RateControl::Hpcc(Box::new(crate::nic::hpcc::Hpcc::new(
+            &w.hpcc,
+            rate.bps() as f64,
+            w.hpcc.base_rtt.unwrap_or(SimTime::ZERO),
+        ))),
+    };
     if let Some(m) = tc.mrc {
         req = req.with_mrc(m, src_ports.len().min(8) as u32);
         resp = resp.with_sack();

@@ -664,7 +664,7 @@ impl Simulation {
             }
             Rx::Acked(q) => {
                 self.messages_acked(q);
-                if self.scenario().transport.window.is_some() {
+                if self.nics.qp(q).req.rate.is_window() {
                     // Its window may have opened.
                     self.kick_qp(q);
                 }

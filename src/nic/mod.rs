@@ -67,34 +67,66 @@ pub struct TransportConfig {
     pub tenant_dscp: Vec<(u16, u8)>,
     /// DSCP of CNPs (convention: 48).
     pub cnp_dscp: u8,
-    /// QPs run DCQCN; otherwise every QP sends at line rate (or under
-    /// `dctcp`'s window).
-    pub dcqcn_enabled: bool,
-    /// QPs keep a congestion window: DCTCP-style (`congestion_control =
-    /// "dctcp"`), Swift-style (`"swift"`) or HPCC's (`"hpcc"`).
-    pub window: Option<WindowParams>,
+    /// The congestion control of workloads that give none of their own
+    /// and whose tenant has none (`congestion_control`).
+    pub cc: Cc,
+    /// Each tenant's congestion control, by tenant id (`[transport]
+    /// tenant_congestion_control`).
+    pub tenant_cc: Vec<(u16, Cc)>,
+    /// The windows' settings (`[dctcp]`, `[swift]`, `[hpcc]`), for the QPs
+    /// that run them.
+    pub windows: WindowParams,
     /// DCQCN parameters; their preset also gives the switch-side marking
     /// thresholds classes leave unset, whether or not NICs react.
     pub dcqcn: dcqcn::DcqcnParams,
 }
 
-impl TransportConfig {
-    /// The QPs' congestion control, as the scenario names it.
-    pub fn congestion_control(&self) -> &'static str {
-        match (&self.window, self.dcqcn_enabled) {
-            (Some(WindowParams::Dctcp(_)), _) => "dctcp",
-            (Some(WindowParams::Swift(_)), _) => "swift",
-            (Some(WindowParams::Hpcc(_)), _) => "hpcc",
-            (None, true) => "dcqcn",
-            (None, false) => "none",
+/// A QP's congestion control.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum Cc {
+    /// Line rate: only PFC (and the port) hold the QP back.
+    None,
+    /// DCQCN's rate, cut by CNPs.
+    Dcqcn,
+    /// Congestion windows: DCTCP-style, Swift-style, HPCC's.
+    Dctcp,
+    Swift,
+    Hpcc,
+}
+
+impl Cc {
+    /// Every one, by its scenario name.
+    pub const ALL: [(&'static str, Cc); 5] = [
+        ("dcqcn", Cc::Dcqcn),
+        ("dctcp", Cc::Dctcp),
+        ("swift", Cc::Swift),
+        ("hpcc", Cc::Hpcc),
+        ("none", Cc::None),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cc::None => "none",
+            Cc::Dcqcn => "dcqcn",
+            Cc::Dctcp => "dctcp",
+            Cc::Swift => "swift",
+            Cc::Hpcc => "hpcc",
         }
+    }
+
+    /// Keeps a congestion window (and so takes an ACK per packet).
+    pub fn windowed(self) -> bool {
+        matches!(self, Cc::Dctcp | Cc::Swift | Cc::Hpcc)
     }
 }
 
-/// A window-based congestion control and its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum WindowParams {
-    Dctcp(dctcp::DctcpParams),
-    Swift(swift::SwiftParams),
-    Hpcc(hpcc::HpccParams),
+/// The settings of the window-based congestion controls (each its
+/// table's, or its defaults).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WindowParams {
+    pub dctcp: dctcp::DctcpParams,
+    pub swift: swift::SwiftParams,
+    pub hpcc: hpcc::HpccParams,
 }

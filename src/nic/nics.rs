@@ -447,12 +447,9 @@ impl Nics {
                 }
                 let before = qp.req.una;
                 let acked = qp.req.on_ack(now, pkt.psn, rto);
-                let opened = match &self.cfg.window {
-                    Some(w) => qp
-                        .req
-                        .window_feedback(w, now, before, (pkt.flow, int), false),
-                    None => false,
-                };
+                let opened =
+                    qp.req
+                        .window_feedback(&self.cfg.windows, now, before, (pkt.flow, int), false);
                 let probe = qp.req.mrc.is_some() && qp.req.has_data();
                 if opened {
                     self.activate(q);
@@ -474,16 +471,19 @@ impl Nics {
                 let qp = &mut self.qps[q.idx()];
                 let before = qp.req.una;
                 qp.req.on_nak(now, pkt.psn, rto);
-                if let Some(w) = &self.cfg.window {
-                    qp.req
-                        .window_feedback(w, now, before, (pkt.flow, int), true);
-                }
+                qp.req
+                    .window_feedback(&self.cfg.windows, now, before, (pkt.flow, int), true);
                 self.activate(q);
                 Rx::Resend(q)
             }
             _ => {
-                let ack_every = self.cfg.ack_every;
                 let qp = &mut self.qps[q.idx()];
+                // A window may be under the ACK coalescing: an ACK per packet.
+                let ack_every = if qp.req.rate.is_window() {
+                    1
+                } else {
+                    self.cfg.ack_every
+                };
                 if pkt.ecn() == ecn::CE {
                     qp.resp.ce_packets = qp.resp.ce_packets.wrapping_add(1);
                 }
@@ -523,7 +523,7 @@ impl Nics {
             udp_sport: qp.udp_sport,
             opcode,
             tos: Packet::tos_of(dscp, ecn::ECT0),
-            flow: if matches!(self.cfg.window, Some(crate::nic::WindowParams::Dctcp(_))) {
+            flow: if qp.req.rate.dctcp().is_some() {
                 qp.resp.ce_packets
             } else {
                 crate::wire::packet::NO_FLOW
@@ -571,10 +571,11 @@ impl Nics {
     /// when it sends a CNP (not within the CNP interval of the last one).
     pub fn congestion_experienced(&mut self, now: SimTime, q: QpId) -> CnpWhen {
         let tc = &self.cfg;
-        if !tc.dcqcn_enabled {
+        let qp = &mut self.qps[q.idx()];
+        if qp.req.rate.dcqcn().is_none() {
+            // Only DCQCN's QPs get CNPs.
             return CnpWhen::Never;
         }
-        let qp = &mut self.qps[q.idx()];
         if qp
             .cnp_last
             .is_some_and(|t| now.saturating_sub(t) < tc.dcqcn.cnp_interval)
@@ -620,9 +621,7 @@ impl Nics {
     pub fn timer(&mut self, now: SimTime, q: QpId) -> TimerAction {
         let action = self.qps[q.idx()].req.on_timer(now, self.cfg.rto);
         if let TimerAction::Retransmit(_) = action {
-            if let Some(w) = &self.cfg.window {
-                self.qps[q.idx()].req.window_timeout(w, now);
-            }
+            self.qps[q.idx()].req.window_timeout(&self.cfg.windows, now);
             self.activate(q);
         }
         action

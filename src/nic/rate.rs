@@ -60,6 +60,26 @@ impl RateControl {
         }
     }
 
+    /// Keeps a congestion window (DCTCP, Swift, HPCC).
+    #[inline]
+    pub fn is_window(&self) -> bool {
+        matches!(
+            self,
+            RateControl::Dctcp(_) | RateControl::Swift(_) | RateControl::Hpcc(_)
+        )
+    }
+
+    /// The congestion control it runs.
+    pub fn cc(&self) -> super::Cc {
+        match self {
+            RateControl::LineRate => super::Cc::None,
+            RateControl::Dcqcn(_) => super::Cc::Dcqcn,
+            RateControl::Dctcp(_) => super::Cc::Dctcp,
+            RateControl::Swift(_) => super::Cc::Swift,
+            RateControl::Hpcc(_) => super::Cc::Hpcc,
+        }
+    }
+
     pub fn hpcc(&self) -> Option<&super::hpcc::Hpcc> {
         match self {
             RateControl::Hpcc(h) => Some(h),

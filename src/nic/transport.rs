@@ -289,9 +289,10 @@ impl Requester {
     }
 
     /// An ACK or NAK at `now` moved `una` from `before`, with the
-    /// receiver's CE count `ce` and the INT records `int` it echoes: a
-    /// congestion window reacts (`nak`: a loss). Returns whether the QP
-    /// may send now.
+    /// receiver's CE count `ce` and the INT records `int` it echoes: the
+    /// QP's congestion window, if it keeps one, reacts (`nak`: a loss),
+    /// with its settings from `cc`. Returns whether the QP may send now
+    /// (false without a window: nothing changed).
     pub fn window_feedback(
         &mut self,
         cc: &WindowParams,
@@ -302,35 +303,35 @@ impl Requester {
     ) -> bool {
         let (una, next) = (self.una, self.next);
         let newly = una.saturating_sub(before);
-        match (&mut self.rate, cc) {
-            (RateControl::Dctcp(d), WindowParams::Dctcp(p)) => {
-                d.on_ack(p, newly, ce, una, next);
+        match &mut self.rate {
+            RateControl::Dctcp(d) => {
+                d.on_ack(&cc.dctcp, newly, ce, una, next);
                 if nak {
-                    d.on_loss(p, una, next);
+                    d.on_loss(&cc.dctcp, una, next);
                 }
             }
-            (RateControl::Swift(s), WindowParams::Swift(p)) => {
+            RateControl::Swift(s) => {
                 if nak {
-                    s.on_loss(p, now);
+                    s.on_loss(&cc.swift, now);
                 } else {
-                    s.on_ack(p, now, una, newly);
+                    s.on_ack(&cc.swift, now, una, newly);
                 }
             }
-            (RateControl::Hpcc(h), WindowParams::Hpcc(p)) => {
+            RateControl::Hpcc(h) => {
                 if let Some(int) = int.filter(|_| !nak) {
-                    h.on_ack(p, int, una, next);
+                    h.on_ack(&cc.hpcc, int, una, next);
                 }
             }
-            _ => return false,
+            RateControl::LineRate | RateControl::Dcqcn(_) => return false,
         }
         self.has_data() && self.window_open()
     }
 
     /// The retransmission timer fired: a congestion window shrinks.
     pub fn window_timeout(&mut self, cc: &WindowParams, now: SimTime) {
-        match (&mut self.rate, cc) {
-            (RateControl::Dctcp(d), WindowParams::Dctcp(p)) => d.on_timeout(p, now),
-            (RateControl::Swift(s), WindowParams::Swift(p)) => s.on_loss(p, now),
+        match &mut self.rate {
+            RateControl::Dctcp(d) => d.on_timeout(&cc.dctcp, now),
+            RateControl::Swift(s) => s.on_loss(&cc.swift, now),
             _ => {}
         }
     }

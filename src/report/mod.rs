@@ -119,10 +119,6 @@ pub struct Summary {
     pub out_of_order_packets: u64,
     pub max_switch_buffer_bytes: u64,
     pub max_queue_bytes: u64,
-    /// The deepest switch queue of each sampling interval up to the
-    /// makespan, averaged: how deep queues ran, beside their one peak
-    /// (`None` without time series).
-    pub mean_peak_queue_bytes: Option<f64>,
     /// Packets marked CE by WRED, and dropped by it.
     pub ecn_marks: u64,
     pub wred_drops: u64,
@@ -131,8 +127,9 @@ pub struct Summary {
     /// QP rate cuts by DCQCN, and the lowest rate any QP fell to (Gb/s).
     pub dcqcn_rate_cuts: u64,
     pub dcqcn_min_rate_gbps: Option<f64>,
-    /// The QPs' congestion control (`transport.congestion_control`), and
-    /// the cuts of their congestion windows (DCTCP, Swift, HPCC) summed.
+    /// The congestion controls the workloads run (`dcqcn`, or several as
+    /// `dcqcn+dctcp`), and the cuts of the QPs' congestion windows (DCTCP,
+    /// Swift, HPCC) summed.
     pub congestion_control: String,
     pub window_cuts: u64,
     /// PFC frames sent with a pause time, and resumes (quanta 0).
@@ -621,10 +618,6 @@ impl Summary {
                 .map(|(q, _)| q.max_bytes)
                 .max()
                 .unwrap_or(0),
-            mean_peak_queue_bytes: {
-                let deepest = series::deepest_queue(sim, SimTime(makespan));
-                (!deepest.is_empty()).then(|| deepest.iter().sum::<f64>() / deepest.len() as f64)
-            },
             ecn_marks: c.ecn_marks,
             wred_drops: c.wred_drops,
             cnps_sent: c.cnps_sent,
@@ -640,7 +633,13 @@ impl Summary {
                 .filter(|d| d.cuts > 0)
                 .map(|d| d.min_rc / 1e9)
                 .reduce(f64::min),
-            congestion_control: sim.scenario().transport.congestion_control().to_string(),
+            congestion_control: {
+                let mut used: Vec<crate::nic::Cc> =
+                    sim.scenario().workloads.iter().map(|w| w.cc).collect();
+                used.sort_unstable();
+                used.dedup();
+                used.iter().map(|c| c.name()).collect::<Vec<_>>().join("+")
+            },
             window_cuts: qps
                 .iter()
                 .map(|q| {

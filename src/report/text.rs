@@ -360,8 +360,10 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
 type Cell<'a> = Box<dyn Fn(&Summary) -> String + 'a>;
 
 /// Several runs side by side: one column per run, one row per headline
-/// figure.
-pub fn compare(runs: &[(String, Summary)]) -> String {
+/// figure. `mean_peak_queue`: per run, its deepest switch queue per
+/// sampling interval, averaged (from its time series, so not in
+/// `summary.json`, which sampling leaves alone).
+pub fn compare(runs: &[(String, Summary)], mean_peak_queue: &[Option<f64>]) -> String {
     let us = |ps: f64| format!("{:.1} us", ps / 1e6);
     let opt_us = |d: &Option<super::Distribution>, f: fn(&super::Distribution) -> f64| {
         d.as_ref().map_or("-".to_string(), |d| us(f(d)))
@@ -417,13 +419,6 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
             "max queue",
             Box::new(|s: &Summary| format!("{} B", s.max_queue_bytes)),
         ),
-        (
-            "mean peak queue",
-            Box::new(|s: &Summary| {
-                s.mean_peak_queue_bytes
-                    .map_or("-".into(), |b| format!("{b:.0} B"))
-            }),
-        ),
         ("ECN marks", Box::new(|s: &Summary| s.ecn_marks.to_string())),
         ("CNPs", Box::new(|s: &Summary| s.cnps_sent.to_string())),
         (
@@ -452,11 +447,24 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
             Box::new(|s: &Summary| s.glb_heartbeats_sent.to_string()),
         ),
     ];
-    let cells: Vec<Vec<String>> = runs
+    let mut labels: Vec<&str> = rows.iter().map(|r| r.0).collect();
+    let mut cells: Vec<Vec<String>> = runs
         .iter()
         .map(|(_, s)| rows.iter().map(|(_, f)| f(s)).collect())
         .collect();
-    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    // After the largest queue, how deep queues ran.
+    let at = labels
+        .iter()
+        .position(|&l| l == "max queue")
+        .map_or(labels.len(), |i| i + 1);
+    labels.insert(at, "mean peak queue");
+    for (c, q) in cells
+        .iter_mut()
+        .zip(mean_peak_queue.iter().chain(std::iter::repeat(&None)))
+    {
+        c.insert(at, q.map_or("-".into(), |b| format!("{b:.0} B")));
+    }
+    let label_w = labels.iter().map(|l| l.len()).max().unwrap_or(0);
     let widths: Vec<usize> = runs
         .iter()
         .zip(&cells)
@@ -474,7 +482,7 @@ pub fn compare(runs: &[(String, Summary)]) -> String {
         let _ = write!(o, "  {name:>w$}");
     }
     o.push('\n');
-    for (i, (label, _)) in rows.iter().enumerate() {
+    for (i, label) in labels.iter().enumerate() {
         let _ = write!(o, "{label:<label_w$}");
         for (c, w) in cells.iter().zip(&widths) {
             let _ = write!(o, "  {:>w$}", c[i]);

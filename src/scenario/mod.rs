@@ -238,15 +238,6 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"), &topology)?;
         let mut transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
         transport.dcqcn = lossless::dcqcn(raw.dcqcn.as_ref(), &root.key("dcqcn"))?;
-        transport.window = resolve::window(
-            transport.window,
-            resolve::WindowTables {
-                dctcp: raw.dctcp.as_ref(),
-                swift: raw.swift.as_ref(),
-                hpcc: raw.hpcc.as_ref(),
-            },
-            &root,
-        )?;
         let mut qos = lossless::qos(
             raw.qos.as_ref(),
             raw.pfc.as_ref(),
@@ -255,37 +246,12 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             &root,
         )?;
         topology.vlan_id = qos.vlan_id;
-        if matches!(transport.window, Some(crate::nic::WindowParams::Hpcc(_))) {
-            // Data packets and ACKs carry HPCC's INT records.
-            qos.framing.int_bytes = crate::wire::int::INT_BYTES;
-            if routes.longest_switch_hops > crate::wire::int::MAX_HOPS as u32 {
-                return Err(KeyError::new(
-                    &root.key("transport").key("congestion_control"),
-                    format!(
-                        "got \"hpcc\" on a fabric whose longest path crosses {} switches: an INT header has room for {} records",
-                        routes.longest_switch_hops,
-                        crate::wire::int::MAX_HOPS
-                    ),
-                ));
-            }
-        }
         lossless::check_transport(
             &qos,
             transport.mtu,
             transport.data_dscp,
             &root.key("transport"),
         )?;
-        let round_trip = longest_round_trip(&topology, &routes, transport.mtu, qos.framing);
-        if transport.rto < round_trip {
-            return Err(KeyError::new(
-                &root.key("transport").key("rto"),
-                format!(
-                    "got {}, expected at least {round_trip}: the round trip of the fabric's longest path ({} links each way, a full data frame out and an ACK back on its slowest and longest links); a shorter timeout resends every packet before its ACK can arrive",
-                    transport.rto,
-                    routes.longest_switch_hops + 2
-                ),
-            ));
-        }
         let pfc = crate::switch::qos::PfcTable::resolve(&topology, &qos, &transport.dcqcn);
         let (mut warnings, error) = lossless::check(&topology, &qos, &pfc, switch.buffer_bytes);
         warnings.extend(balance::check(&topology, &switch.ecmp, &switch.balance));
@@ -311,6 +277,64 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             return Err(KeyError::new(
                 &root.key("workload"),
                 "missing; expected at least one [[workload]] entry",
+            ));
+        }
+        // The congestion controls the workloads run, and their settings.
+        let mut used: Vec<crate::nic::Cc> = workloads.iter().map(|w| w.cc).collect();
+        used.sort_unstable();
+        used.dedup();
+        transport.windows = resolve::windows(
+            &used,
+            resolve::WindowTables {
+                dctcp: raw.dctcp.as_ref(),
+                swift: raw.swift.as_ref(),
+                hpcc: raw.hpcc.as_ref(),
+            },
+            &root,
+        )?;
+        // Where a workload's congestion control came from, for errors.
+        let cc_key = |i: usize| {
+            let w = &workloads[i];
+            if raw.workload[i].congestion_control.is_some() {
+                w.path.key("congestion_control")
+            } else if transport.tenant_cc.iter().any(|&(t, _)| t == w.tenant) {
+                root.key("transport")
+                    .key("tenant_congestion_control")
+                    .key(&w.tenant.to_string())
+            } else {
+                root.key("transport").key("congestion_control")
+            }
+        };
+        if transport.mrc.is_some() {
+            if let Some(i) = workloads.iter().position(|w| w.cc.windowed()) {
+                let cc = workloads[i].cc;
+                return Err(KeyError::new(&cc_key(i), resolve::mrc_window(cc)));
+            }
+        }
+        if let Some(i) = workloads.iter().position(|w| w.cc == crate::nic::Cc::Hpcc) {
+            // HPCC anywhere: the fabric runs INT, and every RoCE frame
+            // carries the header (the NICs insert it, the switches fill it).
+            qos.framing.int_bytes = crate::wire::int::INT_BYTES;
+            if routes.longest_switch_hops > crate::wire::int::MAX_HOPS as u32 {
+                return Err(KeyError::new(
+                    &cc_key(i),
+                    format!(
+                        "got \"hpcc\" on a fabric whose longest path crosses {} switches: an INT header has room for {} records",
+                        routes.longest_switch_hops,
+                        crate::wire::int::MAX_HOPS
+                    ),
+                ));
+            }
+        }
+        let round_trip = longest_round_trip(&topology, &routes, transport.mtu, qos.framing);
+        if transport.rto < round_trip {
+            return Err(KeyError::new(
+                &root.key("transport").key("rto"),
+                format!(
+                    "got {}, expected at least {round_trip}: the round trip of the fabric's longest path ({} links each way, a full data frame out and an ACK back on its slowest and longest links); a shorter timeout resends every packet before its ACK can arrive",
+                    transport.rto,
+                    routes.longest_switch_hops + 2
+                ),
             ));
         }
         // A workload in a class of its own: that class must carry its frames.

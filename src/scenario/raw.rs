@@ -272,6 +272,9 @@ pub struct RawTransport {
     /// DSCP of each tenant's data (tenant id to DSCP), for workloads that
     /// give none of their own.
     pub tenant_dscp: Option<std::collections::BTreeMap<String, Value>>,
+    /// Congestion control of each tenant's workloads (tenant id to its
+    /// name), for workloads that give none of their own.
+    pub tenant_congestion_control: Option<std::collections::BTreeMap<String, Value>>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -292,6 +295,9 @@ pub struct RawWorkload {
     /// DSCP of this workload's data and ACKs (default: its tenant's, or
     /// the transport's).
     pub dscp: Option<i64>,
+    /// Congestion control of this workload's QPs (default: its tenant's,
+    /// or the transport's).
+    pub congestion_control: Option<String>,
     pub op: Option<String>,
     pub algorithm: Option<String>,
     pub channels: Option<i64>,

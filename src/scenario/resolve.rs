@@ -8,7 +8,7 @@ use super::error::{KeyError, KeyPath};
 use super::raw::*;
 use super::values::{choice, count, fraction, positive_time, rate, show, size, time};
 use crate::nic::transport::OooPolicy;
-use crate::nic::{TransportConfig, WindowParams, WriteMode};
+use crate::nic::{Cc, TransportConfig, WindowParams, WriteMode};
 use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
@@ -376,16 +376,9 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     let cc = choice(
         t.congestion_control.as_deref(),
         &path.key("congestion_control"),
-        &[
-            ("dcqcn", "dcqcn"),
-            ("dctcp", "dctcp"),
-            ("swift", "swift"),
-            ("hpcc", "hpcc"),
-            ("none", "none"),
-        ],
-        "dcqcn",
+        &Cc::ALL,
+        Cc::Dcqcn,
     )?;
-    let dcqcn_enabled = cc == "dcqcn";
     let dscp = |v: Option<i64>, key: &str, default: u8| match v {
         None => Ok(default),
         Some(d @ 0..=63) => Ok(d as u8),
@@ -491,7 +484,7 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     // A window of fewer packets than the receiver waits for before it
     // acknowledges would stall until the retransmission timeout: windows
     // get an ACK per packet.
-    let windowed = matches!(cc, "dctcp" | "swift" | "hpcc");
+    let windowed = cc.windowed();
     let ack_every = count(
         t.ack_every,
         &path.key("ack_every"),
@@ -501,13 +494,13 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     if windowed && ack_every > 1 {
         return Err(KeyError::new(
             &path.key("ack_every"),
-            format!("got {ack_every} with congestion_control = \"{cc}\": a window can be smaller than {ack_every} packets and would wait for an ACK the receiver never sends; windows take an ACK per packet (1)"),
+            format!("got {ack_every} with congestion_control = \"{}\": a window can be smaller than {ack_every} packets and would wait for an ACK the receiver never sends; windows take an ACK per packet (1)", cc.name()),
         ));
     }
     if windowed && mrc.is_some() {
         return Err(KeyError::new(
             &path.key("congestion_control"),
-            format!("got \"{cc}\" with protocol = \"mrc\": the {cc} window is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path"),
+            mrc_window(cc),
         ));
     }
     Ok(TransportConfig {
@@ -521,17 +514,12 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         data_dscp: dscp(t.dscp, "dscp", 24)?,
         tenant_dscp: tenant_dscp(t.tenant_dscp.as_ref(), &path.key("tenant_dscp"))?,
         cnp_dscp: dscp(t.cnp_dscp, "cnp_dscp", 48)?,
-        dcqcn_enabled,
-        window: match cc {
-            "dctcp" => Some(WindowParams::Dctcp(
-                crate::nic::dctcp::DctcpParams::default(),
-            )),
-            "swift" => Some(WindowParams::Swift(
-                crate::nic::swift::SwiftParams::default(),
-            )),
-            "hpcc" => Some(WindowParams::Hpcc(crate::nic::hpcc::HpccParams::default())),
-            _ => None,
-        },
+        cc,
+        tenant_cc: tenant_cc(
+            t.tenant_congestion_control.as_ref(),
+            &path.key("tenant_congestion_control"),
+        )?,
+        windows: WindowParams::default(),
         dcqcn: crate::nic::dcqcn::DcqcnParams::preset(crate::nic::dcqcn::Preset::ConnectxFirmware),
     })
 }
@@ -543,25 +531,27 @@ pub struct WindowTables<'a> {
     pub hpcc: Option<&'a RawHpcc>,
 }
 
-/// The settings of the window `congestion_control` chose, from its table
-/// (a table for a window not chosen is refused: it would do nothing).
-pub fn window(
-    chosen: Option<WindowParams>,
-    tables: WindowTables,
-    root: &KeyPath,
-) -> R<Option<WindowParams>> {
+/// The windows' settings from their tables; `used`: the congestion
+/// controls some workload runs (a table for one none runs is refused: it
+/// would do nothing).
+pub fn windows(used: &[Cc], tables: WindowTables, root: &KeyPath) -> R<WindowParams> {
     let WindowTables { dctcp, swift, hpcc } = tables;
-    let given = |name: &str| match name {
-        "dctcp" => dctcp.is_some(),
-        "swift" => swift.is_some(),
-        _ => hpcc.is_some(),
-    };
     let unused = |key: &str| {
         KeyError::new(
             &root.key(key),
-            format!("is only used with transport.congestion_control = \"{key}\""),
+            format!("is only used with congestion_control = \"{key}\" (in [transport], tenant_congestion_control or a workload), and no workload runs it"),
         )
     };
+    for (name, cc, given) in [
+        ("dctcp", Cc::Dctcp, dctcp.is_some()),
+        ("swift", Cc::Swift, swift.is_some()),
+        ("hpcc", Cc::Hpcc, hpcc.is_some()),
+    ] {
+        if given && !used.contains(&cc) {
+            return Err(unused(name));
+        }
+    }
+    let mut out = WindowParams::default();
     let number = |v: Option<&Value>, path: KeyPath, default: f64, lo: f64, hi: f64| {
         let x = match v {
             None => return Ok(default),
@@ -583,20 +573,9 @@ pub fn window(
             ))
         }
     };
-    let mine = match chosen {
-        Some(WindowParams::Dctcp(_)) => "dctcp",
-        Some(WindowParams::Swift(_)) => "swift",
-        Some(WindowParams::Hpcc(_)) => "hpcc",
-        None => "",
-    };
-    if let Some(other) = ["dctcp", "swift", "hpcc"]
-        .into_iter()
-        .find(|&t| t != mine && given(t))
     {
-        return Err(unused(other));
-    }
-    match chosen {
-        Some(WindowParams::Dctcp(mut p)) => {
+        let p = &mut out.dctcp;
+        {
             if let Some(r) = dctcp {
                 let path = root.key("dctcp");
                 p.g = fraction(r.g.as_ref(), &path.key("g"), p.g, "a weight")?;
@@ -607,9 +586,9 @@ pub fn window(
                     1,
                 )?;
             }
-            Ok(Some(WindowParams::Dctcp(p)))
         }
-        Some(WindowParams::Swift(mut p)) => {
+        let p = &mut out.swift;
+        {
             if let Some(r) = swift {
                 let path = root.key("swift");
                 p.base_target = positive_time(
@@ -629,9 +608,9 @@ pub fn window(
                     1,
                 )?);
             }
-            Ok(Some(WindowParams::Swift(p)))
         }
-        Some(WindowParams::Hpcc(mut p)) => {
+        let p = &mut out.hpcc;
+        {
             if let Some(r) = hpcc {
                 let path = root.key("hpcc");
                 p.eta = fraction(
@@ -664,10 +643,44 @@ pub fn window(
                     )?);
                 }
             }
-            Ok(Some(WindowParams::Hpcc(p)))
         }
-        None => Ok(None),
     }
+    Ok(out)
+}
+
+/// The error for a window over MRC.
+pub fn mrc_window(cc: Cc) -> String {
+    let cc = cc.name();
+    format!("got \"{cc}\" with protocol = \"mrc\": the {cc} window is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path")
+}
+
+/// `[transport] tenant_congestion_control`: tenant id to the congestion
+/// control of its workloads.
+fn tenant_cc(
+    raw: Option<&std::collections::BTreeMap<String, Value>>,
+    path: &KeyPath,
+) -> R<Vec<(u16, Cc)>> {
+    let mut out = Vec::new();
+    for (k, v) in raw.into_iter().flatten() {
+        let p = path.key(k);
+        let tenant = k.parse::<u16>().map_err(|_| {
+            KeyError::new(
+                &p,
+                format!("got tenant \"{k}\", expected a tenant (job) id 0 to 65535"),
+            )
+        })?;
+        let Some(name) = v.as_str() else {
+            return Err(KeyError::new(
+                &p,
+                format!(
+                    "got {}, expected one of dcqcn, dctcp, swift, hpcc, none",
+                    show(v)
+                ),
+            ));
+        };
+        out.push((tenant, choice(Some(name), &p, &Cc::ALL, Cc::Dcqcn)?));
+    }
+    Ok(out)
 }
 
 /// A rate that may be below a link's (an HPCC step or floor), bits per
@@ -1011,6 +1024,19 @@ pub fn workloads(
                         format!("got {d}, expected a DSCP from 0 to 63"),
                     ))
                 }
+            },
+            cc: match w.congestion_control.as_deref() {
+                None => transport
+                    .tenant_cc
+                    .iter()
+                    .find(|&&(t, _)| Some(i64::from(t)) == w.tenant)
+                    .map_or(transport.cc, |&(_, c)| c),
+                Some(name) => choice(
+                    Some(name),
+                    &p.key("congestion_control"),
+                    &Cc::ALL,
+                    Cc::Dcqcn,
+                )?,
             },
             path: p,
         });

@@ -72,11 +72,6 @@ const METRICS: &[Metric] = &[
         read: |s| num(s, &["max_queue_bytes"]),
     },
     Metric {
-        column: "mean_peak_queue_bytes",
-        label: "deepest queue per interval, averaged (bytes)",
-        read: |s| num(s, &["mean_peak_queue_bytes"]),
-    },
-    Metric {
         column: "pfc_pause_frames",
         label: "PFC pause frames",
         read: |s| num(s, &["pfc_pause_frames"]),

@@ -38,6 +38,10 @@ pub struct Workload {
     /// and NIC: its own `dscp`, else its tenant's (`[transport]
     /// tenant_dscp`), else `transport.dscp`.
     pub dscp: u8,
+    /// Congestion control of its QPs: its own `congestion_control`, else
+    /// its tenant's (`[transport] tenant_congestion_control`), else the
+    /// transport's.
+    pub cc: crate::nic::Cc,
     /// Where this entry sits in the scenario, for error messages.
     pub path: KeyPath,
 }
