@@ -247,6 +247,17 @@ bytes = "1MB"
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The cells of `compare`'s row `label`, one per run.
+fn compare_row(stdout: &str, label: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label} row in {stdout}"))[label.len()..]
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
 /// The load-balancing comparison from the README: one workload under
 /// ECMP, DLB flowlet, GLB and spraying, side by side.
 #[test]
@@ -270,26 +281,18 @@ fn compare_prints_the_balancers_side_by_side() {
         assert!(header.contains(name), "{stdout}");
         assert!(out.join(name).join("summary.json").is_file());
     }
-    let row = |label: &str| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no {label} row in {stdout}"))
-            .split_whitespace()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
+    let row = |label: &str| compare_row(&stdout, label);
     assert_eq!(
-        row("leaf balancer")[2..],
+        row("leaf balancer"),
         ["ecmp", "dlb-flowlet", "glb-flowlet", "spray-round-robin"]
     );
     // ECMP collides, the others spread: ECMP's makespan is the longest.
-    let makespan: Vec<f64> = row("makespan")[1..]
+    let makespan: Vec<f64> = row("makespan")
         .chunks(2)
         .map(|c| c[0].parse().unwrap())
         .collect();
     assert!(makespan[1..].iter().all(|&m| m < makespan[0]), "{stdout}");
-    assert_eq!(row("out-of-order packets")[2], "0");
+    assert_eq!(row("out-of-order packets")[0], "0");
     // One bad file: nothing runs.
     let bad = temp("compare-bad");
     let o = fabricsim()
@@ -326,15 +329,7 @@ fn compare_shows_each_congestion_control_with_queue_and_rate_plots() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    let row = |label: &str| -> Vec<String> {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no {label} row in {stdout}"))[label.len()..]
-            .split_whitespace()
-            .map(str::to_string)
-            .collect()
-    };
+    let row = |label: &str| compare_row(&stdout, label);
     assert_eq!(row("congestion control"), ccs);
     // Mean peak queue, bytes: no congestion control fills the buffer
     // until PFC pauses; DCQCN's ramp keeps hundreds of KB; the windows

@@ -654,35 +654,6 @@ pub fn mrc_window(cc: Cc) -> String {
     format!("got \"{cc}\" with protocol = \"mrc\": the {cc} window is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path")
 }
 
-/// `[transport] tenant_congestion_control`: tenant id to the congestion
-/// control of its workloads.
-fn tenant_cc(
-    raw: Option<&std::collections::BTreeMap<String, Value>>,
-    path: &KeyPath,
-) -> R<Vec<(u16, Cc)>> {
-    let mut out = Vec::new();
-    for (k, v) in raw.into_iter().flatten() {
-        let p = path.key(k);
-        let tenant = k.parse::<u16>().map_err(|_| {
-            KeyError::new(
-                &p,
-                format!("got tenant \"{k}\", expected a tenant (job) id 0 to 65535"),
-            )
-        })?;
-        let Some(name) = v.as_str() else {
-            return Err(KeyError::new(
-                &p,
-                format!(
-                    "got {}, expected one of dcqcn, dctcp, swift, hpcc, none",
-                    show(v)
-                ),
-            ));
-        };
-        out.push((tenant, choice(Some(name), &p, &Cc::ALL, Cc::Dcqcn)?));
-    }
-    Ok(out)
-}
-
 /// A rate that may be below a link's (an HPCC step or floor), bits per
 /// second: above 0 and at most 10T.
 fn small_rate(v: &Value, path: &KeyPath) -> R<f64> {
@@ -701,11 +672,14 @@ fn small_rate(v: &Value, path: &KeyPath) -> R<f64> {
     }
 }
 
-/// `[transport] tenant_dscp`: tenant id to the DSCP of its data.
-fn tenant_dscp(
+/// A per-tenant table (`[transport] tenant_dscp`,
+/// `tenant_congestion_control`): tenant id to a value `parse` reads, in
+/// tenant order.
+fn per_tenant<T: Copy + Ord>(
     raw: Option<&std::collections::BTreeMap<String, Value>>,
     path: &KeyPath,
-) -> R<Vec<(u16, u8)>> {
+    parse: impl Fn(&Value, &KeyPath) -> R<T>,
+) -> R<Vec<(u16, T)>> {
     let mut out = Vec::new();
     for (k, v) in raw.into_iter().flatten() {
         let p = path.key(k);
@@ -715,19 +689,42 @@ fn tenant_dscp(
                 format!("got tenant \"{k}\", expected a tenant (job) id 0 to 65535"),
             )
         })?;
-        let d = match v.as_integer() {
-            Some(d @ 0..=63) => d as u8,
-            _ => {
-                return Err(KeyError::new(
-                    &p,
-                    format!("got {}, expected a DSCP from 0 to 63", show(v)),
-                ))
-            }
-        };
-        out.push((tenant, d));
+        out.push((tenant, parse(v, &p)?));
     }
     out.sort_unstable();
     Ok(out)
+}
+
+/// `[transport] tenant_dscp`: tenant id to the DSCP of its data.
+fn tenant_dscp(
+    raw: Option<&std::collections::BTreeMap<String, Value>>,
+    path: &KeyPath,
+) -> R<Vec<(u16, u8)>> {
+    per_tenant(raw, path, |v, p| match v.as_integer() {
+        Some(d @ 0..=63) => Ok(d as u8),
+        _ => Err(KeyError::new(
+            p,
+            format!("got {}, expected a DSCP from 0 to 63", show(v)),
+        )),
+    })
+}
+
+/// `[transport] tenant_congestion_control`: tenant id to the congestion
+/// control of its workloads.
+fn tenant_cc(
+    raw: Option<&std::collections::BTreeMap<String, Value>>,
+    path: &KeyPath,
+) -> R<Vec<(u16, Cc)>> {
+    per_tenant(raw, path, |v, p| match v.as_str() {
+        Some(name) => choice(Some(name), p, &Cc::ALL, Cc::Dcqcn),
+        None => Err(KeyError::new(
+            p,
+            format!(
+                "got {}, expected one of dcqcn, dctcp, swift, hpcc, none",
+                show(v)
+            ),
+        )),
+    })
 }
 
 /// The retransmission timeout of an RC QP as NCCL configures it:
