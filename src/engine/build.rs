@@ -404,9 +404,11 @@ fn new_qp(
         Ecmp::header_crc(ecmp.hash, ecmp.fields, &template, topo.vlan_of(src))
     };
     let crc = |src, dst| crc_on(src, dst, sport);
+    // An MRC QP's entropy values: one per path and as many spares, for
+    // paths that lose packets (at most 256).
     let per_path = |src, dst| {
         tc.mrc.map_or(Vec::new(), |m| {
-            (0..m.paths)
+            (0..crate::nic::mrc::entropies(m.paths))
                 .map(|p| crc_on(src, dst, mrc_sport(sport, p as u8)))
                 .collect::<Vec<u32>>()
         })

@@ -5,9 +5,18 @@
 //! packet where it belongs and acknowledges each PSN selectively; the
 //! sender resends exactly what is missing: a PSN whose headers came back
 //! trimmed (NAKed by PSN), or one unacknowledged for a retransmission
-//! timeout. A path that lost a packet (trim or timeout) is taken out of
-//! use for `probe` and then tried again: its next packet is the probe,
-//! and a second loss takes it out again for twice as long.
+//! timeout, or one sent more than a reordering window (`reorder`, or
+//! twice the longest recent round trip if longer) before a copy that has
+//! been acknowledged (on another path: the loss is seen within a few
+//! round trips, not after a timeout, as RACK does for TCP); once round
+//! trips are measured the timeout itself shrinks to twice that window,
+//! for tail losses. A path that lost a packet
+//! that way, or by a timeout, gets a new entropy value (another UDP
+//! source port, so most likely another route through the ECMP hashes) where
+//! the QP has spares; without spares, and after a trim (a congested
+//! path, not a broken one), it is taken out of use for `probe` and then
+//! tried again: its next packet is the probe, and a second loss takes it
+//! out again for twice as long.
 
 use crate::units::SimTime;
 
@@ -20,6 +29,9 @@ pub struct MrcConfig {
     /// A path whose share of CE-marked packets (an EWMA over its ACKs'
     /// echoes, weight 1/16) exceeds this is rested too; 1 or more: never.
     pub ecn_threshold: f64,
+    /// A packet unacknowledged while one sent this much later has been
+    /// acknowledged is taken as lost.
+    pub reorder: SimTime,
 }
 
 impl Default for MrcConfig {
@@ -28,6 +40,7 @@ impl Default for MrcConfig {
             paths: 8,
             probe: SimTime::from_us(50),
             ecn_threshold: 0.5,
+            reorder: SimTime::from_us(50),
         }
     }
 }
@@ -43,6 +56,16 @@ pub struct MrcStats {
     pub timeout_resends: u64,
     /// Times a path was rested for its ECN marks.
     pub ecn_rests: u64,
+    /// PSNs resent because a later copy was acknowledged first.
+    pub loss_resends: u64,
+    /// Times a path took a new entropy value after a loss.
+    pub paths_replaced: u64,
+}
+
+/// Entropy values (UDP source ports) of a QP with `paths` paths: one per
+/// path and as many spares, at most 256.
+pub fn entropies(paths: u32) -> u16 {
+    (2 * paths).min(256) as u16
 }
 
 const NEVER: SimTime = SimTime::MAX;
@@ -81,6 +104,18 @@ pub struct Mrc {
     probe_psn: Vec<u32>,
     /// Current out-of-use time per path (doubles on repeated losses).
     penalty: Vec<SimTime>,
+    /// Entropy value (index of the QP's UDP source ports) of each path,
+    /// out of `entropies`; the next one to hand out.
+    entropy: Vec<u16>,
+    entropies: u16,
+    next_entropy: u16,
+    /// The latest send time of a copy acknowledged so far, and the send
+    /// time of the copy the newest ACK acknowledged (`NEVER` once used).
+    delivered_sent: SimTime,
+    just_acked: SimTime,
+    /// The longest round trip seen lately (it decays by 1/64 per sample),
+    /// picoseconds: reordering across paths stays within it.
+    max_rtt: f64,
     pub stats: MrcStats,
 }
 
@@ -127,9 +162,36 @@ impl Mrc {
             probing: vec![false; paths],
             probe_psn: vec![NO_PROBE; paths],
             penalty: vec![cfg.probe; paths],
+            entropy: (0..paths).map(|p| (p as u32 % per_plane) as u16).collect(),
+            entropies: per_plane as u16,
+            next_entropy: per_plane as u16,
+            delivered_sent: SimTime::ZERO,
+            just_acked: NEVER,
+            max_rtt: 0.0,
             cfg,
             stats: MrcStats::default(),
         }
+    }
+
+    /// The QP has `n` entropy values (UDP source ports) in all: those
+    /// beyond its paths are spares, for paths that lose packets.
+    pub fn with_entropies(mut self, n: u16) -> Self {
+        self.entropies = n.max(self.per_plane as u16);
+        self.next_entropy = self.per_plane as u16 % self.entropies;
+        self
+    }
+
+    /// The entropy value path `path` uses now.
+    #[inline]
+    pub fn entropy_of(&self, path: u16) -> usize {
+        self.entropy[path as usize % self.entropy.len()] as usize
+    }
+
+    /// The path of NIC port `plane` that uses entropy value `k` now (none
+    /// if `k` was retired).
+    pub fn path_of_entropy(&self, plane: usize, k: usize) -> Option<usize> {
+        let first = (plane % self.rr.len()) * self.per_plane as usize;
+        (first..first + self.per_plane as usize).find(|&p| self.entropy[p] as usize == k)
     }
 
     /// Whether `psn` is acknowledged (everything below the records is).
@@ -310,6 +372,8 @@ impl Mrc {
             return false;
         }
         set(&mut self.acked, psn - self.base, true);
+        self.just_acked = self.sent_at[self.at(psn)];
+        self.delivered_sent = self.delivered_sent.max(self.just_acked);
         self.n_acked += 1;
         while self.una < self.n && self.is_acked(self.una) {
             self.una += 1;
@@ -323,6 +387,83 @@ impl Mrc {
             set(&mut self.queued, psn - self.base, true);
             self.resend.push_back(psn);
         }
+    }
+
+    /// Outstanding PSNs sent more than the reordering window before the
+    /// latest copy acknowledged are lost: resent, and their paths take new
+    /// entropy. The window is `reorder` or the longest recent round trip,
+    /// whichever is longer: a copy on a slower path arrives within it.
+    /// Returns how many. (The scan stops at the first PSN still within
+    /// the window: new PSNs go out in order.)
+    pub fn detect_losses(&mut self, now: SimTime) -> u64 {
+        if self.just_acked != NEVER {
+            let rtt = now.0.saturating_sub(self.just_acked.0) as f64;
+            self.max_rtt = rtt.max(self.max_rtt - self.max_rtt / 64.0);
+            self.just_acked = NEVER;
+        }
+        let window = self.window();
+        let mut lost = 0;
+        let mut psn = self.una;
+        while psn < self.next_new {
+            if !self.is_acked(psn) && !self.is_queued(psn) {
+                let i = self.at(psn);
+                if self.sent_at[i] == NEVER || self.sent_at[i] + window > self.delivered_sent {
+                    break;
+                }
+                lost += 1;
+                self.requeue(psn);
+                self.path_broken(now, self.path_of[i] as usize);
+            }
+            psn += 1;
+        }
+        self.stats.loss_resends += lost;
+        lost
+    }
+
+    /// The reordering window: `reorder`, or twice the longest recent round
+    /// trip if longer (queues build between samples).
+    fn window(&self) -> SimTime {
+        self.cfg.reorder.max(SimTime(2 * self.max_rtt as u64))
+    }
+
+    /// How long a copy may go unacknowledged before it is resent and its
+    /// path given new entropy: `rto`, or twice the reordering window once
+    /// round trips have been seen, if that is sooner (a tail loss, with
+    /// nothing later to reveal it, is found within a few round trips).
+    pub fn timeout(&self, rto: SimTime) -> SimTime {
+        if self.max_rtt == 0.0 {
+            return rto;
+        }
+        let window = self.window();
+        rto.min(SimTime(window.0.saturating_mul(2)))
+    }
+
+    /// Path `p` lost a packet in a way congestion does not explain: it
+    /// takes a spare entropy value, else it rests.
+    fn path_broken(&mut self, now: SimTime, p: usize) {
+        let per_plane = self.per_plane as usize;
+        if usize::from(self.entropies) <= per_plane {
+            self.path_lost(now, p);
+            return;
+        }
+        // The next entropy value no path of this plane uses.
+        let first = p / per_plane * per_plane;
+        let in_use = |e: u16, v: &[u16]| v[first..first + per_plane].contains(&e);
+        let mut e = self.next_entropy;
+        while in_use(e, &self.entropy) {
+            e = (e + 1) % self.entropies;
+        }
+        self.next_entropy = (e + 1) % self.entropies;
+        self.entropy[p] = e;
+        self.stats.paths_replaced += 1;
+        self.stats.paths_failed += 1;
+        // A new route, not yet known to work: it carries one probe at a
+        // time, at once, until a copy on it is acknowledged.
+        self.ce[p] = 0.0;
+        self.bad_until[p] = SimTime::ZERO;
+        self.penalty[p] = self.cfg.probe;
+        self.probing[p] = true;
+        self.probe_psn[p] = NO_PROBE;
     }
 
     fn path_lost(&mut self, now: SimTime, p: usize) {
@@ -360,7 +501,7 @@ impl Mrc {
             if at + rto <= now {
                 n += 1;
                 self.requeue(psn);
-                self.path_lost(now, self.path_of[self.at(psn)] as usize);
+                self.path_broken(now, self.path_of[self.at(psn)] as usize);
             } else {
                 next = next.min(at + rto);
             }

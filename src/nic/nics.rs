@@ -360,8 +360,14 @@ impl Nics {
             let pkt = if qp.path_crc.is_empty() {
                 pkt
             } else {
-                // Paths are numbered plane by plane; the entropy repeats.
-                let k = out.path as usize % qp.path_crc.len();
+                // Paths are numbered plane by plane; each uses one of the
+                // QP's entropy values.
+                let k = qp
+                    .req
+                    .mrc
+                    .as_ref()
+                    .map_or(out.path as usize, |m| m.entropy_of(out.path))
+                    % qp.path_crc.len();
                 Packet {
                     header_crc: qp.path_crc[k],
                     udp_sport: mrc_sport(qp.udp_sport, k as u8),
@@ -441,9 +447,11 @@ impl Nics {
                         .position(|k| mrc_sport(qp.udp_sport, k as u8) == pkt.udp_sport)
                         .unwrap_or(0);
                     let plane = qp.planes.iter().position(|&x| x == at).unwrap_or(0);
-                    let path = m.path_index(plane, k);
-                    m.on_echo(now, path, pkt.ecn() == ecn::CE);
-                    m.delivered_on(path);
+                    // (An entropy value retired since: no path to credit.)
+                    if let Some(path) = m.path_of_entropy(plane, k) {
+                        m.on_echo(now, path, pkt.ecn() == ecn::CE);
+                        m.delivered_on(path);
+                    }
                 }
                 let before = qp.req.una;
                 let acked = qp.req.on_ack(now, pkt.psn, rto);

@@ -221,11 +221,10 @@ impl Requester {
     /// Sends over many paths with selective acknowledgement (MRC-like).
     /// `planes`: NIC ports the QP sprays over.
     pub fn with_mrc(mut self, cfg: super::mrc::MrcConfig, planes: u32) -> Self {
-        self.mrc = Some(Box::new(super::mrc::Mrc::with_planes(
-            cfg,
-            self.n_pkts,
-            planes,
-        )));
+        self.mrc = Some(Box::new(
+            super::mrc::Mrc::with_planes(cfg, self.n_pkts, planes)
+                .with_entropies(super::mrc::entropies(cfg.paths)),
+        ));
         self
     }
 
@@ -383,6 +382,7 @@ impl Requester {
         debug_assert!(self.has_data());
         if let Some(m) = &mut self.mrc {
             let (psn, path, again) = m.next_on(now, plane);
+            let rto = m.timeout(rto);
             let (opcode, payload, flow, ends) = self.describe(psn);
             let out = Outgoing {
                 psn,
@@ -426,6 +426,7 @@ impl Requester {
         if let Some(m) = &mut self.mrc {
             // Selective: this PSN only.
             let done = m.on_ack(psn);
+            m.detect_losses(now);
             self.una = m.una;
             if done {
                 self.rto_deadline = SimTime::MAX;
@@ -474,6 +475,7 @@ impl Requester {
             return TimerAction::Wait(self.rto_deadline);
         }
         if let Some(m) = &mut self.mrc {
+            let rto = m.timeout(rto);
             let (n, next) = m.on_timer(now, rto);
             if n > 0 {
                 self.timeouts += 1;

@@ -165,6 +165,10 @@ pub struct Summary {
     pub mrc_timeout_resends: u64,
     /// MRC: times a path was rested for its share of ECN marks.
     pub mrc_ecn_rests: u64,
+    /// MRC: PSNs resent because a later copy was acknowledged first, and
+    /// paths that took a new entropy value after a loss.
+    pub mrc_loss_resends: u64,
+    pub mrc_paths_replaced: u64,
     pub failure_lost_packets: u64,
     pub failure_lost_bytes: u64,
     pub reconvergences: u64,
@@ -670,6 +674,8 @@ impl Summary {
             mrc_trim_resends: mrc_sum(sim, |m| m.trim_resends),
             mrc_timeout_resends: mrc_sum(sim, |m| m.timeout_resends),
             mrc_ecn_rests: mrc_sum(sim, |m| m.ecn_rests),
+            mrc_loss_resends: mrc_sum(sim, |m| m.loss_resends),
+            mrc_paths_replaced: mrc_sum(sim, |m| m.paths_replaced),
             max_reorder_bytes_per_qp: sim
                 .qps()
                 .iter()

@@ -266,6 +266,7 @@ pub struct RawTransport {
     pub mrc_paths: Option<i64>,
     pub mrc_probe: Option<Value>,
     pub mrc_ecn_threshold: Option<Value>,
+    pub mrc_reorder: Option<Value>,
     pub reorder_buffer: Option<Value>,
     pub dscp: Option<i64>,
     pub cnp_dscp: Option<i64>,

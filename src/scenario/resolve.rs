@@ -416,6 +416,7 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
                 ("mrc_paths", t.mrc_paths.is_some()),
                 ("mrc_probe", t.mrc_probe.is_some()),
                 ("mrc_ecn_threshold", t.mrc_ecn_threshold.is_some()),
+                ("mrc_reorder", t.mrc_reorder.is_some()),
             ] {
                 if given {
                     return Err(KeyError::new(
@@ -456,10 +457,12 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
                     ))
                 }
             };
+            let reorder = time(t.mrc_reorder.as_ref(), &path.key("mrc_reorder"), d.reorder)?;
             Some(crate::nic::mrc::MrcConfig {
                 paths,
                 probe,
                 ecn_threshold,
+                reorder,
             })
         }
     };
