@@ -289,7 +289,6 @@ impl Simulation {
             pfc,
         } = prepared;
         let streams = Streams::new(scenario.seed);
-        let scenario_int = scenario.qos.framing.int_bytes > 0;
         let egress = build::egress(&topo, &routes, &scenario, &pfc, &streams);
         let mut queue = EventQueue::new();
         let (mut qps, flows, pass_qps) =
@@ -354,6 +353,7 @@ impl Simulation {
             .map(|p| p.delay)
             .max()
             .unwrap_or(SimTime::ZERO);
+        let packets = PacketArena::new(scenario.qos.framing.int_bytes > 0);
         let mut sim = Simulation {
             now: SimTime::ZERO,
             queue,
@@ -367,13 +367,7 @@ impl Simulation {
             balance,
             series,
             capture: None,
-            packets: {
-                let mut arena = PacketArena::default();
-                if scenario_int {
-                    arena.enable_int();
-                }
-                arena
-            },
+            packets,
             flows,
             passes: passes::PassFlows::default(),
             tasks,
@@ -518,10 +512,6 @@ impl Simulation {
                 if let Some(at) = timer {
                     self.queue.push(at, Event::Rto(q));
                 }
-                if self.packets.int_on() {
-                    // HPCC: the switches stamp it from here.
-                    self.packets.set_int(id, Default::default());
-                }
                 let payload = self.packets.get(id).payload as u64;
                 self.counters.payload_sent += payload;
                 if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
@@ -642,8 +632,7 @@ impl Simulation {
 
     /// A frame arrived at NIC port `at`.
     fn nic_receive(&mut self, at: PortId, id: PacketId) {
-        // HPCC's records: read before the slot is reused (an ACK's take
-        // them over).
+        // HPCC's records, read before the slot is reused.
         let int = self.packets.int(id).copied();
         let pkt = self.packets.take(id);
         let now = self.now;
@@ -689,10 +678,9 @@ impl Simulation {
                     self.messages_received(q);
                 }
                 if let Some(r) = reply {
-                    let f = self.nics.reply(q, at, &pkt, r, &mut self.packets);
-                    if let Some(int) = int {
-                        self.packets.set_int(f.id, int);
-                    }
+                    let f = self
+                        .nics
+                        .reply(q, at, (&pkt, int.as_ref()), r, &mut self.packets);
                     self.offer(f.port, f.queue, f.id);
                 }
             }

@@ -390,9 +390,14 @@ impl Nics {
                 self.pcie_next[g] = self.pcie_next[g].max(now) + SimTime(busy);
             }
             self.counters.data_packets_sent += 1;
+            let id = packets.alloc(pkt);
+            if packets.int_on() {
+                // HPCC: the switches stamp its records from here.
+                packets.set_int(id, Default::default());
+            }
             return Pull::Sent {
                 q,
-                id: packets.alloc(pkt),
+                id,
                 queue: qp.queue,
                 timer,
                 last,
@@ -425,7 +430,7 @@ impl Nics {
                 // Only the headers made it: ask for the payload again.
                 match self.qps[q.idx()].resp.on_trimmed(pkt.psn) {
                     Some((opcode, psn)) => {
-                        Rx::Reply(self.reply(q, at, pkt, (opcode, psn), packets))
+                        Rx::Reply(self.reply(q, at, (pkt, None), (opcode, psn), packets))
                     }
                     None => Rx::Nothing,
                 }
@@ -508,13 +513,14 @@ impl Nics {
         }
     }
 
-    /// The receiver of QP `q` answers data packet `pkt` (arrived at `at`)
-    /// with an ACK or NAK, in the data's traffic class.
+    /// The receiver of QP `q` answers data packet `pkt` (arrived at `at`,
+    /// with INT records `int` under HPCC, which the answer echoes) with an
+    /// ACK or NAK, in the data's traffic class.
     pub fn reply(
         &mut self,
         q: QpId,
         at: PortId,
-        pkt: &Packet,
+        (pkt, int): (&Packet, Option<&crate::wire::int::Int>),
         (opcode, psn): (Opcode, u32),
         packets: &mut PacketArena,
     ) -> Frame {
@@ -568,10 +574,14 @@ impl Nics {
         } else {
             at
         };
+        let id = packets.alloc(reply);
+        if let Some(int) = int {
+            packets.set_int(id, *int);
+        }
         Frame {
             port,
             queue: qp.queue,
-            id: packets.alloc(reply),
+            id,
         }
     }
 
@@ -902,7 +912,7 @@ bytes = "8KB"
         assert!(completed);
         let (opcode, psn) = reply.expect("the last packet is acknowledged");
         assert_eq!((opcode, psn), (Opcode::Ack, 1));
-        let ack = n.reply(Q, at, &second, (opcode, psn), &mut arena);
+        let ack = n.reply(Q, at, (&second, None), (opcode, psn), &mut arena);
         let a = *arena.get(ack.id);
         assert_eq!(
             (ack.port, a.dst, a.header_crc),
@@ -935,7 +945,7 @@ bytes = "8KB"
         assert_eq!(delivered, 0);
         let (opcode, psn) = reply.expect("a NAK for the gap");
         assert_eq!((opcode, psn), (Opcode::Nak, 0));
-        let nak = n.reply(Q, at, &second, (opcode, psn), &mut arena);
+        let nak = n.reply(Q, at, (&second, None), (opcode, psn), &mut arena);
         assert_eq!(n.counters.naks_sent, 1);
         let sender = topo.nics[0].ports[0];
         assert!(!n.backlog(sender));

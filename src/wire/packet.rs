@@ -110,6 +110,14 @@ impl PacketArena {
         }
     }
 
+    /// An arena whose packets carry INT records if `int` (HPCC).
+    pub fn new(int: bool) -> Self {
+        PacketArena {
+            int_on: int,
+            ..Default::default()
+        }
+    }
+
     /// Gives every packet room for INT records from now on.
     pub fn enable_int(&mut self) {
         self.int_on = true;
