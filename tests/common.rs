@@ -5,6 +5,7 @@
 use fabricsim::engine::Simulation;
 use fabricsim::report::Summary;
 use fabricsim::scenario;
+use fabricsim::units::SimTime;
 
 /// Runs a scenario text to the end; panics with the scenario error.
 pub fn run(text: &str) -> (Simulation, Summary) {
@@ -25,6 +26,12 @@ pub fn run_named(name: &str, text: &str, sets: &[&str]) -> (Simulation, Summary)
     let (sim, summary) = run_to_stop(name, text, sets);
     assert_eq!(summary.stop_reason, "finished");
     (sim, summary)
+}
+
+/// A scenario text made ready to run, not yet run.
+pub fn prepare(text: &str, sets: &[&str]) -> Simulation {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Simulation::new(scenario::prepare("test.toml", text, &sets).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// Runs a scenario until it stops, for whatever reason.
@@ -63,4 +70,52 @@ pub fn flows_csv(sim: &Simulation) -> String {
     let mut out = Vec::new();
     fabricsim::report::tables::flows_csv(sim, &mut out).unwrap();
     String::from_utf8(out).unwrap()
+}
+
+/// Runs `sim` through `window`; each QP's payload delivered in it, in
+/// Gb/s.
+pub fn goodput_over(sim: &mut Simulation, window: (SimTime, SimTime)) -> Vec<f64> {
+    sim.run_until(window.0, u64::MAX);
+    let before: Vec<u64> = sim.qps().iter().map(|q| q.resp.delivered_bytes).collect();
+    sim.run_until(window.1, u64::MAX);
+    let secs = (window.1 - window.0).0 as f64 / 1e12;
+    sim.qps()
+        .iter()
+        .zip(&before)
+        .map(|(q, b)| (q.resp.delivered_bytes - b) as f64 * 8.0 / secs / 1e9)
+        .collect()
+}
+
+/// Jain's fairness index of `x`.
+pub fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    sum * sum / (x.len() as f64 * x.iter().map(|v| v * v).sum::<f64>())
+}
+
+/// The samples of one time series of the run's first column whose name
+/// starts with `column` (a link or queue, as in the `ts_*.csv` files),
+/// for the intervals that start inside `window` (picoseconds, ends
+/// excluded).
+pub fn series_of(
+    sim: &Simulation,
+    kind: fabricsim::report::series::Kind,
+    column: &str,
+    window: (u64, u64),
+) -> Vec<f64> {
+    let mut out = Vec::new();
+    fabricsim::report::series::csv(sim, kind, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let mut rows = text.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = head
+        .iter()
+        .position(|h| h.starts_with(column))
+        .unwrap_or_else(|| panic!("no series {column} in {head:?}"));
+    rows.map(|r| r.split(',').collect::<Vec<_>>())
+        .filter(|r| {
+            let t: f64 = r[0].parse().unwrap();
+            t * 1e6 > window.0 as f64 && t * 1e6 < window.1 as f64
+        })
+        .map(|r| r[col].parse().unwrap_or(0.0))
+        .collect()
 }

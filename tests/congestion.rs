@@ -22,22 +22,7 @@ fn bottleneck_series(
     kind: fabricsim::report::series::Kind,
     until_ps: u64,
 ) -> Vec<f64> {
-    let mut out = Vec::new();
-    fabricsim::report::series::csv(sim, kind, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
-    let mut rows = text.lines();
-    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
-    let col = head
-        .iter()
-        .position(|h| h.starts_with("leaf0->host0/nic0"))
-        .expect("the bottleneck's series");
-    rows.map(|r| r.split(',').collect::<Vec<_>>())
-        .filter(|r| {
-            let t: f64 = r[0].parse().unwrap();
-            t > 200.0 && t * 1e6 < until_ps as f64
-        })
-        .map(|r| r[col].parse().unwrap())
-        .collect()
+    common::series_of(sim, kind, "leaf0->host0/nic0", (200_000_000, until_ps))
 }
 
 #[test]

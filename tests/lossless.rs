@@ -3,38 +3,13 @@
 //! errors bad thresholds give.
 
 mod common;
-use common::{error_of, fct, run_with};
+use common::{error_of, fct, goodput_over, jain, prepare, run_with};
 
 use fabricsim::engine::{Simulation, StopReason};
 use fabricsim::report::Summary;
 use fabricsim::scenario;
 use fabricsim::topology::{Owner, PortId};
 use fabricsim::units::SimTime;
-
-fn prepare(text: &str, sets: &[&str]) -> Simulation {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Simulation::new(scenario::prepare("test.toml", text, &sets).unwrap_or_else(|e| panic!("{e}")))
-}
-
-/// Runs `sim` through `window`; each QP's payload delivered in it, in
-/// Gb/s.
-fn goodput_over(sim: &mut Simulation, window: (SimTime, SimTime)) -> Vec<f64> {
-    sim.run_until(window.0, u64::MAX);
-    let before: Vec<u64> = sim.qps().iter().map(|q| q.resp.delivered_bytes).collect();
-    sim.run_until(window.1, u64::MAX);
-    let secs = (window.1 - window.0).0 as f64 / 1e12;
-    sim.qps()
-        .iter()
-        .zip(&before)
-        .map(|(q, b)| (q.resp.delivered_bytes - b) as f64 * 8.0 / secs / 1e9)
-        .collect()
-}
-
-/// Jain's fairness index of `x`.
-fn jain(x: &[f64]) -> f64 {
-    let sum: f64 = x.iter().sum();
-    sum * sum / (x.len() as f64 * x.iter().map(|v| v * v).sum::<f64>())
-}
 
 /// PFC slot of switch port `p` (one lossless class).
 fn slot(sim: &Simulation, p: PortId) -> usize {

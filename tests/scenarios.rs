@@ -132,9 +132,13 @@ fn set_overrides_any_key_and_is_validated_like_the_file() {
     assert_eq!(p.flows[0].qps, 4);
     let e = error_of(GOOD, &["topology.nic_speed=300G"]);
     assert!(
-        e.starts_with("bad.toml (--set): topology.nic_speed: got \"300G\""),
+        e.starts_with("bad.toml (--set): topology.nic_speed: got \"300G\"")
+            && e.contains("25G, 40G, 50G, 100G"),
         "{e}"
     );
+    // The 40G of the published DCQCN experiments is a NIC speed.
+    let p = scenario::prepare("t.toml", GOOD, &["topology.nic_speed=40G".into()]).unwrap();
+    assert_eq!(p.scenario.topology.nic_speed.bps(), 40_000_000_000);
     let e = error_of(GOOD, &["workload[3].bytes=1"]);
     assert!(e.contains("index 3 does not exist"), "{e}");
     let e = error_of(GOOD, &["nonsense"]);

@@ -186,9 +186,12 @@ impl DcqcnParams {
                 rai: None,
                 rhai: None,
                 min_rate: Rate(100_000_000),
-                kmin_ref: 40_000,
-                kmax_ref: 1_000_000,
-                pmax: 1.0,
+                // The marking section 5.3 settles on: Kmin 5 KB, Kmax
+                // 200 KB, Pmax 1%. (The ns-3 code the authors released
+                // with their 2016 analysis configures 40 KB, 1 MB, 100%.)
+                kmin_ref: 5_000,
+                kmax_ref: 200_000,
+                pmax: 0.01,
                 threshold_ref: Rate::gbps(40),
                 cnp_interval: SimTime::from_us(50),
                 cnp_delay: SimTime::ZERO,
@@ -716,7 +719,8 @@ mod tests {
         assert_eq!(p.thresholds_at(Rate::gbps(400)), (1_600_000, 6_400_000));
         assert_eq!(p.increase_steps(Rate::gbps(100)), (20e6, 200e6));
         let q = DcqcnParams::preset(Preset::Paper);
-        assert_eq!(q.thresholds_at(Rate::gbps(40)), (40_000, 1_000_000));
+        assert_eq!(q.thresholds_at(Rate::gbps(40)), (5_000, 200_000));
+        assert_eq!(q.pmax, 0.01);
         assert_eq!(q.increase_steps(Rate::gbps(400)), (40e6, 200e6));
     }
 }

@@ -149,12 +149,14 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
         &path.key("nic_speed"),
         if uniform { link_speed } else { Rate::gbps(200) },
     )?;
-    if ![100u64, 200, 400, 800].contains(&(nic_speed.bps() / 1_000_000_000))
+    // 25G to 50G for the data-centre NICs of the published experiments
+    // (DCQCN's were at 40G); 100G and up for GPU servers.
+    if ![25u64, 40, 50, 100, 200, 400, 800].contains(&(nic_speed.bps() / 1_000_000_000))
         || nic_speed.bps() % 1_000_000_000 != 0
     {
         return Err(KeyError::new(
             &path.key("nic_speed"),
-            format!("got \"{nic_speed}\", expected one of the NIC speeds 100G, 200G, 400G or 800G"),
+            format!("got \"{nic_speed}\", expected one of the NIC speeds 25G, 40G, 50G, 100G, 200G, 400G or 800G"),
         ));
     }
     let hosts = count(t.hosts, &path.key("hosts"), 4, 1)?;
