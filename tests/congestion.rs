@@ -214,6 +214,74 @@ fn hpcc_holds_the_bottleneck_at_its_target_with_a_queue_near_zero() {
     assert!(e.contains("congestion_control") && e.contains("mrc"), "{e}");
 }
 
+/// TIMELY (Mittal et al., SIGCOMM 2015): rates moved by the round trip's
+/// gradient keep the incast's queue far from PFC's thresholds at high
+/// throughput, and the round trip under T_high. But TIMELY has no single
+/// fair point to converge to (Zhu et al., "ECN or Delay", CoNEXT 2016):
+/// the eight transfers end far apart, where Swift's, on the same incast,
+/// end together.
+#[test]
+fn timely_keeps_the_round_trip_under_t_high_but_not_fair_shares() {
+    use fabricsim::report::series::Kind;
+    let path = "examples/congestion/incast-timely.toml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(s.pfc_pause_frames, 0);
+    let ideal = sim.flows()[0].ideal_fct.0 as f64;
+    assert!(
+        (s.makespan_ps as f64) < 8.0 * ideal * 1.15,
+        "makespan {} ps against {} for the port's work",
+        s.makespan_ps,
+        8.0 * ideal
+    );
+    // The queue's peak per interval, as delay at 100G, against T_high.
+    let peaks = bottleneck_series(&sim, Kind::QueueDepth, s.makespan_ps);
+    let mean_us = peaks.iter().sum::<f64>() / peaks.len() as f64 * 8.0 / 100e3;
+    assert!(mean_us < 100.0 / 2.0, "mean queue {mean_us} us");
+    let fcts: Vec<f64> = (0..8).map(|i| common::fct(&sim, i) as f64).collect();
+    let spread = |f: &[f64]| {
+        f.iter().cloned().fold(0.0, f64::max) / f.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    println!("TIMELY: queue {mean_us:.1} us, ends {fcts:?}");
+    assert!(spread(&fcts) > 1.5, "ends {fcts:?}");
+    let (swift, _) = run_file(
+        std::path::Path::new("examples/congestion/incast-swift.toml"),
+        &[],
+    );
+    let swift: Vec<f64> = (0..8).map(|i| common::fct(&swift, i) as f64).collect();
+    assert!(spread(&swift) < 1.05, "Swift's ends {swift:?}");
+    // Every QP cut its rate; qps.csv has the cuts and rates.
+    let mut out = Vec::new();
+    fabricsim::report::tables::qps_csv(&sim, &mut out).unwrap();
+    let csv = String::from_utf8(out).unwrap();
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (cc, cuts, low) = (
+        col("congestion_control"),
+        col("rate_cuts"),
+        col("min_rate_gbps"),
+    );
+    for row in csv.lines().skip(1) {
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!(f[cc], "timely");
+        assert!(f[cuts].parse::<u64>().unwrap() > 0, "{row}");
+        assert!(f[low].parse::<f64>().unwrap() < 50.0, "{row}");
+    }
+    assert!(s.window_cuts > 100, "{} cuts", s.window_cuts);
+    // The thresholds' order, the table, MRC and ACK coalescing are checked.
+    let e = error_of(&text, &["timely.t_high=\"5us\""]);
+    assert!(e.contains("timely.t_high") && e.contains("t_low"), "{e}");
+    let e = error_of(&text, &["transport.congestion_control=\"dcqcn\""]);
+    assert!(e.contains("timely") && e.contains("only used with"), "{e}");
+    let e = error_of(&text, &["transport.protocol=\"mrc\""]);
+    assert!(
+        e.contains("congestion_control") && e.contains("rate is for RC"),
+        "{e}"
+    );
+    let e = error_of(&text, &["transport.ack_every=4"]);
+    assert!(e.contains("ack_every") && e.contains("TIMELY"), "{e}");
+}
+
 /// The comparison sets (`examples/congestion/incast-*.toml`,
 /// `permutation-*.toml`) run the same workload on the same fabric: they
 /// differ only in the congestion control, its table, and (DCTCP) the
@@ -222,13 +290,13 @@ fn hpcc_holds_the_bottleneck_at_its_target_with_a_queue_near_zero() {
 fn each_comparison_set_differs_only_in_congestion_control() {
     for set in ["incast", "permutation"] {
         let mut first: Option<toml::Table> = None;
-        for cc in ["none", "dcqcn", "dctcp", "swift", "hpcc"] {
+        for cc in ["none", "dcqcn", "dctcp", "swift", "hpcc", "timely"] {
             let path = format!("examples/congestion/{set}-{cc}.toml");
             let mut t: toml::Table = std::fs::read_to_string(&path).unwrap().parse().unwrap();
             let transport = t["transport"].as_table_mut().unwrap();
             let given = transport.remove("congestion_control").unwrap();
             assert_eq!(given.as_str(), Some(cc), "{path}");
-            for key in ["name", "dctcp", "swift", "hpcc"] {
+            for key in ["name", "dctcp", "swift", "hpcc", "timely"] {
                 t.remove(key);
             }
             let qos = t.remove("qos");

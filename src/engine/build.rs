@@ -374,6 +374,10 @@ fn new_qp(
             rate.bps() as f64,
             w.hpcc.base_rtt.unwrap_or(SimTime::ZERO),
         ))),
+        Cc::Timely => RateControl::Timely(Box::new(crate::nic::timely::Timely::new(
+            &w.timely,
+            rate.bps() as f64,
+        ))),
     };
     if let Some(m) = tc.mrc {
         req = req.with_mrc(m, src_ports.len().min(8) as u32);

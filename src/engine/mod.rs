@@ -653,7 +653,7 @@ impl Simulation {
             }
             Rx::Acked(q) => {
                 self.messages_acked(q);
-                if self.nics.qp(q).req.rate.is_window() {
+                if self.nics.qp(q).req.rate.ack_driven() {
                     // Its window may have opened.
                     self.kick_qp(q);
                 }

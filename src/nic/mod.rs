@@ -5,7 +5,8 @@
 //! recovers losses with go-back-N, the responder that checks PSNs and
 //! acknowledges); `rate` the per-QP rate controller the requester consults
 //! before each packet, and `dcqcn` the DCQCN reaction point it can run; `dctcp`, `swift`
-//! and `hpcc` the congestion windows a QP can keep instead. The event loop owns them and turns what they return
+//! and `hpcc` the congestion windows a QP can keep instead, and `timely`
+//! a rate moved by round-trip times. The event loop owns them and turns what they return
 //! into packets and timers. Each NIC port serves its active QPs round
 //! robin, control packets (ACK/NAK) first. The sending GPU's PCIe link
 //! paces its QPs in the event loop; NVLink copies never reach the NIC.
@@ -17,6 +18,7 @@ pub mod mrc;
 pub mod nics;
 pub mod rate;
 pub mod swift;
+pub mod timely;
 pub mod transport;
 
 use crate::units::SimTime;
@@ -73,8 +75,8 @@ pub struct TransportConfig {
     /// Each tenant's congestion control, by tenant id (`[transport]
     /// tenant_congestion_control`).
     pub tenant_cc: Vec<(u16, Cc)>,
-    /// The windows' settings (`[dctcp]`, `[swift]`, `[hpcc]`), for the QPs
-    /// that run them.
+    /// The ACK-driven congestion controls' settings (`[dctcp]`, `[swift]`,
+    /// `[hpcc]`, `[timely]`), for the QPs that run them.
     pub windows: WindowParams,
     /// DCQCN parameters; their preset also gives the switch-side marking
     /// thresholds classes leave unset, whether or not NICs react.
@@ -94,15 +96,18 @@ pub enum Cc {
     Dctcp,
     Swift,
     Hpcc,
+    /// TIMELY's rate, moved by round-trip times.
+    Timely,
 }
 
 impl Cc {
     /// Every one, by its scenario name.
-    pub const ALL: [(&'static str, Cc); 5] = [
+    pub const ALL: [(&'static str, Cc); 6] = [
         ("dcqcn", Cc::Dcqcn),
         ("dctcp", Cc::Dctcp),
         ("swift", Cc::Swift),
         ("hpcc", Cc::Hpcc),
+        ("timely", Cc::Timely),
         ("none", Cc::None),
     ];
 
@@ -113,6 +118,7 @@ impl Cc {
             Cc::Dctcp => "dctcp",
             Cc::Swift => "swift",
             Cc::Hpcc => "hpcc",
+            Cc::Timely => "timely",
         }
     }
 
@@ -120,13 +126,20 @@ impl Cc {
     pub fn windowed(self) -> bool {
         matches!(self, Cc::Dctcp | Cc::Swift | Cc::Hpcc)
     }
+
+    /// Reacts to each ACK (a window, or TIMELY's round trips), so takes
+    /// an ACK per packet and runs over RC only.
+    pub fn ack_driven(self) -> bool {
+        self.windowed() || self == Cc::Timely
+    }
 }
 
-/// The settings of the window-based congestion controls (each its
-/// table's, or its defaults).
+/// The settings of the ACK-driven congestion controls (each its table's,
+/// or its defaults).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WindowParams {
     pub dctcp: dctcp::DctcpParams,
     pub swift: swift::SwiftParams,
     pub hpcc: hpcc::HpccParams,
+    pub timely: timely::TimelyParams,
 }

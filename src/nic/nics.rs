@@ -492,7 +492,7 @@ impl Nics {
             _ => {
                 let qp = &mut self.qps[q.idx()];
                 // A window may be under the ACK coalescing: an ACK per packet.
-                let ack_every = if qp.req.rate.is_window() {
+                let ack_every = if qp.req.rate.ack_driven() {
                     1
                 } else {
                     self.cfg.ack_every

@@ -2,7 +2,8 @@
 //! wire. `LineRate` leaves it to the NIC port; `Dcqcn` paces the QP at its
 //! DCQCN rate, cut by CNPs and recovered by timers and a byte counter;
 //! `Dctcp` sends at line rate within a congestion window (`window_open`);
-//! `Swift` and `Hpcc` keep a window and pace below it.
+//! `Swift` and `Hpcc` keep a window and pace below it; `Timely` paces at
+//! a rate its round trips move.
 
 use super::dcqcn::{Dcqcn, DcqcnParams};
 use crate::units::SimTime;
@@ -15,6 +16,7 @@ pub enum RateControl {
     Dctcp(super::dctcp::Dctcp),
     Swift(Box<super::swift::Swift>),
     Hpcc(Box<super::hpcc::Hpcc>),
+    Timely(Box<super::timely::Timely>),
 }
 
 impl RateControl {
@@ -26,6 +28,7 @@ impl RateControl {
             RateControl::Dcqcn(d) => d.earliest_send(now, p),
             RateControl::Swift(s) => s.earliest_send(now),
             RateControl::Hpcc(h) => h.earliest_send(now),
+            RateControl::Timely(t) => t.earliest_send(now),
         }
     }
 
@@ -36,6 +39,7 @@ impl RateControl {
             RateControl::LineRate | RateControl::Dctcp(_) | RateControl::Swift(_) => {}
             RateControl::Dcqcn(d) => d.on_send(now, wire_bytes, p),
             RateControl::Hpcc(h) => h.on_send(now, wire_bytes),
+            RateControl::Timely(t) => t.on_send(now, wire_bytes),
         }
     }
 
@@ -69,6 +73,13 @@ impl RateControl {
         )
     }
 
+    /// Reacts to each ACK (a window, or TIMELY): takes an ACK per packet,
+    /// and may send again after one.
+    #[inline]
+    pub fn ack_driven(&self) -> bool {
+        self.is_window() || matches!(self, RateControl::Timely(_))
+    }
+
     /// The congestion control it runs.
     pub fn cc(&self) -> super::Cc {
         match self {
@@ -77,12 +88,20 @@ impl RateControl {
             RateControl::Dctcp(_) => super::Cc::Dctcp,
             RateControl::Swift(_) => super::Cc::Swift,
             RateControl::Hpcc(_) => super::Cc::Hpcc,
+            RateControl::Timely(_) => super::Cc::Timely,
         }
     }
 
     pub fn hpcc(&self) -> Option<&super::hpcc::Hpcc> {
         match self {
             RateControl::Hpcc(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    pub fn timely(&self) -> Option<&super::timely::Timely> {
+        match self {
+            RateControl::Timely(t) => Some(t),
             _ => None,
         }
     }

@@ -321,6 +321,13 @@ impl Requester {
                     h.on_ack(&cc.hpcc, int, una, next);
                 }
             }
+            RateControl::Timely(t) => {
+                if nak {
+                    t.on_loss();
+                } else {
+                    t.on_ack(&cc.timely, now, una);
+                }
+            }
             RateControl::LineRate | RateControl::Dcqcn(_) => return false,
         }
         self.has_data() && self.window_open()
@@ -331,6 +338,7 @@ impl Requester {
         match &mut self.rate {
             RateControl::Dctcp(d) => d.on_timeout(&cc.dctcp, now),
             RateControl::Swift(s) => s.on_loss(&cc.swift, now),
+            RateControl::Timely(t) => t.on_loss(),
             _ => {}
         }
     }
@@ -412,8 +420,10 @@ impl Requester {
         if out.retransmission {
             self.count_again(psn, out.payload);
         }
-        if let RateControl::Swift(s) = &mut self.rate {
-            s.on_send(psn, now);
+        match &mut self.rate {
+            RateControl::Swift(s) => s.on_send(psn, now),
+            RateControl::Timely(t) => t.on_packet(psn, now),
+            _ => {}
         }
         self.next += 1;
         self.high = self.high.max(self.next);

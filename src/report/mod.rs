@@ -129,7 +129,7 @@ pub struct Summary {
     pub dcqcn_min_rate_gbps: Option<f64>,
     /// The congestion controls the workloads run (`dcqcn`, or several as
     /// `dcqcn+dctcp`), and the cuts of the QPs' congestion windows (DCTCP,
-    /// Swift, HPCC) summed.
+    /// Swift, HPCC) and of TIMELY's rates, summed.
     pub congestion_control: String,
     pub window_cuts: u64,
     /// PFC frames sent with a pause time, and resumes (quanta 0).
@@ -651,6 +651,7 @@ impl Summary {
                     r.dctcp().map_or(0, |d| d.cuts)
                         + r.swift().map_or(0, |s| s.cuts)
                         + r.hpcc().map_or(0, |h| h.cuts)
+                        + r.timely().map_or(0, |t| t.cuts)
                 })
                 .sum(),
             pfc_pause_frames: c.pfc_pause_frames,

@@ -609,11 +609,13 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "final_window_packets",
     ])?;
     for (i, q) in sim.qps().iter().enumerate() {
-        // A paced rate's cuts, lowest and final value (DCQCN's, HPCC's).
+        // A paced rate's cuts, lowest and final value (DCQCN's, HPCC's,
+        // TIMELY's).
         let (d, h) = (q.req.rate.dcqcn(), q.req.rate.hpcc());
         let rate = d
             .map(|d| (d.cuts, d.min_rc, d.rc))
-            .or(h.map(|h| (h.cuts, h.min_bps, h.rate_bps)));
+            .or(h.map(|h| (h.cuts, h.min_bps, h.rate_bps)))
+            .or(q.req.rate.timely().map(|t| (t.cuts, t.min_bps, t.rate_bps)));
         // A congestion window's cuts, smallest and final size, packets.
         let mtu = f64::from(sim.scenario().transport.mtu);
         let w = match (q.req.rate.dctcp(), q.req.rate.swift(), h) {

@@ -289,6 +289,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 dctcp: raw.dctcp.as_ref(),
                 swift: raw.swift.as_ref(),
                 hpcc: raw.hpcc.as_ref(),
+                timely: raw.timely.as_ref(),
             },
             &root,
         )?;
@@ -306,7 +307,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             }
         };
         if transport.mrc.is_some() {
-            if let Some(i) = workloads.iter().position(|w| w.cc.windowed()) {
+            if let Some(i) = workloads.iter().position(|w| w.cc.ack_driven()) {
                 let cc = workloads[i].cc;
                 return Err(KeyError::new(&cc_key(i), resolve::mrc_window(cc)));
             }

@@ -20,6 +20,7 @@ pub struct RawScenario {
     pub dctcp: Option<RawDctcp>,
     pub swift: Option<RawSwift>,
     pub hpcc: Option<RawHpcc>,
+    pub timely: Option<RawTimely>,
     pub report: Option<RawReport>,
     pub host: Option<RawHost>,
     #[serde(default)]
@@ -419,6 +420,19 @@ pub struct RawHpcc {
     pub ai: Option<Value>,
     pub min_rate: Option<Value>,
     pub base_rtt: Option<Value>,
+}
+
+/// `[timely]`: TIMELY's settings.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimely {
+    pub t_low: Option<Value>,
+    pub t_high: Option<Value>,
+    pub min_rtt: Option<Value>,
+    pub alpha: Option<Value>,
+    pub beta: Option<Value>,
+    pub delta: Option<Value>,
+    pub min_rate: Option<Value>,
 }
 
 /// `[swift]`: the Swift-style window's settings.

@@ -487,22 +487,31 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
         ));
     }
     // A window of fewer packets than the receiver waits for before it
-    // acknowledges would stall until the retransmission timeout: windows
-    // get an ACK per packet.
-    let windowed = cc.windowed();
+    // acknowledges would stall until the retransmission timeout, and
+    // TIMELY's round trips would include the wait: they get an ACK per
+    // packet.
+    let ack_driven = cc.ack_driven();
     let ack_every = count(
         t.ack_every,
         &path.key("ack_every"),
-        if windowed { 1 } else { 4 },
+        if ack_driven { 1 } else { 4 },
         1,
     )?;
-    if windowed && ack_every > 1 {
+    if ack_driven && ack_every > 1 {
+        let why = if cc.windowed() {
+            format!("a window can be smaller than {ack_every} packets and would wait for an ACK the receiver never sends; windows take an ACK per packet (1)")
+        } else {
+            "its round trips would include the receiver's wait for more packets; TIMELY takes an ACK per packet (1)".to_string()
+        };
         return Err(KeyError::new(
             &path.key("ack_every"),
-            format!("got {ack_every} with congestion_control = \"{}\": a window can be smaller than {ack_every} packets and would wait for an ACK the receiver never sends; windows take an ACK per packet (1)", cc.name()),
+            format!(
+                "got {ack_every} with congestion_control = \"{}\": {why}",
+                cc.name()
+            ),
         ));
     }
-    if windowed && mrc.is_some() {
+    if ack_driven && mrc.is_some() {
         return Err(KeyError::new(
             &path.key("congestion_control"),
             mrc_window(cc),
@@ -529,18 +538,25 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     })
 }
 
-/// The `[dctcp]`, `[swift]` and `[hpcc]` tables of a scenario.
+/// The `[dctcp]`, `[swift]`, `[hpcc]` and `[timely]` tables of a
+/// scenario.
 pub struct WindowTables<'a> {
     pub dctcp: Option<&'a RawDctcp>,
     pub swift: Option<&'a RawSwift>,
     pub hpcc: Option<&'a RawHpcc>,
+    pub timely: Option<&'a RawTimely>,
 }
 
 /// The windows' settings from their tables; `used`: the congestion
 /// controls some workload runs (a table for one none runs is refused: it
 /// would do nothing).
 pub fn windows(used: &[Cc], tables: WindowTables, root: &KeyPath) -> R<WindowParams> {
-    let WindowTables { dctcp, swift, hpcc } = tables;
+    let WindowTables {
+        dctcp,
+        swift,
+        hpcc,
+        timely,
+    } = tables;
     let unused = |key: &str| {
         KeyError::new(
             &root.key(key),
@@ -551,6 +567,7 @@ pub fn windows(used: &[Cc], tables: WindowTables, root: &KeyPath) -> R<WindowPar
         ("dctcp", Cc::Dctcp, dctcp.is_some()),
         ("swift", Cc::Swift, swift.is_some()),
         ("hpcc", Cc::Hpcc, hpcc.is_some()),
+        ("timely", Cc::Timely, timely.is_some()),
     ] {
         if given && !used.contains(&cc) {
             return Err(unused(name));
@@ -649,14 +666,39 @@ pub fn windows(used: &[Cc], tables: WindowTables, root: &KeyPath) -> R<WindowPar
                 }
             }
         }
+        let p = &mut out.timely;
+        if let Some(r) = timely {
+            let path = root.key("timely");
+            p.t_low = positive_time(r.t_low.as_ref(), &path.key("t_low"), p.t_low)?;
+            p.t_high = positive_time(r.t_high.as_ref(), &path.key("t_high"), p.t_high)?;
+            if p.t_high <= p.t_low {
+                return Err(KeyError::new(
+                    &path.key("t_high"),
+                    format!(
+                        "got {}, expected more than t_low ({}): between them the gradient decides",
+                        p.t_high, p.t_low
+                    ),
+                ));
+            }
+            p.min_rtt = positive_time(r.min_rtt.as_ref(), &path.key("min_rtt"), p.min_rtt)?;
+            p.alpha = number(r.alpha.as_ref(), path.key("alpha"), p.alpha, 0.0, 1.0)?;
+            p.beta = number(r.beta.as_ref(), path.key("beta"), p.beta, 0.0, 1.0)?;
+            if let Some(v) = &r.delta {
+                p.delta_bps = Some(small_rate(v, &path.key("delta"))?);
+            }
+            if let Some(v) = &r.min_rate {
+                p.min_bps = small_rate(v, &path.key("min_rate"))?;
+            }
+        }
     }
     Ok(out)
 }
 
-/// The error for a window over MRC.
+/// The error for an ACK-driven congestion control over MRC.
 pub fn mrc_window(cc: Cc) -> String {
+    let what = if cc.windowed() { "window" } else { "rate" };
     let cc = cc.name();
-    format!("got \"{cc}\" with protocol = \"mrc\": the {cc} window is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path")
+    format!("got \"{cc}\" with protocol = \"mrc\": the {cc} {what} is for RC QPs (go-back-N, cumulative ACKs); MRC paces per path")
 }
 
 /// A rate that may be below a link's (an HPCC step or floor), bits per
@@ -725,7 +767,7 @@ fn tenant_cc(
         None => Err(KeyError::new(
             p,
             format!(
-                "got {}, expected one of dcqcn, dctcp, swift, hpcc, none",
+                "got {}, expected one of dcqcn, dctcp, swift, hpcc, timely, none",
                 show(v)
             ),
         )),
