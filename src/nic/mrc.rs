@@ -427,15 +427,19 @@ impl Mrc {
     }
 
     /// How long a copy may go unacknowledged before it is resent and its
-    /// path given new entropy: `rto`, or twice the reordering window once
-    /// round trips have been seen, if that is sooner (a tail loss, with
-    /// nothing later to reveal it, is found within a few round trips).
+    /// path given new entropy: `rto` until a round trip has been seen,
+    /// then twice the reordering window (at least four times the longest
+    /// recent round trip), whatever `rto` says: a tail loss, with nothing
+    /// later to reveal it, is found within a few round trips, and a
+    /// timeout shorter than the fabric's queues can make a round trip
+    /// never fires for copies that are only waiting in them (with `rto =
+    /// "50us"` and queues of a few hundred microseconds, every copy was
+    /// sent again, and again).
     pub fn timeout(&self, rto: SimTime) -> SimTime {
         if self.max_rtt == 0.0 {
             return rto;
         }
-        let window = self.window();
-        rto.min(SimTime(window.0.saturating_mul(2)))
+        SimTime(self.window().0.saturating_mul(2))
     }
 
     /// Path `p` lost a packet in a way congestion does not explain: it
