@@ -282,6 +282,73 @@ fn timely_keeps_the_round_trip_under_t_high_but_not_fair_shares() {
     assert!(e.contains("ack_every") && e.contains("TIMELY"), "{e}");
 }
 
+/// The UEC-style window (NSCC: the UE specification 1.0 and its
+/// reference simulator): with marks below the target, a window that
+/// grows under the target delay and shrinks by the delay's excess when
+/// marked holds the bottleneck's queueing delay at the target at full
+/// throughput, without PFC; the target moves the queue with it. Over the
+/// multipath transport the permutation's ECMP collisions are sprayed
+/// away: it finishes first of all the algorithms.
+#[test]
+fn uec_holds_the_queueing_delay_at_its_target_over_every_path() {
+    use fabricsim::report::series::Kind;
+    let path = "examples/congestion/incast-uec.toml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let delay_us = |target: &str| {
+        let (sim, s) = run_with(&text, &[&format!("uec.target_delay=\"{target}\"")]);
+        assert_eq!(s.pfc_pause_frames, 0, "{target}");
+        let ideal = sim.flows()[0].ideal_fct.0 as f64;
+        assert!(
+            (s.makespan_ps as f64) < 8.0 * ideal * 1.01,
+            "{target}: not full throughput"
+        );
+        let peaks = bottleneck_series(&sim, Kind::QueueDepth, s.makespan_ps);
+        peaks.iter().sum::<f64>() / peaks.len() as f64 * 8.0 / 100e3
+    };
+    let (at6, at12, at20) = (delay_us("6us"), delay_us("12us"), delay_us("20us"));
+    println!("UEC: queue {at6:.1}, {at12:.1}, {at20:.1} us at targets of 6, 12, 20 us");
+    for (got, want) in [(at6, 6.0), (at12, 12.0), (at20, 20.0)] {
+        assert!((got - want).abs() < 2.0, "target {want} us: {got} us");
+    }
+    // Without a window the same multipath incast fills the buffer.
+    let (_, none) = run_file(
+        std::path::Path::new("examples/congestion/incast-none.toml"),
+        &["transport.protocol=\"mrc\""],
+    );
+    assert!(none.pfc_pause_frames > 0);
+    // Every QP's window was cut, and qps.csv has its sizes.
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(s.congestion_control, "uec");
+    let mut out = Vec::new();
+    fabricsim::report::tables::qps_csv(&sim, &mut out).unwrap();
+    let csv = String::from_utf8(out).unwrap();
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (cuts, low) = (col("window_cuts"), col("min_window_packets"));
+    for row in csv.lines().skip(1) {
+        let f: Vec<&str> = row.split(',').collect();
+        assert!(f[cuts].parse::<u64>().unwrap() > 10, "{row}");
+        assert!(f[low].parse::<f64>().unwrap() < 10.0, "{row}");
+    }
+    // Over the permutation, spraying beats every single-path algorithm.
+    let makespan = |cc: &str| {
+        let p = format!("examples/congestion/permutation-{cc}.toml");
+        run_file(std::path::Path::new(&p), &[]).1.makespan_ps
+    };
+    let uec = makespan("uec");
+    for cc in ["none", "dcqcn", "dctcp", "swift", "hpcc", "timely"] {
+        assert!(uec < makespan(cc), "uec {uec} ps against {cc}");
+    }
+    // UEC needs the multipath transport; its table needs UEC.
+    let e = error_of(&text, &["transport.protocol=\"rc\""]);
+    assert!(
+        e.contains("congestion_control") && e.contains("protocol = \"mrc\""),
+        "{e}"
+    );
+    let e = error_of(&text, &["transport.congestion_control=\"dcqcn\""]);
+    assert!(e.contains("uec") && e.contains("only used with"), "{e}");
+}
+
 /// The comparison sets (`examples/congestion/incast-*.toml`,
 /// `permutation-*.toml`) run the same workload on the same fabric: they
 /// differ only in the congestion control, its table, and (DCTCP) the
@@ -290,20 +357,23 @@ fn timely_keeps_the_round_trip_under_t_high_but_not_fair_shares() {
 fn each_comparison_set_differs_only_in_congestion_control() {
     for set in ["incast", "permutation"] {
         let mut first: Option<toml::Table> = None;
-        for cc in ["none", "dcqcn", "dctcp", "swift", "hpcc", "timely"] {
+        for cc in ["none", "dcqcn", "dctcp", "swift", "hpcc", "timely", "uec"] {
             let path = format!("examples/congestion/{set}-{cc}.toml");
             let mut t: toml::Table = std::fs::read_to_string(&path).unwrap().parse().unwrap();
             let transport = t["transport"].as_table_mut().unwrap();
             let given = transport.remove("congestion_control").unwrap();
             assert_eq!(given.as_str(), Some(cc), "{path}");
-            for key in ["name", "dctcp", "swift", "hpcc", "timely"] {
+            // UEC's window runs over the multipath transport.
+            let protocol = transport.remove("protocol");
+            assert_eq!(protocol.is_some(), cc == "uec", "{path}");
+            for key in ["name", "dctcp", "swift", "hpcc", "timely", "uec"] {
                 t.remove(key);
             }
             let qos = t.remove("qos");
             assert_eq!(
                 qos.is_some(),
-                cc == "dctcp",
-                "{path}: only DCTCP sets its marking"
+                cc == "dctcp" || cc == "uec",
+                "{path}: only DCTCP and UEC set their marking"
             );
             match &first {
                 None => first = Some(t),

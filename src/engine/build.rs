@@ -284,7 +284,9 @@ pub fn qps_and_flows(
 /// ECMP paths have one length in every fabric built here): Swift scales
 /// its delay target by the switches on it; HPCC's T is the longest base
 /// round trip of any QP (unless `[hpcc] base_rtt` gives one), as in the
-/// HPCC paper, where every flow uses the fabric's largest.
+/// HPCC paper, where every flow uses the fabric's largest; UEC's window
+/// takes its QP's own unloaded round trip (its ceiling is 1.5 times that
+/// bandwidth-delay product).
 pub fn path_settings(
     qps: &mut [QpState],
     topo: &Topology,
@@ -297,32 +299,42 @@ pub fn path_settings(
             s.hops = path.map_or(0, |p| p.len().saturating_sub(1) as u32);
         }
     }
+    let framing = scenario.qos.framing;
+    let data = framing.wire_bytes(Opcode::WriteMiddle, scenario.transport.mtu);
+    let ack = framing.wire_bytes(Opcode::Ack, 0);
+    let one_way = |port: PortId, to: NicId, wire: u32| {
+        routes
+            .first_path(topo, port, to)
+            .map_or(SimTime::ZERO, |path| {
+                path.iter()
+                    .map(|&p| topo.port(p).rate.serialize(wire as u64) + topo.port(p).delay)
+                    .fold(SimTime::ZERO, |a, b| a + b)
+            })
+    };
+    let round_trip = |(a, to_b, b, to_a): (PortId, NicId, PortId, NicId)| {
+        one_way(a, to_b, data) + one_way(b, to_a, ack)
+    };
+    let uec = &scenario.transport.windows.uec;
+    for q in qps.iter_mut() {
+        let ends = (q.src_port, q.dst_nic, q.dst_port, q.src_nic);
+        if let RateControl::Uec(u) = &mut q.req.rate {
+            u.set_base_rtt(uec, round_trip(ends));
+        }
+    }
     if !qps.iter().any(|q| q.req.rate.hpcc().is_some()) {
         return;
     }
     let p = scenario.transport.windows.hpcc;
     let t = p.base_rtt.unwrap_or_else(|| {
-        let framing = scenario.qos.framing;
-        let data = framing.wire_bytes(Opcode::WriteMiddle, scenario.transport.mtu);
-        let ack = framing.wire_bytes(Opcode::Ack, 0);
         let mut pairs: Vec<(PortId, NicId, PortId, NicId)> = qps
             .iter()
             .map(|q| (q.src_port, q.dst_nic, q.dst_port, q.src_nic))
             .collect();
         pairs.sort_unstable();
         pairs.dedup();
-        let one_way = |port: PortId, to: NicId, wire: u32| {
-            routes
-                .first_path(topo, port, to)
-                .map_or(SimTime::ZERO, |path| {
-                    path.iter()
-                        .map(|&p| topo.port(p).rate.serialize(wire as u64) + topo.port(p).delay)
-                        .fold(SimTime::ZERO, |a, b| a + b)
-                })
-        };
         pairs
             .into_iter()
-            .map(|(a, to_b, b, to_a)| one_way(a, to_b, data) + one_way(b, to_a, ack))
+            .map(round_trip)
             .max()
             .unwrap_or(SimTime::ZERO)
     });
@@ -377,6 +389,12 @@ fn new_qp(
         Cc::Timely => RateControl::Timely(Box::new(crate::nic::timely::Timely::new(
             &w.timely,
             rate.bps() as f64,
+        ))),
+        // Its unloaded round trip, and what follows from it, too.
+        Cc::Uec => RateControl::Uec(Box::new(crate::nic::uec::Uec::new(
+            &w.uec,
+            rate.bps() as f64,
+            tc.mtu,
         ))),
     };
     if let Some(m) = tc.mrc {

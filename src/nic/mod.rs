@@ -6,7 +6,8 @@
 //! acknowledges); `rate` the per-QP rate controller the requester consults
 //! before each packet, and `dcqcn` the DCQCN reaction point it can run; `dctcp`, `swift`
 //! and `hpcc` the congestion windows a QP can keep instead, and `timely`
-//! a rate moved by round-trip times. The event loop owns them and turns what they return
+//! a rate moved by round-trip times, and `uec` the NSCC-style window of
+//! the multipath transport. The event loop owns them and turns what they return
 //! into packets and timers. Each NIC port serves its active QPs round
 //! robin, control packets (ACK/NAK) first. The sending GPU's PCIe link
 //! paces its QPs in the event loop; NVLink copies never reach the NIC.
@@ -20,6 +21,7 @@ pub mod rate;
 pub mod swift;
 pub mod timely;
 pub mod transport;
+pub mod uec;
 
 use crate::units::SimTime;
 
@@ -98,16 +100,19 @@ pub enum Cc {
     Hpcc,
     /// TIMELY's rate, moved by round-trip times.
     Timely,
+    /// An NSCC-style window over the multipath transport.
+    Uec,
 }
 
 impl Cc {
     /// Every one, by its scenario name.
-    pub const ALL: [(&'static str, Cc); 6] = [
+    pub const ALL: [(&'static str, Cc); 7] = [
         ("dcqcn", Cc::Dcqcn),
         ("dctcp", Cc::Dctcp),
         ("swift", Cc::Swift),
         ("hpcc", Cc::Hpcc),
         ("timely", Cc::Timely),
+        ("uec", Cc::Uec),
         ("none", Cc::None),
     ];
 
@@ -119,6 +124,7 @@ impl Cc {
             Cc::Swift => "swift",
             Cc::Hpcc => "hpcc",
             Cc::Timely => "timely",
+            Cc::Uec => "uec",
         }
     }
 
@@ -128,9 +134,15 @@ impl Cc {
     }
 
     /// Reacts to each ACK (a window, or TIMELY's round trips), so takes
-    /// an ACK per packet and runs over RC only.
+    /// an ACK per packet.
     pub fn ack_driven(self) -> bool {
-        self.windowed() || self == Cc::Timely
+        self.windowed() || matches!(self, Cc::Timely | Cc::Uec)
+    }
+
+    /// Runs over the multipath transport only (`uec`); the other
+    /// ACK-driven ones over RC only.
+    pub fn needs_mrc(self) -> bool {
+        self == Cc::Uec
     }
 }
 
@@ -142,4 +154,5 @@ pub struct WindowParams {
     pub swift: swift::SwiftParams,
     pub hpcc: hpcc::HpccParams,
     pub timely: timely::TimelyParams,
+    pub uec: uec::UecParams,
 }

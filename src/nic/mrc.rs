@@ -116,6 +116,11 @@ pub struct Mrc {
     /// The longest round trip seen lately (it decays by 1/64 per sample),
     /// picoseconds: reordering across paths stays within it.
     max_rtt: f64,
+    /// The round trip of the copy the newest ACK acknowledged, and
+    /// whether that ACK acknowledged a PSN for the first time (for a
+    /// window over the paths).
+    pub last_rtt: Option<SimTime>,
+    pub newly_acked: bool,
     pub stats: MrcStats,
 }
 
@@ -168,6 +173,8 @@ impl Mrc {
             delivered_sent: SimTime::ZERO,
             just_acked: NEVER,
             max_rtt: 0.0,
+            last_rtt: None,
+            newly_acked: false,
             cfg,
             stats: MrcStats::default(),
         }
@@ -232,6 +239,17 @@ impl Mrc {
         self.sent_at.drain(..drop as usize);
         self.path_of.drain(..drop as usize);
         self.base += drop;
+    }
+
+    /// Copies sent and not yet acknowledged, less those waiting to be
+    /// sent again.
+    pub fn in_flight(&self) -> u32 {
+        (self.next_new - self.n_acked).saturating_sub(self.resend.len() as u32)
+    }
+
+    /// PSNs waiting to be sent again.
+    pub fn queued_resends(&self) -> u32 {
+        self.resend.len() as u32
     }
 
     pub fn has_data(&self) -> bool {
@@ -368,9 +386,12 @@ impl Mrc {
 
     /// PSN `psn` arrived. True if it completed the transfer.
     pub fn on_ack(&mut self, psn: u32) -> bool {
+        self.newly_acked = false;
+        self.last_rtt = None;
         if psn >= self.n || self.is_acked(psn) {
             return false;
         }
+        self.newly_acked = true;
         set(&mut self.acked, psn - self.base, true);
         self.just_acked = self.sent_at[self.at(psn)];
         self.delivered_sent = self.delivered_sent.max(self.just_acked);
@@ -397,7 +418,9 @@ impl Mrc {
     /// the window: new PSNs go out in order.)
     pub fn detect_losses(&mut self, now: SimTime) -> u64 {
         if self.just_acked != NEVER {
-            let rtt = now.0.saturating_sub(self.just_acked.0) as f64;
+            let rtt = now.0.saturating_sub(self.just_acked.0);
+            self.last_rtt = Some(SimTime(rtt));
+            let rtt = rtt as f64;
             self.max_rtt = rtt.max(self.max_rtt - self.max_rtt / 64.0);
             self.just_acked = NEVER;
         }

@@ -460,9 +460,13 @@ impl Nics {
                 }
                 let before = qp.req.una;
                 let acked = qp.req.on_ack(now, pkt.psn, rto);
-                let opened =
-                    qp.req
-                        .window_feedback(&self.cfg.windows, now, before, (pkt.flow, int), false);
+                let opened = qp.req.window_feedback(
+                    &self.cfg.windows,
+                    now,
+                    before,
+                    (pkt.flow, pkt.ecn() == ecn::CE, int),
+                    false,
+                );
                 let probe = qp.req.mrc.is_some() && qp.req.has_data();
                 if opened {
                     self.activate(q);
@@ -484,8 +488,13 @@ impl Nics {
                 let qp = &mut self.qps[q.idx()];
                 let before = qp.req.una;
                 qp.req.on_nak(now, pkt.psn, rto);
-                qp.req
-                    .window_feedback(&self.cfg.windows, now, before, (pkt.flow, int), true);
+                qp.req.window_feedback(
+                    &self.cfg.windows,
+                    now,
+                    before,
+                    (pkt.flow, false, int),
+                    true,
+                );
                 self.activate(q);
                 Rx::Resend(q)
             }

@@ -17,6 +17,7 @@ pub enum RateControl {
     Swift(Box<super::swift::Swift>),
     Hpcc(Box<super::hpcc::Hpcc>),
     Timely(Box<super::timely::Timely>),
+    Uec(Box<super::uec::Uec>),
 }
 
 impl RateControl {
@@ -24,7 +25,7 @@ impl RateControl {
     #[inline]
     pub fn earliest_send(&self, now: SimTime, p: &DcqcnParams) -> SimTime {
         match self {
-            RateControl::LineRate | RateControl::Dctcp(_) => now,
+            RateControl::LineRate | RateControl::Dctcp(_) | RateControl::Uec(_) => now,
             RateControl::Dcqcn(d) => d.earliest_send(now, p),
             RateControl::Swift(s) => s.earliest_send(now),
             RateControl::Hpcc(h) => h.earliest_send(now),
@@ -36,7 +37,10 @@ impl RateControl {
     #[inline]
     pub fn on_send(&mut self, now: SimTime, wire_bytes: u32, p: &DcqcnParams) {
         match self {
-            RateControl::LineRate | RateControl::Dctcp(_) | RateControl::Swift(_) => {}
+            RateControl::LineRate
+            | RateControl::Dctcp(_)
+            | RateControl::Swift(_)
+            | RateControl::Uec(_) => {}
             RateControl::Dcqcn(d) => d.on_send(now, wire_bytes, p),
             RateControl::Hpcc(h) => h.on_send(now, wire_bytes),
             RateControl::Timely(t) => t.on_send(now, wire_bytes),
@@ -64,12 +68,15 @@ impl RateControl {
         }
     }
 
-    /// Keeps a congestion window (DCTCP, Swift, HPCC).
+    /// Keeps a congestion window (DCTCP, Swift, HPCC, UEC's).
     #[inline]
     pub fn is_window(&self) -> bool {
         matches!(
             self,
-            RateControl::Dctcp(_) | RateControl::Swift(_) | RateControl::Hpcc(_)
+            RateControl::Dctcp(_)
+                | RateControl::Swift(_)
+                | RateControl::Hpcc(_)
+                | RateControl::Uec(_)
         )
     }
 
@@ -89,6 +96,7 @@ impl RateControl {
             RateControl::Swift(_) => super::Cc::Swift,
             RateControl::Hpcc(_) => super::Cc::Hpcc,
             RateControl::Timely(_) => super::Cc::Timely,
+            RateControl::Uec(_) => super::Cc::Uec,
         }
     }
 
@@ -102,6 +110,13 @@ impl RateControl {
     pub fn timely(&self) -> Option<&super::timely::Timely> {
         match self {
             RateControl::Timely(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn uec(&self) -> Option<&super::uec::Uec> {
+        match self {
+            RateControl::Uec(u) => Some(u),
             _ => None,
         }
     }

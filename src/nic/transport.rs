@@ -283,21 +283,23 @@ impl Requester {
             RateControl::Dctcp(d) => d.open(self.next - self.una),
             RateControl::Swift(s) => s.open(self.next - self.una),
             RateControl::Hpcc(h) => h.open(self.next - self.una, self.mtu),
+            RateControl::Uec(u) => u.open(self.mrc.as_ref().map_or(0, |m| m.in_flight())),
             _ => true,
         }
     }
 
     /// An ACK or NAK at `now` moved `una` from `before`, with the
-    /// receiver's CE count `ce` and the INT records `int` it echoes: the
-    /// QP's congestion window, if it keeps one, reacts (`nak`: a loss),
+    /// receiver's CE count `ce`, whether the packet it answers was marked
+    /// (`echo`, MRC's ACKs) and the INT records `int` it echoes: the
+    /// QP's congestion control, if ACKs drive it, reacts (`nak`: a loss),
     /// with its settings from `cc`. Returns whether the QP may send now
-    /// (false without a window: nothing changed).
+    /// (false if ACKs do not drive it: nothing changed).
     pub fn window_feedback(
         &mut self,
         cc: &WindowParams,
         now: SimTime,
         before: u32,
-        (ce, int): (u32, Option<&crate::wire::int::Int>),
+        (ce, echo, int): (u32, bool, Option<&crate::wire::int::Int>),
         nak: bool,
     ) -> bool {
         let (una, next) = (self.una, self.next);
@@ -328,6 +330,19 @@ impl Requester {
                     t.on_ack(&cc.timely, now, una);
                 }
             }
+            RateControl::Uec(u) => {
+                let Some(m) = &self.mrc else {
+                    return false;
+                };
+                let mtu = f64::from(self.mtu);
+                let inflight = f64::from(m.in_flight()) * mtu;
+                if nak {
+                    u.on_loss(&cc.uec, now, mtu, inflight);
+                } else {
+                    let newly = if m.newly_acked { mtu } else { 0.0 };
+                    u.on_ack(&cc.uec, now, (echo, m.last_rtt, newly, inflight));
+                }
+            }
             RateControl::LineRate | RateControl::Dcqcn(_) => return false,
         }
         self.has_data() && self.window_open()
@@ -339,6 +354,13 @@ impl Requester {
             RateControl::Dctcp(d) => d.on_timeout(&cc.dctcp, now),
             RateControl::Swift(s) => s.on_loss(&cc.swift, now),
             RateControl::Timely(t) => t.on_loss(),
+            RateControl::Uec(u) => {
+                if let Some(m) = &self.mrc {
+                    let mtu = f64::from(self.mtu);
+                    let lost = f64::from(m.queued_resends()) * mtu;
+                    u.on_loss(&cc.uec, now, lost, f64::from(m.in_flight()) * mtu);
+                }
+            }
             _ => {}
         }
     }

@@ -129,7 +129,8 @@ pub struct Summary {
     pub dcqcn_min_rate_gbps: Option<f64>,
     /// The congestion controls the workloads run (`dcqcn`, or several as
     /// `dcqcn+dctcp`), and the cuts of the QPs' congestion windows (DCTCP,
-    /// Swift, HPCC) and of TIMELY's rates, summed.
+    /// Swift, HPCC, UEC's decreases and quick adapts) and of TIMELY's
+    /// rates, summed.
     pub congestion_control: String,
     pub window_cuts: u64,
     /// PFC frames sent with a pause time, and resumes (quanta 0).
@@ -652,6 +653,7 @@ impl Summary {
                         + r.swift().map_or(0, |s| s.cuts)
                         + r.hpcc().map_or(0, |h| h.cuts)
                         + r.timely().map_or(0, |t| t.cuts)
+                        + r.uec().map_or(0, |u| u.cuts + u.quick_adapts)
                 })
                 .sum(),
             pfc_pause_frames: c.pfc_pause_frames,

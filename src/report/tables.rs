@@ -621,6 +621,11 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         let w = match (q.req.rate.dctcp(), q.req.rate.swift(), h) {
             (Some(d), _, _) => Some((d.cuts, d.min_cwnd, d.cwnd)),
             (_, Some(s), _) => Some((s.cuts, s.min_cwnd, s.cwnd)),
+            _ if q.req.rate.uec().is_some() => q
+                .req
+                .rate
+                .uec()
+                .map(|u| (u.cuts + u.quick_adapts, u.min_cwnd / mtu, u.cwnd / mtu)),
             (_, _, Some(h)) => Some((
                 h.cuts,
                 h.min_bps * h.t_ps * 1e-12 / 8.0 / mtu,

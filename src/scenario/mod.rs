@@ -290,6 +290,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 swift: raw.swift.as_ref(),
                 hpcc: raw.hpcc.as_ref(),
                 timely: raw.timely.as_ref(),
+                uec: raw.uec.as_ref(),
             },
             &root,
         )?;
@@ -307,10 +308,15 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             }
         };
         if transport.mrc.is_some() {
-            if let Some(i) = workloads.iter().position(|w| w.cc.ack_driven()) {
+            if let Some(i) = workloads
+                .iter()
+                .position(|w| w.cc.ack_driven() && !w.cc.needs_mrc())
+            {
                 let cc = workloads[i].cc;
                 return Err(KeyError::new(&cc_key(i), resolve::mrc_window(cc)));
             }
+        } else if let Some(i) = workloads.iter().position(|w| w.cc.needs_mrc()) {
+            return Err(KeyError::new(&cc_key(i), resolve::uec_without_mrc()));
         }
         if let Some(i) = workloads.iter().position(|w| w.cc == crate::nic::Cc::Hpcc) {
             // HPCC anywhere: the fabric runs INT, and every RoCE frame

@@ -21,6 +21,7 @@ pub struct RawScenario {
     pub swift: Option<RawSwift>,
     pub hpcc: Option<RawHpcc>,
     pub timely: Option<RawTimely>,
+    pub uec: Option<RawUec>,
     pub report: Option<RawReport>,
     pub host: Option<RawHost>,
     #[serde(default)]
@@ -433,6 +434,16 @@ pub struct RawTimely {
     pub beta: Option<Value>,
     pub delta: Option<Value>,
     pub min_rate: Option<Value>,
+}
+
+/// `[uec]`: the NSCC-style window's settings.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawUec {
+    pub target_delay: Option<Value>,
+    pub gamma: Option<Value>,
+    pub max_window: Option<Value>,
+    pub quick_adapt: Option<bool>,
 }
 
 /// `[swift]`: the Swift-style window's settings.

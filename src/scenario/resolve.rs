@@ -500,6 +500,8 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
     if ack_driven && ack_every > 1 {
         let why = if cc.windowed() {
             format!("a window can be smaller than {ack_every} packets and would wait for an ACK the receiver never sends; windows take an ACK per packet (1)")
+        } else if cc == Cc::Uec {
+            "its window reads each packet's mark and round trip from its own ACK; it takes an ACK per packet (1)".to_string()
         } else {
             "its round trips would include the receiver's wait for more packets; TIMELY takes an ACK per packet (1)".to_string()
         };
@@ -511,10 +513,16 @@ pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfi
             ),
         ));
     }
-    if ack_driven && mrc.is_some() {
+    if ack_driven && mrc.is_some() && !cc.needs_mrc() {
         return Err(KeyError::new(
             &path.key("congestion_control"),
             mrc_window(cc),
+        ));
+    }
+    if cc.needs_mrc() && mrc.is_none() {
+        return Err(KeyError::new(
+            &path.key("congestion_control"),
+            uec_without_mrc(),
         ));
     }
     Ok(TransportConfig {
@@ -545,6 +553,7 @@ pub struct WindowTables<'a> {
     pub swift: Option<&'a RawSwift>,
     pub hpcc: Option<&'a RawHpcc>,
     pub timely: Option<&'a RawTimely>,
+    pub uec: Option<&'a RawUec>,
 }
 
 /// The windows' settings from their tables; `used`: the congestion
@@ -556,6 +565,7 @@ pub fn windows(used: &[Cc], tables: WindowTables, root: &KeyPath) -> R<WindowPar
         swift,
         hpcc,
         timely,
+        uec,
     } = tables;
     let unused = |key: &str| {
         KeyError::new(
@@ -568,6 +578,7 @@ pub fn windows(used: &[Cc], tables: WindowTables, root: &KeyPath) -> R<WindowPar
         ("swift", Cc::Swift, swift.is_some()),
         ("hpcc", Cc::Hpcc, hpcc.is_some()),
         ("timely", Cc::Timely, timely.is_some()),
+        ("uec", Cc::Uec, uec.is_some()),
     ] {
         if given && !used.contains(&cc) {
             return Err(unused(name));
@@ -690,8 +701,31 @@ pub fn windows(used: &[Cc], tables: WindowTables, root: &KeyPath) -> R<WindowPar
                 p.min_bps = small_rate(v, &path.key("min_rate"))?;
             }
         }
+        let p = &mut out.uec;
+        if let Some(r) = uec {
+            let path = root.key("uec");
+            p.target_delay = positive_time(
+                r.target_delay.as_ref(),
+                &path.key("target_delay"),
+                p.target_delay,
+            )?;
+            p.gamma = number(r.gamma.as_ref(), path.key("gamma"), p.gamma, 0.0, 1.0)?;
+            p.max_window = number(
+                r.max_window.as_ref(),
+                path.key("max_window"),
+                p.max_window,
+                0.1,
+                100.0,
+            )?;
+            p.quick_adapt = r.quick_adapt.unwrap_or(p.quick_adapt);
+        }
     }
     Ok(out)
+}
+
+/// The error for UEC's window without the multipath transport.
+pub fn uec_without_mrc() -> String {
+    "got \"uec\" with protocol = \"rc\": the UEC-style window spreads over the paths of the multipath transport and reads its ACKs' marks and round trips; set protocol = \"mrc\"".to_string()
 }
 
 /// The error for an ACK-driven congestion control over MRC.
@@ -767,7 +801,7 @@ fn tenant_cc(
         None => Err(KeyError::new(
             p,
             format!(
-                "got {}, expected one of dcqcn, dctcp, swift, hpcc, timely, none",
+                "got {}, expected one of dcqcn, dctcp, swift, hpcc, timely, uec, none",
                 show(v)
             ),
         )),
