@@ -1,8 +1,8 @@
 //! A sender-based window in the spirit of the Ultra Ethernet Transport's
 //! NSCC (network-signal congestion control) for the multipath transport
 //! (`transport.congestion_control = "uec"` with `protocol = "mrc"`), after
-//! the UE specification 1.0's description and the reference simulator
-//! (htsim's `uec.cpp`) that its authors published with it.
+//! the UE specification 1.0's description and htsim's NSCC (`uec.cpp`
+//! in Broadcom's csg-htsim), whose constants are used here.
 //!
 //! One window of bytes per QP, whatever path each packet takes. Every ACK
 //! brings two signals: whether the copy it acknowledges was CE-marked (an
@@ -28,8 +28,8 @@
 //! to what was acknowledged in the last such period (quick adapt: an
 //! incast's senders fall to their share in one step), and the marked ACKs
 //! of what was in flight then are ignored. A trimmed or timed-out packet
-//! takes its bytes off the window. Constants scale as the reference
-//! simulator scales them from its 100 Gb/s, 12 us reference, by the QP's
+//! takes its bytes off the window. Constants scale as htsim scales them
+//! from its 100 Gb/s, 12 us reference, by the QP's
 //! bandwidth-delay product and the target. The window starts at 1.5 times
 //! that product, its ceiling.
 
@@ -54,7 +54,7 @@ pub struct UecParams {
 }
 
 impl Default for UecParams {
-    /// The reference simulator's: a 6 us target, gamma 0.8, 1.5 BDP.
+    /// htsim's: a 6 us target, gamma 0.8, 1.5 BDP.
     fn default() -> Self {
         UecParams {
             target_delay: SimTime::from_us(6),
