@@ -81,9 +81,7 @@ pub struct Hpcc {
     have_last: bool,
     /// The next update of Rc waits for an ACK past this PSN.
     update_after: Option<u32>,
-    /// When the last packet left, and its wire bytes, for pacing.
-    last_send: SimTime,
-    last_wire: u32,
+    pace: super::rate::Pacer,
     /// Multiplicative decreases of Rc, and the smallest rate reached
     /// (for qps.csv).
     pub cuts: u64,
@@ -105,8 +103,7 @@ impl Hpcc {
             last: Int::default(),
             have_last: false,
             update_after: None,
-            last_send: SimTime::ZERO,
-            last_wire: 0,
+            pace: super::rate::Pacer::default(),
             cuts: 0,
             min_bps: line_bps,
         }
@@ -128,18 +125,13 @@ impl Hpcc {
     /// rate R after it left.
     #[inline]
     pub fn earliest_send(&self, now: SimTime) -> SimTime {
-        if self.last_wire == 0 || self.rate_bps >= self.line_bps {
-            return now;
-        }
-        let gap = f64::from(self.last_wire) * 8e12 / self.rate_bps;
-        now.max(self.last_send + SimTime(gap.ceil() as u64))
+        self.pace.earliest(now, self.rate_bps, self.line_bps)
     }
 
     /// A packet of `wire` bytes went out at `now`.
     #[inline]
     pub fn on_send(&mut self, now: SimTime, wire: u32) {
-        self.last_send = now;
-        self.last_wire = wire;
+        self.pace.sent(now, wire);
     }
 
     /// An ACK with records `int` acknowledged every PSN below `una`;

@@ -84,9 +84,7 @@ pub struct Timely {
     increases: u32,
     /// The packet that ends the event under way: its PSN and when it left.
     probe: Option<(u32, SimTime)>,
-    /// When the last packet left, and its wire bytes, for pacing.
-    last_send: SimTime,
-    last_wire: u32,
+    pace: super::rate::Pacer,
     /// The last event's round trip; events; those above `t_high`; cuts;
     /// the lowest rate (for qps.csv).
     pub rtt: SimTime,
@@ -108,8 +106,7 @@ impl Timely {
             rtt_diff: 0.0,
             increases: 0,
             probe: None,
-            last_send: SimTime::ZERO,
-            last_wire: 0,
+            pace: super::rate::Pacer::default(),
             rtt: SimTime::ZERO,
             events: 0,
             above_high: 0,
@@ -122,18 +119,13 @@ impl Timely {
     /// the rate after it left.
     #[inline]
     pub fn earliest_send(&self, now: SimTime) -> SimTime {
-        if self.last_wire == 0 || self.rate_bps >= self.line_bps {
-            return now;
-        }
-        let gap = f64::from(self.last_wire) * 8e12 / self.rate_bps;
-        now.max(self.last_send + SimTime(gap.ceil() as u64))
+        self.pace.earliest(now, self.rate_bps, self.line_bps)
     }
 
     /// A packet of `wire` bytes went out at `now`.
     #[inline]
     pub fn on_send(&mut self, now: SimTime, wire: u32) {
-        self.last_send = now;
-        self.last_wire = wire;
+        self.pace.sent(now, wire);
     }
 
     /// Packet `psn` is being sent at `now`; with no event under way it
