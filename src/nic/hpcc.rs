@@ -81,7 +81,7 @@ pub struct Hpcc {
     have_last: bool,
     /// The next update of Rc waits for an ACK past this PSN.
     update_after: Option<u32>,
-    pace: super::rate::Pacer,
+    pace: super::pacer::Pacer,
     /// Multiplicative decreases of Rc, and the smallest rate reached
     /// (for qps.csv).
     pub cuts: u64,
@@ -103,7 +103,7 @@ impl Hpcc {
             last: Int::default(),
             have_last: false,
             update_after: None,
-            pace: super::rate::Pacer::default(),
+            pace: super::pacer::Pacer::default(),
             cuts: 0,
             min_bps: line_bps,
         }

@@ -17,6 +17,7 @@ pub mod dctcp;
 pub mod hpcc;
 pub mod mrc;
 pub mod nics;
+pub mod pacer;
 pub mod rate;
 pub mod swift;
 pub mod timely;

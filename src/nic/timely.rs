@@ -84,7 +84,7 @@ pub struct Timely {
     increases: u32,
     /// The packet that ends the event under way: its PSN and when it left.
     probe: Option<(u32, SimTime)>,
-    pace: super::rate::Pacer,
+    pace: super::pacer::Pacer,
     /// The last event's round trip; events; those above `t_high`; cuts;
     /// the lowest rate (for qps.csv).
     pub rtt: SimTime,
@@ -106,7 +106,7 @@ impl Timely {
             rtt_diff: 0.0,
             increases: 0,
             probe: None,
-            pace: super::rate::Pacer::default(),
+            pace: super::pacer::Pacer::default(),
             rtt: SimTime::ZERO,
             events: 0,
             above_high: 0,

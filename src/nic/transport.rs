@@ -334,13 +334,11 @@ impl Requester {
                 let Some(m) = &self.mrc else {
                     return false;
                 };
-                let mtu = f64::from(self.mtu);
-                let inflight = f64::from(m.in_flight()) * mtu;
                 if nak {
-                    u.on_loss(&cc.uec, now, mtu, inflight);
+                    u.on_loss(&cc.uec, now, 1, m.in_flight());
                 } else {
-                    let newly = if m.newly_acked { mtu } else { 0.0 };
-                    u.on_ack(&cc.uec, now, (echo, m.last_rtt, newly, inflight));
+                    let newly = u32::from(m.newly_acked);
+                    u.on_ack(&cc.uec, now, (echo, m.last_rtt, newly, m.in_flight()));
                 }
             }
             RateControl::LineRate | RateControl::Dcqcn(_) => return false,
@@ -356,9 +354,7 @@ impl Requester {
             RateControl::Timely(t) => t.on_loss(),
             RateControl::Uec(u) => {
                 if let Some(m) = &self.mrc {
-                    let mtu = f64::from(self.mtu);
-                    let lost = f64::from(m.queued_resends()) * mtu;
-                    u.on_loss(&cc.uec, now, lost, f64::from(m.in_flight()) * mtu);
+                    u.on_loss(&cc.uec, now, m.queued_resends(), m.in_flight());
                 }
             }
             _ => {}

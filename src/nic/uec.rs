@@ -167,15 +167,18 @@ impl Uec {
         inflight == 0 || (f64::from(inflight) + 1.0) * self.mtu <= self.cwnd
     }
 
-    /// An ACK at `now` acknowledged `newly` new bytes of a copy that was
-    /// CE-marked or not, with round trip `rtt` (None: unknown), while
-    /// `inflight` bytes were outstanding.
+    /// An ACK at `now` acknowledged `newly` new packets (0 or 1 with
+    /// MRC's selective ACKs) of a copy that was CE-marked or not, with
+    /// round trip `rtt` (None: unknown), while `inflight` packets were
+    /// outstanding.
     pub fn on_ack(
         &mut self,
         p: &UecParams,
         now: SimTime,
-        (ce, rtt, newly, inflight): (bool, Option<SimTime>, f64, f64),
+        (ce, rtt, newly, inflight): (bool, Option<SimTime>, u32, u32),
     ) {
+        let newly = f64::from(newly) * self.mtu;
+        let inflight = f64::from(inflight) * self.mtu;
         let delay = match rtt {
             Some(r) if r.0 as f64 >= self.base_rtt_ps => {
                 let d = r.0 as f64 - self.base_rtt_ps;
@@ -270,10 +273,12 @@ impl Uec {
         fire
     }
 
-    /// `bytes` were lost (a trimmed packet, a timeout): they come off the
-    /// window, and the next period ends in a quick adapt.
-    pub fn on_loss(&mut self, p: &UecParams, now: SimTime, bytes: f64, inflight: f64) {
-        self.cwnd -= bytes;
+    /// `lost` packets were lost (a trimmed packet, a timeout) with
+    /// `inflight` outstanding: their bytes come off the window, and the
+    /// next period ends in a quick adapt.
+    pub fn on_loss(&mut self, p: &UecParams, now: SimTime, lost: u32, inflight: u32) {
+        let inflight = f64::from(inflight) * self.mtu;
+        self.cwnd -= f64::from(lost) * self.mtu;
         self.trigger_qa = true;
         self.clamp();
         if p.quick_adapt && self.ignored >= self.to_ignore {
@@ -323,17 +328,17 @@ mod tests {
         };
         u.avg_delay = 12e6;
         let before = u.cwnd;
-        u.on_ack(&q, us(100), (true, Some(us(12 + 12)), 4096.0, 0.0));
+        u.on_ack(&q, us(100), (true, Some(us(12 + 12)), 1, 0));
         // Average delay about 12 us against a 6 us target: 1 - 0.8 x 0.5.
         // (Plus the periodic step, due on this first ACK.)
         let want = before * (1.0 - 0.8 * (u.avg_delay - 6e6) / u.avg_delay) + u.eta;
         assert!((u.cwnd - want).abs() / want < 1e-9, "{} {want}", u.cwnd);
         let after = u.cwnd;
-        u.on_ack(&q, us(105), (true, Some(us(24)), 4096.0, 0.0));
+        u.on_ack(&q, us(105), (true, Some(us(24)), 1, 0));
         assert_eq!(u.cwnd, after, "at most once per round trip");
         assert_eq!(u.cuts, 1);
         // Marked but early: nothing but the periodic step.
-        u.on_ack(&q, us(200), (true, Some(us(13)), 4096.0, 0.0));
+        u.on_ack(&q, us(200), (true, Some(us(13)), 1, 0));
         assert!((u.cwnd - after - u.eta).abs() < 1e-6);
     }
 
@@ -351,7 +356,7 @@ mod tests {
             u.avg_delay = 3e6;
             // 3 us and 9 us of queue: under and over the 6 us target.
             for k in 0..40 {
-                u.on_ack(&q, us(10 + k), (false, Some(us(rtt_us)), 4096.0, 0.0));
+                u.on_ack(&q, us(10 + k), (false, Some(us(rtt_us)), 1, 0));
             }
             u.cwnd - 100_000.0
         };
@@ -364,19 +369,19 @@ mod tests {
         let (p, mut u) = reference();
         u.avg_delay = 30e6;
         // The first ACK starts the first period (12 + 6 us).
-        u.on_ack(&p, us(1), (false, Some(us(42)), 4096.0, 0.0));
+        u.on_ack(&p, us(1), (false, Some(us(42)), 1, 0));
         for k in 2..10 {
-            u.on_ack(&p, us(k), (false, Some(us(42)), 4096.0, 0.0));
+            u.on_ack(&p, us(k), (false, Some(us(42)), 1, 0));
         }
         assert_eq!(u.quick_adapts, 0);
         // Past the period, with the average delay past four targets: the
         // window falls to the bytes acknowledged in it.
-        u.on_ack(&p, us(20), (true, Some(us(42)), 4096.0, 90_000.0));
+        u.on_ack(&p, us(20), (true, Some(us(42)), 1, 22));
         assert_eq!(u.quick_adapts, 1);
         assert!((u.cwnd - 9.0 * 4096.0).abs() < 1.0, "{}", u.cwnd);
         // Marked ACKs of what was in flight then are ignored.
         let w = u.cwnd;
-        u.on_ack(&p, us(21), (true, Some(us(42)), 4096.0, 0.0));
+        u.on_ack(&p, us(21), (true, Some(us(42)), 1, 0));
         assert_eq!(u.cwnd, w);
     }
 
@@ -384,9 +389,9 @@ mod tests {
     fn a_loss_takes_its_bytes_off_and_never_below_one_packet() {
         let (p, mut u) = reference();
         u.cwnd = 20_000.0;
-        u.on_loss(&p, us(5), 4096.0, 0.0);
+        u.on_loss(&p, us(5), 1, 0);
         assert!((u.cwnd - 15_904.0).abs() < 1.0);
-        u.on_loss(&p, us(6), 1e9, 0.0);
+        u.on_loss(&p, us(6), 1_000_000, 0);
         assert_eq!(u.cwnd, 4096.0);
         assert!(u.open(0) && !u.open(1));
     }
