@@ -96,18 +96,29 @@ fn generate(seed: u64) -> String {
     if kind == "rail-optimized" && r.below(3) == 0 {
         t += "[switch.balance.colors]\nblue = [\"spine0\"]\n[[switch.balance.policy]]\ntenant = [0]\ncolor = \"blue\"\n";
     }
+    let mtu = [256, 1024, 4096, 9000][r.below(4) as usize];
+    let write_mode = pick(&mut r, &["first-middle-last", "write-only"]);
+    let mut ack_every = 1 + r.below(8);
+    // Without congestion control, a timeout shorter than the time a
+    // full buffer takes to drain fires spuriously and go-back-N floods
+    // the fabric (congestion collapse, which is what a real NIC would do
+    // too): keep timeouts in the realistic range.
+    let rto = 500 + r.below(3000);
+    let mrc = r.below(5) == 0;
+    // The ACK-driven algorithms of each transport too (they take an ACK
+    // per packet).
+    let cc = if mrc {
+        pick(&mut r, &["dcqcn", "none", "uec"])
+    } else {
+        pick(&mut r, &["dcqcn", "none", "timely"])
+    };
+    if cc == "uec" || cc == "timely" {
+        ack_every = 1;
+    }
     t += &format!(
-        "\n[transport]\nmtu = {}\nwrite_mode = \"{}\"\nack_every = {}\nrto = \"{}us\"\n",
-        [256, 1024, 4096, 9000][r.below(4) as usize],
-        pick(&mut r, &["first-middle-last", "write-only"]),
-        1 + r.below(8),
-        // Without congestion control, a timeout shorter than the time a
-        // full buffer takes to drain fires spuriously and go-back-N
-        // floods the fabric (congestion collapse, which is what a real
-        // NIC would do too): keep timeouts in the realistic range.
-        500 + r.below(3000)
+        "\n[transport]\nmtu = {mtu}\nwrite_mode = \"{write_mode}\"\nack_every = {ack_every}\nrto = \"{rto}us\"\n",
     );
-    if r.below(5) == 0 {
+    if mrc {
         t += &format!("protocol = \"mrc\"\nmrc_paths = {}\n", 1 + r.below(16));
     }
     if r.below(3) == 0 {
@@ -118,7 +129,7 @@ fn generate(seed: u64) -> String {
     }
     t += &format!(
         "congestion_control = \"{}\"\n\n[pfc]\nenabled = {}\n\n[qos]\nmark_on = \"{}\"\n",
-        pick(&mut r, &["dcqcn", "none"]),
+        cc,
         r.below(3) != 0,
         pick(&mut r, &["enqueue", "dequeue"])
     );
