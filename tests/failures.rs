@@ -232,6 +232,7 @@ fn glb_heartbeats_lost_to_a_failure_do_not_shift_the_later_ones() {
         sim.balance().heartbeats_lost > 0,
         "the failure cost heartbeats"
     );
+    assert_eq!(s.glb_heartbeats_lost, sim.balance().heartbeats_lost);
     assert_eq!(sim.balance().heartbeats_in_flight(), 0);
     let mut checked = 0;
     for (helper, last, ports) in sim.balance().helpers() {

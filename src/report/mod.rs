@@ -144,9 +144,11 @@ pub struct Summary {
     /// Packets of lossless classes dropped for lack of buffer or headroom
     /// (or by WRED on a lossless class without ECN).
     pub lossless_drops: u64,
-    /// GLB heartbeat frames helpers sent, and their bytes on the wire.
+    /// GLB heartbeat frames helpers sent, their bytes on the wire, and
+    /// those dropped or lost on a failed link (their bands with them).
     pub glb_heartbeats_sent: u64,
     pub glb_heartbeat_bytes: u64,
+    pub glb_heartbeats_lost: u64,
     /// Data packets that left a switch by another member than the
     /// previous packet of their QP there (dynamic balancers only).
     pub path_changes: u64,
@@ -670,6 +672,7 @@ impl Summary {
             lossless_drops: c.lossless_drops,
             glb_heartbeats_sent: sim.balance().heartbeats_sent,
             glb_heartbeat_bytes: sim.balance().heartbeat_bytes,
+            glb_heartbeats_lost: sim.balance().heartbeats_lost,
             path_changes: sim.paths().qps.iter().map(|p| p.changes).sum(),
             reorder_discards: sim.qps().iter().map(|q| q.resp.discarded).sum(),
             trimmed_packets: c.trimmed_packets,
