@@ -864,6 +864,7 @@ fn compare(
     fabricsim::output::check_writable(out)?;
     let mut runs = Vec::new();
     let mut curves = Vec::new();
+    let mut fairness = Vec::new();
     let plots = prepared.iter().any(|pr| pr.scenario.report.plots);
     let mut interrupted = false;
     for ((name, pr), path) in names.into_iter().zip(prepared).zip(paths) {
@@ -887,6 +888,7 @@ fn compare(
                 summary.stop_reason
             );
         }
+        fairness.push(report::rate_fairness(&sim));
         curves.push(report::plots::CompareRun::of(
             &name,
             &sim,
@@ -904,7 +906,7 @@ fn compare(
             (!c.deepest.is_empty()).then(|| c.deepest.iter().sum::<f64>() / c.deepest.len() as f64)
         })
         .collect();
-    out!("{}", report::compare(&runs, &mean_peak));
+    out!("{}", report::compare(&runs, &mean_peak, &fairness));
     outln!("outputs   {}/<name>/", out.display());
     if plots {
         // Queue depth and sending rates of every run, side by side.

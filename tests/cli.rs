@@ -349,6 +349,13 @@ fn compare_shows_each_congestion_control_with_queue_and_rate_plots() {
     assert!(queue[6] < 2e5, "{stdout}");
     assert_eq!(row("PFC pauses")[1..], ["0", "0", "0", "0", "0", "0"]);
     assert_ne!(row("PFC pauses")[0], "0");
+    // How evenly the transfers were slowed: TIMELY has no fair point to
+    // converge to; Swift does.
+    let jain: Vec<f64> = row("rate fairness (Jain)")
+        .iter()
+        .map(|c| c.parse().unwrap())
+        .collect();
+    assert!(jain[3] > 0.99 && jain[5] < 0.95, "{stdout}");
     // Each algorithm reacts in its own way.
     assert_ne!(row("CNPs")[1], "0");
     assert!(row("window cuts")[2..].iter().all(|c| c != "0"), "{stdout}");

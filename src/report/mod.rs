@@ -723,6 +723,27 @@ impl Summary {
     }
 }
 
+/// How evenly the transfers made up front were slowed: Jain's index of
+/// each one's ideal over its actual completion time (its rate as a share
+/// of what it would get alone), 1 when all were slowed alike. None with
+/// fewer than two finished.
+pub fn rate_fairness(sim: &Simulation) -> Option<f64> {
+    let shares: Vec<f64> = sim
+        .flows()
+        .iter()
+        .filter_map(|f| {
+            let t = (f.finish? - f.start).0.max(1) as f64;
+            Some(f.ideal_fct.0 as f64 / t)
+        })
+        .collect();
+    if shares.len() < 2 {
+        return None;
+    }
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    Some(sum * sum / (shares.len() as f64 * squares))
+}
+
 fn mrc_sum(sim: &Simulation, f: impl Fn(&crate::nic::mrc::MrcStats) -> u64) -> u64 {
     sim.qps()
         .iter()

@@ -360,10 +360,15 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
 type Cell<'a> = Box<dyn Fn(&Summary) -> String + 'a>;
 
 /// Several runs side by side: one column per run, one row per headline
-/// figure. `mean_peak_queue`: per run, its deepest switch queue per
-/// sampling interval, averaged (from its time series, so not in
-/// `summary.json`, which sampling leaves alone).
-pub fn compare(runs: &[(String, Summary)], mean_peak_queue: &[Option<f64>]) -> String {
+/// figure. Two figures come from the runs themselves, not from
+/// `summary.json`: per run, `mean_peak_queue`, its deepest switch queue
+/// per sampling interval, averaged (from its time series, which sampling
+/// changes), and `fairness`, `report::rate_fairness`.
+pub fn compare(
+    runs: &[(String, Summary)],
+    mean_peak_queue: &[Option<f64>],
+    fairness: &[Option<f64>],
+) -> String {
     let us = |ps: f64| format!("{:.1} us", ps / 1e6);
     let opt_us = |d: &Option<super::Distribution>, f: fn(&super::Distribution) -> f64| {
         d.as_ref().map_or("-".to_string(), |d| us(f(d)))
@@ -452,6 +457,18 @@ pub fn compare(runs: &[(String, Summary)], mean_peak_queue: &[Option<f64>]) -> S
         .iter()
         .map(|(_, s)| rows.iter().map(|(_, f)| f(s)).collect())
         .collect();
+    // After the slowdown, how evenly the transfers were slowed.
+    let at = labels
+        .iter()
+        .position(|&l| l == "p99 slowdown")
+        .map_or(labels.len(), |i| i + 1);
+    labels.insert(at, "rate fairness (Jain)");
+    for (c, j) in cells
+        .iter_mut()
+        .zip(fairness.iter().chain(std::iter::repeat(&None)))
+    {
+        c.insert(at, j.map_or("-".into(), |j| format!("{j:.3}")));
+    }
     // After the largest queue, how deep queues ran.
     let at = labels
         .iter()
