@@ -457,30 +457,32 @@ pub fn compare(
         .iter()
         .map(|(_, s)| rows.iter().map(|(_, f)| f(s)).collect())
         .collect();
-    // After the slowdown, how evenly the transfers were slowed.
-    let at = labels
-        .iter()
-        .position(|&l| l == "p99 slowdown")
-        .map_or(labels.len(), |i| i + 1);
-    labels.insert(at, "rate fairness (Jain)");
-    for (c, j) in cells
-        .iter_mut()
-        .zip(fairness.iter().chain(std::iter::repeat(&None)))
-    {
-        c.insert(at, j.map_or("-".into(), |j| format!("{j:.3}")));
-    }
-    // After the largest queue, how deep queues ran.
-    let at = labels
-        .iter()
-        .position(|&l| l == "max queue")
-        .map_or(labels.len(), |i| i + 1);
-    labels.insert(at, "mean peak queue");
-    for (c, q) in cells
-        .iter_mut()
-        .zip(mean_peak_queue.iter().chain(std::iter::repeat(&None)))
-    {
-        c.insert(at, q.map_or("-".into(), |b| format!("{b:.0} B")));
-    }
+    // Figures from the runs themselves, each after the row it belongs by:
+    // how evenly the transfers were slowed, how deep queues ran.
+    let mut insert = |after: &str, label: &'static str, values: Vec<String>| {
+        let at = labels
+            .iter()
+            .position(|&l| l == after)
+            .map_or(labels.len(), |i| i + 1);
+        labels.insert(at, label);
+        let mut values = values.into_iter();
+        for c in cells.iter_mut() {
+            c.insert(at, values.next().unwrap_or_else(|| "-".into()));
+        }
+    };
+    let shown = |v: &[Option<f64>], f: fn(f64) -> String| -> Vec<String> {
+        v.iter().map(|x| x.map_or("-".into(), f)).collect()
+    };
+    insert(
+        "p99 slowdown",
+        "rate fairness (Jain)",
+        shown(fairness, |j| format!("{j:.3}")),
+    );
+    insert(
+        "max queue",
+        "mean peak queue",
+        shown(mean_peak_queue, |b| format!("{b:.0} B")),
+    );
     let label_w = labels.iter().map(|l| l.len()).max().unwrap_or(0);
     let widths: Vec<usize> = runs
         .iter()
