@@ -184,6 +184,32 @@ impl Simulation {
                     .sum::<u64>()
                 < u64::from(u32::MAX)
         );
+        for pi in 0..self.tasks.graph.passes.len() {
+            let net = self.unloaded_net_hop(pi);
+            let p = &mut self.tasks.graph.passes[pi];
+            p.latency = p.latency.without_wire(self.tasks.nvlink.latency, net);
+        }
+    }
+
+    /// The mean unloaded latency of pass `pi`'s network hops: each
+    /// link's propagation and one full frame's time on it, over its
+    /// connection's first path.
+    fn unloaded_net_hop(&self, pi: usize) -> SimTime {
+        let pass = &self.tasks.graph.passes[pi];
+        let frame = u64::from(self.scenario.transport.mtu);
+        let (mut sum, mut n) = (0u64, 0u64);
+        for c in 0..pass.conns.len() as u32 {
+            let q = self.passes.first_qp[pi][c as usize];
+            let Some(spec) = pass.conn_spec(&self.topo, c, 0).filter(|_| q != u32::MAX) else {
+                continue;
+            };
+            for port in self.route_of(QpId(q), spec.dst_nic) {
+                let port = self.topo.port(port);
+                sum += port.delay.0 + port.rate.serialize(frame).0;
+            }
+            n += 1;
+        }
+        SimTime(sum.checked_div(n).unwrap_or(0))
     }
 
     /// Link transmissions the passes' writes take, roughly (a packet per
@@ -219,13 +245,14 @@ impl Simulation {
     pub(super) fn pass_enter(&mut self, pass: u32, pos: u32) {
         let mut out = Released::default();
         self.tasks.graph.passes[pass as usize].enter(pos, &mut out);
-        self.pass_released(pass as usize, out);
+        self.pass_released(pass as usize, out, true);
     }
 
-    /// Starts what a pass released and ends the parts it says are done.
-    fn pass_released(&mut self, pass: usize, out: Released) {
+    /// Starts what a pass released (a position's first messages, when it
+    /// `entered`) and ends the parts it says are done.
+    fn pass_released(&mut self, pass: usize, out: Released, entered: bool) {
         for idx in out.send {
-            self.pass_send(pass, idx);
+            self.pass_send(pass, idx, entered);
         }
         for pos in out.done {
             let exit = self.tasks.graph.passes[pass].exit[pos as usize];
@@ -235,14 +262,16 @@ impl Simulation {
         }
     }
 
-    /// Message `idx` of pass `pass` goes: its copy or its write is ready.
-    fn pass_send(&mut self, pass: usize, idx: u64) {
+    /// Message `idx` of pass `pass` goes: its copy or its write is ready
+    /// once the pass's step time has passed.
+    fn pass_send(&mut self, pass: usize, idx: u64, first: bool) {
         let p = &self.tasks.graph.passes[pass];
         let m = p.message(idx);
         let g = p.first + idx;
         let base = self.passes.base_task;
         let hop = base + 2 * g as u32;
         let conn = p.conns[m.conn as usize];
+        let at = self.now + p.latency.before(conn.via, first);
         let (a, b) = (conn.from, conn.to);
         let (kind, lane, t) = match conn.via {
             Via::Local => (
@@ -269,7 +298,7 @@ impl Simulation {
                 hop + 1,
             ),
         };
-        self.tasks.add_dynamic(t, kind, lane);
+        self.tasks.add_dynamic(t, kind, lane, at);
         self.task_ready(t);
     }
 
@@ -287,7 +316,8 @@ impl Simulation {
             match p.conns[m.conn as usize].via {
                 Via::Pxn { lane, .. } => {
                     let f = self.passes.base_flow + g as u32;
-                    self.tasks.add_dynamic(t + 1, TaskKind::Net(f), lane);
+                    self.tasks
+                        .add_dynamic(t + 1, TaskKind::Net(f), lane, SimTime::ZERO);
                     self.task_ready(t + 1);
                     return;
                 }
@@ -307,7 +337,7 @@ impl Simulation {
         }
         let mut out = Released::default();
         self.tasks.graph.passes[pass].arrive(idx, &mut out);
-        self.pass_released(pass, out);
+        self.pass_released(pass, out, false);
     }
 
     /// Transfer `f`'s state (made from its pass on first use: at the

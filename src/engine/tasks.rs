@@ -65,6 +65,8 @@ struct Dynamic {
     /// Its write's QPs that sent their last packet once.
     sent_qps: u32,
     started: SimTime,
+    /// It starts no earlier (the pass's step time after its release).
+    not_before: SimTime,
 }
 
 /// Where a task runs when the fabric is cut into partitions by host.
@@ -141,14 +143,15 @@ impl TaskState {
                 Task {
                     kind: d.kind,
                     lane: d.lane,
-                    not_before: SimTime::ZERO,
+                    not_before: d.not_before,
                 }
             }
         }
     }
 
-    /// A pass message's task `t` is made.
-    pub(super) fn add_dynamic(&mut self, t: u32, kind: TaskKind, lane: u32) {
+    /// A pass message's task `t` is made, to start no earlier than
+    /// `not_before`.
+    pub(super) fn add_dynamic(&mut self, t: u32, kind: TaskKind, lane: u32, not_before: SimTime) {
         self.dynamic.insert(
             t,
             Dynamic {
@@ -156,6 +159,7 @@ impl TaskState {
                 lane,
                 sent_qps: 0,
                 started: SimTime::MAX,
+                not_before,
             },
         );
     }

@@ -306,6 +306,9 @@ pub struct RawWorkload {
     pub channels: Option<i64>,
     pub chunk: Option<Value>,
     pub pxn: Option<bool>,
+    /// Software time of a collective's steps: "nccl", "none" or a
+    /// duration per hop.
+    pub step_latency: Option<Value>,
     /// NCCL protocol of collectives: simple, ll128 or ll.
     pub protocol: Option<String>,
     pub across: Option<String>,

@@ -13,6 +13,7 @@ use crate::switch::admit::ALPHA_ONE;
 use crate::switch::SwitchConfig;
 use crate::topology::{GpuId, Topology, TopologyKind, TopologySpec};
 use crate::units::{parse_byte_rate, parse_length_m, Rate, SimTime};
+use crate::workload::collective::StepLatency;
 use crate::workload::collective::{Algorithm, Auto, Collective, Op, Protocol};
 use crate::workload::{Pattern, Workload};
 
@@ -875,6 +876,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "step_latency",
                 "protocol",
                 "root",
                 "across",
@@ -888,6 +890,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "step_latency",
                 "protocol",
             ],
             "background" => &["gpus", "cdf", "load", "duration"],
@@ -897,6 +900,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "step_latency",
                 "protocol",
                 "iterations",
                 "model",
@@ -909,6 +913,7 @@ pub fn workloads(
                 "channels",
                 "chunk",
                 "pxn",
+                "step_latency",
                 "protocol",
                 "iterations",
                 "phase",
@@ -933,6 +938,7 @@ pub fn workloads(
             ("channels", w.channels.is_some()),
             ("chunk", w.chunk.is_some()),
             ("pxn", w.pxn.is_some()),
+            ("step_latency", w.step_latency.is_some()),
             ("protocol", w.protocol.is_some()),
             ("root", w.root.is_some()),
             ("across", w.across.is_some()),
@@ -1073,6 +1079,7 @@ pub fn workloads(
         out.push(Workload {
             pattern,
             bytes,
+            step_latency: step_latency(w.step_latency.as_ref(), &p.key("step_latency"))?,
             start: time(w.start.as_ref(), &p.key("start"), SimTime::ZERO)?,
             qps,
             rate: w
@@ -1634,4 +1641,19 @@ fn required_size(v: &Option<Value>, path: &KeyPath, what: &str) -> R<u64> {
         ));
     }
     Ok(bytes)
+}
+
+/// `step_latency`: NCCL's latency model ("nccl", the default), none, or
+/// one duration for every hop of a collective's steps.
+fn step_latency(v: Option<&Value>, path: &KeyPath) -> Result<StepLatency, KeyError> {
+    match v {
+        None => Ok(StepLatency::Nccl),
+        Some(Value::String(s)) if s == "nccl" => Ok(StepLatency::Nccl),
+        Some(Value::String(s)) if s == "none" => Ok(StepLatency::Fixed(SimTime::ZERO)),
+        Some(Value::String(s)) if crate::units::parse_time(s).is_none() => Err(KeyError::new(
+            path,
+            format!("got \"{s}\", expected \"nccl\" (NCCL's latency model), \"none\" or a duration per step such as \"2us\""),
+        )),
+        other => Ok(StepLatency::Fixed(time(other, path, SimTime::ZERO)?)),
+    }
 }

@@ -14,7 +14,7 @@
 //! sending host on the receiver's rail, and leaves from that GPU's NIC.
 
 use super::graph::{GraphBuilder, TaskKind, NO_LANE};
-use super::pass::{Base, Pass, Via};
+use super::pass::{Base, Pass, StepTimes, Via};
 use super::tuner;
 use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
@@ -254,6 +254,20 @@ pub struct Emitter<'a> {
     /// While a collective runs rank by rank (`emit_per_rank`): the task
     /// each GPU waits for before it takes part, by GPU id.
     gate: Option<HashMap<u32, u32>>,
+    /// The software time of the collectives' steps (`step_latency`).
+    pub step_latency: StepLatency,
+    /// The protocol of the collective being added.
+    protocol: Protocol,
+}
+
+/// The software time of a collective's steps that the wire does not show
+/// (`step_latency`): NCCL's own latency model, charged per step as the
+/// passes run, or one time for every hop (zero: the network alone).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StepLatency {
+    #[default]
+    Nccl,
+    Fixed(SimTime),
 }
 
 impl<'a> Emitter<'a> {
@@ -278,6 +292,8 @@ impl<'a> Emitter<'a> {
             lanes: HashMap::new(),
             reachable: HashMap::new(),
             gate: None,
+            step_latency: StepLatency::Nccl,
+            protocol: Protocol::Simple,
         }
     }
 
@@ -653,6 +669,7 @@ fn steps(e: &mut Emitter, c: &Collective, start: u32) -> Result<Vec<u32>, String
         return Err("a collective needs at least 2 GPUs".into());
     }
     let mut last = Vec::new();
+    e.protocol = c.protocol;
     match (c.op, c.algorithm) {
         (Op::AllToAll, _) => direct_all_to_all(e, c, start, &mut last)?,
         (Op::Broadcast, _) => ring_broadcast(e, c, start, &mut last)?,
@@ -788,6 +805,7 @@ fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, 
         return Err(too_many());
     }
     e.graph.pass_messages += messages;
+    pass.latency = step_times(e, &pass);
     let index = e.graph.passes.len() as u32;
     for (i, &g) in pass.order.iter().enumerate() {
         let pos = i as u32;
@@ -815,6 +833,31 @@ fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, 
     let exits = pass.exit.clone();
     e.graph.passes.push(pass);
     Ok(exits)
+}
+
+/// The software time of `pass`'s steps under the emitter's setting.
+fn step_times(e: &Emitter, pass: &Pass) -> StepTimes {
+    match e.step_latency {
+        StepLatency::Fixed(d) => StepTimes {
+            nvlink: d,
+            net: d,
+            launch: SimTime::ZERO,
+            with_wire: false,
+        },
+        StepLatency::Nccl => {
+            let servers = by_host(e.topo, &pass.order).len() as u32;
+            let ranks = pass.positions() as u32;
+            let us = |x: f64| SimTime((x * 1e6).round() as u64);
+            let [nvlink, net, launch] =
+                tuner::step_latency(pass.step_shape(), e.protocol, servers, ranks);
+            StepTimes {
+                nvlink: us(nvlink),
+                net: us(net),
+                launch: us(launch),
+                with_wire: true,
+            }
+        }
+    }
 }
 
 fn passes_too_many() -> String {

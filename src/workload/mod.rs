@@ -42,6 +42,8 @@ pub struct Workload {
     /// its tenant's (`[transport] tenant_congestion_control`), else the
     /// transport's.
     pub cc: crate::nic::Cc,
+    /// Software time of its collectives' steps (`step_latency`).
+    pub step_latency: collective::StepLatency,
     /// Where this entry sits in the scenario, for error messages.
     pub path: KeyPath,
 }
@@ -251,6 +253,7 @@ pub fn expand(
                     topo, routes, &mut graph, &mut flows, wi as u32, w.qps, c.pxn,
                 );
                 e.host = host;
+                e.step_latency = w.step_latency;
                 let run = collective::emit(&mut e, c, &[], w.start)
                     .map_err(|m| KeyError::new(&w.path, m))?;
                 collectives.push(run);
@@ -268,6 +271,7 @@ pub fn expand(
                     settings.pxn,
                 );
                 e.host = host;
+                e.step_latency = w.step_latency;
                 let runs = chakra::emit(&mut e, trace, settings, w.start)
                     .map_err(|m| KeyError::new(&w.path.key("trace"), m))?;
                 collectives.extend(runs);
@@ -278,6 +282,7 @@ pub fn expand(
                     topo, routes, &mut graph, &mut flows, wi as u32, w.qps, t.pxn,
                 );
                 e.host = host;
+                e.step_latency = w.step_latency;
                 let job = training::emit(&mut e, t, w.start, &mut collectives)
                     .map_err(|m| KeyError::new(&w.path, m))?;
                 jobs.push(job);
@@ -291,6 +296,7 @@ pub fn expand(
                     arch: m.gpu.arch,
                     ..host
                 };
+                e.step_latency = w.step_latency;
                 let job = model::emit(&mut e, m, w.start, &mut collectives)
                     .map_err(|msg| KeyError::new(&w.path, msg))?;
                 jobs.push(job);

@@ -120,6 +120,57 @@ const TREE_CORRECTION: [[f64; 23]; 3] = [
     ],
 ];
 
+/// The kind of pass a step latency is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepShape {
+    /// NCCL's ring (and the other ring-like passes: chains, halving,
+    /// all-to-all), with `servers` servers and `ranks` ranks.
+    Ring,
+    Tree,
+    Pat,
+}
+
+/// NCCL's software time per step of a pass, in microseconds, from its
+/// latency model (`tuning.cc`): an NVLink hop, a network hop, and once
+/// per collective (the launch). NCCL charges a ring `base + (steps -
+/// network steps) x intra + network steps x inter` and a tree `base + 2
+/// (local x nvlink + log2 servers x inter)`; charged per hop as a pass
+/// runs, the same sum falls on the first chunk's way through. PAT's 2.8
+/// us per rank is charged at launch, as NCCL's model charges it once.
+pub fn step_latency(shape: StepShape, p: Protocol, servers: u32, ranks: u32) -> [f64; 3] {
+    let pi = proto_index(p);
+    match shape {
+        StepShape::Tree => [
+            HW_LAT_NVLINK_TREE[pi],
+            HW_LAT_NET_TREE[pi],
+            BASE_LAT_TREE[pi],
+        ],
+        StepShape::Pat => [
+            HW_LAT_NVLINK_TREE[pi],
+            HW_LAT_NET_TREE[pi] / 3.5,
+            8.0 + 2.8 * f64::from(ranks),
+        ],
+        StepShape::Ring => {
+            let one_per_server = servers == ranks;
+            let inter = if one_per_server {
+                HW_LAT_NET_TREE[pi]
+            } else {
+                HW_LAT_NET_RING[pi]
+            };
+            let overhead = match (servers > 1, p) {
+                (false, _) => 0.0,
+                (true, Protocol::Simple) => 3.0,
+                (true, _) => 1.0,
+            };
+            [
+                HW_LAT_NVLINK_RING[pi].max(overhead),
+                inter,
+                BASE_LAT_RING[pi],
+            ]
+        }
+    }
+}
+
 fn proto_index(p: Protocol) -> usize {
     match p {
         Protocol::Ll => 0,

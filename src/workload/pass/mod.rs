@@ -56,6 +56,7 @@ pub use tree::{btree, dtree, nccl_trees};
 use super::collective::share;
 use super::FlowSpec;
 use crate::topology::{GpuId, Topology};
+use crate::units::SimTime;
 use all_to_all::AllToAll;
 use chain::Chain;
 use halving::Halving;
@@ -100,9 +101,56 @@ pub struct Pass {
     pub exit: Vec<u32>,
     /// The number of its first message among every pass of the run.
     pub first: u64,
+    /// Software time of its steps (NCCL's kernel, proxy and flags, which
+    /// the wire does not show): a message goes this long after what
+    /// released it, and a position's first ones the launch time later.
+    pub latency: StepTimes,
     entered: Vec<bool>,
     finished: Vec<bool>,
     shape: Shape,
+}
+
+/// The software time of a pass's steps, by how a message travels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StepTimes {
+    pub nvlink: SimTime,
+    pub net: SimTime,
+    /// Once, before a position's first messages.
+    pub launch: SimTime,
+    /// The figures are NCCL's, measured end to end: they include the
+    /// hardware's own latency, which the simulation adds by itself, so
+    /// the engine takes the unloaded latency of the pass's hops off them
+    /// (`without_wire`).
+    pub with_wire: bool,
+}
+
+impl StepTimes {
+    /// NCCL's figures less the hardware's unloaded latency of an NVLink
+    /// hop and of a network hop (never below zero).
+    pub fn without_wire(self, nvlink: SimTime, net: SimTime) -> StepTimes {
+        if !self.with_wire {
+            return self;
+        }
+        StepTimes {
+            nvlink: self.nvlink.saturating_sub(nvlink),
+            net: self.net.saturating_sub(net),
+            launch: self.launch,
+            with_wire: false,
+        }
+    }
+
+    /// Before a message over `via` goes.
+    pub fn before(&self, via: Via, first: bool) -> SimTime {
+        let hop = match via {
+            Via::Local => self.nvlink,
+            Via::Net { .. } | Via::Pxn { .. } => self.net,
+        };
+        if first {
+            hop + self.launch
+        } else {
+            hop
+        }
+    }
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -170,6 +218,7 @@ impl Base {
             enter: Vec::new(),
             exit: Vec::new(),
             first: self.first,
+            latency: StepTimes::default(),
             entered: vec![false; n],
             finished: vec![false; n],
             shape,
@@ -197,6 +246,16 @@ impl Pass {
                 Shape::Chain(c) => n * 4 + n * u64::from(c.slices),
                 Shape::AllToAll(_) => n * 8,
             }
+    }
+
+    /// Its shape as NCCL's latency model sees it.
+    pub fn step_shape(&self) -> crate::workload::tuner::StepShape {
+        use crate::workload::tuner::StepShape;
+        match self.shape {
+            Shape::Tree(_) => StepShape::Tree,
+            Shape::Pat(_) => StepShape::Pat,
+            _ => StepShape::Ring,
+        }
     }
 
     pub fn positions(&self) -> usize {
