@@ -192,11 +192,13 @@ algorithm = \"{algo}\"
 channels = {}
 chunk = {}
 pxn = {}
+step_latency = \"{}\"
 ",
                 gpus.join(", "),
                 1 + r.below(3),
                 1000 + r.below(50_000),
-                r.below(2) == 0
+                r.below(2) == 0,
+                pick(&mut r, &["nccl", "none", "700ns"])
             );
             if r.below(2) == 0 {
                 t += &format!(
