@@ -298,8 +298,10 @@ step_latency = {latency}
         s.collectives[0].time_ps,
         Some(8_400_000 + 14 * (step + 2_400_000))
     );
+    assert_eq!(s.collectives[0].step_latency, "nccl");
     let (_, s) = run(&text("\"3us\""));
     assert_eq!(s.collectives[0].time_ps, Some(14 * (step + 3_000_000)));
+    assert_eq!(s.collectives[0].step_latency, "3.000 us per step");
 }
 
 /// Two ring channels across two 8-GPU hosts with PXN: each channel

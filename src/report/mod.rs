@@ -416,6 +416,9 @@ pub struct CollectiveReport {
     pub busbw_gbps: Option<f64>,
     /// The training iteration it belongs to.
     pub iteration: Option<u32>,
+    /// The software time its steps were charged (`step_latency`):
+    /// "nccl", "none" or a time per step.
+    pub step_latency: String,
 }
 
 impl CollectiveReport {
@@ -441,6 +444,7 @@ impl CollectiveReport {
                     algbw_gbps: algbw,
                     busbw_gbps: algbw.map(|a| a * c.op.busbw_factor(c.ranks)),
                     iteration: c.iteration,
+                    step_latency: c.step_latency.label(),
                 }
             })
             .collect()

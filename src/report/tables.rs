@@ -74,6 +74,7 @@ pub fn collectives_csv(s: &super::Summary, out: impl Write) -> std::io::Result<(
         "workload",
         "iteration",
         "start_ps",
+        "step_latency",
     ])?;
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
     for c in &s.collectives {
@@ -90,6 +91,7 @@ pub fn collectives_csv(s: &super::Summary, out: impl Write) -> std::io::Result<(
             c.workload.to_string(),
             c.iteration.map_or(String::new(), |i| i.to_string()),
             c.start_ps.to_string(),
+            c.step_latency.clone(),
         ])?;
     }
     finish(w)

@@ -61,10 +61,11 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
                     ""
                 };
                 format!(
-                    "{algorithm}{picked} {} over {} GPUs ({}, {how}{n} messages)",
+                    "{algorithm}{picked} {} over {} GPUs ({}, {how}{n} messages, step latency {})",
                     c.op.name(),
                     c.gpus.len(),
                     fmt_bytes(w.bytes),
+                    w.step_latency.label(),
                 )
             }
             crate::workload::Pattern::Training(t) => format!(

@@ -220,6 +220,8 @@ pub struct CollectiveRun {
     pub end: u32,
     /// The training iteration it belongs to, if any.
     pub iteration: Option<u32>,
+    /// The software time its steps were charged.
+    pub step_latency: StepLatency,
 }
 
 /// `total` split into `parts` near-equal shares: share `i`.
@@ -263,11 +265,22 @@ pub struct Emitter<'a> {
 /// The software time of a collective's steps that the wire does not show
 /// (`step_latency`): NCCL's own latency model, charged per step as the
 /// passes run, or one time for every hop (zero: the network alone).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StepLatency {
     #[default]
     Nccl,
     Fixed(SimTime),
+}
+
+impl StepLatency {
+    /// As the scenario would say it: "nccl", "none" or a duration.
+    pub fn label(self) -> String {
+        match self {
+            StepLatency::Nccl => "nccl".into(),
+            StepLatency::Fixed(SimTime::ZERO) => "none".into(),
+            StepLatency::Fixed(d) => format!("{d} per step"),
+        }
+    }
 }
 
 impl<'a> Emitter<'a> {
@@ -694,6 +707,7 @@ fn run_of(e: &Emitter, c: &Collective, start: u32, end: u32) -> CollectiveRun {
         start,
         end,
         iteration: None,
+        step_latency: e.step_latency,
     }
 }
 
