@@ -151,6 +151,10 @@ enum Command {
         /// (as simulation.threads); the outputs are the same at any count.
         #[arg(long, value_name = "N")]
         threads: Option<u32>,
+        /// `packet` (default) or `flow`: transfers as fluids at max-min
+        /// fair rates on the same paths (as simulation.fidelity).
+        #[arg(long, value_name = "packet|flow")]
+        fidelity: Option<String>,
         /// Run as one of the MPI ranks started by `mpirun -np N` or `srun`,
         /// each simulating a partition; rank 0 writes the outputs, the same
         /// as on one thread (needs a build with `--features mpi`).
@@ -342,6 +346,7 @@ fn main() -> ExitCode {
         quiet: false,
         strict: false,
         threads: None,
+        fidelity: None,
         mpi: false,
         encode_partitions: false,
         args: ScenarioArgs::default(),
@@ -356,6 +361,7 @@ fn main() -> ExitCode {
             quiet,
             strict,
             threads,
+            fidelity,
             mpi,
             encode_partitions,
             args,
@@ -365,6 +371,9 @@ fn main() -> ExitCode {
             let mut sets = args.sets;
             if let Some(n) = threads {
                 sets.push(format!("simulation.threads={n}"));
+            }
+            if let Some(f) = &fidelity {
+                sets.push(format!("simulation.fidelity={f:?}"));
             }
             if let Some(t) = &limits.stop.max_sim_time {
                 sets.push(format!("simulation.max_sim_time={t:?}"));
@@ -660,6 +669,17 @@ fn run(
             }
         }
         let prepared = load(path, &sets)?;
+        if prepared.scenario.fidelity == scenario::Fidelity::Flow {
+            if capture.is_some() {
+                return Err("--capture: a flow-level run (simulation.fidelity = \"flow\") has no packets to capture".into());
+            }
+            if ranks.is_some_and(|r| r.size() > 1) {
+                return Err(
+                    "--mpi: a flow-level run (simulation.fidelity = \"flow\") runs on one rank"
+                        .into(),
+                );
+            }
+        }
         if lead {
             warnings(path, &prepared, how.strict)?;
         } else if how.strict && !prepared.scenario.warnings.is_empty() {

@@ -481,20 +481,25 @@ impl Simulation {
     /// theirs is.
     pub(super) fn messages_acked(&mut self, q: QpId) {
         while let Some(m) = self.nics.pop_acked(q) {
-            let flow = FlowId(m.flow);
-            let now = self.now;
-            let f = self.flow_mut(flow);
-            f.retx_bytes += m.again;
-            f.timeouts += m.stalls as u32;
-            f.tx_done_qps += 1;
-            if f.tx_done_qps == f.n_qps {
-                f.acked = Some(now);
-                self.counters.flows_acked += 1;
-                if self.passes.is_pass_flow(flow) {
-                    self.pass_flow_half(flow, true);
-                } else {
-                    self.flow_acked(flow);
-                }
+            self.qp_acked(FlowId(m.flow), m.again, m.stalls as u32);
+        }
+    }
+
+    /// One QP's share of transfer `flow` is acknowledged (`again` bytes
+    /// resent, `stalls` timeouts): the transfer is once every QP's is.
+    pub(super) fn qp_acked(&mut self, flow: FlowId, again: u64, stalls: u32) {
+        let now = self.now;
+        let f = self.flow_mut(flow);
+        f.retx_bytes += again;
+        f.timeouts += stalls;
+        f.tx_done_qps += 1;
+        if f.tx_done_qps == f.n_qps {
+            f.acked = Some(now);
+            self.counters.flows_acked += 1;
+            if self.passes.is_pass_flow(flow) {
+                self.pass_flow_half(flow, true);
+            } else {
+                self.flow_acked(flow);
             }
         }
     }
@@ -504,22 +509,28 @@ impl Simulation {
     /// theirs has.
     pub(super) fn messages_received(&mut self, q: QpId) {
         while let Some(m) = self.nics.pop_received(q) {
-            let flow = FlowId(m.flow);
-            let now = self.now;
-            let f = self.flow_mut(flow);
-            f.out_of_order += m.again as u32;
-            f.naks += m.stalls as u32;
-            f.rx_done_qps += 1;
-            if f.rx_done_qps == f.n_qps {
-                f.finish = Some(now);
-                self.counters.flows_completed += 1;
-                let task = self.tasks.of_flow(flow);
-                if self.passes.is_pass_flow(flow) {
-                    self.pass_flow_half(flow, false);
-                }
-                if let Some(t) = task {
-                    self.task_done(t);
-                }
+            self.qp_received(FlowId(m.flow), m.again as u32, m.stalls as u32);
+        }
+    }
+
+    /// One QP's receiver has its share of transfer `flow` (`again`
+    /// packets out of order, `stalls` NAKs sent): the transfer is done
+    /// (with its task) once every QP's is.
+    pub(super) fn qp_received(&mut self, flow: FlowId, again: u32, stalls: u32) {
+        let now = self.now;
+        let f = self.flow_mut(flow);
+        f.out_of_order += again;
+        f.naks += stalls;
+        f.rx_done_qps += 1;
+        if f.rx_done_qps == f.n_qps {
+            f.finish = Some(now);
+            self.counters.flows_completed += 1;
+            let task = self.tasks.of_flow(flow);
+            if self.passes.is_pass_flow(flow) {
+                self.pass_flow_half(flow, false);
+            }
+            if let Some(t) = task {
+                self.task_done(t);
             }
         }
     }

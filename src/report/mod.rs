@@ -92,6 +92,10 @@ pub struct Summary {
     pub scenario: String,
     pub seed: u64,
     pub topology: String,
+    /// "packet", or "flow": transfers as fluids (`engine::fluid`), with no
+    /// queues, marks, pauses or losses, so no queues.csv, pfc.csv,
+    /// qps.csv or time series.
+    pub fidelity: String,
     pub complete: bool,
     pub stop_reason: String,
     /// The queues of a PFC deadlock (`LINK priority P`), when the run
@@ -578,6 +582,7 @@ impl Summary {
             scenario: sim.scenario().name.clone(),
             seed: sim.scenario().seed,
             topology: sim.topo().kind.name().to_string(),
+            fidelity: sim.scenario().fidelity.name().to_string(),
             complete: c.flows_completed == sim.flows_total(),
             stop_reason: match stop {
                 StopReason::Finished => "finished".to_string(),
@@ -1084,9 +1089,13 @@ pub fn write_outputs(
         put("perf.json", &mut |w| json(perf, w))?;
         put("flows.csv", &mut |w| tables::flows_csv(sim, w))?;
         put("links.csv", &mut |w| tables::links_csv(sim, w))?;
-        put("queues.csv", &mut |w| tables::queues_csv(sim, w))?;
-        put("pfc.csv", &mut |w| tables::pfc_csv(sim, w))?;
-        put("qps.csv", &mut |w| tables::qps_csv(sim, w))?;
+        // A flow-level run has no packets: nothing queues, marks, pauses.
+        let packets = sim.scenario().fidelity == crate::scenario::Fidelity::Packet;
+        if packets {
+            put("queues.csv", &mut |w| tables::queues_csv(sim, w))?;
+            put("pfc.csv", &mut |w| tables::pfc_csv(sim, w))?;
+            put("qps.csv", &mut |w| tables::qps_csv(sim, w))?;
+        }
         put("groups.csv", &mut |w| tables::groups_csv(sim, w))?;
         if !summary.collectives.is_empty() {
             put("collectives.csv", &mut |w| {
@@ -1096,7 +1105,7 @@ pub fn write_outputs(
         if !summary.jobs.is_empty() {
             put("jobs.csv", &mut |w| tables::jobs_csv(summary, w))?;
         }
-        if sim.series().enabled {
+        if sim.series().enabled && packets {
             for kind in series::Kind::ALL {
                 put(kind.file(), &mut |w| series::csv(sim, kind, w))?;
             }

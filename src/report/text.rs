@@ -99,6 +99,12 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         });
     }
     let _ = writeln!(o, "traffic   {}", kinds.join(", "));
+    if sim.scenario().fidelity == crate::scenario::Fidelity::Flow {
+        let _ = writeln!(
+            o,
+            "fidelity  flow level: transfers as fluids at max-min fair rates on the packets' paths; no queues, ECN, PFC or losses (no queues.csv, pfc.csv, qps.csv or time series)"
+        );
+    }
     let _ = writeln!(
         o,
         "result    {}/{} transfers complete; last at {}; {} events, {} link transmissions",

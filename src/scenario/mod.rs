@@ -46,6 +46,8 @@ pub struct Scenario {
     /// Threads to run on, each a partition of the fabric (see
     /// `engine::parallel`); the outputs do not depend on it.
     pub threads: u32,
+    /// Packets (the default) or fluids on the same paths (`engine::fluid`).
+    pub fidelity: Fidelity,
     pub topology: TopologySpec,
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
@@ -58,6 +60,25 @@ pub struct Scenario {
     /// Threshold checks that did not pass (see `lossless::check`).
     pub warnings: Vec<Finding>,
     pub host: HostConfig,
+}
+
+/// How the network is simulated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Fidelity {
+    /// Packet by packet.
+    #[default]
+    Packet,
+    /// Transfers as fluids at their max-min fair rates.
+    Flow,
+}
+
+impl Fidelity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fidelity::Packet => "packet",
+            Fidelity::Flow => "flow",
+        }
+    }
 }
 
 /// Inside each server.
@@ -380,12 +401,44 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             ));
         }
         let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
+        let fidelity = values::choice(
+            sim.and_then(|s| s.fidelity.as_deref()),
+            &sp.key("fidelity"),
+            &[("packet", Fidelity::Packet), ("flow", Fidelity::Flow)],
+            Fidelity::Packet,
+        )?;
+        if fidelity == Fidelity::Flow {
+            let refuse = |why: String| {
+                Err(KeyError::new(
+                    &sp.key("fidelity"),
+                    format!("got \"flow\", which does not model {why} yet; use \"packet\""),
+                ))
+            };
+            if threads > 1 {
+                return refuse(format!("a run on {threads} threads (it runs on one)"));
+            }
+            if let Some(a) = switch
+                .balance
+                .specs()
+                .flat_map(|b| b.algos())
+                .find(|&a| a != crate::switch::balance::Algo::Ecmp)
+            {
+                return refuse(format!("balancing other than static ECMP (got {a:?})"));
+            }
+            if !failures.events.is_empty() {
+                return refuse("failures".into());
+            }
+            if transport.mrc.is_some() {
+                return refuse("the multipath transport (mrc)".into());
+            }
+        }
         let scenario = Scenario {
             name: raw.name.clone().unwrap_or_else(|| file.to_string()),
             description: raw.description.clone().unwrap_or_default(),
             seed,
             max_sim_time,
             threads,
+            fidelity,
             topology: tspec,
             switch,
             transport,

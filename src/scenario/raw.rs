@@ -156,6 +156,7 @@ pub struct RawSimulation {
     pub seed: Option<u64>,
     pub max_sim_time: Option<Value>,
     pub threads: Option<i64>,
+    pub fidelity: Option<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -233,6 +233,16 @@ impl Egress {
         &self.ports
     }
 
+    /// A flow-level run (`engine::fluid`) moved `wire` bytes out of port
+    /// `p` as a fluid: its byte and busy-time counters take them, as if
+    /// serialized.
+    pub fn fluid_sent(&mut self, p: PortId, bytes: u64) {
+        let rate = self.rates[p.idx()];
+        let port = &mut self.ports[p.idx()];
+        port.tx_wire_bytes += bytes;
+        port.busy_ps += rate.serialize(bytes).0;
+    }
+
     pub fn queues(&self) -> &[EgressQueues] {
         &self.queues
     }

@@ -1,0 +1,108 @@
+//! The flow-level network (`simulation.fidelity = "flow"`): fluids at
+//! max-min fair rates on the packets' own paths, checked against the
+//! packet level on the same scenarios.
+
+mod common;
+use common::{error_of, run_file, run_with};
+use std::path::Path;
+
+const FLOW: &str = "simulation.fidelity=\"flow\"";
+
+/// Two senders into one 100G port: each gets half of it, so both end at
+/// about twice the time one alone takes, as in the packet simulation
+/// without congestion control (within 2%); alone, a transfer takes its
+/// ideal time to the picosecond.
+#[test]
+fn two_senders_share_a_port_equally() {
+    let text = r#"
+[topology]
+kind = "single-rail"
+hosts = 4
+gpus_per_host = 1
+nic_speed = "100G"
+[transport]
+congestion_control = "none"
+[[workload]]
+kind = "incast"
+dst = 0
+srcs = [1, 2]
+bytes = "4MB"
+"#;
+    let (sim, flow) = run_with(text, &[FLOW]);
+    assert_eq!(flow.fidelity, "flow");
+    assert_eq!(flow.link_transmissions, 0, "no packets");
+    let fcts: Vec<u64> = sim
+        .flows()
+        .iter()
+        .map(|f| (f.finish.unwrap() - f.start).0)
+        .collect();
+    assert!(fcts[0].abs_diff(fcts[1]) < 1_000, "{fcts:?}");
+    let (_, packet) = run_with(text, &[]);
+    let (a, b) = (flow.makespan_ps as f64, packet.makespan_ps as f64);
+    assert!((a / b - 1.0).abs() < 0.02, "flow {a} ps, packet {b} ps");
+
+    let alone = text.replace("srcs = [1, 2]", "srcs = [1]");
+    let (sim, _) = run_with(&alone, &[FLOW]);
+    let f = &sim.flows()[0];
+    assert_eq!(f.finish.unwrap() - f.start, f.ideal_fct);
+    assert!(f.acked.unwrap() > f.finish.unwrap());
+}
+
+/// A permutation on a k = 8 fat tree: the same ECMP collisions, so the
+/// same makespan within 2% and mean completion within 10% of the packet
+/// level without congestion control; and the links carry the same bytes
+/// within 1%.
+#[test]
+fn a_permutation_matches_the_packet_level() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bench/fat-tree-k8-permutation.toml");
+    let none = "transport.congestion_control=\"none\"";
+    let (fsim, flow) = run_file(&path, &[FLOW, none]);
+    let (psim, packet) = run_file(&path, &[none]);
+    let ratio = |a: f64, b: f64| a / b - 1.0;
+    let mk = ratio(flow.makespan_ps as f64, packet.makespan_ps as f64);
+    assert!(mk.abs() < 0.02, "makespan {mk:+.3}");
+    let mean = ratio(
+        flow.fct_ps.as_ref().unwrap().mean,
+        packet.fct_ps.as_ref().unwrap().mean,
+    );
+    assert!(mean.abs() < 0.1, "mean completion {mean:+.3}");
+    let bytes = |sim: &fabricsim::engine::Simulation| -> f64 {
+        sim.ports().iter().map(|p| p.tx_wire_bytes as f64).sum()
+    };
+    // The packet level also carries ACKs; data dominates.
+    let b = ratio(bytes(&fsim), bytes(&psim));
+    assert!(b.abs() < 0.01, "bytes on links {b:+.4}");
+}
+
+/// The task graph runs over the fluid network: the default pod's ring
+/// all-reduce takes within 5% of its packet-level time.
+#[test]
+fn a_collective_runs_over_fluids() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rail-optimized-pod.toml");
+    let (_, flow) = run_file(&path, &[FLOW]);
+    let (_, packet) = run_file(&path, &[]);
+    let (a, b) = (
+        flow.collectives[0].time_ps.unwrap() as f64,
+        packet.collectives[0].time_ps.unwrap() as f64,
+    );
+    assert!((a / b - 1.0).abs() < 0.05, "flow {a} ps, packet {b} ps");
+}
+
+/// What the fluid does not model is refused with the key named.
+#[test]
+fn what_the_flow_level_does_not_model_is_refused() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rail-optimized-pod.toml"),
+    )
+    .unwrap();
+    let e = error_of(&text, &[FLOW, "simulation.threads=2"]);
+    assert!(
+        e.contains("simulation.fidelity") && e.contains("2 threads"),
+        "{e}"
+    );
+    let e = error_of(&text, &[FLOW, "switch.balance.mode=\"spray\""]);
+    assert!(e.contains("static ECMP"), "{e}");
+    let e = error_of(&text, &["simulation.fidelity=\"fluid\""]);
+    assert!(e.contains("expected one of packet, flow"), "{e}");
+}
