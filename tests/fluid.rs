@@ -31,6 +31,7 @@ bytes = "4MB"
     let (sim, flow) = run_with(text, &[FLOW]);
     assert_eq!(flow.fidelity, "flow");
     assert_eq!(flow.link_transmissions, 0, "no packets");
+    assert_eq!(flow.bytes_delivered, flow.bytes_offered);
     let fcts: Vec<u64> = sim
         .flows()
         .iter()

@@ -381,4 +381,12 @@ impl Simulation {
         }
         self.fluid_reshare();
     }
+
+    /// QP `q`'s share of transfer `f` has reached its receiver.
+    pub(super) fn fluid_rx(&mut self, q: QpId, f: FlowId) {
+        let fl = self.flow_mut(f);
+        let bytes = super::build::share(fl.spec.bytes, fl.n_qps, q.0 - fl.first_qp);
+        self.counters.bytes_delivered += bytes;
+        self.qp_received(f, 0, 0);
+    }
 }

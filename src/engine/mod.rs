@@ -352,7 +352,7 @@ impl Simulation {
             Event::Nvlink(h, gen) => self.nvlink_event(h, gen),
             Event::Landed(h) => self.landed(h),
             Event::FluidNext => self.fluid_next(),
-            Event::FluidRx(_, f) => self.qp_received(f, 0, 0),
+            Event::FluidRx(q, f) => self.fluid_rx(q, f),
             Event::FluidAck(_, f) => self.qp_acked(f, 0, 0),
         }
     }
