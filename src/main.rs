@@ -214,9 +214,17 @@ enum Command {
     /// Run several scenarios (e.g. one workload under different
     /// balancers) and print their headline figures side by side.
     Compare {
-        /// Scenario files, two or more.
-        #[arg(required = true, num_args = 2..)]
+        /// Scenario files: two or more, or one with --fidelity.
+        #[arg(required = true, num_args = 1..)]
         scenarios: Vec<PathBuf>,
+        /// Run each scenario at each of these fidelities (e.g.
+        /// `packet,flow`) and print, besides the side-by-side table, each
+        /// one's error against the first.
+        #[arg(long, value_name = "LIST")]
+        fidelity: Option<String>,
+        /// With --fidelity: print the error table in Markdown.
+        #[arg(long)]
+        markdown: bool,
         /// Output folder: each run's results go in a subfolder named
         /// after its file.
         #[arg(long, default_value = "out/compare")]
@@ -424,6 +432,8 @@ fn main() -> ExitCode {
         ),
         Command::Compare {
             scenarios,
+            fidelity,
+            markdown,
             out,
             args,
             limits,
@@ -432,7 +442,11 @@ fn main() -> ExitCode {
             if let Some(t) = &limits.stop.max_sim_time {
                 sets.push(format!("simulation.max_sim_time={t:?}"));
             }
-            compare(&scenarios, &sets, &out, &limits)
+            fidelity
+                .as_deref()
+                .map(fidelity_list)
+                .transpose()
+                .and_then(|f| compare(&scenarios, f.as_deref(), markdown, &sets, &out, &limits))
         }
         Command::Bench {
             only,
@@ -858,36 +872,61 @@ const EXIT_STUCK: u8 = 3;
 /// writes its outputs and prints the comparison. Ctrl-C stops the run
 /// going on, writes it, prints what ran and exits with 130.
 fn compare(
-    paths: &[PathBuf],
+    scenarios: &[PathBuf],
+    fidelities: Option<&[String]>,
+    markdown: bool,
     sets: &[String],
     out: &Path,
     limit_args: &LimitArgs,
 ) -> Result<(), String> {
     let (limits, max_memory) = engine_limits(limit_args)?;
+    if markdown && fidelities.is_none() {
+        return Err("--markdown prints the table of --fidelity: give --fidelity too".into());
+    }
+    // Each scenario once, or once per fidelity (run `i` of scenario `s`
+    // at fidelity `i % n`).
+    let per = fidelities.map_or(1, <[String]>::len);
+    if scenarios.len() * per < 2 {
+        return Err(
+            "compare needs two runs or more: two scenarios, or one with --fidelity packet,flow"
+                .into(),
+        );
+    }
     let mut names: Vec<String> = Vec::new();
     let mut prepared = Vec::new();
-    for p in paths {
+    let mut paths = Vec::new();
+    for p in scenarios {
         let stem = p
             .file_stem()
             .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
-        let mut name = stem.clone();
-        let mut k = 2;
-        while names.contains(&name) {
-            name = format!("{stem}-{k}");
-            k += 1;
+        for i in 0..per {
+            let mut sets = sets.to_vec();
+            let mut base = stem.clone();
+            if let Some(f) = fidelities {
+                sets.push(format!("simulation.fidelity={:?}", f[i]));
+                base = format!("{stem}-{}", f[i]);
+            }
+            let mut name = base.clone();
+            let mut k = 2;
+            while names.contains(&name) {
+                name = format!("{base}-{k}");
+                k += 1;
+            }
+            let pr = load(Some(p), &sets)?;
+            warnings(Some(p), &pr, false)?;
+            names.push(name);
+            prepared.push(pr);
+            paths.push(p.clone());
         }
-        let pr = load(Some(p), sets)?;
-        warnings(Some(p), &pr, false)?;
-        names.push(name);
-        prepared.push(pr);
     }
     fabricsim::output::check_writable(out)?;
     let mut runs = Vec::new();
     let mut curves = Vec::new();
     let mut fairness = Vec::new();
+    let mut figures = Vec::new();
     let plots = prepared.iter().any(|pr| pr.scenario.report.plots);
     let mut interrupted = false;
-    for ((name, pr), path) in names.into_iter().zip(prepared).zip(paths) {
+    for ((name, pr), path) in names.into_iter().zip(prepared).zip(&paths) {
         check_memory(Some(path), &pr, max_memory, pr.scenario.threads)?;
         let building = Instant::now();
         let source = (pr.scenario.threads > 1).then(|| pr.clone());
@@ -909,6 +948,7 @@ fn compare(
             );
         }
         fairness.push(report::rate_fairness(&sim));
+        figures.push(report::fidelity::Figures::of(&sim, &summary, &perf));
         curves.push(report::plots::CompareRun::of(
             &name,
             &sim,
@@ -927,6 +967,20 @@ fn compare(
         })
         .collect();
     out!("{}", report::compare(&runs, &mean_peak, &fairness));
+    if fidelities.is_some() {
+        let groups: Vec<(String, Vec<report::fidelity::Figures>)> = scenarios
+            .iter()
+            .zip(figures.chunks(per))
+            .map(|(p, f)| {
+                let stem = p
+                    .file_stem()
+                    .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+                (stem, f.to_vec())
+            })
+            .collect();
+        outln!();
+        out!("{}", report::fidelity::table(&groups, markdown));
+    }
     outln!("outputs   {}/<name>/", out.display());
     if plots {
         // Queue depth and sending rates of every run, side by side.
@@ -948,6 +1002,19 @@ fn compare(
         std::process::exit(130);
     }
     Ok(())
+}
+
+/// `packet,flow`: fidelities, each known, at least one.
+fn fidelity_list(list: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = list.split(',').map(|f| f.trim().to_string()).collect();
+    for f in &names {
+        if fabricsim::scenario::Fidelity::from_name(f).is_none() {
+            return Err(format!(
+                "--fidelity: got {f:?} in {list:?}, expected a list of packet and flow (e.g. packet,flow)"
+            ));
+        }
+    }
+    Ok(names)
 }
 
 /// Runs sweep point `id`, as one of several MPI ranks when asked; a rank

@@ -74,6 +74,58 @@ fn a_permutation_matches_the_packet_level() {
     // The packet level also carries ACKs; data dominates.
     let b = ratio(bytes(&fsim), bytes(&psim));
     assert!(b.abs() < 0.01, "bytes on links {b:+.4}");
+    // Link by link: the same collisions put the same transfers, so the
+    // same bytes, on every link (ACKs aside).
+    let mut busy = 0;
+    for (i, (f, p)) in fsim.ports().iter().zip(psim.ports()).enumerate() {
+        let (f, p) = (f.tx_wire_bytes as f64, p.tx_wire_bytes as f64);
+        if p > 1e6 {
+            busy += 1;
+            assert!(
+                (f / p - 1.0).abs() < 0.03,
+                "port {i}: {f} against {p} bytes"
+            );
+        } else {
+            assert!(f < 1e6, "port {i}: {f} bytes at flow level, {p} in packets");
+        }
+    }
+    assert!(busy > 100, "{busy} links carried the permutation");
+}
+
+/// Spraying splits a transfer evenly over the equal-cost members: the
+/// uplinks of the sending rail switch carry the same bytes (to the
+/// rounding of the split), and the transfer takes within 10% of the
+/// packet level's time without congestion control; under static ECMP
+/// the same transfer takes one uplink and is slower.
+#[test]
+fn spraying_splits_a_transfer_evenly() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/load-balancing/spray.toml");
+    let none = "transport.congestion_control=\"none\"";
+    let (fsim, flow) = run_file(&path, &[FLOW, none]);
+    let (_, packet) = run_file(&path, &[none]);
+    let topo = fsim.topo();
+    let up: Vec<u64> = topo
+        .ports
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            matches!(p.owner, fabricsim::topology::Owner::Switch(s) if topo.switches[s.idx()].name.starts_with("leaf"))
+                && matches!(topo.port(p.peer).owner, fabricsim::topology::Owner::Switch(_))
+        })
+        .map(|(i, _)| fsim.ports()[i].tx_wire_bytes)
+        .filter(|&b| b > 0)
+        .collect();
+    assert!(up.len() >= 2, "uplinks used: {up:?}");
+    let (lo, hi) = (up.iter().min().unwrap(), up.iter().max().unwrap());
+    assert!(hi - lo <= up.len() as u64, "uneven split {up:?}");
+    let (a, b) = (flow.makespan_ps as f64, packet.makespan_ps as f64);
+    assert!((a / b - 1.0).abs() < 0.1, "flow {a} ps, packet {b} ps");
+    let (_, ecmp) = run_file(&path, &[FLOW, none, "switch.balance.mode=\"ecmp\""]);
+    assert!(
+        ecmp.makespan_ps as f64 > 1.2 * a,
+        "{} against {a}",
+        ecmp.makespan_ps
+    );
 }
 
 /// The task graph runs over the fluid network: the default pod's ring
@@ -102,8 +154,17 @@ fn what_the_flow_level_does_not_model_is_refused() {
         e.contains("simulation.fidelity") && e.contains("2 threads"),
         "{e}"
     );
-    let e = error_of(&text, &[FLOW, "switch.balance.mode=\"spray\""]);
-    assert!(e.contains("static ECMP"), "{e}");
+    let e = error_of(
+        &text,
+        &[
+            FLOW,
+            "switch.balance.select=[{ qp = [0, 0], mode = \"spray\" }]",
+        ],
+    );
+    assert!(
+        e.contains("simulation.fidelity") && e.contains("selective balancing rules"),
+        "{e}"
+    );
     let e = error_of(&text, &["simulation.fidelity=\"fluid\""]);
     assert!(e.contains("expected one of packet, flow"), "{e}");
 }

@@ -4,14 +4,25 @@
 //! Each QP's share of a transfer is a sub-flow on the path its packets
 //! would take (the same QPs, the same ECMP hash, so the same collisions).
 //! The sub-flows share every link and each GPU's PCIe max-min fairly
-//! (progressive filling), recomputed whenever one starts or finishes; a
-//! rate cap caps its sub-flows. Bytes are counted on the wire (headers,
-//! preamble and gap of every packet) and PCIe carries the payload. A
-//! sub-flow alone takes exactly its ideal completion time: what its
-//! bytes take at its path's narrowest rate, plus the rest of that time
-//! (the pipeline through the hops, propagation) as a fixed latency after
-//! its last byte leaves. Its acknowledgement comes back the path's
-//! propagation and one ACK frame per hop later.
+//! (progressive filling); a rate cap caps its sub-flows. Bytes are
+//! counted on the wire (headers, preamble and gap of every packet) and
+//! PCIe carries the payload. A sub-flow alone takes exactly its ideal
+//! completion time: what its bytes take at its path's narrowest rate,
+//! plus the rest of that time (the pipeline through the hops,
+//! propagation) as a fixed latency after its last byte leaves. Its
+//! acknowledgement comes back the path's propagation and one ACK frame
+//! per hop later.
+//!
+//! Rates are worked out again only where something changed, and once
+//! per instant: a sub-flow that starts or ends marks its resources, and
+//! at the end of that instant (`Event::FluidShare`, the last kind of
+//! event due at a time) the connected component of the sharing graph
+//! around the marked resources (resources linked through the sub-flows
+//! that use them) is filled anew. Max-min fair rates of one component
+//! do not depend on any other, so the rest keep theirs. Each sub-flow
+//! moves on lazily: its bytes left are brought up to date only when its
+//! rate changes or it finishes, and a heap holds when each will have
+//! sent its last byte at the rates in force.
 //!
 //! Not modelled, by construction: queues, ECN, PFC, drops and
 //! retransmissions, the congestion controls (a fluid is at its fair share
@@ -24,50 +35,118 @@ use crate::nic::transport::Requester;
 use crate::topology::{FlowId, PortId, QpId};
 use crate::units::SimTime;
 use crate::wire::frame::Opcode;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
-/// The fluid network's state.
-#[derive(Default, serde::Serialize, serde::Deserialize)]
+/// The fluid network's state: the max-min solver over resources (ports,
+/// then each GPU's PCIe) and the sub-flows on them.
+#[derive(Default)]
 pub struct Fluid {
+    /// Sub-flows by id; ids of finished ones are reused (`free`).
     subs: Vec<Sub>,
+    free: Vec<u32>,
     /// Capacity of each resource, wire bytes per picosecond: the ports
     /// (by port id), then each GPU's PCIe (payload bytes per picosecond).
     cap: Vec<f64>,
-    /// When the rates were last set.
-    since: SimTime,
-    /// When the next sub-flow finishes sending (the `FluidNext` that
-    /// counts; earlier ones are stale).
-    next: SimTime,
     /// Resources below this number are ports.
     ports: u32,
-    /// Scratch: each resource's number among those in use while rates
-    /// are worked out (`u32::MAX` otherwise).
+    /// The sub-flows using each resource.
+    users: Vec<Vec<u32>>,
+    /// Resources whose sub-flows changed since rates were last shared.
+    dirty: Vec<u32>,
+    /// A share is due at the end of the current instant.
+    pub(super) pending: bool,
+    /// When each sub-flow sends its last byte at its rate: (time, id,
+    /// generation); entries of an older generation are stale.
+    due: BinaryHeap<Reverse<(SimTime, u32, u32)>>,
+    /// When the `FluidNext` that counts is due (earlier ones went, later
+    /// ones are stale).
+    next: SimTime,
+    /// Scratch: marks of the current component search (`epoch`), and each
+    /// resource's number in the component while it is filled.
+    seen_res: Vec<u32>,
+    seen_sub: Vec<u32>,
+    epoch: u32,
     local: Vec<u32>,
+    /// How often rates were shared and over how many sub-flows in all
+    /// (`perf.json`).
+    pub shares: u64,
+    pub shared_subs: u64,
 }
 
-/// Progressive filling's state: each resource's capacity left, the
-/// weight and number of its sub-flows not yet frozen, and which are.
+/// One sub-flow: a QP's share of a transfer.
+#[derive(Clone, Debug)]
+pub struct Sub {
+    flow: FlowId,
+    qp: QpId,
+    /// Wire bytes still to send at `since`.
+    left: f64,
+    since: SimTime,
+    /// Wire bytes in all, and those already counted on its ports.
+    wire: u64,
+    counted: u64,
+    /// Wire bytes per picosecond.
+    rate: f64,
+    /// Its rate cap (wire bytes per picosecond), if any.
+    cap: f64,
+    /// The resources it uses and how much of each per wire byte, and its
+    /// place in each one's list of users.
+    uses: Vec<(u32, f64)>,
+    at: Vec<u32>,
+    /// From its last byte leaving to its receiver having it, and on to
+    /// the acknowledgement.
+    latency: SimTime,
+    ack_latency: SimTime,
+    gen: u32,
+    live: bool,
+}
+
+impl Sub {
+    /// A sub-flow of `wire` bytes over `uses`, capped at `cap` (wire bytes
+    /// per picosecond; infinite for none).
+    pub fn new(flow: FlowId, qp: QpId, wire: u64, cap: f64, uses: Vec<(u32, f64)>) -> Sub {
+        Sub {
+            flow,
+            qp,
+            left: wire as f64,
+            since: SimTime::ZERO,
+            wire,
+            counted: 0,
+            rate: 0.0,
+            cap,
+            at: Vec::with_capacity(uses.len()),
+            uses,
+            latency: SimTime::ZERO,
+            ack_latency: SimTime::ZERO,
+            gen: 0,
+            live: false,
+        }
+    }
+}
+
+impl Sub {
+    /// `bytes` more of its wire bytes have left: each port it uses counts
+    /// its share of them (all of them on a path; a balancer's split
+    /// spreads them).
+    fn count_on_ports(&self, bytes: u64, ports: u32, sent: &mut impl FnMut(PortId, u64)) {
+        for &(r, share) in self.uses.iter().filter(|u| u.0 < ports) {
+            let b = if share == 1.0 {
+                bytes
+            } else {
+                (bytes as f64 * share).round() as u64
+            };
+            sent(PortId(r), b);
+        }
+    }
+}
+
+/// Progressive filling's state over one component: each resource's
+/// capacity left, the weight and number of its sub-flows not yet frozen.
 struct Filling {
     left: Vec<f64>,
     weight: Vec<f64>,
     unfrozen: Vec<u32>,
     frozen: Vec<bool>,
-}
-
-impl Filling {
-    /// Sub-flow `i` (`sub`, using `uses` in local numbers) keeps rate
-    /// `level`, taking it from its resources.
-    fn freeze(&mut self, sub: &mut Sub, uses: &[(u32, f64)], i: usize, level: f64) {
-        if self.frozen[i] {
-            return;
-        }
-        self.frozen[i] = true;
-        sub.rate = level;
-        for &(l, w) in uses {
-            self.left[l as usize] -= level * w;
-            self.weight[l as usize] -= w;
-            self.unfrozen[l as usize] -= 1;
-        }
-    }
 }
 
 /// A rate level, ordered (never NaN: capacities and weights are positive).
@@ -94,24 +173,6 @@ impl Ord for Level {
     }
 }
 
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-struct Sub {
-    flow: FlowId,
-    qp: QpId,
-    /// Wire bytes still to send.
-    left: f64,
-    /// Wire bytes per picosecond.
-    rate: f64,
-    /// Its rate cap (wire bytes per picosecond), if any.
-    cap: f64,
-    /// The resources it uses and how much of each per wire byte.
-    uses: Vec<(u32, f64)>,
-    /// From its last byte leaving to its receiver having it, and on to
-    /// the acknowledgement.
-    latency: SimTime,
-    ack_latency: SimTime,
-}
-
 impl Fluid {
     /// A fluid network over ports with these rates (bits per second) and
     /// `gpus` GPUs behind PCIe of `pcie` payload bytes per second (`None`:
@@ -123,67 +184,195 @@ impl Fluid {
             pcie.map_or(f64::INFINITY, |b| b / 1e12),
             gpus,
         ));
+        let n = cap.len();
         Fluid {
-            subs: Vec::new(),
-            local: vec![u32::MAX; cap.len()],
             cap,
-            since: SimTime::ZERO,
-            next: SimTime::MAX,
             ports: ports as u32,
+            users: vec![Vec::new(); n],
+            seen_res: vec![0; n],
+            local: vec![u32::MAX; n],
+            next: SimTime::MAX,
+            ..Fluid::default()
         }
     }
 
-    /// Moves every sub-flow on to `now` at its rate; `sent` hears of the
-    /// wire bytes each port of theirs sent.
-    fn advance(&mut self, now: SimTime, mut sent: impl FnMut(PortId, u64)) {
-        let dt = (now.0 - self.since.0) as f64;
-        self.since = now;
-        if dt == 0.0 {
+    /// Sub-flow `s` starts at `now`; it has a rate from the next share.
+    pub fn add(&mut self, mut s: Sub, now: SimTime) -> u32 {
+        s.since = now;
+        s.rate = 0.0;
+        s.live = true;
+        s.at.clear();
+        let id = match self.free.pop() {
+            Some(i) => {
+                s.gen = self.subs[i as usize].gen.wrapping_add(1);
+                self.subs[i as usize] = s;
+                i
+            }
+            None => {
+                self.subs.push(s);
+                self.seen_sub.push(0);
+                self.subs.len() as u32 - 1
+            }
+        };
+        let s = &mut self.subs[id as usize];
+        for &(r, _) in &s.uses {
+            let list = &mut self.users[r as usize];
+            s.at.push(list.len() as u32);
+            list.push(id);
+            self.dirty.push(r);
+        }
+        id
+    }
+
+    /// Sub-flow `id` leaves the network (its bytes are already moved).
+    fn remove(&mut self, id: u32) {
+        let s = &mut self.subs[id as usize];
+        s.live = false;
+        s.gen = s.gen.wrapping_add(1);
+        let (uses, at) = (std::mem::take(&mut s.uses), std::mem::take(&mut s.at));
+        for (&(r, _), &pos) in uses.iter().zip(&at) {
+            let list = &mut self.users[r as usize];
+            list.swap_remove(pos as usize);
+            if let Some(&moved) = list.get(pos as usize) {
+                let m = &mut self.subs[moved as usize];
+                let k = m.uses.iter().position(|u| u.0 == r).expect("a user of r");
+                m.at[k] = pos;
+            }
+            self.dirty.push(r);
+        }
+        self.free.push(id);
+    }
+
+    /// Whether a share is owed: sub-flows started or ended since the last.
+    pub fn changed(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// Brings sub-flow `id` up to `now` at its rate; `sent` hears of the
+    /// wire bytes its ports sent meanwhile.
+    fn settle(&mut self, id: u32, now: SimTime, sent: &mut impl FnMut(PortId, u64)) {
+        let ports = self.ports;
+        let s = &mut self.subs[id as usize];
+        let dt = now.0.saturating_sub(s.since.0) as f64;
+        s.since = now;
+        if dt > 0.0 && s.rate > 0.0 {
+            s.left = (s.left - s.rate * dt).max(0.0);
+        }
+        let moved = ((s.wire as f64 - s.left).round() as u64).min(s.wire);
+        if moved > s.counted {
+            s.count_on_ports(moved - s.counted, ports, sent);
+            s.counted = moved;
+        }
+    }
+
+    /// Sub-flow `id` has sent its last byte at `now`: its ports count the
+    /// rest of its bytes and it leaves the network.
+    fn finish(&mut self, id: u32, now: SimTime, sent: &mut impl FnMut(PortId, u64)) -> Sub {
+        self.settle(id, now, sent);
+        let ports = self.ports;
+        let s = &mut self.subs[id as usize];
+        if s.wire > s.counted {
+            s.count_on_ports(s.wire - s.counted, ports, sent);
+            s.counted = s.wire;
+        }
+        let done = s.clone();
+        self.remove(id);
+        done
+    }
+
+    /// Rates anew over the components of the sharing graph around the
+    /// resources that changed; the rest keep theirs.
+    pub fn share(&mut self, now: SimTime, mut sent: impl FnMut(PortId, u64)) {
+        self.pending = false;
+        if self.dirty.is_empty() {
             return;
         }
-        let ports = self.ports;
-        for s in &mut self.subs {
-            let moved = (s.rate * dt).min(s.left);
-            s.left -= moved;
-            if moved > 0.0 {
-                for &(r, _) in s.uses.iter().filter(|u| u.0 < ports) {
-                    sent(PortId(r), moved.round() as u64);
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.seen_res.iter_mut().for_each(|m| *m = 0);
+            self.seen_sub.iter_mut().for_each(|m| *m = 0);
+            self.epoch = 1;
+        }
+        let epoch = self.epoch;
+        let mut stack = std::mem::take(&mut self.dirty);
+        let mut res: Vec<u32> = Vec::new();
+        stack.retain(|&r| {
+            let new = self.seen_res[r as usize] != epoch;
+            self.seen_res[r as usize] = epoch;
+            if new {
+                res.push(r);
+            }
+            new
+        });
+        let mut comp: Vec<u32> = Vec::new();
+        while let Some(r) = stack.pop() {
+            for &i in &self.users[r as usize] {
+                if self.seen_sub[i as usize] == epoch {
+                    continue;
+                }
+                self.seen_sub[i as usize] = epoch;
+                comp.push(i);
+                for &(r2, _) in &self.subs[i as usize].uses {
+                    if self.seen_res[r2 as usize] != epoch {
+                        self.seen_res[r2 as usize] = epoch;
+                        res.push(r2);
+                        stack.push(r2);
+                    }
                 }
             }
         }
+        self.dirty = stack;
+        for &i in &comp {
+            self.settle(i, now, &mut sent);
+        }
+        self.fill(&res, &comp);
+        for &i in &comp {
+            let s = &mut self.subs[i as usize];
+            s.gen = s.gen.wrapping_add(1);
+            let at = if s.left <= 0.5 {
+                now
+            } else if s.rate > 0.0 {
+                SimTime(now.0.saturating_add((s.left / s.rate).ceil() as u64))
+            } else {
+                continue;
+            };
+            self.due.push(Reverse((at, i, s.gen)));
+        }
+        self.shares += 1;
+        self.shared_subs += comp.len() as u64;
+        let live = self.subs.len() - self.free.len();
+        if self.due.len() > 4 * live + 4096 {
+            let subs = &self.subs;
+            self.due
+                .retain(|e| subs[e.0 .1 as usize].live && subs[e.0 .1 as usize].gen == e.0 .2);
+        }
     }
 
-    /// Max-min fair rates by progressive filling: every sub-flow's rate
+    /// Max-min fair rates of sub-flows `comp`, which use resources `res`
+    /// and only those, by progressive filling: every sub-flow's rate
     /// rises together until a resource (or its own cap) is full; those
     /// through a full resource keep that rate, the others rise on. The
     /// resources wait in a heap by the level at which they fill, which
     /// only rises as sub-flows freeze, so a stale entry is put back with
     /// its new level when it comes up: each sub-flow is frozen once.
-    fn share(&mut self) {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        let n = self.subs.len();
-        // The resources in use, numbered locally (`local` maps back to
-        // -1 after), and each sub-flow's uses in those numbers.
-        let mut global: Vec<u32> = Vec::new();
+    fn fill(&mut self, res: &[u32], comp: &[u32]) {
+        let (n, m) = (comp.len(), res.len());
+        for (l, &r) in res.iter().enumerate() {
+            self.local[r as usize] = l as u32;
+        }
+        // Each sub-flow's uses in local numbers, in rows.
         let mut at = Vec::with_capacity(n + 1);
         let mut flat: Vec<(u32, f64)> = Vec::new();
         at.push(0u32);
-        for s in &self.subs {
-            for &(r, w) in &s.uses {
-                let l = &mut self.local[r as usize];
-                if *l == u32::MAX {
-                    *l = global.len() as u32;
-                    global.push(r);
-                }
-                flat.push((*l, w));
+        for &i in comp {
+            for &(r, w) in &self.subs[i as usize].uses {
+                flat.push((self.local[r as usize], w));
             }
             at.push(flat.len() as u32);
         }
-        for &r in &global {
+        for &r in res {
             self.local[r as usize] = u32::MAX;
         }
-        let m = global.len();
         let mut weight = vec![0.0f64; m];
         let mut users_of = vec![0u32; m + 1];
         for &(l, w) in &flat {
@@ -203,30 +392,39 @@ impl Fluid {
         }
         let level_of = |left: f64, w: f64| (left.max(0.0) / w).max(0.0);
         let mut st = Filling {
-            left: global.iter().map(|&r| self.cap[r as usize]).collect(),
+            left: res.iter().map(|&r| self.cap[r as usize]).collect(),
             weight,
             unfrozen: (0..m).map(|l| users_of[l + 1] - users_of[l]).collect(),
             frozen: vec![false; n],
         };
+        let mut rate = vec![0.0f64; n];
+        let mut freeze = |st: &mut Filling, i: usize, level: f64| {
+            if st.frozen[i] {
+                return;
+            }
+            st.frozen[i] = true;
+            rate[i] = level;
+            for &(l, w) in &flat[at[i] as usize..at[i + 1] as usize] {
+                st.left[l as usize] -= level * w;
+                st.weight[l as usize] -= w;
+                st.unfrozen[l as usize] -= 1;
+            }
+        };
         // (level, resource); numbers past m are sub-flows' caps.
         let mut heap: BinaryHeap<Reverse<(Level, u32)>> = (0..m)
+            .filter(|&l| st.unfrozen[l] > 0)
             .map(|l| Reverse((Level(level_of(st.left[l], st.weight[l])), l as u32)))
             .collect();
-        for (i, s) in self.subs.iter().enumerate() {
-            if s.cap.is_finite() {
-                heap.push(Reverse((Level(s.cap), (m + i) as u32)));
+        for (k, &i) in comp.iter().enumerate() {
+            let c = self.subs[i as usize].cap;
+            if c.is_finite() {
+                heap.push(Reverse((Level(c), (m + k) as u32)));
             }
         }
         while let Some(Reverse((Level(level), id))) = heap.pop() {
             let id = id as usize;
             if id >= m {
-                let i = id - m;
-                st.freeze(
-                    &mut self.subs[i],
-                    &flat[at[i] as usize..at[i + 1] as usize],
-                    i,
-                    level,
-                );
+                freeze(&mut st, id - m, level);
                 continue;
             }
             if st.unfrozen[id] == 0 {
@@ -238,32 +436,46 @@ impl Fluid {
                 continue;
             }
             for k in users_of[id]..users_of[id + 1] {
-                let i = users[k as usize] as usize;
-                st.freeze(
-                    &mut self.subs[i],
-                    &flat[at[i] as usize..at[i + 1] as usize],
-                    i,
-                    level,
-                );
+                freeze(&mut st, users[k as usize] as usize, level);
             }
+        }
+        for (k, &i) in comp.iter().enumerate() {
+            self.subs[i as usize].rate = rate[k];
         }
     }
 
-    /// When the first sub-flow has sent its last byte, at the current rates.
-    fn first_done(&self, now: SimTime) -> SimTime {
-        self.subs
-            .iter()
-            .map(|s| {
-                if s.left <= 0.5 {
-                    now
-                } else if s.rate > 0.0 {
-                    SimTime(now.0 + (s.left / s.rate).ceil() as u64)
-                } else {
-                    SimTime::MAX
-                }
-            })
-            .min()
-            .unwrap_or(SimTime::MAX)
+    /// The sub-flows that have sent their last byte by `now`, taken off
+    /// the heap.
+    fn due_by(&mut self, now: SimTime) -> Vec<u32> {
+        let mut out = Vec::new();
+        while let Some(&Reverse((t, id, gen))) = self.due.peek() {
+            if t > now {
+                break;
+            }
+            self.due.pop();
+            let s = &self.subs[id as usize];
+            if s.live && s.gen == gen {
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// When the next sub-flow sends its last byte at the current rates.
+    fn next_due(&mut self) -> SimTime {
+        while let Some(&Reverse((t, id, gen))) = self.due.peek() {
+            let s = &self.subs[id as usize];
+            if s.live && s.gen == gen {
+                return t;
+            }
+            self.due.pop();
+        }
+        SimTime::MAX
+    }
+
+    /// A live sub-flow's rate (wire bytes per picosecond).
+    pub fn rate(&self, id: u32) -> f64 {
+        self.subs[id as usize].rate
     }
 }
 
@@ -272,12 +484,13 @@ impl Simulation {
     pub(super) fn fluid_start(&mut self, f: FlowId) {
         let now = self.now;
         let fl = self.flow_mut(f);
-        let (first, n, bytes, dst, cap) = (
+        let (first, n, bytes, dst, cap, ideal) = (
             fl.first_qp,
             fl.n_qps,
             fl.spec.bytes,
             fl.spec.dst_nic,
             fl.spec.rate,
+            fl.ideal_fct,
         );
         let tc = &self.scenario.transport;
         let framing = self.scenario.qos.framing;
@@ -292,15 +505,25 @@ impl Simulation {
                 .map(|p| u64::from(framing.wire_bytes(req.opcode_of(p), req.payload_of(p))))
                 .sum();
             let route = self.route_of(q, dst);
-            let alone = super::ideal::ideal_fct(
-                &self.topo,
-                framing,
-                &[&req],
-                std::slice::from_ref(&route),
-                pcie,
-            );
+            // Alone, one uncapped QP's share is the whole transfer, whose
+            // ideal time the build worked out already.
+            let alone = if n == 1 && cap.is_none() {
+                ideal
+            } else {
+                super::ideal::ideal_fct(
+                    &self.topo,
+                    framing,
+                    &[&req],
+                    std::slice::from_ref(&route),
+                    pcie,
+                )
+            };
             let gpu = self.nics.qp(q).src_gpu;
-            let mut uses: Vec<(u32, f64)> = route.iter().map(|p| (p.0, 1.0)).collect();
+            let mut uses: Vec<(u32, f64)> = self
+                .qp_split(q, dst)
+                .into_iter()
+                .map(|(p, share)| (p.0, share))
+                .collect();
             if pcie.is_some() && wire > 0 {
                 uses.push((ports + gpu.0, share as f64 / wire as f64));
             }
@@ -322,33 +545,46 @@ impl Simulation {
                 let port = self.topo.port(p);
                 t + port.delay + port.rate.serialize(ack_frame)
             });
-            subs.push(Sub {
-                flow: f,
-                qp: q,
-                left: wire as f64,
-                rate: 0.0,
-                cap: sub_cap,
-                uses,
-                latency: SimTime(alone.0.saturating_sub(busy.ceil() as u64)),
-                ack_latency,
-            });
+            let mut sub = Sub::new(f, q, wire, sub_cap, uses);
+            sub.latency = SimTime(alone.0.saturating_sub(busy.ceil() as u64));
+            sub.ack_latency = ack_latency;
+            subs.push(sub);
         }
         let fluid = self.fluid.as_mut().expect("a fluid run");
-        let egress = &mut self.egress;
-        fluid.advance(now, |p, b| egress.fluid_sent(p, b));
-        fluid.subs.extend(subs);
-        self.fluid_reshare();
+        for s in subs {
+            fluid.add(s, now);
+        }
+        self.fluid_share_later();
     }
 
-    /// Rates anew, and the event for the next sub-flow to finish sending.
-    fn fluid_reshare(&mut self) {
+    /// Rates are shared anew once the current instant's other events are
+    /// handled (`Event::FluidShare` is the last kind due at a time).
+    fn fluid_share_later(&mut self) {
+        let fluid = self.fluid.as_mut().expect("a fluid run");
+        if !fluid.pending && fluid.changed() {
+            fluid.pending = true;
+            self.queue.push(self.now, Event::FluidShare);
+        }
+    }
+
+    /// Rates anew where sub-flows started or ended, and the event for the
+    /// next sub-flow to finish sending.
+    pub(super) fn fluid_share(&mut self) {
         let now = self.now;
         let fluid = self.fluid.as_mut().expect("a fluid run");
-        fluid.share();
-        let next = fluid.first_done(now);
-        fluid.next = next;
-        if next != SimTime::MAX {
-            self.queue.push(next, Event::FluidNext);
+        let egress = &mut self.egress;
+        fluid.share(now, |p, b| egress.fluid_sent(p, b));
+        self.fluid_next_event();
+    }
+
+    /// A `FluidNext` at the first time a sub-flow sends its last byte,
+    /// unless one is already due by then.
+    fn fluid_next_event(&mut self) {
+        let fluid = self.fluid.as_mut().expect("a fluid run");
+        let t = fluid.next_due();
+        if t < fluid.next {
+            fluid.next = t;
+            self.queue.push(t, Event::FluidNext);
         }
     }
 
@@ -358,20 +594,17 @@ impl Simulation {
         let now = self.now;
         let fluid = self.fluid.as_mut().expect("a fluid run");
         if fluid.next != now {
-            return; // a stale event: the rates changed since
+            return; // a stale event: an earlier one took its place
         }
+        fluid.next = SimTime::MAX;
         let egress = &mut self.egress;
-        fluid.advance(now, |p, b| egress.fluid_sent(p, b));
-        let mut done = Vec::new();
-        let mut i = 0;
-        while i < fluid.subs.len() {
-            let s = &fluid.subs[i];
-            if s.left <= 0.5 || (s.rate > 0.0 && s.left / s.rate < 1.0) {
-                done.push(fluid.subs.remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        let done: Vec<Sub> = fluid
+            .due_by(now)
+            .into_iter()
+            .map(|id| fluid.finish(id, now, &mut |p, b| egress.fluid_sent(p, b)))
+            .collect();
+        self.fluid_share_later();
+        self.fluid_next_event();
         for s in done {
             self.flow_sent(s.flow);
             let at = now + s.latency;
@@ -379,7 +612,6 @@ impl Simulation {
             self.queue
                 .push(at + s.ack_latency, Event::FluidAck(s.qp, s.flow));
         }
-        self.fluid_reshare();
     }
 
     /// QP `q`'s share of transfer `f` has reached its receiver.
@@ -388,5 +620,217 @@ impl Simulation {
         let bytes = super::build::share(fl.spec.bytes, fl.n_qps, q.0 - fl.first_qp);
         self.counters.bytes_delivered += bytes;
         self.qp_received(f, 0, 0);
+    }
+
+    /// The run stops: the ports count what sub-flows still on their way
+    /// have sent so far.
+    pub(super) fn fluid_stop(&mut self) {
+        let now = self.now;
+        if let Some(fluid) = self.fluid.as_mut() {
+            let egress = &mut self.egress;
+            let mut sent = |p, b| egress.fluid_sent(p, b);
+            for id in 0..fluid.subs.len() as u32 {
+                if fluid.subs[id as usize].live {
+                    fluid.settle(id, now, &mut sent);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::{RngCore, SeedableRng};
+
+    /// A number in 0..n, and a uniform draw in [0, 1).
+    fn below(rng: &mut rand_pcg::Pcg64, n: u64) -> u64 {
+        rng.next_u64() % n
+    }
+
+    fn unit(rng: &mut rand_pcg::Pcg64) -> f64 {
+        (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Links of these capacities in bytes per picosecond.
+    fn links(caps: &[f64]) -> Fluid {
+        Fluid::new(caps.iter().map(|c| (c * 8e12) as u64), 0, None)
+    }
+
+    fn sub(id: u32, over: &[u32]) -> Sub {
+        Sub::new(
+            FlowId(id),
+            QpId(id),
+            1_000_000,
+            f64::INFINITY,
+            over.iter().map(|&r| (r, 1.0)).collect(),
+        )
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    /// The parking lot: a long flow over three links, a short one on each.
+    /// Max-min gives the long one half of the narrowest link and each
+    /// short one the rest of its own.
+    #[test]
+    fn parking_lot() {
+        let mut f = links(&[1.0, 1.0, 1.0]);
+        let long = f.add(sub(0, &[0, 1, 2]), SimTime::ZERO);
+        let short: Vec<u32> = (0..3)
+            .map(|l| f.add(sub(l + 1, &[l]), SimTime::ZERO))
+            .collect();
+        f.share(SimTime::ZERO, |_, _| {});
+        assert!(close(f.rate(long), 0.5));
+        for &s in &short {
+            assert!(close(f.rate(s), 0.5));
+        }
+
+        let mut f = links(&[1.0, 2.0, 3.0]);
+        let long = f.add(sub(0, &[0, 1, 2]), SimTime::ZERO);
+        let short: Vec<u32> = (0..3)
+            .map(|l| f.add(sub(l + 1, &[l]), SimTime::ZERO))
+            .collect();
+        f.share(SimTime::ZERO, |_, _| {});
+        assert!(close(f.rate(long), 0.5));
+        let want = [0.5, 1.5, 2.5];
+        for (&s, &w) in short.iter().zip(&want) {
+            assert!(close(f.rate(s), w), "{} against {w}", f.rate(s));
+        }
+
+        // Two long flows and the first link's short one: a third each
+        // there; the second and third links give their short flows the
+        // rest.
+        let mut f = links(&[1.0, 1.0, 1.0]);
+        let longs = [
+            f.add(sub(0, &[0, 1, 2]), SimTime::ZERO),
+            f.add(sub(1, &[0, 1, 2]), SimTime::ZERO),
+        ];
+        let s1 = f.add(sub(2, &[0]), SimTime::ZERO);
+        let s2 = f.add(sub(3, &[1]), SimTime::ZERO);
+        f.share(SimTime::ZERO, |_, _| {});
+        for l in longs {
+            assert!(close(f.rate(l), 1.0 / 3.0));
+        }
+        assert!(close(f.rate(s1), 1.0 / 3.0));
+        assert!(close(f.rate(s2), 1.0 / 3.0));
+    }
+
+    /// A capped sub-flow keeps its cap; the others share what it leaves.
+    #[test]
+    fn a_cap_leaves_the_rest_to_the_others() {
+        let mut f = links(&[1.0]);
+        let mut capped = sub(0, &[0]);
+        capped.cap = 0.1;
+        let capped = f.add(capped, SimTime::ZERO);
+        let others = [
+            f.add(sub(1, &[0]), SimTime::ZERO),
+            f.add(sub(2, &[0]), SimTime::ZERO),
+        ];
+        f.share(SimTime::ZERO, |_, _| {});
+        assert!(close(f.rate(capped), 0.1));
+        for o in others {
+            assert!(close(f.rate(o), 0.45));
+        }
+    }
+
+    /// Only the component that changed is filled again; the other keeps
+    /// its rates.
+    #[test]
+    fn only_the_component_that_changed_is_shared() {
+        let mut f = links(&[1.0, 1.0]);
+        let a = [
+            f.add(sub(0, &[0]), SimTime::ZERO),
+            f.add(sub(1, &[0]), SimTime::ZERO),
+        ];
+        let b = f.add(sub(2, &[1]), SimTime::ZERO);
+        f.share(SimTime::ZERO, |_, _| {});
+        assert_eq!(f.shared_subs, 3);
+        let c = f.add(sub(3, &[1]), SimTime(10));
+        f.share(SimTime(10), |_, _| {});
+        assert_eq!(f.shared_subs, 3 + 2, "the first link's two were left alone");
+        assert!(close(f.rate(b), 0.5) && close(f.rate(c), 0.5));
+        assert!(close(f.rate(a[0]), 0.5) && close(f.rate(a[1]), 0.5));
+    }
+
+    /// Bytes move at the rates in force, and a sub-flow is due when its
+    /// last byte has left; the ports count exactly its wire bytes.
+    #[test]
+    fn bytes_move_at_the_rates_in_force() {
+        let mut f = links(&[1.0]);
+        let mut counted = 0u64;
+        let a = f.add(sub(0, &[0]), SimTime::ZERO);
+        f.share(SimTime::ZERO, |_, b| counted += b);
+        assert_eq!(f.next_due(), SimTime(1_000_000));
+        // A second sub-flow halfway: both at half rate from then.
+        f.add(sub(1, &[0]), SimTime(500_000));
+        f.share(SimTime(500_000), |_, b| counted += b);
+        assert_eq!(counted, 500_000);
+        assert_eq!(f.next_due(), SimTime(1_500_000));
+        let due = f.due_by(SimTime(1_500_000));
+        assert_eq!(due, vec![a]);
+        let s = f.finish(a, SimTime(1_500_000), &mut |_, b| counted += b);
+        assert_eq!(s.counted, 1_000_000);
+        f.share(SimTime(1_500_000), |_, b| counted += b);
+        // The second has 500,000 left at full rate.
+        assert_eq!(f.next_due(), SimTime(2_000_000));
+    }
+
+    /// Sub-flows coming and going at random over random paths: the
+    /// incremental rates always equal those of filling everything anew.
+    #[test]
+    fn incremental_rates_equal_a_full_recomputation() {
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        let caps: Vec<f64> = (0..24).map(|i| 1.0 + (i % 5) as f64).collect();
+        for _ in 0..20 {
+            let mut f = links(&caps);
+            let mut live: Vec<(u32, Vec<u32>, f64)> = Vec::new();
+            for step in 0..60u64 {
+                let now = SimTime(step * 100);
+                if !live.is_empty() && unit(&mut rng) < 0.4 {
+                    let k = below(&mut rng, live.len() as u64) as usize;
+                    let (id, _, _) = live.swap_remove(k);
+                    f.finish(id, now, &mut |_, _| {});
+                } else {
+                    // Paths within a few groups, so that there are
+                    // several components.
+                    let group = below(&mut rng, 3) as u32 * 8;
+                    let mut over: Vec<u32> = (0..1 + below(&mut rng, 3))
+                        .map(|_| group + below(&mut rng, 8) as u32)
+                        .collect();
+                    over.sort_unstable();
+                    over.dedup();
+                    let cap = if unit(&mut rng) < 0.2 {
+                        0.1 + 1.9 * unit(&mut rng)
+                    } else {
+                        f64::INFINITY
+                    };
+                    let mut s = sub(step as u32, &over);
+                    s.cap = cap;
+                    let id = f.add(s, now);
+                    live.push((id, over, cap));
+                }
+                f.share(now, |_, _| {});
+                let mut full = links(&caps);
+                let ids: Vec<u32> = live
+                    .iter()
+                    .map(|(_, over, cap)| {
+                        let mut s = sub(0, over);
+                        s.cap = *cap;
+                        full.add(s, now)
+                    })
+                    .collect();
+                full.share(now, |_, _| {});
+                for ((id, _, _), full_id) in live.iter().zip(ids) {
+                    assert!(
+                        close(f.rate(*id), full.rate(full_id)),
+                        "{} against {}",
+                        f.rate(*id),
+                        full.rate(full_id)
+                    );
+                }
+            }
+        }
     }
 }

@@ -208,7 +208,11 @@ impl Simulation {
                 queue.push(stop, Event::Storm(i as u32, false));
             }
         }
-        if let Some(every) = scenario.report.sample_interval {
+        // Queues, pauses and QP rates are packet-level series: a fluid
+        // run samples nothing (its ports count their bytes lazily).
+        let flow_level = scenario.fidelity == crate::scenario::Fidelity::Flow;
+        let sample_interval = scenario.report.sample_interval.filter(|_| !flow_level);
+        if let Some(every) = sample_interval {
             queue.push(every, Event::Sample);
         }
         let paths = paths::PathLog::new(
@@ -248,7 +252,7 @@ impl Simulation {
             })
             .collect();
         let series = series::Series::new(
-            scenario.report.sample_interval,
+            sample_interval,
             scenario.report.samples,
             topo.ports.len(),
             scenario.report.sample_qps.min(qps.len()),
@@ -354,6 +358,7 @@ impl Simulation {
             Event::FluidNext => self.fluid_next(),
             Event::FluidRx(q, f) => self.fluid_rx(q, f),
             Event::FluidAck(_, f) => self.qp_acked(f, 0, 0),
+            Event::FluidShare => self.fluid_share(),
         }
     }
 

@@ -188,6 +188,65 @@ impl super::Simulation {
         None
     }
 
+    /// How QP `q`'s data bytes spread over the egress ports on their way
+    /// to `dst`, as shares of them: its static route whole, or, past a
+    /// switch that balances dynamically (DLB, GLB, ALB, spraying), an
+    /// equal share on every member of the equal-cost group, the split
+    /// those balancers aim at and per-packet spraying reaches (the flow
+    /// level's paths, `fluid`). Ports in order of first reach.
+    pub(super) fn qp_split(&self, q: QpId, dst: crate::topology::NicId) -> Vec<(PortId, f64)> {
+        if let Some(route) = self.qp_route(q) {
+            return route.into_iter().map(|p| (p, 1.0)).collect();
+        }
+        let start = self.nics.qp(q).src_port;
+        let pkt = self.nics.probe(q, false);
+        let mut out: Vec<(PortId, f64)> = vec![(start, 1.0)];
+        let mut here: Vec<(PortId, f64)> = vec![(self.topo.port(start).peer, 1.0)];
+        for _ in 0..=self.topo.switches.len() {
+            let mut next: Vec<(PortId, f64)> = Vec::new();
+            let mut add = |p: PortId, share: f64, next: &mut Vec<(PortId, f64)>| {
+                match out.iter_mut().find(|e| e.0 == p) {
+                    Some(e) => e.1 += share,
+                    None => out.push((p, share)),
+                }
+                let at = self.topo.port(p).peer;
+                match next.iter_mut().find(|e| e.0 == at) {
+                    Some(e) => e.1 += share,
+                    None => next.push((at, share)),
+                }
+            };
+            for &(at, share) in &here {
+                let Owner::Switch(s) = self.egress.owner(at) else {
+                    continue;
+                };
+                let routes = &self.routes.switches[s.idx()];
+                let Some(group) =
+                    crate::switch::forward::lookup(routes, dst, self.routes.nic_class[dst.idx()])
+                else {
+                    continue;
+                };
+                match self.egress.switches()[s.idx()]
+                    .balancer
+                    .static_choice(routes, group, &pkt)
+                {
+                    Some(p) => add(p, share, &mut next),
+                    None => {
+                        let members = routes.member_slice(group);
+                        let each = share / members.len() as f64;
+                        for &p in members {
+                            add(p, each, &mut next);
+                        }
+                    }
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            here = next;
+        }
+        out
+    }
+
     /// The switches a QP's data packets traverse (see `qp_route`).
     pub fn qp_path(&self, q: QpId) -> Option<Vec<crate::topology::SwitchId>> {
         let route = self.qp_route(q)?;

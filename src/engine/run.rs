@@ -94,6 +94,7 @@ impl Simulation {
     /// As `run`, stopping early at any of `limits`.
     pub fn run_limited(&mut self, limits: &Limits, progress: impl FnMut(&Progress)) -> StopReason {
         let stop = self.run_to_end(limits, progress);
+        self.fluid_stop();
         self.finish_series();
         stop
     }

@@ -134,6 +134,12 @@ impl Simulation {
         &self.tasks
     }
 
+    /// At flow level: how often rates were shared anew, and over how
+    /// many sub-flows in all (see `fluid`).
+    pub fn fluid_shares(&self) -> Option<(u64, u64)> {
+        self.fluid.as_ref().map(|f| (f.shares, f.shared_subs))
+    }
+
     /// How the run was spread over threads (after a run on more than
     /// one).
     pub fn parallel(&self) -> Option<&super::parallel::ParallelStats> {

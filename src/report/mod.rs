@@ -7,6 +7,7 @@
 //! temporary folder inside the output folder and moved into place only
 //! when all of them were written.
 
+pub mod fidelity;
 pub mod html;
 pub mod pcapng;
 pub mod plots;
@@ -552,6 +553,13 @@ pub struct Perf {
     /// `wall_seconds`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_build_seconds: Option<f64>,
+    /// At flow level: how many times rates were shared anew (once per
+    /// instant at which sub-flows started or ended), and the mean number
+    /// of sub-flows in the components filled each time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fluid_shares: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fluid_mean_component: Option<f64>,
 }
 
 impl Summary {
@@ -998,6 +1006,10 @@ impl Perf {
             cross_partition_frames: multi.map(|p| p.messages),
             partition_events: multi.map_or(Vec::new(), |p| p.events.clone()),
             partition_build_seconds: multi.map(|p| p.build_seconds),
+            fluid_shares: sim.fluid_shares().map(|(n, _)| n),
+            fluid_mean_component: sim
+                .fluid_shares()
+                .map(|(n, subs)| subs as f64 / n.max(1) as f64),
         }
     }
 

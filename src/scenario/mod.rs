@@ -79,6 +79,14 @@ impl Fidelity {
             Fidelity::Flow => "flow",
         }
     }
+
+    pub fn from_name(s: &str) -> Option<Fidelity> {
+        match s {
+            "packet" => Some(Fidelity::Packet),
+            "flow" => Some(Fidelity::Flow),
+            _ => None,
+        }
+    }
 }
 
 /// Inside each server.
@@ -417,13 +425,15 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             if threads > 1 {
                 return refuse(format!("a run on {threads} threads (it runs on one)"));
             }
-            if let Some(a) = switch
-                .balance
-                .specs()
-                .flat_map(|b| b.algos())
-                .find(|&a| a != crate::switch::balance::Algo::Ecmp)
-            {
-                return refuse(format!("balancing other than static ECMP (got {a:?})"));
+            // Dynamic balancers and spraying split a transfer evenly over
+            // the equal-cost members (`Simulation::qp_split`); rules that
+            // pick a balancer per packet, or pin traffic to colours, are
+            // not reduced to a split.
+            if switch.balance.specs().any(|b| !b.select.is_empty()) {
+                return refuse("selective balancing rules (switch.balance select)".into());
+            }
+            if switch.balance.specs().any(|b| !b.policies.is_empty()) {
+                return refuse("TELB path policies".into());
             }
             if !failures.events.is_empty() {
                 return refuse("failures".into());
