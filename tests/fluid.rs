@@ -168,3 +168,61 @@ fn what_the_flow_level_does_not_model_is_refused() {
     let e = error_of(&text, &["simulation.fidelity=\"fluid\""]);
     assert!(e.contains("expected one of packet, flow"), "{e}");
 }
+
+/// A failure on a sub-flow's path stops it (a dead link carries nothing)
+/// until routing reconverges, when it moves to the paths that are left:
+/// one transfer whose spine fails ends exactly the reconvergence delay
+/// later than without the failure, within 3% of the packet level (which
+/// also loses what was on the link and sends it again); a failure off
+/// its path changes nothing.
+#[test]
+fn a_failure_stops_a_sub_flow_until_routing_reconverges() {
+    let text = |spine: u32| {
+        format!(
+            r#"
+[topology]
+kind = "rail-optimized"
+hosts = 8
+gpus_per_host = 1
+hosts_per_leaf = 4
+spines = 2
+nic_speed = "100G"
+uplink_speed = "100G"
+link_delay = "500ns"
+[transport]
+congestion_control = "none"
+rto = "100us"
+[routing]
+reconverge = "50us"
+[[failure]]
+switch = "spine{spine}"
+at = "100us"
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 4
+bytes = "4MB"
+"#
+        )
+    };
+    let (_, healthy) = run_with(&text(0), &[FLOW, "failure=[]"]);
+    let (a, b) = (run_with(&text(0), &[FLOW]).1, run_with(&text(1), &[FLOW]).1);
+    // The transfer's ECMP path crosses one of the two spines.
+    let (on, off) = if a.makespan_ps > b.makespan_ps {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(off.makespan_ps, healthy.makespan_ps);
+    assert_eq!(on.makespan_ps, healthy.makespan_ps + 50_000_000);
+    assert_eq!(on.failures[0].flows_moved, Some(1));
+    let spine = if on.failures[0].target == "spine0" {
+        0
+    } else {
+        1
+    };
+    let (_, packet) = run_with(&text(spine), &[]);
+    let (f, p) = (on.makespan_ps as f64, packet.makespan_ps as f64);
+    assert!((f / p - 1.0).abs() < 0.03, "flow {f} ps, packet {p} ps");
+    assert!(packet.failures[0].lost_packets > 0);
+}

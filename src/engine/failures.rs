@@ -183,6 +183,8 @@ impl Simulation {
                         self.egress.set_rate(p, r);
                     }
                 }
+                let down = self.failures.link_down[l.idx()] > 0;
+                self.fluid_links(&[(link.a, down), (link.b, down)]);
                 continue;
             }
             let n = &mut self.failures.link_down[l.idx()];
@@ -199,6 +201,7 @@ impl Simulation {
                     self.after(p, turn);
                 }
             }
+            self.fluid_links(&[(link.a, down), (link.b, down)]);
         }
         self.failures.unconverged.push(i);
         let t = self.now + self.scenario.failures.reconverge;
@@ -223,6 +226,7 @@ impl Simulation {
             sw.balancer
                 .reroute(&routes0.switches[s], &self.routes.switches[s], &self.topo);
         }
+        self.fluid_reroute();
         let after = self.active_routes();
         // Counted only when every QP still sending follows a static path.
         let moved = before

@@ -214,21 +214,22 @@ impl Fluid {
                 self.subs.len() as u32 - 1
             }
         };
-        let s = &mut self.subs[id as usize];
-        for &(r, _) in &s.uses {
-            let list = &mut self.users[r as usize];
-            s.at.push(list.len() as u32);
-            list.push(id);
-            self.dirty.push(r);
-        }
+        self.attach(id);
         id
     }
 
     /// Sub-flow `id` leaves the network (its bytes are already moved).
     fn remove(&mut self, id: u32) {
+        self.detach(id);
         let s = &mut self.subs[id as usize];
         s.live = false;
         s.gen = s.gen.wrapping_add(1);
+        self.free.push(id);
+    }
+
+    /// Sub-flow `id` stops using its resources; it keeps its list of them.
+    fn detach(&mut self, id: u32) {
+        let s = &mut self.subs[id as usize];
         let (uses, at) = (std::mem::take(&mut s.uses), std::mem::take(&mut s.at));
         for (&(r, _), &pos) in uses.iter().zip(&at) {
             let list = &mut self.users[r as usize];
@@ -240,7 +241,67 @@ impl Fluid {
             }
             self.dirty.push(r);
         }
-        self.free.push(id);
+        self.subs[id as usize].uses = uses;
+    }
+
+    /// Sub-flow `id` uses the resources of its list.
+    fn attach(&mut self, id: u32) {
+        let s = &mut self.subs[id as usize];
+        s.at.clear();
+        for &(r, _) in &s.uses {
+            let list = &mut self.users[r as usize];
+            s.at.push(list.len() as u32);
+            list.push(id);
+            self.dirty.push(r);
+        }
+    }
+
+    /// Resource `r` now carries `cap` (a link down at 0, up again, or
+    /// slower): its sub-flows are shared anew at the next share.
+    pub fn set_cap(&mut self, r: u32, cap: f64) {
+        if self.cap[r as usize] != cap {
+            self.cap[r as usize] = cap;
+            self.dirty.push(r);
+        }
+    }
+
+    /// The live sub-flows: id, QP and transfer.
+    pub fn live(&self) -> Vec<(u32, QpId, FlowId)> {
+        (0..self.subs.len() as u32)
+            .filter(|&i| self.subs[i as usize].live)
+            .map(|i| (i, self.subs[i as usize].qp, self.subs[i as usize].flow))
+            .collect()
+    }
+
+    /// Sub-flow `id` (brought up to `now` first) goes over `ports` from
+    /// now on, with its other resources (PCIe) as they were.
+    fn reroute(
+        &mut self,
+        id: u32,
+        ports: Vec<(u32, f64)>,
+        now: SimTime,
+        sent: &mut impl FnMut(PortId, u64),
+    ) {
+        self.settle(id, now, sent);
+        let n = self.ports;
+        let same = {
+            let old: Vec<(u32, f64)> = self.subs[id as usize]
+                .uses
+                .iter()
+                .copied()
+                .filter(|u| u.0 < n)
+                .collect();
+            old == ports
+        };
+        if same {
+            return;
+        }
+        self.detach(id);
+        let s = &mut self.subs[id as usize];
+        let rest: Vec<(u32, f64)> = s.uses.iter().copied().filter(|u| u.0 >= n).collect();
+        s.uses = ports;
+        s.uses.extend(rest);
+        self.attach(id);
     }
 
     /// Whether a share is owed: sub-flows started or ended since the last.
@@ -620,6 +681,51 @@ impl Simulation {
         let bytes = super::build::share(fl.spec.bytes, fl.n_qps, q.0 - fl.first_qp);
         self.counters.bytes_delivered += bytes;
         self.qp_received(f, 0, 0);
+    }
+
+    /// Links changed (down, back up or slower): each of their ports
+    /// carries its rate now, nothing while down.
+    pub(super) fn fluid_links(&mut self, ports: &[(PortId, bool)]) {
+        let Some(fluid) = self.fluid.as_mut() else {
+            return;
+        };
+        for &(p, down) in ports {
+            let cap = if down {
+                0.0
+            } else {
+                self.topo.port(p).rate.bps() as f64 / 8e12
+            };
+            fluid.set_cap(p.0, cap);
+        }
+        self.fluid_share_later();
+    }
+
+    /// Routing reconverged: every sub-flow on its way takes its QP's
+    /// paths over the new routes (a sub-flow stuck behind a dead link
+    /// until then moves on).
+    pub(super) fn fluid_reroute(&mut self) {
+        let Some(fluid) = self.fluid.as_ref() else {
+            return;
+        };
+        let now = self.now;
+        let live = fluid.live();
+        let mut moves = Vec::with_capacity(live.len());
+        for (id, q, f) in live {
+            let dst = self.flow_mut(f).spec.dst_nic;
+            let ports: Vec<(u32, f64)> = self
+                .qp_split(q, dst)
+                .into_iter()
+                .map(|(p, share)| (p.0, share))
+                .collect();
+            moves.push((id, ports));
+        }
+        let fluid = self.fluid.as_mut().expect("a fluid run");
+        let egress = &mut self.egress;
+        let mut sent = |p, b| egress.fluid_sent(p, b);
+        for (id, ports) in moves {
+            fluid.reroute(id, ports, now, &mut sent);
+        }
+        self.fluid_share_later();
     }
 
     /// The run stops: the ports count what sub-flows still on their way

@@ -435,9 +435,6 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             if switch.balance.specs().any(|b| !b.policies.is_empty()) {
                 return refuse("TELB path policies".into());
             }
-            if !failures.events.is_empty() {
-                return refuse("failures".into());
-            }
             if transport.mrc.is_some() {
                 return refuse("the multipath transport (mrc)".into());
             }
