@@ -637,3 +637,48 @@ fn slurm_ranks_run_each_point_under_srun_as_mpi_ranks() {
         text(&o.stderr)
     );
 }
+
+/// The fidelity is an axis like any other: one sweep screens at flow
+/// level and confirms at packet level, each point's summary saying which
+/// it ran at.
+#[test]
+fn the_fidelity_is_an_axis() {
+    let dir = temp("fidelity");
+    fs::create_dir_all(&dir).unwrap();
+    let base = fs::canonicalize("examples/sweep/balancers-base.toml").unwrap();
+    let file = dir.join("fidelity.toml");
+    fs::write(
+        &file,
+        format!(
+            "base = {:?}\nseeds = [1]\nset = [\"workload.0.bytes=\\\"50KB\\\"\"]\n\
+             [[axis]]\nkey = \"switch.balance.mode\"\nname = \"balancer\"\nvalues = [\"ecmp\", \"spray\"]\n\
+             [[axis]]\nkey = \"simulation.fidelity\"\nname = \"fidelity\"\nvalues = [\"flow\", \"packet\"]\n",
+            base.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = sweep(&file, &out, &["--jobs", "2", "--quiet"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("point,dir,seed,balancer,fidelity,status,"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    for (i, want) in ["ecmp,flow", "ecmp,packet", "spray,flow", "spray,packet"]
+        .iter()
+        .enumerate()
+    {
+        assert!(rows[i].contains(&format!(",1,{want},done,")), "{csv}");
+        let summary = fs::read_to_string(out.join(format!("points/p{i:04}/summary.json"))).unwrap();
+        let fidelity = want.split(',').nth(1).unwrap();
+        assert!(
+            summary.contains(&format!("\"fidelity\": \"{fidelity}\"")),
+            "{summary}"
+        );
+    }
+    let _ = fs::remove_dir_all(dir);
+}

@@ -95,6 +95,15 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
             us(s.sim_time_ps)
         );
     }
+    if s.fidelity == "flow" {
+        o.push_str(
+            "<p class=\"partial\"><strong>Flow level</strong>: transfers moved as fluids at max-min fair rates \
+             on the paths their packets would take. Queues, ECN marks, DCQCN and the other congestion controls, \
+             PFC pauses and losses are not modelled, so the queue, pause and QP tables and the time-series \
+             charts are absent (queues.csv, pfc.csv, qps.csv and ts_*.csv are not written) and their figures \
+             read zero. ACCURACY.md gives this level's error against the packet level.</p>",
+        );
+    }
     headline(&mut o, s);
     o.push_str("<h2>Summary</h2>");
     let _ = write!(o, "<pre>{}</pre>", esc(&super::render(sim, s)));
