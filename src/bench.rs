@@ -14,6 +14,9 @@ pub struct Benchmark {
     pub text: &'static str,
     /// Extra `--set`s of a smoke run, beyond its time limit.
     pub smoke: &'static [&'static str],
+    /// A flow-level run (`simulation.fidelity = "flow"`): one thread
+    /// whatever `--threads` asks, no packets, no queues.csv.
+    pub flow: bool,
 }
 
 pub const BENCHMARKS: &[Benchmark] = &[
@@ -21,21 +24,25 @@ pub const BENCHMARKS: &[Benchmark] = &[
         name: "fat-tree-k8-permutation",
         text: include_str!("../examples/bench/fat-tree-k8-permutation.toml"),
         smoke: &[],
+        flow: false,
     },
     Benchmark {
         name: "fat-tree-k16-permutation",
         text: include_str!("../examples/bench/fat-tree-k16-permutation.toml"),
         smoke: &[],
+        flow: false,
     },
     Benchmark {
         name: "fat-tree-k16-permutation-spray",
         text: include_str!("../examples/bench/fat-tree-k16-permutation-spray.toml"),
         smoke: &[],
+        flow: false,
     },
     Benchmark {
         name: "fat-tree-k8-alltoall",
         text: include_str!("../examples/bench/fat-tree-k8-alltoall.toml"),
         smoke: &[],
+        flow: false,
     },
     Benchmark {
         name: "rail-multipod-1024gpu-allreduce",
@@ -43,17 +50,26 @@ pub const BENCHMARKS: &[Benchmark] = &[
         // The all-reduce begins inside the hosts, over NVLink; a smaller
         // buffer reaches the network within the smoke run.
         smoke: &["workload.0.bytes=\"1MB\""],
+        flow: false,
     },
     Benchmark {
         name: "fat-tree-k32-permutation",
         text: include_str!("../examples/bench/fat-tree-k32-permutation.toml"),
         smoke: &[],
+        flow: false,
     },
     Benchmark {
         name: "rail-multipod-32768gpu-allreduce",
         text: include_str!("../examples/bench/rail-multipod-32768gpu-allreduce.toml"),
         // As for 1,024 GPUs: 256 MB spends its first 250 us on NVLink.
         smoke: &["workload.0.bytes=\"1MB\""],
+        flow: false,
+    },
+    Benchmark {
+        name: "rail-multipod-65536gpu-allreduce-flow",
+        text: include_str!("../examples/bench/rail-multipod-65536gpu-allreduce-flow.toml"),
+        smoke: &["workload.0.bytes=\"1MB\""],
+        flow: true,
     },
 ];
 
@@ -85,7 +101,8 @@ struct Ran {
     files: Vec<Vec<u8>>,
 }
 
-/// Files compared across thread counts.
+/// Files compared across thread counts (a flow-level run writes no
+/// queues.csv: it compares as empty).
 const SAME_FILES: [&str; 4] = ["summary.json", "flows.csv", "links.csv", "queues.csv"];
 
 fn run_once(
@@ -138,7 +155,13 @@ fn run_once(
         summary: read("summary.json")?,
         files: SAME_FILES
             .iter()
-            .map(|f| read_bytes(f))
+            .map(|&f| {
+                if b.flow && f == "queues.csv" {
+                    Ok(Vec::new())
+                } else {
+                    read_bytes(f)
+                }
+            })
             .collect::<Result<_, _>>()?,
     })
 }
@@ -217,6 +240,8 @@ pub fn run(opts: &Options, out: &Path) -> Result<(), String> {
             continue;
         }
         ran += 1;
+        // The flow level runs on one thread.
+        let threads: Vec<u32> = if b.flow { vec![1] } else { threads.clone() };
         let mut best: Vec<Option<Ran>> = threads.iter().map(|_| None).collect();
         let wall = |r: &Ran| r.perf["wall_seconds"].as_f64().unwrap_or(f64::MAX);
         for _ in 0..repeat {

@@ -226,3 +226,35 @@ bytes = "4MB"
     assert!((f / p - 1.0).abs() < 0.03, "flow {f} ps, packet {p} ps");
     assert!(packet.failures[0].lost_packets > 0);
 }
+
+/// The memory estimate that may refuse a run counts no packets and no
+/// time series at flow level, only a sub-flow per QP: a permutation the
+/// packet level is estimated to need tens of MB for is a few MB as
+/// fluids, and the run stays within it.
+#[test]
+fn the_memory_estimate_counts_sub_flows_not_packets() {
+    use fabricsim::engine::MemoryEstimate;
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bench/fat-tree-k8-permutation.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let estimate = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let p = fabricsim::scenario::prepare("k8.toml", &text, &sets).unwrap();
+        MemoryEstimate::of(&p, 0)
+    };
+    let (packet, flow) = (estimate(&[]), estimate(&[FLOW]));
+    assert!(
+        packet.packets > 10_000 && packet.series_bytes > 0,
+        "{packet:?}"
+    );
+    assert_eq!((flow.packets, flow.series_bytes), (0, 0), "{flow:?}");
+    let qps = 128; // one QP per transfer
+    assert_eq!(
+        flow.state_bytes - packet.state_bytes,
+        qps * MemoryEstimate::BYTES_PER_SUBFLOW
+    );
+    assert!(
+        flow.total() * 3 < packet.total(),
+        "{flow:?} against {packet:?}"
+    );
+}

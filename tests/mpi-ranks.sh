@@ -80,6 +80,8 @@ for scenario in $(find examples -name '*.toml' -not -path 'examples/sweep/*' | s
     # Benchmarks cut short, as `bench --smoke` runs them (the all-reduces
     # with 1 MB, so that their traffic reaches the network in time).
     case $scenario in
+    # The flow level runs in one process (more ranks are refused).
+    *-flow.toml) continue ;;
     examples/bench/rail-multipod-*) sets=(--max-sim-time 20us --set 'workload.0.bytes="1MB"') ;;
     examples/bench/*) sets=(--max-sim-time 20us) ;;
     # Training steps (a minute or more each in full) cut as the tests do.

@@ -562,9 +562,7 @@ impl Simulation {
             let q = QpId(first + i);
             let share = super::build::share(bytes, n, i);
             let req = Requester::one(f.0, share, tc.mtu, tc.write_mode);
-            let wire: u64 = (0..req.n_pkts)
-                .map(|p| u64::from(framing.wire_bytes(req.opcode_of(p), req.payload_of(p))))
-                .sum();
+            let wire = super::ideal::message_wire(&req, framing);
             let route = self.route_of(q, dst);
             // Alone, one uncapped QP's share is the whole transfer, whose
             // ideal time the build worked out already.

@@ -27,6 +27,18 @@ use crate::topology::{PortId, Topology};
 use crate::units::SimTime;
 use crate::wire::frame::Framing;
 
+/// Wire bytes of the packets of `req`, which holds one message: its
+/// first and last packet and one middle packet stand for all, since the
+/// middle ones have one opcode and a full payload in every write mode.
+pub fn message_wire(req: &Requester, framing: Framing) -> u64 {
+    let w = |p: u32| u64::from(framing.wire_bytes(req.opcode_of(p), req.payload_of(p)));
+    match req.n_pkts {
+        0 => 0,
+        1 => w(0),
+        n => w(0) + u64::from(n - 2) * w(1) + w(n - 1),
+    }
+}
+
 struct InFlight {
     qp: usize,
     wire: u64,
@@ -188,5 +200,27 @@ fn first_hop_through_pcie(
             started: start,
             order: pkts.len(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::WriteMode;
+
+    /// The first, a middle and the last packet give the same wire bytes as
+    /// every packet summed, in both write modes and at every size class.
+    #[test]
+    fn message_wire_equals_the_sum_over_packets() {
+        let framing = Framing::default();
+        for mode in [WriteMode::FirstMiddleLast, WriteMode::WriteOnly] {
+            for bytes in [0u64, 1, 100, 4000, 4001, 8000, 12_345, 1_000_000] {
+                let r = Requester::one(0, bytes, 4000, mode);
+                let all: u64 = (0..r.n_pkts)
+                    .map(|p| u64::from(framing.wire_bytes(r.opcode_of(p), r.payload_of(p))))
+                    .sum();
+                assert_eq!(message_wire(&r, framing), all, "{mode:?} {bytes} B");
+            }
+        }
     }
 }

@@ -35,6 +35,10 @@ impl MemoryEstimate {
     /// A row of flows.csv (network or NVLink), and of qps.csv.
     pub const BYTES_PER_FLOW_ROW: u64 = 220;
     pub const BYTES_PER_QP_ROW: u64 = 110;
+    /// At flow level, what a QP's sub-flow may hold while its share of a
+    /// transfer moves (`engine::fluid`: its record, its list of links with
+    /// their shares, its place in each link's list of users, heap entries).
+    pub const BYTES_PER_SUBFLOW: u64 = 240;
 
     pub fn total(&self) -> u64 {
         self.loaded_bytes
@@ -84,7 +88,10 @@ impl MemoryEstimate {
         let tasks = p.graph.tasks.len() as u64;
         let frame = mtu + 100;
         let held = p.topology.switches.len() as u64 * sc.switch.buffer_bytes / frame + ports * 4;
-        let series_bytes = if sc.report.sample_interval.is_some() {
+        // A fluid run has no packets and samples no series; each QP may
+        // have a sub-flow instead.
+        let flow_level = sc.fidelity == crate::scenario::Fidelity::Flow;
+        let series_bytes = if sc.report.sample_interval.is_some() && !flow_level {
             // Per port: utilization, marks, CNPs, and a depth and a pause
             // share per used queue; per tracked QP two rates.
             let per_port = 3 + 2 * sc.qos.map.queues_used().count_ones() as u64;
@@ -105,8 +112,13 @@ impl MemoryEstimate {
             state_bytes: qps * Self::BYTES_PER_QP
                 + ports * Self::BYTES_PER_PORT
                 + tasks * Self::BYTES_PER_TASK
-                + pass_state,
-            packets: total.min(held),
+                + pass_state
+                + if flow_level {
+                    qps * Self::BYTES_PER_SUBFLOW
+                } else {
+                    0
+                },
+            packets: if flow_level { 0 } else { total.min(held) },
             series_bytes,
             output_bytes: ((p.flows.len() as u64 + copies + rows) * Self::BYTES_PER_FLOW_ROW)
                 .max(qps * Self::BYTES_PER_QP_ROW),
