@@ -470,15 +470,23 @@ fn new_qp(
     }
 }
 
+/// Ideal completion times of single-QP transfers by size and by their
+/// hops' (rate in bits per second, delay in picoseconds): all such a
+/// transfer's ideal time depends on, and most transfers of a fabric share
+/// them.
+pub(super) type IdealCache = rustc_hash::FxHashMap<(u64, Vec<(u64, u64)>), SimTime>;
+
 impl Simulation {
     /// Each transfer's ideal completion time, and the run's estimate of
     /// link transmissions and events.
     pub(super) fn estimate_and_ideal(&mut self) {
+        let mut cache = std::mem::take(&mut self.ideal_cache);
         for f in 0..self.flows.len() {
-            let (ideal, work) = self.ideal_and_work(&self.flows[f], f as u32);
+            let (ideal, work) = self.ideal_and_work(&self.flows[f], f as u32, &mut cache);
             self.estimate.link_transmissions += work;
             self.flows[f].ideal_fct = ideal;
         }
+        self.ideal_cache = cache;
         self.estimate.link_transmissions += self.pass_work();
         self.estimate.events =
             (self.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
@@ -486,7 +494,12 @@ impl Simulation {
 
     /// Transfer `fl`'s (number `f`) completion time alone on an idle
     /// fabric, and the link transmissions it takes (data and ACKs).
-    pub(super) fn ideal_and_work(&self, fl: &FlowState, f: u32) -> (SimTime, u64) {
+    pub(super) fn ideal_and_work(
+        &self,
+        fl: &FlowState,
+        f: u32,
+        cache: &mut IdealCache,
+    ) -> (SimTime, u64) {
         let ack_every = self.scenario.transport.ack_every.max(1) as u64;
         let (first, n, dst) = (fl.first_qp, fl.n_qps, fl.spec.dst_nic);
         let routes: Vec<Vec<PortId>> = (first..first + n)
@@ -518,15 +531,13 @@ impl Simulation {
                 .collect::<Vec<_>>();
             (bytes, hops)
         });
-        let known = key
-            .as_ref()
-            .and_then(|k| self.ideal_cache.borrow().get(k).copied());
+        let known = key.as_ref().and_then(|k| cache.get(k).copied());
         let mut ideal = match known {
             Some(t) => t,
             None => {
                 let t = ideal::ideal_fct(&self.topo, framing, &reqs, &routes, pcie);
                 if let Some(k) = key {
-                    self.ideal_cache.borrow_mut().insert(k, t);
+                    cache.insert(k, t);
                 }
                 t
             }

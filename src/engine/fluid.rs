@@ -780,27 +780,30 @@ mod tests {
     /// short one the rest of its own.
     #[test]
     fn parking_lot() {
-        let mut f = links(&[1.0, 1.0, 1.0]);
-        let long = f.add(sub(0, &[0, 1, 2]), SimTime::ZERO);
-        let short: Vec<u32> = (0..3)
-            .map(|l| f.add(sub(l + 1, &[l]), SimTime::ZERO))
-            .collect();
-        f.share(SimTime::ZERO, |_, _| {});
-        assert!(close(f.rate(long), 0.5));
-        for &s in &short {
-            assert!(close(f.rate(s), 0.5));
+        // Links of these capacities: the long flow's rate, the short ones'.
+        let rates = |caps: &[f64]| {
+            let mut f = links(caps);
+            let long = f.add(sub(0, &[0, 1, 2]), SimTime::ZERO);
+            let short: Vec<u32> = (0..3)
+                .map(|l| f.add(sub(l + 1, &[l]), SimTime::ZERO))
+                .collect();
+            f.share(SimTime::ZERO, |_, _| {});
+            (
+                f.rate(long),
+                short.iter().map(|&s| f.rate(s)).collect::<Vec<_>>(),
+            )
+        };
+        let (long, short) = rates(&[1.0, 1.0, 1.0]);
+        assert!(close(long, 0.5));
+        for s in short {
+            assert!(close(s, 0.5));
         }
 
-        let mut f = links(&[1.0, 2.0, 3.0]);
-        let long = f.add(sub(0, &[0, 1, 2]), SimTime::ZERO);
-        let short: Vec<u32> = (0..3)
-            .map(|l| f.add(sub(l + 1, &[l]), SimTime::ZERO))
-            .collect();
-        f.share(SimTime::ZERO, |_, _| {});
-        assert!(close(f.rate(long), 0.5));
+        let (long, short) = rates(&[1.0, 2.0, 3.0]);
+        assert!(close(long, 0.5));
         let want = [0.5, 1.5, 2.5];
         for (&s, &w) in short.iter().zip(&want) {
-            assert!(close(f.rate(s), w), "{} against {w}", f.rate(s));
+            assert!(close(s, w), "{s} against {w}");
         }
 
         // Two long flows and the first link's short one: a third each

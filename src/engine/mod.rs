@@ -128,10 +128,6 @@ macro_rules! io {
 }
 use io;
 
-/// A single-QP transfer's size and its hops' (rate in bits per second,
-/// delay in picoseconds): all its ideal completion time depends on.
-type IdealKey = (u64, Vec<(u64, u64)>);
-
 pub struct Simulation {
     now: SimTime,
     queue: EventQueue<Event>,
@@ -175,7 +171,7 @@ pub struct Simulation {
     fluid: Option<Box<fluid::Fluid>>,
     /// Ideal completion times of single-QP transfers by size and by their
     /// hops' rates and delays (`build::ideal_and_work`).
-    ideal_cache: std::cell::RefCell<rustc_hash::FxHashMap<IdealKey, SimTime>>,
+    ideal_cache: build::IdealCache,
     /// How the run was spread over threads, once it has been.
     parallel: Option<parallel::ParallelStats>,
     /// In a partition of a parallel run (`keyed`): the key of the event

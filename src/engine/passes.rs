@@ -348,7 +348,9 @@ impl Simulation {
             return &mut self.flows[f.idx()];
         }
         if !self.passes.live.contains_key(&f.0) {
-            let flow = self.pass_flow(f);
+            let mut cache = std::mem::take(&mut self.ideal_cache);
+            let flow = self.pass_flow(f, &mut cache);
+            self.ideal_cache = cache;
             self.passes
                 .ideal
                 .insert((flow.first_qp, flow.spec.bytes), flow.ideal_fct);
@@ -381,7 +383,7 @@ impl Simulation {
     }
 
     /// A pass message's write, as it starts.
-    fn pass_flow(&self, f: FlowId) -> FlowState {
+    fn pass_flow(&self, f: FlowId, cache: &mut super::build::IdealCache) -> FlowState {
         let g = u64::from(f.0 - self.passes.base_flow);
         let (pass, idx) = self.pass_of(g);
         let p = &self.tasks.graph.passes[pass];
@@ -397,7 +399,7 @@ impl Simulation {
         let mut flow = FlowState::new(spec, first_qp, n_qps, true, pkts);
         flow.ideal_fct = match self.passes.ideal.get(&(first_qp, flow.spec.bytes)) {
             Some(&t) => t,
-            None => self.ideal_and_work(&flow, f.0).0,
+            None => self.ideal_and_work(&flow, f.0, cache).0,
         };
         flow
     }
