@@ -999,6 +999,38 @@ fn compare_measures_the_flow_levels_error_on_the_examples() {
         assert!(pct(name, 5).abs() <= 10.0, "{name} mean FCT: {stdout}");
         assert!(pct(name, 4).abs() <= 10.0, "{name} makespan: {stdout}");
     }
+    // Wrong asks are refused with what was expected, and nothing runs.
+    for (args, want) in [
+        (
+            &["--fidelity", "packet,fluid", "examples/dual-rail.toml"][..],
+            "--fidelity: got \"fluid\"",
+        ),
+        (
+            &[
+                "--markdown",
+                "examples/dual-rail.toml",
+                "examples/rail-only.toml",
+            ][..],
+            "give --fidelity too",
+        ),
+        (
+            &["examples/dual-rail.toml"][..],
+            "compare needs two runs or more",
+        ),
+    ] {
+        let bad = temp("fidelity-bad");
+        let o = fabricsim()
+            .arg("compare")
+            .args(args)
+            .arg("--out")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{args:?}: {e}");
+        assert!(!bad.exists(), "{args:?} ran");
+    }
     // The flow level's report says what it leaves out.
     let page = std::fs::read_to_string(out.join("ecmp-flow").join("report.html")).unwrap();
     assert!(page.contains("Flow level"));
