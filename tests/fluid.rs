@@ -120,6 +120,11 @@ fn spraying_splits_a_transfer_evenly() {
     assert!(hi - lo <= up.len() as u64, "uneven split {up:?}");
     let (a, b) = (flow.makespan_ps as f64, packet.makespan_ps as f64);
     assert!((a / b - 1.0).abs() < 0.1, "flow {a} ps, packet {b} ps");
+    let text = fabricsim::report::render(&fsim, &flow);
+    assert!(
+        text.contains("splits evenly over the equal-cost members"),
+        "{text}"
+    );
     let (_, ecmp) = run_file(&path, &[FLOW, none, "switch.balance.mode=\"ecmp\""]);
     assert!(
         ecmp.makespan_ps as f64 > 1.2 * a,

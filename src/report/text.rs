@@ -104,6 +104,18 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             o,
             "fidelity  flow level: transfers as fluids at max-min fair rates on the packets' paths; no queues, ECN, PFC or losses (no queues.csv, pfc.csv, qps.csv or time series)"
         );
+        let dynamic = sim
+            .scenario()
+            .switch
+            .balance
+            .specs()
+            .any(|b| b.algo != crate::switch::balance::Algo::Ecmp);
+        if dynamic {
+            let _ = writeln!(
+                o,
+                "          past switches that spray or balance dynamically (DLB, GLB, ALB), each transfer splits evenly over the equal-cost members (ACCURACY.md says where that is wrong)"
+            );
+        }
     }
     let _ = writeln!(
         o,
