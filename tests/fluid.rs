@@ -263,3 +263,123 @@ fn the_memory_estimate_counts_sub_flows_not_packets() {
         "{flow:?} against {packet:?}"
     );
 }
+
+const MESSAGES: &str = "simulation.flow_rings=\"messages\"";
+
+/// A ring all-reduce between servers runs as one steady stream per
+/// channel (`engine::streams`): the same collective time as its messages
+/// run one by one as fluids (within 1%), the same rows in flows.csv with
+/// the same messages and bytes, the same bytes delivered, and a small
+/// fraction of the events.
+#[test]
+fn a_ring_between_servers_runs_as_one_stream_per_channel() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/collectives/ring-allreduce.toml");
+    let (s_sim, stream) = run_file(&path, &[FLOW]);
+    let (m_sim, msgs) = run_file(&path, &[FLOW, MESSAGES]);
+    let (a, b) = (
+        stream.collectives[0].time_ps.unwrap() as f64,
+        msgs.collectives[0].time_ps.unwrap() as f64,
+    );
+    assert!((a / b - 1.0).abs() < 0.01, "stream {a} ps, messages {b} ps");
+    assert_eq!(
+        s_sim.fluid_streams(),
+        u64::from(stream.collectives[0].channels)
+    );
+    assert_eq!(m_sim.fluid_streams(), 0);
+    assert_eq!(stream.bytes_delivered, msgs.bytes_delivered);
+    assert!(
+        stream.events * 20 < msgs.events,
+        "{} against {}",
+        stream.events,
+        msgs.events
+    );
+    // flows.csv: one row per connection, with its messages and bytes.
+    let cols = |csv: &str| -> Vec<(String, String, String)> {
+        csv.lines()
+            .skip(1)
+            .map(|l| {
+                let c: Vec<&str> = l.split(',').collect();
+                (
+                    c[2].to_string(),
+                    c[6].to_string(),
+                    c[c.len() - 1].to_string(),
+                )
+            })
+            .collect()
+    };
+    let (sc, mc) = (
+        cols(&common::flows_csv(&s_sim)),
+        cols(&common::flows_csv(&m_sim)),
+    );
+    assert!(!sc.is_empty());
+    assert_eq!(sc, mc);
+}
+
+/// A ring whose steps are short next to their latency (NCCL's step time,
+/// here 20 us, over 64 KB messages) cannot go at its bytes' rate: the
+/// stream keeps the pipeline's window (one message in flight per slice,
+/// a step time apart), so it takes about as long as its messages do,
+/// far longer than its bytes alone would.
+#[test]
+fn a_latency_bound_ring_stream_keeps_its_pipeline_window() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/collectives/ring-allreduce.toml");
+    let sets = [
+        FLOW,
+        "workload.0.bytes=\"2MB\"",
+        "workload.0.step_latency=\"20us\"",
+    ];
+    let (_, stream) = run_file(&path, &sets);
+    let mut with_messages = sets.to_vec();
+    with_messages.push(MESSAGES);
+    let (_, msgs) = run_file(&path, &with_messages);
+    let c = &stream.collectives[0];
+    let (a, b) = (
+        c.time_ps.unwrap() as f64,
+        msgs.collectives[0].time_ps.unwrap() as f64,
+    );
+    assert!((a / b - 1.0).abs() < 0.03, "stream {a} ps, messages {b} ps");
+    // 2 (n - 1) = 30 steps, each at least the step time.
+    assert!(a > 30.0 * 20e6, "{a} ps");
+}
+
+/// Rings inside a server (NVLink) run as streams too: a hierarchical
+/// all-reduce (rings in each server, then across them per rail) at flow
+/// level takes within 3% of its messages' time, in a fraction of the
+/// events.
+#[test]
+fn nvlink_rings_run_as_streams_too() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rail-optimized-pod.toml");
+    let sets = [FLOW, "workload.0.algorithm=\"hierarchical\""];
+    let (s_sim, stream) = run_file(&path, &sets);
+    let mut with_messages = sets.to_vec();
+    with_messages.push(MESSAGES);
+    let (_, msgs) = run_file(&path, &with_messages);
+    let (a, b) = (
+        stream.collectives[0].time_ps.unwrap() as f64,
+        msgs.collectives[0].time_ps.unwrap() as f64,
+    );
+    assert!((a / b - 1.0).abs() < 0.03, "stream {a} ps, messages {b} ps");
+    assert!(s_sim.fluid_streams() > 0);
+    assert!(
+        stream.events * 10 < msgs.events,
+        "{} against {}",
+        stream.events,
+        msgs.events
+    );
+}
+
+/// `flow_rings` takes "streams" or "messages" and nothing else.
+#[test]
+fn flow_rings_is_checked() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/collectives/ring-allreduce.toml"),
+    )
+    .unwrap();
+    let e = error_of(&text, &["simulation.flow_rings=\"fast\""]);
+    assert!(
+        e.contains("simulation.flow_rings") && e.contains("\"fast\""),
+        "{e}"
+    );
+}

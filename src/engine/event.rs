@@ -53,6 +53,9 @@ pub enum Event {
     FluidNext,
     FluidRx(QpId, FlowId),
     FluidAck(QpId, FlowId),
+    /// Flow level: ring pass `p`'s stream starts sending, or its last
+    /// position has all its bytes (`engine::streams`).
+    Stream(u32),
     /// Flow level: rates are shared anew where sub-flows started or
     /// ended, once everything else due at this time is handled.
     FluidShare,
@@ -109,8 +112,9 @@ impl queue::Keyed for Event {
             Event::FluidNext => (21, 0),
             Event::FluidRx(q, _) => (22, q.0),
             Event::FluidAck(q, _) => (23, q.0),
+            Event::Stream(p) => (24, p),
             // The last kind: after every start and end of this instant.
-            Event::FluidShare => (24, 0),
+            Event::FluidShare => (25, 0),
         };
         debug_assert!(id < 1 << KEY_ID_BITS, "{self:?}: id past the key's bits");
         kind << KEY_ID_BITS | id

@@ -95,10 +95,13 @@ pub struct Sub {
     at: Vec<u32>,
     /// From its last byte leaving to its receiver having it, and on to
     /// the acknowledgement.
-    latency: SimTime,
+    pub(super) latency: SimTime,
     ack_latency: SimTime,
     gen: u32,
     live: bool,
+    /// The ring pass whose stream it is (`engine::streams`), or
+    /// `u32::MAX` for a QP's share of a transfer.
+    pub(super) pass: u32,
 }
 
 impl Sub {
@@ -120,6 +123,7 @@ impl Sub {
             ack_latency: SimTime::ZERO,
             gen: 0,
             live: false,
+            pass: u32::MAX,
         }
     }
 }
@@ -265,11 +269,15 @@ impl Fluid {
         }
     }
 
-    /// The live sub-flows: id, QP and transfer.
-    pub fn live(&self) -> Vec<(u32, QpId, FlowId)> {
+    /// The live sub-flows: id, QP, transfer, and the ring pass whose
+    /// stream it is (`u32::MAX` for none).
+    pub fn live(&self) -> Vec<(u32, QpId, FlowId, u32)> {
         (0..self.subs.len() as u32)
             .filter(|&i| self.subs[i as usize].live)
-            .map(|i| (i, self.subs[i as usize].qp, self.subs[i as usize].flow))
+            .map(|i| {
+                let s = &self.subs[i as usize];
+                (i, s.qp, s.flow, s.pass)
+            })
             .collect()
     }
 
@@ -618,7 +626,7 @@ impl Simulation {
 
     /// Rates are shared anew once the current instant's other events are
     /// handled (`Event::FluidShare` is the last kind due at a time).
-    fn fluid_share_later(&mut self) {
+    pub(super) fn fluid_share_later(&mut self) {
         let fluid = self.fluid.as_mut().expect("a fluid run");
         if !fluid.pending && fluid.changed() {
             fluid.pending = true;
@@ -665,6 +673,10 @@ impl Simulation {
         self.fluid_share_later();
         self.fluid_next_event();
         for s in done {
+            if s.pass != u32::MAX {
+                self.stream_sent(s.pass);
+                continue;
+            }
             self.flow_sent(s.flow);
             let at = now + s.latency;
             self.queue.push(at, Event::FluidRx(s.qp, s.flow));
@@ -708,7 +720,11 @@ impl Simulation {
         let now = self.now;
         let live = fluid.live();
         let mut moves = Vec::with_capacity(live.len());
-        for (id, q, f) in live {
+        for (id, q, f, pass) in live {
+            if pass != u32::MAX {
+                moves.push((id, self.stream_ports(pass)));
+                continue;
+            }
             let dst = self.flow_mut(f).spec.dst_nic;
             let ports: Vec<(u32, f64)> = self
                 .qp_split(q, dst)

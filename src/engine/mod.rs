@@ -42,6 +42,7 @@ mod lossless;
 pub mod paths;
 pub mod queue;
 pub mod series;
+mod streams;
 pub mod tasks;
 
 use crate::cache::prefetch_read;
@@ -169,6 +170,8 @@ pub struct Simulation {
     part: Option<Box<parallel::Part>>,
     /// The flow-level network, in a `fidelity = "flow"` run.
     fluid: Option<Box<fluid::Fluid>>,
+    /// At flow level, ring passes run as steady streams.
+    streams: streams::Streams,
     /// Ideal completion times of single-QP transfers by size and by their
     /// hops' rates and delays (`build::ideal_and_work`).
     ideal_cache: build::IdealCache,
@@ -294,6 +297,7 @@ impl Simulation {
             finish_total: 0,
             part: None,
             fluid: None,
+            streams: Default::default(),
             ideal_cache: Default::default(),
             parallel: None,
             handling: 0,
@@ -309,6 +313,7 @@ impl Simulation {
             let rates = sim.topo.ports.iter().map(|p| p.rate.bps());
             let fluid = fluid::Fluid::new(rates, sim.topo.gpus.len(), pcie);
             sim.fluid = Some(Box::new(fluid));
+            sim.set_up_streams();
         }
         sim.finish_total = sim.flows.len() as u64 + sim.passes.net_messages;
         sim.estimate_and_ideal();
@@ -363,6 +368,7 @@ impl Simulation {
             Event::FluidRx(q, f) => self.fluid_rx(q, f),
             Event::FluidAck(_, f) => self.qp_acked(f, 0, 0),
             Event::FluidShare => self.fluid_share(),
+            Event::Stream(p) => self.stream_event(p),
         }
     }
 

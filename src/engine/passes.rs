@@ -42,7 +42,7 @@ pub struct PassFlows {
     /// Ideal completion times by first QP and size (a connection's
     /// messages have a few sizes).
     #[serde(skip)]
-    ideal: HashMap<(u32, u64), SimTime>,
+    pub(super) ideal: HashMap<(u32, u64), SimTime>,
 }
 
 struct Live {
@@ -112,6 +112,11 @@ impl PassFlows {
     /// Transfers in flight.
     pub fn live(&self) -> impl Iterator<Item = &FlowState> {
         self.live.values().map(|l| &l.flow)
+    }
+
+    /// The row of pass `pass`'s first connection.
+    pub(super) fn row_at(&self, pass: usize) -> usize {
+        self.row_of[pass] as usize
     }
 
     /// Adds another partition's rows (each half of a message is added in
@@ -194,7 +199,7 @@ impl Simulation {
     /// The mean unloaded latency of pass `pi`'s network hops: each
     /// link's propagation and one full frame's time on it, over its
     /// connection's first path.
-    fn unloaded_net_hop(&self, pi: usize) -> SimTime {
+    pub(super) fn unloaded_net_hop(&self, pi: usize) -> SimTime {
         let pass = &self.tasks.graph.passes[pi];
         let frame = u64::from(self.scenario.transport.mtu);
         let (mut sum, mut n) = (0u64, 0u64);
@@ -243,6 +248,10 @@ impl Simulation {
 
     /// Position `pos` of pass `pass` enters it.
     pub(super) fn pass_enter(&mut self, pass: u32, pos: u32) {
+        if self.streamed(pass) {
+            self.stream_enter(pass, pos);
+            return;
+        }
         let mut out = Released::default();
         self.tasks.graph.passes[pass as usize].enter(pos, &mut out);
         self.pass_released(pass as usize, out, true);
@@ -250,7 +259,7 @@ impl Simulation {
 
     /// Starts what a pass released (a position's first messages, when it
     /// `entered`) and ends the parts it says are done.
-    fn pass_released(&mut self, pass: usize, out: Released, entered: bool) {
+    pub(super) fn pass_released(&mut self, pass: usize, out: Released, entered: bool) {
         for idx in out.send {
             self.pass_send(pass, idx, entered);
         }

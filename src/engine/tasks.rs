@@ -572,7 +572,10 @@ impl Simulation {
     pub(super) fn nvlink_event(&mut self, host: u32, gen: u32) {
         let latency = self.tasks.nvlink.latency;
         let (done, next) = self.tasks.nvlink.on_event(host as usize, gen, self.now);
-        for t in done {
+        for pass in done.streams {
+            self.stream_copied(pass);
+        }
+        for t in done.tasks {
             if self.passes.is_pass_task(t) {
                 // Pass tasks are numbered past what an event's key holds:
                 // the host's copies land in order.
@@ -617,12 +620,29 @@ struct Copy {
     dst: u32,
     left: f64,
     rate: f64,
+    /// Its rate cap (infinite for none), and the ring pass whose stream
+    /// it is part of (`engine::streams`; `u32::MAX` for a task's copy).
+    cap: f64,
+    stream: u32,
+}
+
+/// What an NVLink event finished: copies of tasks, and a copy of each of
+/// these streams (`engine::streams`).
+#[derive(Debug, Default)]
+pub struct Finished {
+    pub tasks: Vec<u32>,
+    pub streams: Vec<u32>,
 }
 
 impl Nvlink {
     /// `bytes_per_s`: what one GPU sends (and receives) per second.
     /// How long a copy of `bytes` takes alone on idle NVLink, latency
     /// included: the ideal of an NVLink row in flows.csv.
+    /// Bytes per picosecond a GPU sends (and receives).
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
     pub fn alone(&self, bytes: u64) -> SimTime {
         SimTime((bytes as f64 / self.rate).ceil() as u64) + self.latency
     }
@@ -647,6 +667,44 @@ impl Nvlink {
         bytes: u64,
         now: SimTime,
     ) -> Option<(SimTime, u32)> {
+        self.add_copy(
+            host,
+            (task, u32::MAX),
+            (src, dst),
+            bytes,
+            f64::INFINITY,
+            now,
+        )
+    }
+
+    /// Starts copies of a ring pass's stream, each of `bytes` between
+    /// the local GPUs of a pair, at most `cap` bytes per picosecond each;
+    /// returns when (and under which generation) the host's next copy
+    /// finishes.
+    pub fn add_stream(
+        &mut self,
+        host: usize,
+        pass: u32,
+        pairs: &[(u32, u32, u64)],
+        cap: f64,
+        now: SimTime,
+    ) -> Option<(SimTime, u32)> {
+        let mut next = None;
+        for &(src, dst, bytes) in pairs {
+            next = self.add_copy(host, (u32::MAX, pass), (src, dst), bytes, cap, now);
+        }
+        next
+    }
+
+    fn add_copy(
+        &mut self,
+        host: usize,
+        (task, stream): (u32, u32),
+        (src, dst): (u32, u32),
+        bytes: u64,
+        cap: f64,
+        now: SimTime,
+    ) -> Option<(SimTime, u32)> {
         self.bytes += bytes;
         let h = &mut self.hosts[host];
         h.advance(now);
@@ -656,6 +714,8 @@ impl Nvlink {
             dst,
             left: bytes as f64,
             rate: 0.0,
+            cap,
+            stream,
         });
         h.share(self.rate);
         h.next(now)
@@ -668,18 +728,20 @@ impl Nvlink {
         host: usize,
         gen: u32,
         now: SimTime,
-    ) -> (Vec<u32>, Option<(SimTime, u32)>) {
+    ) -> (Finished, Option<(SimTime, u32)>) {
         let h = &mut self.hosts[host];
+        let mut done = Finished::default();
         if gen != h.gen {
-            return (Vec::new(), None);
+            return (done, None);
         }
         h.advance(now);
-        let mut done = Vec::new();
         // Less than a byte left is done (the event time was rounded up).
         h.copies.retain(|c| {
             let over = c.left < 1.0;
-            if over {
-                done.push(c.task);
+            if over && c.stream != u32::MAX {
+                done.streams.push(c.stream);
+            } else if over {
+                done.tasks.push(c.task);
             }
             !over
         });
@@ -716,10 +778,17 @@ impl HostCopies {
                 users[c.src as usize] += 1;
                 users[g + c.dst as usize] += 1;
             }
+            let capped = self
+                .copies
+                .iter()
+                .zip(&fixed)
+                .filter(|(_, f)| !**f)
+                .map(|(c, _)| c.cap)
+                .fold(f64::INFINITY, f64::min);
             let best = (0..2 * g)
                 .filter(|&r| users[r] > 0)
                 .map(|r| cap[r] / users[r] as f64)
-                .fold(f64::INFINITY, f64::min);
+                .fold(capped, f64::min);
             if best == f64::INFINITY {
                 break;
             }
@@ -727,7 +796,10 @@ impl HostCopies {
             let now_fixed: Vec<usize> = (0..self.copies.len())
                 .filter(|&i| {
                     let c = &self.copies[i];
-                    !fixed[i] && (tight(c.src as usize) || tight(g + c.dst as usize))
+                    !fixed[i]
+                        && (tight(c.src as usize)
+                            || tight(g + c.dst as usize)
+                            || c.cap <= best * (1.0 + 1e-12))
                 })
                 .collect();
             for i in now_fixed {
@@ -766,7 +838,7 @@ mod tests {
         let (at, gen) = n.add(0, 7, 0, 1, 1000, SimTime::ZERO).unwrap();
         assert_eq!(at, SimTime(1000));
         let (done, next) = n.on_event(0, gen, at);
-        assert_eq!(done, vec![7]);
+        assert_eq!(done.tasks, vec![7]);
         assert!(next.is_none());
     }
 
@@ -780,14 +852,31 @@ mod tests {
         let (at, gen) = n.add(0, 3, 3, 4, 1000, SimTime::ZERO).unwrap();
         assert_eq!(at, SimTime(1000), "copy 3 runs alone at full rate");
         let (done, next) = n.on_event(0, gen, at);
-        assert_eq!(done, vec![3]);
+        assert_eq!(done.tasks, vec![3]);
         // Copies 1 and 2 moved 500 each; 1 finishes at 2000.
         let (at, gen) = next.unwrap();
         assert_eq!(at, SimTime(2000));
         let (done, next) = n.on_event(0, gen, at);
-        assert_eq!(done, vec![1]);
+        assert_eq!(done.tasks, vec![1]);
         // Copy 2 has 2000 left, alone at full rate.
         assert_eq!(next.unwrap().0, SimTime(4000));
+    }
+
+    /// A stream's copies run at most at their cap and leave the rest of
+    /// a GPU's rate to the others; they come back as the stream's, not as
+    /// tasks.
+    #[test]
+    fn capped_stream_copies_leave_the_rest_to_others() {
+        let mut n = nv();
+        // Stream 9: copies 0 -> 1 and 1 -> 2 at most 0.25 byte/ps.
+        n.add_stream(0, 9, &[(0, 1, 500), (1, 2, 500)], 0.25, SimTime::ZERO);
+        // A task's copy out of GPU 0 gets the 0.75 left.
+        let (at, gen) = n.add(0, 4, 0, 3, 1500, SimTime::ZERO).unwrap();
+        assert_eq!(at, SimTime(2000), "both finish at 2000 ps");
+        let (done, next) = n.on_event(0, gen, at);
+        assert_eq!(done.tasks, vec![4]);
+        assert_eq!(done.streams, vec![9, 9]);
+        assert!(next.is_none());
     }
 
     /// A stale event (the host changed since) does nothing.
@@ -797,6 +886,6 @@ mod tests {
         let (_, g1) = n.add(0, 1, 0, 1, 1000, SimTime::ZERO).unwrap();
         n.add(0, 2, 1, 0, 1000, SimTime(10));
         let (done, next) = n.on_event(0, g1, SimTime(1000));
-        assert!(done.is_empty() && next.is_none());
+        assert!(done.tasks.is_empty() && next.is_none());
     }
 }

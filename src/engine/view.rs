@@ -140,6 +140,11 @@ impl Simulation {
         self.fluid.as_ref().map(|f| (f.shares, f.shared_subs))
     }
 
+    /// At flow level: ring passes run as steady streams (`streams`).
+    pub fn fluid_streams(&self) -> u64 {
+        self.streams.started
+    }
+
     /// How the run was spread over threads (after a run on more than
     /// one).
     pub fn parallel(&self) -> Option<&super::parallel::ParallelStats> {

@@ -560,6 +560,10 @@ pub struct Perf {
     pub fluid_shares: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fluid_mean_component: Option<f64>,
+    /// At flow level: ring passes run as one steady stream each
+    /// (`simulation.flow_rings = "streams"`) instead of message by message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fluid_streams: Option<u64>,
 }
 
 impl Summary {
@@ -1010,6 +1014,7 @@ impl Perf {
             fluid_mean_component: sim
                 .fluid_shares()
                 .map(|(n, subs)| subs as f64 / n.max(1) as f64),
+            fluid_streams: sim.fluid_shares().map(|_| sim.fluid_streams()),
         }
     }
 

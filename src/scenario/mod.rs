@@ -48,6 +48,8 @@ pub struct Scenario {
     pub threads: u32,
     /// Packets (the default) or fluids on the same paths (`engine::fluid`).
     pub fidelity: Fidelity,
+    /// At flow level: how ring passes between servers run.
+    pub flow_rings: FlowRings,
     pub topology: TopologySpec,
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
@@ -87,6 +89,18 @@ impl Fidelity {
             _ => None,
         }
     }
+}
+
+/// At flow level, how a ring pass whose hops all cross the network runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum FlowRings {
+    /// One steady stream per ring for all its bytes, at the rate its
+    /// slowest hop allows, with the pipeline's fill and drain added
+    /// (`engine::streams`).
+    #[default]
+    Streams,
+    /// Message by message, as the packet level sends them.
+    Messages,
 }
 
 /// Inside each server.
@@ -415,6 +429,16 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             &[("packet", Fidelity::Packet), ("flow", Fidelity::Flow)],
             Fidelity::Packet,
         )?;
+        // Read at either fidelity, so that one scenario runs at both.
+        let flow_rings = values::choice(
+            sim.and_then(|s| s.flow_rings.as_deref()),
+            &sp.key("flow_rings"),
+            &[
+                ("streams", FlowRings::Streams),
+                ("messages", FlowRings::Messages),
+            ],
+            FlowRings::Streams,
+        )?;
         if fidelity == Fidelity::Flow {
             let refuse = |why: String| {
                 Err(KeyError::new(
@@ -446,6 +470,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             max_sim_time,
             threads,
             fidelity,
+            flow_rings,
             topology: tspec,
             switch,
             transport,

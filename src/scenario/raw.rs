@@ -157,6 +157,7 @@ pub struct RawSimulation {
     pub max_sim_time: Option<Value>,
     pub threads: Option<i64>,
     pub fidelity: Option<String>,
+    pub flow_rings: Option<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -248,6 +248,44 @@ impl Pass {
             }
     }
 
+    /// A ring pass's steps and slices (`None` for any other shape).
+    pub fn ring_steps(&self) -> Option<(u32, u32)> {
+        match &self.shape {
+            Shape::Ring(r) => Some((r.steps, r.slices)),
+            _ => None,
+        }
+    }
+
+    /// Over the messages connection `c` of a ring pass carries, the sum
+    /// of `f` of their sizes, without going through the steps (zero-byte
+    /// ones included: `f(0)` should be 0). 0 for any other shape.
+    pub fn over_ring_messages(&self, c: u32, f: impl Fn(u64) -> u64) -> u64 {
+        let Shape::Ring(r) = &self.shape else {
+            return 0;
+        };
+        let slices = u64::from(r.slices);
+        r.over_steps(self.order.len() as u64, c, |block| {
+            (0..slices).map(|j| f(share(block, slices, j))).sum()
+        })
+    }
+
+    /// The sizes a ring pass's messages with bytes may have, smallest
+    /// first (a few: its blocks differ by a byte, and so do their slices).
+    pub fn ring_sizes(&self) -> Vec<u64> {
+        let Shape::Ring(r) = &self.shape else {
+            return Vec::new();
+        };
+        let (n, slices) = (self.order.len() as u64, u64::from(r.slices));
+        let mut sizes: Vec<u64> = [r.data / n, r.data / n + 1]
+            .into_iter()
+            .flat_map(|b| [b / slices, b / slices + 1])
+            .filter(|&m| m > 0)
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    }
+
     /// Its shape as NCCL's latency model sees it.
     pub fn step_shape(&self) -> crate::workload::tuner::StepShape {
         use crate::workload::tuner::StepShape;
