@@ -185,6 +185,7 @@ impl Simulation {
                     .graph
                     .passes
                     .iter()
+                    .filter(|p| !p.streamed)
                     .map(|p| p.messages())
                     .sum::<u64>()
                 < u64::from(u32::MAX)

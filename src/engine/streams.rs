@@ -83,23 +83,13 @@ struct Stream {
 
 impl Simulation {
     /// Which passes run as streams: at flow level with `flow_rings =
-    /// "streams"`, ring passes whose every connection is a network write
-    /// that carries bytes.
+    /// "streams"`, ring passes whose connections all copy over NVLink or
+    /// all write over the network, each carrying bytes.
     pub(super) fn set_up_streams(&mut self) {
-        let on =
-            self.fluid.is_some() && self.scenario.flow_rings == crate::scenario::FlowRings::Streams;
         let passes = &self.tasks.graph.passes;
-        self.streams.streamed = passes
-            .iter()
-            .enumerate()
-            .map(|(pi, p)| {
-                let net = p.conns.iter().enumerate().all(|(c, conn)| {
-                    matches!(conn.via, Via::Net { .. }) && self.passes.first_qp[pi][c] != u32::MAX
-                });
-                let local = p.conns.iter().all(|c| c.via == Via::Local);
-                on && p.ring_steps().is_some() && p.order.len() > 1 && (net || local)
-            })
-            .collect();
+        // The workload made them so (`Pass::can_stream`), numbering no
+        // messages for them.
+        self.streams.streamed = passes.iter().map(|p| p.streamed).collect();
         // A collective's channels are consecutive passes over the same
         // GPUs, each on connections of its own: the next collective over
         // them takes the first channel's connections again.

@@ -411,18 +411,6 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             pcie_bytes_per_s: host.pcie_bytes_per_s,
             arch: workload::tuner::Arch::Hopper,
         };
-        let expanded = workload::expand(&workloads, &topology, &routes, &streams, tuning)?;
-        let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
-        if qps > workload::MAX_QPS as u64 {
-            return Err(KeyError::new(
-                &root.key("workload"),
-                format!(
-                    "the workloads open {qps} QPs; at most {} are supported (use fewer qps per transfer or fewer transfers)",
-                    workload::MAX_QPS
-                ),
-            ));
-        }
-        let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
         let fidelity = values::choice(
             sim.and_then(|s| s.fidelity.as_deref()),
             &sp.key("fidelity"),
@@ -439,6 +427,28 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             ],
             FlowRings::Streams,
         )?;
+        // At flow level, rings may run as streams, whose messages are
+        // not numbered.
+        let stream_rings = fidelity == Fidelity::Flow && flow_rings == FlowRings::Streams;
+        let expanded = workload::expand(
+            &workloads,
+            &topology,
+            &routes,
+            &streams,
+            tuning,
+            stream_rings,
+        )?;
+        let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
+        if qps > workload::MAX_QPS as u64 {
+            return Err(KeyError::new(
+                &root.key("workload"),
+                format!(
+                    "the workloads open {qps} QPs; at most {} are supported (use fewer qps per transfer or fewer transfers)",
+                    workload::MAX_QPS
+                ),
+            ));
+        }
+        let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
         if fidelity == Fidelity::Flow {
             let refuse = |why: String| {
                 Err(KeyError::new(

@@ -797,13 +797,18 @@ fn ring_pass(
     let messages = (steps as u64)
         .checked_mul(n as u64)
         .and_then(|m| m.checked_mul(slices));
-    if messages.is_none_or(|m| m > MAX_PASS_MESSAGES) {
+    let (Ok(steps), Ok(slices), Some(messages)) =
+        (u32::try_from(steps), u32::try_from(slices), messages)
+    else {
         return Err(passes_too_many());
-    }
-    let (steps, slices) = (steps as u32, slices as u32);
+    };
     let order = order.to_vec();
     let base = e.base(order, ch);
-    let pass = Pass::ring(base, data, steps, slices, &mut e.router())?;
+    let mut pass = Pass::ring(base, data, steps, slices, &mut e.router())?;
+    pass.streamed = e.graph.stream_rings && pass.can_stream();
+    if !pass.streamed && messages > MAX_PASS_MESSAGES {
+        return Err(passes_too_many());
+    }
     add_pass(e, pass, ready)
 }
 
@@ -811,7 +816,8 @@ fn ring_pass(
 /// their GPU's gate); returns the task that ends each position's part.
 fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, String> {
     let n = pass.positions();
-    let messages = pass.messages();
+    // A stream's messages are never made, and need no numbers.
+    let messages = if pass.streamed { 0 } else { pass.messages() };
     if e.graph.pass_messages + messages > MAX_PASS_MESSAGES {
         return Err(passes_too_many());
     }

@@ -92,6 +92,9 @@ pub struct GraphBuilder {
     pub passes: Vec<Pass>,
     /// Messages the passes number so far.
     pub pass_messages: u64,
+    /// Ring passes that can run as one stream do, and number no messages
+    /// (a flow-level run with `flow_rings = "streams"`).
+    pub stream_rings: bool,
 }
 
 impl GraphBuilder {

@@ -239,9 +239,11 @@ pub fn expand(
     routes: &Routes,
     streams: &Streams,
     host: tuner::Host,
+    stream_rings: bool,
 ) -> Result<Expanded, KeyError> {
     let mut flows = Vec::new();
     let mut graph = graph::GraphBuilder::default();
+    graph.stream_rings = stream_rings;
     let mut collectives = Vec::new();
     let mut jobs = Vec::new();
     let mut tasks_from = Vec::with_capacity(workloads.len());

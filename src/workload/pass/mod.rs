@@ -101,6 +101,9 @@ pub struct Pass {
     pub exit: Vec<u32>,
     /// The number of its first message among every pass of the run.
     pub first: u64,
+    /// At flow level, it runs as one steady stream (`engine::streams`)
+    /// and its messages take no numbers (the next pass's first is its).
+    pub streamed: bool,
     /// Software time of its steps (NCCL's kernel, proxy and flags, which
     /// the wire does not show): a message goes this long after what
     /// released it, and a position's first ones the launch time later.
@@ -218,6 +221,7 @@ impl Base {
             enter: Vec::new(),
             exit: Vec::new(),
             first: self.first,
+            streamed: false,
             latency: StepTimes::default(),
             entered: vec![false; n],
             finished: vec![false; n],
@@ -246,6 +250,18 @@ impl Pass {
                 Shape::Chain(c) => n * 4 + n * u64::from(c.slices),
                 Shape::AllToAll(_) => n * 8,
             }
+    }
+
+    /// Whether it can run as one steady stream: a ring of two positions
+    /// or more whose connections all copy over NVLink inside one host, or
+    /// all write over the network and each carries bytes.
+    pub fn can_stream(&self) -> bool {
+        let local = self.conns.iter().all(|c| c.via == Via::Local);
+        let net =
+            self.conns.iter().enumerate().all(|(c, conn)| {
+                matches!(conn.via, Via::Net { .. }) && self.sends_on(c as u32) > 0
+            });
+        self.ring_steps().is_some() && self.order.len() > 1 && (local || net)
     }
 
     /// A ring pass's steps and slices (`None` for any other shape).
