@@ -884,7 +884,7 @@ fn nccl_prints_the_tuners_picks_by_size() {
     );
 }
 
-/// `compare --fidelity packet,flow` on every example small enough: each
+/// `compare --fidelity packet,flow` on 42 examples: each
 /// runs at both fidelities and gets its error row. The errors that
 /// `ACCURACY.md` gives as within the targets stay there: a
 /// collective's and a training iteration's time within 5% where NCCL's
@@ -931,6 +931,8 @@ fn compare_measures_the_flow_levels_error_on_the_examples() {
         "load-balancing/spray",
         "load-balancing/symmetric-ecmp",
         "load-balancing/weighted-resilient-ecmp",
+        "load-balancing/selective-spray",
+        "load-balancing/telb",
         "lossless/incast",
         "lossless/pfc-deadlock",
         "lossless/traffic-classes",

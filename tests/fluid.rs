@@ -159,15 +159,9 @@ fn what_the_flow_level_does_not_model_is_refused() {
         e.contains("simulation.fidelity") && e.contains("2 threads"),
         "{e}"
     );
-    let e = error_of(
-        &text,
-        &[
-            FLOW,
-            "switch.balance.select=[{ qp = [0, 0], mode = \"spray\" }]",
-        ],
-    );
+    let e = error_of(&text, &[FLOW, "transport.mrc.paths=4"]);
     assert!(
-        e.contains("simulation.fidelity") && e.contains("selective balancing rules"),
+        e.contains("simulation.fidelity") && e.contains("multipath transport"),
         "{e}"
     );
     let e = error_of(&text, &["simulation.fidelity=\"fluid\""]);
@@ -381,5 +375,81 @@ fn flow_rings_is_checked() {
     assert!(
         e.contains("simulation.flow_rings") && e.contains("\"fast\""),
         "{e}"
+    );
+}
+
+/// Bytes into each spine, from links.csv.
+fn into_spines(sim: &fabricsim::engine::Simulation) -> (u64, u64) {
+    let mut out = Vec::new();
+    fabricsim::report::tables::links_csv(sim, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let mut by = (0, 0);
+    for l in text.lines().skip(1) {
+        let c: Vec<&str> = l.split(',').collect();
+        let bytes: u64 = c[5].parse().unwrap();
+        match c[2] {
+            "spine0" => by.0 += bytes,
+            "spine1" => by.1 += bytes,
+            _ => {}
+        }
+    }
+    by
+}
+
+/// TELB colours pin traffic at flow level as at the packet level: the
+/// example's policies (tenant 1 to spine0, tenant 2 to spine1) end within
+/// 1% of the packet level without congestion control; with both tenants
+/// pinned to spine0, spine1 carries nothing and both levels take longer
+/// alike. A selective rule that sprays every QP splits the bytes evenly
+/// over the spines.
+#[test]
+fn telb_colours_and_selective_rules_hold_at_flow_level() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/load-balancing/telb.toml");
+    let none = "transport.congestion_control=\"none\"";
+    let (_, flow) = run_file(&path, &[FLOW, none]);
+    let (_, packet) = run_file(&path, &[none]);
+    let (a, b) = (flow.makespan_ps as f64, packet.makespan_ps as f64);
+    assert!((a / b - 1.0).abs() < 0.01, "flow {a} ps, packet {b} ps");
+    let blue = "switch.balance.policy=[{ tenant = [1], color = \"blue\" }, { tenant = [2], color = \"blue\" }]";
+    let (f_sim, flow_blue) = run_file(&path, &[FLOW, none, blue]);
+    let (p_sim, packet_blue) = run_file(&path, &[none, blue]);
+    let (s0, s1) = into_spines(&f_sim);
+    assert!(s0 > 16_000_000 && s1 == 0, "{s0} {s1}");
+    assert_eq!(into_spines(&p_sim).1, 0);
+    let (a, b) = (flow_blue.makespan_ps as f64, packet_blue.makespan_ps as f64);
+    assert!(
+        a > 1.5 * flow.makespan_ps as f64,
+        "{a} against {}",
+        flow.makespan_ps
+    );
+    assert!((a / b - 1.0).abs() < 0.02, "flow {a} ps, packet {b} ps");
+    // One transfer between two leaves: hashed onto one spine, or sprayed
+    // over both by a selective rule that names its QP.
+    let one = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 2
+gpus_per_host = 1
+hosts_per_leaf = 1
+spines = 2
+nic_speed = "100G"
+uplink_speed = "100G"
+[transport]
+congestion_control = "none"
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "4MB"
+"#;
+    let (sim, _) = common::run_with(one, &[FLOW]);
+    let (s0, s1) = into_spines(&sim);
+    assert!(s0.min(s1) == 0 && s0.max(s1) > 4_000_000, "{s0} {s1}");
+    let spray = "switch.balance.select=[{ qp = [0, 65535], mode = \"spray\" }]";
+    let (sim, _) = common::run_with(one, &[FLOW, spray]);
+    let (s0, s1) = into_spines(&sim);
+    assert!(
+        s0 > 0 && (s0 as f64 / s1 as f64 - 1.0).abs() < 0.01,
+        "{s0} {s1}"
     );
 }

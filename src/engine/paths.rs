@@ -190,16 +190,22 @@ impl super::Simulation {
 
     /// How QP `q`'s data bytes spread over the egress ports on their way
     /// to `dst`, as shares of them: its static route whole, or, past a
-    /// switch that balances dynamically (DLB, GLB, ALB, spraying), an
-    /// equal share on every member of the equal-cost group, the split
-    /// those balancers aim at and per-packet spraying reaches (the flow
-    /// level's paths, `fluid`). Ports in order of first reach.
+    /// switch that balances dynamically (DLB, GLB, ALB, spraying, also
+    /// by a selective rule its data packets match), an equal share on
+    /// every member of the equal-cost group (of a TELB colour's members
+    /// where a policy pins it), the split those balancers aim at and
+    /// per-packet spraying reaches (the flow level's paths, `fluid`).
+    /// Ports in order of first reach.
     pub(super) fn qp_split(&self, q: QpId, dst: crate::topology::NicId) -> Vec<(PortId, f64)> {
         if let Some(route) = self.qp_route(q) {
             return route.into_iter().map(|p| (p, 1.0)).collect();
         }
         let start = self.nics.qp(q).src_port;
-        let pkt = self.nics.probe(q, false);
+        // Most of a message's packets: what selective rules see.
+        let mut pkt = self.nics.probe(q, false);
+        if self.scenario.transport.write_mode == crate::nic::WriteMode::WriteOnly {
+            pkt.opcode = crate::wire::Opcode::WriteOnly;
+        }
         let mut out: Vec<(PortId, f64)> = vec![(start, 1.0)];
         let mut here: Vec<(PortId, f64)> = vec![(self.topo.port(start).peer, 1.0)];
         for _ in 0..=self.topo.switches.len() {
@@ -225,15 +231,22 @@ impl super::Simulation {
                 else {
                     continue;
                 };
+                let ctx = crate::switch::balance::Ctx {
+                    now: self.now,
+                    quality: &self.balance.quality,
+                    ingress: at,
+                    queue: 0,
+                    class: self.routes.nic_class[dst.idx()],
+                    tenants: self.nics.tenants(),
+                };
                 match self.egress.switches()[s.idx()]
                     .balancer
-                    .static_choice(routes, group, &pkt)
+                    .fluid_choice(routes, group, &pkt, &ctx)
                 {
-                    Some(p) => add(p, share, &mut next),
-                    None => {
-                        let members = routes.member_slice(group);
+                    Ok(p) => add(p, share, &mut next),
+                    Err(members) => {
                         let each = share / members.len() as f64;
-                        for &p in members {
+                        for p in members {
                             add(p, each, &mut next);
                         }
                     }

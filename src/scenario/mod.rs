@@ -460,15 +460,8 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 return refuse(format!("a run on {threads} threads (it runs on one)"));
             }
             // Dynamic balancers and spraying split a transfer evenly over
-            // the equal-cost members (`Simulation::qp_split`); rules that
-            // pick a balancer per packet, or pin traffic to colours, are
-            // not reduced to a split.
-            if switch.balance.specs().any(|b| !b.select.is_empty()) {
-                return refuse("selective balancing rules (switch.balance select)".into());
-            }
-            if switch.balance.specs().any(|b| !b.policies.is_empty()) {
-                return refuse("TELB path policies".into());
-            }
+            // the equal-cost members, selective rules and TELB colours as
+            // a QP's data packets meet them (`Simulation::qp_split`).
             if transport.mrc.is_some() {
                 return refuse("the multipath transport (mrc)".into());
             }

@@ -457,6 +457,59 @@ impl Balancer {
         }
     }
 
+    /// At flow level, where a packet like `pkt` goes, changing nothing:
+    /// `Ok` the one port every such packet takes (static hashing, also
+    /// under a selective rule or TELB colour that leaves it to ECMP), or
+    /// `Err` the ports its bytes split over evenly (spraying, DLB, GLB,
+    /// ALB: the split they aim at), among the colour's ports where a
+    /// TELB policy pins it.
+    pub fn fluid_choice(
+        &self,
+        routes: &SwitchRoutes,
+        group: u32,
+        pkt: &Packet,
+        ctx: &Ctx,
+    ) -> Result<PortId, Vec<PortId>> {
+        let members = routes.member_slice(group);
+        if members.len() == 1 {
+            return Ok(members[0]);
+        }
+        let r = &*self.parts;
+        let live = |p: PortId| !r.down.contains(&p);
+        let mut cands = Vec::new();
+        let pinned = match &r.telb {
+            Some(t) => matches!(t.pinned(members, live, pkt, ctx, &mut cands).0, Pinned::To),
+            None => false,
+        };
+        if !pinned {
+            cands.extend(members.iter().copied().filter(|&p| live(p)));
+        }
+        match cands.len() {
+            0 => return Ok(members[0]),
+            1 => return Ok(cands[0]),
+            _ => {}
+        }
+        let algo = r
+            .select
+            .iter()
+            .find(|(m, _)| m.matches(pkt, ctx))
+            .map_or(self.algo, |x| x.1);
+        if algo != Algo::Ecmp {
+            return Err(cands);
+        }
+        let h = self.ecmp.flow_hash(pkt);
+        if !pinned {
+            if let Some(k) = r.buckets.as_ref().and_then(|b| b.bucket(group, h)) {
+                return Ok(r.buckets.as_ref().expect("a bucket above").slot[k]);
+            }
+        }
+        if !pinned && r.down.is_empty() {
+            Ok(self.ecmp.choose(routes, group, pkt))
+        } else {
+            Ok(cands[(h % cands.len() as u32) as usize])
+        }
+    }
+
     /// Whether every choice follows from the packet header alone.
     pub fn is_static(&self) -> bool {
         self.plain && self.algo == Algo::Ecmp

@@ -175,6 +175,26 @@ impl Telb {
         ctx: &Ctx,
         out: &mut Vec<PortId>,
     ) -> Pinned {
+        let (pinned, colour) = self.pinned(members, live, pkt, ctx, out);
+        match (&pinned, colour) {
+            (Pinned::To, 0) => self.stats.primary += 1,
+            (Pinned::To, _) => self.stats.backup += 1,
+            (Pinned::Fallback, _) => self.stats.fallback += 1,
+            (Pinned::Free, _) => {}
+        }
+        pinned
+    }
+
+    /// What `pin` does, counting nothing: and which colour it pinned to
+    /// (0 the primary, 1 the backup).
+    pub fn pinned(
+        &self,
+        members: &[PortId],
+        live: impl Fn(PortId) -> bool,
+        pkt: &Packet,
+        ctx: &Ctx,
+        out: &mut Vec<PortId>,
+    ) -> (Pinned, usize) {
         for (m, primary, backup) in &self.rules {
             let applies = members
                 .iter()
@@ -182,10 +202,7 @@ impl Telb {
             if !applies || !m.matches(pkt, ctx) {
                 continue;
             }
-            for (ports, count) in [
-                (primary, &mut self.stats.primary),
-                (backup, &mut self.stats.backup),
-            ] {
+            for (colour, ports) in [primary, backup].into_iter().enumerate() {
                 out.extend(
                     members
                         .iter()
@@ -193,14 +210,12 @@ impl Telb {
                         .filter(|&p| ports.contains(&p) && live(p)),
                 );
                 if !out.is_empty() {
-                    *count += 1;
-                    return Pinned::To;
+                    return (Pinned::To, colour);
                 }
             }
-            self.stats.fallback += 1;
-            return Pinned::Fallback;
+            return (Pinned::Fallback, 0);
         }
-        Pinned::Free
+        (Pinned::Free, 0)
     }
 }
 
