@@ -884,7 +884,7 @@ fn nccl_prints_the_tuners_picks_by_size() {
     );
 }
 
-/// `compare --fidelity packet,flow` on 42 examples: each
+/// `compare --fidelity packet,flow` on 45 examples: each
 /// runs at both fidelities and gets its error row. The errors that
 /// `ACCURACY.md` gives as within the targets stay there: a
 /// collective's and a training iteration's time within 5% where NCCL's
@@ -936,6 +936,9 @@ fn compare_measures_the_flow_levels_error_on_the_examples() {
         "lossless/incast",
         "lossless/pfc-deadlock",
         "lossless/traffic-classes",
+        "multipath/mrc",
+        "multipath/trimming",
+        "failures/mrc-link-failure",
     ];
     let paths: Vec<String> = files.iter().map(|f| format!("examples/{f}.toml")).collect();
     let o = fabricsim()

@@ -707,6 +707,11 @@ impl Simulation {
             };
             fluid.set_cap(p.0, cap);
         }
+        // A multipath sender leaves a dead path at once (its packets there
+        // are lost within a round trip), without waiting for routing.
+        if self.scenario.transport.mrc.is_some() {
+            self.fluid_reroute_where(|sim, q| !sim.nics.mrc_paths(q).is_empty());
+        }
         self.fluid_share_later();
     }
 
@@ -714,6 +719,11 @@ impl Simulation {
     /// paths over the new routes (a sub-flow stuck behind a dead link
     /// until then moves on).
     pub(super) fn fluid_reroute(&mut self) {
+        self.fluid_reroute_where(|_, _| true);
+    }
+
+    /// The same for the sub-flows of the QPs `which` picks.
+    fn fluid_reroute_where(&mut self, which: impl Fn(&Simulation, QpId) -> bool) {
         let Some(fluid) = self.fluid.as_ref() else {
             return;
         };
@@ -721,6 +731,9 @@ impl Simulation {
         let live = fluid.live();
         let mut moves = Vec::with_capacity(live.len());
         for (id, q, f, pass) in live {
+            if !which(self, q) {
+                continue;
+            }
             if pass != u32::MAX {
                 moves.push((id, self.stream_ports(pass)));
                 continue;

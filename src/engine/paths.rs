@@ -200,26 +200,71 @@ impl super::Simulation {
         if let Some(route) = self.qp_route(q) {
             return route.into_iter().map(|p| (p, 1.0)).collect();
         }
-        let start = self.nics.qp(q).src_port;
         // Most of a message's packets: what selective rules see.
-        let mut pkt = self.nics.probe(q, false);
-        if self.scenario.transport.write_mode == crate::nic::WriteMode::WriteOnly {
-            pkt.opcode = crate::wire::Opcode::WriteOnly;
+        let data_opcode = |mut pkt: crate::wire::Packet| {
+            if self.scenario.transport.write_mode == crate::nic::WriteMode::WriteOnly {
+                pkt.opcode = crate::wire::Opcode::WriteOnly;
+            }
+            pkt
+        };
+        let mut out: Vec<(PortId, f64)> = Vec::new();
+        // A multipath QP sprays its packets over its paths evenly.
+        let paths = self.nics.mrc_paths(q);
+        if paths.is_empty() {
+            let start = self.nics.qp(q).src_port;
+            let pkt = data_opcode(self.nics.probe(q, false));
+            self.spread(start, 1.0, &pkt, dst, &mut out);
+        } else {
+            // Its paths through a dead link are dropped, as the sender
+            // moves them to spare entropy values once they lose packets
+            // (unless every path is dead: then they wait for routing).
+            let mut each: Vec<Vec<(PortId, f64)>> = paths
+                .into_iter()
+                .map(|(start, pkt)| {
+                    let mut one = Vec::new();
+                    self.spread(start, 1.0, &data_opcode(pkt), dst, &mut one);
+                    one
+                })
+                .collect();
+            let dead = |one: &Vec<(PortId, f64)>| one.iter().any(|e| self.egress.is_down(e.0));
+            if each.iter().any(|one| !dead(one)) {
+                each.retain(|one| !dead(one));
+            }
+            let w = 1.0 / each.len() as f64;
+            for (p, share) in each.into_iter().flatten() {
+                match out.iter_mut().find(|e| e.0 == p) {
+                    Some(e) => e.1 += share * w,
+                    None => out.push((p, share * w)),
+                }
+            }
         }
-        let mut out: Vec<(PortId, f64)> = vec![(start, 1.0)];
-        let mut here: Vec<(PortId, f64)> = vec![(self.topo.port(start).peer, 1.0)];
+        out
+    }
+
+    /// Adds to `out` the ports `share` of a QP's bytes crosses from port
+    /// `start` on, as packets like `pkt` go to `dst` (see `qp_split`).
+    fn spread(
+        &self,
+        start: PortId,
+        share: f64,
+        pkt: &crate::wire::Packet,
+        dst: crate::topology::NicId,
+        out: &mut Vec<(PortId, f64)>,
+    ) {
+        let add_to = |out: &mut Vec<(PortId, f64)>, p: PortId, share: f64| match out
+            .iter_mut()
+            .find(|e| e.0 == p)
+        {
+            Some(e) => e.1 += share,
+            None => out.push((p, share)),
+        };
+        add_to(out, start, share);
+        let mut here: Vec<(PortId, f64)> = vec![(self.topo.port(start).peer, share)];
         for _ in 0..=self.topo.switches.len() {
             let mut next: Vec<(PortId, f64)> = Vec::new();
             let mut add = |p: PortId, share: f64, next: &mut Vec<(PortId, f64)>| {
-                match out.iter_mut().find(|e| e.0 == p) {
-                    Some(e) => e.1 += share,
-                    None => out.push((p, share)),
-                }
-                let at = self.topo.port(p).peer;
-                match next.iter_mut().find(|e| e.0 == at) {
-                    Some(e) => e.1 += share,
-                    None => next.push((at, share)),
-                }
+                add_to(out, p, share);
+                add_to(next, self.topo.port(p).peer, share);
             };
             for &(at, share) in &here {
                 let Owner::Switch(s) = self.egress.owner(at) else {
@@ -241,7 +286,7 @@ impl super::Simulation {
                 };
                 match self.egress.switches()[s.idx()]
                     .balancer
-                    .fluid_choice(routes, group, &pkt, &ctx)
+                    .fluid_choice(routes, group, pkt, &ctx)
                 {
                     Ok(p) => add(p, share, &mut next),
                     Err(members) => {
@@ -257,7 +302,6 @@ impl super::Simulation {
             }
             here = next;
         }
-        out
     }
 
     /// The switches a QP's data packets traverse (see `qp_route`).

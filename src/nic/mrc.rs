@@ -188,6 +188,17 @@ impl Mrc {
         self
     }
 
+    /// Paths in all: planes x paths per plane.
+    pub fn path_count(&self) -> usize {
+        self.entropy.len()
+    }
+
+    /// The NIC port (its place among the QP's planes) path `path` leaves
+    /// by.
+    pub fn plane_of(&self, path: usize) -> usize {
+        path / self.per_plane as usize
+    }
+
     /// The entropy value path `path` uses now.
     #[inline]
     pub fn entropy_of(&self, path: u16) -> usize {

@@ -654,6 +654,33 @@ impl Nics {
         action
     }
 
+    /// The paths a multipath (MRC) QP's data packets take now, as the
+    /// port each leaves by and a data packet on it as the switches see it
+    /// (its entropy value's UDP source port and header CRC); empty for a
+    /// QP on one path.
+    pub fn mrc_paths(&self, q: QpId) -> Vec<(PortId, Packet)> {
+        let qp = &self.qps[q.idx()];
+        let Some(m) = qp.req.mrc.as_ref() else {
+            return Vec::new();
+        };
+        if qp.path_crc.is_empty() || qp.planes.is_empty() {
+            return Vec::new();
+        }
+        let base = self.probe(q, false);
+        (0..m.path_count())
+            .map(|path| {
+                let k = m.entropy_of(path as u16) % qp.path_crc.len();
+                let port = qp.planes[m.plane_of(path) % qp.planes.len()];
+                let pkt = Packet {
+                    header_crc: qp.path_crc[k],
+                    udp_sport: mrc_sport(qp.udp_sport, k as u8),
+                    ..base
+                };
+                (port, pkt)
+            })
+            .collect()
+    }
+
     /// A data packet (reverse: an ACK) of QP `q` as the switches see it,
     /// for working out its static path.
     pub fn probe(&self, q: QpId, reverse: bool) -> Packet {

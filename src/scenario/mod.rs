@@ -462,9 +462,6 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             // Dynamic balancers and spraying split a transfer evenly over
             // the equal-cost members, selective rules and TELB colours as
             // a QP's data packets meet them (`Simulation::qp_split`).
-            if transport.mrc.is_some() {
-                return refuse("the multipath transport (mrc)".into());
-            }
         }
         let scenario = Scenario {
             name: raw.name.clone().unwrap_or_else(|| file.to_string()),
