@@ -90,6 +90,27 @@ fn a_permutation_matches_the_packet_level() {
         }
     }
     assert!(busy > 100, "{busy} links carried the permutation");
+    // So the same number of transfers on every link (each sends the same
+    // bytes; a link carries a whole number of them): ECMP's collisions,
+    // counted link by link, are the packet level's.
+    let unit = |sim: &fabricsim::engine::Simulation| -> f64 {
+        sim.ports()
+            .iter()
+            .map(|p| p.tx_wire_bytes)
+            .filter(|&b| b > 1_000_000)
+            .min()
+            .unwrap() as f64
+    };
+    let (uf, up) = (unit(&fsim), unit(&psim));
+    let counts = |sim: &fabricsim::engine::Simulation, u: f64| -> Vec<u64> {
+        sim.ports()
+            .iter()
+            .map(|p| (p.tx_wire_bytes as f64 / u).round() as u64)
+            .collect()
+    };
+    let (cf, cp) = (counts(&fsim, uf), counts(&psim, up));
+    assert_eq!(cf, cp);
+    assert!(cf.iter().any(|&c| c >= 2), "no collision to compare");
 }
 
 /// Spraying splits a transfer evenly over the equal-cost members: the
