@@ -49,6 +49,22 @@ impl Stream {
     }
 }
 
+impl Streams {
+    /// Stream `pass`, under way.
+    fn get(&mut self, pass: u32) -> &mut Stream {
+        self.under_way.get_mut(&pass).expect("a stream under way")
+    }
+
+    /// Stream `pass` starts sending: its bytes would take `window` at
+    /// its window's cap, and `gap` ends each of its steps.
+    fn begun(&mut self, pass: u32, window: f64, gap: f64) -> &mut Stream {
+        self.started += 1;
+        let s = self.get(pass);
+        (s.window, s.step_gap) = (window, gap);
+        s
+    }
+}
+
 /// The ring passes that run as streams, and those under way.
 #[derive(Default)]
 pub struct Streams {
@@ -151,12 +167,9 @@ impl Simulation {
         } else {
             self.unloaded_net_hop(pass as usize)
         };
-        let s = self
-            .streams
-            .under_way
-            .get_mut(&pass)
-            .expect("entered above");
-        s.start = self.now + first;
+        let now = self.now;
+        let s = self.streams.get(pass);
+        s.start = now + first;
         s.hop = hop;
         self.queue.push(s.start, Event::Stream(pass));
     }
@@ -242,13 +255,7 @@ impl Simulation {
         );
         sub.latency = s.hop;
         sub.pass = pass;
-        self.streams.started += 1;
-        let s = self
-            .streams
-            .under_way
-            .get_mut(&pass)
-            .expect("a stream under way");
-        (s.window, s.step_gap) = (window, gap);
+        self.streams.begun(pass, window, gap);
         let now = self.now;
         self.fluid.as_mut().expect("a fluid run").add(sub, now);
         self.fluid_share_later();
@@ -316,14 +323,7 @@ impl Simulation {
         let n = pairs.len() as u32;
         let now = self.now;
         let next = self.tasks.nvlink.add_stream(host, pass, &pairs, cap, now);
-        self.streams.started += 1;
-        let s = self
-            .streams
-            .under_way
-            .get_mut(&pass)
-            .expect("a stream under way");
-        s.copies = n;
-        (s.window, s.step_gap) = (window, gap);
+        self.streams.begun(pass, window, gap).copies = n;
         if let Some((at, gen)) = next {
             self.queue.push(at, Event::Nvlink(host as u32, gen));
         }
@@ -333,11 +333,7 @@ impl Simulation {
     /// are, its last position has everything when the last step's latency
     /// has passed (see `Stream::overcount`).
     pub(super) fn stream_copied(&mut self, pass: u32) {
-        let s = self
-            .streams
-            .under_way
-            .get_mut(&pass)
-            .expect("a stream under way");
+        let s = self.streams.get(pass);
         s.copies -= 1;
         if s.copies == 0 {
             let gap = SimTime(s.step_gap.round() as u64);
@@ -352,11 +348,7 @@ impl Simulation {
     /// (see `Stream::overcount`).
     pub(super) fn stream_sent(&mut self, pass: u32) {
         let now = self.now;
-        let s = self
-            .streams
-            .under_way
-            .get_mut(&pass)
-            .expect("a stream under way");
+        let s = self.streams.get(pass);
         let done = now + SimTime(s.step_gap.round() as u64) - s.overcount(now);
         s.done = Some(done);
         self.queue.push(done, Event::Stream(pass));
