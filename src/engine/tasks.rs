@@ -611,6 +611,9 @@ struct HostCopies {
     copies: Vec<Copy>,
     last: SimTime,
     gen: u32,
+    /// Copies with a rate cap (streams'), so that sharing skips caps
+    /// when there are none.
+    capped: u32,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -708,6 +711,7 @@ impl Nvlink {
         self.bytes += bytes;
         let h = &mut self.hosts[host];
         h.advance(now);
+        h.capped += u32::from(cap.is_finite());
         h.copies.push(Copy {
             task,
             src,
@@ -736,8 +740,10 @@ impl Nvlink {
         }
         h.advance(now);
         // Less than a byte left is done (the event time was rounded up).
+        let mut uncapped = 0;
         h.copies.retain(|c| {
             let over = c.left < 1.0;
+            uncapped += u32::from(over && c.cap.is_finite());
             if over && c.stream != u32::MAX {
                 done.streams.push(c.stream);
             } else if over {
@@ -745,6 +751,7 @@ impl Nvlink {
             }
             !over
         });
+        h.capped -= uncapped;
         h.share(self.rate);
         (done, h.next(now))
     }
@@ -778,13 +785,16 @@ impl HostCopies {
                 users[c.src as usize] += 1;
                 users[g + c.dst as usize] += 1;
             }
-            let capped = self
-                .copies
-                .iter()
-                .zip(&fixed)
-                .filter(|(_, f)| !**f)
-                .map(|(c, _)| c.cap)
-                .fold(f64::INFINITY, f64::min);
+            let capped = if self.capped == 0 {
+                f64::INFINITY
+            } else {
+                self.copies
+                    .iter()
+                    .zip(&fixed)
+                    .filter(|(_, f)| !**f)
+                    .map(|(c, _)| c.cap)
+                    .fold(f64::INFINITY, f64::min)
+            };
             let best = (0..2 * g)
                 .filter(|&r| users[r] > 0)
                 .map(|r| cap[r] / users[r] as f64)
