@@ -672,8 +672,12 @@ fn run(
         };
         let mut sets = sets.to_vec();
         if let Some(r) = ranks {
-            // Each rank runs one partition.
+            // Each rank runs one partition, and every rank holds every
+            // task: jobs are made up front.
             sets.push("simulation.threads=1".into());
+            if r.size() > 1 {
+                sets.push("simulation.job_iterations=\"up-front\"".into());
+            }
             if r.size() > scenario::MAX_THREADS {
                 return Err(format!(
                     "--mpi: {} ranks, more than the {} partitions a run can have",

@@ -650,9 +650,12 @@ across = "{across}"
 /// messages carry its tenant id.
 #[test]
 fn two_tenants_report_their_own_iterations() {
+    // Made up front, so that the tasks of every iteration can be looked
+    // at after the run (tests/jobs.rs checks that the outputs do not
+    // depend on it).
     let (sim, s) = run_file(
         std::path::Path::new("examples/collectives/training-two-tenants.toml"),
-        &[],
+        &["simulation.job_iterations=\"up-front\""],
     );
     assert_eq!(s.jobs.len(), 2);
     let (a, b) = (&s.jobs[0], &s.jobs[1]);
@@ -755,7 +758,8 @@ compute = "10us"
 op = "broadcast"
 bytes = "1MB"
 "#;
-    let (sim, s) = run(text);
+    // Every iteration's tasks are looked at after the run.
+    let (sim, s) = run_with(text, &["simulation.job_iterations=\"up-front\""]);
     let g = &sim.tasks().graph;
     // Each GPU's compute tasks, in order, and when they started.
     let mut starts: Vec<Vec<u64>> = vec![Vec::new(); 4];

@@ -180,19 +180,25 @@ pub fn nics(topo: &Topology, scenario: &Scenario, qps: Vec<QpState>, tenants: Ve
 /// Each QP of the run, each transfer's state, and the first QP of each
 /// pass connection (`u32::MAX` where it copies over
 /// NVLink); a pass's messages number from `base_flow` on.
+/// Jobs' later iterations (`workload::jobs`) add transfers numbered
+/// from the end of `specs` to `base_flow`: `prototypes` are those of them
+/// that may open connections (by number), whose QPs are made here, after
+/// the transfers made before the run, as if those transfers were. Returns
+/// also each connection's first QP.
 pub fn qps_and_flows(
     topo: &Topology,
     scenario: &Scenario,
     specs: Vec<FlowSpec>,
+    (prototypes, base_flow): (&[(u32, FlowSpec)], u64),
     passes: &[Pass],
     streams: &Streams,
     queue: &mut EventQueue<Event>,
-) -> (Vec<QpState>, Vec<FlowState>, Vec<Vec<u32>>) {
+) -> QpsAndFlows {
     let tc = &scenario.transport;
     let mut qps = Vec::new();
     let mut flows = Vec::with_capacity(specs.len());
     // Connection (workload, sender, receiver, key) -> its first QP.
-    let mut conns: std::collections::HashMap<(u32, u32, u32, u64), u32> = Default::default();
+    let mut conns: Conns = Default::default();
     for (fi, spec) in specs.into_iter().enumerate() {
         let n_qps = spec.n_qps();
         let shared = spec.conn;
@@ -236,9 +242,32 @@ pub fn qps_and_flows(
             pkts,
         ));
     }
+    for (fi, spec) in prototypes {
+        let Some(c) = spec.conn else {
+            continue;
+        };
+        let key = (spec.workload, spec.src.0, spec.dst.0, c);
+        if conns.contains_key(&key) {
+            continue;
+        }
+        let first = qps.len() as u32;
+        conns.insert(key, first);
+        let n = spec.qps.max(1);
+        for i in 0..n {
+            qps.push(new_qp(
+                topo,
+                scenario,
+                streams,
+                spec,
+                *fi as usize,
+                (first + i, i),
+                spec.n_qps(),
+                None,
+            ));
+        }
+    }
     // A pass's connections, one QP set each, shared with the messages of
     // the same connection made up front.
-    let base_flow = flows.len() as u64;
     let mut pass_qps = Vec::with_capacity(passes.len());
     for pass in passes {
         let mut firsts = Vec::with_capacity(pass.conns.len());
@@ -277,7 +306,24 @@ pub fn qps_and_flows(
         }
         pass_qps.push(firsts);
     }
-    (qps, flows, pass_qps)
+    QpsAndFlows {
+        qps,
+        flows,
+        pass_qps,
+        conns,
+    }
+}
+
+/// Each connection's first QP, by (workload, sender, receiver, key).
+pub type Conns = std::collections::HashMap<(u32, u32, u32, u64), u32>;
+
+/// What `qps_and_flows` makes: every QP, each transfer's state, the first
+/// QP of each pass connection, and each connection's first QP.
+pub struct QpsAndFlows {
+    pub qps: Vec<QpState>,
+    pub flows: Vec<FlowState>,
+    pub pass_qps: Vec<Vec<u32>>,
+    pub conns: Conns,
 }
 
 /// What congestion control takes from each QP's path (its first path:

@@ -4,6 +4,7 @@
 use crate::units::SimTime;
 use crate::workload::FlowSpec;
 
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct FlowState {
     pub spec: FlowSpec,
     /// When it started (its task's start for a gated flow).

@@ -85,7 +85,15 @@ impl MemoryEstimate {
             }
         }
         let ports = p.topology.ports.len() as u64;
-        let tasks = p.graph.tasks.len() as u64;
+        // Jobs made as the run goes hold two iterations at a time besides
+        // the first (`engine::later`).
+        let held: u64 = p
+            .later
+            .iter()
+            .flat_map(|l| &l.jobs)
+            .map(|j| 2 * u64::from(j.layout.plain.tasks.max(j.layout.checkpoint.tasks)))
+            .sum();
+        let tasks = p.graph.tasks.len() as u64 + held;
         let frame = mtu + 100;
         let held = p.topology.switches.len() as u64 * sc.switch.buffer_bytes / frame + ports * 4;
         // A fluid run has no packets and samples no series; each QP may

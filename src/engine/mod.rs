@@ -38,6 +38,7 @@ pub mod passes;
 mod run;
 pub use memory::MemoryEstimate;
 pub mod ideal;
+pub mod later;
 mod lossless;
 pub mod paths;
 pub mod queue;
@@ -168,6 +169,9 @@ pub struct Simulation {
     finish_total: u64,
     /// The partition this simulation runs, in a parallel run.
     part: Option<Box<parallel::Part>>,
+    /// Transfers of jobs' later iterations, and their bytes (counted in
+    /// what the run offers before they are made).
+    later_flows: (usize, u64),
     /// The flow-level network, in a `fidelity = "flow"` run.
     fluid: Option<Box<fluid::Fluid>>,
     /// At flow level, ring passes run as steady streams.
@@ -200,13 +204,33 @@ impl Simulation {
             graph,
             collectives,
             jobs,
+            later,
             pfc,
         } = prepared;
         let streams = Streams::new(scenario.seed);
         let egress = build::egress(&topo, &routes, &scenario, &pfc, &streams);
         let mut queue = EventQueue::new();
-        let (mut qps, flows, pass_qps) =
-            build::qps_and_flows(&topo, &scenario, specs, &graph.passes, &streams, &mut queue);
+        let eager_flows = specs.len();
+        // Jobs' later iterations are numbered after everything made now.
+        let (end_tasks, end_flows) = match &later {
+            Some(l) => (l.end.0, l.end.2),
+            None => (graph.tasks.len() as u32, specs.len() as u32),
+        };
+        let prototypes = later.as_ref().map_or(&[][..], |l| &l.prototypes[..]);
+        let build::QpsAndFlows {
+            mut qps,
+            flows,
+            pass_qps,
+            conns,
+        } = build::qps_and_flows(
+            &topo,
+            &scenario,
+            specs,
+            (prototypes, u64::from(end_flows)),
+            &graph.passes,
+            &streams,
+            &mut queue,
+        );
         build::path_settings(&mut qps, &topo, &routes, &scenario);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
             queue.push(storm.start, Event::Storm(i as u32, true));
@@ -239,17 +263,25 @@ impl Simulation {
             scenario.host.nvlink_bytes_per_s / 2,
             scenario.host.nvlink_latency,
         );
-        let tasks = tasks::TaskState::new(graph, collectives, jobs, flows.len(), nvlink, |t, e| {
-            queue.push(t, e)
-        });
+        let mut tasks =
+            tasks::TaskState::new(graph, collectives, jobs, flows.len(), nvlink, |t, e| {
+                queue.push(t, e)
+            });
         let qp_tenant: Vec<u16> = qps
             .iter()
             .map(|q| {
                 let w = match flows.get(q.flow.idx()) {
                     Some(f) => f.spec.workload,
+                    None if q.flow.0 < end_flows => {
+                        // A connection a later iteration opens.
+                        prototypes
+                            .iter()
+                            .find(|(f, _)| *f == q.flow.0)
+                            .map_or(0, |(_, s)| s.workload)
+                    }
                     None => {
                         // A pass's connection: its first message's.
-                        let g = u64::from(q.flow.0) - flows.len() as u64;
+                        let g = u64::from(q.flow.0 - end_flows);
                         let at = tasks.graph.passes.partition_point(|p| p.first <= g);
                         tasks.graph.passes[at.saturating_sub(1)].workload
                     }
@@ -257,6 +289,19 @@ impl Simulation {
                 scenario.workloads.get(w as usize).map_or(0, |w| w.tenant)
             })
             .collect();
+        let mut later_flows = (0, 0);
+        let mut later_messages = (0, 0);
+        if let Some(l) = later {
+            later_flows = (l.end.2 as usize - eager_flows, l.flow_bytes);
+            later_messages = (l.net_messages, l.net_bytes);
+            tasks.own_total = u64::from(end_tasks);
+            tasks.later = Some(Box::new(later::LaterState::from_layout(
+                *l,
+                &tasks,
+                eager_flows as u32,
+                conns,
+            )));
+        }
         let series = series::Series::new(
             sample_interval,
             scenario.report.samples,
@@ -297,6 +342,7 @@ impl Simulation {
             finish_total: 0,
             part: None,
             fluid: None,
+            later_flows: (0, 0),
             streams: Default::default(),
             ideal_cache: Default::default(),
             parallel: None,
@@ -305,9 +351,12 @@ impl Simulation {
             tail: topo_tail,
             firsts: FirstEvents::default(),
         };
-        if !sim.tasks.graph.passes.is_empty() {
-            sim.set_up_passes(pass_qps);
+        if !sim.tasks.graph.passes.is_empty() || sim.tasks.later.is_some() {
+            sim.set_up_passes(pass_qps, (end_tasks, end_flows));
         }
+        sim.passes.net_messages += later_messages.0;
+        sim.passes.net_bytes += later_messages.1;
+        sim.later_flows = later_flows;
         if sim.scenario.fidelity == crate::scenario::Fidelity::Flow {
             let pcie = sim.nics.pcie_ps_per_byte().map(|ps| 1e12 / ps);
             let rates = sim.topo.ports.iter().map(|p| p.rate.bps());
@@ -315,7 +364,7 @@ impl Simulation {
             sim.fluid = Some(Box::new(fluid));
             sim.set_up_streams();
         }
-        sim.finish_total = sim.flows.len() as u64 + sim.passes.net_messages;
+        sim.finish_total = sim.flows_total();
         sim.estimate_and_ideal();
         sim
     }

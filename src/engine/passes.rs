@@ -114,11 +114,6 @@ impl PassFlows {
         self.live.values().map(|l| &l.flow)
     }
 
-    /// The row of pass `pass`'s first connection.
-    pub(super) fn row_at(&self, pass: usize) -> usize {
-        self.row_of[pass] as usize
-    }
-
     /// Adds another partition's rows (each half of a message is added in
     /// the one partition that has it).
     pub(super) fn absorb(&mut self, other: &PassFlows) {
@@ -130,82 +125,61 @@ impl PassFlows {
 }
 
 impl Simulation {
-    /// Numbers the passes' messages past the graph's tasks and the
-    /// transfers, and makes their connections' rows.
-    pub(super) fn set_up_passes(&mut self, first_qp: Vec<Vec<u32>>) {
+    /// Numbers the passes' messages past every task and transfer (those
+    /// of jobs' later iterations too), and makes their connections' rows.
+    pub(super) fn set_up_passes(&mut self, first_qp: Vec<Vec<u32>>, end: (u32, u32)) {
+        let (rows, row_of) = pass_rows(
+            &self.topo,
+            &mut self.passes,
+            &self.tasks.graph.passes,
+            &first_qp,
+            true,
+        );
         let pf = &mut self.passes;
-        pf.base_task = self.tasks.graph.tasks.len() as u32;
-        pf.base_flow = self.flows.len() as u32;
-        for (pi, pass) in self.tasks.graph.passes.iter().enumerate() {
-            pf.row_of.push(pf.rows.len() as u32);
-            for (c, conn) in pass.conns.iter().enumerate() {
-                let first = first_qp[pi][c];
-                let c = c as u32;
-                let planned = pass.sends_on(c);
-                let net = pass
-                    .conn_spec(&self.topo, c, 0)
-                    .filter(|_| first != u32::MAX);
-                let (src, dst, qps) = match net {
-                    Some(spec) => {
-                        pf.net_messages += planned;
-                        pf.net_bytes += pass.bytes_on(c);
-                        (spec.src, spec.dst, spec.qps.max(1))
-                    }
-                    None => (conn.from, conn.to, 0),
-                };
-                pf.rows.push(ConnRow {
-                    workload: pass.workload,
-                    src,
-                    dst,
-                    first_qp: first,
-                    qps,
-                    planned,
-                    messages: 0,
-                    bytes: 0,
-                    pkts: 0,
-                    acked_messages: 0,
-                    start: SimTime::MAX,
-                    finish: None,
-                    acked: None,
-                    ideal: SimTime::ZERO,
-                    retx_bytes: 0,
-                    timeouts: 0,
-                    out_of_order: 0,
-                    naks: 0,
-                });
-            }
-        }
+        pf.base_task = end.0;
+        pf.base_flow = end.1;
+        pf.rows = rows;
+        pf.row_of = row_of;
         pf.first_qp = first_qp;
         self.tasks.pass_base = Some((pf.base_task, pf.base_flow));
-        // Pass messages' tasks are numbered in 32 bits (`MAX_PASS_MESSAGES`).
-        debug_assert!(
-            u64::from(pf.base_task)
-                + 2 * self
-                    .tasks
-                    .graph
-                    .passes
-                    .iter()
-                    .filter(|p| !p.streamed)
-                    .map(|p| p.messages())
-                    .sum::<u64>()
-                < u64::from(u32::MAX)
-        );
         for pi in 0..self.tasks.graph.passes.len() {
-            let net = self.unloaded_net_hop(pi);
+            let net = self.unloaded_net_hop_of(pi as u32);
             let p = &mut self.tasks.graph.passes[pi];
             p.latency = p.latency.without_wire(self.tasks.nvlink.latency, net);
         }
     }
 
+    /// The first QP of connection `c` of pass `p` (`u32::MAX` over NVLink).
+    pub(super) fn pass_first_qp(&self, p: u32, c: u32) -> u32 {
+        match self.passes.first_qp.get(p as usize) {
+            Some(firsts) => firsts[c as usize],
+            None => {
+                let part = self
+                    .tasks
+                    .later
+                    .as_ref()
+                    .and_then(|l| l.part_of_pass(p))
+                    .expect("a pass of a later iteration");
+                part.first_qp[(p - part.graph.pass_base) as usize][c as usize]
+            }
+        }
+    }
+
+    /// The row of connection `c` of pass `p`.
+    pub(super) fn pass_row_mut(&mut self, p: u32, c: u32) -> &mut ConnRow {
+        let pf = &mut self.passes;
+        row_in(&mut pf.rows, &pf.row_of, &mut self.tasks.later, p, c)
+    }
+
     /// The mean unloaded latency of pass `pi`'s network hops: each
     /// link's propagation and one full frame's time on it, over its
     /// connection's first path.
-    pub(super) fn unloaded_net_hop(&self, pi: usize) -> SimTime {
-        let pass = &self.tasks.graph.passes[pi];
+    pub(super) fn unloaded_net_hop_of(&self, pi: u32) -> SimTime {
+        let pass = self.tasks.pass(pi).expect("a pass");
         let frame = u64::from(self.scenario.transport.mtu);
         let (mut sum, mut n) = (0u64, 0u64);
         for c in 0..pass.conns.len() as u32 {
-            let q = self.passes.first_qp[pi][c as usize];
+            let q = self.pass_first_qp(pi, c);
             let Some(spec) = pass.conn_spec(&self.topo, c, 0).filter(|_| q != u32::MAX) else {
                 continue;
             };
@@ -244,7 +218,11 @@ impl Simulation {
     fn pass_of(&self, g: u64) -> (usize, u64) {
         let passes = &self.tasks.graph.passes;
         let p = passes.partition_point(|x| x.first <= g).saturating_sub(1);
-        (p, g - passes[p].first)
+        let p = match self.tasks.later.as_ref().filter(|l| g >= l.start.3) {
+            Some(l) => l.pass_of_message(g).map_or(p, |p| p as usize),
+            None => p,
+        };
+        (p, g - self.tasks.pass(p as u32).expect("a pass").first)
     }
 
     /// Position `pos` of pass `pass` enters it.
@@ -254,7 +232,10 @@ impl Simulation {
             return;
         }
         let mut out = Released::default();
-        self.tasks.graph.passes[pass as usize].enter(pos, &mut out);
+        self.tasks
+            .pass_mut(pass)
+            .expect("a pass")
+            .enter(pos, &mut out);
         self.pass_released(pass as usize, out, true);
     }
 
@@ -265,7 +246,7 @@ impl Simulation {
             self.pass_send(pass, idx, entered);
         }
         for pos in out.done {
-            let exit = self.tasks.graph.passes[pass].exit[pos as usize];
+            let exit = self.tasks.pass(pass as u32).expect("a pass").exit[pos as usize];
             if self.tasks.release_one(exit) {
                 self.task_ready(exit);
             }
@@ -275,7 +256,7 @@ impl Simulation {
     /// Message `idx` of pass `pass` goes: its copy or its write is ready
     /// once the pass's step time has passed.
     fn pass_send(&mut self, pass: usize, idx: u64, first: bool) {
-        let p = &self.tasks.graph.passes[pass];
+        let p = self.tasks.pass(pass as u32).expect("a pass");
         let m = p.message(idx);
         let g = p.first + idx;
         let base = self.passes.base_task;
@@ -319,7 +300,7 @@ impl Simulation {
         let rel = t - self.passes.base_task;
         let g = u64::from(rel / 2);
         let (pass, idx) = self.pass_of(g);
-        let p = &self.tasks.graph.passes[pass];
+        let p = self.tasks.pass(pass as u32).expect("a pass");
         let m = p.message(idx);
         // Its NVLink copy (a copy, or a PXN hop), or its write.
         if rel.is_multiple_of(2) {
@@ -333,20 +314,24 @@ impl Simulation {
                 }
                 Via::Local => {
                     let ideal = self.tasks.nvlink.alone(m.bytes);
-                    let row = self.row_index(g);
-                    let r = &mut self.passes.rows[row];
+                    let now = self.now;
+                    let r = self.pass_row_mut(pass as u32, m.conn);
                     r.messages += 1;
                     r.acked_messages += 1;
                     r.bytes += m.bytes;
                     r.start = r.start.min(started);
-                    r.finish = r.finish.max(Some(self.now));
+                    r.finish = r.finish.max(Some(now));
                     r.ideal += ideal;
+                    self.later_progress(super::later::Loc::Pass(pass as u32), 1);
                 }
                 Via::Net { .. } => {}
             }
         }
         let mut out = Released::default();
-        self.tasks.graph.passes[pass].arrive(idx, &mut out);
+        self.tasks
+            .pass_mut(pass as u32)
+            .expect("a pass")
+            .arrive(idx, &mut out);
         self.pass_released(pass, out, false);
     }
 
@@ -355,7 +340,12 @@ impl Simulation {
     /// its first message is posted there).
     pub(super) fn flow_mut(&mut self, f: FlowId) -> &mut FlowState {
         if !self.passes.is_pass_flow(f) {
-            return &mut self.flows[f.idx()];
+            if f.idx() < self.flows.len() {
+                return &mut self.flows[f.idx()];
+            }
+            return self
+                .later_flow_mut(f)
+                .expect("a transfer of a later iteration");
         }
         if !self.passes.live.contains_key(&f.0) {
             let mut cache = std::mem::take(&mut self.ideal_cache);
@@ -380,15 +370,19 @@ impl Simulation {
     /// pass's (worked out from its number wherever it is).
     pub(super) fn write_of(&self, f: FlowId) -> Option<(u64, u32, u32)> {
         if !self.passes.is_pass_flow(f) {
-            return self
-                .flows
-                .get(f.idx())
-                .map(|fl| (fl.spec.bytes, fl.first_qp, fl.n_qps));
+            let fl = match self.flows.get(f.idx()) {
+                Some(fl) => fl,
+                None => {
+                    let (part, i) = self.tasks.later.as_ref()?.part_of_flow(f.0)?;
+                    &part.flows[i]
+                }
+            };
+            return Some((fl.spec.bytes, fl.first_qp, fl.n_qps));
         }
         let (pass, idx) = self.pass_of(u64::from(f.0 - self.passes.base_flow));
-        let p = self.tasks.graph.passes.get(pass)?;
+        let p = self.tasks.pass(pass as u32)?;
         let spec = p.spec(&self.topo, idx)?;
-        let first = self.passes.first_qp[pass][p.message(idx).conn as usize];
+        let first = self.pass_first_qp(pass as u32, p.message(idx).conn);
         Some((spec.bytes, first, spec.n_qps()))
     }
 
@@ -396,11 +390,11 @@ impl Simulation {
     fn pass_flow(&self, f: FlowId, cache: &mut super::build::IdealCache) -> FlowState {
         let g = u64::from(f.0 - self.passes.base_flow);
         let (pass, idx) = self.pass_of(g);
-        let p = &self.tasks.graph.passes[pass];
+        let p = self.tasks.pass(pass as u32).expect("a pass");
         let spec = p
             .spec(&self.topo, idx)
             .expect("only a pass's network messages are transfers");
-        let first_qp = self.passes.first_qp[pass][p.message(idx).conn as usize];
+        let first_qp = self.pass_first_qp(pass as u32, p.message(idx).conn);
         let n_qps = spec.n_qps();
         let mtu = self.scenario.transport.mtu;
         let pkts = (0..n_qps)
@@ -414,18 +408,23 @@ impl Simulation {
         flow
     }
 
-    /// The row of pass message `g`'s connection.
-    fn row_index(&self, g: u64) -> usize {
+    /// The pass and connection of pass message `g`.
+    fn conn_of(&self, g: u64) -> (u32, u32) {
         let (pass, idx) = self.pass_of(g);
-        let conn = self.tasks.graph.passes[pass].message(idx).conn;
-        self.passes.row_of[pass] as usize + conn as usize
+        let conn = self
+            .tasks
+            .pass(pass as u32)
+            .expect("a pass")
+            .message(idx)
+            .conn;
+        (pass as u32, conn)
     }
 
     /// Pass transfer `f`'s sender has every acknowledgement (`sender`) or
     /// its receiver every byte: that half goes into its row, and the
     /// transfer is forgotten once nothing here needs it.
     pub(super) fn pass_flow_half(&mut self, f: FlowId, sender: bool) {
-        let row = self.row_index(u64::from(f.0 - self.passes.base_flow));
+        let (pass, conn) = self.conn_of(u64::from(f.0 - self.passes.base_flow));
         let (other_here, both) = {
             let l = &self.passes.live[&f.0];
             let q = QpId(l.flow.first_qp);
@@ -437,10 +436,13 @@ impl Simulation {
                 .is_none_or(|part| part.port_part[other_port.idx()] == part.me);
             (here, if sender { l.received } else { l.sent })
         };
-        let Some(l) = self.passes.live.get_mut(&f.0) else {
+        let PassFlows {
+            live, rows, row_of, ..
+        } = &mut self.passes;
+        let Some(l) = live.get_mut(&f.0) else {
             return;
         };
-        let r = &mut self.passes.rows[row];
+        let r = row_in(rows, row_of, &mut self.tasks.later, pass, conn);
         let fl = &l.flow;
         if sender {
             l.sent = true;
@@ -462,5 +464,80 @@ impl Simulation {
         if both || !other_here {
             self.passes.live.remove(&f.0);
         }
+        self.later_progress(super::later::Loc::Pass(pass), 1);
     }
+}
+
+/// The row of connection `c` of pass `p`: among the rows of passes made
+/// before the run (`rows`, first of each at `row_of`) or of a later
+/// iteration's.
+fn row_in<'a>(
+    rows: &'a mut [ConnRow],
+    row_of: &[u32],
+    later: &'a mut Option<Box<super::later::LaterState>>,
+    p: u32,
+    c: u32,
+) -> &'a mut ConnRow {
+    if let Some(&at) = row_of.get(p as usize) {
+        return &mut rows[(at + c) as usize];
+    }
+    let part = later
+        .as_mut()
+        .and_then(|l| l.part_of_pass_mut(p))
+        .expect("a pass of a later iteration");
+    let at = part.row_of[(p - part.graph.pass_base) as usize];
+    &mut part.rows[(at + c) as usize]
+}
+
+/// The rows of `passes`' connections (`first_qp` per pass and
+/// connection), and each pass's first row; adds the messages they
+/// will write to what the run offers.
+pub(super) fn pass_rows(
+    topo: &crate::topology::Topology,
+    pf: &mut PassFlows,
+    passes: &[crate::workload::pass::Pass],
+    first_qp: &[Vec<u32>],
+    offered: bool,
+) -> (Vec<ConnRow>, Vec<u32>) {
+    let (mut rows, mut row_of) = (Vec::new(), Vec::with_capacity(passes.len()));
+    for (pi, pass) in passes.iter().enumerate() {
+        row_of.push(rows.len() as u32);
+        for (c, conn) in pass.conns.iter().enumerate() {
+            let first = first_qp[pi][c];
+            let c = c as u32;
+            let planned = pass.sends_on(c);
+            let net = pass.conn_spec(topo, c, 0).filter(|_| first != u32::MAX);
+            let (src, dst, qps) = match net {
+                Some(spec) => {
+                    if offered {
+                        pf.net_messages += planned;
+                        pf.net_bytes += pass.bytes_on(c);
+                    }
+                    (spec.src, spec.dst, spec.qps.max(1))
+                }
+                None => (conn.from, conn.to, 0),
+            };
+            rows.push(ConnRow {
+                workload: pass.workload,
+                src,
+                dst,
+                first_qp: first,
+                qps,
+                planned,
+                messages: 0,
+                bytes: 0,
+                pkts: 0,
+                acked_messages: 0,
+                start: SimTime::MAX,
+                finish: None,
+                acked: None,
+                ideal: SimTime::ZERO,
+                retx_bytes: 0,
+                timeouts: 0,
+                out_of_order: 0,
+                naks: 0,
+            });
+        }
+    }
+    (rows, row_of)
 }

@@ -94,6 +94,7 @@ impl Simulation {
     /// As `run`, stopping early at any of `limits`.
     pub fn run_limited(&mut self, limits: &Limits, progress: impl FnMut(&Progress)) -> StopReason {
         let stop = self.run_to_end(limits, progress);
+        self.make_rest();
         self.fluid_stop();
         self.finish_series();
         stop
@@ -206,14 +207,13 @@ impl Simulation {
     /// elapsed. Compute phases deliver no bytes, so bytes alone would
     /// stall the estimate through them.
     pub fn done_fraction(&self) -> f64 {
-        let offered: u64 =
-            self.flows.iter().map(|f| f.spec.bytes).sum::<u64>() + self.passes.net_bytes;
+        let offered = self.bytes_offered();
         let bytes = if offered == 0 {
             0.0
         } else {
             self.counters.bytes_delivered as f64 / offered as f64
         };
-        let tasks = self.tasks.graph.tasks.len();
+        let tasks = self.tasks.own_total;
         let tasks = if tasks == 0 {
             0.0
         } else {
@@ -254,9 +254,11 @@ impl Simulation {
     /// Whether some transfer has started and is not yet acknowledged in
     /// full, so that the run is waiting on the fabric.
     fn network_waiting(&self) -> bool {
+        let later = self.tasks.later.iter().flat_map(|l| l.flows());
         self.flows
             .iter()
             .chain(self.passes.live())
+            .chain(later)
             .any(|f| f.acked.is_none() && f.start <= self.now)
     }
 

@@ -68,8 +68,6 @@ impl Streams {
 /// The ring passes that run as streams, and those under way.
 #[derive(Default)]
 pub struct Streams {
-    /// Per pass: whether it runs as a stream.
-    pub(super) streamed: Vec<bool>,
     /// Per streamed pass: how many channels of its collective run over
     /// the same GPUs, and so share their NICs.
     channels: Vec<u32>,
@@ -102,70 +100,49 @@ impl Simulation {
     /// "streams"`, ring passes whose connections all copy over NVLink or
     /// all write over the network, each carrying bytes.
     pub(super) fn set_up_streams(&mut self) {
-        let passes = &self.tasks.graph.passes;
-        // The workload made them so (`Pass::can_stream`), numbering no
-        // messages for them.
-        self.streams.streamed = passes.iter().map(|p| p.streamed).collect();
-        // A collective's channels are consecutive passes over the same
-        // GPUs, each on connections of its own: the next collective over
-        // them takes the first channel's connections again.
-        let lane = |p: &crate::workload::pass::Pass| match p.conns.first().map(|c| c.via) {
-            Some(Via::Net { lane }) => lane,
-            _ => u32::MAX,
-        };
-        let gpus = |p: &crate::workload::pass::Pass| {
-            let mut g: Vec<u32> = p.order.iter().map(|g| g.0).collect();
-            g.sort_unstable();
-            g
-        };
-        let mut channels = vec![1u32; passes.len()];
-        let mut i = 0;
-        while i < passes.len() {
-            let mine = gpus(&passes[i]);
-            let mut lanes = vec![lane(&passes[i])];
-            let mut j = i + 1;
-            while j < passes.len()
-                && self.streams.streamed[i]
-                && self.streams.streamed[j]
-                && passes[j].workload == passes[i].workload
-                && !lanes.contains(&lane(&passes[j]))
-                && gpus(&passes[j]) == mine
-            {
-                lanes.push(lane(&passes[j]));
-                j += 1;
+        self.streams.channels = channels_of(&self.tasks.graph.passes);
+    }
+
+    /// How many channels of pass `p`'s collective run over its GPUs.
+    fn channels(&self, p: u32) -> u32 {
+        match self.streams.channels.get(p as usize) {
+            Some(&n) => n,
+            None => {
+                let part = self
+                    .tasks
+                    .later
+                    .as_ref()
+                    .and_then(|l| l.part_of_pass(p))
+                    .expect("a pass of a later iteration");
+                part.channels[(p - part.graph.pass_base) as usize]
             }
-            channels[i..j].fill((j - i) as u32);
-            i = j;
         }
-        self.streams.channels = channels;
     }
 
     /// Whether pass `pass` runs as a stream.
     pub(super) fn streamed(&self, pass: u32) -> bool {
-        self.streams
-            .streamed
-            .get(pass as usize)
-            .copied()
-            .unwrap_or(false)
+        // The workload made them so (`Pass::can_stream`), numbering no
+        // messages for them.
+        self.tasks.pass(pass).is_some_and(|p| p.streamed)
     }
 
     /// Position `pos` of streamed pass `pass` enters it: once every
     /// position has, the stream starts a step time later.
     pub(super) fn stream_enter(&mut self, pass: u32, _pos: u32) {
-        let n = self.tasks.graph.passes[pass as usize].order.len() as u32;
+        let n = self.tasks.pass(pass).expect("a pass").order.len() as u32;
         let s = self.streams.under_way.entry(pass).or_default();
         s.entered += 1;
         if s.entered < n {
             return;
         }
-        let p = &self.tasks.graph.passes[pass as usize];
+        let p = &self.tasks.pass(pass).expect("a pass");
         let via = p.conns[0].via;
         // Its window counts each step's time, the first one's too.
         let first = p.latency.launch;
         let hop = if via == Via::Local {
             self.tasks.nvlink.latency
         } else {
-            self.unloaded_net_hop(pass as usize)
+            self.unloaded_net_hop_of(pass)
         };
         let now = self.now;
         let s = self.streams.get(pass);
@@ -189,7 +166,7 @@ impl Simulation {
     /// its share), with one connection's wire bytes.
     fn stream_start(&mut self, pass: u32) {
         let pi = pass as usize;
-        let p = &self.tasks.graph.passes[pi];
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
         if p.conns[0].via == Via::Local {
             return self.stream_copies(pass);
         }
@@ -204,7 +181,7 @@ impl Simulation {
             let spec = p
                 .conn_spec(&self.topo, c, bytes)
                 .expect("a streamed pass writes over the network");
-            let first = self.passes.first_qp[pi][c as usize];
+            let first = self.pass_first_qp(pi as u32, c);
             let c_wire = p.over_ring_messages(c, |m| {
                 if m == 0 {
                     return 0;
@@ -225,7 +202,7 @@ impl Simulation {
         // the same NICs, then a hop's latency and a step time before the
         // next: the pipeline's window (see the module's notes).
         let (steps, slices) = p.ring_steps().expect("a streamed pass is a ring");
-        let first_qp = QpId(self.passes.first_qp[pi][0]);
+        let first_qp = QpId(self.pass_first_qp(pi as u32, 0));
         let s = &self.streams.under_way[&pass];
         let dst = p
             .conn_spec(&self.topo, 0, 1)
@@ -239,7 +216,7 @@ impl Simulation {
             .unwrap_or(1) as f64
             / 8e12;
         let msg = wire as f64 / (f64::from(steps) * f64::from(slices));
-        let together = f64::from(self.streams.channels[pi]);
+        let together = f64::from(self.channels(pi as u32));
         let cycle = together * msg / narrowest + (s.hop.0 + p.latency.net.0) as f64;
         if msg > 0.0 {
             cap = cap.min(f64::from(slices) * msg / cycle);
@@ -267,7 +244,7 @@ impl Simulation {
     /// connections cross carries each one's), by port.
     pub(super) fn stream_ports(&self, pass: u32) -> Vec<(u32, f64)> {
         let pi = pass as usize;
-        let p = &self.tasks.graph.passes[pi];
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
         // Its messages take as many of a connection's QPs as the largest
         // of them does.
         let largest = p.ring_sizes().last().copied().unwrap_or(1);
@@ -277,7 +254,7 @@ impl Simulation {
                 continue;
             };
             let k = spec.n_qps().max(1);
-            let first = self.passes.first_qp[pi][c as usize];
+            let first = self.pass_first_qp(pi as u32, c);
             for q in first..first + k {
                 for (port, share) in self.qp_split(QpId(q), spec.dst_nic) {
                     *uses.entry(port.0).or_default() += share / f64::from(k);
@@ -294,7 +271,7 @@ impl Simulation {
     /// share the GPU's rate and arrive together.
     fn stream_copies(&mut self, pass: u32) {
         let pi = pass as usize;
-        let p = &self.tasks.graph.passes[pi];
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
         let (steps, slices) = p.ring_steps().expect("a streamed pass is a ring");
         let topo = &self.topo;
         let pairs: Vec<(u32, u32, u64)> = p
@@ -309,7 +286,7 @@ impl Simulation {
         let host = topo.gpus[p.order[0].idx()].host.idx();
         let nv = &self.tasks.nvlink;
         let msg = pairs[0].2 as f64 / (f64::from(steps) * f64::from(slices));
-        let together = f64::from(self.streams.channels[pi]);
+        let together = f64::from(self.channels(pi as u32));
         let s = &self.streams.under_way[&pass];
         let side_by_side = together * f64::from(slices) * msg / nv.rate();
         let cycle = side_by_side + (s.hop.0 + p.latency.nvlink.0) as f64;
@@ -365,11 +342,10 @@ impl Simulation {
             .expect("a stream under way");
         let now = self.now;
         let mtu = self.scenario.transport.mtu;
-        let row0 = self.passes.row_at(pi);
-        let conns = self.tasks.graph.passes[pi].conns.len() as u32;
-        let local = self.tasks.graph.passes[pi].conns[0].via == Via::Local;
+        let conns = self.tasks.pass(pi as u32).expect("a pass").conns.len() as u32;
+        let local = self.tasks.pass(pi as u32).expect("a pass").conns[0].via == Via::Local;
         for c in 0..conns {
-            let p = &self.tasks.graph.passes[pi];
+            let p = &self.tasks.pass(pi as u32).expect("a pass");
             let planned = p.sends_on(c);
             let bytes = p.bytes_on(c);
             let (pkts, ideal) = if local {
@@ -385,7 +361,7 @@ impl Simulation {
                 let pkts = p.over_ring_messages(c, |m| u64::from(packets_of(m, mtu)));
                 (pkts, self.stream_ideal(pi, c))
             };
-            let r = &mut self.passes.rows[row0 + c as usize];
+            let r = self.pass_row_mut(pi as u32, c);
             r.messages += planned;
             r.acked_messages += planned;
             r.bytes += bytes;
@@ -394,9 +370,11 @@ impl Simulation {
             r.finish = r.finish.max(Some(now));
             r.acked = r.acked.max(Some(if local { now } else { now + s.hop }));
             r.ideal += ideal;
+            let halves = if local { planned } else { 2 * planned };
+            self.later_progress(super::later::Loc::Pass(pass), halves);
         }
         self.passes.last_done = self.passes.last_done.max(now);
-        let n = self.tasks.graph.passes[pi].order.len() as u32;
+        let n = self.tasks.pass(pi as u32).expect("a pass").order.len() as u32;
         let out = Released {
             send: Vec::new(),
             done: (0..n).collect(),
@@ -408,8 +386,8 @@ impl Simulation {
     /// `pi` carries, each alone on an idle fabric (a ring's messages have
     /// a few sizes).
     fn stream_ideal(&mut self, pi: usize, c: u32) -> SimTime {
-        let p = &self.tasks.graph.passes[pi];
-        let first_qp = self.passes.first_qp[pi][c as usize];
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
+        let first_qp = self.pass_first_qp(pi as u32, c);
         let mut sizes: BTreeMap<u64, SimTime> = p
             .ring_sizes()
             .into_iter()
@@ -440,4 +418,41 @@ impl Simulation {
         }
         SimTime(p.over_ring_messages(c, |m| sizes.get(&m).map_or(0, |t| t.0)))
     }
+}
+
+/// Per pass of `passes` (consecutive, as the workload made them): how many
+/// channels of its collective run over the same GPUs. A collective's
+/// channels are consecutive passes over the same GPUs, each on
+/// connections of its own: the next collective over them takes the first
+/// channel's connections again.
+pub(super) fn channels_of(passes: &[crate::workload::pass::Pass]) -> Vec<u32> {
+    let lane = |p: &crate::workload::pass::Pass| match p.conns.first().map(|c| c.via) {
+        Some(Via::Net { lane }) => lane,
+        _ => u32::MAX,
+    };
+    let gpus = |p: &crate::workload::pass::Pass| {
+        let mut g: Vec<u32> = p.order.iter().map(|g| g.0).collect();
+        g.sort_unstable();
+        g
+    };
+    let mut channels = vec![1u32; passes.len()];
+    let mut i = 0;
+    while i < passes.len() {
+        let mine = gpus(&passes[i]);
+        let mut lanes = vec![lane(&passes[i])];
+        let mut j = i + 1;
+        while j < passes.len()
+            && passes[i].streamed
+            && passes[j].streamed
+            && passes[j].workload == passes[i].workload
+            && !lanes.contains(&lane(&passes[j]))
+            && gpus(&passes[j]) == mine
+        {
+            lanes.push(lane(&passes[j]));
+            j += 1;
+        }
+        channels[i..j].fill((j - i) as u32);
+        i = j;
+    }
+    channels
 }

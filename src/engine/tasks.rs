@@ -55,6 +55,9 @@ pub struct TaskState {
     /// The first task and transfer numbers of pass messages, if the run
     /// has passes.
     pub(super) pass_base: Option<(u32, u32)>,
+    /// Jobs' iterations made as the run reaches them, if any are.
+    #[serde(skip)]
+    pub(super) later: Option<Box<super::later::LaterState>>,
 }
 
 /// A pass message's task.
@@ -129,24 +132,140 @@ impl TaskState {
             dynamic: HashMap::default(),
             landing: Vec::new(),
             pass_base: None,
+            later: None,
             graph,
         }
     }
 
-    /// Task `t`, of the graph or of a pass message.
+    /// Task `t`, of the graph, of a later iteration or of a pass message.
     #[inline]
     pub fn task(&self, t: u32) -> Task {
-        match self.graph.tasks.get(t as usize) {
-            Some(&task) => task,
+        if let Some(&task) = self.graph.tasks.get(t as usize) {
+            return task;
+        }
+        if let Some(part) = self.later.as_ref().and_then(|l| l.part_of_task(t)) {
+            return part.graph.tasks[(t - part.graph.task_base) as usize];
+        }
+        let d = &self.dynamic[&t];
+        Task {
+            kind: d.kind,
+            lane: d.lane,
+            not_before: d.not_before,
+        }
+    }
+
+    /// Pass `p`, made before the run or with a later iteration.
+    #[inline]
+    pub fn pass(&self, p: u32) -> Option<&crate::workload::pass::Pass> {
+        match self.graph.passes.get(p as usize) {
+            Some(pass) => Some(pass),
+            None => self.later.as_ref()?.part_of_pass(p)?.graph.pass(p),
+        }
+    }
+
+    #[inline]
+    pub fn pass_mut(&mut self, p: u32) -> Option<&mut crate::workload::pass::Pass> {
+        match self.graph.passes.get_mut(p as usize) {
+            Some(pass) => Some(pass),
+            None => self.later.as_mut()?.part_of_pass_mut(p)?.graph.pass_mut(p),
+        }
+    }
+
+    /// Whether graph task `t` (made before the run or with a later
+    /// iteration) is done.
+    pub(super) fn is_done(&self, t: u32) -> bool {
+        match self.done.get(t as usize) {
+            Some(&d) => d != SimTime::MAX,
+            None => self
+                .later
+                .as_ref()
+                .is_some_and(|l| match l.part_of_task(t) {
+                    Some(p) => p.done[(t - p.graph.task_base) as usize] != SimTime::MAX,
+                    None => l.retired(t),
+                }),
+        }
+    }
+
+    /// Task `t` of a forgotten iteration no longer waits for its
+    /// transfer's acknowledgement.
+    pub(super) fn remove_acked(&mut self, f: u32) {
+        self.acked_task.remove(&f);
+    }
+
+    /// When graph task `t` (made before the run or with a later
+    /// iteration) was done, `SimTime::MAX` if it was not.
+    pub fn done_at(&self, t: u32) -> SimTime {
+        match self.done.get(t as usize) {
+            Some(&d) => d,
             None => {
-                let d = &self.dynamic[&t];
-                Task {
-                    kind: d.kind,
-                    lane: d.lane,
-                    not_before: d.not_before,
-                }
+                self.later
+                    .as_ref()
+                    .map_or(SimTime::MAX, |l| match (l.part_of_task(t), l.kept(t)) {
+                        (Some(p), _) => p.done[(t - p.graph.task_base) as usize],
+                        (None, Some(k)) => k.1,
+                        (None, None) => SimTime::MAX,
+                    })
             }
         }
+    }
+
+    /// When graph task `t` started, `SimTime::MAX` if it did not.
+    pub fn started_at(&self, t: u32) -> SimTime {
+        match self.started.get(t as usize) {
+            Some(&d) => d,
+            None => {
+                self.later
+                    .as_ref()
+                    .map_or(SimTime::MAX, |l| match (l.part_of_task(t), l.kept(t)) {
+                        (Some(p), _) => p.started[(t - p.graph.task_base) as usize],
+                        (None, Some(k)) => k.0,
+                        (None, None) => SimTime::MAX,
+                    })
+            }
+        }
+    }
+
+    /// When the last graph task done was (zero if none was).
+    pub fn last_done(&self) -> SimTime {
+        let later = self.later_parts().flat_map(|(_, p)| &p.done);
+        let forgotten = self.later.as_ref().map_or(SimTime::ZERO, |l| l.last_done);
+        self.done
+            .iter()
+            .chain(later)
+            .filter(|&&d| d != SimTime::MAX)
+            .max()
+            .copied()
+            .unwrap_or(SimTime::ZERO)
+            .max(forgotten)
+    }
+
+    /// Each collective with when it started and ended (`SimTime::MAX`:
+    /// it did not), those of forgotten iterations as they were worked
+    /// out before.
+    pub fn collective_times(&self) -> Vec<(&CollectiveRun, SimTime, SimTime)> {
+        self.collectives
+            .iter()
+            .map(|c| match c.resolved {
+                Some((a, b)) => (c, a, b),
+                None => (c, self.done_at(c.start), self.done_at(c.end)),
+            })
+            .collect()
+    }
+
+    /// How many of jobs' iterations were made as the run went.
+    pub fn later_made(&self) -> u64 {
+        self.later.as_ref().map_or(0, |l| l.made)
+    }
+
+    /// Jobs' later iterations made so far, with their workload entry, in
+    /// number order.
+    pub fn later_parts(&self) -> impl Iterator<Item = (u32, &super::later::Part)> {
+        self.later.iter().flat_map(|l| l.parts_of_workloads())
+    }
+
+    /// Task `t` is done when flow `f`'s sender has every acknowledgement.
+    pub(super) fn add_acked(&mut self, f: u32, t: u32) {
+        self.acked_task.insert(f, t);
     }
 
     /// A pass message's task `t` is made, to start no earlier than
@@ -167,8 +286,19 @@ impl TaskState {
     /// One of task `t`'s predecessors outside the graph is done: whether
     /// it has none left.
     pub(super) fn release_one(&mut self, t: u32) -> bool {
-        self.left[t as usize] -= 1;
-        self.left[t as usize] == 0
+        let left = match self.left.get_mut(t as usize) {
+            Some(left) => left,
+            None => {
+                let part = self
+                    .later
+                    .as_mut()
+                    .and_then(|l| l.part_of_task_mut(t))
+                    .expect("a task of the graph or of a later iteration");
+                &mut part.left[(t - part.graph.task_base) as usize]
+            }
+        };
+        *left -= 1;
+        *left == 0
     }
 
     /// Where each task runs when the fabric is cut by host (`Home`), or
@@ -342,10 +472,11 @@ impl TaskState {
                 return Some(task + 2 * (f.0 - flow) + 1);
             }
         }
-        self.flow_task
-            .get(f.idx())
-            .copied()
-            .filter(|&t| t != NO_TASK)
+        if let Some(&t) = self.flow_task.get(f.idx()) {
+            return Some(t).filter(|&t| t != NO_TASK);
+        }
+        let (part, i) = self.later.as_ref()?.part_of_flow(f.0)?;
+        Some(part.flow_task[i]).filter(|&t| t != NO_TASK)
     }
 }
 
@@ -375,9 +506,17 @@ impl Simulation {
             None => {
                 if let Some(d) = self.tasks.dynamic.get_mut(&t) {
                     d.started = self.now;
+                } else if let Some(p) = self
+                    .tasks
+                    .later
+                    .as_mut()
+                    .and_then(|l| l.part_of_task_mut(t))
+                {
+                    p.started[(t - p.graph.task_base) as usize] = self.now;
                 }
             }
         }
+
         match self.tasks.task(t).kind {
             TaskKind::Join | TaskKind::Exit { .. } => self.task_done(t),
             TaskKind::Enter { pass, pos } => {
@@ -413,6 +552,9 @@ impl Simulation {
         }
         self.tasks.releasing = true;
         while let Some(t) = self.tasks.work.pop() {
+            if self.tasks.later.is_some() {
+                self.later_due(t);
+            }
             if self.passes.is_pass_task(t) {
                 let task = self.tasks.dynamic.remove(&t);
                 let started = task.map_or(SimTime::MAX, |d| d.started);
@@ -424,6 +566,10 @@ impl Simulation {
                 self.pass_task_done(t, started);
                 continue;
             }
+            if (t as usize) >= self.tasks.graph.tasks.len() {
+                self.later_task_done(t);
+                continue;
+            }
             let task = self.tasks.graph.tasks[t as usize];
             self.tasks.done[t as usize] = self.now;
             self.tasks.tasks_done += 1;
@@ -433,11 +579,11 @@ impl Simulation {
             }
             for i in 0..self.tasks.graph.successors(t).len() {
                 let s = self.tasks.graph.successors(t)[i];
-                self.tasks.left[s as usize] -= 1;
-                if self.tasks.left[s as usize] == 0 {
+                if self.tasks.release_one(s) {
                     self.task_ready(s);
                 }
             }
+            self.later_successors(t);
         }
         self.tasks.releasing = false;
     }
@@ -496,6 +642,7 @@ impl Simulation {
         if f.tx_done_qps == f.n_qps {
             f.acked = Some(now);
             self.counters.flows_acked += 1;
+            self.later_progress(super::later::Loc::Flow(flow.0), 1);
             if self.passes.is_pass_flow(flow) {
                 self.pass_flow_half(flow, true);
             } else {
@@ -525,6 +672,7 @@ impl Simulation {
         if f.rx_done_qps == f.n_qps {
             f.finish = Some(now);
             self.counters.flows_completed += 1;
+            self.later_progress(super::later::Loc::Flow(flow.0), 1);
             let task = self.tasks.of_flow(flow);
             if self.passes.is_pass_flow(flow) {
                 self.pass_flow_half(flow, false);
@@ -544,7 +692,18 @@ impl Simulation {
         };
         let sent = match self.tasks.dynamic.get_mut(&t) {
             Some(d) => &mut d.sent_qps,
-            None => &mut self.tasks.flow_sent_qps[f.idx()],
+            None => match self.tasks.flow_sent_qps.get_mut(f.idx()) {
+                Some(s) => s,
+                None => {
+                    let (part, i) = self
+                        .tasks
+                        .later
+                        .as_mut()
+                        .and_then(|l| l.part_of_flow_mut(f.0))
+                        .expect("a transfer of a later iteration");
+                    &mut part.flow_sent_qps[i]
+                }
+            },
         };
         *sent += 1;
         let sent = *sent;

@@ -120,6 +120,60 @@ impl Simulation {
         &self.flows
     }
 
+    /// Every transfer in number order: those made before the run, then
+    /// those of jobs' later iterations made so far (a pass's messages are
+    /// not: see `every_pass_row`).
+    pub fn every_flow(&self) -> impl Iterator<Item = std::borrow::Cow<'_, FlowState>> {
+        let later = self.later_records().filter_map(|r| match r {
+            super::later::Record::Flow(f) => Some(std::borrow::Cow::Owned(f)),
+            _ => None,
+        });
+        self.flows
+            .iter()
+            .map(std::borrow::Cow::Borrowed)
+            .chain(later)
+    }
+
+    /// Every pass connection's row, in pass order: those of passes made
+    /// before the run, then those of jobs' later iterations.
+    pub fn every_pass_row(
+        &self,
+    ) -> impl Iterator<Item = std::borrow::Cow<'_, super::passes::ConnRow>> {
+        let later = self.later_records().filter_map(|r| match r {
+            super::later::Record::Row(r) => Some(std::borrow::Cow::Owned(r)),
+            _ => None,
+        });
+        let rows = self.passes.rows.iter();
+        rows.map(std::borrow::Cow::Borrowed).chain(later)
+    }
+
+    /// The NVLink copies of jobs' later iterations, in number order.
+    pub fn later_copies(&self) -> impl Iterator<Item = super::later::CopyRow> + '_ {
+        self.later_records().filter_map(|r| match r {
+            super::later::Record::Copy(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// What the outputs list of jobs' later iterations (`later`).
+    fn later_records(&self) -> impl Iterator<Item = super::later::Record> + '_ {
+        self.tasks.later.iter().flat_map(|l| l.records())
+    }
+
+    /// Jobs' iterations made as the run went, forgotten once over, and
+    /// the most held at once; `None` if every iteration was made before
+    /// the run.
+    pub fn later_counts(&self) -> Option<(u64, u64, u64)> {
+        let l = self.tasks.later.as_ref()?;
+        Some((l.made, l.retired, l.most_held))
+    }
+
+    /// Whether rows of jobs' later iterations were lost on the way to
+    /// the outputs (a temporary file that could not be written or read).
+    pub fn later_rows_lost(&self) -> bool {
+        self.tasks.later.as_ref().is_some_and(|l| l.records_lost())
+    }
+
     /// Collective passes' messages: their connections' rows and totals.
     pub fn pass_flows(&self) -> &super::passes::PassFlows {
         &self.passes
@@ -127,7 +181,15 @@ impl Simulation {
 
     /// Transfers in all: those made up front and the passes' writes.
     pub fn flows_total(&self) -> u64 {
-        self.flows.len() as u64 + self.passes.net_messages
+        (self.flows.len() + self.later_flows.0) as u64 + self.passes.net_messages
+    }
+
+    /// Bytes the run's transfers and passes offer, those of jobs'
+    /// iterations not yet made included.
+    pub fn bytes_offered(&self) -> u64 {
+        self.flows.iter().map(|f| f.spec.bytes).sum::<u64>()
+            + self.later_flows.1
+            + self.passes.net_bytes
     }
 
     pub fn tasks(&self) -> &tasks::TaskState {

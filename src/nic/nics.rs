@@ -773,14 +773,16 @@ bytes = "8KB"
         let p = crate::scenario::prepare("nics.toml", PAIR, &sets).unwrap();
         let streams = crate::rng::Streams::new(p.scenario.seed);
         let mut queue = EventQueue::new();
-        let (qps, _, _) = crate::engine::build::qps_and_flows(
+        let qps = crate::engine::build::qps_and_flows(
             &p.topology,
             &p.scenario,
             p.flows.clone(),
+            (&[], p.flows.len() as u64),
             &p.graph.passes,
             &streams,
             &mut queue,
-        );
+        )
+        .qps;
         let tenants = vec![0; qps.len()];
         let nics = crate::engine::build::nics(&p.topology, &p.scenario, qps, tenants);
         (p.topology, nics, PacketArena::default())

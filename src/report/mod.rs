@@ -223,61 +223,7 @@ pub struct JobReport {
     pub steps: Vec<StepReport>,
 }
 
-/// One iteration of a job: its time, the mean GPU's compute, and per
-/// dimension of parallelism its communication.
-#[derive(Serialize, Debug, Clone)]
-pub struct StepReport {
-    pub iteration: u32,
-    pub step_ps: u64,
-    /// Time a rank's GPU runs kernels, averaged over the ranks.
-    pub compute_ps: f64,
-    pub dims: Vec<DimReport>,
-}
-
-/// A dimension's communication in one iteration, averaged over the ranks:
-/// time with some of its collectives or transfers under way for the rank,
-/// and the part of that time its GPU runs no kernel (exposed); bytes are
-/// the collectives' sizes (nccl-tests') and the transfers' bytes, summed.
-#[derive(Serialize, Debug, Clone)]
-pub struct DimReport {
-    pub dim: &'static str,
-    pub comm_ps: f64,
-    pub exposed_ps: f64,
-    pub bytes: u64,
-}
-
-/// Intervals merged where they overlap, in order.
-fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
-}
-
-fn covered(v: &[(u64, u64)]) -> u64 {
-    v.iter().map(|&(a, b)| b - a).sum()
-}
-
-/// Time of merged intervals `a` not within merged intervals `b`.
-fn outside(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
-    let (mut j, mut inside) = (0, 0);
-    for &(x, y) in a {
-        while j < b.len() && b[j].1 <= x {
-            j += 1;
-        }
-        let mut k = j;
-        while k < b.len() && b[k].0 < y {
-            inside += y.min(b[k].1) - x.max(b[k].0);
-            k += 1;
-        }
-    }
-    covered(a) - inside
-}
+pub use crate::workload::training::{DimReport, StepReport};
 
 /// A job's iterations broken down by parallelism (see `StepReport`).
 fn steps(
@@ -285,84 +231,44 @@ fn steps(
     j: &crate::workload::training::JobRun,
     ranks: usize,
 ) -> Vec<StepReport> {
-    use crate::workload::model::Dim;
-    let done = |x: u32| Some(t.done[x as usize]).filter(|&d| d != SimTime::MAX);
-    let mut out = Vec::new();
-    for (it, &(a, b)) in j.iterations.iter().enumerate() {
-        let (Some(a), Some(b)) = (done(a), done(b)) else {
-            continue;
-        };
-        let it = it as u32;
-        let mut kernels: Vec<Vec<(u64, u64)>> = vec![Vec::new(); ranks];
-        for &(r, _, k) in j.kernels.iter().filter(|x| x.1 == it) {
-            if let Some(end) = done(k) {
-                kernels[r as usize].push((t.started[k as usize].0, end.0));
-            }
-        }
-        let kernels: Vec<Vec<(u64, u64)>> = kernels.into_iter().map(merged).collect();
-        let compute: u64 = kernels.iter().map(|k| covered(k)).sum();
-        let dims = Dim::ALL
-            .iter()
-            .filter_map(|&d| {
-                let mut spans: Vec<Vec<(u64, u64)>> = vec![Vec::new(); ranks];
-                let mut bytes = 0;
-                for c in j.comm.iter().filter(|c| c.iteration == it && c.dim == d) {
-                    bytes += c.bytes;
-                    if let (Some(x), Some(y)) = (done(c.from), done(c.to)) {
-                        spans[c.rank as usize].push((x.0, y.0.max(x.0)));
-                    }
-                }
-                if bytes == 0 {
-                    return None;
-                }
-                let (mut comm, mut exposed) = (0, 0);
-                for (s, k) in spans.into_iter().zip(&kernels) {
-                    let s = merged(s);
-                    comm += covered(&s);
-                    exposed += outside(&s, k);
-                }
-                let n = ranks.max(1) as f64;
-                Some(DimReport {
-                    dim: d.name(),
-                    comm_ps: comm as f64 / n,
-                    exposed_ps: exposed as f64 / n,
-                    bytes,
-                })
-            })
-            .collect();
-        out.push(StepReport {
-            iteration: it,
-            step_ps: b.0 - a.0,
-            compute_ps: compute as f64 / ranks.max(1) as f64,
-            dims,
-        });
-    }
-    out
+    let done = |x: u32| Some(t.done_at(x)).filter(|&d| d != SimTime::MAX);
+    let started = |x: u32| t.started_at(x);
+    (0..j.iterations.len() as u32)
+        .filter_map(|it| match j.resolved.get(&it) {
+            Some(r) => r.step.clone(),
+            None => j.step(it, &started, &done, ranks),
+        })
+        .collect()
 }
 
 impl JobReport {
     pub fn of(sim: &Simulation) -> Vec<JobReport> {
         let t = &sim.tasks();
         let span = |a: u32, b: u32| {
-            let (a, b) = (t.done[a as usize], t.done[b as usize]);
+            let (a, b) = (t.done_at(a), t.done_at(b));
             (b != SimTime::MAX && a != SimTime::MAX).then(|| b.0 - a.0)
         };
+        let runs = t.collective_times();
         t.jobs
             .iter()
             .map(|j| {
                 let iteration_ps: Vec<u64> = j
                     .iterations
                     .iter()
-                    .filter_map(|&(a, b)| span(a, b))
+                    .enumerate()
+                    .filter_map(|(it, &(a, b))| match j.resolved.get(&(it as u32)) {
+                        Some(r) => r.span.map(|(a, b)| b.0 - a.0),
+                        None => span(a, b),
+                    })
                     .collect();
                 let total: u64 = iteration_ps.iter().sum();
                 // Time with some collective of the job in flight (the
                 // union of their spans: a model's TP groups and DP buckets
                 // run side by side).
-                let mut spans: Vec<(u64, u64)> = t.collectives[j.collectives.clone()]
+                let mut spans: Vec<(u64, u64)> = runs
                     .iter()
-                    .filter_map(|c| {
-                        let (a, b) = (t.done[c.start as usize], t.done[c.end as usize]);
+                    .filter(|(c, _, _)| c.workload == j.workload)
+                    .filter_map(|&(_, a, b)| {
                         (a != SimTime::MAX && b != SimTime::MAX).then_some((a.0, b.0))
                     })
                     .collect();
@@ -394,6 +300,7 @@ impl JobReport {
                         .checkpoints
                         .iter()
                         .filter_map(|&(_, a, b)| span(a, b))
+                        .chain(j.resolved.values().filter_map(|r| r.checkpoint_ps))
                         .sum(),
                 }
             })
@@ -429,11 +336,12 @@ pub struct CollectiveReport {
 impl CollectiveReport {
     pub fn of(sim: &Simulation) -> Vec<CollectiveReport> {
         let t = &sim.tasks();
-        t.collectives
-            .iter()
-            .map(|c| {
-                let start = t.done[c.start as usize];
-                let end = t.done[c.end as usize];
+        // In workload order, each workload's in the order they were made
+        // (jobs' later iterations are made as the run goes).
+        let mut runs = t.collective_times();
+        runs.sort_by_key(|c| c.0.workload);
+        runs.into_iter()
+            .map(|(c, start, end)| {
                 let time = (end != SimTime::MAX).then(|| end.0 - start.0);
                 let algbw = time.map(|ps| c.bytes as f64 * 1e3 / ps.max(1) as f64);
                 CollectiveReport {
@@ -564,6 +472,15 @@ pub struct Perf {
     /// (`simulation.flow_rings = "streams"`) instead of message by message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fluid_streams: Option<u64>,
+    /// Jobs' iterations made as the run went (`simulation.job_iterations
+    /// = "as-they-run"`), those forgotten once over, and the most held at
+    /// once (absent when every iteration was made before the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations_made: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations_forgotten: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations_held_at_most: Option<u64>,
 }
 
 impl Summary {
@@ -572,7 +489,7 @@ impl Summary {
         let mut fct = Vec::new();
         let mut slow = Vec::new();
         let mut makespan = 0;
-        for f in sim.flows() {
+        for f in sim.every_flow() {
             if let Some(fin) = f.finish {
                 let t = fin - f.start;
                 fct.push(t.0 as f64);
@@ -582,11 +499,7 @@ impl Summary {
         }
         // Work of the task graph (NVLink copies, compute) counts too, and
         // the passes'.
-        for &t in &sim.tasks().done {
-            if t != SimTime::MAX {
-                makespan = makespan.max(t.0);
-            }
-        }
+        makespan = makespan.max(sim.tasks().last_done().0);
         makespan = makespan.max(sim.pass_flows().last_done.0);
         let qps = &sim.qps();
         let balance = uplink_balance(sim);
@@ -621,8 +534,7 @@ impl Summary {
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
             flows_total: sim.flows_total(),
-            bytes_offered: sim.flows().iter().map(|f| f.spec.bytes).sum::<u64>()
-                + sim.pass_flows().net_bytes,
+            bytes_offered: sim.bytes_offered(),
             bytes_delivered: c.bytes_delivered,
             drops: c.drops,
             drop_bytes: c.drop_bytes,
@@ -750,8 +662,7 @@ impl Summary {
 /// fewer than two finished.
 pub fn rate_fairness(sim: &Simulation) -> Option<f64> {
     let shares: Vec<f64> = sim
-        .flows()
-        .iter()
+        .every_flow()
         .filter_map(|f| {
             let t = (f.finish? - f.start).0.max(1) as f64;
             Some(f.ideal_fct.0 as f64 / t)
@@ -1015,6 +926,9 @@ impl Perf {
                 .fluid_shares()
                 .map(|(n, subs)| subs as f64 / n.max(1) as f64),
             fluid_streams: sim.fluid_shares().map(|_| sim.fluid_streams()),
+            iterations_made: sim.later_counts().map(|c| c.0),
+            iterations_forgotten: sim.later_counts().map(|c| c.1),
+            iterations_held_at_most: sim.later_counts().map(|c| c.2),
         }
     }
 

@@ -559,7 +559,7 @@ fn ecn_cnp(sim: &Simulation, root: &Area) -> Res {
 /// Why a plot of transfers is empty: none finished, or the run's traffic
 /// was collectives, whose messages are counted per connection.
 fn no_transfer(sim: &Simulation) -> &'static str {
-    if sim.flows().is_empty() && !sim.pass_flows().rows.is_empty() {
+    if sim.every_flow().next().is_none() && sim.every_pass_row().next().is_some() {
         "collective messages only: see collectives.csv and flows.csv's connection rows"
     } else {
         "no transfer finished"
@@ -569,8 +569,7 @@ fn no_transfer(sim: &Simulation) -> &'static str {
 fn fct_cdf(sim: &Simulation, root: &Area) -> Res {
     let title = "Transfer completion times";
     let mut fct: Vec<f64> = sim
-        .flows()
-        .iter()
+        .every_flow()
         .filter_map(|f| f.finish.map(|t| (t - f.start).0 as f64 / 1e6))
         .collect();
     if fct.is_empty() {
@@ -617,8 +616,7 @@ fn fct_cdf(sim: &Simulation, root: &Area) -> Res {
 fn slowdown(sim: &Simulation, root: &Area) -> Res {
     let title = "Slowdown by transfer size";
     let pts: Vec<(f64, f64)> = sim
-        .flows()
-        .iter()
+        .every_flow()
         .filter_map(|f| {
             let fin = f.finish?;
             let slow = (fin - f.start).0 as f64 / f.ideal_fct.0.max(1) as f64;
@@ -846,7 +844,7 @@ fn timeline(sim: &Simulation, root: &Area) -> Res {
     use crate::workload::model::Dim;
     let title = "Training step: kernels and communication per rank";
     let t = sim.tasks();
-    let done = |x: u32| Some(t.done[x as usize]).filter(|&d| d != crate::units::SimTime::MAX);
+    let done = |x: u32| Some(t.done_at(x)).filter(|&d| d != crate::units::SimTime::MAX);
     let found = t.jobs.iter().find_map(|j| {
         let (it, &(a, b)) = j
             .iterations
@@ -872,7 +870,7 @@ fn timeline(sim: &Simulation, root: &Area) -> Res {
             .kernels
             .iter()
             .filter(|x| x.0 == r && x.1 == it)
-            .filter_map(|&(_, _, task)| Some((ms(t.started[task as usize].0), ms(done(task)?.0))))
+            .filter_map(|&(_, _, task)| Some((ms(t.started_at(task).0), ms(done(task)?.0))))
             .collect();
         rows.push((format!("rank {r} kernels"), coalesce(k, gap), PALETTE[7]));
         for (di, d) in dims.iter().enumerate() {

@@ -155,7 +155,8 @@ pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "medium",
         "messages",
     ])?;
-    for (i, f) in sim.flows().iter().enumerate() {
+    for (i, f) in sim.every_flow().enumerate() {
+        let f = &*f;
         let cost = message_costs(sim, i, f);
         let fct = f.finish.map(|t| t - f.start);
         let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
@@ -194,29 +195,40 @@ pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         ])?;
     }
     // A pass's connections: a row each, its messages summed.
-    for r in sim.pass_flows().rows.iter().filter(|r| r.planned > 0) {
-        w.write_record(connection_row(sim, r))?;
+    for r in sim.every_pass_row().filter(|r| r.planned > 0) {
+        w.write_record(connection_row(sim, &r))?;
     }
     // Copies between GPUs of one host went over NVLink: rows of their own,
     // with no flow id and no network figures.
     let graph = &sim.tasks().graph;
-    for (t, task) in graph.tasks.iter().enumerate() {
+    let regions = &graph.workload_first_task;
+    let first = graph.tasks.iter().enumerate().filter_map(|(t, task)| {
         let TaskKind::Local { src, dst, bytes } = task.kind else {
-            continue;
+            return None;
         };
+        let at = regions
+            .partition_point(|&(first, _)| first as usize <= t)
+            .saturating_sub(1);
+        let tasks = sim.tasks();
+        Some(crate::engine::later::CopyRow {
+            workload: regions.get(at).map_or(0, |r| r.1),
+            src,
+            dst,
+            bytes,
+            started: tasks.started[t],
+            done: tasks.done[t],
+        })
+    });
+    for c in first.chain(sim.later_copies()) {
+        let (workload, src, dst, bytes) = (c.workload, c.src, c.dst, c.bytes);
+        let (started, done) = (c.started, c.done);
         if src == dst {
             continue;
         }
-        let started = sim.tasks().started[t];
-        let done = sim.tasks().done[t];
         let start = (started != SimTime::MAX).then_some(started);
         let finish = (done != SimTime::MAX).then_some(done);
         let fct = start.zip(finish).map(|(s, f)| f - s);
         let ideal = sim.tasks().nvlink.alone(bytes);
-        let workload = graph
-            .workload_first_task
-            .partition_point(|&first| first as usize <= t)
-            .saturating_sub(1);
         let opt = |v: Option<SimTime>| v.map_or(String::new(), |x| x.0.to_string());
         let mut row = vec![
             String::new(),
@@ -240,6 +252,11 @@ pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         row.push("nvlink".into());
         row.push("1".into());
         w.write_record(&row)?;
+    }
+    if sim.later_rows_lost() {
+        return Err(std::io::Error::other(
+            "rows of jobs' iterations written to a temporary file during the run could not be read back",
+        ));
     }
     finish(w)
 }

@@ -31,18 +31,11 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     for w in &sim.scenario().workloads {
         let w_id = kinds.len() as u32;
         let passes: u64 = sim
-            .pass_flows()
-            .rows
-            .iter()
+            .every_pass_row()
             .filter(|r| r.workload == w_id && r.qps > 0)
             .map(|r| r.planned)
             .sum();
-        let n = sim
-            .flows()
-            .iter()
-            .filter(|f| f.spec.workload == w_id)
-            .count() as u64
-            + passes;
+        let n = sim.every_flow().filter(|f| f.spec.workload == w_id).count() as u64 + passes;
         kinds.push(match &w.pattern {
             crate::workload::Pattern::Collective(c) => {
                 // As run: NCCL's tuner may have chosen the algorithm,

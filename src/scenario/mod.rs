@@ -50,6 +50,8 @@ pub struct Scenario {
     pub fidelity: Fidelity,
     /// At flow level: how ring passes between servers run.
     pub flow_rings: FlowRings,
+    /// When jobs' iterations after their first are made.
+    pub job_iterations: JobIterations,
     pub topology: TopologySpec,
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
@@ -89,6 +91,19 @@ impl Fidelity {
             _ => None,
         }
     }
+}
+
+/// When a training job's iterations after its first are made
+/// (`workload::jobs`): the outputs are the same either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum JobIterations {
+    /// As the run reaches each, and forgotten once done and written
+    /// out: memory holds the iterations under way, whatever the count.
+    /// A run on several threads or MPI ranks makes them up front.
+    #[default]
+    AsTheyRun,
+    /// Every one before the run starts.
+    UpFront,
 }
 
 /// At flow level, how a ring pass whose hops all cross the network runs.
@@ -160,6 +175,8 @@ pub struct Prepared {
     pub graph: crate::workload::graph::TaskGraph,
     pub collectives: Vec<crate::workload::collective::CollectiveRun>,
     pub jobs: Vec<crate::workload::training::JobRun>,
+    /// Jobs' iterations to make as the run reaches them (`workload::jobs`).
+    pub later: Option<Box<crate::workload::jobs::Later>>,
     /// Every port's PFC thresholds and headroom, resolved once.
     pub pfc: crate::switch::qos::PfcTable,
 }
@@ -430,6 +447,18 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         // At flow level, rings may run as streams, whose messages are
         // not numbered.
         let stream_rings = fidelity == Fidelity::Flow && flow_rings == FlowRings::Streams;
+        let job_iterations = values::choice(
+            sim.and_then(|s| s.job_iterations.as_deref()),
+            &sp.key("job_iterations"),
+            &[
+                ("as-they-run", JobIterations::AsTheyRun),
+                ("up-front", JobIterations::UpFront),
+            ],
+            JobIterations::AsTheyRun,
+        )?;
+        // Partitions of a parallel run each hold every task (see
+        // `engine::parallel`): there, iterations are made up front.
+        let as_it_runs = job_iterations == JobIterations::AsTheyRun && threads == 1;
         let expanded = workload::expand(
             &workloads,
             &topology,
@@ -437,6 +466,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             &streams,
             tuning,
             stream_rings,
+            as_it_runs,
         )?;
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
@@ -471,6 +501,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             threads,
             fidelity,
             flow_rings,
+            job_iterations,
             topology: tspec,
             switch,
             transport,
@@ -489,6 +520,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             graph: expanded.graph,
             collectives: expanded.collectives,
             jobs: expanded.jobs,
+            later: expanded.later,
             pfc,
         })
     })();

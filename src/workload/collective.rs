@@ -222,6 +222,10 @@ pub struct CollectiveRun {
     pub iteration: Option<u32>,
     /// The software time its steps were charged.
     pub step_latency: StepLatency,
+    /// When it started and ended, once its tasks are forgotten
+    /// (`engine::later`).
+    #[serde(skip)]
+    pub resolved: Option<(SimTime, SimTime)>,
 }
 
 /// `total` split into `parts` near-equal shares: share `i`.
@@ -260,6 +264,20 @@ pub struct Emitter<'a> {
     pub step_latency: StepLatency,
     /// The protocol of the collective being added.
     protocol: Protocol,
+}
+
+/// An emitter's settings and what it has learned (each connection's
+/// lane, which NIC pairs have a path), kept between the parts of a job
+/// added at different times, so that a connection keeps its lane.
+#[derive(Clone, Debug, Default)]
+pub struct EmitterState {
+    workload: u32,
+    qps: u32,
+    pxn: bool,
+    host: tuner::Host,
+    step_latency: StepLatency,
+    lanes: HashMap<(u32, u32, u32), u32>,
+    reachable: HashMap<(u32, u32), bool>,
 }
 
 /// The software time of a collective's steps that the wire does not show
@@ -308,6 +326,44 @@ impl<'a> Emitter<'a> {
             step_latency: StepLatency::Nccl,
             protocol: Protocol::Simple,
         }
+    }
+
+    /// What this emitter keeps for the next part of its workload (see
+    /// `EmitterState`).
+    pub fn into_state(self) -> EmitterState {
+        EmitterState {
+            workload: self.workload,
+            qps: self.qps,
+            pxn: self.pxn,
+            host: self.host,
+            step_latency: self.step_latency,
+            lanes: self.lanes,
+            reachable: self.reachable,
+        }
+    }
+
+    /// An emitter that goes on from `state`.
+    pub fn resume(
+        topo: &'a Topology,
+        routes: &'a Routes,
+        graph: &'a mut GraphBuilder,
+        flows: &'a mut Vec<FlowSpec>,
+        state: EmitterState,
+    ) -> Self {
+        let mut e = Emitter::new(
+            topo,
+            routes,
+            graph,
+            flows,
+            state.workload,
+            state.qps,
+            state.pxn,
+        );
+        e.host = state.host;
+        e.step_latency = state.step_latency;
+        e.lanes = state.lanes;
+        e.reachable = state.reachable;
+        e
     }
 
     pub fn join(&mut self, deps: &[u32], not_before: SimTime) -> u32 {
@@ -474,14 +530,15 @@ impl<'a> Emitter<'a> {
         deps: &[u32],
     ) -> Result<u32, String> {
         let lane = self.connection(a, b, channel)?;
-        if self.flows.len() >= MAX_FLOWS {
+        let f = self.graph.flow_base as usize + self.flows.len();
+        if f >= MAX_FLOWS {
             return Err(format!(
                 "the collective needs more than {MAX_FLOWS} messages; use a larger chunk or fewer channels"
             ));
         }
         let topo = self.topo;
         let (na, nb) = (topo.gpus[a.idx()].nic, topo.gpus[b.idx()].nic);
-        let f = self.flows.len() as u32;
+        let f = f as u32;
         self.flows.push(FlowSpec {
             src: a,
             dst: b,
@@ -708,6 +765,7 @@ fn run_of(e: &Emitter, c: &Collective, start: u32, end: u32) -> CollectiveRun {
         end,
         iteration: None,
         step_latency: e.step_latency,
+        resolved: None,
     }
 }
 
@@ -738,10 +796,10 @@ pub fn emit_per_rank(
     let mut got: Vec<Vec<u32>> = ready.iter().map(|&r| vec![r]).collect();
     for t in first..e.graph.len() as u32 {
         let dst = match e.graph.kind(t) {
-            TaskKind::Net(f) => e.flows[f as usize].dst,
+            TaskKind::Net(f) => e.flows[(f - e.graph.flow_base) as usize].dst,
             TaskKind::Local { dst, .. } => dst,
             // Done once everything the pass brings the rank has come.
-            TaskKind::Exit { pass, pos } => e.graph.passes[pass as usize].order[pos as usize],
+            TaskKind::Exit { pass, pos } => e.graph.pass(pass).order[pos as usize],
             TaskKind::Delay(_) | TaskKind::Join | TaskKind::Acked(_) | TaskKind::Enter { .. } => {
                 continue
             }
@@ -826,7 +884,7 @@ fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, 
     }
     e.graph.pass_messages += messages;
     pass.latency = step_times(e, &pass);
-    let index = e.graph.passes.len() as u32;
+    let index = e.graph.next_pass();
     for (i, &g) in pass.order.iter().enumerate() {
         let pos = i as u32;
         let t = e

@@ -60,17 +60,41 @@ pub struct TaskGraph {
     /// The GPU of each lane that is a GPU's compute lane (`NO_GPU` for
     /// the lanes of connections).
     pub lane_gpu: Vec<u32>,
-    /// The first task of each workload entry, in scenario order (tasks
-    /// are added workload by workload).
-    pub workload_first_task: Vec<u32>,
+    /// Where each workload's tasks begin, in task order: (first task,
+    /// workload entry). Tasks are added workload by workload, then the
+    /// jobs' iterations after their first, job by job (`jobs`).
+    pub workload_first_task: Vec<(u32, u32)>,
     /// Collective passes whose messages are made as they run.
     pub passes: Vec<Pass>,
+    /// The number of the first task (and of the first pass) of this
+    /// graph: zero, but for an iteration of a job made as the run
+    /// reaches it (`jobs`), whose tasks are numbered after those before.
+    pub task_base: u32,
+    pub pass_base: u32,
+    /// Edges from tasks before `task_base` (earlier parts) to this
+    /// graph's: (earlier task, task).
+    pub cross: Vec<(u32, u32)>,
 }
 
 impl TaskGraph {
+    /// Task `t`'s successors; `t` counts from `task_base`.
     pub fn successors(&self, t: u32) -> &[u32] {
-        let t = t as usize;
+        let t = (t - self.task_base) as usize;
         &self.succ[self.succ_at[t] as usize..self.succ_at[t + 1] as usize]
+    }
+
+    /// Task `t` (numbered from `task_base`).
+    pub fn task(&self, t: u32) -> Option<&Task> {
+        self.tasks.get(t.checked_sub(self.task_base)? as usize)
+    }
+
+    /// Pass `p` (numbered from `pass_base`).
+    pub fn pass(&self, p: u32) -> Option<&Pass> {
+        self.passes.get(p.checked_sub(self.pass_base)? as usize)
+    }
+
+    pub fn pass_mut(&mut self, p: u32) -> Option<&mut Pass> {
+        self.passes.get_mut(p.checked_sub(self.pass_base)? as usize)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -95,22 +119,100 @@ pub struct GraphBuilder {
     /// Ring passes that can run as one stream do, and number no messages
     /// (a flow-level run with `flow_rings = "streams"`).
     pub stream_rings: bool,
+    /// The numbers of the first task, pass and transfer it adds (see
+    /// `TaskGraph::task_base`).
+    task_base: u32,
+    pass_base: u32,
+    pub flow_base: u32,
+    cross: Vec<(u32, u32)>,
 }
 
 impl GraphBuilder {
+    /// A builder of a later part of the tasks (an iteration of a job,
+    /// `jobs`): its tasks, passes, pass messages and transfers are
+    /// numbered from these, and it shares `lanes` (the lanes so far, and
+    /// each GPU's compute lane) with the parts before.
+    pub fn part(
+        (task_base, pass_base, flow_base, pass_messages): (u32, u32, u32, u64),
+        lanes: &GraphBuilder,
+    ) -> GraphBuilder {
+        GraphBuilder {
+            lanes: lanes.lanes,
+            gpu_lanes: lanes.gpu_lanes.clone(),
+            pass_messages,
+            stream_rings: lanes.stream_rings,
+            task_base,
+            pass_base,
+            flow_base,
+            ..GraphBuilder::default()
+        }
+    }
+
+    /// A builder that only keeps `graph`'s lanes (each GPU's compute
+    /// lane and the lane count), for `part`.
+    pub fn lanes_of(graph: &TaskGraph, stream_rings: bool) -> GraphBuilder {
+        let gpu_lanes = graph
+            .lane_gpu
+            .iter()
+            .enumerate()
+            .filter(|&(_, &g)| g != NO_GPU)
+            .map(|(l, &g)| (g, l as u32))
+            .collect();
+        GraphBuilder {
+            lanes: graph.lanes,
+            gpu_lanes,
+            stream_rings,
+            ..GraphBuilder::default()
+        }
+    }
+
+    /// What the next task, pass, transfer and pass message are numbered.
+    pub fn next_numbers(&self, flows: usize) -> (u32, u32, u32, u64) {
+        (
+            self.len() as u32,
+            self.pass_base + self.passes.len() as u32,
+            self.flow_base + flows as u32,
+            self.pass_messages,
+        )
+    }
+
+    /// Lanes made by `part` go on in this builder too.
+    pub fn take_lanes(&mut self, part: &GraphBuilder) {
+        self.lanes = part.lanes;
+        self.gpu_lanes.clone_from(&part.gpu_lanes);
+    }
+
+    pub fn lanes(&self) -> u32 {
+        self.lanes
+    }
+
     pub fn task(&mut self, kind: TaskKind, lane: u32, not_before: SimTime) -> u32 {
         self.tasks.push(Task {
             kind,
             lane,
             not_before,
         });
-        self.tasks.len() as u32 - 1
+        self.len() as u32 - 1
     }
 
     /// `b` waits for `a`.
     pub fn edge(&mut self, a: u32, b: u32) {
         debug_assert!(a < b, "tasks are added after what they wait for");
-        self.edges.push((a, b));
+        if a < self.task_base {
+            self.cross.push((a, b));
+        } else {
+            self.edges.push((a, b));
+        }
+    }
+
+    /// Pass `p`, by its number.
+    pub fn pass(&self, p: u32) -> &Pass {
+        &self.passes[(p - self.pass_base) as usize]
+    }
+
+    /// The number the next pass gets.
+    pub fn next_pass(&self) -> u32 {
+        self.pass_base + self.passes.len() as u32
     }
 
     pub fn new_lane(&mut self) -> u32 {
@@ -128,12 +230,13 @@ impl GraphBuilder {
         l
     }
 
+    /// The number the next task gets.
     pub fn len(&self) -> usize {
-        self.tasks.len()
+        self.task_base as usize + self.tasks.len()
     }
 
     pub fn kind(&self, t: u32) -> TaskKind {
-        self.tasks[t as usize].kind
+        self.tasks[(t - self.task_base) as usize].kind
     }
 
     pub fn is_empty(&self) -> bool {
@@ -147,17 +250,23 @@ impl GraphBuilder {
     pub fn build(mut self) -> TaskGraph {
         self.edges.sort_unstable();
         self.edges.dedup();
+        self.cross.sort_unstable();
+        self.cross.dedup();
         let n = self.tasks.len();
+        let base = self.task_base as usize;
         let mut preds = vec![0u32; n];
         let mut succ_at = vec![0u32; n + 1];
         for &(a, b) in &self.edges {
-            succ_at[a as usize + 1] += 1;
-            preds[b as usize] += 1;
+            succ_at[a as usize - base + 1] += 1;
+            preds[b as usize - base] += 1;
+        }
+        for &(_, b) in &self.cross {
+            preds[b as usize - base] += 1;
         }
         // A pass's exits also wait for the pass.
         for p in &self.passes {
             for &x in &p.exit {
-                preds[x as usize] += 1;
+                preds[x as usize - base] += 1;
             }
         }
         for i in 0..n {
@@ -177,6 +286,9 @@ impl GraphBuilder {
             lane_gpu,
             workload_first_task: Vec::new(),
             passes: self.passes,
+            task_base: self.task_base,
+            pass_base: self.pass_base,
+            cross: self.cross,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod background;
 pub mod chakra;
 pub mod collective;
 pub mod graph;
+pub mod jobs;
 pub mod model;
 pub mod pass;
 mod permutation;
@@ -102,7 +103,7 @@ impl Pattern {
 }
 
 /// One transfer: an RDMA Write from `src` to `dst`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FlowSpec {
     pub src: GpuId,
     pub dst: GpuId,
@@ -136,6 +137,9 @@ pub struct Expanded {
     pub graph: graph::TaskGraph,
     pub collectives: Vec<collective::CollectiveRun>,
     pub jobs: Vec<training::JobRun>,
+    /// The jobs' iterations after their first, when they are made as the
+    /// run reaches them.
+    pub later: Option<Box<jobs::Later>>,
 }
 
 /// Whether `a` can reach `b` over the network: different hosts, same rail
@@ -197,13 +201,18 @@ pub const MAX_SPAN_PS: u64 = u64::MAX / 2;
 fn check_time_span(
     workloads: &[Workload],
     graph: &graph::TaskGraph,
-    tasks_from: &[usize],
+    regions: &[(u32, u32)],
+    later_compute: u128,
 ) -> Result<(), KeyError> {
     let mut latest_start: u128 = 0;
-    let mut compute: u128 = 0;
-    for (wi, w) in workloads.iter().enumerate() {
-        let end = tasks_from.get(wi + 1).copied().unwrap_or(graph.tasks.len());
-        for t in &graph.tasks[tasks_from[wi]..end] {
+    // The jobs' iterations made as the run goes come after every region.
+    let mut compute: u128 = later_compute;
+    for (i, &(first, wi)) in regions.iter().enumerate() {
+        let w = &workloads[wi as usize];
+        let end = regions
+            .get(i + 1)
+            .map_or(graph.tasks.len(), |r| r.0 as usize);
+        for t in &graph.tasks[first as usize..end] {
             latest_start = latest_start.max(t.not_before.0 as u128);
             if let graph::TaskKind::Delay(d) = t.kind {
                 compute += d.0 as u128;
@@ -240,12 +249,14 @@ pub fn expand(
     streams: &Streams,
     host: tuner::Host,
     stream_rings: bool,
+    as_it_runs: bool,
 ) -> Result<Expanded, KeyError> {
     let mut flows = Vec::new();
     let mut graph = graph::GraphBuilder::default();
     graph.stream_rings = stream_rings;
     let mut collectives = Vec::new();
-    let mut jobs = Vec::new();
+    let mut runs = Vec::new();
+    let mut gens = Vec::new();
     let mut tasks_from = Vec::with_capacity(workloads.len());
     for (wi, w) in workloads.iter().enumerate() {
         tasks_from.push(graph.len());
@@ -285,9 +296,17 @@ pub fn expand(
                 );
                 e.host = host;
                 e.step_latency = w.step_latency;
-                let job = training::emit(&mut e, t, w.start, &mut collectives)
-                    .map_err(|m| KeyError::new(&w.path, m))?;
-                jobs.push(job);
+                let mut job = training::JobRun::new(wi as u32);
+                let gen = jobs::JobGen::training(
+                    e,
+                    std::sync::Arc::new((**t).clone()),
+                    w.start,
+                    &mut job,
+                    &mut collectives,
+                )
+                .map_err(|m| KeyError::new(&w.path, m))?;
+                gens.push(gen);
+                runs.push(job);
                 continue;
             }
             Pattern::Model(m) => {
@@ -299,9 +318,17 @@ pub fn expand(
                     ..host
                 };
                 e.step_latency = w.step_latency;
-                let job = model::emit(&mut e, m, w.start, &mut collectives)
-                    .map_err(|msg| KeyError::new(&w.path, msg))?;
-                jobs.push(job);
+                let mut job = training::JobRun::new(wi as u32);
+                let gen = jobs::JobGen::model(
+                    e,
+                    std::sync::Arc::new((**m).clone()),
+                    w.start,
+                    &mut job,
+                    &mut collectives,
+                )
+                .map_err(|msg| KeyError::new(&w.path, msg))?;
+                gens.push(gen);
+                runs.push(job);
                 continue;
             }
             Pattern::Transfer { src, dst }
@@ -441,13 +468,43 @@ pub fn expand(
             });
         }
     }
+    // The jobs' later iterations, job by job (`jobs`): made now, or laid
+    // out to be made as the run reaches them.
+    let mut later = None;
+    if as_it_runs && gens.iter().any(|g| !g.finished()) {
+        let mut l = jobs::Later::new(graph.next_numbers(flows.len()), stream_rings);
+        for gen in gens {
+            let w = &workloads[gen.workload as usize];
+            l.add(gen, topo, routes, &mut graph)
+                .map_err(|m| KeyError::new(&w.path, m))?;
+        }
+        later = Some(Box::new(l));
+    } else {
+        for (gen, job) in gens.iter_mut().zip(&mut runs) {
+            tasks_from.push(graph.len());
+            let w = &workloads[gen.workload as usize];
+            while !gen.finished() {
+                gen.iteration(topo, routes, &mut graph, &mut flows, job, &mut collectives)
+                    .map_err(|m| KeyError::new(&w.path, m))?;
+            }
+        }
+    }
+    // Collectives in workload order, each workload's as they were added.
+    collectives.sort_by_key(|c| c.workload);
     let mut graph = graph.build();
-    check_time_span(workloads, &graph, &tasks_from)?;
-    graph.workload_first_task = tasks_from.iter().map(|&t| t as u32).collect();
+    let owners = (0..workloads.len() as u32).chain(runs.iter().map(|j| j.workload));
+    graph.workload_first_task = tasks_from
+        .iter()
+        .zip(owners)
+        .map(|(&t, w)| (t as u32, w))
+        .collect();
+    let later_compute = later.as_ref().map_or(0, |l| l.compute);
+    check_time_span(workloads, &graph, &graph.workload_first_task, later_compute)?;
     Ok(Expanded {
         flows,
         graph,
         collectives,
-        jobs,
+        jobs: runs,
+        later,
     })
 }

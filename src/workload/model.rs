@@ -511,37 +511,57 @@ impl ModelJob {
     }
 }
 
-/// Emits the job's iterations from `start`; its collectives go to `runs`.
-pub fn emit(
-    e: &mut Emitter,
-    j: &ModelJob,
-    start: SimTime,
-    runs: &mut Vec<CollectiveRun>,
-) -> Result<JobRun, String> {
-    let first = runs.len();
-    let mut job = JobRun::new(e.workload, first);
-    let p = &j.parallel;
-    let begin = e.join(&[], start);
-    // Where each rank's program is, by stage and place (tp + tp * dp).
-    let mut ready: Vec<Vec<u32>> = (0..p.pp)
-        .map(|_| vec![begin; (p.tp * p.dp) as usize])
-        .collect();
-    for it in 0..j.iterations {
-        let all: Vec<u32> = ready.iter().flatten().copied().collect();
+/// Where a model job's ranks are between iterations: each rank's last
+/// task by stage and place (tp + tp * dp), and the next iteration to add
+/// (see `TrainingGen`).
+#[derive(Clone, Debug)]
+pub struct ModelGen {
+    ready: Vec<Vec<u32>>,
+    pub next: u32,
+}
+
+impl ModelGen {
+    /// Each rank's last task so far, by stage and place.
+    pub fn ready(&self) -> &[Vec<u32>] {
+        &self.ready
+    }
+
+    /// The job's start, at `start`.
+    pub fn start(e: &mut Emitter, j: &ModelJob, start: SimTime) -> ModelGen {
+        let p = &j.parallel;
+        let begin = e.join(&[], start);
+        ModelGen {
+            ready: (0..p.pp)
+                .map(|_| vec![begin; (p.tp * p.dp) as usize])
+                .collect(),
+            next: 0,
+        }
+    }
+
+    /// Adds the next iteration; its collectives are appended to `runs`.
+    pub fn iteration(
+        &mut self,
+        e: &mut Emitter,
+        j: &ModelJob,
+        job: &mut JobRun,
+        runs: &mut Vec<CollectiveRun>,
+    ) -> Result<(), String> {
+        let it = self.next;
+        self.next += 1;
+        let all: Vec<u32> = self.ready.iter().flatten().copied().collect();
         let it_start = e.join(&all, SimTime::ZERO);
         let mut g = Gen {
             j,
             it,
             runs,
             sends: HashMap::new(),
-            job: &mut job,
+            job,
         };
-        g.iteration(e, &mut ready)?;
-        let all: Vec<u32> = ready.iter().flatten().copied().collect();
+        g.iteration(e, &mut self.ready)?;
+        let all: Vec<u32> = self.ready.iter().flatten().copied().collect();
         job.iterations.push((it_start, e.join(&all, SimTime::ZERO)));
+        Ok(())
     }
-    job.collectives = first..runs.len();
-    Ok(job)
 }
 
 /// A stage's DP buckets while its last backward runs: gradient bytes not

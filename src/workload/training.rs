@@ -52,29 +52,156 @@ pub struct Training {
 pub struct JobRun {
     pub workload: u32,
     pub iterations: Vec<(u32, u32)>,
-    /// Its collectives: indices into the run's list of collectives.
-    pub collectives: std::ops::Range<usize>,
     /// Its checkpoint writes (start, end) after iteration `i`.
     pub checkpoints: Vec<(u32, u32, u32)>,
     /// Each rank's communication, for the breakdown by parallelism.
     pub comm: Vec<CommSpan>,
     /// Each rank's kernels: (rank, iteration, task).
     pub kernels: Vec<(u32, u32, u32)>,
+    /// Iterations whose tasks are forgotten (made as the run went and
+    /// done, `engine::later`): what the outputs need of each, worked out
+    /// before; their kernels and communication are no longer listed.
+    #[serde(skip)]
+    pub resolved: std::collections::BTreeMap<u32, Resolved>,
+}
+
+/// What the outputs need of an iteration whose tasks are forgotten.
+#[derive(Clone, Debug, Default)]
+pub struct Resolved {
+    /// Its start and end, if it finished.
+    pub span: Option<(SimTime, SimTime)>,
+    pub step: Option<StepReport>,
+    /// The time its checkpoint took, if it wrote one.
+    pub checkpoint_ps: Option<u64>,
 }
 
 impl JobRun {
-    /// A job of workload entry `workload` whose collectives will start at
-    /// index `first` of the run's list.
-    pub fn new(workload: u32, first: usize) -> JobRun {
+    /// A job of workload entry `workload` (its collectives are those of
+    /// the run's list with this workload).
+    pub fn new(workload: u32) -> JobRun {
         JobRun {
             workload,
             iterations: Vec::new(),
-            collectives: first..first,
             checkpoints: Vec::new(),
             comm: Vec::new(),
             kernels: Vec::new(),
+            resolved: Default::default(),
         }
     }
+
+    /// Iteration `it` broken down by parallelism, for `ranks` ranks, from
+    /// when its tasks started and were done (`None`: not done); `None` if
+    /// it did not finish.
+    pub fn step(
+        &self,
+        it: u32,
+        started: &dyn Fn(u32) -> SimTime,
+        done: &dyn Fn(u32) -> Option<SimTime>,
+        ranks: usize,
+    ) -> Option<StepReport> {
+        use super::model::Dim;
+        let &(a, b) = self.iterations.get(it as usize)?;
+        let (a, b) = (done(a)?, done(b)?);
+        let mut kernels: Vec<Vec<(u64, u64)>> = vec![Vec::new(); ranks];
+        for &(r, _, k) in self.kernels.iter().filter(|x| x.1 == it) {
+            if let Some(end) = done(k) {
+                kernels[r as usize].push((started(k).0, end.0));
+            }
+        }
+        let kernels: Vec<Vec<(u64, u64)>> = kernels.into_iter().map(merged).collect();
+        let compute: u64 = kernels.iter().map(|k| covered(k)).sum();
+        let dims = Dim::ALL
+            .iter()
+            .filter_map(|&d| {
+                let mut spans: Vec<Vec<(u64, u64)>> = vec![Vec::new(); ranks];
+                let mut bytes = 0;
+                for c in self.comm.iter().filter(|c| c.iteration == it && c.dim == d) {
+                    bytes += c.bytes;
+                    if let (Some(x), Some(y)) = (done(c.from), done(c.to)) {
+                        spans[c.rank as usize].push((x.0, y.0.max(x.0)));
+                    }
+                }
+                if bytes == 0 {
+                    return None;
+                }
+                let (mut comm, mut exposed) = (0, 0);
+                for (s, k) in spans.into_iter().zip(&kernels) {
+                    let s = merged(s);
+                    comm += covered(&s);
+                    exposed += outside(&s, k);
+                }
+                let n = ranks.max(1) as f64;
+                Some(DimReport {
+                    dim: d.name(),
+                    comm_ps: comm as f64 / n,
+                    exposed_ps: exposed as f64 / n,
+                    bytes,
+                })
+            })
+            .collect();
+        Some(StepReport {
+            iteration: it,
+            step_ps: b.0 - a.0,
+            compute_ps: compute as f64 / ranks.max(1) as f64,
+            dims,
+        })
+    }
+}
+
+/// One iteration of a job: its time, the mean GPU's compute, and per
+/// dimension of parallelism its communication.
+#[derive(serde::Serialize, Debug, Clone)]
+pub struct StepReport {
+    pub iteration: u32,
+    pub step_ps: u64,
+    /// Time a rank's GPU runs kernels, averaged over the ranks.
+    pub compute_ps: f64,
+    pub dims: Vec<DimReport>,
+}
+
+/// A dimension's communication in one iteration, averaged over the ranks:
+/// time with some of its collectives or transfers under way for the rank,
+/// and the part of that time its GPU runs no kernel (exposed); bytes are
+/// the collectives' sizes (nccl-tests') and the transfers' bytes, summed.
+#[derive(serde::Serialize, Debug, Clone)]
+pub struct DimReport {
+    pub dim: &'static str,
+    pub comm_ps: f64,
+    pub exposed_ps: f64,
+    pub bytes: u64,
+}
+
+/// Intervals merged where they overlap, in order.
+fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+fn covered(v: &[(u64, u64)]) -> u64 {
+    v.iter().map(|&(a, b)| b - a).sum()
+}
+
+/// Time of merged intervals `a` not within merged intervals `b`.
+fn outside(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
+    let (mut j, mut inside) = (0, 0);
+    for &(x, y) in a {
+        while j < b.len() && b[j].1 <= x {
+            j += 1;
+        }
+        let mut k = j;
+        while k < b.len() && b[k].0 < y {
+            inside += y.min(b[k].1) - x.max(b[k].0);
+            k += 1;
+        }
+    }
+    covered(a) - inside
 }
 
 /// A rank's part in a collective or a pipeline transfer: from when task
@@ -91,23 +218,46 @@ pub struct CommSpan {
     pub bytes: u64,
 }
 
-/// Adds the job to the graph, starting at `start`; its collectives are
-/// appended to `runs`.
-pub fn emit(
-    e: &mut Emitter,
-    t: &Training,
-    start: SimTime,
-    runs: &mut Vec<CollectiveRun>,
-) -> Result<JobRun, String> {
-    let first = runs.len();
-    let mut job = JobRun::new(e.workload, first);
-    // Each rank goes on as soon as its own part of what came before is
-    // done (its compute, its part of the last collective), as a rank of
-    // a framework does; only a checkpoint waits for every rank.
-    let begin = e.join(&[], start);
-    let mut ready = vec![begin; t.gpus.len()];
-    for it in 0..t.iterations {
-        let it_start = e.join(&ready, SimTime::ZERO);
+/// Where a training job's ranks are between iterations: each rank's last
+/// task, and the next iteration to add. A job is added iteration by
+/// iteration (`workload::jobs`), so that iterations after the first can
+/// be made as the run reaches them.
+#[derive(Clone, Debug)]
+pub struct TrainingGen {
+    ready: Vec<u32>,
+    pub next: u32,
+}
+
+impl TrainingGen {
+    /// Each rank's last task so far.
+    pub fn ready(&self) -> &[u32] {
+        &self.ready
+    }
+
+    /// The job's start, at `start`.
+    pub fn start(e: &mut Emitter, t: &Training, start: SimTime) -> TrainingGen {
+        // Each rank goes on as soon as its own part of what came before is
+        // done (its compute, its part of the last collective), as a rank of
+        // a framework does; only a checkpoint waits for every rank.
+        let begin = e.join(&[], start);
+        TrainingGen {
+            ready: vec![begin; t.gpus.len()],
+            next: 0,
+        }
+    }
+
+    /// Adds the next iteration; its collectives are appended to `runs`.
+    pub fn iteration(
+        &mut self,
+        e: &mut Emitter,
+        t: &Training,
+        job: &mut JobRun,
+        runs: &mut Vec<CollectiveRun>,
+    ) -> Result<(), String> {
+        let it = self.next;
+        self.next += 1;
+        let ready = &mut self.ready;
+        let it_start = e.join(ready, SimTime::ZERO);
         for p in &t.phases {
             if p.compute > SimTime::ZERO {
                 for (rank, (r, &g)) in ready.iter_mut().zip(&t.gpus).enumerate() {
@@ -130,7 +280,7 @@ pub fn emit(
                     protocol: t.protocol,
                     auto: t.auto,
                 };
-                let (mut run, ends) = collective::emit_per_rank(e, &c, &ready)?;
+                let (mut run, ends) = collective::emit_per_rank(e, &c, ready)?;
                 run.iteration = Some(it);
                 for (rank, (&from, &to)) in ready.iter().zip(&ends).enumerate() {
                     job.comm.push(CommSpan {
@@ -142,14 +292,14 @@ pub fn emit(
                         bytes: if rank == 0 { bytes } else { 0 },
                     });
                 }
-                ready = ends;
+                *ready = ends;
                 runs.push(run);
             }
         }
-        let it_end = e.join(&ready, SimTime::ZERO);
+        let it_end = e.join(ready, SimTime::ZERO);
         job.iterations.push((it_start, it_end));
         if let Some(ck) = &t.checkpoint {
-            if (it + 1) % ck.every == 0 {
+            if (it + 1).is_multiple_of(ck.every) {
                 // Every rank writes its shard once its iteration is done,
                 // and goes on once its own write is acknowledged.
                 let mut writes = Vec::with_capacity(t.gpus.len());
@@ -163,7 +313,6 @@ pub fn emit(
                 job.checkpoints.push((it, it_end, done));
             }
         }
+        Ok(())
     }
-    job.collectives = first..runs.len();
-    Ok(job)
 }

@@ -1,0 +1,915 @@
+//! Jobs' iterations made as the run reaches them (`workload::jobs`): when
+//! a task of a job's newest iteration begins, the job's next iteration
+//! is made, numbered where the layout put it, so that it carries the
+//! numbers it would have had if made before the run. An iteration's
+//! tasks, transfers and passes live in its `Part` until everything in it
+//! is over (its tasks done, its transfers and pass messages delivered and
+//! acknowledged) and the parts before it are: then what the outputs need
+//! of it is worked out (its job's records, its collectives' times) or
+//! written to a temporary file (its transfers', connections' and NVLink
+//! copies' rows, read back when the outputs are written), and the part is
+//! forgotten. Memory holds the iterations under way, whatever the count.
+
+use super::passes::ConnRow;
+use super::{Event, FlowState, Simulation};
+use crate::nic::transport::packets_of;
+use crate::topology::FlowId;
+use crate::units::SimTime;
+use crate::workload::graph::{GraphBuilder, TaskGraph, TaskKind};
+use crate::workload::jobs::{Later, LaterJob};
+use rustc_hash::FxHashMap as HashMap;
+
+/// The later iterations: what makes them, and those made so far.
+pub struct LaterState {
+    jobs: Vec<LaterJob>,
+    /// Each later job's record among the run's jobs.
+    job_index: Vec<usize>,
+    /// Per job: its iterations made so far (from 1), in order.
+    pub(super) parts: Vec<Vec<Part>>,
+    /// The tasks whose end makes a job's next iteration (each rank's
+    /// last of its newest), and the job.
+    triggers: HashMap<u32, usize>,
+    /// The lanes of every connection and GPU (the builder of every part).
+    lanes: GraphBuilder,
+    /// Successors of tasks made before them: the tasks of later parts
+    /// that wait for them.
+    extra: HashMap<u32, Vec<u32>>,
+    /// Where the later numbers begin: tasks, passes, transfers, pass
+    /// messages.
+    pub(super) start: (u32, u32, u32, u64),
+    /// Each connection's first QP: (workload, sender, receiver, key).
+    conns: HashMap<(u32, u32, u32, u64), u32>,
+    /// Why an iteration could not be made, if one could not.
+    pub failed: Option<String>,
+    /// Iterations made as the run went.
+    pub made: u64,
+    /// Per job: the rows of its forgotten iterations, and the number
+    /// below which its later tasks are forgotten.
+    spills: Vec<Spill>,
+    retired_below: Vec<u32>,
+    /// Times of forgotten tasks that records of iterations under way
+    /// name (a rank's part of a collective starts when its part of the
+    /// iteration before ended): (started, done).
+    kept: HashMap<u32, (SimTime, SimTime)>,
+    /// When the last task of a forgotten iteration was done.
+    pub last_done: SimTime,
+    /// A forgotten iteration's records could not be read back.
+    read_failed: std::sync::atomic::AtomicBool,
+    /// Iterations forgotten, and the most parts held at once.
+    pub retired: u64,
+    pub most_held: u64,
+}
+
+/// What a forgotten iteration leaves for the outputs, in number order
+/// per job: its transfers, its pass connections' rows, its NVLink copies.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub enum Record {
+    Flow(FlowState),
+    Row(ConnRow),
+    Copy(CopyRow),
+}
+
+/// An NVLink copy of the graph (flows.csv's row of it).
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct CopyRow {
+    pub workload: u32,
+    pub src: crate::topology::GpuId,
+    pub dst: crate::topology::GpuId,
+    pub bytes: u64,
+    pub started: SimTime,
+    pub done: SimTime,
+}
+
+/// Records of forgotten iterations: written to a temporary file (each a
+/// length and its postcard bytes) and read back in order; kept in memory
+/// if the file cannot be made or written.
+#[derive(Default)]
+struct Spill {
+    file: Option<(tempfile::NamedTempFile, std::io::BufWriter<std::fs::File>)>,
+    memory: Vec<Record>,
+    tried: bool,
+    /// Records written to the file were lost with it.
+    lost: bool,
+}
+
+impl Spill {
+    fn push(&mut self, r: Record) {
+        if !self.tried {
+            self.tried = true;
+            self.file = tempfile::NamedTempFile::new()
+                .and_then(|f| {
+                    let w = f.reopen()?;
+                    Ok((f, std::io::BufWriter::new(w)))
+                })
+                .ok();
+        }
+        if let Some((_, w)) = &mut self.file {
+            if write_record(w, &r).is_ok() {
+                return;
+            }
+            // The disk is full, or the file gone: what it holds is lost
+            // to the outputs, which say so (`records_lost`); the rest is
+            // kept in memory.
+            self.file = None;
+            self.lost = true;
+        }
+        self.memory.push(r);
+    }
+
+    fn flush(&mut self) {
+        if let Some((_, w)) = &mut self.file {
+            if std::io::Write::flush(w).is_err() {
+                self.file = None;
+                self.lost = true;
+            }
+        }
+    }
+
+    /// The records in order; an error if some could not be kept.
+    fn read(&self) -> Box<dyn Iterator<Item = std::io::Result<Record>> + '_> {
+        match &self.file {
+            Some((f, _)) => match f.reopen() {
+                Ok(r) => Box::new(Reader(std::io::BufReader::new(r))),
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            },
+            None => Box::new(self.memory.iter().map(|r| Ok(r.clone()))),
+        }
+    }
+}
+
+impl Clone for Record {
+    fn clone(&self) -> Record {
+        match self {
+            Record::Flow(f) => Record::Flow(f.clone()),
+            Record::Row(r) => Record::Row(r.clone()),
+            Record::Copy(c) => Record::Copy(*c),
+        }
+    }
+}
+
+fn write_record(w: &mut impl std::io::Write, r: &Record) -> std::io::Result<()> {
+    let bytes = postcard::to_stdvec(r).map_err(std::io::Error::other)?;
+    w.write_all(&(bytes.len() as u32).to_le_bytes())?;
+    w.write_all(&bytes)
+}
+
+/// Reads records back.
+struct Reader(std::io::BufReader<std::fs::File>);
+
+impl Iterator for Reader {
+    type Item = std::io::Result<Record>;
+
+    fn next(&mut self) -> Option<std::io::Result<Record>> {
+        use std::io::Read;
+        let mut len = [0u8; 4];
+        match self.0.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+            Err(e) => return Some(Err(e)),
+        }
+        let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+        Some(
+            self.0
+                .read_exact(&mut buf)
+                .and_then(|()| postcard::from_bytes(&buf).map_err(std::io::Error::other)),
+        )
+    }
+}
+
+/// One iteration of a job: its tasks and their state, its transfers,
+/// its passes and their connections' rows.
+pub struct Part {
+    pub iteration: u32,
+    pub graph: TaskGraph,
+    pub(super) left: Vec<u32>,
+    pub started: Vec<SimTime>,
+    pub done: Vec<SimTime>,
+    /// What is still to happen before it can be forgotten: tasks to be
+    /// done, transfers to be delivered and acknowledged, pass messages'
+    /// halves (delivery, acknowledgement) to be counted in their rows.
+    open: u64,
+    /// Its collectives among the run's.
+    runs: std::ops::Range<usize>,
+    /// Its first transfer's number, its transfers, and per transfer its
+    /// task and the QPs that sent their last packet once.
+    pub flow_base: u32,
+    pub flows: Vec<FlowState>,
+    pub(super) flow_task: Vec<u32>,
+    pub(super) flow_sent_qps: Vec<u32>,
+    /// Per pass: the first QP of each connection, its first row, and
+    /// how many channels of its collective share its NICs (streams).
+    pub(super) first_qp: Vec<Vec<u32>>,
+    pub(super) row_of: Vec<u32>,
+    pub rows: Vec<ConnRow>,
+    pub(super) channels: Vec<u32>,
+    /// The numbers of its pass messages.
+    messages: std::ops::Range<u64>,
+}
+
+impl std::fmt::Debug for LaterState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: usize = self.parts.iter().map(Vec::len).sum();
+        write!(
+            f,
+            "LaterState {{ jobs: {}, parts: {parts} }}",
+            self.jobs.len()
+        )
+    }
+}
+
+impl Part {
+    /// Its records for the outputs (see `Record`), of workload `w`.
+    fn records(&self, w: u32) -> impl Iterator<Item = Record> + '_ {
+        let flows = self.flows.iter().map(|f| Record::Flow(f.clone()));
+        let rows = self.rows.iter().map(|r| Record::Row(r.clone()));
+        let copies = self
+            .graph
+            .tasks
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, t)| match t.kind {
+                TaskKind::Local { src, dst, bytes } if src != dst => Some(Record::Copy(CopyRow {
+                    workload: w,
+                    src,
+                    dst,
+                    bytes,
+                    started: self.started[i],
+                    done: self.done[i],
+                })),
+                _ => None,
+            });
+        flows.chain(rows).chain(copies)
+    }
+
+    fn holds(&self, t: u32) -> bool {
+        t >= self.graph.task_base && t - self.graph.task_base < self.graph.tasks.len() as u32
+    }
+}
+
+impl LaterState {
+    /// The state of `later`'s jobs, whose first iterations are in
+    /// `tasks`' graph (their records in `tasks.jobs`, in the same order);
+    /// `conns`: each connection's first QP.
+    pub fn from_layout(
+        later: Later,
+        tasks: &super::tasks::TaskState,
+        eager_flows: u32,
+        conns: super::build::Conns,
+    ) -> LaterState {
+        let n = later.jobs.len();
+        let g = &tasks.graph;
+        let retired_below = later.jobs.iter().map(|j| j.layout.first.0).collect();
+        LaterState {
+            triggers: later
+                .jobs
+                .iter()
+                .enumerate()
+                .filter(|(_, j)| !j.gen.finished())
+                .flat_map(|(i, j)| j.gen.ready().into_iter().map(move |t| (t, i)))
+                .collect(),
+            job_index: (0..n).collect(),
+            lanes: GraphBuilder::lanes_of(g, later.stream_rings),
+            start: (
+                g.tasks.len() as u32,
+                g.passes.len() as u32,
+                eager_flows,
+                later.jobs.first().map_or(later.end.3, |j| j.layout.first.3),
+            ),
+            jobs: later.jobs,
+            parts: (0..n).map(|_| Vec::new()).collect(),
+            extra: HashMap::default(),
+            conns: conns.into_iter().collect(),
+            failed: None,
+            made: 0,
+            spills: (0..n).map(|_| Spill::default()).collect(),
+            retired_below,
+            kept: HashMap::default(),
+            last_done: SimTime::ZERO,
+            retired: 0,
+            most_held: 0,
+            read_failed: Default::default(),
+        }
+    }
+
+    /// The part holding task `t`, if a later one does.
+    pub fn part_of_task(&self, t: u32) -> Option<&Part> {
+        if t < self.start.0 {
+            return None;
+        }
+        self.parts.iter().flatten().find(|p| p.holds(t))
+    }
+
+    pub fn part_of_task_mut(&mut self, t: u32) -> Option<&mut Part> {
+        if t < self.start.0 {
+            return None;
+        }
+        self.parts.iter_mut().flatten().find(|p| p.holds(t))
+    }
+
+    /// The part holding transfer `f`, and its index there.
+    pub fn part_of_flow(&self, f: u32) -> Option<(&Part, usize)> {
+        if f < self.start.2 {
+            return None;
+        }
+        self.parts
+            .iter()
+            .flatten()
+            .find(|p| f >= p.flow_base && ((f - p.flow_base) as usize) < p.flows.len())
+            .map(|p| (p, (f - p.flow_base) as usize))
+    }
+
+    pub fn part_of_flow_mut(&mut self, f: u32) -> Option<(&mut Part, usize)> {
+        if f < self.start.2 {
+            return None;
+        }
+        self.parts
+            .iter_mut()
+            .flatten()
+            .find(|p| f >= p.flow_base && ((f - p.flow_base) as usize) < p.flows.len())
+            .map(|p| {
+                let i = (f - p.flow_base) as usize;
+                (p, i)
+            })
+    }
+
+    /// The part holding pass `p`, if a later one does.
+    pub fn part_of_pass(&self, p: u32) -> Option<&Part> {
+        if p < self.start.1 {
+            return None;
+        }
+        self.parts
+            .iter()
+            .flatten()
+            .find(|x| p >= x.graph.pass_base && p - x.graph.pass_base < x.graph.passes.len() as u32)
+    }
+
+    pub fn part_of_pass_mut(&mut self, p: u32) -> Option<&mut Part> {
+        if p < self.start.1 {
+            return None;
+        }
+        self.parts
+            .iter_mut()
+            .flatten()
+            .find(|x| p >= x.graph.pass_base && p - x.graph.pass_base < x.graph.passes.len() as u32)
+    }
+
+    /// The pass whose messages include message `g`, among later parts.
+    pub fn pass_of_message(&self, g: u64) -> Option<u32> {
+        let part = self
+            .parts
+            .iter()
+            .flatten()
+            .find(|x| x.messages.contains(&g))?;
+        let passes = &part.graph.passes;
+        let i = passes.partition_point(|x| x.first <= g).saturating_sub(1);
+        Some(part.graph.pass_base + i as u32)
+    }
+
+    /// The transfers of the iterations made, in number order.
+    pub fn flows(&self) -> impl Iterator<Item = &FlowState> {
+        self.parts.iter().flatten().flat_map(|p| &p.flows)
+    }
+
+    /// The parts made, in number order (job by job, iteration by
+    /// iteration).
+    pub fn parts(&self) -> impl Iterator<Item = &Part> {
+        self.parts.iter().flatten()
+    }
+
+    /// The parts made with their job's workload entry, in number order.
+    pub fn parts_of_workloads(&self) -> impl Iterator<Item = (u32, &Part)> {
+        self.jobs
+            .iter()
+            .zip(&self.parts)
+            .flat_map(|(j, parts)| parts.iter().map(move |p| (j.gen.workload, p)))
+    }
+
+    /// Whether later task `t` is of a forgotten iteration (and so done).
+    pub(super) fn retired(&self, t: u32) -> bool {
+        self.jobs
+            .iter()
+            .zip(&self.retired_below)
+            .any(|(j, &below)| j.layout.first.0 <= t && t < below)
+    }
+
+    /// When forgotten task `t`, which a record under way names, started
+    /// and was done.
+    pub fn kept(&self, t: u32) -> Option<(SimTime, SimTime)> {
+        self.kept.get(&t).copied()
+    }
+
+    /// What the outputs list of every iteration made, job by job, in
+    /// number order: those forgotten as written out, then those under
+    /// way. A record that cannot be read back is left out, and
+    /// `read_failed` says so.
+    pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
+        self.spills
+            .iter()
+            .zip(&self.parts)
+            .zip(&self.jobs)
+            .flat_map(move |((spill, parts), job)| {
+                let w = job.gen.workload;
+                let forgotten = spill.read().filter_map(move |r| match r {
+                    Ok(r) => Some(r),
+                    Err(_) => {
+                        self.read_failed
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                        None
+                    }
+                });
+                forgotten.chain(parts.iter().flat_map(move |p| p.records(w)))
+            })
+    }
+
+    /// Whether a forgotten iteration's records could not be kept or read
+    /// back (the outputs miss them).
+    pub fn records_lost(&self) -> bool {
+        self.spills.iter().any(|s| s.lost)
+            || self.read_failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The job and place of the part holding task `t`, pass `p` or
+    /// transfer `f` (whichever is given).
+    fn locate(&self, what: Loc) -> Option<(usize, usize)> {
+        self.parts.iter().enumerate().find_map(|(j, parts)| {
+            let i = parts.iter().position(|x| match what {
+                Loc::Task(t) => x.holds(t),
+                Loc::Pass(p) => {
+                    p >= x.graph.pass_base && p - x.graph.pass_base < x.graph.passes.len() as u32
+                }
+                Loc::Flow(f) => f >= x.flow_base && ((f - x.flow_base) as usize) < x.flows.len(),
+            })?;
+            Some((j, i))
+        })
+    }
+
+    /// Later tasks waiting for task `t`, which is done.
+    pub fn take_extra(&mut self, t: u32) -> Option<Vec<u32>> {
+        self.extra.remove(&t)
+    }
+
+    /// The job whose next iteration waits for task `t`, if one does.
+    fn due(&self, t: u32) -> Option<usize> {
+        self.triggers.get(&t).copied()
+    }
+}
+
+impl Simulation {
+    /// Task `t` is about to be done: if the next iteration of a job
+    /// waits for it (it is a rank's last task of the job's newest
+    /// iteration), that iteration is made first, so that `t` lets its
+    /// tasks go as it would if it had been made before the run.
+    pub(super) fn later_due(&mut self, t: u32) {
+        let Some(j) = self.tasks.later.as_ref().and_then(|l| l.due(t)) else {
+            return;
+        };
+        if let Err(why) = self.make_iteration(j) {
+            let l = self.tasks.later.as_mut().expect("checked above");
+            l.failed.get_or_insert(why);
+            l.triggers.retain(|_, &mut k| k != j);
+        }
+    }
+
+    /// Makes job `j`'s next iteration and lets its tasks go.
+    fn make_iteration(&mut self, j: usize) -> Result<(), String> {
+        let mut l = self.tasks.later.take().expect("a later job");
+        let made = self.make_part(&mut l, j);
+        self.tasks.later = Some(l);
+        let part = made?;
+        self.tasks.later.as_mut().expect("a later job").made += 1;
+        self.start_part(j, part);
+        Ok(())
+    }
+
+    fn make_part(&mut self, l: &mut LaterState, j: usize) -> Result<Part, String> {
+        let lj = &mut l.jobs[j];
+        let it = lj.gen.next();
+        let numbers = lj.gen.numbers(&lj.layout, it);
+        let sizes = lj.gen.sizes(&lj.layout, it);
+        let mut builder = GraphBuilder::part(numbers, &l.lanes);
+        let mut specs = Vec::new();
+        let job = &mut self.tasks.jobs[l.job_index[j]];
+        let mut runs = Vec::new();
+        lj.gen.iteration(
+            &self.topo,
+            &self.routes,
+            &mut builder,
+            &mut specs,
+            job,
+            &mut runs,
+        )?;
+        let next = builder.next_numbers(specs.len());
+        let made = (
+            next.0 - numbers.0,
+            next.1 - numbers.1,
+            next.2 - numbers.2,
+            next.3 - numbers.3,
+        );
+        let laid = (sizes.tasks, sizes.passes, sizes.flows, sizes.messages);
+        if made != laid || builder.lanes() != l.lanes.lanes() {
+            return Err(format!(
+                "iteration {it} of workload {} took (tasks, passes, transfers, messages) {made:?}, not the {laid:?} laid out for it",
+                lj.gen.workload
+            ));
+        }
+        l.triggers.retain(|_, &mut k| k != j);
+        if !lj.gen.finished() {
+            l.triggers
+                .extend(lj.gen.ready().into_iter().map(|t| (t, j)));
+        }
+        let run0 = self.tasks.collectives.len();
+        self.tasks.collectives.extend(runs);
+        let runs = run0..self.tasks.collectives.len();
+        let graph = builder.build();
+        let mtu = self.scenario.transport.mtu;
+        let mut flows = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let key = (
+                spec.workload,
+                spec.src.0,
+                spec.dst.0,
+                spec.conn.unwrap_or(0),
+            );
+            let first = *l
+                .conns
+                .get(&key)
+                .ok_or("a transfer on a connection that has no QPs")?;
+            let n_qps = spec.n_qps();
+            let pkts = (0..n_qps)
+                .map(|i| packets_of(super::build::share(spec.bytes, n_qps, i), mtu))
+                .sum();
+            flows.push(FlowState::new(spec, first, n_qps, true, pkts));
+        }
+        let mut flow_task = vec![super::tasks::NO_TASK; flows.len()];
+        for (i, t) in graph.tasks.iter().enumerate() {
+            match t.kind {
+                TaskKind::Net(f) => {
+                    flow_task[(f - numbers.2) as usize] = graph.task_base + i as u32
+                }
+                TaskKind::Acked(f) => self.tasks.add_acked(f, graph.task_base + i as u32),
+                _ => {}
+            }
+        }
+        let mut first_qp = Vec::with_capacity(graph.passes.len());
+        for pass in &graph.passes {
+            let mut firsts = Vec::with_capacity(pass.conns.len());
+            for c in 0..pass.conns.len() as u32 {
+                let spec = pass
+                    .spec(&self.topo, pass.first_on(c))
+                    .filter(|_| pass.sends_on(c) > 0);
+                let first = match spec {
+                    Some(spec) => {
+                        let key = (
+                            spec.workload,
+                            spec.src.0,
+                            spec.dst.0,
+                            spec.conn.unwrap_or(0),
+                        );
+                        *l.conns
+                            .get(&key)
+                            .ok_or("a pass connection that has no QPs")?
+                    }
+                    None => u32::MAX,
+                };
+                firsts.push(first);
+            }
+            first_qp.push(firsts);
+        }
+        let n = graph.tasks.len();
+        Ok(Part {
+            open: 0,
+            runs,
+            iteration: it,
+            left: graph.preds.clone(),
+            started: vec![SimTime::MAX; n],
+            done: vec![SimTime::MAX; n],
+            flow_base: numbers.2,
+            flow_sent_qps: vec![0; flows.len()],
+            flow_task,
+            flows,
+            first_qp,
+            row_of: Vec::new(),
+            rows: Vec::new(),
+            channels: Vec::new(),
+            messages: numbers.3..next.3,
+            graph,
+        })
+    }
+
+    /// Puts `part` among job `j`'s and lets go the tasks that wait for
+    /// nothing left.
+    fn start_part(&mut self, j: usize, part: Part) {
+        let cross = self.keep_part(j, part);
+        let l = self.tasks.later.as_ref().expect("a later job");
+        let part = l.parts[j].last().expect("kept above");
+        let base = part.graph.task_base;
+        // What the new tasks wait for among those before them.
+        let mut ready: Vec<u32> = (part.left.iter().enumerate())
+            .filter(|(_, &left)| left == 0)
+            .map(|(i, _)| base + i as u32)
+            .collect();
+        for (a, b) in cross {
+            if self.tasks.is_done(a) {
+                if self.tasks.release_one(b) {
+                    ready.push(b);
+                }
+            } else {
+                let l = self.tasks.later.as_mut().expect("a later job");
+                l.extra.entry(a).or_default().push(b);
+            }
+        }
+        ready.sort_unstable();
+        ready.dedup();
+        for t in ready {
+            let at = self.tasks.task(t).not_before.max(self.now);
+            self.queue.push(at, Event::TaskReady(t));
+        }
+    }
+
+    /// Puts `part` among job `j`'s, with its rows and its transfers'
+    /// ideal times; returns its edges from earlier tasks.
+    fn keep_part(&mut self, j: usize, mut part: Part) -> Vec<(u32, u32)> {
+        // Its passes' rows, latency without the wire, and streams.
+        let (rows, row_of) = super::passes::pass_rows(
+            &self.topo,
+            &mut self.passes,
+            &part.graph.passes,
+            &part.first_qp,
+            // Counted in what the run offers when laid out.
+            false,
+        );
+        part.open = part.graph.tasks.len() as u64 + 2 * part.flows.len() as u64;
+        for r in &rows {
+            part.open += if r.qps > 0 { 2 * r.planned } else { r.planned };
+        }
+        part.rows = rows;
+        part.row_of = row_of;
+        part.channels = super::streams::channels_of(&part.graph.passes);
+        for i in 0..part.flows.len() {
+            let f = part.flow_base + i as u32;
+            let mut cache = std::mem::take(&mut self.ideal_cache);
+            part.flows[i].ideal_fct = self.ideal_and_work(&part.flows[i], f, &mut cache).0;
+            self.ideal_cache = cache;
+        }
+        let cross = std::mem::take(&mut part.graph.cross);
+        let pass_base = part.graph.pass_base;
+        let passes = part.graph.passes.len() as u32;
+        let l = self.tasks.later.as_mut().expect("a later job");
+        l.parts[j].push(part);
+        let held = l.parts.iter().map(Vec::len).sum::<usize>() as u64;
+        l.most_held = l.most_held.max(held);
+        for p in pass_base..pass_base + passes {
+            let net = self.unloaded_net_hop_of(p);
+            let nvlink = self.tasks.nvlink.latency;
+            let pass = self.tasks.pass_mut(p).expect("made above");
+            pass.latency = pass.latency.without_wire(nvlink, net);
+        }
+        cross
+    }
+
+    /// Flow `f`, if a later part holds it.
+    pub(super) fn later_flow_mut(&mut self, f: FlowId) -> Option<&mut FlowState> {
+        let l = self.tasks.later.as_mut()?;
+        let (part, i) = l.part_of_flow_mut(f.0)?;
+        Some(&mut part.flows[i])
+    }
+}
+
+impl Simulation {
+    /// Task `t` of a later iteration is done: as `task_done` does for the
+    /// graph's tasks.
+    pub(super) fn later_task_done(&mut self, t: u32) {
+        let now = self.now;
+        let (task, succ) = {
+            let part = self
+                .tasks
+                .later
+                .as_mut()
+                .and_then(|l| l.part_of_task_mut(t))
+                .expect("a task of a later iteration");
+            let i = (t - part.graph.task_base) as usize;
+            part.done[i] = now;
+            (part.graph.tasks[i], part.graph.successors(t).to_vec())
+        };
+        self.tasks.tasks_done += 1;
+        if task.lane != crate::workload::graph::NO_LANE && !matches!(task.kind, TaskKind::Net(_)) {
+            self.lane_free(task.lane);
+        }
+        for s in succ {
+            if self.tasks.release_one(s) {
+                self.task_ready(s);
+            }
+        }
+        self.later_successors(t);
+        self.later_progress(Loc::Task(t), 1);
+    }
+
+    /// Tasks of later iterations that wait for task `t`, which is done.
+    pub(super) fn later_successors(&mut self, t: u32) {
+        let Some(succ) = self.tasks.later.as_mut().and_then(|l| l.take_extra(t)) else {
+            return;
+        };
+        for s in succ {
+            if self.tasks.release_one(s) {
+                self.task_ready(s);
+            }
+        }
+    }
+}
+
+/// A task, pass or transfer, by number.
+#[derive(Clone, Copy)]
+pub(super) enum Loc {
+    Task(u32),
+    Pass(u32),
+    Flow(u32),
+}
+
+impl Simulation {
+    /// `n` of what a later part waits for before it can be forgotten has
+    /// happened to the task, pass or transfer `what` (if a later part
+    /// holds it): once nothing is left there, nor in the parts before it,
+    /// they are forgotten.
+    pub(super) fn later_progress(&mut self, what: Loc, n: u64) {
+        let Some(l) = self.tasks.later.as_mut() else {
+            return;
+        };
+        let Some((j, i)) = l.locate(what) else {
+            return;
+        };
+        let part = &mut l.parts[j][i];
+        part.open -= n;
+        if part.open == 0 && i == 0 {
+            self.retire_parts(j);
+        }
+    }
+
+    /// Forgets job `j`'s oldest parts while nothing is left to happen in
+    /// them.
+    fn retire_parts(&mut self, j: usize) {
+        let mut l = self.tasks.later.take().expect("a later job");
+        // Nothing left to happen: its tasks done, its transfers and
+        // messages over (counted, and the tasks checked once more).
+        while l.parts[j]
+            .first()
+            .is_some_and(|p| p.open == 0 && p.done.iter().all(|&d| d != SimTime::MAX))
+        {
+            let part = l.parts[j].remove(0);
+            self.retire(&mut l, j, part);
+        }
+        self.tasks.later = Some(l);
+    }
+
+    /// Works out what the outputs need of `part`, job `j`'s oldest, and
+    /// writes out its rows (see the module's note).
+    fn retire(&mut self, l: &mut LaterState, j: usize, part: Part) {
+        let base = part.graph.task_base;
+        let it = part.iteration;
+        let in_part = |t: u32| {
+            (t >= base && ((t - base) as usize) < part.done.len()).then(|| {
+                (
+                    part.started[(t - base) as usize],
+                    part.done[(t - base) as usize],
+                )
+            })
+        };
+        let tasks = &self.tasks;
+        let kept = &l.kept;
+        let times = |t: u32| {
+            in_part(t)
+                .or_else(|| kept.get(&t).copied())
+                .unwrap_or((tasks.started_at(t), tasks.done_at(t)))
+        };
+        let done = |t: u32| Some(times(t).1).filter(|&d| d != SimTime::MAX);
+        let started = |t: u32| times(t).0;
+        // The job's records of the iteration.
+        let w = l.jobs[j].gen.workload as usize;
+        let ranks = match &self.scenario.workloads[w].pattern {
+            crate::workload::Pattern::Training(t) => t.gpus.len(),
+            crate::workload::Pattern::Model(m) => m.gpus.len(),
+            _ => 0,
+        };
+        let job = &tasks.jobs[l.job_index[j]];
+        let span = job
+            .iterations
+            .get(it as usize)
+            .and_then(|&(a, b)| Some((done(a)?, done(b)?)));
+        let step = job.step(it, &started, &done, ranks);
+        let checkpoint_ps = job
+            .checkpoints
+            .iter()
+            .find(|c| c.0 == it)
+            .and_then(|&(_, a, b)| Some((done(b)? - done(a)?).0));
+        // Times of its tasks that records of later iterations name.
+        let mut keep: Vec<(u32, (SimTime, SimTime))> = job
+            .comm
+            .iter()
+            .filter(|c| c.iteration > it)
+            .filter_map(|c| Some((c.from, in_part(c.from)?)))
+            .collect();
+        keep.sort_unstable_by_key(|k| k.0);
+        keep.dedup_by_key(|k| k.0);
+        let runs: Vec<(SimTime, SimTime)> = self.tasks.collectives[part.runs.clone()]
+            .iter()
+            .map(|c| {
+                let (a, b) = (times(c.start).1, times(c.end).1);
+                (a, b)
+            })
+            .collect();
+        for (c, r) in self.tasks.collectives[part.runs.clone()]
+            .iter_mut()
+            .zip(runs)
+        {
+            c.resolved = Some(r);
+        }
+        let job = &mut self.tasks.jobs[l.job_index[j]];
+        job.resolved.insert(
+            it,
+            crate::workload::training::Resolved {
+                span,
+                step,
+                checkpoint_ps,
+            },
+        );
+        job.kernels.retain(|k| k.1 != it);
+        job.comm.retain(|c| c.iteration != it);
+        job.checkpoints.retain(|c| c.0 != it);
+        l.kept.retain(|&t, _| t >= base);
+        l.kept.extend(keep);
+        // Its rows, written out.
+        let spill = &mut l.spills[j];
+        for f in part.flows {
+            spill.push(Record::Flow(f));
+        }
+        for r in part.rows {
+            spill.push(Record::Row(r));
+        }
+        for (i, t) in part.graph.tasks.iter().enumerate() {
+            match t.kind {
+                TaskKind::Local { src, dst, bytes } if src != dst => {
+                    spill.push(Record::Copy(CopyRow {
+                        workload: w as u32,
+                        src,
+                        dst,
+                        bytes,
+                        started: part.started[i],
+                        done: part.done[i],
+                    }));
+                }
+                TaskKind::Acked(f) => self.tasks.remove_acked(f),
+                _ => {}
+            }
+        }
+        spill.flush();
+        if let Some(&d) = part.done.iter().filter(|&&d| d != SimTime::MAX).max() {
+            l.last_done = l.last_done.max(d);
+        }
+        l.retired_below[j] = base + part.graph.tasks.len() as u32;
+        l.retired += 1;
+    }
+}
+
+impl Simulation {
+    /// The run is over before every job's iterations were made: the rest
+    /// are made (never run), so that the outputs list their collectives
+    /// and transfers, not started, as a run with every iteration made
+    /// before it does.
+    pub(super) fn make_rest(&mut self) {
+        let Some(jobs) = self.tasks.later.as_ref().map(|l| l.jobs.len()) else {
+            return;
+        };
+        for j in 0..jobs {
+            while self
+                .tasks
+                .later
+                .as_ref()
+                .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())
+            {
+                let mut l = self.tasks.later.take().expect("checked above");
+                let made = self.make_part(&mut l, j);
+                self.tasks.later = Some(l);
+                match made {
+                    Ok(part) => {
+                        // A run with it made before would have let its
+                        // tasks that wait for nothing go, an event each
+                        // (joins, done at once; acknowledgements, done
+                        // when their transfer is).
+                        let now = self.now;
+                        self.counters.events += part
+                            .graph
+                            .tasks
+                            .iter()
+                            .zip(&part.left)
+                            .filter(|(t, &left)| left == 0 && t.not_before <= now)
+                            .count() as u64;
+                        self.keep_part(j, part);
+                    }
+                    Err(why) => {
+                        let l = self.tasks.later.as_mut().expect("put back above");
+                        l.failed.get_or_insert(why);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! Training jobs added iteration by iteration. A job's first iteration is
+//! added with every other workload; the iterations after it follow every
+//! workload's first part, job by job, each numbered (tasks, transfers,
+//! passes, collectives) after the one before. That order does not depend
+//! on when an iteration is added, so the same numbers come out whether
+//! the whole job is added before the run or each iteration as the run
+//! reaches it.
+
+use super::collective::{CollectiveRun, Emitter, EmitterState};
+use super::graph::{GraphBuilder, TaskKind};
+use super::model::{ModelGen, ModelJob};
+use super::training::{JobRun, Training, TrainingGen};
+use super::FlowSpec;
+use crate::topology::routing::Routes;
+use crate::topology::Topology;
+use std::sync::Arc;
+
+/// A job's iterations still to add, and what adding them needs.
+#[derive(Clone, Debug)]
+pub struct JobGen {
+    pub workload: u32,
+    what: What,
+    emitter: EmitterState,
+    /// The iterations the job runs.
+    pub iterations: u32,
+}
+
+#[derive(Clone, Debug)]
+enum What {
+    Training(Arc<Training>, TrainingGen),
+    Model(Arc<ModelJob>, ModelGen),
+}
+
+impl JobGen {
+    /// Adds a training job's start and first iteration.
+    pub fn training(
+        mut e: Emitter,
+        t: Arc<Training>,
+        start: crate::units::SimTime,
+        job: &mut JobRun,
+        runs: &mut Vec<CollectiveRun>,
+    ) -> Result<JobGen, String> {
+        let mut g = TrainingGen::start(&mut e, &t, start);
+        if t.iterations > 0 {
+            g.iteration(&mut e, &t, job, runs)?;
+        }
+        Ok(JobGen {
+            workload: e.workload,
+            iterations: t.iterations,
+            what: What::Training(t, g),
+            emitter: e.into_state(),
+        })
+    }
+
+    /// Adds a model job's start and first iteration.
+    pub fn model(
+        mut e: Emitter,
+        m: Arc<ModelJob>,
+        start: crate::units::SimTime,
+        job: &mut JobRun,
+        runs: &mut Vec<CollectiveRun>,
+    ) -> Result<JobGen, String> {
+        let mut g = ModelGen::start(&mut e, &m, start);
+        if m.iterations > 0 {
+            g.iteration(&mut e, &m, job, runs)?;
+        }
+        Ok(JobGen {
+            workload: e.workload,
+            iterations: m.iterations,
+            what: What::Model(m, g),
+            emitter: e.into_state(),
+        })
+    }
+
+    /// The next iteration to add.
+    pub fn next(&self) -> u32 {
+        match &self.what {
+            What::Training(_, g) => g.next,
+            What::Model(_, g) => g.next,
+        }
+    }
+
+    /// The tasks each rank's part of the next iteration waits for (the
+    /// last of the iteration before): every task of the next iteration
+    /// waits, through others or directly, for one of these, or for
+    /// nothing.
+    pub fn ready(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = match &self.what {
+            What::Training(_, g) => g.ready().to_vec(),
+            What::Model(_, g) => g.ready().iter().flatten().copied().collect(),
+        };
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    pub fn finished(&self) -> bool {
+        self.next() >= self.iterations
+    }
+
+    /// Adds the next iteration to `graph` and `flows`; its collectives are
+    /// appended to `runs`, its records to `job`.
+    pub fn iteration(
+        &mut self,
+        topo: &Topology,
+        routes: &Routes,
+        graph: &mut GraphBuilder,
+        flows: &mut Vec<FlowSpec>,
+        job: &mut JobRun,
+        runs: &mut Vec<CollectiveRun>,
+    ) -> Result<(), String> {
+        let state = std::mem::take(&mut self.emitter);
+        let mut e = Emitter::resume(topo, routes, graph, flows, state);
+        let r = match &mut self.what {
+            What::Training(t, g) => g.iteration(&mut e, t, job, runs),
+            What::Model(m, g) => g.iteration(&mut e, m, job, runs),
+        };
+        self.emitter = e.into_state();
+        r
+    }
+}
+
+/// What one iteration of a job adds: tasks, passes, transfers, pass
+/// messages, and network messages the passes send (what the run waits
+/// to see acknowledged).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sizes {
+    pub tasks: u32,
+    pub passes: u32,
+    pub flows: u32,
+    pub messages: u64,
+    pub net_messages: u64,
+    /// Bytes its passes write over the network, and its transfers'.
+    pub net_bytes: u64,
+    pub flow_bytes: u64,
+    /// Compute time of its tasks (`Delay`), in picoseconds.
+    pub compute: u128,
+}
+
+impl Sizes {
+    fn times(self, n: u32) -> Sizes {
+        Sizes {
+            tasks: self.tasks * n,
+            passes: self.passes * n,
+            flows: self.flows * n,
+            messages: self.messages * u64::from(n),
+            net_messages: self.net_messages * u64::from(n),
+            net_bytes: self.net_bytes * u64::from(n),
+            flow_bytes: self.flow_bytes * u64::from(n),
+            compute: self.compute * u128::from(n),
+        }
+    }
+
+    fn plus(self, o: Sizes) -> Sizes {
+        Sizes {
+            tasks: self.tasks + o.tasks,
+            passes: self.passes + o.passes,
+            flows: self.flows + o.flows,
+            messages: self.messages + o.messages,
+            net_messages: self.net_messages + o.net_messages,
+            net_bytes: self.net_bytes + o.net_bytes,
+            flow_bytes: self.flow_bytes + o.flow_bytes,
+            compute: self.compute + o.compute,
+        }
+    }
+}
+
+/// Where a job's iterations after its first are numbered: the numbers of
+/// iteration 1's first task, pass, transfer and pass message, and what an
+/// iteration without and with a checkpoint takes.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub first: (u32, u32, u32, u64),
+    pub plain: Sizes,
+    pub checkpoint: Sizes,
+}
+
+impl JobGen {
+    /// Every how many iterations the job writes a checkpoint.
+    fn checkpoint_every(&self) -> Option<u32> {
+        match &self.what {
+            What::Training(t, _) => t.checkpoint.as_ref().map(|c| c.every.max(1)),
+            What::Model(..) => None,
+        }
+    }
+
+    fn writes_checkpoint(&self, it: u32) -> bool {
+        self.checkpoint_every()
+            .is_some_and(|e| (it + 1).is_multiple_of(e))
+    }
+
+    /// Checkpoint iterations among 1..it.
+    fn checkpoints_before(&self, it: u32) -> u32 {
+        match self.checkpoint_every() {
+            // Iterations k in 1..it with (k + 1) a multiple of e.
+            Some(e) => it / e - 1 / e,
+            None => 0,
+        }
+    }
+
+    /// What iterations 1..it take together.
+    fn before(&self, layout: &Layout, it: u32) -> Sizes {
+        let ck = self.checkpoints_before(it);
+        let plain = it.saturating_sub(1) - ck;
+        layout.plain.times(plain).plus(layout.checkpoint.times(ck))
+    }
+
+    /// The numbers of iteration `it`'s (at least 1) first task, pass,
+    /// transfer and pass message.
+    pub fn numbers(&self, layout: &Layout, it: u32) -> (u32, u32, u32, u64) {
+        let b = self.before(layout, it);
+        let f = layout.first;
+        (
+            f.0 + b.tasks,
+            f.1 + b.passes,
+            f.2 + b.flows,
+            f.3 + b.messages,
+        )
+    }
+
+    /// What iteration `it` takes.
+    pub fn sizes(&self, layout: &Layout, it: u32) -> Sizes {
+        if self.writes_checkpoint(it) {
+            layout.checkpoint
+        } else {
+            layout.plain
+        }
+    }
+
+    /// What every iteration after the first takes together.
+    pub fn total(&self, layout: &Layout) -> Sizes {
+        self.before(layout, self.iterations)
+    }
+
+    /// Works out where the job's later iterations are numbered, from
+    /// `first` on, by making one iteration of each kind (with and without
+    /// a checkpoint) and counting what it adds. Lanes and connections
+    /// those make first are kept (in `lanes` and in the job's emitter),
+    /// as making every iteration would make them; the transfers of the
+    /// iterations made are returned, for the QPs of the connections they
+    /// open.
+    pub fn layout(
+        &mut self,
+        topo: &Topology,
+        routes: &Routes,
+        lanes: &mut GraphBuilder,
+        first: (u32, u32, u32, u64),
+    ) -> Result<(Layout, Vec<(u32, FlowSpec)>), String> {
+        let mut layout = Layout {
+            first,
+            plain: Sizes::default(),
+            checkpoint: Sizes::default(),
+        };
+        let mut made = Vec::new();
+        let later = 1..self.iterations;
+        let plain = later.clone().find(|&i| !self.writes_checkpoint(i));
+        let ck = later.clone().find(|&i| self.writes_checkpoint(i));
+        let mut kinds: Vec<u32> = plain.into_iter().chain(ck).collect();
+        kinds.sort_unstable();
+        for it in kinds {
+            let mut trial = self.clone();
+            trial.set_next(it);
+            let mut part = GraphBuilder::part(first, lanes);
+            let mut flows = Vec::new();
+            let mut runs = Vec::new();
+            let mut job = JobRun::new(self.workload);
+            trial.iteration(topo, routes, &mut part, &mut flows, &mut job, &mut runs)?;
+            lanes.take_lanes(&part);
+            self.emitter = trial.emitter;
+            let (t, p, _, m) = part.next_numbers(0);
+            let graph = part.build();
+            let compute = graph
+                .tasks
+                .iter()
+                .map(|t| match t.kind {
+                    TaskKind::Delay(d) => u128::from(d.0),
+                    _ => 0,
+                })
+                .sum();
+            let (mut net_messages, mut net_bytes) = (0, 0);
+            for pass in &graph.passes {
+                for c in 0..pass.conns.len() as u32 {
+                    if pass.sends_on(c) > 0 && pass.conn_spec(topo, c, 0).is_some() {
+                        net_messages += pass.sends_on(c);
+                        net_bytes += pass.bytes_on(c);
+                    }
+                }
+            }
+            let sizes = Sizes {
+                tasks: t - first.0,
+                passes: p - first.1,
+                flows: flows.len() as u32,
+                messages: m - first.3,
+                net_messages,
+                net_bytes,
+                flow_bytes: flows.iter().map(|f| f.bytes).sum(),
+                compute,
+            };
+            if self.writes_checkpoint(it) {
+                layout.checkpoint = sizes;
+            } else {
+                layout.plain = sizes;
+            }
+            made.push((it, flows));
+        }
+        // Numbered as if every iteration were made.
+        let mut specs = Vec::new();
+        for (it, flows) in made {
+            let first = self.numbers(&layout, it).2;
+            specs.extend((first..).zip(flows));
+        }
+        Ok((layout, specs))
+    }
+
+    fn set_next(&mut self, it: u32) {
+        match &mut self.what {
+            What::Training(_, g) => g.next = it,
+            What::Model(_, g) => g.next = it,
+        }
+    }
+}
+
+/// Most task numbers a run may use when jobs are made as they run (what
+/// an event's key tells apart); only the iterations under way are held.
+pub const MAX_TASK_NUMBERS: u32 = 1 << 27;
+
+/// The jobs' iterations after their first, to be made as the run
+/// reaches them, job by job in the numbers after every workload's first
+/// part (see the module's note).
+#[derive(Clone, Debug)]
+pub struct Later {
+    pub jobs: Vec<LaterJob>,
+    /// The numbers after every job's last iteration: where pass
+    /// messages' tasks and transfers are numbered from.
+    pub end: (u32, u32, u32, u64),
+    /// Transfers of the iterations made to lay the jobs out, by number
+    /// (the connections they open need QPs before the run).
+    pub prototypes: Vec<(u32, FlowSpec)>,
+    /// Network messages the later iterations' passes send, and their
+    /// bytes; the bytes of their transfers.
+    pub net_messages: u64,
+    pub net_bytes: u64,
+    pub flow_bytes: u64,
+    /// Compute time of the later iterations, in picoseconds.
+    pub compute: u128,
+    /// Ring passes that can run as streams do (`GraphBuilder`).
+    pub stream_rings: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct LaterJob {
+    pub gen: JobGen,
+    pub layout: Layout,
+}
+
+impl Later {
+    pub fn new(first: (u32, u32, u32, u64), stream_rings: bool) -> Later {
+        Later {
+            stream_rings,
+            jobs: Vec::new(),
+            end: first,
+            prototypes: Vec::new(),
+            net_messages: 0,
+            net_bytes: 0,
+            flow_bytes: 0,
+            compute: 0,
+        }
+    }
+
+    /// Lays out `gen`'s later iterations after those so far.
+    pub fn add(
+        &mut self,
+        mut gen: JobGen,
+        topo: &Topology,
+        routes: &Routes,
+        lanes: &mut GraphBuilder,
+    ) -> Result<(), String> {
+        let (layout, specs) = gen.layout(topo, routes, lanes, self.end)?;
+        let total = gen.total(&layout);
+        let e = self.end;
+        let tasks = u64::from(e.0) + u64::from(total.tasks);
+        if tasks > u64::from(MAX_TASK_NUMBERS) {
+            return Err(format!(
+                "the job's {} iterations need {tasks} tasks (messages, copies, joins); at most {MAX_TASK_NUMBERS} are supported; use fewer iterations, a larger chunk or fewer channels",
+                gen.iterations
+            ));
+        }
+        let flows = u64::from(e.2) + u64::from(total.flows);
+        if flows > super::MAX_FLOWS as u64 {
+            return Err(format!(
+                "the job's {} iterations need {flows} transfers; at most {} are supported; use fewer iterations",
+                gen.iterations,
+                super::MAX_FLOWS
+            ));
+        }
+        let messages = e.3 + total.messages;
+        if messages > super::collective::MAX_PASS_MESSAGES {
+            return Err(format!(
+                "the job's {} iterations need {messages} collective messages; at most {} are supported; use fewer iterations or a larger chunk",
+                gen.iterations,
+                super::collective::MAX_PASS_MESSAGES
+            ));
+        }
+        self.end = (
+            e.0 + total.tasks,
+            e.1 + total.passes,
+            e.2 + total.flows,
+            messages,
+        );
+        self.net_messages += total.net_messages;
+        self.net_bytes += total.net_bytes;
+        self.flow_bytes += total.flow_bytes;
+        self.compute += total.compute;
+        self.prototypes.extend(specs);
+        self.jobs.push(LaterJob { gen, layout });
+        Ok(())
+    }
+}
