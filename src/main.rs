@@ -186,6 +186,11 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Draw the fabric as an SVG picture into this file (tiers of
+        /// switches, hosts with their GPUs and NICs; pods as blocks past
+        /// 64 hosts or 96 switches).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
         #[command(flatten)]
         args: ScenarioArgs,
     },
@@ -415,8 +420,9 @@ fn main() -> ExitCode {
         Command::Topo {
             scenario,
             json,
+            svg,
             args,
-        } => topo(scenario.as_deref(), &args.sets, json),
+        } => topo(scenario.as_deref(), &args.sets, json, svg.as_deref()),
         Command::Nccl {
             scenario,
             op,
@@ -1238,8 +1244,30 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn topo(path: Option<&Path>, sets: &[String], json: bool) -> Result<(), String> {
+fn topo(
+    path: Option<&Path>,
+    sets: &[String],
+    json: bool,
+    svg: Option<&Path>,
+) -> Result<(), String> {
     let p = load(path, sets)?;
+    if let Some(file) = svg {
+        let map = fabricsim::report::fabric::draw(&p.topology, None, &p.scenario.name);
+        fabricsim::output::write_atomic(file, map.svg.as_bytes())
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        outln!(
+            "{}: {} boxes, {} lines{}",
+            file.display(),
+            map.boxes,
+            map.lines,
+            if map.aggregated {
+                " (pods drawn as blocks)"
+            } else {
+                ""
+            }
+        );
+        return Ok(());
+    }
     let summary = TopologySummary::of(
         &p.topology,
         fabricsim::scenario::resolve::cross_rail(&p.topology),

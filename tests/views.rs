@@ -37,7 +37,7 @@ fn svg_plots_show_their_series_and_labels() {
     let (sim, _) = run_file(&example("lossless/incast.toml"), &[]);
     let svgs: std::collections::HashMap<&str, String> =
         plots::all(&sim).unwrap().into_iter().collect();
-    assert_eq!(svgs.len(), 9);
+    assert_eq!(svgs.len(), 10);
     let texts = |name: &str| svg_texts(&svgs[name]);
     let has = |name: &str, want: &str| {
         let t = texts(name);
@@ -95,6 +95,10 @@ fn svg_plots_show_their_series_and_labels() {
         has("plot_group_bytes.svg", want);
     }
     has("plot_timeline.svg", "no training iteration finished");
+    // The fabric: its switches, and the pauses leaf0 sent.
+    for want in ["spine0", "leaf0", "host0", "20"] {
+        has("plot_fabric.svg", want);
+    }
     // The queue line's points: as many as buckets.
     let svg = &svgs["plot_queue_depth.svg"];
     let first_line = svg
@@ -334,14 +338,14 @@ fn plots_and_the_report_can_be_turned_off() {
     };
     let all = names(&[]);
     assert!(all.contains(&"report.html".to_string()));
-    assert_eq!(all.iter().filter(|n| n.ends_with(".svg")).count(), 9);
+    assert_eq!(all.iter().filter(|n| n.ends_with(".svg")).count(), 10);
     let none = names(&["report.plots=false", "report.html=false"]);
     assert!(
         none.iter()
             .all(|n| !n.ends_with(".svg") && n != "report.html"),
         "{none:?}"
     );
-    assert_eq!(all.len(), none.len() + 10);
+    assert_eq!(all.len(), none.len() + 11);
 }
 
 /// The progress estimate starts at nothing, never goes back and reaches

@@ -366,6 +366,11 @@ impl Simulation {
 }
 
 impl FailureState {
+    /// Whether link `l` went down at some time of the run so far.
+    pub fn was_down(&self, l: LinkId) -> bool {
+        self.link_cause.get(l.idx()).is_some_and(|&c| c != NONE)
+    }
+
     /// Data of QP `q`, not yet received in full, was lost to failure
     /// `cause`.
     fn affect(&mut self, q: QpId, cause: u32) {

@@ -160,6 +160,11 @@ impl Simulation {
         self.tasks.later.iter().flat_map(|l| l.records())
     }
 
+    /// Whether link `l` went down at some time of the run.
+    pub fn link_failed(&self, l: crate::topology::LinkId) -> bool {
+        self.failures.was_down(l)
+    }
+
     /// Jobs' iterations made as the run went, forgotten once over, and
     /// the most held at once; `None` if every iteration was made before
     /// the run.

@@ -7,6 +7,7 @@
 //! temporary folder inside the output folder and moved into place only
 //! when all of them were written.
 
+pub mod fabric;
 pub mod fidelity;
 pub mod html;
 pub mod pcapng;

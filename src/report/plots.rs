@@ -69,6 +69,11 @@ pub fn all(sim: &Simulation) -> Result<Vec<(&'static str, String)>, String> {
         }
         out.push((name, svg));
     }
+    // The fabric, coloured by the run (`fabric`).
+    let colour = super::fabric::Colouring::of(sim);
+    let title = format!("{}: the fabric after the run", sim.scenario().name);
+    let map = super::fabric::draw(sim.topo(), Some(&colour), &title);
+    out.push(("plot_fabric.svg", map.svg));
     Ok(out)
 }
 

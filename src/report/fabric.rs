@@ -1,0 +1,792 @@
+//! The fabric as a picture (`fabricsim topo --svg`, `plot_fabric.svg`):
+//! tiers of switches from the top down, the hosts at the bottom with their
+//! GPUs and NICs (a colour per rail), and a line per pair of ends, the
+//! members of a port channel as one thicker line with their count. After
+//! a run the lines take the colour of their busier direction's
+//! utilization, switches that of their deepest queue, ports that sent PFC
+//! pauses get a mark with the count, and links that failed are dashed and
+//! struck through; each line's `<title>` has its figures.
+//!
+//! Past `DETAIL_HOSTS` hosts or `DETAIL_SWITCHES` switches single links
+//! cannot be told apart: the fabric is drawn in aggregate, each pod (what
+//! stays connected once the top tiers are taken away) one block, the top
+//! tier's switches one by one (or one block past `DETAIL_TOP`), and the
+//! bundle between a pod and a top switch one line with its members, its
+//! capacity and its busiest member; the legend says so. The layout is a
+//! function of the topology alone: the same scenario draws the same
+//! picture.
+
+use crate::topology::{Owner, PortId, Topology};
+use std::fmt::Write;
+
+/// Most hosts, and switches, drawn one by one.
+pub const DETAIL_HOSTS: usize = 64;
+pub const DETAIL_SWITCHES: usize = 96;
+/// Most top-tier switches drawn one by one in an aggregate picture.
+pub const DETAIL_TOP: usize = 32;
+
+/// What a run did to each port and link, to colour the picture.
+pub struct Colouring {
+    /// Per port: share of the run its egress was busy, bytes it sent,
+    /// its deepest queue, frames it dropped and PFC pauses it sent.
+    pub util: Vec<f64>,
+    pub bytes: Vec<u64>,
+    pub queue: Vec<u64>,
+    pub drops: Vec<u64>,
+    pub pauses: Vec<u64>,
+    /// Per link: whether it was down at some time of the run.
+    pub failed: Vec<bool>,
+    /// A switch's shared buffer, against which its queues are coloured.
+    pub buffer: u64,
+}
+
+impl Colouring {
+    pub fn of(sim: &crate::engine::Simulation) -> Colouring {
+        let topo = sim.topo();
+        let span = sim.now().0.max(1) as f64;
+        let ports = topo.ports.len();
+        let slots = sim.pfc_slots().max(1);
+        let pfc = sim.pfc();
+        Colouring {
+            util: (0..ports)
+                .map(|p| sim.ports()[p].busy_ps as f64 / span)
+                .collect(),
+            bytes: (0..ports).map(|p| sim.ports()[p].tx_wire_bytes).collect(),
+            queue: (0..ports).map(|p| sim.queues()[p].max_bytes).collect(),
+            drops: (0..ports).map(|p| sim.port_drops()[p].packets).collect(),
+            pauses: (0..ports)
+                .map(|p| {
+                    pfc.get(p * slots..(p + 1) * slots)
+                        .map_or(0, |s| s.iter().map(|x| x.pauses_sent).sum())
+                })
+                .collect(),
+            failed: (0..topo.links.len())
+                .map(|l| sim.link_failed(crate::topology::LinkId(l as u32)))
+                .collect(),
+            buffer: sim.scenario().switch.buffer_bytes,
+        }
+    }
+}
+
+/// A drawn picture: the SVG, and how many boxes (switches, hosts or
+/// blocks) and lines it has.
+pub struct Map {
+    pub svg: String,
+    pub boxes: usize,
+    pub lines: usize,
+    pub aggregated: bool,
+}
+
+/// One end of a line: a switch, a host's NIC (host, rail) or a block.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+enum End {
+    Switch(u32),
+    Nic(u32, u32),
+    Block(u32),
+}
+
+/// A line: its two ends (lower first) and the links it stands for.
+struct Line {
+    ends: (End, End),
+    links: Vec<u32>,
+}
+
+const RAILS: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+];
+const SW: f64 = 92.0;
+const SH: f64 = 28.0;
+const ROW: f64 = 120.0;
+const GAP: f64 = 14.0;
+const MARGIN: f64 = 40.0;
+
+/// Draws `topo` (coloured by a run's `colour`, if given) under `title`.
+pub fn draw(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
+    if topo.hosts.len() > DETAIL_HOSTS || topo.switches.len() > DETAIL_SWITCHES {
+        aggregate(topo, colour, title)
+    } else {
+        detailed(topo, colour, title)
+    }
+}
+
+/// The owner of port `p` as a line's end.
+fn end_of(topo: &Topology, p: PortId) -> End {
+    match topo.port(p).owner {
+        Owner::Switch(s) => End::Switch(s.0),
+        Owner::Nic(n) => {
+            let nic = &topo.nics[n.idx()];
+            End::Nic(nic.host.0, nic.rail)
+        }
+    }
+}
+
+/// Links grouped by their ends (through `map`, which may merge ends into
+/// blocks), in the order of their first link.
+fn lines(topo: &Topology, map: impl Fn(End) -> End) -> Vec<Line> {
+    let mut at: std::collections::HashMap<(End, End), usize> = Default::default();
+    let mut out: Vec<Line> = Vec::new();
+    for (li, l) in topo.links.iter().enumerate() {
+        let (a, b) = (map(end_of(topo, l.a)), map(end_of(topo, l.b)));
+        if a == b {
+            continue;
+        }
+        let key = if a < b { (a, b) } else { (b, a) };
+        let i = *at.entry(key).or_insert_with(|| {
+            out.push(Line {
+                ends: key,
+                links: Vec::new(),
+            });
+            out.len() - 1
+        });
+        out[i].links.push(li as u32);
+    }
+    out
+}
+
+/// Green through yellow to red for 0 to 1.
+fn heat(x: f64) -> String {
+    let x = x.clamp(0.0, 1.0);
+    let (r, g) = if x < 0.5 {
+        (2.0 * x, 1.0)
+    } else {
+        (1.0, 2.0 * (1.0 - x))
+    };
+    format!(
+        "#{:02x}{:02x}30",
+        (40.0 + 200.0 * r) as u8,
+        (40.0 + 160.0 * g) as u8
+    )
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn gbps(bps: u64) -> String {
+    if bps >= 1_000_000_000_000 && bps.is_multiple_of(1_000_000_000_000) {
+        format!("{}T", bps / 1_000_000_000_000)
+    } else if bps >= 1_000_000_000_000 {
+        format!("{:.2}T", bps as f64 / 1e12)
+    } else {
+        format!("{}G", bps / 1_000_000_000)
+    }
+}
+
+/// What a line's links carried, for its colour and its title: the busier
+/// direction's utilization of its busiest member, bytes each way, the
+/// deepest queue and drops at either end, pauses each end sent, and
+/// members that failed.
+struct Load {
+    util: f64,
+    bytes: (u64, u64),
+    queue: u64,
+    drops: u64,
+    pauses: (u64, u64),
+    failed: usize,
+}
+
+fn load(topo: &Topology, c: &Colouring, line: &Line, lower: &dyn Fn(PortId) -> bool) -> Load {
+    let mut l = Load {
+        util: 0.0,
+        bytes: (0, 0),
+        queue: 0,
+        drops: 0,
+        pauses: (0, 0),
+        failed: 0,
+    };
+    for &li in &line.links {
+        let link = topo.links[li as usize];
+        for p in [link.a, link.b] {
+            let i = p.idx();
+            l.util = l.util.max(c.util[i]);
+            l.queue = l.queue.max(c.queue[i]);
+            l.drops += c.drops[i];
+            if lower(p) {
+                l.bytes.0 += c.bytes[i];
+                l.pauses.0 += c.pauses[i];
+            } else {
+                l.bytes.1 += c.bytes[i];
+                l.pauses.1 += c.pauses[i];
+            }
+        }
+        l.failed += usize::from(c.failed[li as usize]);
+    }
+    l
+}
+
+/// Writes one line from `a` to `b` (`a` at the lower end's side).
+#[allow(clippy::too_many_arguments)]
+fn line_svg(
+    out: &mut String,
+    (a, b): ((f64, f64), (f64, f64)),
+    names: (&str, &str),
+    members: usize,
+    capacity: u64,
+    load: Option<&Load>,
+    base: &str,
+    extra: &str,
+) {
+    let width = (1.2 + 1.2 * (members as f64).log2()).min(9.0);
+    let colour = load.map_or(base.to_string(), |l| heat(l.util));
+    let failed = load.is_some_and(|l| l.failed > 0);
+    let dash = if failed {
+        " stroke-dasharray=\"6 4\""
+    } else {
+        ""
+    };
+    let mut title = format!(
+        "{} \u{2014} {}: {members} x {} ({} in all)",
+        esc(names.0),
+        esc(names.1),
+        gbps(capacity / members.max(1) as u64),
+        gbps(capacity)
+    );
+    if let Some(l) = load {
+        let _ = write!(
+            title,
+            "; busiest member {:.1}% busy; bytes {} up, {} down; max queue {} B; drops {}; pauses sent {} (lower end), {} (upper end)",
+            100.0 * l.util,
+            l.bytes.0,
+            l.bytes.1,
+            l.queue,
+            l.drops,
+            l.pauses.0,
+            l.pauses.1
+        );
+        if l.failed > 0 {
+            let _ = write!(title, "; {} member(s) failed", l.failed);
+        }
+    }
+    title.push_str(extra);
+    let _ = writeln!(
+        out,
+        "<g class=\"link\"><title>{title}</title><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{colour}\" stroke-width=\"{width:.1}\"{dash}/>",
+        a.0, a.1, b.0, b.1
+    );
+    let mid = ((a.0 + b.0) / 2.0, (a.1 + b.1) / 2.0);
+    if members > 1 {
+        // Near the lower end, where the lines of one box fan out.
+        let at = (a.0 + 0.3 * (b.0 - a.0), a.1 + 0.3 * (b.1 - a.1));
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" fill=\"#333\">x{members}</text>",
+            at.0 + 3.0,
+            at.1
+        );
+    }
+    if failed {
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"14\" fill=\"#d00\" text-anchor=\"middle\">\u{2715}</text>",
+            mid.0,
+            mid.1 + 5.0
+        );
+    }
+    if let Some(l) = load {
+        // A mark at the end whose port sent pauses, with their count.
+        for (n, at) in [(l.pauses.0, a), (l.pauses.1, b)] {
+            if n == 0 {
+                continue;
+            }
+            let p = (at.0 + 0.2 * (mid.0 - at.0), at.1 + 0.2 * (mid.1 - at.1));
+            let _ = write!(
+                out,
+                "<g class=\"pause\"><title>{n} PFC pauses sent</title><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"7\" fill=\"#f80\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"8\" text-anchor=\"middle\" fill=\"#000\">{n}</text></g>",
+                p.0,
+                p.1,
+                p.0,
+                p.1 + 3.0
+            );
+        }
+    }
+    out.push_str("</g>\n");
+}
+
+/// The picture's frame: header with the title, and the legend.
+fn frame(w: f64, h: f64, title: &str, body: &str, legend: &[String]) -> String {
+    // Wide enough for the title and the legend's lines.
+    let text = legend
+        .iter()
+        .map(|l| l.len())
+        .chain([title.len() * 3 / 2])
+        .max()
+        .unwrap_or(0);
+    let w = w.max(2.0 * MARGIN + 6.2 * text as f64);
+    let total = h + 24.0 + 16.0 * legend.len() as f64;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{total:.0}\" viewBox=\"0 0 {w:.0} {total:.0}\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{MARGIN}\" y=\"22\" font-size=\"15\">{}</text>\n",
+        esc(title)
+    );
+    s.push_str(body);
+    for (i, l) in legend.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "<text class=\"legend\" x=\"{MARGIN}\" y=\"{:.0}\" font-size=\"11\" fill=\"#333\">{}</text>",
+            h + 16.0 + 16.0 * i as f64,
+            esc(l)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn legend_common(colour: Option<&Colouring>) -> Vec<String> {
+    match colour {
+        Some(_) => vec![
+            "lines: busier direction's utilization of the busiest member, green 0% to red 100%; dashed with a cross: failed during the run; orange marks: PFC pauses sent from that end (count)".into(),
+            "switches: deepest queue against the buffer, white to red; hover a line or a box for its figures".into(),
+        ],
+        None => vec!["lines: a link, or the members of a port channel (count, xN; thicker with more)".into()],
+    }
+}
+
+fn switch_fill(topo: &Topology, c: Option<&Colouring>, s: usize) -> (String, u64) {
+    let Some(c) = c else {
+        return ("#eef".into(), 0);
+    };
+    let deepest = topo.switches[s]
+        .ports
+        .iter()
+        .map(|p| c.queue[p.idx()])
+        .max()
+        .unwrap_or(0);
+    let x = deepest as f64 / c.buffer.max(1) as f64;
+    let v = (255.0 * (1.0 - x.clamp(0.0, 1.0))) as u8;
+    (format!("#ff{v:02x}{v:02x}"), deepest)
+}
+
+fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
+    let names = topo.kind.tier_names();
+    let top = topo.switches.iter().map(|s| s.tier).max().unwrap_or(0);
+    let gpus = topo.hosts.iter().map(|h| h.gpus.len()).max().unwrap_or(1);
+    let nics = topo.hosts.iter().map(|h| h.nics.len()).max().unwrap_or(1);
+    let hw = (12.0 * gpus.max(nics) as f64 + 12.0).max(64.0);
+    let tiers: Vec<Vec<usize>> = (0..=top)
+        .rev()
+        .map(|t| {
+            (0..topo.switches.len())
+                .filter(|&s| topo.switches[s].tier == t)
+                .collect()
+        })
+        .collect();
+    let row_w = |n: usize, w: f64| n as f64 * (w + GAP) - GAP;
+    let width = tiers
+        .iter()
+        .map(|r| row_w(r.len(), SW))
+        .fold(row_w(topo.hosts.len(), hw), f64::max)
+        + 2.0 * MARGIN;
+    let x_of = |i: usize, n: usize, w: f64| (width - row_w(n, w)) / 2.0 + i as f64 * (w + GAP);
+    let mut pos = vec![(0.0, 0.0); topo.switches.len()];
+    for (r, row) in tiers.iter().enumerate() {
+        for (i, &s) in row.iter().enumerate() {
+            pos[s] = (x_of(i, row.len(), SW), MARGIN + 10.0 + r as f64 * ROW);
+        }
+    }
+    let host_y = MARGIN + 10.0 + tiers.len() as f64 * ROW;
+    let host_x: Vec<f64> = (0..topo.hosts.len())
+        .map(|h| x_of(h, topo.hosts.len(), hw))
+        .collect();
+    let nic_at = |h: u32, rail: u32| {
+        let n = topo.hosts[h as usize].nics.len().max(1) as f64;
+        let step = (hw - 12.0) / n;
+        (
+            host_x[h as usize] + 6.0 + step * (rail as f64 + 0.5),
+            host_y,
+        )
+    };
+    let point = |e: End, above: bool| match e {
+        End::Switch(s) => {
+            let (x, y) = pos[s as usize];
+            (x + SW / 2.0, if above { y } else { y + SH })
+        }
+        End::Nic(h, r) => nic_at(h, r),
+        End::Block(_) => (0.0, 0.0),
+    };
+    let tier_of = |e: End| match e {
+        End::Switch(s) => i32::from(topo.switches[s as usize].tier),
+        _ => -1,
+    };
+    let ls = lines(topo, |e| e);
+    let mut body = String::new();
+    for line in &ls {
+        let (lo, hi) = if tier_of(line.ends.0) <= tier_of(line.ends.1) {
+            line.ends
+        } else {
+            (line.ends.1, line.ends.0)
+        };
+        // Same-tier ends (a ring): from the side of one to the other.
+        let same = tier_of(lo) == tier_of(hi);
+        let a = point(lo, !same);
+        let b = point(hi, false);
+        let capacity: u64 = line
+            .links
+            .iter()
+            .map(|&l| topo.port(topo.links[l as usize].a).rate.bps())
+            .sum();
+        let name = |e: End| match e {
+            End::Switch(s) => topo.switches[s as usize].name.clone(),
+            End::Nic(h, r) => format!("host{h} nic{r}"),
+            End::Block(_) => String::new(),
+        };
+        let lower = |p: PortId| end_of(topo, p) == lo;
+        let ld = colour.map(|c| load(topo, c, line, &lower));
+        let base = match lo {
+            End::Nic(_, r) => RAILS[r as usize % RAILS.len()],
+            _ => "#888",
+        };
+        line_svg(
+            &mut body,
+            (a, b),
+            (&name(lo), &name(hi)),
+            line.links.len(),
+            capacity,
+            ld.as_ref(),
+            base,
+            "",
+        );
+    }
+    for (s, sw) in topo.switches.iter().enumerate() {
+        let (x, y) = pos[s];
+        let (fill, deepest) = switch_fill(topo, colour, s);
+        let speed = sw
+            .ports
+            .iter()
+            .map(|p| topo.port(*p).rate.bps())
+            .max()
+            .unwrap_or(0);
+        let q = if colour.is_some() {
+            format!("; deepest queue {deepest} B")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            body,
+            "<g class=\"switch\"><title>{} ({}, {} ports, up to {}){q}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{SW}\" height=\"{SH}\" rx=\"4\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text></g>",
+            esc(&sw.name),
+            names[sw.tier as usize],
+            sw.ports.len(),
+            gbps(speed),
+            x + SW / 2.0,
+            y + SH / 2.0 + 3.5,
+            esc(&sw.name)
+        );
+    }
+    for (h, host) in topo.hosts.iter().enumerate() {
+        let x = host_x[h];
+        let _ = write!(
+            body,
+            "<g class=\"host\"><title>host{h}: {} GPUs, {} NICs</title><rect x=\"{x:.1}\" y=\"{host_y:.1}\" width=\"{hw:.1}\" height=\"40\" rx=\"3\" fill=\"#f6f6f6\" stroke=\"#666\"/>",
+            host.gpus.len(),
+            host.nics.len()
+        );
+        for (i, &n) in host.nics.iter().enumerate() {
+            let (cx, cy) = nic_at(h as u32, topo.nics[n.idx()].rail);
+            let _ = write!(
+                body,
+                "<rect x=\"{:.1}\" y=\"{cy:.1}\" width=\"7\" height=\"6\" fill=\"{}\"><title>{}</title></rect>",
+                cx - 3.5,
+                RAILS[i % RAILS.len()],
+                esc(&topo.nics[n.idx()].name)
+            );
+        }
+        let gstep = (hw - 12.0) / host.gpus.len().max(1) as f64;
+        for (i, &g) in host.gpus.iter().enumerate() {
+            let rail = topo.nics[topo.gpus[g.idx()].nic.idx()].rail as usize;
+            let _ = write!(
+                body,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\" fill=\"white\" stroke=\"{}\"><title>{}</title></rect>",
+                x + 6.0 + gstep * (i as f64 + 0.5) - 4.0,
+                host_y + 16.0,
+                RAILS[rail % RAILS.len()],
+                esc(&topo.gpu_name(g))
+            );
+        }
+        let _ = writeln!(
+            body,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">host{h}</text></g>",
+            x + hw / 2.0,
+            host_y + 36.0
+        );
+    }
+    let mut legend = legend_common(colour);
+    legend.push(format!(
+        "{} switches, {} hosts; NICs and GPUs coloured by rail; host boxes: GPUs above, NICs on the top edge",
+        topo.switches.len(),
+        topo.hosts.len()
+    ));
+    let h = host_y + 48.0;
+    Map {
+        svg: frame(width, h, title, &body, &legend),
+        boxes: topo.switches.len() + topo.hosts.len(),
+        lines: ls.len(),
+        aggregated: false,
+    }
+}
+
+/// The pods: what stays connected once switches of tier `cut` and above
+/// are taken away, by the lowest tier cut that leaves more than one
+/// (hosts and switches below it, each pod's in id order); the tier cut.
+pub fn pods(topo: &Topology) -> (Vec<u32>, Vec<u32>, u8) {
+    let top = topo.switches.iter().map(|s| s.tier).max().unwrap_or(0);
+    let n_sw = topo.switches.len();
+    let n = n_sw + topo.hosts.len();
+    let node = |p: PortId| match topo.port(p).owner {
+        Owner::Switch(s) => s.idx(),
+        Owner::Nic(x) => n_sw + topo.nics[x.idx()].host.idx(),
+    };
+    let mut best = None;
+    for cut in (1..=top).rev() {
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn find(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                p[x] = p[p[x]];
+                x = p[x];
+            }
+            x
+        }
+        let kept = |i: usize| i >= n_sw || topo.switches[i].tier < cut;
+        for l in &topo.links {
+            let (a, b) = (node(l.a), node(l.b));
+            if kept(a) && kept(b) {
+                let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+                parent[ra.max(rb)] = ra.min(rb);
+            }
+        }
+        let mut id = vec![u32::MAX; n];
+        let mut next = 0u32;
+        let mut of = vec![u32::MAX; n];
+        for (i, pod) in of.iter_mut().enumerate() {
+            if !kept(i) {
+                continue;
+            }
+            let r = find(&mut parent, i);
+            if id[r] == u32::MAX {
+                id[r] = next;
+                next += 1;
+            }
+            *pod = id[r];
+        }
+        best = Some((of, cut, next));
+        if next > 1 {
+            break;
+        }
+    }
+    match best {
+        Some((of, cut, _)) => (of[..n_sw].to_vec(), of[n_sw..].to_vec(), cut),
+        // One tier: every switch and host one pod.
+        None => (vec![0; n_sw], vec![0; topo.hosts.len()], 1),
+    }
+}
+
+fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
+    let names = topo.kind.tier_names();
+    let (sw_pod, host_pod, cut) = pods(topo);
+    let n_pods = sw_pod
+        .iter()
+        .chain(&host_pod)
+        .filter(|&&p| p != u32::MAX)
+        .max()
+        .map_or(0, |&m| m as usize + 1);
+    // The switches above the cut, by tier from the top; one by one, or
+    // one block per tier past DETAIL_TOP.
+    let top = topo.switches.iter().map(|s| s.tier).max().unwrap_or(0);
+    let upper: Vec<Vec<usize>> = (cut..=top)
+        .rev()
+        .map(|t| {
+            (0..topo.switches.len())
+                .filter(|&s| topo.switches[s].tier == t)
+                .collect()
+        })
+        .collect();
+    let pod_block = |p: u32| End::Block(p);
+    let tier_block = |t: u8| End::Block(n_pods as u32 + u32::from(t));
+    let map = |e: End| match e {
+        End::Switch(s) if sw_pod[s as usize] != u32::MAX => pod_block(sw_pod[s as usize]),
+        End::Switch(s) => {
+            let t = topo.switches[s as usize].tier;
+            let row = &upper[(top - t) as usize];
+            if row.len() > DETAIL_TOP {
+                tier_block(t)
+            } else {
+                End::Switch(s)
+            }
+        }
+        End::Nic(h, _) => pod_block(host_pod[h as usize]),
+        b => b,
+    };
+    let ls = lines(topo, map);
+    // Rows: the upper tiers, then the pods.
+    let pw = 150.0;
+    let row_w = |n: usize, w: f64| n as f64 * (w + GAP) - GAP;
+    let upper_items: Vec<Vec<End>> = upper
+        .iter()
+        .map(|row| {
+            if row.len() > DETAIL_TOP {
+                vec![tier_block(topo.switches[row[0]].tier)]
+            } else {
+                row.iter().map(|&s| End::Switch(s as u32)).collect()
+            }
+        })
+        .collect();
+    let width = upper_items
+        .iter()
+        .map(|r| row_w(r.len(), SW))
+        .fold(row_w(n_pods, pw), f64::max)
+        + 2.0 * MARGIN;
+    let x_of = |i: usize, n: usize, w: f64| (width - row_w(n, w)) / 2.0 + i as f64 * (w + GAP);
+    let mut at: std::collections::HashMap<End, (f64, f64, f64)> = Default::default();
+    for (r, row) in upper_items.iter().enumerate() {
+        for (i, &e) in row.iter().enumerate() {
+            let w = if matches!(e, End::Block(_)) {
+                SW * 1.6
+            } else {
+                SW
+            };
+            let wide_row = row_w(row.len(), SW);
+            let x = (width - wide_row) / 2.0 + i as f64 * (SW + GAP) - (w - SW) / 2.0;
+            at.insert(e, (x, MARGIN + 10.0 + r as f64 * ROW, w));
+        }
+    }
+    let pod_y = MARGIN + 10.0 + upper_items.len() as f64 * ROW;
+    for p in 0..n_pods {
+        at.insert(pod_block(p as u32), (x_of(p, n_pods, pw), pod_y, pw));
+    }
+    let mut body = String::new();
+    for line in &ls {
+        let (lo, hi) = line.ends;
+        // Pods and lower tiers below: the end with the lower position.
+        let (lo, hi) = if at[&lo].1 >= at[&hi].1 {
+            (lo, hi)
+        } else {
+            (hi, lo)
+        };
+        let (la, ha) = (at[&lo], at[&hi]);
+        let a = (la.0 + la.2 / 2.0, la.1);
+        let b = (ha.0 + ha.2 / 2.0, ha.1 + SH);
+        let capacity: u64 = line
+            .links
+            .iter()
+            .map(|&l| topo.port(topo.links[l as usize].a).rate.bps())
+            .sum();
+        let name = |e: End| match e {
+            End::Switch(s) => topo.switches[s as usize].name.clone(),
+            End::Block(b) if (b as usize) < n_pods => format!("pod{b}"),
+            End::Block(b) => format!("{} tier", names[(b as usize - n_pods).min(2)]),
+            End::Nic(..) => String::new(),
+        };
+        let lower = |p: PortId| map(end_of(topo, p)) == lo;
+        let ld = colour.map(|c| load(topo, c, line, &lower));
+        line_svg(
+            &mut body,
+            (a, b),
+            (&name(lo), &name(hi)),
+            line.links.len(),
+            capacity,
+            ld.as_ref(),
+            "#888",
+            "",
+        );
+    }
+    let mut boxes = 0;
+    for row in &upper_items {
+        for &e in row {
+            let (x, y, w) = at[&e];
+            let (label, detail, fill) = match e {
+                End::Switch(s) => {
+                    let (fill, _) = switch_fill(topo, colour, s as usize);
+                    let sw = &topo.switches[s as usize];
+                    (
+                        sw.name.clone(),
+                        format!("{}, {} ports", names[sw.tier as usize], sw.ports.len()),
+                        fill,
+                    )
+                }
+                End::Block(b) => {
+                    let t = (b as usize - n_pods) as u8;
+                    let members: Vec<usize> = (0..topo.switches.len())
+                        .filter(|&s| topo.switches[s].tier == t)
+                        .collect();
+                    let fill = members
+                        .iter()
+                        .map(|&s| switch_fill(topo, colour, s))
+                        .max_by_key(|f| f.1)
+                        .map_or("#eef".to_string(), |f| f.0);
+                    (
+                        format!("{} x{}", names[t as usize], members.len()),
+                        format!(
+                            "{} {} switches, drawn as one",
+                            members.len(),
+                            names[t as usize]
+                        ),
+                        fill,
+                    )
+                }
+                End::Nic(..) => continue,
+            };
+            boxes += 1;
+            let _ = writeln!(
+                body,
+                "<g class=\"switch\"><title>{}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{SH}\" rx=\"4\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text></g>",
+                esc(&format!("{label}: {detail}")),
+                x + w / 2.0,
+                y + SH / 2.0 + 3.5,
+                esc(&label)
+            );
+        }
+    }
+    for p in 0..n_pods {
+        let (x, y, w) = at[&pod_block(p as u32)];
+        let hosts: Vec<usize> = (0..host_pod.len())
+            .filter(|&h| host_pod[h] == p as u32)
+            .collect();
+        let gpus: usize = hosts.iter().map(|&h| topo.hosts[h].gpus.len()).sum();
+        let sws: Vec<usize> = (0..sw_pod.len())
+            .filter(|&s| sw_pod[s] == p as u32)
+            .collect();
+        let mut per_tier = [0usize; 3];
+        for &s in &sws {
+            per_tier[(topo.switches[s].tier as usize).min(2)] += 1;
+        }
+        let tiers: Vec<String> = (0..3)
+            .filter(|&t| per_tier[t] > 0)
+            .map(|t| format!("{} {}", per_tier[t], names[t]))
+            .collect();
+        let fill = sws
+            .iter()
+            .map(|&s| switch_fill(topo, colour, s))
+            .max_by_key(|f| f.1)
+            .map_or("#eef".to_string(), |f| f.0);
+        boxes += 1;
+        let _ = writeln!(
+            body,
+            "<g class=\"pod\"><title>pod{p}: {} hosts, {gpus} GPUs, {}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"52\" rx=\"6\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">pod{p}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{} hosts, {gpus} GPUs</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{}</text></g>",
+            hosts.len(),
+            tiers.join(", "),
+            x + w / 2.0,
+            y + 14.0,
+            x + w / 2.0,
+            y + 29.0,
+            hosts.len(),
+            x + w / 2.0,
+            y + 43.0,
+            esc(&tiers.join(", "))
+        );
+    }
+    let mut legend = legend_common(colour);
+    legend.push(format!(
+        "drawn in aggregate ({} switches, {} hosts: more than {DETAIL_SWITCHES} switches or {DETAIL_HOSTS} hosts): a pod is what stays connected without the {} tier and above; a line is the bundle between two boxes, with its member count and capacity, coloured by its busiest member",
+        topo.switches.len(),
+        topo.hosts.len(),
+        names[(cut as usize).min(2)]
+    ));
+    let h = pod_y + 60.0;
+    Map {
+        svg: frame(width, h, title, &body, &legend),
+        boxes,
+        lines: ls.len(),
+        aggregated: true,
+    }
+}

@@ -1,0 +1,162 @@
+//! The fabric map (`fabricsim topo --svg`, `plot_fabric.svg`): one box
+//! per switch and host and one line per pair of ends on every example
+//! topology (blocks and bundles past the size where links cannot be told
+//! apart), the same picture every time, and after a run the marks of
+//! what happened: pauses with their counts, failed links struck through.
+
+mod common;
+
+use fabricsim::report::fabric::{self, Colouring};
+use fabricsim::topology::{Owner, Topology};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+fn scenarios(dir: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "sweep") {
+                out.extend(scenarios(&p.to_string_lossy()));
+            }
+        } else if p.extension().is_some_and(|e| e == "toml") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn count(svg: &str, class: &str) -> usize {
+    svg.matches(&format!("class=\"{class}\"")).count()
+}
+
+/// The pairs of ends the links join: switches, and a host's NIC by rail.
+fn pairs(topo: &Topology) -> usize {
+    let end = |p| match topo.port(p).owner {
+        Owner::Switch(s) => (0, s.0, 0),
+        Owner::Nic(n) => (1, topo.nics[n.idx()].host.0, topo.nics[n.idx()].rail),
+    };
+    let set: BTreeSet<_> = topo
+        .links
+        .iter()
+        .map(|l| {
+            let (a, b) = (end(l.a), end(l.b));
+            (a.min(b), a.max(b))
+        })
+        .collect();
+    set.len()
+}
+
+#[test]
+fn every_example_topology_is_drawn_box_by_box_or_in_blocks() {
+    let mut detailed = 0;
+    let mut blocks = 0;
+    for path in scenarios("examples") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let p = fabricsim::scenario::prepare(&path.to_string_lossy(), &text, &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let topo = &p.topology;
+        let map = fabric::draw(topo, None, "t");
+        let again = fabric::draw(topo, None, "t");
+        assert_eq!(map.svg, again.svg, "{}: the same picture", path.display());
+        assert_eq!(count(&map.svg, "link"), map.lines, "{}", path.display());
+        if map.aggregated {
+            blocks += 1;
+            let (sw_pod, host_pod, _) = fabric::pods(topo);
+            let n_pods = sw_pod
+                .iter()
+                .chain(&host_pod)
+                .filter(|&&x| x != u32::MAX)
+                .max()
+                .unwrap()
+                + 1;
+            assert_eq!(
+                count(&map.svg, "pod"),
+                n_pods as usize,
+                "{}",
+                path.display()
+            );
+            assert!(n_pods > 1, "{}", path.display());
+            assert_eq!(
+                count(&map.svg, "pod") + count(&map.svg, "switch"),
+                map.boxes,
+                "{}",
+                path.display()
+            );
+            // Every pod's hosts are in it.
+            assert!(host_pod.iter().all(|&x| x != u32::MAX));
+        } else {
+            detailed += 1;
+            assert_eq!(
+                count(&map.svg, "switch"),
+                topo.switches.len(),
+                "{}",
+                path.display()
+            );
+            assert_eq!(
+                count(&map.svg, "host"),
+                topo.hosts.len(),
+                "{}",
+                path.display()
+            );
+            assert_eq!(map.lines, pairs(topo), "{}", path.display());
+            for s in &topo.switches {
+                assert!(
+                    map.svg.contains(&format!(">{}</text>", s.name)),
+                    "{}",
+                    s.name
+                );
+            }
+        }
+    }
+    assert!(
+        detailed >= 30 && blocks >= 4,
+        "{detailed} detailed, {blocks} in blocks"
+    );
+}
+
+#[test]
+fn the_largest_fabric_is_a_picture_of_its_pods() {
+    let path = "examples/bench/rail-multipod-32768gpu-allreduce.toml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let p = fabricsim::scenario::prepare(path, &text, &[]).unwrap();
+    let map = fabric::draw(&p.topology, None, "32k");
+    assert!(map.aggregated);
+    // 16 pods and the 256 super-spines as one block, a bundle each.
+    assert_eq!((count(&map.svg, "pod"), count(&map.svg, "switch")), (16, 1));
+    assert_eq!(map.lines, 16);
+    assert!(map.svg.contains("x2048"), "each bundle's members");
+    assert!(map.svg.len() < 64 * 1024, "{} bytes", map.svg.len());
+}
+
+#[test]
+fn a_run_colours_the_map_with_its_pauses_and_failures() {
+    // Incast under PFC: the marks' counts add up to the pauses sent.
+    let (sim, _) = common::run_file(std::path::Path::new("examples/lossless/incast.toml"), &[]);
+    let c = Colouring::of(&sim);
+    let sent: u64 = c.pauses.iter().sum();
+    assert!(sent > 0);
+    let map = fabric::draw(sim.topo(), Some(&c), "incast");
+    let marks: u64 = map
+        .svg
+        .split("<g class=\"pause\"><title>")
+        .skip(1)
+        .map(|s| s.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(marks, sent);
+    // Coloured lines differ from the bare topology's.
+    let bare = fabric::draw(sim.topo(), None, "incast");
+    assert_ne!(bare.svg, map.svg);
+    assert!(!bare.svg.contains("class=\"pause\""));
+    // A spine that fails: its links are dashed and crossed out.
+    let (sim, _) = common::run_file(
+        std::path::Path::new("examples/failures/spine-failure.toml"),
+        &[],
+    );
+    let c = Colouring::of(&sim);
+    assert!(c.failed.iter().any(|&f| f));
+    let map = fabric::draw(sim.topo(), Some(&c), "failure");
+    assert!(map.svg.contains("stroke-dasharray"));
+    assert!(map.svg.contains("member(s) failed"));
+}
