@@ -119,3 +119,20 @@ pub fn series_of(
         .map(|r| r[col].parse().unwrap_or(0.0))
         .collect()
 }
+
+/// Every scenario under `dir` (the sweep folder apart), sorted.
+pub fn scenarios(dir: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "sweep") {
+                out.extend(scenarios(&p.to_string_lossy()));
+            }
+        } else if p.extension().is_some_and(|e| e == "toml") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}

@@ -6,26 +6,10 @@
 
 mod common;
 
+use common::scenarios;
 use fabricsim::report::fabric::{self, Colouring};
 use fabricsim::topology::{Owner, Topology};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-
-fn scenarios(dir: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n != "sweep") {
-                out.extend(scenarios(&p.to_string_lossy()));
-            }
-        } else if p.extension().is_some_and(|e| e == "toml") {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
-}
 
 fn count(svg: &str, class: &str) -> usize {
     svg.matches(&format!("class=\"{class}\"")).count()

@@ -154,13 +154,8 @@ impl Simulation {
         match self.passes.first_qp.get(p as usize) {
             Some(firsts) => firsts[c as usize],
             None => {
-                let part = self
-                    .tasks
-                    .later
-                    .as_ref()
-                    .and_then(|l| l.part_of_pass(p))
-                    .expect("a pass of a later iteration");
-                part.first_qp[(p - part.graph.pass_base) as usize][c as usize]
+                let (part, i) = self.tasks.later_pass(p);
+                part.first_qp[i][c as usize]
             }
         }
     }

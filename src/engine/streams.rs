@@ -108,13 +108,8 @@ impl Simulation {
         match self.streams.channels.get(p as usize) {
             Some(&n) => n,
             None => {
-                let part = self
-                    .tasks
-                    .later
-                    .as_ref()
-                    .and_then(|l| l.part_of_pass(p))
-                    .expect("a pass of a later iteration");
-                part.channels[(p - part.graph.pass_base) as usize]
+                let (part, i) = self.tasks.later_pass(p);
+                part.channels[i]
             }
         }
     }

@@ -171,6 +171,16 @@ impl TaskState {
         }
     }
 
+    /// The later iteration holding pass `p`, and the pass's place in it.
+    pub(super) fn later_pass(&self, p: u32) -> (&super::later::Part, usize) {
+        let part = self
+            .later
+            .as_ref()
+            .and_then(|l| l.part_of_pass(p))
+            .expect("a pass of a later iteration");
+        (part, (p - part.graph.pass_base) as usize)
+    }
+
     /// Whether graph task `t` (made before the run or with a later
     /// iteration) is done.
     pub(super) fn is_done(&self, t: u32) -> bool {

@@ -358,20 +358,34 @@ fn switch_fill(topo: &Topology, c: Option<&Colouring>, s: usize) -> (String, u64
     (format!("#ff{v:02x}{v:02x}"), deepest)
 }
 
-fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
-    let names = topo.kind.tier_names();
+/// The switches of tier `from` and above, a row per tier from the top,
+/// each in id order.
+fn tier_rows(topo: &Topology, from: u8) -> Vec<Vec<usize>> {
     let top = topo.switches.iter().map(|s| s.tier).max().unwrap_or(0);
-    let gpus = topo.hosts.iter().map(|h| h.gpus.len()).max().unwrap_or(1);
-    let nics = topo.hosts.iter().map(|h| h.nics.len()).max().unwrap_or(1);
-    let hw = (12.0 * gpus.max(nics) as f64 + 12.0).max(64.0);
-    let tiers: Vec<Vec<usize>> = (0..=top)
+    (from..=top)
         .rev()
         .map(|t| {
             (0..topo.switches.len())
                 .filter(|&s| topo.switches[s].tier == t)
                 .collect()
         })
-        .collect();
+        .collect()
+}
+
+/// The capacity of a line's links, one direction.
+fn capacity(topo: &Topology, line: &Line) -> u64 {
+    line.links
+        .iter()
+        .map(|&l| topo.port(topo.links[l as usize].a).rate.bps())
+        .sum()
+}
+
+fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
+    let names = topo.kind.tier_names();
+    let gpus = topo.hosts.iter().map(|h| h.gpus.len()).max().unwrap_or(1);
+    let nics = topo.hosts.iter().map(|h| h.nics.len()).max().unwrap_or(1);
+    let hw = (12.0 * gpus.max(nics) as f64 + 12.0).max(64.0);
+    let tiers = tier_rows(topo, 0);
     let row_w = |n: usize, w: f64| n as f64 * (w + GAP) - GAP;
     let width = tiers
         .iter()
@@ -421,11 +435,6 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         let same = tier_of(lo) == tier_of(hi);
         let a = point(lo, !same);
         let b = point(hi, false);
-        let capacity: u64 = line
-            .links
-            .iter()
-            .map(|&l| topo.port(topo.links[l as usize].a).rate.bps())
-            .sum();
         let name = |e: End| match e {
             End::Switch(s) => topo.switches[s as usize].name.clone(),
             End::Nic(h, r) => format!("host{h} nic{r}"),
@@ -442,7 +451,7 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             (a, b),
             (&name(lo), &name(hi)),
             line.links.len(),
-            capacity,
+            capacity(topo, line),
             ld.as_ref(),
             base,
             "",
@@ -593,14 +602,7 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
     // The switches above the cut, by tier from the top; one by one, or
     // one block per tier past DETAIL_TOP.
     let top = topo.switches.iter().map(|s| s.tier).max().unwrap_or(0);
-    let upper: Vec<Vec<usize>> = (cut..=top)
-        .rev()
-        .map(|t| {
-            (0..topo.switches.len())
-                .filter(|&s| topo.switches[s].tier == t)
-                .collect()
-        })
-        .collect();
+    let upper = tier_rows(topo, cut);
     let pod_block = |p: u32| End::Block(p);
     let tier_block = |t: u8| End::Block(n_pods as u32 + u32::from(t));
     let map = |e: End| match e {
@@ -666,11 +668,6 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         let (la, ha) = (at[&lo], at[&hi]);
         let a = (la.0 + la.2 / 2.0, la.1);
         let b = (ha.0 + ha.2 / 2.0, ha.1 + SH);
-        let capacity: u64 = line
-            .links
-            .iter()
-            .map(|&l| topo.port(topo.links[l as usize].a).rate.bps())
-            .sum();
         let name = |e: End| match e {
             End::Switch(s) => topo.switches[s as usize].name.clone(),
             End::Block(b) if (b as usize) < n_pods => format!("pod{b}"),
@@ -684,7 +681,7 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             (a, b),
             (&name(lo), &name(hi)),
             line.links.len(),
-            capacity,
+            capacity(topo, line),
             ld.as_ref(),
             "#888",
             "",
