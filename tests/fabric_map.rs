@@ -143,4 +143,73 @@ fn a_run_colours_the_map_with_its_pauses_and_failures() {
     let map = fabric::draw(sim.topo(), Some(&c), "failure");
     assert!(map.svg.contains("stroke-dasharray"));
     assert!(map.svg.contains("member(s) failed"));
+    // And spine1 itself is struck through, alone.
+    assert_eq!(count(&map.svg, "struck"), 1);
+    let box_of = |name: &str| {
+        map.svg
+            .split("<g class=\"switch\"")
+            .find(|g| g.contains(&format!(">{name}</text>")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(box_of("spine1").contains("failed during the run"));
+    assert!(box_of("spine1").contains("class=\"struck\""));
+    assert!(!box_of("spine0").contains("failed"));
+    assert!(!fabric::draw(sim.topo(), None, "bare")
+        .svg
+        .contains("struck"));
+}
+
+/// What the report's script recolours by: every port of a drawn line is
+/// on that line only, at the end it belongs to (lower end first), and
+/// every switch is in exactly one box.
+#[test]
+fn each_line_knows_its_ports_by_end_and_each_box_its_switches() {
+    for path in scenarios("examples") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let p = fabricsim::scenario::prepare(&path.to_string_lossy(), &text, &[]).unwrap();
+        let topo = &p.topology;
+        let map = fabric::draw(topo, None, "t");
+        assert_eq!((map.ends.len(), map.ports.len()), (map.lines, map.lines));
+        let mut seen = vec![0u32; topo.ports.len()];
+        for (k, sides) in map.ports.iter().enumerate() {
+            assert!(!sides[0].is_empty() && sides[0].len() == sides[1].len());
+            for (side, ports) in sides.iter().enumerate() {
+                for &q in ports {
+                    seen[q as usize] += 1;
+                    let port = fabricsim::topology::PortId(q);
+                    // Its peer is at the other end of the same line.
+                    let peer = topo.port(port).peer.0;
+                    assert!(map.ports[k][1 - side].contains(&peer));
+                    if !map.aggregated {
+                        let owner = match topo.port(port).owner {
+                            Owner::Switch(s) => topo.switches[s.idx()].name.clone(),
+                            Owner::Nic(n) => {
+                                let nic = &topo.nics[n.idx()];
+                                format!("host{} nic{}", nic.host.0, nic.rail)
+                            }
+                        };
+                        assert_eq!(owner, map.ends[k][side], "{}", path.display());
+                    }
+                }
+            }
+        }
+        assert!(seen.iter().all(|&n| n <= 1), "{}", path.display());
+        if !map.aggregated {
+            assert!(seen.iter().all(|&n| n == 1), "{}", path.display());
+        }
+        let mut boxed = vec![0u32; topo.switches.len()];
+        for sws in &map.switches {
+            for &s in sws {
+                boxed[s as usize] += 1;
+            }
+        }
+        assert!(boxed.iter().all(|&n| n == 1), "{}", path.display());
+        assert_eq!(
+            map.svg.matches(" data-box=\"").count(),
+            map.switches.len(),
+            "{}",
+            path.display()
+        );
+    }
 }

@@ -254,7 +254,11 @@ fn attr(dom: &str, name: &str) -> Option<String> {
 /// `report.html` opened in headless Chromium (installed by `.ci/setup`):
 /// it loads nothing from the network, its script runs without error and
 /// draws every chart, hovering the heatmap names a link, and dragging
-/// across a chart zooms it.
+/// across a chart zooms it. Its fabric map has a line per pair of ends;
+/// the time slider colours them for one interval (the incast's receiver
+/// link red at its busiest, pause marks where the pausing was) and back;
+/// hovering a line gives its figures, and clicking it filters the link
+/// tables to its rows and lists its members.
 #[test]
 fn the_html_report_renders_in_a_real_browser() {
     let (sim, summary) = run_file(&example("lossless/incast.toml"), &[]);
@@ -318,6 +322,116 @@ fn the_html_report_renders_in_a_real_browser() {
         a > 0.1 * end && b < 0.8 * end && b > a,
         "zoomed to {zoom} of {end} us"
     );
+    // The map.
+    let map = fabricsim::report::fabric::draw(sim.topo(), None, "");
+    assert_eq!(attr(&dom, "data-map-lines").unwrap(), map.lines.to_string());
+    let slider = attr(&dom, "data-slider").unwrap();
+    let f: Vec<&str> = slider.split(':').collect();
+    let (changed, busiest): (usize, u32) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+    assert!(changed > 0, "the slider recoloured no line: {slider}");
+    // The busiest link (leaf0 to host0's NIC, the upper end's direction)
+    // is full in its busiest interval: the upper half is red.
+    assert!(busiest >= 95, "{slider}");
+    assert!(f[3].ends_with("/#f02830"), "{slider}");
+    let pauses = attr(&dom, "data-map-pauses").unwrap();
+    let marks: usize = pauses.split(':').nth(1).unwrap().parse().unwrap();
+    assert!(
+        marks > 0,
+        "no pause mark at the most paused interval: {pauses}"
+    );
+    assert!(pauses.contains(" us (interval "), "{pauses}");
+    assert_eq!(attr(&dom, "data-map-restored").as_deref(), Some("true"));
+    let hover = attr(&dom, "data-map-hover").unwrap();
+    for want in [
+        "host0 nic0",
+        "leaf0",
+        "67.9% down",
+        "connections hashed",
+        "max queue",
+    ] {
+        assert!(hover.contains(want), "{want}: {hover}");
+    }
+    let filter = attr(&dom, "data-filter").unwrap();
+    let f: Vec<&str> = filter.split(':').collect();
+    let rows: Vec<usize> = f[1].split(',').map(|x| x.parse().unwrap()).collect();
+    let (shown, on_it, total) = (rows[0], rows[1], rows[2]);
+    assert!(shown > 0 && shown == on_it && shown < total, "{filter}");
+    let members: usize = f[2].parse().unwrap();
+    assert!(members >= 2, "a header and a member: {filter}");
+    assert_eq!(
+        attr(&dom, "data-unfilter").unwrap(),
+        format!("{total},{on_it},{total}"),
+        "a second click shows every row again"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The map's data in `report.html` follows the sampled series: each
+/// half of a line is its end's egress, and a pause mark sits at the end
+/// that sent the pauses (facing the paused transmitter).
+#[test]
+fn the_report_map_replays_each_direction_and_the_pauses() {
+    let (sim, summary) = run_file(&example("lossless/incast.toml"), &[]);
+    let dir = write_all(&sim, &summary, "map-data");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let at = html.find("id=\"data\">").unwrap() + 10;
+    let end = html[at..].find("</script>").unwrap() + at;
+    let data: serde_json::Value =
+        serde_json::from_str(&html[at..end].replace("<\\/", "</")).unwrap();
+    let map = &data["map"];
+    let lines = map["lines"].as_array().unwrap();
+    let line = lines
+        .iter()
+        .find(|l| l["a"] == "host0 nic0" && l["b"] == "leaf0")
+        .unwrap();
+    let topo = sim.topo();
+    let port = |name: &str| {
+        (0..topo.ports.len() as u32)
+            .map(fabricsim::topology::PortId)
+            .find(|&p| topo.link_name(p) == name)
+            .unwrap()
+    };
+    let series = |p: fabricsim::topology::PortId| -> Vec<u64> {
+        let v = sim.series().link_util.get(p.0).unwrap();
+        plots::columns(&v, plots::HEATMAP_COLS)
+            .0
+            .iter()
+            .map(|x| (x.clamp(0.0, 1.0) * 100.0).round() as u64)
+            .collect()
+    };
+    let ints = |v: &serde_json::Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(ints(&line["d"]), series(port("leaf0->host0/nic0")));
+    assert_eq!(ints(&line["u"]), series(port("host0/nic0->leaf0")));
+    assert_ne!(line["u"], line["d"]);
+    assert_eq!(
+        map["cols"].as_u64().unwrap() as usize,
+        line["d"].as_array().unwrap().len()
+    );
+    // leaf0 paused spine0's port towards it: the mark is at leaf0's end
+    // of the leaf0-spine0 line (the lower end), none at spine0's.
+    let up = lines
+        .iter()
+        .find(|l| l["a"] == "leaf0" && l["b"] == "spine0")
+        .unwrap();
+    assert!(up["pa"].is_array(), "{up}");
+    let paused = sim
+        .series()
+        .pfc_paused
+        .iter()
+        .filter(|(k, _)| {
+            let p = fabricsim::topology::PortId(k / fabricsim::switch::classify::QUEUES as u32);
+            topo.link_name(p).starts_with("spine0->leaf0/")
+        })
+        .count();
+    assert!(paused > 0);
+    // Clicking it lists its three members each way.
+    assert_eq!(up["members"]["ports"], 6);
     let _ = std::fs::remove_dir_all(dir);
 }
 

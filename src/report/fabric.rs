@@ -2,10 +2,11 @@
 //! tiers of switches from the top down, the hosts at the bottom with their
 //! GPUs and NICs (a colour per rail), and a line per pair of ends, the
 //! members of a port channel as one thicker line with their count. After
-//! a run the lines take the colour of their busier direction's
-//! utilization, switches that of their deepest queue, ports that sent PFC
-//! pauses get a mark with the count, and links that failed are dashed and
-//! struck through; each line's `<title>` has its figures.
+//! a run each half of a line takes the colour of the direction leaving
+//! the end it touches (the "weathermap" convention), switches that of
+//! their deepest queue, ports that sent PFC pauses get a mark with the
+//! count, links that failed are dashed and crossed and switches that
+//! failed struck through; each element's `<title>` has its figures.
 //!
 //! Past `DETAIL_HOSTS` hosts or `DETAIL_SWITCHES` switches single links
 //! cannot be told apart: the fabric is drawn in aggregate, each pod (what
@@ -36,6 +37,11 @@ pub struct Colouring {
     pub pauses: Vec<u64>,
     /// Per link: whether it was down at some time of the run.
     pub failed: Vec<bool>,
+    /// Per switch: whether it failed at some time of the run.
+    pub failed_switches: Vec<bool>,
+    /// Per port: connections whose route leaves through it (none when
+    /// too many connections to count cheaply).
+    pub conns: Option<Vec<u32>>,
     /// A switch's shared buffer, against which its queues are coloured.
     pub buffer: u64,
 }
@@ -63,18 +69,38 @@ impl Colouring {
             failed: (0..topo.links.len())
                 .map(|l| sim.link_failed(crate::topology::LinkId(l as u32)))
                 .collect(),
+            failed_switches: {
+                let mut f = vec![false; topo.switches.len()];
+                for e in &sim.scenario().failures.events {
+                    if let (crate::scenario::failures::Target::Switch(sw), None) =
+                        (e.target, e.degrade)
+                    {
+                        f[sw.idx()] |= e.at <= sim.now();
+                    }
+                }
+                f
+            },
             buffer: sim.scenario().switch.buffer_bytes,
+            conns: super::connections_per_port(sim),
         }
     }
 }
 
 /// A drawn picture: the SVG, and how many boxes (switches, hosts or
-/// blocks) and lines it has.
+/// blocks) and lines it has. Line `i` is the SVG's `<g class="link"
+/// data-i="i">`, switch or pod box `k` its `data-box="k"`, so that the
+/// report's script can colour them again for one interval of the run.
 pub struct Map {
     pub svg: String,
     pub boxes: usize,
     pub lines: usize,
     pub aggregated: bool,
+    /// Per line: its two ends' names (lower end first) and the egress
+    /// ports at each end (the lower end's send up the line).
+    pub ends: Vec<[String; 2]>,
+    pub ports: Vec<[Vec<u32>; 2]>,
+    /// Per switch or pod box, by `data-box`: the switches it stands for.
+    pub switches: Vec<Vec<u32>>,
 }
 
 /// One end of a line: a switch, a host's NIC (host, rail) or a block.
@@ -175,62 +201,87 @@ fn gbps(bps: u64) -> String {
     }
 }
 
-/// What a line's links carried, for its colour and its title: the busier
-/// direction's utilization of its busiest member, bytes each way, the
-/// deepest queue and drops at either end, pauses each end sent, and
-/// members that failed.
+/// What a line's links carried, for its colour and its title, each
+/// direction apart (the lower end's ports send up, the upper end's
+/// down): the utilization of the busiest member, bytes, connections
+/// routed that way and pauses sent from that end; the deepest queue and
+/// drops at either end, and members that failed.
 struct Load {
-    util: f64,
+    util: (f64, f64),
     bytes: (u64, u64),
+    conns: Option<(u64, u64)>,
     queue: u64,
     drops: u64,
     pauses: (u64, u64),
     failed: usize,
 }
 
-fn load(topo: &Topology, c: &Colouring, line: &Line, lower: &dyn Fn(PortId) -> bool) -> Load {
+fn load(c: &Colouring, line: &Line, sides: &[Vec<u32>; 2]) -> Load {
     let mut l = Load {
-        util: 0.0,
+        util: (0.0, 0.0),
         bytes: (0, 0),
+        conns: c.conns.as_ref().map(|_| (0, 0)),
         queue: 0,
         drops: 0,
         pauses: (0, 0),
         failed: 0,
     };
-    for &li in &line.links {
-        let link = topo.links[li as usize];
-        for p in [link.a, link.b] {
-            let i = p.idx();
-            l.util = l.util.max(c.util[i]);
+    for (side, ports) in sides.iter().enumerate() {
+        let (util, bytes, pauses) = if side == 0 {
+            (&mut l.util.0, &mut l.bytes.0, &mut l.pauses.0)
+        } else {
+            (&mut l.util.1, &mut l.bytes.1, &mut l.pauses.1)
+        };
+        for &p in ports {
+            let i = p as usize;
+            *util = util.max(c.util[i]);
+            *bytes += c.bytes[i];
+            *pauses += c.pauses[i];
             l.queue = l.queue.max(c.queue[i]);
             l.drops += c.drops[i];
-            if lower(p) {
-                l.bytes.0 += c.bytes[i];
-                l.pauses.0 += c.pauses[i];
-            } else {
-                l.bytes.1 += c.bytes[i];
-                l.pauses.1 += c.pauses[i];
+            if let (Some(n), Some(per_port)) = (l.conns.as_mut(), &c.conns) {
+                let n = if side == 0 { &mut n.0 } else { &mut n.1 };
+                *n += u64::from(per_port[i]);
             }
         }
-        l.failed += usize::from(c.failed[li as usize]);
     }
+    l.failed = line
+        .links
+        .iter()
+        .filter(|&&li| c.failed[li as usize])
+        .count();
     l
 }
 
-/// Writes one line from `a` to `b` (`a` at the lower end's side).
+/// A line's member ports at its lower end and at its upper end.
+fn sides(topo: &Topology, line: &Line, lower: &dyn Fn(PortId) -> bool) -> [Vec<u32>; 2] {
+    let mut s = [Vec::new(), Vec::new()];
+    for &li in &line.links {
+        let link = topo.links[li as usize];
+        for p in [link.a, link.b] {
+            s[usize::from(!lower(p))].push(p.0);
+        }
+    }
+    s
+}
+
+/// Writes line `i` from `a` to `b` (`a` at the lower end): two halves,
+/// each coloured by the direction that leaves its end.
 #[allow(clippy::too_many_arguments)]
 fn line_svg(
     out: &mut String,
+    i: usize,
     (a, b): ((f64, f64), (f64, f64)),
     names: (&str, &str),
     members: usize,
     capacity: u64,
     load: Option<&Load>,
     base: &str,
-    extra: &str,
 ) {
     let width = (1.2 + 1.2 * (members as f64).log2()).min(9.0);
-    let colour = load.map_or(base.to_string(), |l| heat(l.util));
+    let (up, down) = load.map_or((base.to_string(), base.to_string()), |l| {
+        (heat(l.util.0), heat(l.util.1))
+    });
     let failed = load.is_some_and(|l| l.failed > 0);
     let dash = if failed {
         " stroke-dasharray=\"6 4\""
@@ -247,26 +298,32 @@ fn line_svg(
     if let Some(l) = load {
         let _ = write!(
             title,
-            "; busiest member {:.1}% busy; bytes {} up, {} down; max queue {} B; drops {}; pauses sent {} (lower end), {} (upper end)",
-            100.0 * l.util,
+            "; busiest member {:.1}% busy up, {:.1}% down; bytes {} up, {} down",
+            100.0 * l.util.0,
+            100.0 * l.util.1,
             l.bytes.0,
             l.bytes.1,
-            l.queue,
-            l.drops,
-            l.pauses.0,
-            l.pauses.1
+        );
+        if let Some((u, d)) = l.conns {
+            let _ = write!(title, "; connections hashed {u} up, {d} down");
+        }
+        let _ = write!(
+            title,
+            "; max queue {} B; drops {}; pauses sent {} (lower end), {} (upper end)",
+            l.queue, l.drops, l.pauses.0, l.pauses.1
         );
         if l.failed > 0 {
             let _ = write!(title, "; {} member(s) failed", l.failed);
         }
     }
-    title.push_str(extra);
+    let mid = ((a.0 + b.0) / 2.0, (a.1 + b.1) / 2.0);
     let _ = writeln!(
         out,
-        "<g class=\"link\"><title>{title}</title><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{colour}\" stroke-width=\"{width:.1}\"{dash}/>",
-        a.0, a.1, b.0, b.1
+        "<g class=\"link\" data-i=\"{i}\"><title>{title}</title>\
+         <line class=\"up\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{up}\" stroke-width=\"{width:.1}\"{dash}/>\
+         <line class=\"down\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{down}\" stroke-width=\"{width:.1}\"{dash}/>",
+        a.0, a.1, mid.0, mid.1, mid.0, mid.1, b.0, b.1
     );
-    let mid = ((a.0 + b.0) / 2.0, (a.1 + b.1) / 2.0);
     if members > 1 {
         // Near the lower end, where the lines of one box fan out.
         let at = (a.0 + 0.3 * (b.0 - a.0), a.1 + 0.3 * (b.1 - a.1));
@@ -291,7 +348,7 @@ fn line_svg(
             if n == 0 {
                 continue;
             }
-            let p = (at.0 + 0.2 * (mid.0 - at.0), at.1 + 0.2 * (mid.1 - at.1));
+            let p = pause_at(at, mid);
             let _ = write!(
                 out,
                 "<g class=\"pause\"><title>{n} PFC pauses sent</title><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"7\" fill=\"#f80\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"8\" text-anchor=\"middle\" fill=\"#000\">{n}</text></g>",
@@ -303,6 +360,12 @@ fn line_svg(
         }
     }
     out.push_str("</g>\n");
+}
+
+/// Where the pause mark of the end at `at` goes: a fifth of the way to
+/// the line's middle (the report's script puts its marks there too).
+fn pause_at(at: (f64, f64), mid: (f64, f64)) -> (f64, f64) {
+    (at.0 + 0.2 * (mid.0 - at.0), at.1 + 0.2 * (mid.1 - at.1))
 }
 
 /// The picture's frame: header with the title, and the legend.
@@ -336,8 +399,8 @@ fn frame(w: f64, h: f64, title: &str, body: &str, legend: &[String]) -> String {
 fn legend_common(colour: Option<&Colouring>) -> Vec<String> {
     match colour {
         Some(_) => vec![
-            "lines: busier direction's utilization of the busiest member, green 0% to red 100%; dashed with a cross: failed during the run; orange marks: PFC pauses sent from that end (count)".into(),
-            "switches: deepest queue against the buffer, white to red; hover a line or a box for its figures".into(),
+            "lines: each half is the direction leaving its end, coloured by the busiest member's utilization, green 0% to red 100%; dashed with a cross: failed during the run; orange marks: PFC pauses sent from that end (count)".into(),
+            "switches: deepest queue against the buffer, white to red; struck through in red: failed during the run; hover a line or a box for its figures".into(),
         ],
         None => vec!["lines: a link, or the members of a port channel (count, xN; thicker with more)".into()],
     }
@@ -356,6 +419,35 @@ fn switch_fill(topo: &Topology, c: Option<&Colouring>, s: usize) -> (String, u64
     let x = deepest as f64 / c.buffer.max(1) as f64;
     let v = (255.0 * (1.0 - x.clamp(0.0, 1.0))) as u8;
     (format!("#ff{v:02x}{v:02x}"), deepest)
+}
+
+/// How many of `switches` failed during the run, as a title's words and
+/// a red diagonal across the box at `(x, y)`, `w` wide and `h` high.
+fn struck(
+    c: Option<&Colouring>,
+    switches: &[u32],
+    (x, y, w, h): (f64, f64, f64, f64),
+) -> (String, String) {
+    let n = c.map_or(0, |c| {
+        switches
+            .iter()
+            .filter(|&&s| c.failed_switches[s as usize])
+            .count()
+    });
+    if n == 0 {
+        return (String::new(), String::new());
+    }
+    let words = if switches.len() == 1 {
+        "; failed during the run".to_string()
+    } else {
+        format!("; {n} of its switches failed during the run")
+    };
+    let mark = format!(
+        "<line class=\"struck\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#d00\" stroke-width=\"2\"/>",
+        y + h,
+        x + w
+    );
+    (words, mark)
 }
 
 /// The switches of tier `from` and above, a row per tier from the top,
@@ -425,6 +517,7 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
     };
     let ls = lines(topo, |e| e);
     let mut body = String::new();
+    let (mut ends, mut ports) = (Vec::new(), Vec::new());
     for line in &ls {
         let (lo, hi) = if tier_of(line.ends.0) <= tier_of(line.ends.1) {
             line.ends
@@ -441,21 +534,25 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             End::Block(_) => String::new(),
         };
         let lower = |p: PortId| end_of(topo, p) == lo;
-        let ld = colour.map(|c| load(topo, c, line, &lower));
+        let sd = sides(topo, line, &lower);
+        let ld = colour.map(|c| load(c, line, &sd));
         let base = match lo {
             End::Nic(_, r) => RAILS[r as usize % RAILS.len()],
             _ => "#888",
         };
+        let names = [name(lo), name(hi)];
         line_svg(
             &mut body,
+            ends.len(),
             (a, b),
-            (&name(lo), &name(hi)),
+            (&names[0], &names[1]),
             line.links.len(),
             capacity(topo, line),
             ld.as_ref(),
             base,
-            "",
         );
+        ends.push(names);
+        ports.push(sd);
     }
     for (s, sw) in topo.switches.iter().enumerate() {
         let (x, y) = pos[s];
@@ -471,9 +568,10 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         } else {
             String::new()
         };
+        let (dead, cross) = struck(colour, &[s as u32], (x, y, SW, SH));
         let _ = writeln!(
             body,
-            "<g class=\"switch\"><title>{} ({}, {} ports, up to {}){q}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{SW}\" height=\"{SH}\" rx=\"4\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text></g>",
+            "<g class=\"switch\" data-box=\"{s}\"><title>{} ({}, {} ports, up to {}){q}{dead}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{SW}\" height=\"{SH}\" rx=\"4\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>{cross}</g>",
             esc(&sw.name),
             names[sw.tier as usize],
             sw.ports.len(),
@@ -532,6 +630,9 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         boxes: topo.switches.len() + topo.hosts.len(),
         lines: ls.len(),
         aggregated: false,
+        ends,
+        ports,
+        switches: (0..topo.switches.len() as u32).map(|s| vec![s]).collect(),
     }
 }
 
@@ -657,6 +758,7 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         at.insert(pod_block(p as u32), (x_of(p, n_pods, pw), pod_y, pw));
     }
     let mut body = String::new();
+    let (mut ends, mut ports) = (Vec::new(), Vec::new());
     for line in &ls {
         let (lo, hi) = line.ends;
         // Pods and lower tiers below: the end with the lower position.
@@ -675,23 +777,28 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             End::Nic(..) => String::new(),
         };
         let lower = |p: PortId| map(end_of(topo, p)) == lo;
-        let ld = colour.map(|c| load(topo, c, line, &lower));
+        let sd = sides(topo, line, &lower);
+        let ld = colour.map(|c| load(c, line, &sd));
+        let names = [name(lo), name(hi)];
         line_svg(
             &mut body,
+            ends.len(),
             (a, b),
-            (&name(lo), &name(hi)),
+            (&names[0], &names[1]),
             line.links.len(),
             capacity(topo, line),
             ld.as_ref(),
             "#888",
-            "",
         );
+        ends.push(names);
+        ports.push(sd);
     }
     let mut boxes = 0;
+    let mut switches: Vec<Vec<u32>> = Vec::new();
     for row in &upper_items {
         for &e in row {
             let (x, y, w) = at[&e];
-            let (label, detail, fill) = match e {
+            let (label, detail, fill, members) = match e {
                 End::Switch(s) => {
                     let (fill, _) = switch_fill(topo, colour, s as usize);
                     let sw = &topo.switches[s as usize];
@@ -699,16 +806,17 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
                         sw.name.clone(),
                         format!("{}, {} ports", names[sw.tier as usize], sw.ports.len()),
                         fill,
+                        vec![s],
                     )
                 }
                 End::Block(b) => {
                     let t = (b as usize - n_pods) as u8;
-                    let members: Vec<usize> = (0..topo.switches.len())
-                        .filter(|&s| topo.switches[s].tier == t)
+                    let members: Vec<u32> = (0..topo.switches.len() as u32)
+                        .filter(|&s| topo.switches[s as usize].tier == t)
                         .collect();
                     let fill = members
                         .iter()
-                        .map(|&s| switch_fill(topo, colour, s))
+                        .map(|&s| switch_fill(topo, colour, s as usize))
                         .max_by_key(|f| f.1)
                         .map_or("#eef".to_string(), |f| f.0);
                     (
@@ -719,15 +827,19 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
                             names[t as usize]
                         ),
                         fill,
+                        members,
                     )
                 }
                 End::Nic(..) => continue,
             };
             boxes += 1;
+            let k = switches.len();
+            let (dead, cross) = struck(colour, &members, (x, y, w, SH));
+            switches.push(members);
             let _ = writeln!(
                 body,
-                "<g class=\"switch\"><title>{}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{SH}\" rx=\"4\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text></g>",
-                esc(&format!("{label}: {detail}")),
+                "<g class=\"switch\" data-box=\"{k}\"><title>{}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{SH}\" rx=\"4\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>{cross}</g>",
+                esc(&format!("{label}: {detail}{dead}")),
                 x + w / 2.0,
                 y + SH / 2.0 + 3.5,
                 esc(&label)
@@ -757,9 +869,13 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             .max_by_key(|f| f.1)
             .map_or("#eef".to_string(), |f| f.0);
         boxes += 1;
+        let k = switches.len();
+        let members: Vec<u32> = sws.iter().map(|&s| s as u32).collect();
+        let (dead, cross) = struck(colour, &members, (x, y, w, 52.0));
+        switches.push(members);
         let _ = writeln!(
             body,
-            "<g class=\"pod\"><title>pod{p}: {} hosts, {gpus} GPUs, {}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"52\" rx=\"6\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">pod{p}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{} hosts, {gpus} GPUs</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{}</text></g>",
+            "<g class=\"pod\" data-box=\"{k}\"><title>pod{p}: {} hosts, {gpus} GPUs, {}{dead}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"52\" rx=\"6\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">pod{p}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{} hosts, {gpus} GPUs</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{}</text>{cross}</g>",
             hosts.len(),
             tiers.join(", "),
             x + w / 2.0,
@@ -785,5 +901,8 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         boxes,
         lines: ls.len(),
         aggregated: true,
+        ends,
+        ports,
+        switches,
     }
 }

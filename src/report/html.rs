@@ -36,13 +36,28 @@ pub fn esc(s: &str) -> String {
 }
 
 fn table(o: &mut String, head: &[&str], rows: &[Vec<String>]) {
-    o.push_str("<table><tr>");
+    tagged(o, head, rows, &[]);
+}
+
+/// A table whose rows are about links: row `i` carries `data-line` with
+/// its map line `lines[i]`, so that clicking the line filters it.
+fn tagged(o: &mut String, head: &[&str], rows: &[Vec<String>], lines: &[Option<u32>]) {
+    o.push_str(if lines.is_empty() {
+        "<table><tr>"
+    } else {
+        "<table class=\"bylink\"><tr>"
+    });
     for h in head {
         let _ = write!(o, "<th>{}</th>", esc(h));
     }
     o.push_str("</tr>");
-    for r in rows {
-        o.push_str("<tr>");
+    for (i, r) in rows.iter().enumerate() {
+        match lines.get(i).copied().flatten() {
+            Some(k) => {
+                let _ = write!(o, "<tr data-line=\"{k}\">");
+            }
+            None => o.push_str("<tr>"),
+        }
         for c in r {
             let _ = write!(o, "<td>{}</td>", esc(c));
         }
@@ -107,7 +122,8 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
     headline(&mut o, s);
     o.push_str("<h2>Summary</h2>");
     let _ = write!(o, "<pre>{}</pre>", esc(&super::render(sim, s)));
-    tables(&mut o, sim, s);
+    let (map, line_of) = super::html_map::section(&mut o, sim);
+    tables(&mut o, sim, s, &line_of);
     charts(&mut o, sim);
     o.push_str("<h2>Plots</h2>");
     for (name, svg) in svgs {
@@ -128,7 +144,7 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
         "<h2>summary.json</h2><details><summary>the whole summary</summary><pre>{}</pre></details>",
         esc(&summary_json)
     );
-    let data = json!({ "lines": lines(sim), "heatmaps": heatmaps(sim) });
+    let data = json!({ "lines": lines(sim), "heatmaps": heatmaps(sim), "map": map });
     // `</` cannot end the script element early once escaped.
     let data = data.to_string().replace("</", "<\\/");
     let _ = writeln!(
@@ -172,7 +188,7 @@ fn headline(o: &mut String, s: &Summary) {
     o.push_str("</div>");
 }
 
-fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
+fn tables(o: &mut String, sim: &Simulation, s: &Summary, line_of: &[Option<u32>]) {
     if !s.collectives.is_empty() {
         o.push_str("<h2>Collectives</h2>");
         let rows: Vec<Vec<String>> = s
@@ -259,7 +275,8 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
             ]
         })
         .collect();
-    table(
+    let lines: Vec<Option<u32>> = hot.iter().take(TABLE_ROWS).map(|&p| line_of[p]).collect();
+    tagged(
         o,
         &[
             "link",
@@ -270,6 +287,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
             "connections",
         ],
         &rows,
+        &lines,
     );
     // Queues by peak depth.
     let mut queues: Vec<(u32, usize, usize)> = Vec::new();
@@ -298,10 +316,16 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
                 ]
             })
             .collect();
-        table(
+        let lines: Vec<Option<u32>> = queues
+            .iter()
+            .take(TABLE_ROWS)
+            .map(|&(_, p, _)| line_of[p])
+            .collect();
+        tagged(
             o,
             &["queue", "deepest", "frames", "ECN marks", "drops"],
             &rows,
+            &lines,
         );
     }
     // Ports paused longest.
@@ -326,7 +350,12 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
                 ]
             })
             .collect();
-        table(
+        let lines: Vec<Option<u32>> = paused
+            .iter()
+            .take(TABLE_ROWS)
+            .map(|&(_, i)| line_of[i / sim.pfc_slots()])
+            .collect();
+        tagged(
             o,
             &[
                 "sender paused",
@@ -335,6 +364,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary) {
                 "pauses received",
             ],
             &rows,
+            &lines,
         );
     }
     if !s.balancers.is_empty() {

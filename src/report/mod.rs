@@ -10,6 +10,7 @@
 pub mod fabric;
 pub mod fidelity;
 pub mod html;
+mod html_map;
 pub mod pcapng;
 pub mod plots;
 pub mod series;

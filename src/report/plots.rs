@@ -123,13 +123,20 @@ pub fn heatmap_links(sim: &Simulation) -> Vec<(PortId, String)> {
         .collect()
 }
 
+/// How many of `len` buckets a column spans for at most `cols` columns
+/// (a power of two).
+pub fn span_for(len: usize, cols: usize) -> usize {
+    let mut span = 1;
+    while len.div_ceil(span) > cols {
+        span *= 2;
+    }
+    span
+}
+
 /// Merges buckets pairwise (by mean) until at most `cols` remain:
 /// returns the values and how many buckets each column spans.
 pub fn columns(v: &[f32], cols: usize) -> (Vec<f32>, usize) {
-    let mut span = 1;
-    while v.len().div_ceil(span) > cols {
-        span *= 2;
-    }
+    let span = span_for(v.len(), cols);
     let out = v
         .chunks(span)
         .map(|c| c.iter().sum::<f32>() / c.len() as f32)

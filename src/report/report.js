@@ -208,6 +208,161 @@
     });
   }
 
+
+  // The fabric map: the script colours its lines and boxes again for one
+  // sampled interval (the slider; 0 is the whole run, as drawn), shows
+  // figures on hover, and on a click lists a line's members and filters
+  // the tables about links to it.
+  function fabricMap(spec) {
+    var root = document.getElementById("map");
+    if (!root || !spec) return null;
+    var svg = root.querySelector("svg");
+    var links = Array.prototype.slice.call(root.querySelectorAll("g.link"));
+    var boxes = Array.prototype.slice.call(root.querySelectorAll("[data-box]"));
+    var readout = document.getElementById("map-readout");
+    var slider = document.getElementById("map-time");
+    var when = document.getElementById("map-when");
+    var chosen = document.getElementById("map-selected");
+    var live = svgEl("g", { "class": "live" }, svg);
+    var col = -1, selected = -1, timer = null;
+    // As fabric.rs: green through yellow to red.
+    function lineHeat(x) {
+      x = Math.max(0, Math.min(1, x));
+      var r = x < 0.5 ? 2 * x : 1, g = x < 0.5 ? 1 : 2 * (1 - x);
+      var h = function (v) { return ("0" + Math.floor(v).toString(16)).slice(-2); };
+      return "#" + h(40 + 200 * r) + h(40 + 160 * g) + "30";
+    }
+    function boxFill(bytes) {
+      var v = Math.floor(255 * (1 - Math.max(0, Math.min(1, bytes / Math.max(spec.buffer, 1)))));
+      var h = ("0" + v.toString(16)).slice(-2);
+      return "#ff" + h + h;
+    }
+    function at(v, c) { return v === 0 || !v ? 0 : v[c] || 0; }
+    function ends(g) {
+      var up = g.querySelector("line.up"), down = g.querySelector("line.down");
+      return { a: [+up.getAttribute("x1"), +up.getAttribute("y1")],
+        m: [+up.getAttribute("x2"), +up.getAttribute("y2")],
+        b: [+down.getAttribute("x2"), +down.getAttribute("y2")], up: up, down: down };
+    }
+    var geo = links.map(ends);
+    var still = geo.map(function (e) { return [e.up.getAttribute("stroke"), e.down.getAttribute("stroke")]; });
+    var stillBox = boxes.map(function (b) { return b.querySelector("rect").getAttribute("fill"); });
+    function span(c) {
+      var w = spec.interval_us * spec.span;
+      return fmt(c * w) + " to " + fmt(Math.min(spec.end_us, (c + 1) * w)) + " us";
+    }
+    function mark(p, text) {
+      var g = svgEl("g", { "class": "livepause" }, live);
+      svgEl("circle", { cx: p[0], cy: p[1], r: 8, fill: "#f80" }, g);
+      svgEl("text", { x: p[0], y: p[1] + 3, "font-size": 7, "text-anchor": "middle" }, g).textContent = text;
+    }
+    function setTime(c) {
+      col = c;
+      while (live.firstChild) live.removeChild(live.firstChild);
+      root.classList.toggle("interval", c >= 0);
+      links.forEach(function (g, k) {
+        var e = geo[k], l = spec.lines[+g.getAttribute("data-i")];
+        if (c < 0) {
+          e.up.setAttribute("stroke", still[k][0]);
+          e.down.setAttribute("stroke", still[k][1]);
+          return;
+        }
+        e.up.setAttribute("stroke", lineHeat(at(l.u, c) / 100));
+        e.down.setAttribute("stroke", lineHeat(at(l.d, c) / 100));
+        [[at(l.pa, c), e.a], [at(l.pb, c), e.b]].forEach(function (x) {
+          if (x[0] > 0) mark([x[1][0] + 0.2 * (e.m[0] - x[1][0]), x[1][1] + 0.2 * (e.m[1] - x[1][1])], x[0] + "%");
+        });
+      });
+      boxes.forEach(function (b, i) {
+        var q = spec.boxes[+b.getAttribute("data-box")];
+        b.querySelector("rect").setAttribute("fill", c < 0 ? stillBox[i] : boxFill(at(q, c)));
+      });
+      if (when) when.textContent = c < 0 ? "whole run" : span(c) + " (interval " + (c + 1) + " of " + spec.cols + ")";
+    }
+    function describeLine(k) {
+      var l = spec.lines[k], g = links[k];
+      if (col < 0) return g.querySelector("title").textContent;
+      return l.a + " \u2014 " + l.b + ", " + span(col) + ": busiest member " + at(l.u, col) + "% busy up, " +
+        at(l.d, col) + "% down; neighbour paused by " + l.a + " " + at(l.pa, col) + "% of the interval, by " +
+        l.b + " " + at(l.pb, col) + "%";
+    }
+    function describeBox(b) {
+      var title = b.querySelector("title").textContent;
+      if (col < 0) return title;
+      return title.split(":")[0].split(" (")[0] + ", " + span(col) + ": deepest queue " +
+        fmt(at(spec.boxes[+b.getAttribute("data-box")], col) / 1e3) + " KB";
+    }
+    function select(k) {
+      selected = selected === k ? -1 : k;
+      root.classList.toggle("filtering", selected >= 0);
+      links.forEach(function (g) { g.classList.toggle("selected", +g.getAttribute("data-i") === selected); });
+      var tables = document.querySelectorAll("table.bylink");
+      Array.prototype.forEach.call(tables, function (t) {
+        var shown = 0;
+        Array.prototype.forEach.call(t.querySelectorAll("tr"), function (tr) {
+          if (!tr.querySelector("td")) return;
+          var keep = selected < 0 || tr.getAttribute("data-line") === String(selected);
+          tr.hidden = !keep;
+          if (keep) shown++;
+        });
+        var note = t.nextElementSibling && t.nextElementSibling.classList.contains("filtered") ? t.nextElementSibling : null;
+        if (selected >= 0 && !note) {
+          note = document.createElement("p");
+          note.className = "filtered hint";
+          t.parentNode.insertBefore(note, t.nextSibling);
+        }
+        if (note) {
+          note.hidden = selected < 0;
+          note.textContent = shown ? "Filtered to the selected line: " + spec.lines[Math.max(selected, 0)].a +
+            " \u2014 " + spec.lines[Math.max(selected, 0)].b + "." : "No row of this table is on the selected line.";
+        }
+      });
+      chosen.textContent = "";
+      if (selected < 0) return;
+      var l = spec.lines[selected], m = l.members;
+      var h = document.createElement("p");
+      h.textContent = l.a + " \u2014 " + l.b + ": " + m.ports + " member ports" +
+        (m.ports > m.rows.length ? ", the " + m.rows.length + " that sent most:" : ":");
+      chosen.appendChild(h);
+      var t = document.createElement("table");
+      var head = ["port", "bytes", "utilization (%)", "deepest queue (B)", "drops", "pauses sent", "connections"];
+      [head].concat(m.rows).forEach(function (r, i) {
+        var tr = document.createElement("tr");
+        r.forEach(function (v) {
+          var td = document.createElement(i ? "td" : "th");
+          td.textContent = String(v);
+          tr.appendChild(td);
+        });
+        t.appendChild(tr);
+      });
+      chosen.appendChild(t);
+    }
+    links.forEach(function (g) {
+      var k = +g.getAttribute("data-i");
+      g.addEventListener("mouseover", function () { readout.textContent = describeLine(k); });
+      g.addEventListener("click", function () { select(k); });
+    });
+    boxes.forEach(function (b) {
+      b.addEventListener("mouseover", function () { readout.textContent = describeBox(b); });
+    });
+    if (slider) {
+      slider.max = String(spec.cols);
+      slider.addEventListener("input", function () { setTime(+slider.value - 1); });
+      var play = document.getElementById("map-play");
+      play.addEventListener("click", function () {
+        if (timer) { clearInterval(timer); timer = null; play.textContent = "play"; return; }
+        play.textContent = "pause";
+        if (+slider.value >= spec.cols) slider.value = "0";
+        timer = setInterval(function () {
+          slider.value = String(+slider.value + 1);
+          setTime(+slider.value - 1);
+          if (+slider.value >= spec.cols) { clearInterval(timer); timer = null; play.textContent = "play"; }
+        }, 200);
+      });
+    }
+    return { setTime: setTime, select: select, links: links, geo: geo, slider: slider };
+  }
+
   var data = JSON.parse(document.getElementById("data").textContent);
   var drawn = 0;
   data.lines.forEach(function (spec) {
@@ -218,6 +373,7 @@
     var box = document.getElementById(spec.id);
     if (box && spec.rows.length) { heatmap(box, spec); drawn++; }
   });
+  var map = fabricMap(data.map);
   document.body.setAttribute("data-rendered", String(drawn));
   showErrors();
 
@@ -241,6 +397,61 @@
       chart.dispatchEvent(new MouseEvent("mouseup", at(0.6)));
       var box = chart.parentNode;
       out.setAttribute("data-zoom", box.getAttribute("data-x0") + ".." + box.getAttribute("data-x1"));
+    }
+    // The map: the busiest link's line, moved to its busiest interval,
+    // to the interval with the most pausing, back to the whole run,
+    // hovered, clicked (filtering the tables) and clicked again.
+    if (map) {
+      var first = document.querySelector("table.bylink tr[data-line]");
+      var k = first ? +first.getAttribute("data-line") : 0;
+      var l = data.map.lines[k];
+      out.setAttribute("data-map-lines", String(map.links.length));
+      var best = 0, bestV = -1, pause = -1, pauseV = 0;
+      for (var c = 0; c < data.map.cols; c++) {
+        var v = Math.max(l.u ? l.u[c] : 0, l.d ? l.d[c] : 0);
+        if (v > bestV) { bestV = v; best = c; }
+        var p = 0;
+        data.map.lines.forEach(function (x) { p += (x.pa ? x.pa[c] : 0) + (x.pb ? x.pb[c] : 0); });
+        if (p > pauseV) { pauseV = p; pause = c; }
+      }
+      var strokes = function () {
+        return map.geo.map(function (e) { return e.up.getAttribute("stroke") + "/" + e.down.getAttribute("stroke"); });
+      };
+      var move = function (c) { map.slider.value = String(c + 1); map.slider.dispatchEvent(new Event("input")); };
+      var whole = strokes();
+      if (map.slider && data.map.cols > 0) {
+        move(best);
+        var now = strokes();
+        var changed = now.filter(function (x, i) { return x !== whole[i]; }).length;
+        out.setAttribute("data-slider", best + ":" + changed + ":" + bestV + ":" + now[k]);
+        if (pause >= 0) {
+          move(pause);
+          out.setAttribute("data-map-pauses", pause + ":" + document.querySelectorAll("#map .livepause").length +
+            ":" + (document.getElementById("map-when") || {}).textContent);
+        }
+        move(-1);
+        var back = strokes();
+        out.setAttribute("data-map-restored", String(back.every(function (x, i) { return x === whole[i]; })));
+      }
+      map.links[k].dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+      out.setAttribute("data-map-hover", document.getElementById("map-readout").textContent);
+      var rows = function () {
+        var all = document.querySelectorAll("table.bylink tr");
+        var shown = 0, onit = 0, total = 0;
+        Array.prototype.forEach.call(all, function (tr) {
+          if (!tr.querySelector("td")) return;
+          total++;
+          if (tr.hidden) return;
+          shown++;
+          if (tr.getAttribute("data-line") === String(k)) onit++;
+        });
+        return shown + "," + onit + "," + total;
+      };
+      map.links[k].dispatchEvent(new MouseEvent("click", { bubbles: true }));
+      out.setAttribute("data-filter", k + ":" + rows() + ":" +
+        document.querySelectorAll("#map-selected tr").length);
+      map.links[k].dispatchEvent(new MouseEvent("click", { bubbles: true }));
+      out.setAttribute("data-unfilter", rows());
     }
   }
 })();
