@@ -333,12 +333,15 @@ fn the_html_report_renders_in_a_real_browser() {
     // is full in its busiest interval: the upper half is red.
     assert!(busiest >= 95, "{slider}");
     assert!(f[3].ends_with("/#f02830"), "{slider}");
+    // At the interval with the most pauses sent, the marks show them all.
     let pauses = attr(&dom, "data-map-pauses").unwrap();
-    let marks: usize = pauses.split(':').nth(1).unwrap().parse().unwrap();
-    assert!(
-        marks > 0,
-        "no pause mark at the most paused interval: {pauses}"
+    let f: Vec<&str> = pauses.split(':').collect();
+    let (marks, shown, most): (usize, u64, u64) = (
+        f[1].parse().unwrap(),
+        f[2].parse().unwrap(),
+        f[3].parse().unwrap(),
     );
+    assert!(marks > 0 && shown > 0 && shown == most, "{pauses}");
     assert!(pauses.contains(" us (interval "), "{pauses}");
     assert_eq!(attr(&dom, "data-map-restored").as_deref(), Some("true"));
     let hover = attr(&dom, "data-map-hover").unwrap();
@@ -430,6 +433,46 @@ fn the_report_map_replays_each_direction_and_the_pauses() {
         })
         .count();
     assert!(paused > 0);
+    // The pauses sent, interval by interval, add up to every pause sent,
+    // and the intervals where leaf0 sent them are those it held spine0.
+    let total: u64 = lines
+        .iter()
+        .flat_map(|l| [&l["na"], &l["nb"]])
+        .filter(|v| v.is_array())
+        .map(|v| ints(v).iter().sum::<u64>())
+        .sum();
+    assert_eq!(total, summary.pfc_pause_frames);
+    let sent = ints(&up["na"]);
+    assert_eq!(sent.iter().sum::<u64>(), 20, "leaf0's pauses to spine0");
+    let held = ints(&up["pa"]);
+    for (c, &n) in sent.iter().enumerate() {
+        if n > 0 {
+            assert!(held[c] > 0, "interval {c}: {n} pauses, spine0 never paused");
+        }
+    }
+    assert_eq!(up["nb"], 0, "spine0 sent leaf0 none");
+    // ts_pfc_pauses.csv: pauses per second, times each interval, are the
+    // pauses each port sent (leaf0's, over its three members).
+    let csv = std::fs::read_to_string(dir.join("ts_pfc_pauses.csv")).unwrap();
+    let mut rows = csv.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let cols: Vec<usize> = (0..head.len())
+        .filter(|&i| head[i].starts_with("leaf0->spine0") && head[i].ends_with(" p3"))
+        .collect();
+    assert!(!cols.is_empty(), "{head:?}");
+    let times: Vec<Vec<f64>> = rows
+        .map(|r| r.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    let end_us = sim.series().last.0 as f64 / 1e6;
+    let n: f64 = times
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let to = times.get(i + 1).map_or(end_us, |next| next[0]);
+            cols.iter().map(|&c| r[c]).sum::<f64>() * (to - r[0]) / 1e6
+        })
+        .sum();
+    assert!((n - 20.0).abs() < 0.01, "{n}");
     // Clicking it lists its three members each way.
     assert_eq!(up["members"]["ports"], 6);
     let _ = std::fs::remove_dir_all(dir);

@@ -100,9 +100,10 @@ impl MemoryEstimate {
         // have a sub-flow instead.
         let flow_level = sc.fidelity == crate::scenario::Fidelity::Flow;
         let series_bytes = if sc.report.sample_interval.is_some() && !flow_level {
-            // Per port: utilization, marks, CNPs, and a depth and a pause
-            // share per used queue; per tracked QP two rates.
-            let per_port = 3 + 2 * sc.qos.map.queues_used().count_ones() as u64;
+            // Per port: utilization, marks, CNPs, and a depth, a pause
+            // share and pauses sent per used queue; per tracked QP two
+            // rates.
+            let per_port = 3 + 3 * sc.qos.map.queues_used().count_ones() as u64;
             (ports * per_port + 2 * (sc.report.sample_qps as u64).min(qps))
                 * sc.report.samples as u64
                 * 4

@@ -2,8 +2,9 @@
 //!
 //! Every `interval` the sampler closes a bucket: per link the share of the
 //! bucket spent serializing, per switch queue the deepest it got, per port
-//! and lossless priority the share of the bucket it was paused, per port
-//! the ECN marks and CNPs per second, and per tracked QP its sending rate
+//! and lossless priority the share of the bucket it was paused and the
+//! PFC pauses it sent per second, per port the ECN marks and CNPs per
+//! second, and per tracked QP its sending rate
 //! (and its DCQCN rate). When `cap` buckets are full, neighbours are merged
 //! pairwise and the interval doubles, so a run of any length ends with
 //! between `cap / 2` and `cap` points and memory never grows past `cap`
@@ -245,6 +246,9 @@ pub struct Series {
     /// Per `port * QUEUES + priority`: share of the bucket the port's
     /// transmitter was paused by PFC.
     pub pfc_paused: Group,
+    /// Per `port * QUEUES + priority`: PFC pause frames the port sent to
+    /// its neighbour, per second.
+    pub pfc_pauses: Group,
     /// Per switch port: ECN marks per second.
     pub ecn_marks: Group,
     /// Per NIC port: CNPs received per second.
@@ -260,6 +264,7 @@ pub struct Series {
     pub qp_sent: Vec<u64>,
     prev_busy: Vec<u64>,
     prev_paused: Vec<u64>,
+    prev_pauses: Vec<u64>,
     prev_marks: Vec<u32>,
     prev_cnps: Vec<u64>,
     prev_sent: Vec<u64>,
@@ -286,6 +291,7 @@ impl Series {
             link_util: Group::new(Merge::Mean),
             queue_depth: Group::new(Merge::Max),
             pfc_paused: Group::new(Merge::Mean),
+            pfc_pauses: Group::new(Merge::Mean),
             ecn_marks: Group::new(Merge::Mean),
             cnps: Group::new(Merge::Mean),
             qp_send: Group::new(Merge::Mean),
@@ -294,17 +300,19 @@ impl Series {
             qp_sent: vec![0; q],
             prev_busy: vec![0; n],
             prev_paused: vec![0; n * QUEUES],
+            prev_pauses: vec![0; n * QUEUES],
             prev_marks: vec![0; n],
             prev_cnps: vec![0; n],
             prev_sent: vec![0; q],
         }
     }
 
-    fn groups_mut(&mut self) -> [&mut Group; 7] {
+    fn groups_mut(&mut self) -> [&mut Group; 8] {
         [
             &mut self.link_util,
             &mut self.queue_depth,
             &mut self.pfc_paused,
+            &mut self.pfc_pauses,
             &mut self.ecn_marks,
             &mut self.cnps,
             &mut self.qp_send,
@@ -312,11 +320,12 @@ impl Series {
         ]
     }
 
-    pub fn groups(&self) -> [&Group; 7] {
+    pub fn groups(&self) -> [&Group; 8] {
         [
             &self.link_util,
             &self.queue_depth,
             &self.pfc_paused,
+            &self.pfc_pauses,
             &self.ecn_marks,
             &self.cnps,
             &self.qp_send,
@@ -336,6 +345,7 @@ impl Series {
             + self.qp_sent.len()
             + self.prev_busy.len()
             + self.prev_paused.len()
+            + self.prev_pauses.len()
             + self.prev_marks.len()
             + self.prev_cnps.len()
             + self.prev_sent.len();
@@ -429,13 +439,18 @@ impl Simulation {
                 if !port_mine(i) {
                     continue;
                 }
-                let paused = self.paused_ps(i * self.egress.pfc_slots() + slot as usize);
+                let at = i * self.egress.pfc_slots() + slot as usize;
+                let paused = self.paused_ps(at);
+                let sent = self.egress.pfc()[at].pauses_sent;
                 let s = &mut self.series;
                 let key = i * QUEUES + prio;
                 let d = paused.saturating_sub(s.prev_paused[key]);
                 s.prev_paused[key] = paused;
                 let v = (d as f64 / dt).min(1.0) as f32;
                 s.pfc_paused.push(key as u32, v);
+                let n = sent.saturating_sub(s.prev_pauses[key]);
+                s.prev_pauses[key] = sent;
+                s.pfc_pauses.push(key as u32, (n as f64 * per_s) as f32);
             }
         }
         let params = &self.scenario.transport.dcqcn;
@@ -516,6 +531,8 @@ impl Series {
             .absorb(&other.queue_depth, |k| port_theirs(k / q));
         self.pfc_paused
             .absorb(&other.pfc_paused, |k| port_theirs(k / q));
+        self.pfc_pauses
+            .absorb(&other.pfc_pauses, |k| port_theirs(k / q));
         self.ecn_marks.absorb(&other.ecn_marks, &port_theirs);
         self.cnps.absorb(&other.cnps, &port_theirs);
         self.qp_send.absorb(&other.qp_send, &qp_theirs);

@@ -2,8 +2,9 @@
 //! coloured by the whole run, and the data its script needs to colour it
 //! again for one sampled interval (a time slider) and to list a line's
 //! members when it is clicked. Per line and interval: the busiest
-//! member's utilization each way and the share of the interval the ports
-//! facing each end were paused by it; per box, its deepest queue.
+//! member's utilization each way, the PFC pauses each end sent and the
+//! share of the interval the ports facing it were paused; per box, its
+//! deepest queue.
 
 use super::fabric::{self, Colouring, Map};
 use super::plots::{columns, span_for, HEATMAP_COLS};
@@ -88,6 +89,15 @@ fn percents(v: &[f32]) -> Value {
         .collect::<Vec<u32>>())
 }
 
+/// Counts, rounded; an all-zero row as 0.
+fn counts(v: &[f32]) -> Value {
+    let v: Vec<u64> = v.iter().map(|&x| x.max(0.0).round() as u64).collect();
+    if v.iter().all(|&x| x == 0) {
+        return json!(0);
+    }
+    json!(v)
+}
+
 fn data(sim: &Simulation, c: &Colouring, map: &Map) -> Value {
     let topo = sim.topo();
     let s = sim.series();
@@ -103,6 +113,7 @@ fn data(sim: &Simulation, c: &Colouring, map: &Map) -> Value {
     }
     let mut util = vec![[Vec::new(), Vec::new()]; n];
     let mut paused = vec![[Vec::new(), Vec::new()]; n];
+    let mut pauses = vec![[Vec::new(), Vec::new()]; n];
     let mut queue = vec![Vec::new(); map.switches.len()];
     let (mut span, mut cols) = (1, 0);
     if s.enabled {
@@ -119,6 +130,27 @@ fn data(sim: &Simulation, c: &Colouring, map: &Map) -> Value {
             let port = PortId(key / QUEUES as u32);
             if let Some((k, side)) = side_of[topo.port(port).peer.idx()] {
                 max_into(&mut paused[k][side], &columns(&v, HEATMAP_COLS).0);
+            }
+        }
+        // Pauses sent: each bucket's rate over the bucket's length (the
+        // last one ends with the run), summed over a column's buckets and
+        // over the end's members.
+        let length = |b: usize| {
+            let start = s.bucket_start(b).0;
+            let end = if b + 1 == s.points {
+                s.last.0
+            } else {
+                s.bucket_start(b + 1).0
+            };
+            end.saturating_sub(start) as f64 / 1e12
+        };
+        for (key, v) in s.pfc_pauses.iter() {
+            if let Some((k, side)) = side_of[(key / QUEUES as u32) as usize] {
+                let into: &mut Vec<f32> = &mut pauses[k][side];
+                into.resize(cols, 0.0);
+                for (b, &rate) in v.iter().enumerate() {
+                    into[b / span] += (rate as f64 * length(b)) as f32;
+                }
             }
         }
         let mut box_of = vec![usize::MAX; topo.switches.len()];
@@ -145,6 +177,8 @@ fn data(sim: &Simulation, c: &Colouring, map: &Map) -> Value {
                 "d": percents(&util[k][1]),
                 "pa": percents(&paused[k][0]),
                 "pb": percents(&paused[k][1]),
+                "na": counts(&pauses[k][0]),
+                "nb": counts(&pauses[k][1]),
                 "members": members(sim, c, &map.ports[k]),
             })
         })

@@ -251,9 +251,9 @@
       var w = spec.interval_us * spec.span;
       return fmt(c * w) + " to " + fmt(Math.min(spec.end_us, (c + 1) * w)) + " us";
     }
-    function mark(p, text) {
+    function mark(p, text, faint) {
       var g = svgEl("g", { "class": "livepause" }, live);
-      svgEl("circle", { cx: p[0], cy: p[1], r: 8, fill: "#f80" }, g);
+      svgEl("circle", { cx: p[0], cy: p[1], r: 8, fill: "#f80", "fill-opacity": faint ? 0.45 : 1 }, g);
       svgEl("text", { x: p[0], y: p[1] + 3, "font-size": 7, "text-anchor": "middle" }, g).textContent = text;
     }
     function setTime(c) {
@@ -269,8 +269,11 @@
         }
         e.up.setAttribute("stroke", lineHeat(at(l.u, c) / 100));
         e.down.setAttribute("stroke", lineHeat(at(l.d, c) / 100));
-        [[at(l.pa, c), e.a], [at(l.pb, c), e.b]].forEach(function (x) {
-          if (x[0] > 0) mark([x[1][0] + 0.2 * (e.m[0] - x[1][0]), x[1][1] + 0.2 * (e.m[1] - x[1][1])], x[0] + "%");
+        // An end that sent pauses in the interval, or whose neighbour
+        // was still paused (faint), gets a mark with the pauses sent.
+        [[at(l.na, c), at(l.pa, c), e.a], [at(l.nb, c), at(l.pb, c), e.b]].forEach(function (x) {
+          var p = x[2];
+          if (x[0] > 0 || x[1] > 0) mark([p[0] + 0.2 * (e.m[0] - p[0]), p[1] + 0.2 * (e.m[1] - p[1])], String(x[0]), x[0] === 0);
         });
       });
       boxes.forEach(function (b, i) {
@@ -283,8 +286,8 @@
       var l = spec.lines[k], g = links[k];
       if (col < 0) return g.querySelector("title").textContent;
       return l.a + " \u2014 " + l.b + ", " + span(col) + ": busiest member " + at(l.u, col) + "% busy up, " +
-        at(l.d, col) + "% down; neighbour paused by " + l.a + " " + at(l.pa, col) + "% of the interval, by " +
-        l.b + " " + at(l.pb, col) + "%";
+        at(l.d, col) + "% down; PFC pauses sent by " + l.a + " " + at(l.na, col) + " (its neighbour paused " +
+        at(l.pa, col) + "% of the interval), by " + l.b + " " + at(l.nb, col) + " (" + at(l.pb, col) + "%)";
     }
     function describeBox(b) {
       var title = b.querySelector("title").textContent;
@@ -411,7 +414,7 @@
         var v = Math.max(l.u ? l.u[c] : 0, l.d ? l.d[c] : 0);
         if (v > bestV) { bestV = v; best = c; }
         var p = 0;
-        data.map.lines.forEach(function (x) { p += (x.pa ? x.pa[c] : 0) + (x.pb ? x.pb[c] : 0); });
+        data.map.lines.forEach(function (x) { p += (x.na ? x.na[c] : 0) + (x.nb ? x.nb[c] : 0); });
         if (p > pauseV) { pauseV = p; pause = c; }
       }
       var strokes = function () {
@@ -426,8 +429,10 @@
         out.setAttribute("data-slider", best + ":" + changed + ":" + bestV + ":" + now[k]);
         if (pause >= 0) {
           move(pause);
+          var sum = 0;
+          Array.prototype.forEach.call(document.querySelectorAll("#map .livepause text"), function (t) { sum += +t.textContent; });
           out.setAttribute("data-map-pauses", pause + ":" + document.querySelectorAll("#map .livepause").length +
-            ":" + (document.getElementById("map-when") || {}).textContent);
+            ":" + sum + ":" + pauseV + ":" + (document.getElementById("map-when") || {}).textContent);
         }
         move(-1);
         var back = strokes();

@@ -14,6 +14,7 @@ pub enum Kind {
     LinkUtil,
     QueueDepth,
     PfcPaused,
+    PfcPauses,
     EcnMarks,
     Cnps,
     QpSend,
@@ -21,10 +22,11 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::LinkUtil,
         Kind::QueueDepth,
         Kind::PfcPaused,
+        Kind::PfcPauses,
         Kind::EcnMarks,
         Kind::Cnps,
         Kind::QpSend,
@@ -36,6 +38,7 @@ impl Kind {
             Kind::LinkUtil => &s.link_util,
             Kind::QueueDepth => &s.queue_depth,
             Kind::PfcPaused => &s.pfc_paused,
+            Kind::PfcPauses => &s.pfc_pauses,
             Kind::EcnMarks => &s.ecn_marks,
             Kind::Cnps => &s.cnps,
             Kind::QpSend => &s.qp_send,
@@ -48,6 +51,7 @@ impl Kind {
             Kind::LinkUtil => "ts_link_util.csv",
             Kind::QueueDepth => "ts_queue_depth.csv",
             Kind::PfcPaused => "ts_pfc_paused.csv",
+            Kind::PfcPauses => "ts_pfc_pauses.csv",
             Kind::EcnMarks => "ts_ecn_marks.csv",
             Kind::Cnps => "ts_cnps.csv",
             Kind::QpSend => "ts_qp_send.csv",
@@ -61,6 +65,7 @@ impl Kind {
             Kind::LinkUtil => "utilization (0-1)",
             Kind::QueueDepth => "deepest in the interval (bytes)",
             Kind::PfcPaused => "share of time paused (0-1)",
+            Kind::PfcPauses => "PFC pauses sent per second",
             Kind::EcnMarks => "ECN marks per second",
             Kind::Cnps => "CNPs received per second",
             Kind::QpSend => "payload sent (Gb/s)",
@@ -86,7 +91,7 @@ impl Kind {
                 topo.link_name(PortId((k / QUEUES) as u32)),
                 k % QUEUES
             ),
-            Kind::PfcPaused => format!(
+            Kind::PfcPaused | Kind::PfcPauses => format!(
                 "{} p{}",
                 topo.link_name(PortId((k / QUEUES) as u32)),
                 k % QUEUES
