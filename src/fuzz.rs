@@ -57,6 +57,28 @@ pub fn scenario_input(data: &[u8]) -> bool {
     }
 }
 
+/// Reads arbitrary bytes (as text) as an NX-OS configuration. A valid one
+/// must print as scenario text that parses back to the same keys.
+/// Returns whether it was valid.
+pub fn nxos_input(data: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(data);
+    match crate::config::import_nxos("fuzz.nxos", &text) {
+        Ok(import) => {
+            let printed = import.to_toml();
+            let back: toml::Table = printed
+                .parse()
+                .unwrap_or_else(|e| panic!("the import prints invalid TOML: {e}\n{printed}"));
+            assert_eq!(back, import.table(), "the printed keys are the keys");
+            let _ = import.strict();
+            true
+        }
+        Err(e) => {
+            let _ = e.to_string();
+            false
+        }
+    }
+}
+
 /// A small fabric (16 hosts) for the traces' ranks, built once.
 fn fabric() -> &'static Prepared {
     static FABRIC: OnceLock<Prepared> = OnceLock::new();

@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod cache;
+pub mod config;
 pub mod console;
 pub mod engine;
 pub mod fuzz;

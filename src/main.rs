@@ -130,6 +130,20 @@ struct ViewArgs {
 }
 
 #[derive(Subcommand)]
+enum ConfigCommand {
+    /// Read an NX-OS configuration (classification, queuing, network-qos,
+    /// system qos, interfaces' PFC, the PFC watchdog, DLB, hashing) and
+    /// print the scenario keys it maps to, each with its lines, then the
+    /// interfaces' settings, notes and the lines not modelled.
+    Import {
+        file: PathBuf,
+        /// Refuse lines that are not modelled instead of listing them.
+        #[arg(long)]
+        strict: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run a scenario (the built-in default when none is given; `-` reads
     /// it from standard input).
@@ -144,7 +158,8 @@ enum Command {
         /// Print nothing but errors.
         #[arg(long, short)]
         quiet: bool,
-        /// Treat threshold warnings (PFC headroom, ECN/PFC order) as errors.
+        /// Treat warnings (PFC headroom, ECN/PFC order, switch configuration
+        /// lines not modelled) as errors.
         #[arg(long)]
         strict: bool,
         /// Threads to run on, each simulating a partition of the fabric
@@ -174,7 +189,8 @@ enum Command {
     /// Check a scenario and report what it would simulate, without running.
     Validate {
         scenario: PathBuf,
-        /// Treat threshold warnings (PFC headroom, ECN/PFC order) as errors.
+        /// Treat warnings (PFC headroom, ECN/PFC order, switch configuration
+        /// lines not modelled) as errors.
         #[arg(long)]
         strict: bool,
         #[command(flatten)]
@@ -193,6 +209,12 @@ enum Command {
         svg: Option<PathBuf>,
         #[command(flatten)]
         args: ScenarioArgs,
+    },
+    /// Switch configurations: `config import FILE` prints the scenario
+    /// keys an NX-OS configuration maps to.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
     },
     /// Show what NCCL's tuner would pick (algorithm, protocol, channels)
     /// for a communicator of the scenario at sizes from 1 KiB to 4 GiB,
@@ -417,6 +439,9 @@ fn main() -> ExitCode {
             strict,
             args,
         } => validate(&scenario, &args.sets, strict),
+        Command::Config {
+            what: ConfigCommand::Import { file, strict },
+        } => config_import(&file, strict),
         Command::Topo {
             scenario,
             json,
@@ -539,7 +564,7 @@ fn warnings(path: Option<&Path>, p: &Prepared, strict: bool) -> Result<(), Strin
     }
     if strict && !w.is_empty() {
         return Err(format!(
-            "{file}: {} threshold warning(s), which --strict makes errors",
+            "{file}: {} warning(s), which --strict makes errors",
             w.len()
         ));
     }
@@ -1240,6 +1265,33 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     );
     for line in scenario::lossless::describe(&p.topology, &s.qos, &p.pfc) {
         outln!("  {line}");
+    }
+    if let Some(file) = &s.switch_config {
+        let away = scenario::lossless::departures(&p.topology, &s.qos, &s.transport.dcqcn);
+        if away.is_empty() {
+            outln!("  switch configuration {file}: WRED as the DCQCN preset gives it");
+        } else {
+            outln!("  switch configuration {file} departs from the DCQCN preset:");
+            for line in away {
+                outln!("    {line}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn config_import(file: &Path, strict: bool) -> Result<(), String> {
+    let import = fabricsim::config::import_file(file).map_err(|e| e.to_string())?;
+    if strict {
+        import.strict().map_err(|e| e.to_string())?;
+    }
+    out!("{}", import.to_toml());
+    if !import.not_modelled.is_empty() {
+        errln!(
+            "{}: {} lines not modelled (listed at the end; --strict refuses them)",
+            file.display(),
+            import.not_modelled.len()
+        );
     }
     Ok(())
 }

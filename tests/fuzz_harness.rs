@@ -4,7 +4,7 @@
 //! regression input in `fuzz/regressions/`. Any panic fails the test;
 //! proptest prints the input that caused it.
 
-use fabricsim::fuzz::{chakra_input, scenario_input};
+use fabricsim::fuzz::{chakra_input, nxos_input, scenario_input};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -38,7 +38,39 @@ fn the_corpus_and_every_regression_go_through_without_a_panic() {
     for t in files("fuzz/regressions/chakra") {
         chakra_input(&t);
     }
+    let configs = files("fuzz/corpus/nxos");
+    assert!(configs.len() >= 2);
+    assert!(
+        configs.iter().all(|c| nxos_input(c)),
+        "the seed configurations are valid"
+    );
+    for c in files("fuzz/regressions/nxos") {
+        nxos_input(&c);
+    }
 }
+
+/// Pieces of NX-OS text an edit may insert.
+const NXOS_PIECES: &[&str] = &[
+    "\n",
+    "  ",
+    "    ",
+    "class-map type qos match-any X\n",
+    "policy-map type queuing Q\n",
+    "policy-map type network-qos N\n",
+    "class type queuing c-out-8q-q3\n",
+    "random-detect minimum-threshold 1 mbytes maximum-threshold 2 kbytes ecn\n",
+    "match dscp 0-63\n",
+    "set qos-group 9\n",
+    "pause pfc-cos 3,4\n",
+    "priority level 2\n",
+    "interface Ethernet1/1-4096\n",
+    "system qos\n",
+    "hardware profile dlb\n",
+    "99999999999999999999999",
+    "!",
+    ",",
+    "-",
+];
 
 /// Pieces of scenario text an edit may insert: keys, tables, values at
 /// and past their limits.
@@ -123,6 +155,26 @@ proptest! {
         let corpus = files("fuzz/corpus/scenario");
         let base = corpus[which.index(corpus.len())].clone();
         scenario_input(&edited(base, edits));
+    }
+
+    #[test]
+    fn arbitrary_bytes_are_no_configuration_and_no_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        nxos_input(&data);
+    }
+
+    #[test]
+    fn edited_configurations_never_panic(
+        which in any::<prop::sample::Index>(),
+        edits in proptest::collection::vec((any::<usize>(), any::<usize>(), any::<usize>()), 1..8),
+    ) {
+        let corpus = files("fuzz/corpus/nxos");
+        let mut s = corpus[which.index(corpus.len())].clone();
+        for (at, cut, piece) in edits {
+            let at = at % (s.len() + 1);
+            let end = (at + cut % 24).min(s.len());
+            s.splice(at..end, NXOS_PIECES[piece % NXOS_PIECES.len()].bytes());
+        }
+        nxos_input(&s);
     }
 
     #[test]

@@ -677,6 +677,46 @@ fn check_refresh(topo: &Topology, pfc: &PfcConfig) -> (Vec<Finding>, Option<KeyE
     (warnings, None)
 }
 
+/// Where each class's WRED departs from what the DCQCN preset gives at
+/// each switch port speed (thresholds scaled with speed, the preset's
+/// marking probability): one line per class and speed, for `validate`.
+pub fn departures(topo: &Topology, cfg: &QosConfig, preset: &DcqcnParams) -> Vec<String> {
+    let mut rates: Vec<Rate> = topo
+        .ports
+        .iter()
+        .filter(|p| matches!(p.owner, Owner::Switch(_)))
+        .map(|p| p.rate)
+        .collect();
+    rates.sort_by_key(|r| r.bps());
+    rates.dedup();
+    let mut out = Vec::new();
+    for q in cfg.queues.iter().filter(|q| q.wred.is_some()) {
+        for &rate in &rates {
+            let Some(w) = crate::switch::qos::PortWred::resolve(q, preset, rate) else {
+                continue;
+            };
+            let (kmin, kmax) = preset.thresholds_at(rate);
+            let p = w.pmax_u32 as f64 / 4_294_967_296.0;
+            if (w.min as u64, w.max as u64) == (kmin, kmax) && (p - preset.pmax).abs() < 1e-9 {
+                continue;
+            }
+            out.push(format!(
+                "class \"{}\" at {rate} ports: WRED {}..{} marking up to {:.0}%{}; the {} preset gives {}..{} up to {:.0}%",
+                q.name,
+                fmt_bytes(w.min as u64),
+                fmt_bytes(w.max as u64),
+                100.0 * p,
+                if q.ecn { "" } else { " (dropping: no ECN)" },
+                preset.preset.name(),
+                fmt_bytes(kmin),
+                fmt_bytes(kmax),
+                100.0 * preset.pmax
+            ));
+        }
+    }
+    out
+}
+
 /// One line per lossless class and kind of switch port (tier, speed,
 /// cable) with the thresholds it runs with, for `validate`.
 pub fn describe(topo: &Topology, cfg: &QosConfig, table: &PfcTable) -> Vec<String> {

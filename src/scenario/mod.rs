@@ -64,6 +64,8 @@ pub struct Scenario {
     /// Threshold checks that did not pass (see `lossless::check`).
     pub warnings: Vec<Finding>,
     pub host: HostConfig,
+    /// The switch configuration `[switch] config` named, as read.
+    pub switch_config: Option<String>,
 }
 
 /// How the network is simulated.
@@ -181,6 +183,70 @@ pub struct Prepared {
     pub pfc: crate::switch::qos::PfcTable,
 }
 
+/// `[switch] config = "FILE"`: the switch configuration's keys, merged
+/// into the scenario's table (a key both give is refused), and its lines
+/// not modelled as warnings. Errors carry whether the key came from
+/// `--set`.
+fn switch_config(
+    table: &mut Table,
+    base: &std::path::Path,
+) -> Result<(Option<String>, Vec<Finding>), (String, bool)> {
+    let Some(Value::Table(switch)) = table.get_mut("switch") else {
+        return Ok((None, Vec::new()));
+    };
+    let name = match switch.remove("config") {
+        None => return Ok((None, Vec::new())),
+        Some(Value::String(n)) => n,
+        Some(other) => {
+            return Err((
+                format!(
+                    "got {}, expected the file name of an NX-OS configuration, e.g. \"leaf.nxos\"",
+                    values::show(&other)
+                ),
+                false,
+            ))
+        }
+    };
+    let path = base.join(&name);
+    let import = crate::config::import_file(&path).map_err(|e| (e.to_string(), false))?;
+    fn merge(into: &mut Table, from: Table, at: &str, file: &str) -> Result<(), String> {
+        for (k, v) in from {
+            let key = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            match (into.get_mut(&k), v) {
+                (None, v) => {
+                    into.insert(k, v);
+                }
+                (Some(Value::Table(mine)), Value::Table(theirs)) => {
+                    merge(mine, theirs, &key, file)?
+                }
+                (Some(_), _) => {
+                    return Err(format!(
+                        "{file} sets {key}, which the scenario sets too; give it in one place (the scenario or the configuration)"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+    merge(table, import.table(), "", &path.display().to_string()).map_err(|m| (m, false))?;
+    let findings = import
+        .not_modelled
+        .iter()
+        .map(|(line, text)| Finding {
+            key: "switch.config".into(),
+            message: format!(
+                "{} line {line}: \"{text}\" is not modelled (fabricsim config import lists what is)",
+                path.display()
+            ),
+        })
+        .collect();
+    Ok((Some(path.display().to_string()), findings))
+}
+
 /// Loads a scenario from text. `file` names it in error messages.
 pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, ScenarioError> {
     let mut table: Table = text.parse().map_err(|e: toml::de::Error| ScenarioError {
@@ -211,6 +277,26 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         apply_set(&mut table, &path, value).map_err(|m| err(k.trim(), m))?;
         set_paths.push(path);
     }
+
+    // Files a scenario names are relative to it.
+    let base = match file {
+        "-" | DEFAULT_NAME => std::path::Path::new(""),
+        f => std::path::Path::new(f)
+            .parent()
+            .unwrap_or(std::path::Path::new("")),
+    };
+    let (config_file, config_findings) =
+        switch_config(&mut table, base).map_err(|(message, from_set)| ScenarioError {
+            file: file.to_string(),
+            line: if from_set {
+                None
+            } else {
+                error::line_of(text, &KeyPath::root().key("switch").key("config"))
+            },
+            key: "switch.config".into(),
+            message,
+            from_set: from_set || set_paths.iter().any(|p| p.to_string() == "switch.config"),
+        })?;
 
     let locate = |e: KeyError| {
         let from_set = set_paths.iter().any(|p| e.path.starts_with(p));
@@ -319,13 +405,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             return Err(e);
         }
         let report = report_config(raw.report.as_ref(), &root.key("report"))?;
-        // Files a scenario names are relative to it.
-        let base = match file {
-            "-" | DEFAULT_NAME => std::path::Path::new(""),
-            f => std::path::Path::new(f)
-                .parent()
-                .unwrap_or(std::path::Path::new("")),
-        };
+        warnings.extend(config_findings.iter().cloned());
         let workloads = resolve::workloads(
             &raw.workload,
             &topology,
@@ -511,6 +591,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             failures,
             warnings,
             host,
+            switch_config: config_file.clone(),
         };
         Ok(Prepared {
             scenario,

@@ -1,0 +1,972 @@
+//! Switch configurations as engineers write them, read into scenario
+//! keys (`fabricsim config import`, `[switch] config`).
+//!
+//! NX-OS (`nxos`) is read by its grammar into commands; this module then
+//! follows the configuration's own references, as the switch does:
+//! interfaces' (or `system qos`'s) classification policy sets each class
+//! map's DSCPs a qos-group, the queue; `system qos`'s queuing policy
+//! gives each queue strict priority or its share of what is left, WRED
+//! with or without ECN and a shaper; its network-qos policy gives each
+//! queue its MTU and PFC. The global PFC watchdog, `hardware profile
+//! dlb` and the hash fields complete it. Every key carries the lines it
+//! came from; lines the simulator has nothing for are listed as not
+//! modelled, never dropped in silence.
+
+pub mod nxos;
+
+use nxos::{Block, Cmd, Hash, Kind, Parsed, PfcMode, Wred};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use toml::{Table, Value};
+
+/// Largest configuration file read.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// A configuration could not be read: the file, the line (0: the file
+/// as a whole) and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: line {}: {}", self.file, self.line, self.message)
+        }
+    }
+}
+
+/// A key the configuration sets: its section (`qos.class` repeated per
+/// class), name, value and the lines it comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Key {
+    pub name: &'static str,
+    pub value: Value,
+    pub note: String,
+}
+
+/// A section of keys: `[pfc]`, or one `[[qos.class]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Section {
+    pub path: &'static str,
+    pub repeated: bool,
+    pub keys: Vec<Key>,
+}
+
+/// An interface's own settings, which a scenario does not set per port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    pub line: usize,
+    pub names: Vec<String>,
+    pub pfc: Option<(usize, PfcMode)>,
+    pub watchdog: Option<(usize, bool)>,
+    pub classification: Option<(usize, String)>,
+}
+
+/// What a configuration maps to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Import {
+    pub file: String,
+    pub dialect: &'static str,
+    pub hostname: Option<String>,
+    pub sections: Vec<Section>,
+    pub interfaces: Vec<Interface>,
+    /// Choices the mapping made that the keys do not show, by line.
+    pub notes: Vec<(usize, String)>,
+    /// Lines with nothing to map to: number and text.
+    pub not_modelled: Vec<(usize, String)>,
+}
+
+/// Reads the configuration at `path` (NX-OS).
+pub fn import_file(path: &std::path::Path) -> Result<Import, ConfigError> {
+    let file = path.display().to_string();
+    let text = crate::input::read_text(path, MAX_CONFIG_BYTES, "switch configuration").map_err(
+        |message| ConfigError {
+            file: file.clone(),
+            line: 0,
+            message,
+        },
+    )?;
+    import_nxos(&file, &text)
+}
+
+#[derive(Default)]
+struct ClassMap {
+    line: usize,
+    dscp: Vec<u8>,
+    cos_line: Option<usize>,
+}
+
+#[derive(Default)]
+struct PolicyClass {
+    line: usize,
+    name: String,
+    cmds: Vec<(usize, Cmd)>,
+}
+
+struct Policy {
+    line: usize,
+    kind: Kind,
+    name: String,
+    classes: Vec<PolicyClass>,
+}
+
+/// One queue's settings, gathered from the three policies.
+#[derive(Default)]
+struct Queue {
+    name: Option<(usize, String)>,
+    dscp: Vec<u8>,
+    catch_all: bool,
+    strict: Option<usize>,
+    percent: Option<(usize, u8)>,
+    wred: Option<(usize, Wred)>,
+    shape: Option<(usize, u64)>,
+    mtu: Option<(usize, u32)>,
+    pfc: Option<usize>,
+}
+
+fn err(file: &str, line: usize, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        file: file.to_string(),
+        line,
+        message: message.into(),
+    }
+}
+
+/// The queue a queuing or network-qos class names (`c-out-8q-q3`,
+/// `c-8q-nq3`, `...-default` for queue 0).
+fn queue_of(class: &str, prefixes: &[&str]) -> Option<u8> {
+    let lower = class.to_ascii_lowercase();
+    prefixes.iter().find_map(|p| {
+        let rest = lower.strip_prefix(p)?;
+        if rest == "-default" {
+            return Some(0);
+        }
+        rest.parse::<u8>().ok().filter(|&q| q < 8)
+    })
+}
+
+/// Reads NX-OS text; `file` names it in messages.
+pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
+    let lines = nxos::read(text).map_err(|(line, m)| err(file, line, m))?;
+    let mut hostname = None;
+    let mut class_maps: BTreeMap<String, ClassMap> = BTreeMap::new();
+    let mut policies: Vec<Policy> = Vec::new();
+    let mut system: Vec<(usize, Kind, bool, String)> = Vec::new();
+    let mut interfaces: Vec<Interface> = Vec::new();
+    let mut watchdog_on: Option<(usize, bool)> = None;
+    let (mut wd_interval, mut wd_shutdown, mut wd_restore) = (None, None, None);
+    let mut dlb: Option<usize> = None;
+    let (mut dlb_mode, mut dlb_aging, mut dlb_ports) = (None, None, Vec::new());
+    let mut hash: Option<(usize, Hash)> = None;
+    let mut notes = Vec::new();
+    let mut not_modelled = Vec::new();
+    let mut class_map: Option<String> = None;
+    for (no, block, parsed, line) in lines {
+        let cmd = match parsed {
+            Parsed::NotModelled => {
+                not_modelled.push((no, line));
+                continue;
+            }
+            Parsed::Cmd(c) => c,
+        };
+        match (block, cmd) {
+            (_, Cmd::Hostname(h)) => hostname = Some(h),
+            (_, Cmd::ClassMap { kind, name }) => {
+                if kind != Kind::Qos {
+                    // Queuing and network-qos class maps are the
+                    // switch's own, fixed ones.
+                    not_modelled.push((no, line));
+                    class_map = None;
+                    continue;
+                }
+                if let Some(old) = class_maps.get(&name) {
+                    return Err(err(
+                        file,
+                        no,
+                        format!(
+                            "class-map {name} is defined again (first at line {})",
+                            old.line
+                        ),
+                    ));
+                }
+                class_maps.insert(
+                    name.clone(),
+                    ClassMap {
+                        line: no,
+                        ..Default::default()
+                    },
+                );
+                class_map = Some(name);
+            }
+            (Block::ClassMap, Cmd::MatchDscp(d)) => {
+                if let Some(cm) = class_map.as_ref().and_then(|n| class_maps.get_mut(n)) {
+                    cm.dscp.extend(d);
+                }
+            }
+            (Block::ClassMap, Cmd::MatchCos(_)) => {
+                if let Some(cm) = class_map.as_ref().and_then(|n| class_maps.get_mut(n)) {
+                    cm.cos_line = Some(no);
+                }
+                not_modelled.push((no, line));
+            }
+            (_, Cmd::PolicyMap { kind, name }) => {
+                if let Some(old) = policies.iter().find(|p| p.kind == kind && p.name == name) {
+                    return Err(err(
+                        file,
+                        no,
+                        format!(
+                            "policy-map type {} {name} is defined again (first at line {})",
+                            kind.name(),
+                            old.line
+                        ),
+                    ));
+                }
+                policies.push(Policy {
+                    line: no,
+                    kind,
+                    name,
+                    classes: Vec::new(),
+                });
+            }
+            (Block::PolicyMap(_), Cmd::Class { name, .. }) => {
+                if let Some(p) = policies.last_mut() {
+                    p.classes.push(PolicyClass {
+                        line: no,
+                        name,
+                        cmds: Vec::new(),
+                    });
+                }
+            }
+            (Block::PolicyClass(_), c) => {
+                if let Some(pc) = policies.last_mut().and_then(|p| p.classes.last_mut()) {
+                    pc.cmds.push((no, c));
+                }
+            }
+            (_, Cmd::SystemQos) => {}
+            (Block::SystemQos, Cmd::ServicePolicy { kind, output, name }) => {
+                system.push((no, kind, output, name));
+            }
+            (_, Cmd::Interface(names)) => interfaces.push(Interface {
+                line: no,
+                names,
+                pfc: None,
+                watchdog: None,
+                classification: None,
+            }),
+            (Block::Interface, c) => {
+                let Some(i) = interfaces.last_mut() else {
+                    continue;
+                };
+                match c {
+                    Cmd::PfcMode(m) => i.pfc = Some((no, m)),
+                    Cmd::PfcWatchdog(on) => i.watchdog = Some((no, on)),
+                    Cmd::Description => {
+                        notes.push((no, "a description: no effect on a simulation".into()))
+                    }
+                    Cmd::ServicePolicy {
+                        kind: Kind::Qos,
+                        output: false,
+                        name,
+                    } => i.classification = Some((no, name)),
+                    _ => not_modelled.push((no, line)),
+                }
+            }
+            (_, Cmd::HardwareProfileDlb) => dlb = Some(no),
+            (Block::Dlb, Cmd::DlbInterface(n)) => dlb_ports.extend(n),
+            (Block::Dlb, Cmd::DlbMode(m)) => dlb_mode = Some((no, m)),
+            (Block::Dlb, Cmd::FlowletAging(us)) => dlb_aging = Some((no, us)),
+            (Block::Dlb, Cmd::DlbMac(_)) => notes.push((
+                no,
+                "the DLB MAC is a virtual next hop; it changes nothing a simulation measures"
+                    .to_string(),
+            )),
+            (_, Cmd::WatchdogEnable(on)) => watchdog_on = Some((no, on)),
+            (_, Cmd::WatchdogInterval(ms)) => wd_interval = Some((no, ms)),
+            (_, Cmd::WatchdogShutdown(m)) => wd_shutdown = Some((no, m)),
+            (_, Cmd::WatchdogRestore(m)) => wd_restore = Some((no, m)),
+            (_, Cmd::LoadBalance(h)) => {
+                if let Some((first, old)) = &hash {
+                    if *old != h {
+                        return Err(err(
+                            file,
+                            no,
+                            format!(
+                                "hashes on other fields than line {first}; the simulator hashes ECMP and port channels alike, so give one set of fields"
+                            ),
+                        ));
+                    }
+                }
+                hash = Some((no, h));
+            }
+            (_, _) => not_modelled.push((no, line)),
+        }
+    }
+
+    // The classification policy: every port's must be the same one.
+    let mut uses: Vec<(usize, String)> = interfaces
+        .iter()
+        .filter_map(|i| i.classification.clone())
+        .collect();
+    uses.extend(
+        system
+            .iter()
+            .filter(|s| s.1 == Kind::Qos)
+            .map(|s| (s.0, s.3.clone())),
+    );
+    if let Some((first, name)) = uses.first() {
+        if let Some((line, other)) = uses.iter().find(|(_, n)| n != name) {
+            return Err(err(
+                file,
+                *line,
+                format!(
+                    "classifies with policy-map {other}, but line {first} with {name}; the simulator classifies every port alike"
+                ),
+            ));
+        }
+    }
+    let find = |kind: Kind, name: &str, line: usize| {
+        policies
+            .iter()
+            .find(|p| p.kind == kind && p.name == name)
+            .ok_or_else(|| {
+                err(
+                    file,
+                    line,
+                    format!(
+                        "names policy-map type {} {name}, which the configuration does not define",
+                        kind.name()
+                    ),
+                )
+            })
+    };
+    let system_policy = |kind: Kind, output: bool| {
+        system
+            .iter()
+            .find(|s| s.1 == kind && s.2 == output)
+            .map(|s| (s.0, s.3.clone()))
+    };
+    let mut queues: [Queue; 8] = Default::default();
+    match uses.first() {
+        None => notes.push((
+            0,
+            "no classification policy (service-policy type qos input) is applied: every packet is in qos-group 0, one class"
+                .into(),
+        )),
+        Some((line, name)) => {
+            let policy = find(Kind::Qos, name, *line)?;
+            for pc in &policy.classes {
+                let group = pc
+                    .cmds
+                    .iter()
+                    .find_map(|(no, c)| match c {
+                        Cmd::SetQosGroup(g) => Some((*no, *g)),
+                        _ => None,
+                    });
+                let (gline, group) = match group {
+                    Some(g) => g,
+                    None => {
+                        notes.push((
+                            pc.line,
+                            format!("class {} sets no qos-group: qos-group 0", pc.name),
+                        ));
+                        (pc.line, 0)
+                    }
+                };
+                let q = &mut queues[group as usize];
+                if q.name.is_none() {
+                    q.name = Some((pc.line, pc.name.clone()));
+                }
+                let _ = gline;
+                if pc.name.eq_ignore_ascii_case("class-default") {
+                    q.catch_all = true;
+                    continue;
+                }
+                let cm = class_maps.get(&pc.name).ok_or_else(|| {
+                    err(
+                        file,
+                        pc.line,
+                        format!(
+                            "class {} is not a class-map type qos of the configuration",
+                            pc.name
+                        ),
+                    )
+                })?;
+                if cm.dscp.is_empty() {
+                    notes.push((
+                        cm.line,
+                        format!(
+                            "class-map {} matches no DSCP (the simulator classifies by DSCP): it takes no traffic",
+                            pc.name
+                        ),
+                    ));
+                }
+                for &d in &cm.dscp {
+                    if let Some(other) = queues.iter().position(|o| o.dscp.contains(&d)) {
+                        notes.push((
+                            cm.line,
+                            format!("DSCP {d} is already classified to qos-group {other}; the first match wins"),
+                        ));
+                        continue;
+                    }
+                    queues[group as usize].dscp.push(d);
+                }
+            }
+        }
+    }
+    if !uses.is_empty() && !queues.iter().any(|q| q.catch_all) {
+        // What no class matches is class-default's, qos-group 0, even
+        // when the policy does not list it.
+        let q = &mut queues[0];
+        q.catch_all = true;
+        if q.name.is_none() {
+            q.name = Some((0, "class-default".into()));
+        }
+    }
+    if let Some((line, name)) = system_policy(Kind::Queuing, true) {
+        let policy = find(Kind::Queuing, &name, line)?;
+        for pc in &policy.classes {
+            let Some(q) = queue_of(&pc.name, &["c-out-8q-q", "c-out-q"]) else {
+                return Err(err(
+                    file,
+                    pc.line,
+                    format!(
+                        "expected an egress queue class such as c-out-8q-q3 or c-out-8q-q-default, got {}",
+                        pc.name
+                    ),
+                ));
+            };
+            let queue = &mut queues[q as usize];
+            for (no, c) in &pc.cmds {
+                match c {
+                    Cmd::Priority(level) => {
+                        if *level > 1 {
+                            notes.push((
+                                *no,
+                                format!(
+                                    "priority level {level}: the simulator has one strict level"
+                                ),
+                            ));
+                        }
+                        queue.strict = Some(*no);
+                    }
+                    Cmd::BandwidthRemaining(p) => queue.percent = Some((*no, *p)),
+                    Cmd::Bandwidth(p) => {
+                        notes.push((
+                            *no,
+                            "bandwidth percent is read as a share of what strict priority leaves (bandwidth remaining percent)".into(),
+                        ));
+                        queue.percent = Some((*no, *p));
+                    }
+                    Cmd::RandomDetect(w) => queue.wred = Some((*no, *w)),
+                    Cmd::Shape(bps) => queue.shape = Some((*no, *bps)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    if let Some((line, name)) = system_policy(Kind::NetworkQos, false) {
+        let policy = find(Kind::NetworkQos, &name, line)?;
+        for pc in &policy.classes {
+            let Some(q) = queue_of(&pc.name, &["c-8q-nq", "c-nq"]) else {
+                return Err(err(
+                    file,
+                    pc.line,
+                    format!(
+                        "expected a network-qos class such as c-8q-nq3 or c-8q-nq-default, got {}",
+                        pc.name
+                    ),
+                ));
+            };
+            let queue = &mut queues[q as usize];
+            for (no, c) in &pc.cmds {
+                match c {
+                    Cmd::Mtu(m) => queue.mtu = Some((*no, *m)),
+                    Cmd::PausePfcCos(cos) => {
+                        if cos.iter().any(|&c| c != q) {
+                            notes.push((
+                                *no,
+                                format!("pause pfc-cos {cos:?} in the class of queue {q}: the simulator pauses queue {q} by priority {q}"),
+                            ));
+                        }
+                        queue.pfc = Some(*no);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    // The classes: the queues traffic is classified to.
+    let mut sections = Vec::new();
+    let mut lossless = None;
+    if uses.is_empty() {
+        queues[0].catch_all = true;
+        queues[0].name = Some((0, "default".into()));
+    }
+    for (q, queue) in queues.iter().enumerate() {
+        let Some((name_line, name)) = &queue.name else {
+            for (what, line) in [
+                ("a share", queue.percent.filter(|p| p.1 > 0).map(|p| p.0)),
+                ("strict priority", queue.strict),
+                ("PFC", queue.pfc),
+            ] {
+                if let Some(l) = line {
+                    notes.push((
+                        l,
+                        format!("queue {q} has {what} but no class is classified to it"),
+                    ));
+                }
+            }
+            continue;
+        };
+        let mut keys = vec![Key {
+            name: "name",
+            value: Value::String(name.clone()),
+            note: line_note(&[*name_line]),
+        }];
+        if !queue.catch_all {
+            keys.push(Key {
+                name: "dscp",
+                value: Value::Array(
+                    queue
+                        .dscp
+                        .iter()
+                        .map(|&d| Value::Integer(i64::from(d)))
+                        .collect(),
+                ),
+                note: String::new(),
+            });
+        }
+        keys.push(Key {
+            name: "queue",
+            value: Value::Integer(q as i64),
+            note: "its qos-group".into(),
+        });
+        if let Some(l) = queue.strict {
+            keys.push(Key {
+                name: "strict",
+                value: Value::Boolean(true),
+                note: line_note(&[l]),
+            });
+            if let Some((pl, _)) = queue.percent {
+                notes.push((pl, format!("queue {q} is strict; its share is not used")));
+            }
+        } else if let Some((l, p)) = queue.percent {
+            keys.push(Key {
+                name: "bandwidth_percent",
+                value: Value::Integer(i64::from(p)),
+                note: line_note(&[l]),
+            });
+        }
+        keys.push(Key {
+            name: "lossless",
+            value: Value::Boolean(queue.pfc.is_some()),
+            note: queue.pfc.map_or(String::new(), |l| line_note(&[l])),
+        });
+        if queue.pfc.is_some() && lossless.is_none() {
+            lossless = queue.pfc;
+        }
+        match queue.wred {
+            Some((l, w)) => {
+                keys.push(Key {
+                    name: "ecn",
+                    value: Value::Boolean(w.ecn),
+                    note: line_note(&[l]),
+                });
+                let mut t = Table::new();
+                t.insert("min".into(), Value::String(w.min.1.show(w.min.0)));
+                t.insert("max".into(), Value::String(w.max.1.show(w.max.0)));
+                t.insert(
+                    "max_probability".into(),
+                    Value::Float(f64::from(w.probability) / 100.0),
+                );
+                t.insert("weight".into(), Value::Integer(i64::from(w.weight)));
+                if w.min.1.bytes(w.min.0) > w.max.1.bytes(w.max.0) {
+                    return Err(err(
+                        file,
+                        l,
+                        "the minimum threshold is above the maximum".to_string(),
+                    ));
+                }
+                keys.push(Key {
+                    name: "wred",
+                    value: Value::Table(t),
+                    note: line_note(&[l]),
+                });
+            }
+            None => {
+                keys.push(Key {
+                    name: "ecn",
+                    value: Value::Boolean(false),
+                    note: "no random-detect".into(),
+                });
+                keys.push(Key {
+                    name: "wred",
+                    value: Value::String("off".into()),
+                    note: "no random-detect".into(),
+                });
+            }
+        }
+        if let Some((l, m)) = queue.mtu {
+            keys.push(Key {
+                name: "mtu",
+                value: Value::Integer(i64::from(m)),
+                note: line_note(&[l]),
+            });
+        }
+        if let Some((l, bps)) = queue.shape {
+            keys.push(Key {
+                name: "shape",
+                value: Value::String(if bps % 1_000_000_000 == 0 {
+                    format!("{}G", bps / 1_000_000_000)
+                } else {
+                    format!("{}M", bps / 1_000_000)
+                }),
+                note: line_note(&[l]),
+            });
+        }
+        sections.push(Section {
+            path: "qos.class",
+            repeated: true,
+            keys,
+        });
+    }
+    let mut pfc = Section {
+        path: "pfc",
+        repeated: false,
+        keys: vec![Key {
+            name: "enabled",
+            value: Value::Boolean(lossless.is_some()),
+            note: lossless.map_or("no pause pfc-cos".into(), |l| line_note(&[l])),
+        }],
+    };
+    let off: Vec<&Interface> = interfaces
+        .iter()
+        .filter(|i| matches!(i.pfc, Some((_, PfcMode::Off))))
+        .collect();
+    if !off.is_empty() {
+        notes.push((
+            off[0].pfc.map_or(0, |p| p.0),
+            format!(
+                "priority-flow-control mode off on {}: those links would be lossy; the simulator runs PFC alike on every port (per-port modes are not run yet)",
+                off.iter().flat_map(|i| i.names.clone()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    sections.push(pfc.clone());
+    pfc.keys.clear();
+    if let Some((l, true)) = watchdog_on {
+        // NX-OS's defaults: a 100 ms interval, shut down after one
+        // interval, restored after ten.
+        let interval = wd_interval.map_or(100, |w| w.1);
+        let shutdown = wd_shutdown.map_or(1, |w| w.1);
+        let restore = wd_restore.map_or(10, |w| w.1);
+        let lines: Vec<usize> = [Some(l), wd_interval.map(|w| w.0), wd_shutdown.map(|w| w.0)]
+            .into_iter()
+            .flatten()
+            .collect();
+        sections.push(Section {
+            path: "pfc.watchdog",
+            repeated: false,
+            keys: vec![
+                Key {
+                    name: "interval",
+                    value: Value::String(format!("{}ms", interval * shutdown)),
+                    note: format!(
+                        "{} ms x shutdown-multiplier {shutdown}; {}",
+                        interval,
+                        line_note(&lines)
+                    ),
+                },
+                Key {
+                    name: "action",
+                    value: Value::String("drop".into()),
+                    note: "a stuck no-drop queue drops".into(),
+                },
+                Key {
+                    name: "recovery",
+                    value: Value::String(format!("{}ms", (interval * restore).max(1))),
+                    note: format!(
+                        "auto-restore multiplier {restore} x {interval} ms{}",
+                        wd_restore.map_or(String::new(), |w| format!("; {}", line_note(&[w.0])))
+                    ),
+                },
+            ],
+        });
+    }
+    if let Some(l) = dlb {
+        let (ml, mode) = dlb_mode.unwrap_or((l, "flowlet"));
+        let mut keys = vec![
+            Key {
+                name: "mode",
+                value: Value::String("dlb".into()),
+                note: line_note(&[l]),
+            },
+            Key {
+                name: "dlb_mode",
+                value: Value::String(mode.into()),
+                note: line_note(&[ml]),
+            },
+        ];
+        if let Some((al, us)) = dlb_aging {
+            keys.push(Key {
+                name: "flowlet_timeout",
+                value: Value::String(format!("{us}us")),
+                note: line_note(&[al]),
+            });
+        }
+        if !dlb_ports.is_empty() {
+            notes.push((
+                l,
+                format!(
+                    "DLB on {} (dlb-interface): the simulator balances every equal-cost group of the switch",
+                    dlb_ports.join(", ")
+                ),
+            ));
+        }
+        notes.push((
+            l,
+            "with DLB on, the switch applies no egress QoS to DLB flows; the simulation still schedules them by class".into(),
+        ));
+        sections.push(Section {
+            path: "switch.balance",
+            repeated: false,
+            keys,
+        });
+    }
+    if let Some((l, h)) = hash {
+        if h.mac {
+            notes.push((
+                l,
+                "hashing on MAC addresses: the simulator hashes IP fields; read as the 5-tuple"
+                    .into(),
+            ));
+        }
+        let mut fields = Vec::new();
+        if h.src_ip || h.mac {
+            fields.push("src_ip");
+        }
+        if h.dst_ip || h.mac {
+            fields.push("dst_ip");
+        }
+        if h.ports || h.mac {
+            fields.extend(["protocol", "udp_sport", "udp_dport"]);
+        }
+        if h.vlan {
+            fields.push("vlan");
+        }
+        let mut keys = vec![Key {
+            name: "fields",
+            value: Value::Array(
+                fields
+                    .iter()
+                    .map(|f| Value::String(f.to_string()))
+                    .collect(),
+            ),
+            note: line_note(&[l]),
+        }];
+        if h.symmetric {
+            keys.push(Key {
+                name: "symmetric",
+                value: Value::Boolean(true),
+                note: line_note(&[l]),
+            });
+        }
+        sections.push(Section {
+            path: "switch.ecmp",
+            repeated: false,
+            keys,
+        });
+    }
+    notes.sort_by_key(|n| n.0);
+    Ok(Import {
+        file: file.to_string(),
+        dialect: "NX-OS",
+        hostname,
+        sections,
+        interfaces,
+        notes,
+        not_modelled,
+    })
+}
+
+/// Text from the file made safe in a comment: no control characters
+/// (which TOML does not allow there).
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+fn line_note(lines: &[usize]) -> String {
+    let lines: Vec<String> = lines
+        .iter()
+        .filter(|&&l| l > 0)
+        .map(|l| l.to_string())
+        .collect();
+    match lines.len() {
+        0 => String::new(),
+        1 => format!("line {}", lines[0]),
+        _ => format!("lines {}", lines.join(", ")),
+    }
+}
+
+impl Import {
+    /// The keys as a scenario table.
+    pub fn table(&self) -> Table {
+        let mut root = Table::new();
+        for s in &self.sections {
+            let mut t = Table::new();
+            for k in &s.keys {
+                t.insert(k.name.to_string(), k.value.clone());
+            }
+            let mut at = &mut root;
+            let parts: Vec<&str> = s.path.split('.').collect();
+            for p in &parts[..parts.len() - 1] {
+                at = at
+                    .entry(p.to_string())
+                    .or_insert_with(|| Value::Table(Table::new()))
+                    .as_table_mut()
+                    .expect("sections nest in tables");
+            }
+            let last = parts[parts.len() - 1].to_string();
+            if s.repeated {
+                if let Value::Array(a) = at.entry(last).or_insert_with(|| Value::Array(Vec::new()))
+                {
+                    a.push(Value::Table(t));
+                }
+            } else {
+                let into = at.entry(last).or_insert_with(|| Value::Table(Table::new()));
+                if let Value::Table(into) = into {
+                    into.extend(t);
+                }
+            }
+        }
+        root
+    }
+
+    /// The keys as scenario text, each with the lines it came from, then
+    /// the interfaces' settings, the notes and the lines not modelled,
+    /// as comments.
+    pub fn to_toml(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "# {}: {} configuration{}, as scenario keys",
+            clean(&self.file),
+            self.dialect,
+            self.hostname
+                .as_ref()
+                .map_or(String::new(), |h| format!(" of {}", clean(h)))
+        );
+        for s in &self.sections {
+            if s.keys.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                o,
+                "\n{}{}{}",
+                if s.repeated { "[[" } else { "[" },
+                s.path,
+                if s.repeated { "]]" } else { "]" }
+            );
+            for k in &s.keys {
+                let value = k.value.to_string();
+                if k.note.is_empty() {
+                    let _ = writeln!(o, "{} = {value}", k.name);
+                } else {
+                    let _ = writeln!(o, "{} = {value}  # {}", k.name, clean(&k.note));
+                }
+            }
+        }
+        if !self.interfaces.is_empty() {
+            let _ = writeln!(o, "\n# Interfaces (set per port on the switch):");
+            for i in &self.interfaces {
+                let mut what = Vec::new();
+                if let Some((l, m)) = i.pfc {
+                    what.push(format!(
+                        "PFC mode {} (line {l})",
+                        match m {
+                            PfcMode::On => "on",
+                            PfcMode::Off => "off",
+                            PfcMode::Auto => "auto (negotiated by DCBX)",
+                        }
+                    ));
+                }
+                if let Some((l, on)) = i.watchdog {
+                    what.push(format!(
+                        "PFC watchdog {} (line {l})",
+                        if on { "on" } else { "off" }
+                    ));
+                }
+                if let Some((l, p)) = &i.classification {
+                    what.push(format!("classified by {p} (line {l})"));
+                }
+                if what.is_empty() {
+                    what.push("nothing the simulator reads".into());
+                }
+                let _ = writeln!(
+                    o,
+                    "#   {} (line {}): {}",
+                    clean(&i.names.join(", ")),
+                    i.line,
+                    clean(&what.join("; "))
+                );
+            }
+        }
+        if !self.notes.is_empty() {
+            let _ = writeln!(o, "\n# Notes:");
+            for (l, n) in &self.notes {
+                let n = clean(n);
+                if *l == 0 {
+                    let _ = writeln!(o, "#   {n}");
+                } else {
+                    let _ = writeln!(o, "#   line {l}: {n}");
+                }
+            }
+        }
+        if !self.not_modelled.is_empty() {
+            let _ = writeln!(
+                o,
+                "\n# Not modelled ({} lines; --strict refuses them):",
+                self.not_modelled.len()
+            );
+            for (l, t) in &self.not_modelled {
+                let _ = writeln!(o, "#   line {l}: {}", clean(t));
+            }
+        }
+        o
+    }
+
+    /// The lines not modelled, as one error (for `--strict`).
+    pub fn strict(&self) -> Result<(), ConfigError> {
+        match self.not_modelled.first() {
+            None => Ok(()),
+            Some(&(line, ref text)) => Err(err(
+                &self.file,
+                line,
+                format!(
+                    "\"{text}\" is not modelled ({} such lines: {}); without --strict they are listed and left out",
+                    self.not_modelled.len(),
+                    self.not_modelled
+                        .iter()
+                        .map(|(l, _)| l.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Switch configurations (`fabricsim config import`, `[switch] config`):
+//! the seed's NX-OS configuration imports to exactly its own values, and a
+//! scenario that names it resolves as one that sets those values by keys;
+//! lines not modelled are listed with their numbers (refused by
+//! `--strict`), a malformed line is an error naming it.
+
+use fabricsim::config::{import_nxos, nxos, ConfigError};
+
+fn leaf() -> String {
+    std::fs::read_to_string("examples/configs/leaf.nxos").unwrap()
+}
+
+/// The keys the seed configuration means, written by hand.
+const SEED_KEYS: &str = r#"
+[[qos.class]]
+name = "class-default"
+queue = 0
+bandwidth_percent = 50
+lossless = false
+ecn = false
+wred = "off"
+
+[[qos.class]]
+name = "ROCEv2"
+dscp = [24]
+queue = 3
+bandwidth_percent = 50
+lossless = true
+ecn = true
+wred = { min = "150KB", max = "3000KB", max_probability = 0.07, weight = 0 }
+mtu = 9216
+
+[[qos.class]]
+name = "CNP"
+dscp = [48]
+queue = 7
+strict = true
+lossless = false
+ecn = false
+wred = "off"
+
+[pfc]
+enabled = true
+
+[pfc.watchdog]
+interval = "100ms"
+action = "drop"
+recovery = "1000ms"
+
+[switch.balance]
+mode = "dlb"
+dlb_mode = "per-packet"
+"#;
+
+#[test]
+fn the_seed_configuration_imports_to_exactly_its_own_values() {
+    let import = import_nxos("leaf.nxos", &leaf()).unwrap();
+    let want: toml::Table = SEED_KEYS.parse().unwrap();
+    assert_eq!(import.table(), want);
+    assert_eq!(import.hostname.as_deref(), Some("rail-leaf-1"));
+    // The printed keys are the keys, and say where each came from.
+    let printed = import.to_toml();
+    assert_eq!(printed.parse::<toml::Table>().unwrap(), want);
+    assert!(
+        printed.contains("bandwidth_percent = 50  # line 25"),
+        "{printed}"
+    );
+    assert!(printed.contains("lossless = true  # line 39"), "{printed}");
+    assert!(printed.contains("strict = true  # line 34"), "{printed}");
+    // Both interface ranges with their PFC mode and watchdog.
+    assert_eq!(import.interfaces.len(), 2);
+    assert_eq!(import.interfaces[0].names.len(), 8);
+    assert_eq!(import.interfaces[1].pfc, Some((55, nxos::PfcMode::Auto)));
+    assert!(import.not_modelled.is_empty(), "{:?}", import.not_modelled);
+}
+
+const SCENARIO: &str = r#"
+name = "t"
+[topology]
+kind = "rail-optimized"
+hosts = 8
+gpus_per_host = 8
+nic_speed = "200G"
+hosts_per_leaf = 8
+rails_per_leaf = 2
+spines = 4
+uplink_speed = "400G"
+uplinks_per_spine = 2
+switch_radix = 64
+[[workload]]
+kind = "collective"
+op = "all-reduce"
+bytes = "16MB"
+"#;
+
+/// What a simulation runs with: classes and queues, each port's PFC
+/// thresholds, the switches' balancing.
+fn resolved(p: &fabricsim::scenario::Prepared) -> String {
+    format!("{:?}\n{:?}\n{:?}", p.scenario.qos, p.pfc, p.scenario.switch)
+}
+
+#[test]
+fn a_scenario_naming_the_configuration_runs_as_one_with_its_keys() {
+    let by_config = fabricsim::scenario::prepare(
+        "examples/configs/t.toml",
+        &format!("{SCENARIO}[switch]\nconfig = \"leaf.nxos\"\n"),
+        &[],
+    )
+    .unwrap();
+    let by_keys = fabricsim::scenario::prepare(
+        "examples/configs/t.toml",
+        &format!("{SCENARIO}{SEED_KEYS}"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(resolved(&by_config), resolved(&by_keys));
+    // And not as the defaults: the preset's WRED scales with port speed.
+    let default = fabricsim::scenario::prepare("t.toml", SCENARIO, &[]).unwrap();
+    assert_ne!(resolved(&by_config), resolved(&default));
+    let q = &by_config.scenario.qos.queues[3];
+    let w = q.wred.as_ref().unwrap();
+    assert_eq!(
+        (w.min, w.max, w.weight),
+        (Some(150_000), Some(3_000_000), 0)
+    );
+    assert_eq!(w.max_probability, Some(0.07));
+    assert!(q.lossless && q.ecn && q.percent == 50 && q.mtu == 9216);
+    assert!(by_config.scenario.qos.queues[7].strict);
+    assert!(by_config.scenario.qos.queues[0].wred.is_none());
+}
+
+#[test]
+fn a_key_given_twice_is_refused_with_both_places() {
+    let e = fabricsim::scenario::prepare(
+        "examples/configs/t.toml",
+        &format!("{SCENARIO}[switch]\nconfig = \"leaf.nxos\"\n[pfc]\nenabled = false\n"),
+        &[],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("switch.config") && e.contains("leaf.nxos sets pfc.enabled"),
+        "{e}"
+    );
+    let e = fabricsim::scenario::prepare(
+        "examples/configs/t.toml",
+        &format!("{SCENARIO}[switch]\nconfig = \"nothere.nxos\"\n"),
+        &[],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("switch.config") && e.contains("nothere.nxos"),
+        "{e}"
+    );
+}
+
+#[test]
+fn lines_not_modelled_are_listed_by_number_and_refused_when_strict() {
+    let text = format!("feature lldp\n{}\ninterface Ethernet1/1\n  ip address 10.0.0.1/31\n  mtu 9216\nfeature nv overlay\n", leaf());
+    let import = import_nxos("x.nxos", &text).unwrap();
+    let lines: Vec<usize> = import.not_modelled.iter().map(|l| l.0).collect();
+    let n = leaf().lines().count();
+    assert_eq!(lines, vec![1, n + 4, n + 5, n + 6]);
+    assert_eq!(import.not_modelled[0].1, "feature lldp");
+    let printed = import.to_toml();
+    assert!(printed.contains(&format!("#   line {}: ip address 10.0.0.1/31", n + 4)));
+    let e = import.strict().unwrap_err();
+    assert_eq!(e.line, 1);
+    assert!(e
+        .to_string()
+        .starts_with("x.nxos: line 1: \"feature lldp\" is not modelled"));
+    // The keys do not change for the lines left out.
+    assert_eq!(
+        import.table(),
+        import_nxos("leaf.nxos", &leaf()).unwrap().table()
+    );
+}
+
+#[test]
+fn a_malformed_line_is_an_error_naming_it() {
+    let bad = leaf().replace(
+        "maximum-threshold 3000 kbytes",
+        "maximum-threshold 3000 kilobytes",
+    );
+    let e: ConfigError = import_nxos("leaf.nxos", &bad).unwrap_err();
+    assert_eq!(e.line, 26);
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("leaf.nxos: line 26: \"random-detect")
+            && msg.contains("bytes, kbytes or mbytes")
+            && msg.contains("\"kilobytes\""),
+        "{msg}"
+    );
+    // A reference to a policy the file does not define.
+    let bad = leaf().replace("output QOS_EGRESS_PORT", "output QOS_EGRESS");
+    let e = import_nxos("leaf.nxos", &bad).unwrap_err();
+    assert_eq!(e.line, 45);
+    assert!(e
+        .message
+        .contains("QOS_EGRESS, which the configuration does not define"));
+    // Two classification policies: the simulator classifies every port alike.
+    let bad = format!(
+        "{}\ninterface Ethernet1/9\n  service-policy type qos input OTHER\n",
+        leaf()
+    );
+    let e = import_nxos("leaf.nxos", &bad).unwrap_err();
+    assert!(e.message.contains("every port alike"), "{e}");
+}
+
+#[test]
+fn the_import_command_prints_the_keys() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(["config", "import", "examples/configs/leaf.nxos"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let keys: toml::Table = text.parse().unwrap();
+    assert_eq!(keys, SEED_KEYS.parse::<toml::Table>().unwrap());
+    // --strict refuses what is not modelled, naming the line.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.nxos");
+    std::fs::write(&path, format!("{}\nfeature lldp\n", leaf())).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(["config", "import", "--strict"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let n = leaf().lines().count() + 2;
+    assert!(
+        err.contains(&format!("line {n}: \"feature lldp\" is not modelled")),
+        "{err}"
+    );
+}
+
+#[test]
+fn validate_says_where_the_configuration_departs_from_the_preset() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(["validate", "examples/configs/rail-pod-nxos.toml"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "switch configuration examples/configs/leaf.nxos departs from the DCQCN preset"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("class \"ROCEv2\" at 200G ports: WRED 150.0 KB..3.00 MB marking up to 7%; the connectx-firmware preset gives 800.0 KB..3.20 MB up to 20%"),
+        "{text}"
+    );
+    // The thresholds the ports run with follow the configuration.
+    assert!(
+        text.contains("xON 75.0 KB, WRED 150.0 KB..3.00 MB, xOFF 3.15 MB"),
+        "{text}"
+    );
+}
