@@ -239,12 +239,12 @@ fn dscp(input: &mut &str) -> PResult<u8> {
             "default" => Some(0),
             _ => {
                 if let Some(n) = w.strip_prefix("cs").and_then(|x| x.parse::<u8>().ok()) {
-                    return (n < 8).then_some(8 * n);
+                    return (n < 8).then(|| 8 * n);
                 }
                 let x = w.strip_prefix("af")?;
                 let (class, drop) = x.split_at_checked(1)?;
                 let (c, d) = (class.parse::<u8>().ok()?, drop.parse::<u8>().ok()?);
-                ((1..=4).contains(&c) && (1..=3).contains(&d)).then_some(8 * c + 2 * d)
+                ((1..=4).contains(&c) && (1..=3).contains(&d)).then(|| 8 * c + 2 * d)
             }
         }
     });
@@ -862,6 +862,11 @@ mod tests {
         assert!(e.contains("column 37") && e.contains("kbytes"), "{e}");
         let e = parse_line(Block::ClassMap, "match dscp 64").unwrap_err();
         assert!(e.contains("DSCP"), "{e}");
+        // Names out of range are errors, not arithmetic overflows.
+        for bad in ["cs99", "af99", "af93", "cs8", "af51"] {
+            let e = parse_line(Block::ClassMap, &format!("match dscp {bad}")).unwrap_err();
+            assert!(e.contains("DSCP"), "{bad}: {e}");
+        }
         let e = parse_line(Block::PolicyClass(Kind::Qos), "set qos-group 3 extra").unwrap_err();
         assert!(
             e.contains("end of the line") && e.contains("\"extra\""),
