@@ -1266,15 +1266,21 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     for line in scenario::lossless::describe(&p.topology, &s.qos, &p.pfc) {
         outln!("  {line}");
     }
-    if let Some(file) = &s.switch_config {
+    if let Some(c) = &s.configs {
+        let files: Vec<&str> = c.files.iter().map(|a| a.file.as_str()).collect();
+        let files = files.join(", ");
         let away = scenario::lossless::departures(&p.topology, &s.qos, &s.transport.dcqcn);
         if away.is_empty() {
-            outln!("  switch configuration {file}: WRED as the DCQCN preset gives it");
+            outln!("  switch configuration {files}: WRED as the DCQCN preset gives it");
         } else {
-            outln!("  switch configuration {file} departs from the DCQCN preset:");
+            outln!("  switch configuration {files} departs from the DCQCN preset:");
             for line in away {
                 outln!("    {line}");
             }
+        }
+        outln!("  audit of the configured fabric (findings are the warnings above):");
+        for line in c.audit(&p.topology, &s.qos, &s.transport, &p.pfc).lines {
+            outln!("    {line}");
         }
     }
     Ok(())

@@ -69,7 +69,9 @@ fn the_seed_configuration_imports_to_exactly_its_own_values() {
     assert!(printed.contains("strict = true  # line 34"), "{printed}");
     // Both interface ranges with their PFC mode and watchdog.
     assert_eq!(import.interfaces.len(), 2);
-    assert_eq!(import.interfaces[0].names.len(), 8);
+    assert_eq!(import.interfaces[0].names.len(), 16);
+    assert_eq!(import.dlb_ports.len(), 8);
+    assert_eq!(import.dlb_ports[7], (67, "Ethernet1/56".to_string()));
     assert_eq!(import.interfaces[1].pfc, Some((55, nxos::PfcMode::Auto)));
     assert!(import.not_modelled.is_empty(), "{:?}", import.not_modelled);
 }
@@ -248,7 +250,7 @@ fn validate_says_where_the_configuration_departs_from_the_preset() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(
-            "switch configuration examples/configs/leaf.nxos departs from the DCQCN preset"
+            "switch configuration examples/configs/leaf.nxos, examples/configs/spine.nxos departs from the DCQCN preset"
         ),
         "{text}"
     );
@@ -260,5 +262,184 @@ fn validate_says_where_the_configuration_departs_from_the_preset() {
     assert!(
         text.contains("xON 75.0 KB, WRED 150.0 KB..3.00 MB, xOFF 3.15 MB"),
         "{text}"
+    );
+}
+
+fn run_summary(scenario: &str, sets: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["run", scenario, "--out", dir.path().to_str().unwrap()];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let pfc = std::fs::read_to_string(dir.path().join("pfc.csv")).unwrap();
+    s["pfc_csv"] = serde_json::Value::String(pfc);
+    s
+}
+
+#[test]
+fn a_port_left_with_pfc_off_makes_its_link_lossy_and_the_incast_loses_there() {
+    const MISTAKE: &str = "examples/configs/incast-nxos-pfc-off.toml";
+    let p = fabricsim::scenario::prepare(MISTAKE, &std::fs::read_to_string(MISTAKE).unwrap(), &[])
+        .unwrap();
+    let topo = &p.topology;
+    let configs = p.scenario.configs.as_ref().unwrap();
+    // Exactly the two ends of leaf2's uplink run without PFC: spine0's
+    // port by its `mode off`, leaf2's because auto finds nothing to
+    // negotiate.
+    let off: Vec<String> = configs
+        .pfc_off_ports()
+        .map(|q| configs.port_name(topo, q))
+        .collect();
+    assert_eq!(off, ["leaf2 Ethernet1/49", "spine0 Ethernet1/3"]);
+    for q in 0..topo.ports.len() as u32 {
+        let q = fabricsim::topology::PortId(q);
+        let is_off = off.contains(&configs.port_name(topo, q));
+        assert_eq!(p.pfc.get(q, 3).unwrap().off, is_off);
+    }
+    // validate names both lines.
+    let finding = p
+        .scenario
+        .warnings
+        .iter()
+        .find(|w| w.message.contains("is lossy"))
+        .unwrap();
+    assert!(
+        finding
+            .message
+            .contains("spine-pfc-off.nxos line 56: priority-flow-control mode off")
+            && finding
+                .message
+                .contains("leaf.nxos line 55: priority-flow-control mode auto"),
+        "{}",
+        finding.message
+    );
+
+    // The run: leaf2 cannot pause spine0, so it drops what PFC held.
+    let mistake = run_summary(MISTAKE, &[]);
+    let right = run_summary(MISTAKE, &["switch.config[0].file=\"spine.nxos\""]);
+    assert_eq!(right["lossless_drops"], 0);
+    assert_eq!(right["retransmitted_bytes"], 0);
+    assert!(right["pfc_pause_frames"].as_u64().unwrap() > 0);
+    assert_eq!(mistake["pfc_pause_frames"], 0);
+    let drops = mistake["lossless_drops"].as_u64().unwrap();
+    assert!(drops > 100, "{drops}");
+    assert!(mistake["retransmitted_bytes"].as_u64().unwrap() > 1_000_000);
+    assert_eq!(mistake["complete"], true);
+    // All of them at leaf2, on traffic in from spine0.
+    let row = mistake["pfc_csv"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("leaf2,spine0,3,"))
+        .unwrap()
+        .to_string();
+    assert!(row.ends_with(&format!(",{drops}")), "{row}");
+}
+
+#[test]
+fn each_tier_runs_its_own_configuration_and_balancing() {
+    const POD: &str = "examples/configs/rail-pod-nxos.toml";
+    let p = fabricsim::scenario::prepare(POD, &std::fs::read_to_string(POD).unwrap(), &[]).unwrap();
+    let topo = &p.topology;
+    let configs = p.scenario.configs.as_ref().unwrap();
+    assert_eq!(configs.files.len(), 2);
+    // Leaves: uplinks named as cabled, DLB on them; spines: no DLB.
+    let leaf0 = &topo.switches[0];
+    assert_eq!(leaf0.name, "leaf0");
+    let names: Vec<String> = leaf0
+        .ports
+        .iter()
+        .map(|&q| configs.ports[q.idx()].as_ref().unwrap().name.clone())
+        .collect();
+    assert_eq!(names[0], "Ethernet1/1");
+    assert_eq!(names[15], "Ethernet1/16");
+    assert_eq!(names[16], "Ethernet1/49");
+    assert_eq!(names[23], "Ethernet1/56");
+    let dlb = configs.dlb_ports();
+    for s in &topo.switches {
+        let ups = s
+            .ports
+            .iter()
+            .filter(|q| topo.links[topo.port(**q).link.idx()].a == **q);
+        for q in ups {
+            assert_eq!(dlb[q.idx()], s.name.starts_with("leaf"), "{}", s.name);
+        }
+    }
+    // Balancing differs by tier: DLB spraying on the leaves only.
+    use fabricsim::switch::balance::Algo;
+    for (i, s) in topo.switches.iter().enumerate() {
+        let spec = p
+            .scenario
+            .switch
+            .balance
+            .for_switch(fabricsim::topology::SwitchId(i as u32), s.tier);
+        assert_eq!(spec.uses(Algo::Dlb), s.tier == 0, "{}", s.name);
+    }
+    assert!(configs.pfc_off_ports().next().is_none());
+    let audit = configs.audit(topo, &p.scenario.qos, &p.scenario.transport, &p.pfc);
+    assert!(
+        audit.lines[0]
+            .contains("96 of 96 configured links carry \"ROCEv2\" (CoS 3) with PFC on both ends"),
+        "{:?}",
+        audit.lines
+    );
+}
+
+#[test]
+fn configurations_that_disagree_on_qos_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let leaf = leaf();
+    std::fs::write(dir.path().join("leaf.nxos"), &leaf).unwrap();
+    std::fs::write(
+        dir.path().join("spine.nxos"),
+        leaf.replace(
+            "maximum-threshold 3000 kbytes",
+            "maximum-threshold 2000 kbytes",
+        ),
+    )
+    .unwrap();
+    let scenario = format!(
+        "{SCENARIO}[[switch.config]]\nfile = \"leaf.nxos\"\ntier = \"leaf\"\n[[switch.config]]\nfile = \"spine.nxos\"\ntier = \"spine\"\n"
+    );
+    let file = dir.path().join("t.toml");
+    let e = fabricsim::scenario::prepare(file.to_str().unwrap(), &scenario, &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("leaf.nxos and ") && e.contains("spine.nxos differ in qos.class"),
+        "{e}"
+    );
+    // A tier that is not one, and a switch configured twice.
+    let bad = format!("{SCENARIO}[[switch.config]]\nfile = \"leaf.nxos\"\ntier = \"core\"\n");
+    let e = fabricsim::scenario::prepare(file.to_str().unwrap(), &bad, &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("switch.config[0].tier") && e.contains("\"core\""),
+        "{e}"
+    );
+    let twice = format!(
+        "{SCENARIO}[[switch.config]]\nfile = \"leaf.nxos\"\n[[switch.config]]\nfile = \"leaf.nxos\"\nswitches = [\"spine*\"]\n"
+    );
+    let e = fabricsim::scenario::prepare(file.to_str().unwrap(), &twice, &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("switch.config[1]") && e.contains("configured by entry 0"),
+        "{e}"
     );
 }

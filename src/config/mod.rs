@@ -76,6 +76,8 @@ pub struct Import {
     pub hostname: Option<String>,
     pub sections: Vec<Section>,
     pub interfaces: Vec<Interface>,
+    /// Interfaces `dlb-interface` names, each with its line.
+    pub dlb_ports: Vec<(usize, String)>,
     /// Choices the mapping made that the keys do not show, by line.
     pub notes: Vec<(usize, String)>,
     /// Lines with nothing to map to: number and text.
@@ -278,7 +280,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                 }
             }
             (_, Cmd::HardwareProfileDlb) => dlb = Some(no),
-            (Block::Dlb, Cmd::DlbInterface(n)) => dlb_ports.extend(n),
+            (Block::Dlb, Cmd::DlbInterface(n)) => dlb_ports.extend(n.into_iter().map(|n| (no, n))),
             (Block::Dlb, Cmd::DlbMode(m)) => dlb_mode = Some((no, m)),
             (Block::Dlb, Cmd::FlowletAging(us)) => dlb_aging = Some((no, us)),
             (Block::Dlb, Cmd::DlbMac(_)) => notes.push((
@@ -726,7 +728,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                 l,
                 format!(
                     "DLB on {} (dlb-interface): the simulator balances every equal-cost group of the switch",
-                    dlb_ports.join(", ")
+                    dlb_ports.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ")
                 ),
             ));
         }
@@ -791,6 +793,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         hostname,
         sections,
         interfaces,
+        dlb_ports,
         notes,
         not_modelled,
     })

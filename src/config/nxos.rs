@@ -673,6 +673,19 @@ pub fn parse_line(block: Block, text: &str) -> Result<Parsed, String> {
     }
 }
 
+/// Interface names as a scenario gives them (`"Ethernet1/49-56"`,
+/// `"Ethernet1/1-8, Ethernet1/17"`), expanded and spelled as the reader
+/// spells them.
+pub fn interface_list(text: &str) -> Result<Vec<String>, String> {
+    let mut input = text.trim();
+    match interfaces(&mut input) {
+        Ok(names) if input.is_empty() => Ok(names),
+        _ => Err(format!(
+            "got \"{text}\", expected interface names such as \"Ethernet1/1-16\" or \"Ethernet1/49, Ethernet1/50\""
+        )),
+    }
+}
+
 /// The block the lines under a command are in.
 pub fn block_under(cmd: &Cmd, block: Block) -> Block {
     match (cmd, block) {

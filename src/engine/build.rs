@@ -42,7 +42,11 @@ pub fn egress(
     let qos = &scenario.qos;
     let max_frame = qos.max_wire_frame();
     let (pfc, reserved) = pfc(topo, table);
-    let queues = egress_queues(topo, qos, table, max_frame);
+    let dlb = scenario
+        .configs
+        .as_ref()
+        .map_or_else(Vec::new, |c| c.dlb_ports());
+    let queues = egress_queues(topo, qos, table, max_frame, &dlb);
     let switches = switches(topo, routes, scenario, streams, &reserved);
     let cfg = EgressConfig {
         mark_on: qos.mark_on,
@@ -66,7 +70,7 @@ fn pfc(topo: &Topology, table: &PfcTable) -> (([u8; QUEUES], usize, Vec<PfcPrio>
     let mut reserved = vec![0u64; topo.switches.len()];
     let mut pfc = Vec::with_capacity(table.ports.len());
     for (i, &cfg) in table.ports.iter().enumerate() {
-        if let Owner::Switch(s) = topo.ports[i / table.slots].owner {
+        if let (Owner::Switch(s), false) = (topo.ports[i / table.slots].owner, cfg.off) {
             reserved[s.idx()] += cfg.headroom as u64;
         }
         pfc.push(PfcPrio::new(cfg));
@@ -75,19 +79,26 @@ fn pfc(topo: &Topology, table: &PfcTable) -> (([u8; QUEUES], usize, Vec<PfcPrio>
 }
 
 /// Every port's egress queues: the scheduler, and WRED where a switch
-/// marks or drops.
+/// marks or drops. On a port its configuration makes a DLB interface
+/// (`dlb`, by port; empty for none) the hardware applies no egress QoS
+/// to the DLB flows: no WRED and no shaper there.
 fn egress_queues(
     topo: &Topology,
     qos: &QosConfig,
     table: &PfcTable,
     max_frame: u32,
+    dlb: &[bool],
 ) -> Vec<EgressQueues> {
     let strict = (0..QUEUES).fold(0u8, |m, q| m | (u8::from(qos.queues[q].strict) << q));
     let percent = std::array::from_fn(|q| qos.queues[q].percent);
     let sched = Scheduler::new(strict, percent, max_frame);
     topo.ports
         .iter()
-        .map(|port| {
+        .enumerate()
+        .map(|(i, port)| {
+            if dlb.get(i).copied().unwrap_or(false) {
+                return EgressQueues::new(sched, Vec::new(), [None; QUEUES]);
+            }
             let wred = match port.owner {
                 Owner::Switch(_) => (0..QUEUES)
                     .filter_map(|q| table.wred_at(port.rate, q).map(|w| Wred::new(q as u8, w)))

@@ -7,6 +7,7 @@
 //! runs on an invalid scenario.
 
 pub mod balance;
+pub mod configs;
 pub use crate::keys as error;
 pub mod failures;
 pub mod lossless;
@@ -64,8 +65,8 @@ pub struct Scenario {
     /// Threshold checks that did not pass (see `lossless::check`).
     pub warnings: Vec<Finding>,
     pub host: HostConfig,
-    /// The switch configuration `[switch] config` named, as read.
-    pub switch_config: Option<String>,
+    /// The switch configurations `[switch] config` names, as applied.
+    pub configs: Option<configs::SwitchConfigs>,
 }
 
 /// How the network is simulated.
@@ -183,70 +184,6 @@ pub struct Prepared {
     pub pfc: crate::switch::qos::PfcTable,
 }
 
-/// `[switch] config = "FILE"`: the switch configuration's keys, merged
-/// into the scenario's table (a key both give is refused), and its lines
-/// not modelled as warnings. Errors carry whether the key came from
-/// `--set`.
-fn switch_config(
-    table: &mut Table,
-    base: &std::path::Path,
-) -> Result<(Option<String>, Vec<Finding>), (String, bool)> {
-    let Some(Value::Table(switch)) = table.get_mut("switch") else {
-        return Ok((None, Vec::new()));
-    };
-    let name = match switch.remove("config") {
-        None => return Ok((None, Vec::new())),
-        Some(Value::String(n)) => n,
-        Some(other) => {
-            return Err((
-                format!(
-                    "got {}, expected the file name of an NX-OS configuration, e.g. \"leaf.nxos\"",
-                    values::show(&other)
-                ),
-                false,
-            ))
-        }
-    };
-    let path = base.join(&name);
-    let import = crate::config::import_file(&path).map_err(|e| (e.to_string(), false))?;
-    fn merge(into: &mut Table, from: Table, at: &str, file: &str) -> Result<(), String> {
-        for (k, v) in from {
-            let key = if at.is_empty() {
-                k.clone()
-            } else {
-                format!("{at}.{k}")
-            };
-            match (into.get_mut(&k), v) {
-                (None, v) => {
-                    into.insert(k, v);
-                }
-                (Some(Value::Table(mine)), Value::Table(theirs)) => {
-                    merge(mine, theirs, &key, file)?
-                }
-                (Some(_), _) => {
-                    return Err(format!(
-                        "{file} sets {key}, which the scenario sets too; give it in one place (the scenario or the configuration)"
-                    ))
-                }
-            }
-        }
-        Ok(())
-    }
-    merge(table, import.table(), "", &path.display().to_string()).map_err(|m| (m, false))?;
-    let findings = import
-        .not_modelled
-        .iter()
-        .map(|(line, text)| Finding {
-            key: "switch.config".into(),
-            message: format!(
-                "{} line {line}: \"{text}\" is not modelled (fabricsim config import lists what is)",
-                path.display()
-            ),
-        })
-        .collect();
-    Ok((Some(path.display().to_string()), findings))
-}
-
 /// Loads a scenario from text. `file` names it in error messages.
 pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, ScenarioError> {
     let mut table: Table = text.parse().map_err(|e: toml::de::Error| ScenarioError {
@@ -285,17 +222,20 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             .parent()
             .unwrap_or(std::path::Path::new("")),
     };
-    let (config_file, config_findings) =
-        switch_config(&mut table, base).map_err(|(message, from_set)| ScenarioError {
-            file: file.to_string(),
-            line: if from_set {
-                None
-            } else {
-                error::line_of(text, &KeyPath::root().key("switch").key("config"))
-            },
-            key: "switch.config".into(),
-            message,
-            from_set: from_set || set_paths.iter().any(|p| p.to_string() == "switch.config"),
+    let (applied, config_findings) =
+        configs::read(&mut table, base).map_err(|(message, key)| {
+            let from_set = set_paths.iter().any(|p| p.to_string() == "switch.config");
+            ScenarioError {
+                file: file.to_string(),
+                line: if from_set {
+                    None
+                } else {
+                    error::line_of(text, &key)
+                },
+                key: key.to_string(),
+                message,
+                from_set,
+            }
         })?;
 
     let locate = |e: KeyError| {
@@ -313,7 +253,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         }
     };
 
-    let raw: raw::RawScenario =
+    let mut raw: raw::RawScenario =
         serde_path_to_error::deserialize(Value::Table(table)).map_err(|e| {
             let mut path = KeyPath::root();
             for seg in e.path().iter() {
@@ -381,6 +321,15 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             ));
         }
         let routes = Routes::compute(&topology);
+        let mut warnings = config_findings;
+        let configs = if applied.is_empty() {
+            None
+        } else {
+            let balance = &mut raw.switch.get_or_insert_with(Default::default).balance;
+            let (c, found) = configs::SwitchConfigs::resolve(applied, &topology, balance)?;
+            warnings.extend(found);
+            Some(c)
+        };
         let switch = resolve::switch(raw.switch.as_ref(), &root.key("switch"), &topology)?;
         let mut transport = resolve::transport(raw.transport.as_ref(), &root.key("transport"))?;
         transport.dcqcn = lossless::dcqcn(raw.dcqcn.as_ref(), &root.key("dcqcn"))?;
@@ -398,14 +347,20 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             transport.data_dscp,
             &root.key("transport"),
         )?;
-        let pfc = crate::switch::qos::PfcTable::resolve(&topology, &qos, &transport.dcqcn);
-        let (mut warnings, error) = lossless::check(&topology, &qos, &pfc, switch.buffer_bytes);
+        let mut pfc = crate::switch::qos::PfcTable::resolve(&topology, &qos, &transport.dcqcn);
+        for p in configs.iter().flat_map(|c| c.pfc_off_ports()) {
+            pfc.set_off(p);
+        }
+        let (found, error) = lossless::check(&topology, &qos, &pfc, switch.buffer_bytes);
+        warnings.extend(found);
+        if let Some(c) = &configs {
+            warnings.extend(c.audit(&topology, &qos, &transport, &pfc).findings);
+        }
         warnings.extend(balance::check(&topology, &switch.ecmp, &switch.balance));
         if let Some(e) = error {
             return Err(e);
         }
         let report = report_config(raw.report.as_ref(), &root.key("report"))?;
-        warnings.extend(config_findings.iter().cloned());
         let workloads = resolve::workloads(
             &raw.workload,
             &topology,
@@ -569,6 +524,12 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             if threads > 1 {
                 return refuse(format!("a run on {threads} threads (it runs on one)"));
             }
+            if configs
+                .as_ref()
+                .is_some_and(|c| c.pfc_off_ports().next().is_some())
+            {
+                return refuse("a link whose PFC is off, lossy by configuration".into());
+            }
             // Dynamic balancers and spraying split a transfer evenly over
             // the equal-cost members, selective rules and TELB colours as
             // a QP's data packets meet them (`Simulation::qp_split`).
@@ -591,7 +552,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             failures,
             warnings,
             host,
-            switch_config: config_file.clone(),
+            configs,
         };
         Ok(Prepared {
             scenario,

@@ -624,8 +624,10 @@ impl Egress {
             }
             return;
         }
-        let admitted = if slot != NO_SLOT {
-            let i = ingress.idx() * self.pfc_slots + slot as usize;
+        let i = ingress.idx() * self.pfc_slots + slot as usize;
+        // A lossless class from a port whose PFC is off comes in as a
+        // lossy one.
+        let admitted = if slot != NO_SLOT && !self.pfc[i].cfg.off {
             let a = self.pfc[i].admit(b, &mut self.switches[s].buffer);
             if a.send_pause {
                 // Out of a switch port: never a NIC's turn.
@@ -642,7 +644,14 @@ impl Egress {
             } else {
                 self.queues[out.idx()].queue_bytes(queue)
             };
-            self.switches[s].buffer.admit(b, depth)
+            let a = self.switches[s].buffer.admit(b, depth);
+            if !a && slot != NO_SLOT {
+                // A lossless class lost where PFC is off.
+                self.counters.lossless_drops += 1;
+                self.pfc[i].lossless_drops += 1;
+                first(&mut self.firsts.lossless_drop_ps, io.now());
+            }
+            a
         };
         if !admitted {
             if !self.trim(io, s, ingress, out, queue, id) {
@@ -778,11 +787,11 @@ impl Egress {
     #[inline(always)]
     fn release(&mut self, io: &mut impl Io, s: usize, ingress: u32, queue: u8, bytes: u32) {
         let slot = self.pfc_slot[queue as usize];
-        if slot == NO_SLOT {
+        let i = ingress as usize * self.pfc_slots + slot as usize;
+        if slot == NO_SLOT || self.pfc[i].cfg.off {
             self.switches[s].buffer.release(bytes);
             return;
         }
-        let i = ingress as usize * self.pfc_slots + slot as usize;
         if self.pfc[i].release(bytes, &mut self.switches[s].buffer) {
             // Out of a switch port: never a NIC's turn.
             let _ = self.send_resume(io, PortId(ingress), queue);
@@ -934,6 +943,11 @@ impl Egress {
             };
             let qs = &mut self.queues[p.idx()];
             let st = &mut self.pfc[i];
+            if st.cfg.off {
+                // PFC is off here: the frame is counted and ignored.
+                st.pauses_ignored += 1;
+                continue;
+            }
             if quanta == 0 {
                 st.resumes_received += 1;
                 let end = now.min(qs.paused_until[prio as usize]);

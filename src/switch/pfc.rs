@@ -47,6 +47,8 @@ pub struct PfcPrio {
     pub watchdog_until: SimTime,
     pub watchdog_events: u64,
     pub lossless_drops: u64,
+    /// PFC frames that came in while PFC is off here.
+    pub pauses_ignored: u64,
 }
 
 /// What admission decided for a lossless packet.
@@ -122,6 +124,7 @@ mod tests {
             xon,
             headroom,
             headroom_needed: headroom,
+            ..PortPfc::default()
         })
     }
 

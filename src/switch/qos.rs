@@ -246,6 +246,11 @@ pub struct PortPfc {
     pub headroom: u32,
     /// What the headroom must hold for no lossless drop (see `headroom`).
     pub headroom_needed: u32,
+    /// PFC is off on this port (by configuration, or not negotiated with
+    /// the other end): its lossless classes come in as lossy ones, it
+    /// sends no pause and ignores those it gets.
+    #[serde(default)]
+    pub off: bool,
 }
 
 /// The headroom one ingress port needs per lossless priority: every byte
@@ -313,6 +318,7 @@ impl PortPfc {
                 Bytes::Auto => needed,
             }),
             headroom_needed: clamp(needed),
+            off: false,
         }
     }
 }
@@ -375,6 +381,13 @@ impl PfcTable {
             .iter()
             .find(|(r, _)| *r == rate)
             .and_then(|(_, w)| w[queue])
+    }
+
+    /// Turns PFC off on port `p` for every lossless priority.
+    pub fn set_off(&mut self, p: PortId) {
+        for e in &mut self.ports[p.idx() * self.slots..(p.idx() + 1) * self.slots] {
+            e.off = true;
+        }
     }
 
     /// Port `p`'s PFC for lossless priority `queue`.
