@@ -3,7 +3,7 @@
 # stable toolchain (the flags cargo-fuzz passes, without a sanitizer) and
 # runs it for a while.
 #
-# Usage: fuzz/run.sh TARGET [SECONDS]    TARGET: scenario, chakra or nxos
+# Usage: fuzz/run.sh TARGET [SECONDS]    TARGET: scenario, chakra, nxos or junos
 #
 # New inputs go to fuzz/work/TARGET (not kept); the seed corpus is
 # fuzz/corpus/TARGET. A crash, timeout or memory blow-up is written to
@@ -11,7 +11,7 @@
 # file in fuzz/regressions/TARGET/ (tests/fuzz_harness.rs replays those).
 set -euo pipefail
 cd "$(dirname "$0")"
-target=${1:?usage: fuzz/run.sh scenario|chakra|nxos [SECONDS]}
+target=${1:?usage: fuzz/run.sh scenario|chakra|nxos|junos [SECONDS]}
 seconds=${2:-60}
 host=$(rustc -vV | sed -n 's/^host: //p')
 # Instrument only the target's code, not build scripts or proc macros:

@@ -61,8 +61,22 @@ pub fn scenario_input(data: &[u8]) -> bool {
 /// must print as scenario text that parses back to the same keys.
 /// Returns whether it was valid.
 pub fn nxos_input(data: &[u8]) -> bool {
+    config_input(data, |text| crate::config::import_nxos("fuzz.nxos", text))
+}
+
+/// The same for a Junos configuration, in either of its forms.
+pub fn junos_input(data: &[u8]) -> bool {
+    config_input(data, |text| {
+        crate::config::junos::import("fuzz.junos", text)
+    })
+}
+
+fn config_input(
+    data: &[u8],
+    read: impl Fn(&str) -> Result<crate::config::Import, crate::config::ConfigError>,
+) -> bool {
     let text = String::from_utf8_lossy(data);
-    match crate::config::import_nxos("fuzz.nxos", &text) {
+    match read(&text) {
         Ok(import) => {
             let printed = import.to_toml();
             let back: toml::Table = printed

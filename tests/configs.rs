@@ -443,3 +443,131 @@ fn configurations_that_disagree_on_qos_are_refused_naming_both() {
         "{e}"
     );
 }
+
+/// What the Junos pair means, written by hand.
+const JUNOS_KEYS: &str = r#"
+[[qos.class]]
+name = "best-effort"
+queue = 0
+bandwidth_percent = 50
+lossless = false
+ecn = false
+wred = "off"
+mtu = 9216
+
+[[qos.class]]
+name = "NO-LOSS"
+dscp = [24]
+queue = 3
+bandwidth_percent = 50
+lossless = true
+ecn = true
+wred = { min = "1%", max = "10%", max_probability = 0.2, weight = 0 }
+mtu = 9216
+
+[[qos.class]]
+name = "CNP"
+dscp = [48]
+queue = 7
+strict = true
+lossless = false
+ecn = false
+wred = "off"
+mtu = 9216
+
+[pfc]
+enabled = true
+
+[switch.balance]
+mode = "dlb"
+dlb_mode = "flowlet"
+flowlet_timeout = "128us"
+"#;
+
+#[test]
+fn the_junos_pair_imports_in_both_forms_to_the_same_keys() {
+    let leaf = fabricsim::config::import_file(std::path::Path::new("examples/configs/leaf.junos"))
+        .unwrap();
+    let spine =
+        fabricsim::config::import_file(std::path::Path::new("examples/configs/spine.junos"))
+            .unwrap();
+    assert_eq!((leaf.dialect, spine.dialect), ("Junos", "Junos"));
+    let want: toml::Table = JUNOS_KEYS.parse().unwrap();
+    assert_eq!(leaf.table(), want);
+    // The braces and the set lines say the same.
+    assert_eq!(spine.table(), want);
+    assert_eq!(leaf.hostname.as_deref(), Some("rail-leaf-1"));
+    assert!(leaf.not_modelled.is_empty(), "{:?}", leaf.not_modelled);
+    assert!(spine.not_modelled.is_empty(), "{:?}", spine.not_modelled);
+    // PFC: the leaf's interfaces carry the notification profile (auto,
+    // negotiated); the spine has none, so its ports run without.
+    assert_eq!(leaf.interfaces.len(), 1);
+    assert_eq!(leaf.interfaces[0].names, ["et-0/0/*"]);
+    assert_eq!(
+        leaf.interfaces[0].pfc,
+        Some((50, fabricsim::config::nxos::PfcMode::Auto))
+    );
+    assert!(spine.interfaces.is_empty());
+    assert_eq!(spine.default_pfc, fabricsim::config::nxos::PfcMode::Off);
+    // A statement gone wrong names its line and column.
+    let e = fabricsim::config::junos::import(
+        "x.junos",
+        "set class-of-service schedulers s transmit-rate percent 150\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("x.junos: line 1:") && e.contains("percentage from 0 to 100"),
+        "{e}"
+    );
+}
+
+#[test]
+fn junos_fill_levels_are_shares_of_the_queue_limit_and_pfc_follows_the_profiles() {
+    const POD: &str = "examples/configs/rail-pod-junos.toml";
+    let p = fabricsim::scenario::prepare(POD, &std::fs::read_to_string(POD).unwrap(), &[]).unwrap();
+    // 32 MiB shared, alpha 8: a queue may hold 8/9 of it; WRED from 1%
+    // to 10% of that.
+    let limit = (32u64 << 20) * 8 / 9;
+    let w = p.pfc.wred_at(fabricsim::units::Rate::gbps(200), 3).unwrap();
+    assert_eq!(
+        (w.min as u64, w.max as u64),
+        (
+            (limit as f64 * 0.01).round() as u64,
+            (limit as f64 * 0.10).round() as u64
+        )
+    );
+    assert!(w.ecn);
+    // Only the leaves run PFC: their NIC links are lossless, their
+    // uplinks (the spines have no profile) are not.
+    let topo = &p.topology;
+    let configs = p.scenario.configs.as_ref().unwrap();
+    let off: Vec<_> = configs.pfc_off_ports().collect();
+    assert_eq!(off.len(), 64, "both ends of the 32 leaf-spine links");
+    for q in &off {
+        assert_eq!(topo.links[topo.port(*q).link.idx()].tier, 1);
+    }
+    let audit = configs.audit(topo, &p.scenario.qos, &p.scenario.transport, &p.pfc);
+    assert!(audit.lines[0].contains("64 of 96"), "{:?}", audit.lines);
+    assert!(
+        audit.findings[0]
+            .message
+            .contains("spine.junos: no congestion-notification-profile covers it")
+            && audit.findings[0].message.contains("leaf.junos line 50"),
+        "{}",
+        audit.findings[0].message
+    );
+    // A percentage out of range is refused, naming the key.
+    let e = fabricsim::scenario::prepare(
+        "t.toml",
+        &format!("{SCENARIO}[[qos.class]]\nname = \"x\"\nqueue = 3\nlossless = true\nwred = {{ min = \"150%\" }}\n"),
+        &[],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("qos.class[0].wred.min") && e.contains("percentage"),
+        "{e}"
+    );
+}

@@ -4,7 +4,7 @@
 //! regression input in `fuzz/regressions/`. Any panic fails the test;
 //! proptest prints the input that caused it.
 
-use fabricsim::fuzz::{chakra_input, nxos_input, scenario_input};
+use fabricsim::fuzz::{chakra_input, junos_input, nxos_input, scenario_input};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -47,7 +47,43 @@ fn the_corpus_and_every_regression_go_through_without_a_panic() {
     for c in files("fuzz/regressions/nxos") {
         nxos_input(&c);
     }
+    let configs = files("fuzz/corpus/junos");
+    assert!(configs.len() >= 2);
+    assert!(
+        configs.iter().all(|c| junos_input(c)),
+        "the seed configurations are valid"
+    );
+    for c in files("fuzz/regressions/junos") {
+        junos_input(&c);
+    }
 }
+
+/// Pieces of Junos text an edit may insert.
+const JUNOS_PIECES: &[&str] = &[
+    "\n",
+    " ",
+    "{",
+    "}",
+    ";",
+    "[ ",
+    " ]",
+    "\"",
+    "/*",
+    "*/",
+    "# ",
+    "set ",
+    "class-of-service ",
+    "schedulers s ",
+    "drop-profiles d interpolate fill-level [ 5 90 ] ",
+    "forwarding-classes class X queue-num 9 ",
+    "congestion-notification-profile c input dscp code-point 011000 pfc",
+    "interfaces et-0/0/* ",
+    "code-points ",
+    "0",
+    "1",
+    "100",
+    "255",
+];
 
 /// Pieces of NX-OS text an edit may insert.
 const NXOS_PIECES: &[&str] = &[
@@ -175,6 +211,26 @@ proptest! {
             s.splice(at..end, NXOS_PIECES[piece % NXOS_PIECES.len()].bytes());
         }
         nxos_input(&s);
+    }
+
+    #[test]
+    fn edited_junos_configurations_never_panic(
+        which in any::<prop::sample::Index>(),
+        edits in proptest::collection::vec((any::<usize>(), any::<usize>(), any::<usize>()), 1..8),
+    ) {
+        let corpus = files("fuzz/corpus/junos");
+        let mut s = corpus[which.index(corpus.len())].clone();
+        for (at, cut, piece) in edits {
+            let at = at % (s.len() + 1);
+            let end = (at + cut % 24).min(s.len());
+            s.splice(at..end, JUNOS_PIECES[piece % JUNOS_PIECES.len()].bytes());
+        }
+        junos_input(&s);
+    }
+
+    #[test]
+    fn arbitrary_bytes_are_no_junos_and_no_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        junos_input(&data);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! came from; lines the simulator has nothing for are listed as not
 //! modelled, never dropped in silence.
 
+pub mod junos;
 pub mod nxos;
 
 use nxos::{Block, Cmd, Hash, Kind, Parsed, PfcMode, Wred};
@@ -76,6 +77,9 @@ pub struct Import {
     pub hostname: Option<String>,
     pub sections: Vec<Section>,
     pub interfaces: Vec<Interface>,
+    /// PFC mode of a port no interface setting covers (NX-OS: auto;
+    /// Junos: off, as PFC needs a congestion notification profile).
+    pub default_pfc: PfcMode,
     /// Interfaces `dlb-interface` names, each with its line.
     pub dlb_ports: Vec<(usize, String)>,
     /// Choices the mapping made that the keys do not show, by line.
@@ -84,7 +88,9 @@ pub struct Import {
     pub not_modelled: Vec<(usize, String)>,
 }
 
-/// Reads the configuration at `path` (NX-OS).
+/// Reads the configuration at `path`: Junos when its name ends in
+/// `.junos` or `.conf`, or its text is `set` lines or braces; NX-OS
+/// otherwise.
 pub fn import_file(path: &std::path::Path) -> Result<Import, ConfigError> {
     let file = path.display().to_string();
     let text = crate::input::read_text(path, MAX_CONFIG_BYTES, "switch configuration").map_err(
@@ -94,7 +100,40 @@ pub fn import_file(path: &std::path::Path) -> Result<Import, ConfigError> {
             message,
         },
     )?;
-    import_nxos(&file, &text)
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ext.eq_ignore_ascii_case("junos")
+        || ext.eq_ignore_ascii_case("conf")
+        || looks_like_junos(&text)
+    {
+        junos::import(&file, &text)
+    } else {
+        import_nxos(&file, &text)
+    }
+}
+
+/// Junos's two forms: `set` lines (NX-OS's `set` commands are indented
+/// under a class), or statements in braces. NX-OS has neither.
+fn looks_like_junos(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim();
+        l.starts_with("set ") || (t.ends_with('{') && !t.starts_with('!')) || t == "}"
+    })
+}
+
+/// `*` matches any run of characters, the rest itself (switch names,
+/// Junos interface wildcards such as `et-0/0/*`).
+pub fn glob(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, rest)) => {
+            let Some(tail) = name.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|&i| tail.is_char_boundary(i))
+                .any(|i| glob(rest, &tail[i..]))
+        }
+    }
 }
 
 #[derive(Default)]
@@ -504,13 +543,183 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         }
     }
 
-    // The classes: the queues traffic is classified to.
-    let mut sections = Vec::new();
-    let mut lossless = None;
     if uses.is_empty() {
         queues[0].catch_all = true;
         queues[0].name = Some((0, "default".into()));
     }
+    let (mut sections, lossless) = class_sections(file, &mut queues, "its qos-group", &mut notes)?;
+    let mut pfc = Section {
+        path: "pfc",
+        repeated: false,
+        keys: vec![Key {
+            name: "enabled",
+            value: Value::Boolean(lossless.is_some()),
+            note: lossless.map_or("no pause pfc-cos".into(), |l| line_note(&[l])),
+        }],
+    };
+    let off: Vec<&Interface> = interfaces
+        .iter()
+        .filter(|i| matches!(i.pfc, Some((_, PfcMode::Off))))
+        .collect();
+    if !off.is_empty() {
+        notes.push((
+            off[0].pfc.map_or(0, |p| p.0),
+            format!(
+                "priority-flow-control mode off on {}: PFC is off there and on the port at the other end, so those links are lossy",
+                off.iter().flat_map(|i| i.names.clone()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    sections.push(pfc.clone());
+    pfc.keys.clear();
+    if let Some((l, true)) = watchdog_on {
+        // NX-OS's defaults: a 100 ms interval, shut down after one
+        // interval, restored after ten.
+        let interval = wd_interval.map_or(100, |w| w.1);
+        let shutdown = wd_shutdown.map_or(1, |w| w.1);
+        let restore = wd_restore.map_or(10, |w| w.1);
+        let lines: Vec<usize> = [Some(l), wd_interval.map(|w| w.0), wd_shutdown.map(|w| w.0)]
+            .into_iter()
+            .flatten()
+            .collect();
+        sections.push(Section {
+            path: "pfc.watchdog",
+            repeated: false,
+            keys: vec![
+                Key {
+                    name: "interval",
+                    value: Value::String(format!("{}ms", interval * shutdown)),
+                    note: format!(
+                        "{} ms x shutdown-multiplier {shutdown}; {}",
+                        interval,
+                        line_note(&lines)
+                    ),
+                },
+                Key {
+                    name: "action",
+                    value: Value::String("drop".into()),
+                    note: "a stuck no-drop queue drops".into(),
+                },
+                Key {
+                    name: "recovery",
+                    value: Value::String(format!("{}ms", (interval * restore).max(1))),
+                    note: format!(
+                        "auto-restore multiplier {restore} x {interval} ms{}",
+                        wd_restore.map_or(String::new(), |w| format!("; {}", line_note(&[w.0])))
+                    ),
+                },
+            ],
+        });
+    }
+    if let Some(l) = dlb {
+        let (ml, mode) = dlb_mode.unwrap_or((l, "flowlet"));
+        let mut keys = vec![
+            Key {
+                name: "mode",
+                value: Value::String("dlb".into()),
+                note: line_note(&[l]),
+            },
+            Key {
+                name: "dlb_mode",
+                value: Value::String(mode.into()),
+                note: line_note(&[ml]),
+            },
+        ];
+        if let Some((al, us)) = dlb_aging {
+            keys.push(Key {
+                name: "flowlet_timeout",
+                value: Value::String(format!("{us}us")),
+                note: line_note(&[al]),
+            });
+        }
+        if !dlb_ports.is_empty() {
+            notes.push((
+                l,
+                format!(
+                    "DLB on {} (dlb-interface): the simulator balances every equal-cost group of the switch with it",
+                    dlb_ports.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        notes.push((
+            l,
+            "with DLB on, the switch applies no egress QoS to DLB flows: the simulation runs no WRED (no ECN marking) and no shaper on the dlb-interface ports, and still schedules them by class".into(),
+        ));
+        sections.push(Section {
+            path: "switch.balance",
+            repeated: false,
+            keys,
+        });
+    }
+    if let Some((l, h)) = hash {
+        if h.mac {
+            notes.push((
+                l,
+                "hashing on MAC addresses: the simulator hashes IP fields; read as the 5-tuple"
+                    .into(),
+            ));
+        }
+        let mut fields = Vec::new();
+        if h.src_ip || h.mac {
+            fields.push("src_ip");
+        }
+        if h.dst_ip || h.mac {
+            fields.push("dst_ip");
+        }
+        if h.ports || h.mac {
+            fields.extend(["protocol", "udp_sport", "udp_dport"]);
+        }
+        if h.vlan {
+            fields.push("vlan");
+        }
+        let mut keys = vec![Key {
+            name: "fields",
+            value: Value::Array(
+                fields
+                    .iter()
+                    .map(|f| Value::String(f.to_string()))
+                    .collect(),
+            ),
+            note: line_note(&[l]),
+        }];
+        if h.symmetric {
+            keys.push(Key {
+                name: "symmetric",
+                value: Value::Boolean(true),
+                note: line_note(&[l]),
+            });
+        }
+        sections.push(Section {
+            path: "switch.ecmp",
+            repeated: false,
+            keys,
+        });
+    }
+    notes.sort_by_key(|n| n.0);
+    Ok(Import {
+        file: file.to_string(),
+        dialect: "NX-OS",
+        hostname,
+        sections,
+        interfaces,
+        default_pfc: PfcMode::Auto,
+        dlb_ports,
+        notes,
+        not_modelled,
+    })
+}
+
+/// The classes, one `[[qos.class]]` per queue traffic is classified to,
+/// from the queues' settings as a configuration gave them; and the line
+/// that made the first class lossless.
+fn class_sections(
+    file: &str,
+    queues: &mut [Queue; 8],
+    queue_note: &str,
+    notes: &mut Vec<(usize, String)>,
+) -> Result<(Vec<Section>, Option<usize>), ConfigError> {
+    let mut sections = Vec::new();
+    let mut lossless = None;
     for (q, queue) in queues.iter().enumerate() {
         let Some((name_line, name)) = &queue.name else {
             for (what, line) in [
@@ -548,7 +757,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         keys.push(Key {
             name: "queue",
             value: Value::Integer(q as i64),
-            note: "its qos-group".into(),
+            note: queue_note.into(),
         });
         if let Some(l) = queue.strict {
             keys.push(Key {
@@ -639,164 +848,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
             keys,
         });
     }
-    let mut pfc = Section {
-        path: "pfc",
-        repeated: false,
-        keys: vec![Key {
-            name: "enabled",
-            value: Value::Boolean(lossless.is_some()),
-            note: lossless.map_or("no pause pfc-cos".into(), |l| line_note(&[l])),
-        }],
-    };
-    let off: Vec<&Interface> = interfaces
-        .iter()
-        .filter(|i| matches!(i.pfc, Some((_, PfcMode::Off))))
-        .collect();
-    if !off.is_empty() {
-        notes.push((
-            off[0].pfc.map_or(0, |p| p.0),
-            format!(
-                "priority-flow-control mode off on {}: those links would be lossy; the simulator runs PFC alike on every port (per-port modes are not run yet)",
-                off.iter().flat_map(|i| i.names.clone()).collect::<Vec<_>>().join(", ")
-            ),
-        ));
-    }
-    sections.push(pfc.clone());
-    pfc.keys.clear();
-    if let Some((l, true)) = watchdog_on {
-        // NX-OS's defaults: a 100 ms interval, shut down after one
-        // interval, restored after ten.
-        let interval = wd_interval.map_or(100, |w| w.1);
-        let shutdown = wd_shutdown.map_or(1, |w| w.1);
-        let restore = wd_restore.map_or(10, |w| w.1);
-        let lines: Vec<usize> = [Some(l), wd_interval.map(|w| w.0), wd_shutdown.map(|w| w.0)]
-            .into_iter()
-            .flatten()
-            .collect();
-        sections.push(Section {
-            path: "pfc.watchdog",
-            repeated: false,
-            keys: vec![
-                Key {
-                    name: "interval",
-                    value: Value::String(format!("{}ms", interval * shutdown)),
-                    note: format!(
-                        "{} ms x shutdown-multiplier {shutdown}; {}",
-                        interval,
-                        line_note(&lines)
-                    ),
-                },
-                Key {
-                    name: "action",
-                    value: Value::String("drop".into()),
-                    note: "a stuck no-drop queue drops".into(),
-                },
-                Key {
-                    name: "recovery",
-                    value: Value::String(format!("{}ms", (interval * restore).max(1))),
-                    note: format!(
-                        "auto-restore multiplier {restore} x {interval} ms{}",
-                        wd_restore.map_or(String::new(), |w| format!("; {}", line_note(&[w.0])))
-                    ),
-                },
-            ],
-        });
-    }
-    if let Some(l) = dlb {
-        let (ml, mode) = dlb_mode.unwrap_or((l, "flowlet"));
-        let mut keys = vec![
-            Key {
-                name: "mode",
-                value: Value::String("dlb".into()),
-                note: line_note(&[l]),
-            },
-            Key {
-                name: "dlb_mode",
-                value: Value::String(mode.into()),
-                note: line_note(&[ml]),
-            },
-        ];
-        if let Some((al, us)) = dlb_aging {
-            keys.push(Key {
-                name: "flowlet_timeout",
-                value: Value::String(format!("{us}us")),
-                note: line_note(&[al]),
-            });
-        }
-        if !dlb_ports.is_empty() {
-            notes.push((
-                l,
-                format!(
-                    "DLB on {} (dlb-interface): the simulator balances every equal-cost group of the switch",
-                    dlb_ports.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ")
-                ),
-            ));
-        }
-        notes.push((
-            l,
-            "with DLB on, the switch applies no egress QoS to DLB flows; the simulation still schedules them by class".into(),
-        ));
-        sections.push(Section {
-            path: "switch.balance",
-            repeated: false,
-            keys,
-        });
-    }
-    if let Some((l, h)) = hash {
-        if h.mac {
-            notes.push((
-                l,
-                "hashing on MAC addresses: the simulator hashes IP fields; read as the 5-tuple"
-                    .into(),
-            ));
-        }
-        let mut fields = Vec::new();
-        if h.src_ip || h.mac {
-            fields.push("src_ip");
-        }
-        if h.dst_ip || h.mac {
-            fields.push("dst_ip");
-        }
-        if h.ports || h.mac {
-            fields.extend(["protocol", "udp_sport", "udp_dport"]);
-        }
-        if h.vlan {
-            fields.push("vlan");
-        }
-        let mut keys = vec![Key {
-            name: "fields",
-            value: Value::Array(
-                fields
-                    .iter()
-                    .map(|f| Value::String(f.to_string()))
-                    .collect(),
-            ),
-            note: line_note(&[l]),
-        }];
-        if h.symmetric {
-            keys.push(Key {
-                name: "symmetric",
-                value: Value::Boolean(true),
-                note: line_note(&[l]),
-            });
-        }
-        sections.push(Section {
-            path: "switch.ecmp",
-            repeated: false,
-            keys,
-        });
-    }
-    notes.sort_by_key(|n| n.0);
-    Ok(Import {
-        file: file.to_string(),
-        dialect: "NX-OS",
-        hostname,
-        sections,
-        interfaces,
-        dlb_ports,
-        notes,
-        not_modelled,
-    })
+    Ok((sections, lossless))
 }
 
 /// Text from the file made safe in a comment: no control characters

@@ -59,6 +59,8 @@ pub enum Unit {
     Bytes,
     Kbytes,
     Mbytes,
+    /// Percent of the most a queue may hold (Junos fill levels).
+    Percent,
 }
 
 impl Unit {
@@ -67,6 +69,7 @@ impl Unit {
             Unit::Bytes => n,
             Unit::Kbytes => n.saturating_mul(1000),
             Unit::Mbytes => n.saturating_mul(1_000_000),
+            Unit::Percent => n,
         }
     }
 
@@ -76,6 +79,7 @@ impl Unit {
             Unit::Bytes => format!("{n}B"),
             Unit::Kbytes => format!("{n}KB"),
             Unit::Mbytes => format!("{n}MB"),
+            Unit::Percent => format!("{n}%"),
         }
     }
 }

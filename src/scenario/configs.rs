@@ -319,21 +319,6 @@ fn merge(into: &mut Table, from: Table, at: &str, file: &str) -> Result<(), Stri
     Ok(())
 }
 
-/// `*` matches any run of characters, the rest itself.
-fn matches(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|&i| tail.is_char_boundary(i))
-                .any(|i| matches(rest, &tail[i..]))
-        }
-    }
-}
-
 /// Where a port sits on its switch: facing down (toward hosts) or up.
 fn faces_down(topo: &Topology, p: PortId) -> bool {
     topo.links[topo.port(p).link.idx()].b == p
@@ -391,7 +376,7 @@ impl SwitchConfigs {
                     for (i, p) in patterns.iter().enumerate() {
                         let found: Vec<SwitchId> = (0..topo.switches.len() as u32)
                             .map(SwitchId)
-                            .filter(|s| matches(p, &topo.switches[s.idx()].name))
+                            .filter(|s| crate::config::glob(p, &topo.switches[s.idx()].name))
                             .collect();
                         if found.is_empty() {
                             return Err(KeyError::new(
@@ -464,8 +449,18 @@ impl SwitchConfigs {
                 let sw = &topo.switches[s.idx()];
                 let (down, up): (Vec<PortId>, Vec<PortId>) =
                     sw.ports.iter().partition(|&&p| faces_down(topo, p));
+                // NX-OS numbers ports from 1, Junos from 0.
+                let junos = a.import.dialect == "Junos";
                 let numbered = |from: usize, n: usize| -> Vec<String> {
-                    (from..from + n).map(|i| format!("Ethernet1/{i}")).collect()
+                    (from..from + n)
+                        .map(|i| {
+                            if junos {
+                                format!("et-0/0/{}", i - 1)
+                            } else {
+                                format!("Ethernet1/{i}")
+                            }
+                        })
+                        .collect()
                 };
                 let down_names = a.down.clone().unwrap_or_else(|| numbered(1, down.len()));
                 let up_names =
@@ -487,13 +482,13 @@ impl SwitchConfigs {
                         let mut setting = PortSetting {
                             config: c,
                             name: name.clone(),
-                            mode: PfcMode::Auto,
+                            mode: a.import.default_pfc,
                             line: 0,
                             pfc: true,
                             dlb: None,
                         };
                         for (j, i) in a.import.interfaces.iter().enumerate() {
-                            if i.names.iter().any(|n| n == name) {
+                            if i.names.iter().any(|n| crate::config::glob(n, name)) {
                                 used[j] = true;
                                 if let Some((line, mode)) = i.pfc {
                                     setting.mode = mode;
@@ -726,33 +721,51 @@ impl SwitchConfigs {
             ));
         }
         let why = |p: PortId| -> String {
-            match self.ports[p.idx()].as_ref() {
-                None => format!("{} runs PFC", self.port_name(topo, p)),
-                Some(s) => {
-                    let a = &self.files[s.config];
-                    let line = a.at(Some(s.line));
-                    match (s.mode, s.line) {
-                        (PfcMode::Off, _) => format!(
-                            "{} has PFC off ({line}: priority-flow-control mode off)",
-                            self.port_name(topo, p)
-                        ),
-                        (PfcMode::On, _) => format!(
-                            "{} forces PFC on ({line}: priority-flow-control mode on)",
-                            self.port_name(topo, p)
-                        ),
-                        (PfcMode::Auto, 0) => format!(
-                            "{} is in auto mode ({}: no priority-flow-control line, NX-OS's default) and {}",
-                            self.port_name(topo, p),
-                            a.file,
-                            if s.pfc { "negotiates it" } else { "finds no PFC to negotiate" }
-                        ),
-                        (PfcMode::Auto, _) => format!(
-                            "{} is in auto mode ({line}: priority-flow-control mode auto) and {}",
-                            self.port_name(topo, p),
-                            if s.pfc { "negotiates it" } else { "finds no PFC to negotiate" }
-                        ),
-                    }
+            let Some(s) = self.ports[p.idx()].as_ref() else {
+                return format!("{} runs PFC", self.port_name(topo, p));
+            };
+            let a = &self.files[s.config];
+            let name = self.port_name(topo, p);
+            let junos = a.import.dialect == "Junos";
+            // What the configuration says, in its own words.
+            let said = match (s.mode, s.line, junos) {
+                (_, 0, false) => {
+                    format!("{}: no priority-flow-control line, NX-OS's default", a.file)
                 }
+                (_, 0, true) => format!("{}: no congestion-notification-profile covers it", a.file),
+                (PfcMode::Off, _, false) => {
+                    format!("{}: priority-flow-control mode off", a.at(Some(s.line)))
+                }
+                (PfcMode::On, _, false) => {
+                    format!("{}: priority-flow-control mode on", a.at(Some(s.line)))
+                }
+                (PfcMode::Auto, _, false) => {
+                    format!("{}: priority-flow-control mode auto", a.at(Some(s.line)))
+                }
+                (PfcMode::Off, _, true) => format!(
+                    "{}: its congestion-notification-profile enables PFC on no lossless class",
+                    a.at(Some(s.line))
+                ),
+                (PfcMode::On, _, true) => format!(
+                    "{}: priority-flow-control no-auto-negotiation",
+                    a.at(Some(s.line))
+                ),
+                (PfcMode::Auto, _, true) => format!(
+                    "{}: a congestion-notification-profile, negotiated by DCBX",
+                    a.at(Some(s.line))
+                ),
+            };
+            match s.mode {
+                PfcMode::Off => format!("{name} has PFC off ({said})"),
+                PfcMode::On => format!("{name} forces PFC on ({said})"),
+                PfcMode::Auto => format!(
+                    "{name} is in auto mode ({said}) and {}",
+                    if s.pfc {
+                        "negotiates it"
+                    } else {
+                        "finds no PFC to negotiate"
+                    }
+                ),
             }
         };
         if !lossless.is_empty() {
@@ -875,7 +888,9 @@ impl SwitchConfigs {
             })
             .collect();
         if dlb.is_empty() {
-            out.lines.push("DLB: no dlb-interface names a port".into());
+            out.lines.push(
+                "DLB: no port skips egress QoS for DLB flows (no dlb-interface names one)".into(),
+            );
         } else {
             let s = self.ports[dlb[0].idx()].as_ref().expect("a DLB port");
             let a = &self.files[s.config];
@@ -903,15 +918,17 @@ impl SwitchConfigs {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+
+    use crate::config::glob;
 
     #[test]
     fn patterns_match_runs_of_characters() {
-        assert!(matches("spine*", "spine12"));
-        assert!(matches("*", "leaf0"));
-        assert!(matches("pod*-leaf1", "pod3-leaf1"));
-        assert!(!matches("pod*-leaf1", "pod3-leaf10"));
-        assert!(!matches("spine", "spine0"));
-        assert!(matches("leaf0", "leaf0"));
+        assert!(glob("spine*", "spine12"));
+        assert!(glob("*", "leaf0"));
+        assert!(glob("pod*-leaf1", "pod3-leaf1"));
+        assert!(!glob("pod*-leaf1", "pod3-leaf10"));
+        assert!(!glob("spine", "spine0"));
+        assert!(glob("leaf0", "leaf0"));
+        assert!(glob("et-0/0/*", "et-0/0/17"));
     }
 }

@@ -97,7 +97,27 @@ fn bytes_or_auto(v: Option<&Value>, path: &KeyPath) -> R<Bytes> {
     }
 }
 
-fn wred(v: &Value, path: &KeyPath) -> R<Option<WredConfig>> {
+/// A WRED threshold: a size, or a percentage of `queue_limit` (the most
+/// one queue may hold: the shared buffer's dynamic threshold with every
+/// other queue empty), as Junos's fill levels give it.
+fn threshold(v: &Value, path: &KeyPath, queue_limit: u64) -> R<u64> {
+    if let Value::String(s) = v {
+        if let Some(p) = s.trim().strip_suffix('%') {
+            return match p.trim().parse::<f64>() {
+                Ok(p) if (0.0..=100.0).contains(&p) => {
+                    Ok((queue_limit as f64 * p / 100.0).round() as u64)
+                }
+                _ => Err(KeyError::new(
+                    path,
+                    format!("got \"{s}\", expected a percentage from 0% to 100% of the queue's limit, or a size"),
+                )),
+            };
+        }
+    }
+    size(Some(v), path, 0)
+}
+
+fn wred(v: &Value, path: &KeyPath, queue_limit: u64) -> R<Option<WredConfig>> {
     let raw: RawWred = match v {
         Value::String(s) if s == "off" => return Ok(None),
         Value::Table(_) => v.clone().try_into().map_err(|e: toml::de::Error| {
@@ -116,12 +136,12 @@ fn wred(v: &Value, path: &KeyPath) -> R<Option<WredConfig>> {
     let min = raw
         .min
         .as_ref()
-        .map(|v| size(Some(v), &path.key("min"), 0))
+        .map(|v| threshold(v, &path.key("min"), queue_limit))
         .transpose()?;
     let max = raw
         .max
         .as_ref()
-        .map(|v| size(Some(v), &path.key("max"), 0))
+        .map(|v| threshold(v, &path.key("max"), queue_limit))
         .transpose()?;
     if let (Some(lo), Some(hi)) = (min, max) {
         if lo > hi {
@@ -154,7 +174,7 @@ fn wred(v: &Value, path: &KeyPath) -> R<Option<WredConfig>> {
     }))
 }
 
-fn class(c: &RawClass, path: &KeyPath) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
+fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
     let name = c
         .name
         .clone()
@@ -234,7 +254,7 @@ fn class(c: &RawClass, path: &KeyPath) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
         wred: c
             .wred
             .as_ref()
-            .map(|v| wred(v, &path.key("wred")))
+            .map(|v| wred(v, &path.key("wred"), queue_limit))
             .transpose()?
             .flatten(),
         xoff: bytes_or_auto(c.xoff.as_ref(), &path.key("xoff"))?,
@@ -257,14 +277,20 @@ fn class(c: &RawClass, path: &KeyPath) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
     Ok((queue, dscps, c.dscp.is_none(), cfg))
 }
 
-/// `[qos]` and `[pfc]`. `buffer` is the switch buffer, which bounds xOFF.
+/// `[qos]` and `[pfc]`. `buffer` is the switch buffer, which bounds xOFF;
+/// with the dynamic threshold's `alpha_256` it gives the most one queue
+/// may hold, which WRED thresholds in percent are of.
 pub fn qos(
     raw: Option<&RawQos>,
     pfc_raw: Option<&RawPfc>,
     topo: &Topology,
-    buffer: u64,
+    (buffer, alpha_256): (u64, Option<u64>),
     root: &KeyPath,
 ) -> R<QosConfig> {
+    let queue_limit = match alpha_256 {
+        None => buffer,
+        Some(a) => (buffer as u128 * a as u128 / (256 + a as u128)) as u64,
+    };
     let path = root.key("qos");
     let mut cfg = QosConfig::rocev2_default();
     if let Some(q) = raw {
@@ -311,7 +337,7 @@ pub fn qos(
             let mut catch_all = None;
             for (i, c) in q.class.iter().enumerate() {
                 let cp = path.key("class").index(i);
-                let (queue, dscps, all, qc) = class(c, &cp)?;
+                let (queue, dscps, all, qc) = class(c, &cp, queue_limit)?;
                 if used[queue as usize] {
                     return Err(KeyError::new(
                         &cp.key("queue"),

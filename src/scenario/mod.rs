@@ -337,7 +337,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             raw.qos.as_ref(),
             raw.pfc.as_ref(),
             &topology,
-            switch.buffer_bytes,
+            (switch.buffer_bytes, switch.alpha_256),
             &root,
         )?;
         topology.vlan_id = qos.vlan_id;
