@@ -571,3 +571,30 @@ fn junos_fill_levels_are_shares_of_the_queue_limit_and_pfc_follows_the_profiles(
         "{e}"
     );
 }
+
+#[test]
+fn junos_global_load_balancing_runs_glb_on_the_balancing_switches() {
+    let leaf = std::fs::read_to_string("examples/configs/leaf.junos").unwrap();
+    let glb = fabricsim::config::junos::import(
+        "leaf.junos",
+        &format!("{leaf}protocols {{\n    bgp {{\n        global-load-balancing {{\n            load-balancer-only;\n        }}\n    }}\n}}\n"),
+    )
+    .unwrap();
+    let balance = &glb.table()["switch"]["balance"];
+    assert_eq!(balance["mode"].as_str(), Some("glb"));
+    // GLB balances flowlets: the ecmp-dlb settings stay.
+    assert_eq!(balance["flowlet_timeout"].as_str(), Some("128us"));
+    let helper = fabricsim::config::junos::import(
+        "spine.junos",
+        &format!(
+            "{}set protocols bgp global-load-balancing helper-only\n",
+            std::fs::read_to_string("examples/configs/spine.junos").unwrap()
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        helper.table()["switch"]["balance"]["mode"].as_str(),
+        Some("dlb")
+    );
+    assert!(helper.notes.iter().any(|(_, n)| n.contains("helper-only")));
+}

@@ -145,6 +145,9 @@ pub enum Stmt {
         mtu: u32,
     },
     Dlb(Dlb),
+    /// `protocols bgp global-load-balancing [load-balancer-only |
+    /// helper-only]`: true when the switch balances (not a helper only).
+    Glb(bool),
 }
 
 /// Flattens the text into statements. Braces and `set` lines may mix;
@@ -635,12 +638,25 @@ fn statement(input: &mut &str) -> PResult<Option<Stmt>> {
             kw("assigned-flow").value(Stmt::Dlb(Dlb::AssignedFlow)),
         )),
     );
+    let glb = preceded(
+        (kw("protocols"), kw("bgp"), kw("global-load-balancing")),
+        cut_err(alt((
+            kw("load-balancer-only").value(true),
+            kw("helper-only").value(false),
+            eof.value(true),
+        )))
+        .context(expected(
+            "load-balancer-only, helper-only or the end of the statement",
+        )),
+    )
+    .map(Stmt::Glb);
     alt((
         host.map(Some),
         class_of_service,
         dcbx.map(Some),
         mtu.map(Some),
         dlb.map(Some),
+        glb.map(Some),
     ))
     .parse_next(input)
 }
@@ -761,6 +777,15 @@ mod tests {
             Stmt::Dlb(Dlb::Flowlet(Some(128)))
         );
         assert_eq!(
+            p("protocols bgp global-load-balancing load-balancer-only"),
+            Stmt::Glb(true)
+        );
+        assert_eq!(p("protocols bgp global-load-balancing"), Stmt::Glb(true));
+        assert_eq!(
+            p("protocols bgp global-load-balancing helper-only"),
+            Stmt::Glb(false)
+        );
+        assert_eq!(
             p("class-of-service schedulers s0 shaping-rate 100g"),
             Stmt::SchedulerShape {
                 name: "s0".into(),
@@ -849,6 +874,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut no_auto: Vec<(usize, String)> = Vec::new();
     let mut mtus: Vec<(usize, String, u32)> = Vec::new();
     let mut dlb: Option<(usize, Dlb)> = None;
+    let mut glb: Option<(usize, bool)> = None;
     let mut notes = Vec::new();
     let mut not_modelled = Vec::new();
     for s in &stmts {
@@ -927,6 +953,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
             Stmt::DcbxNoAutoNegotiation(iface) => no_auto.push((no, iface)),
             Stmt::Mtu { iface, mtu } => mtus.push((no, iface, mtu)),
             Stmt::Dlb(d) => dlb = Some((no, d)),
+            Stmt::Glb(balances) => glb = Some((no, balances)),
         }
     }
 
@@ -1150,11 +1177,24 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 .into(),
         ));
     }
-    if let Some((l, d)) = dlb {
+    if let Some((gl, false)) = glb {
+        notes.push((
+            gl,
+            "helper-only: the switch reports its link qualities; in the simulation every neighbour of a GLB switch does".into(),
+        ));
+    }
+    let glb_line = glb.filter(|g| g.1).map(|g| g.0);
+    if let (Some(gl), None) = (glb_line, dlb) {
+        notes.push((
+            gl,
+            "GLB without ecmp-dlb: flowlets with the simulator's DLB defaults".into(),
+        ));
+    }
+    if let Some((l, d)) = dlb.or(glb_line.map(|gl| (gl, Dlb::Flowlet(None)))) {
         let mut keys = vec![Key {
             name: "mode",
-            value: Value::String("dlb".into()),
-            note: line_note(&[l]),
+            value: Value::String(if glb_line.is_some() { "glb" } else { "dlb" }.into()),
+            note: line_note(&[glb_line.unwrap_or(l)]),
         }];
         let mode = match d {
             Dlb::Flowlet(_) => "flowlet",
