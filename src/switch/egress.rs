@@ -170,6 +170,9 @@ pub struct Egress {
     /// Slot of each priority in `pfc`, `NO_SLOT` if not lossless.
     pfc_slot: [u8; QUEUES],
     pfc_slots: usize,
+    /// Some port runs without PFC (`PortPfc::off`): admission and
+    /// release must look (the common case reads nothing more).
+    pfc_off: bool,
     /// Earliest pending wake-up of each port's transmitter.
     wake_at: Vec<SimTime>,
     /// Some link has gone down: frames offered or sent must check their
@@ -203,6 +206,7 @@ impl Egress {
         let shaping = queues.iter().any(|q| q.has_shapers());
         let nic_classes = cfg.nic_data_classes.count_ones() > 1;
         let int = cfg.framing.int_bytes > 0;
+        let pfc_off = pfc.iter().any(|p| p.cfg.off);
         Egress {
             ports: PortState::from_topology(topo),
             queues,
@@ -214,6 +218,7 @@ impl Egress {
             pfc,
             pfc_slot,
             pfc_slots,
+            pfc_off,
             wake_at: vec![SimTime::MAX; n],
             links_failed: false,
             capturing: false,
@@ -627,7 +632,7 @@ impl Egress {
         let i = ingress.idx() * self.pfc_slots + slot as usize;
         // A lossless class from a port whose PFC is off comes in as a
         // lossy one.
-        let admitted = if slot != NO_SLOT && !self.pfc[i].cfg.off {
+        let admitted = if slot != NO_SLOT && !(self.pfc_off && self.pfc[i].cfg.off) {
             let a = self.pfc[i].admit(b, &mut self.switches[s].buffer);
             if a.send_pause {
                 // Out of a switch port: never a NIC's turn.
@@ -788,7 +793,7 @@ impl Egress {
     fn release(&mut self, io: &mut impl Io, s: usize, ingress: u32, queue: u8, bytes: u32) {
         let slot = self.pfc_slot[queue as usize];
         let i = ingress as usize * self.pfc_slots + slot as usize;
-        if slot == NO_SLOT || self.pfc[i].cfg.off {
+        if slot == NO_SLOT || (self.pfc_off && self.pfc[i].cfg.off) {
             self.switches[s].buffer.release(bytes);
             return;
         }
