@@ -598,3 +598,34 @@ fn junos_global_load_balancing_runs_glb_on_the_balancing_switches() {
     );
     assert!(helper.notes.iter().any(|(_, n)| n.contains("helper-only")));
 }
+
+#[test]
+fn a_running_configuration_warns_once_for_its_many_lines_not_modelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text =
+        String::from("feature lldp\nfeature bgp\nfeature nv overlay\nrouter bgp 65001\n");
+    text.push_str(&leaf());
+    std::fs::write(dir.path().join("run.nxos"), text).unwrap();
+    let file = dir.path().join("t.toml");
+    let p = fabricsim::scenario::prepare(
+        file.to_str().unwrap(),
+        &format!("{SCENARIO}[switch]\nconfig = \"run.nxos\"\n"),
+        &[],
+    )
+    .unwrap();
+    let w: Vec<&str> = p
+        .scenario
+        .warnings
+        .iter()
+        .filter(|w| w.message.contains("not modelled"))
+        .map(|w| w.message.as_str())
+        .collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("4 lines are not modelled: line 1: \"feature lldp\"")
+            && w[0].contains("and 1 more")
+            && w[0].contains("lists them all"),
+        "{}",
+        w[0]
+    );
+}

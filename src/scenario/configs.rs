@@ -75,6 +75,9 @@ pub struct SwitchConfigs {
     pub ports: Vec<Option<PortSetting>>,
 }
 
+/// Lines not modelled that warnings name one by one.
+const NOT_MODELLED_NAMED: usize = 3;
+
 /// Why `read` refused: the message and the key it is about.
 pub type ReadError = (String, KeyPath);
 
@@ -267,18 +270,37 @@ pub fn read(
     if let Some((i, keys)) = fabric {
         merge(table, keys, "", &applied[i].file).map_err(|m| (m, applied[i].key.clone()))?;
     }
-    let findings = applied
-        .iter()
-        .flat_map(|a| {
-            a.import.not_modelled.iter().map(|(line, text)| Finding {
+    // Lines not modelled: each named when there are a few; a running
+    // configuration has hundreds (routing, management), so then one
+    // finding with the first of them and the command that lists all.
+    let mut findings = Vec::new();
+    for a in &applied {
+        let lines = &a.import.not_modelled;
+        let one = |(line, text): &(usize, String)| format!("line {line}: \"{text}\"");
+        if lines.len() <= NOT_MODELLED_NAMED {
+            findings.extend(lines.iter().map(|l| Finding {
                 key: a.key.to_string(),
                 message: format!(
-                    "{} line {line}: \"{text}\" is not modelled (fabricsim config import lists what is)",
+                    "{} {} is not modelled (fabricsim config import lists what is)",
+                    a.file,
+                    one(l)
+                ),
+            }));
+        } else {
+            let first: Vec<String> = lines.iter().take(NOT_MODELLED_NAMED).map(one).collect();
+            findings.push(Finding {
+                key: a.key.to_string(),
+                message: format!(
+                    "{}: {} lines are not modelled: {}, and {} more (fabricsim config import {} lists them all)",
+                    a.file,
+                    lines.len(),
+                    first.join(", "),
+                    lines.len() - NOT_MODELLED_NAMED,
                     a.file
                 ),
-            })
-        })
-        .collect();
+            });
+        }
+    }
     Ok((applied, findings))
 }
 
