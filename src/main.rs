@@ -207,6 +207,12 @@ enum Command {
         /// 64 hosts or 96 switches).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// List the ports of the switches whose name matches (`*` any
+        /// run of characters, e.g. leaf0 or "spine*"): interface name as
+        /// the switch configuration calls it, facing, the other end,
+        /// speed and PFC as negotiated.
+        #[arg(long, value_name = "SWITCHES")]
+        ports: Option<String>,
         #[command(flatten)]
         args: ScenarioArgs,
     },
@@ -446,8 +452,12 @@ fn main() -> ExitCode {
             scenario,
             json,
             svg,
+            ports,
             args,
-        } => topo(scenario.as_deref(), &args.sets, json, svg.as_deref()),
+        } => match ports {
+            Some(pattern) => topo_ports(scenario.as_deref(), &args.sets, &pattern),
+            None => topo(scenario.as_deref(), &args.sets, json, svg.as_deref()),
+        },
         Command::Nccl {
             scenario,
             op,
@@ -1337,6 +1347,69 @@ fn topo(
         );
     } else {
         out!("{}", summary.render());
+    }
+    Ok(())
+}
+
+/// `fabricsim topo --ports PATTERN`: each port of the matching switches,
+/// by the name its switch configuration gives it.
+fn topo_ports(path: Option<&Path>, sets: &[String], pattern: &str) -> Result<(), String> {
+    use fabricsim::topology::{Owner, PortId};
+    let p = load(path, sets)?;
+    let topo = &p.topology;
+    let configs = p.scenario.configs.as_ref();
+    let owner = |q: PortId| match topo.port(q).owner {
+        Owner::Switch(s) => topo.switches[s.idx()].name.clone(),
+        Owner::Nic(n) => topo.nics[n.idx()].name.clone(),
+    };
+    let mut found = false;
+    for sw in topo
+        .switches
+        .iter()
+        .filter(|s| fabricsim::config::glob(pattern, &s.name))
+    {
+        found = true;
+        outln!("{}", sw.name);
+        outln!(
+            "  {:>4}  {:<16} {:<5} {:<24} {:>6}  pfc",
+            "port",
+            "interface",
+            "faces",
+            "other end",
+            "speed"
+        );
+        for (i, &q) in sw.ports.iter().enumerate() {
+            let peer = topo.port(q).peer;
+            let setting = configs.and_then(|c| c.ports[q.idx()].as_ref());
+            let peer_name = match configs.and_then(|c| c.ports[peer.idx()].as_ref()) {
+                Some(s) => format!("{} {}", owner(peer), s.name),
+                None => owner(peer),
+            };
+            let pfc = match (p.pfc.slots, configs.map(|c| c.pfc_on(q))) {
+                (0, _) => "no lossless class",
+                (_, Some(false)) => "off",
+                _ => "on",
+            };
+            outln!(
+                "  {:>4}  {:<16} {:<5} {:<24} {:>6}  {pfc}",
+                i,
+                setting.map_or("-", |s| s.name.as_str()),
+                if topo.links[topo.port(q).link.idx()].b == q {
+                    "down"
+                } else {
+                    "up"
+                },
+                peer_name,
+                topo.port(q).rate.to_string(),
+            );
+        }
+    }
+    if !found {
+        return Err(format!(
+            "--ports {pattern}: no switch matches; the switches are {} to {}",
+            topo.switches.first().map_or("", |s| s.name.as_str()),
+            topo.switches.last().map_or("", |s| s.name.as_str())
+        ));
     }
     Ok(())
 }

@@ -629,3 +629,55 @@ fn a_running_configuration_warns_once_for_its_many_lines_not_modelled() {
         w[0]
     );
 }
+
+#[test]
+fn topo_lists_ports_by_interface_name_with_pfc_as_negotiated() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "topo",
+            "examples/configs/incast-nxos-pfc-off.toml",
+            "--ports",
+            "spine*",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("Ethernet1/3 "),
+        [
+            "2",
+            "Ethernet1/3",
+            "down",
+            "leaf2",
+            "Ethernet1/49",
+            "800G",
+            "off"
+        ]
+    );
+    assert_eq!(
+        row("Ethernet1/1 "),
+        [
+            "0",
+            "Ethernet1/1",
+            "down",
+            "leaf0",
+            "Ethernet1/49",
+            "800G",
+            "on"
+        ]
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(["topo", "--ports", "nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no switch matches"));
+}
