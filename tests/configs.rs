@@ -681,3 +681,38 @@ fn topo_lists_ports_by_interface_name_with_pfc_as_negotiated() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no switch matches"));
 }
+
+#[test]
+fn the_mistake_costs_a_ring_all_reduce_drops_resends_and_time() {
+    const RING: &str = "examples/configs/ring-fat-tree-nxos-pfc-off.toml";
+    let mistake = run_summary(RING, &[]);
+    let right = run_summary(RING, &["switch.config[0].file=\"spine.nxos\""]);
+    // As configured, the edges pause their NICs and nothing is lost.
+    assert!(right["pfc_pause_frames"].as_u64().unwrap() > 100);
+    assert_eq!(right["lossless_drops"], 0);
+    assert_eq!(right["retransmitted_bytes"], 0);
+    // With host1's port left off, pod0-edge0 drops host1's frames instead
+    // of pausing it; go-back-N resends them and the ring waits.
+    let drops = mistake["lossless_drops"].as_u64().unwrap();
+    assert!(drops > 50, "{drops}");
+    assert!(mistake["retransmitted_bytes"].as_u64().unwrap() > 1_000_000);
+    let row = mistake["pfc_csv"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("pod0-edge0,host1/nic0,3,"))
+        .unwrap()
+        .to_string();
+    assert!(
+        row.starts_with("pod0-edge0,host1/nic0,3,0,,0,"),
+        "it never pauses: {row}"
+    );
+    assert!(row.ends_with(&format!(",{drops}")), "{row}");
+    let t = |s: &serde_json::Value| s["makespan_ps"].as_u64().unwrap();
+    assert!(
+        t(&mistake) > t(&right) * 103 / 100,
+        "{} {}",
+        t(&mistake),
+        t(&right)
+    );
+}
