@@ -20,13 +20,13 @@
 //! `no-auto-negotiation`), off elsewhere. `enhanced-hash-key ecmp-dlb`
 //! gives DLB on every ECMP group.
 
-use winnow::ascii::{digit1, space0, space1, Caseless};
+use winnow::ascii::{digit1, space0, Caseless};
 use winnow::combinator::{alt, cut_err, eof, fail, opt, preceded, repeat, terminated};
-use winnow::error::{ContextError, ErrMode, StrContext, StrContextValue};
+use winnow::error::{ContextError, ErrMode, StrContext};
 use winnow::prelude::*;
-use winnow::token::{literal, take_till, take_while};
+use winnow::token::take_while;
 
-use super::nxos::{PfcMode, Unit, Wred};
+use super::nxos::{self, expected, kw, small, PResult, PfcMode, Unit, Wred};
 use super::{err, line_note, ConfigError, Import, Interface, Key, Queue, Section};
 use std::collections::BTreeMap;
 use toml::Value;
@@ -283,24 +283,8 @@ pub fn statements(text: &str) -> Result<Vec<Statement>, (usize, String)> {
     Ok(out)
 }
 
-type PResult<T> = ModalResult<T>;
-
-fn expected(what: &'static str) -> StrContext {
-    StrContext::Expected(StrContextValue::Description(what))
-}
-
-fn kw<'a>(w: &'static str) -> impl Parser<&'a str, &'a str, ErrMode<ContextError>> {
-    terminated(
-        literal(Caseless(w)),
-        alt((space1, eof)).context(StrContext::Expected(StrContextValue::StringLiteral(w))),
-    )
-}
-
 fn word(input: &mut &str) -> PResult<String> {
-    terminated(take_till(1.., |c: char| c.is_whitespace()), space0)
-        .map(String::from)
-        .context(expected("a name"))
-        .parse_next(input)
+    nxos::word.map(String::from).parse_next(input)
 }
 
 fn percent(input: &mut &str) -> PResult<u8> {
@@ -312,19 +296,6 @@ fn percent(input: &mut &str) -> PResult<u8> {
         space0,
     )
     .parse_next(input)
-}
-
-fn small(max: u64, what: &'static str) -> impl FnMut(&mut &str) -> PResult<u64> {
-    move |input: &mut &str| {
-        terminated(
-            digit1
-                .parse_to::<u64>()
-                .verify(move |&n| n <= max)
-                .context(expected(what)),
-            space0,
-        )
-        .parse_next(input)
-    }
 }
 
 /// One value or a `[ ... ]` list of them.
@@ -352,19 +323,10 @@ fn code_point(input: &mut &str) -> PResult<u8> {
                 return u8::from_str_radix(&w, 2).ok();
             }
             match w.as_str() {
-                "ef" => Some(46),
                 "be" => Some(0),
                 "nc1" => Some(48),
                 "nc2" => Some(56),
-                _ => {
-                    if let Some(n) = w.strip_prefix("cs").and_then(|x| x.parse::<u8>().ok()) {
-                        return (n < 8).then(|| 8 * n);
-                    }
-                    let x = w.strip_prefix("af")?;
-                    let (class, drop) = x.split_at_checked(1)?;
-                    let (c, d) = (class.parse::<u8>().ok()?, drop.parse::<u8>().ok()?);
-                    ((1..=4).contains(&c) && (1..=3).contains(&d)).then(|| 8 * c + 2 * d)
-                }
+                w => nxos::dscp_name(w),
             }
         }),
         space0,

@@ -180,14 +180,14 @@ pub enum Parsed {
     NotModelled,
 }
 
-type PResult<T> = ModalResult<T>;
+pub(super) type PResult<T> = ModalResult<T>;
 
-fn expected(what: &'static str) -> StrContext {
+pub(super) fn expected(what: &'static str) -> StrContext {
     StrContext::Expected(StrContextValue::Description(what))
 }
 
 /// A keyword, whole and in any case, and the spaces after it.
-fn kw<'a>(w: &'static str) -> impl Parser<&'a str, &'a str, ErrMode<ContextError>> {
+pub(super) fn kw<'a>(w: &'static str) -> impl Parser<&'a str, &'a str, ErrMode<ContextError>> {
     terminated(
         literal(Caseless(w)),
         alt((space1, eof)).context(StrContext::Expected(StrContextValue::StringLiteral(w))),
@@ -205,7 +205,7 @@ fn kws<'a>(ws: &'static [&'static str]) -> impl Parser<&'a str, (), ErrMode<Cont
 }
 
 /// A word: anything up to a space.
-fn word<'a>(input: &mut &'a str) -> PResult<&'a str> {
+pub(super) fn word<'a>(input: &mut &'a str) -> PResult<&'a str> {
     terminated(take_till(1.., |c: char| c.is_whitespace()), space0)
         .context(expected("a name"))
         .parse_next(input)
@@ -217,7 +217,7 @@ fn number(input: &mut &str) -> PResult<u64> {
         .parse_next(input)
 }
 
-fn small(max: u64, what: &'static str) -> impl FnMut(&mut &str) -> PResult<u64> {
+pub(super) fn small(max: u64, what: &'static str) -> impl FnMut(&mut &str) -> PResult<u64> {
     move |input: &mut &str| {
         terminated(
             digit1
@@ -230,6 +230,20 @@ fn small(max: u64, what: &'static str) -> impl FnMut(&mut &str) -> PResult<u64> 
     }
 }
 
+/// The DSCP a standard name gives (`ef`, `csN`, `afXY`), in lower case.
+pub(super) fn dscp_name(w: &str) -> Option<u8> {
+    if w == "ef" {
+        return Some(46);
+    }
+    if let Some(n) = w.strip_prefix("cs").and_then(|x| x.parse::<u8>().ok()) {
+        return (n < 8).then(|| 8 * n);
+    }
+    let x = w.strip_prefix("af")?;
+    let (class, drop) = x.split_at_checked(1)?;
+    let (c, d) = (class.parse::<u8>().ok()?, drop.parse::<u8>().ok()?);
+    ((1..=4).contains(&c) && (1..=3).contains(&d)).then(|| 8 * c + 2 * d)
+}
+
 /// A DSCP value: a number up to 63 or a name (`ef`, `csN`, `afXY`,
 /// `default`).
 fn dscp(input: &mut &str) -> PResult<u8> {
@@ -239,17 +253,8 @@ fn dscp(input: &mut &str) -> PResult<u8> {
             return (n < 64).then_some(n);
         }
         match w.as_str() {
-            "ef" => Some(46),
             "default" => Some(0),
-            _ => {
-                if let Some(n) = w.strip_prefix("cs").and_then(|x| x.parse::<u8>().ok()) {
-                    return (n < 8).then(|| 8 * n);
-                }
-                let x = w.strip_prefix("af")?;
-                let (class, drop) = x.split_at_checked(1)?;
-                let (c, d) = (class.parse::<u8>().ok()?, drop.parse::<u8>().ok()?);
-                ((1..=4).contains(&c) && (1..=3).contains(&d)).then(|| 8 * c + 2 * d)
-            }
+            w => dscp_name(w),
         }
     });
     named
