@@ -784,7 +784,6 @@ mod tests {
 
 #[derive(Default)]
 struct Scheduler {
-    line: usize,
     percent: Option<(usize, u8)>,
     priority: Option<(usize, Priority)>,
     ecn: Option<usize>,
@@ -875,20 +874,20 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 p.probability.extend(probability);
             }
             Stmt::SchedulerRate { name, percent } => {
-                sched(&mut schedulers, name, no).percent = Some((no, percent))
+                sched(&mut schedulers, name).percent = Some((no, percent))
             }
             Stmt::SchedulerPriority { name, priority } => {
-                sched(&mut schedulers, name, no).priority = Some((no, priority))
+                sched(&mut schedulers, name).priority = Some((no, priority))
             }
-            Stmt::SchedulerEcn(name) => sched(&mut schedulers, name, no).ecn = Some(no),
+            Stmt::SchedulerEcn(name) => sched(&mut schedulers, name).ecn = Some(no),
             Stmt::SchedulerDropProfile { name, profile } => {
-                sched(&mut schedulers, name, no).profile = Some((no, profile))
+                sched(&mut schedulers, name).profile = Some((no, profile))
             }
             Stmt::SchedulerShape { name, bps } => {
-                sched(&mut schedulers, name, no).shape = Some((no, bps))
+                sched(&mut schedulers, name).shape = Some((no, bps))
             }
             Stmt::SchedulerBuffer { name, .. } => {
-                sched(&mut schedulers, name, no);
+                sched(&mut schedulers, name);
                 notes.push((
                     no,
                     "buffer-size: the simulator's queues share the switch buffer (switch.buffer, dynamic_threshold)".into(),
@@ -1061,7 +1060,6 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                         ecn: s.ecn.is_some(),
                     },
                 ));
-                let _ = (pl, s.line);
             } else if let Some(el) = s.ecn {
                 notes.push((
                     el,
@@ -1202,9 +1200,6 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     })
 }
 
-fn sched(all: &mut BTreeMap<String, Scheduler>, name: String, line: usize) -> &mut Scheduler {
-    all.entry(name).or_insert_with(|| Scheduler {
-        line,
-        ..Scheduler::default()
-    })
+fn sched(all: &mut BTreeMap<String, Scheduler>, name: String) -> &mut Scheduler {
+    all.entry(name).or_default()
 }
