@@ -267,7 +267,7 @@ fn captures_take_only_what_was_selected() {
 }
 
 /// With `[qos] vlan_tagging`, RoCEv2 frames carry an 802.1Q tag with the
-/// class's priority and the VLAN ID; PFC frames stay untagged; frames are
+/// NIC's priority for their DSCP and the VLAN ID; PFC frames stay untagged; frames are
 /// 4 bytes longer and still decode to the end.
 #[test]
 fn tagged_frames_carry_priority_and_vlan() {
@@ -302,9 +302,11 @@ fn tagged_frames_carry_priority_and_vlan() {
             "0x8100" => {
                 assert_eq!(f["vlan.id"], "42");
                 assert_eq!(f["vlan.etype"], "0x0800");
-                // DSCP 24 (data, ACKs) is queue 3, DSCP 48 (CNPs) queue 7.
+                // The NICs stamp a DSCP's top three bits: DSCP 24 (data,
+                // ACKs) is priority 3, DSCP 48 (CNPs) priority 6, though
+                // the switches queue CNPs in queue 7.
                 let want = if f["ip.dsfield.dscp"] == "48" {
-                    "7"
+                    "6"
                 } else {
                     "3"
                 };

@@ -11,15 +11,9 @@ fn leaf() -> String {
 }
 
 /// The keys the seed configuration means, written by hand.
+/// The classes come in the policy's order: a frame takes the first that
+/// matches it.
 const SEED_KEYS: &str = r#"
-[[qos.class]]
-name = "class-default"
-queue = 0
-bandwidth_percent = 50
-lossless = false
-ecn = false
-wred = "off"
-
 [[qos.class]]
 name = "ROCEv2"
 dscp = [24]
@@ -35,6 +29,14 @@ name = "CNP"
 dscp = [48]
 queue = 7
 strict = true
+lossless = false
+ecn = false
+wred = "off"
+
+[[qos.class]]
+name = "class-default"
+queue = 0
+bandwidth_percent = 50
 lossless = false
 ecn = false
 wred = "off"
@@ -715,4 +717,115 @@ fn the_mistake_costs_a_ring_all_reduce_drops_resends_and_time() {
         t(&mistake),
         t(&right)
     );
+}
+
+/// `match cos`: the seed configuration with its ROCEv2 class matched by
+/// the 802.1p priority the NICs stamp (`match cos 3`) instead of DSCP 24.
+/// Tagged, the NICs stamp a DSCP's top three bits, so DSCP 24 to 31 land
+/// in the lossless class and the incast pauses and loses nothing;
+/// untagged, every frame is CoS 0 at the switches, the data lands in
+/// class-default, `validate` says why, and the incast drops.
+#[test]
+fn match_cos_classifies_tagged_frames_by_the_priority_their_nic_stamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let cos = |f: &str| {
+        std::fs::read_to_string(format!("examples/configs/{f}"))
+            .unwrap()
+            .replace("  match dscp 24", "  match cos 3")
+    };
+    std::fs::write(dir.path().join("leaf.nxos"), cos("leaf.nxos")).unwrap();
+    std::fs::write(dir.path().join("spine.nxos"), cos("spine.nxos")).unwrap();
+    let import = fabricsim::config::import_file(&dir.path().join("leaf.nxos")).unwrap();
+    let printed = import.to_toml();
+    assert!(printed.contains("cos = [3]  # line 5"), "{printed}");
+    assert!(import.not_modelled.is_empty(), "{:?}", import.not_modelled);
+
+    let scenario = dir.path().join("incast.toml");
+    let text = std::fs::read_to_string("examples/configs/incast-nxos-pfc-off.toml")
+        .unwrap()
+        .replace("spine-pfc-off.nxos", "spine.nxos");
+    std::fs::write(&scenario, &text).unwrap();
+    let file = scenario.to_str().unwrap();
+    let prep = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        fabricsim::scenario::prepare(file, &text, &sets).unwrap()
+    };
+    let tagged = prep(&["qos.vlan_tagging=true"]);
+    let map = &tagged.scenario.qos.map;
+    // By priority, not DSCP: 26 is priority 3 too; CNPs stay by DSCP.
+    assert_eq!(
+        (
+            map.queue_of(24),
+            map.queue_of(26),
+            map.queue_of(48),
+            map.queue_of(0)
+        ),
+        (3, 3, 7, 0)
+    );
+    assert!(!tagged
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("CoS")));
+    // A NIC that stamps another priority on DSCP 24 misses the class.
+    let other = prep(&["qos.vlan_tagging=true", "qos.nic_priority.24=5"]);
+    assert_eq!(other.scenario.qos.map.queue_of(24), 0);
+    assert_eq!(other.scenario.qos.map.queue_of(26), 3);
+    // Untagged: CoS 0, class-default, and validate names the line.
+    let untagged = prep(&[]);
+    assert_eq!(untagged.scenario.qos.map.queue_of(24), 0);
+    let finding = untagged
+        .scenario
+        .warnings
+        .iter()
+        .find(|w| w.message.contains("matches by CoS"))
+        .expect("a finding");
+    assert!(
+        finding.message.contains("spine.nxos line 5: match cos")
+            && finding.message.contains("untagged"),
+        "{}",
+        finding.message
+    );
+    assert!(untagged.scenario.warnings.iter().any(|w| w
+        .message
+        .contains("lands in class \"class-default\", which is lossy")));
+
+    // The runs: tagged pauses and loses nothing; untagged drops.
+    let run = run_summary(file, &["qos.vlan_tagging=true"]);
+    assert_eq!(run["drops"], 0);
+    assert!(run["pfc_pause_frames"].as_u64().unwrap() > 0);
+    let run = run_summary(file, &[]);
+    assert_eq!(run["pfc_pause_frames"], 0);
+    assert!(run["drops"].as_u64().unwrap() > 100, "{}", run["drops"]);
+    assert_eq!(run["lossless_drops"], 0);
+}
+
+/// `[qos.nic_priority]` is refused where frames carry no tag, and names
+/// a bad DSCP or priority.
+#[test]
+fn nic_priorities_need_tagged_frames_and_valid_values() {
+    let base = SCENARIO;
+    for (extra, want) in [
+        (
+            "[qos.nic_priority]\n24 = 5\n",
+            "qos.nic_priority: given, but frames are untagged",
+        ),
+        (
+            "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n64 = 5\n",
+            "expected a DSCP from 0 to 63",
+        ),
+        (
+            "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n24 = 8\n",
+            "got 8, expected an 802.1p priority from 0 to 7",
+        ),
+        (
+            "[qos]\n[[qos.class]]\nname = \"a\"\nqueue = 3\ncos = [3]\nmatch = \"all\"\n",
+            "needs both dscp and cos",
+        ),
+    ] {
+        let e = fabricsim::scenario::prepare("t.toml", &format!("{base}{extra}"), &[])
+            .err()
+            .unwrap_or_else(|| panic!("{extra} was accepted"));
+        assert!(e.to_string().contains(want), "{extra}: {e}");
+    }
 }

@@ -1082,6 +1082,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
         file,
         &mut queues,
         "its forwarding class's queue-num",
+        false,
         &mut notes,
     )?;
     let mut sections = sections;

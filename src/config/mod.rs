@@ -136,11 +136,32 @@ pub fn glob(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// A `class-map type qos`: the DSCPs and CoS values its `match` lines
+/// give (`None` where it has no such line).
 #[derive(Default)]
 struct ClassMap {
     line: usize,
-    dscp: Vec<u8>,
-    cos_line: Option<usize>,
+    all: bool,
+    dscp: Option<Vec<u8>>,
+    cos: Option<Vec<u8>>,
+    cos_lines: Vec<usize>,
+}
+
+impl ClassMap {
+    /// One more `match` line: match-any adds to what the class takes,
+    /// match-all keeps what every line of that kind matches.
+    fn add(list: &mut Option<Vec<u8>>, all: bool, values: Vec<u8>) {
+        match list {
+            None => *list = Some(values),
+            Some(l) if all => l.retain(|v| values.contains(v)),
+            Some(l) => l.extend(
+                values
+                    .into_iter()
+                    .filter(|v| !l.contains(v))
+                    .collect::<Vec<_>>(),
+            ),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -162,6 +183,11 @@ struct Policy {
 struct Queue {
     name: Option<(usize, String)>,
     dscp: Vec<u8>,
+    cos: Vec<u8>,
+    cos_lines: Vec<usize>,
+    /// DSCP and CoS must both match (a match-all class-map with both),
+    /// and the class-map's line.
+    all: Option<usize>,
     catch_all: bool,
     strict: Option<usize>,
     percent: Option<(usize, u8)>,
@@ -218,7 +244,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         };
         match (block, cmd) {
             (_, Cmd::Hostname(h)) => hostname = Some(h),
-            (_, Cmd::ClassMap { kind, name }) => {
+            (_, Cmd::ClassMap { kind, all, name }) => {
                 if kind != Kind::Qos {
                     // Queuing and network-qos class maps are the
                     // switch's own, fixed ones.
@@ -240,6 +266,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                     name.clone(),
                     ClassMap {
                         line: no,
+                        all,
                         ..Default::default()
                     },
                 );
@@ -247,14 +274,18 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
             }
             (Block::ClassMap, Cmd::MatchDscp(d)) => {
                 if let Some(cm) = class_map.as_ref().and_then(|n| class_maps.get_mut(n)) {
-                    cm.dscp.extend(d);
+                    ClassMap::add(&mut cm.dscp, cm.all, d);
                 }
             }
-            (Block::ClassMap, Cmd::MatchCos(_)) => {
+            (Block::ClassMap, Cmd::MatchCos(c)) => {
                 if let Some(cm) = class_map.as_ref().and_then(|n| class_maps.get_mut(n)) {
-                    cm.cos_line = Some(no);
+                    ClassMap::add(&mut cm.cos, cm.all, c);
+                    cm.cos_lines.push(no);
+                    notes.push((
+                        no,
+                        "match cos: the 802.1p priority of a tagged frame (qos.vlan_tagging = true; the NICs stamp qos.nic_priority); an untagged frame is CoS 0".into(),
+                    ));
                 }
-                not_modelled.push((no, line));
             }
             (_, Cmd::PolicyMap { kind, name }) => {
                 if let Some(old) = policies.iter().find(|p| p.kind == kind && p.name == name) {
@@ -438,17 +469,49 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                         ),
                     )
                 })?;
-                if cm.dscp.is_empty() {
+                let (dscp, cos) = (
+                    cm.dscp.clone().unwrap_or_default(),
+                    cm.cos.clone().unwrap_or_default(),
+                );
+                if dscp.is_empty() && cos.is_empty() {
                     notes.push((
                         cm.line,
                         format!(
-                            "class-map {} matches no DSCP (the simulator classifies by DSCP): it takes no traffic",
+                            "class-map {} matches no DSCP and no CoS: it takes no traffic",
                             pc.name
                         ),
                     ));
+                    continue;
                 }
-                for &d in &cm.dscp {
-                    if let Some(other) = queues.iter().position(|o| o.dscp.contains(&d)) {
+                // Both kinds in a match-all class-map: one rule that
+                // needs both, which a queue cannot share.
+                let both = cm.all && cm.dscp.is_some() && cm.cos.is_some();
+                let q = &queues[group as usize];
+                let shared = !q.dscp.is_empty() || !q.cos.is_empty();
+                if shared && (both || q.all.is_some()) {
+                    return Err(err(
+                        file,
+                        pc.line,
+                        format!(
+                            "class {} sets qos-group {group} as another class does, and one of them is a match-all class-map with both DSCP and CoS (line {}); the simulator gives a qos-group one rule: give it one class-map",
+                            pc.name,
+                            q.all.unwrap_or(cm.line)
+                        ),
+                    ));
+                }
+                if both {
+                    let q = &mut queues[group as usize];
+                    q.all = Some(cm.line);
+                    q.dscp = dscp;
+                    q.cos = cos;
+                    q.cos_lines.clone_from(&cm.cos_lines);
+                    continue;
+                }
+                for d in dscp {
+                    if let Some(other) = queues
+                        .iter()
+                        .position(|o| o.all.is_none() && o.dscp.contains(&d))
+                    {
                         notes.push((
                             cm.line,
                             format!("DSCP {d} is already classified to qos-group {other}; the first match wins"),
@@ -456,6 +519,13 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                         continue;
                     }
                     queues[group as usize].dscp.push(d);
+                }
+                let q = &mut queues[group as usize];
+                q.cos_lines.extend(&cm.cos_lines);
+                for c in cos {
+                    if !q.cos.contains(&c) {
+                        q.cos.push(c);
+                    }
                 }
             }
         }
@@ -547,7 +617,8 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         queues[0].catch_all = true;
         queues[0].name = Some((0, "default".into()));
     }
-    let (mut sections, lossless) = class_sections(file, &mut queues, "its qos-group", &mut notes)?;
+    let (mut sections, lossless) =
+        class_sections(file, &mut queues, "its qos-group", true, &mut notes)?;
     let mut pfc = Section {
         path: "pfc",
         repeated: false,
@@ -711,16 +782,25 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
 
 /// The classes, one `[[qos.class]]` per queue traffic is classified to,
 /// from the queues' settings as a configuration gave them; and the line
-/// that made the first class lossless.
+/// that made the first class lossless. With `policy_order`, the classes
+/// come in the order of their names' lines (a frame takes the first
+/// class that matches it, as in an NX-OS policy), the catch-all last;
+/// otherwise by queue.
 fn class_sections(
     file: &str,
     queues: &mut [Queue; 8],
     queue_note: &str,
+    policy_order: bool,
     notes: &mut Vec<(usize, String)>,
 ) -> Result<(Vec<Section>, Option<usize>), ConfigError> {
     let mut sections = Vec::new();
     let mut lossless = None;
-    for (q, queue) in queues.iter().enumerate() {
+    let mut order: Vec<usize> = (0..queues.len()).collect();
+    if policy_order {
+        order.sort_by_key(|&q| (queues[q].catch_all, queues[q].name.as_ref().map(|n| n.0)));
+    }
+    for q in order {
+        let queue = &queues[q];
         let Some((name_line, name)) = &queue.name else {
             for (what, line) in [
                 ("a share", queue.percent.filter(|p| p.1 > 0).map(|p| p.0)),
@@ -741,18 +821,32 @@ fn class_sections(
             value: Value::String(name.clone()),
             note: line_note(&[*name_line]),
         }];
+        let list =
+            |v: &[u8]| Value::Array(v.iter().map(|&d| Value::Integer(i64::from(d))).collect());
         if !queue.catch_all {
-            keys.push(Key {
-                name: "dscp",
-                value: Value::Array(
-                    queue
-                        .dscp
-                        .iter()
-                        .map(|&d| Value::Integer(i64::from(d)))
-                        .collect(),
-                ),
-                note: String::new(),
-            });
+            // A class that matches by CoS alone lists no DSCP (an empty
+            // list would still not be the catch-all, but says less).
+            if !queue.dscp.is_empty() || queue.cos.is_empty() {
+                keys.push(Key {
+                    name: "dscp",
+                    value: list(&queue.dscp),
+                    note: String::new(),
+                });
+            }
+            if !queue.cos.is_empty() {
+                keys.push(Key {
+                    name: "cos",
+                    value: list(&queue.cos),
+                    note: line_note(&queue.cos_lines),
+                });
+            }
+            if let Some(l) = queue.all {
+                keys.push(Key {
+                    name: "match",
+                    value: Value::String("all".into()),
+                    note: line_note(&[l]),
+                });
+            }
         }
         keys.push(Key {
             name: "queue",

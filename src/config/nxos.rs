@@ -101,8 +101,11 @@ pub struct Hash {
 pub enum Cmd {
     // Top level.
     Hostname(String),
+    /// `class-map type KIND [match-any|match-all] NAME`; `all` is
+    /// match-all, NX-OS's default.
     ClassMap {
         kind: Kind,
+        all: bool,
         name: String,
     },
     PolicyMap {
@@ -463,12 +466,19 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
                 cmd!(kw("hostname"), word.map(|w| Cmd::Hostname(w.to_string()))),
                 cmd!(
                     kws(&["class-map", "type"]),
-                    (kind, opt(alt((kw("match-any"), kw("match-all")))), word).map(
-                        |(kind, _, name)| Cmd::ClassMap {
-                            kind,
-                            name: name.to_string()
-                        }
+                    (
+                        kind,
+                        opt(alt((
+                            kw("match-any").value(false),
+                            kw("match-all").value(true)
+                        ))),
+                        word
                     )
+                        .map(|(kind, all, name)| Cmd::ClassMap {
+                            kind,
+                            all: all.unwrap_or(true),
+                            name: name.to_string()
+                        })
                 ),
                 cmd!(
                     kws(&["policy-map", "type"]),
@@ -785,8 +795,21 @@ mod tests {
             cmd(Block::Top, "class-map type qos match-any ROCEv2"),
             Cmd::ClassMap {
                 kind: Kind::Qos,
+                all: false,
                 name: "ROCEv2".into()
             }
+        );
+        assert_eq!(
+            cmd(Block::Top, "class-map type qos RDMA"),
+            Cmd::ClassMap {
+                kind: Kind::Qos,
+                all: true,
+                name: "RDMA".into()
+            }
+        );
+        assert_eq!(
+            cmd(Block::ClassMap, "match cos 3,5"),
+            Cmd::MatchCos(vec![3, 5])
         );
         assert_eq!(
             cmd(Block::ClassMap, "match dscp 24"),

@@ -491,7 +491,7 @@ impl Simulation {
             dst_ip,
             dma_length,
             vlan_tci: self.scenario.qos.framing.tags(pkt.opcode).then(|| {
-                let priority = self.scenario.qos.map.queue_of(pkt.dscp());
+                let priority = self.scenario.qos.map.pcp_of(pkt.dscp());
                 encode::vlan_tci(priority, topo.vlan_of(pkt.src))
             }),
             int: (self.scenario.qos.framing.int_of(pkt.opcode) > 0)

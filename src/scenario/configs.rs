@@ -823,13 +823,23 @@ impl SwitchConfigs {
         // DSCP: data and CNPs land in the classes meant for them.
         let cq = qos.map.queue_of(transport.cnp_dscp) as usize;
         let cnp = &qos.queues[cq];
+        let tagged = qos.framing.vlan_tag;
+        let cos = |dscp: u8| {
+            if tagged {
+                format!("priority {}", qos.map.pcp_of(dscp))
+            } else {
+                "untagged: CoS 0".to_string()
+            }
+        };
         out.lines.push(format!(
-            "DSCP: the NICs send data with DSCP {} into class \"{}\" (queue {dq}, {}; {}) and CNPs with DSCP {} into class \"{}\" (queue {cq}, {}; {})",
+            "DSCP: the NICs send data with DSCP {} ({}) into class \"{}\" (queue {dq}, {}; {}) and CNPs with DSCP {} ({}) into class \"{}\" (queue {cq}, {}; {})",
             transport.data_dscp,
+            cos(transport.data_dscp),
             data.name,
             if data.lossless { "lossless" } else { "lossy" },
             first.at(first.class_line(&data.name, "name")),
             transport.cnp_dscp,
+            cos(transport.cnp_dscp),
             cnp.name,
             if cnp.strict { "strict priority" } else { "shared by weight" },
             first.at(first.class_line(&cnp.name, "name")),
@@ -842,6 +852,18 @@ impl SwitchConfigs {
                 first.at(first.class_line(&data.name, "name")),
                 class_names.join(", ")
             )));
+        }
+        if !tagged {
+            // A class that matches CoS sees every frame as CoS 0.
+            for q in &qos.queues {
+                if let Some(line) = first.class_line(&q.name, "cos") {
+                    out.findings.push(finding(format!(
+                        "class \"{}\" matches by CoS ({}: match cos), but the NICs send untagged frames, which a switch takes as CoS 0; set qos.vlan_tagging = true if the hosts tag",
+                        q.name,
+                        first.at(Some(line))
+                    )));
+                }
+            }
         }
         if !cnp.strict && cq == dq {
             out.findings.push(finding(format!(

@@ -10,7 +10,7 @@ use super::values::{
     choice, count, named, positive_time, probability, rate, show, size, small_rate, time,
 };
 use crate::nic::dcqcn::{AlphaUpdate, ClampTarget, DcqcnParams, Preset, BYTE_COUNTER_OFF};
-use crate::switch::classify::{ClassMap, QUEUES};
+use crate::switch::classify::{default_pcp, ClassMap, Match, QUEUES};
 use crate::switch::qos::{
     Bytes, MarkPoint, PauseStorm, PfcConfig, PfcTable, QosConfig, QueueConfig, Watchdog,
     WatchdogAction, WredConfig,
@@ -174,7 +174,9 @@ fn wred(v: &Value, path: &KeyPath, queue_limit: u64) -> R<Option<WredConfig>> {
     }))
 }
 
-fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Vec<u8>, bool, QueueConfig)> {
+/// One `[[qos.class]]`: its queue, what it matches, whether it is the
+/// catch-all (neither `dscp` nor `cos`), and its queue's settings.
+fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Match, bool, QueueConfig)> {
     let name = c
         .name
         .clone()
@@ -206,6 +208,36 @@ fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Vec<u8>, bool
             dscps.push(d as u8);
         }
     }
+    let mut cos = Vec::new();
+    if let Some(list) = &c.cos {
+        for (i, &v) in list.iter().enumerate() {
+            if !(0..8).contains(&v) {
+                return Err(KeyError::new(
+                    &path.key("cos").index(i),
+                    format!("got {v}, expected an 802.1p priority (CoS) from 0 to 7"),
+                ));
+            }
+            cos.push(v as u8);
+        }
+    }
+    let all = choice(
+        c.match_.as_deref(),
+        &path.key("match"),
+        &[("any", false), ("all", true)],
+        false,
+    )?;
+    if all && (c.dscp.is_none() || c.cos.is_none()) {
+        return Err(KeyError::new(
+            &path.key("match"),
+            "got \"all\", which needs both dscp and cos to match together",
+        ));
+    }
+    let catch_all = c.dscp.is_none() && c.cos.is_none();
+    let rule = Match {
+        dscp: dscps,
+        cos,
+        all,
+    };
     let strict = c.strict.unwrap_or(false);
     let percent = match c.bandwidth_percent {
         None => 0,
@@ -274,7 +306,43 @@ fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Vec<u8>, bool
             ));
         }
     }
-    Ok((queue, dscps, c.dscp.is_none(), cfg))
+    Ok((queue, rule, catch_all, cfg))
+}
+
+/// `[qos.nic_priority]`: the priority the NICs stamp per DSCP, given
+/// only where frames are tagged.
+fn nic_priority(q: &RawQos, path: &KeyPath) -> R<[u8; 64]> {
+    let mut pcp = default_pcp();
+    let Some(map) = &q.nic_priority else {
+        return Ok(pcp);
+    };
+    let path = path.key("nic_priority");
+    if !q.vlan_tagging.unwrap_or(false) {
+        return Err(KeyError::new(
+            &path,
+            "given, but frames are untagged and carry no priority; set vlan_tagging = true",
+        ));
+    }
+    for (dscp, &p) in map {
+        let at = path.key(dscp);
+        let d = match dscp.parse::<u8>() {
+            Ok(d) if d < 64 => d,
+            _ => {
+                return Err(KeyError::new(
+                    &at,
+                    format!("got the key {dscp:?}, expected a DSCP from 0 to 63"),
+                ))
+            }
+        };
+        if !(0..8).contains(&p) {
+            return Err(KeyError::new(
+                &at,
+                format!("got {p}, expected an 802.1p priority from 0 to 7"),
+            ));
+        }
+        pcp[d as usize] = p as u8;
+    }
+    Ok(pcp)
 }
 
 /// `[qos]` and `[pfc]`. `buffer` is the switch buffer, which bounds xOFF;
@@ -330,14 +398,16 @@ pub fn qos(
                 ))
             }
         };
+        let pcp = nic_priority(q, &path)?;
+        cfg.map.set_pcp(pcp);
         if !q.class.is_empty() {
             let mut queues: [QueueConfig; QUEUES] = std::array::from_fn(|_| QueueConfig::unused());
             let mut used = [false; QUEUES];
-            let mut entries = Vec::new();
+            let mut rules: Vec<(Match, u8)> = Vec::new();
             let mut catch_all = None;
             for (i, c) in q.class.iter().enumerate() {
                 let cp = path.key("class").index(i);
-                let (queue, dscps, all, qc) = class(c, &cp, queue_limit)?;
+                let (queue, rule, all, qc) = class(c, &cp, queue_limit)?;
                 if used[queue as usize] {
                     return Err(KeyError::new(
                         &cp.key("queue"),
@@ -345,15 +415,15 @@ pub fn qos(
                     ));
                 }
                 used[queue as usize] = true;
-                for d in dscps {
-                    if entries.iter().any(|&(e, _)| e == d) {
+                for &d in &rule.dscp {
+                    if rules.iter().any(|(r, _)| !r.all && r.dscp.contains(&d)) && !rule.all {
                         return Err(KeyError::new(
                             &cp.key("dscp"),
                             format!("DSCP {d} is already in another class"),
                         ));
                     }
-                    entries.push((d, queue));
                 }
+                rules.push((rule, queue));
                 if all {
                     if catch_all.is_some() {
                         return Err(KeyError::new(
@@ -379,7 +449,7 @@ pub fn qos(
                     format!("bandwidth_percent adds up to {total}, expected at most 100"),
                 ));
             }
-            cfg.map = ClassMap::new(default_queue, &entries);
+            cfg.map = ClassMap::with_rules(default_queue, &rules, pcp, cfg.framing.vlan_tag);
             cfg.queues = queues;
         }
     }

@@ -613,6 +613,12 @@ fn set_in(cur: &mut Value, segs: &[Seg], value: Value, full: &KeyPath) -> Result
             }
             set_in(child, rest, value, full)
         }
+        // A table's key may be digits (`qos.nic_priority.24`).
+        (Seg::Index(i), t @ Value::Table(_)) => {
+            let mut segs = vec![Seg::Key(i.to_string())];
+            segs.extend_from_slice(rest);
+            set_in(t, &segs, value, full)
+        }
         _ => Err(format!(
             "cannot set {full}: a parent key is not a table or an array"
         )),

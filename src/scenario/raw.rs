@@ -68,6 +68,9 @@ pub struct RawQos {
     pub mark_on: Option<String>,
     pub vlan_tagging: Option<bool>,
     pub vlan_id: Option<i64>,
+    /// The 802.1p priority the NICs stamp on tagged frames, per DSCP
+    /// (`48 = 7`); unlisted DSCPs get their top three bits.
+    pub nic_priority: Option<std::collections::BTreeMap<String, i64>>,
     #[serde(default)]
     pub class: Vec<RawClass>,
 }
@@ -77,6 +80,11 @@ pub struct RawQos {
 pub struct RawClass {
     pub name: Option<String>,
     pub dscp: Option<Vec<i64>>,
+    /// 802.1p priorities (CoS) of tagged frames this class takes.
+    pub cos: Option<Vec<i64>>,
+    /// "any" (default): a frame that matches `dscp` or `cos`; "all": both.
+    #[serde(rename = "match")]
+    pub match_: Option<String>,
     pub queue: Option<i64>,
     pub strict: Option<bool>,
     pub bandwidth_percent: Option<i64>,
