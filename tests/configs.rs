@@ -828,4 +828,19 @@ fn nic_priorities_need_tagged_frames_and_valid_values() {
             .unwrap_or_else(|| panic!("{extra} was accepted"));
         assert!(e.to_string().contains(want), "{extra}: {e}");
     }
+    // Data classified by DSCP into the lossless class but tagged with
+    // another priority would not stop for PFC: a warning says so.
+    let warned = |extra: &str| {
+        let p = fabricsim::scenario::prepare("t.toml", &format!("{base}{extra}"), &[]).unwrap();
+        p.scenario
+            .warnings
+            .iter()
+            .any(|w| w.key == "qos.nic_priority" && w.message.contains("with priority 5"))
+    };
+    assert!(warned(
+        "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n24 = 5\n"
+    ));
+    assert!(!warned(
+        "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n24 = 3\n"
+    ));
 }

@@ -439,6 +439,26 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 ),
             ));
         }
+        // Tagged data in a lossless class must carry that class's
+        // priority, the one PFC pauses.
+        if qos.framing.vlan_tag {
+            let mut dscps: Vec<u8> = workloads.iter().map(|w| w.dscp).collect();
+            dscps.push(transport.data_dscp);
+            dscps.sort_unstable();
+            dscps.dedup();
+            for d in dscps {
+                let (q, pcp) = (qos.map.queue_of(d), qos.map.pcp_of(d));
+                if qos.queues[q as usize].lossless && pcp != q {
+                    warnings.push(Finding {
+                        key: "qos.nic_priority".into(),
+                        message: format!(
+                            "the NICs tag data with DSCP {d} with priority {pcp}, but its class \"{}\" is lossless on priority {q}: a real NIC stops only the priority a pause names, so these frames would not stop for PFC (the simulation pauses them by class); set [qos.nic_priority] {d} = {q}",
+                            qos.queues[q as usize].name
+                        ),
+                    });
+                }
+            }
+        }
         // A workload in a class of its own: that class must carry its frames.
         for w in workloads.iter().filter(|w| w.dscp != transport.data_dscp) {
             let q = qos.map.queue_of(w.dscp) as usize;
