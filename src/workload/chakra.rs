@@ -653,7 +653,12 @@ pub fn emit(
 
     // Emit in dependency order across ranks: a node once its dependencies
     // are emitted; a collective once all its ranks' nodes are ready; a
-    // receive once its send is.
+    // receive once its send is. The order is that of passes over the
+    // ranks' nodes in file order, each pass followed by the communicators'
+    // collectives in order: a node made ready by a node before it in
+    // that order goes in the same pass, else in the next one. Only the
+    // nodes made ready are visited, so the work is the nodes and their
+    // dependencies, not passes times nodes.
     let total: usize = trace.ranks.iter().map(|n| n.len()).sum();
     let mut task: Vec<Vec<Option<u32>>> = trace.ranks.iter().map(|n| vec![None; n.len()]).collect();
     let mut sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>> = HashMap::new();
@@ -661,70 +666,173 @@ pub fn emit(
     let mut emitted = 0;
     let begin = e.join(&[], start);
     let mut next = vec![0usize; groups.len()];
+    // Per node: dependencies not yet emitted, and the nodes that wait
+    // for it (per rank, offsets into one list).
+    let mut missing: Vec<Vec<u32>> = Vec::with_capacity(ranks);
+    let mut waiters: Vec<(Vec<u32>, Vec<u32>)> = Vec::with_capacity(ranks);
+    for (r, nodes) in trace.ranks.iter().enumerate() {
+        let mut count = vec![0u32; nodes.len() + 1];
+        for n in nodes {
+            for d in &n.deps {
+                count[index[r][d] + 1] += 1;
+            }
+        }
+        for i in 1..count.len() {
+            count[i] += count[i - 1];
+        }
+        let mut fill = count.clone();
+        let mut list = vec![0u32; count[nodes.len()] as usize];
+        for (j, n) in nodes.iter().enumerate() {
+            for d in &n.deps {
+                let at = &mut fill[index[r][d]];
+                list[*at as usize] = j as u32;
+                *at += 1;
+            }
+        }
+        missing.push(nodes.iter().map(|n| n.deps.len() as u32).collect());
+        waiters.push((count, list));
+    }
+    // A collective node's communicator and place in its sequence.
+    let mut coll_at: HashMap<(usize, usize), usize> = HashMap::new();
+    for (gi, (g, members)) in groups.iter().zip(&inst).enumerate() {
+        for (&r, m) in g.ranks.iter().zip(members) {
+            for &i in m {
+                coll_at.insert((r, i), gi);
+            }
+        }
+    }
+    // Per communicator: members of its next collective not yet ready.
+    let not_ready = |gi: usize, k: usize, missing: &[Vec<u32>]| {
+        groups[gi]
+            .ranks
+            .iter()
+            .zip(&inst[gi])
+            .filter(|(&r, m)| m.get(k).is_some_and(|&i| missing[r][i] > 0))
+            .count()
+    };
+    let mut waiting: Vec<usize> = (0..groups.len())
+        .map(|gi| not_ready(gi, 0, &missing))
+        .collect();
+    type Pos = std::cmp::Reverse<(usize, usize)>;
+    let mut this_pass: std::collections::BinaryHeap<Pos> = std::collections::BinaryHeap::new();
+    let mut next_pass: Vec<(usize, usize)> = Vec::new();
+    for (r, nodes) in trace.ranks.iter().enumerate() {
+        for (i, n) in nodes.iter().enumerate() {
+            if n.kind != Kind::Coll && n.deps.is_empty() {
+                next_pass.push((r, i));
+            }
+        }
+    }
+    // Receives whose dependencies are done, waiting for their send.
+    let mut parked: HashMap<(usize, usize, i64), Vec<(usize, usize)>> = HashMap::new();
+    // What emitting node (r, i) makes ready: its waiters, or the
+    // collective they are the next of. `at` is where the pass is
+    // (past every node in the communicators' part).
+    let release = |r: usize,
+                   i: usize,
+                   at: (usize, usize),
+                   missing: &mut Vec<Vec<u32>>,
+                   waiting: &mut Vec<usize>,
+                   next: &[usize],
+                   this_pass: &mut std::collections::BinaryHeap<Pos>,
+                   next_pass: &mut Vec<(usize, usize)>| {
+        let (offsets, list) = &waiters[r];
+        for &j in &list[offsets[i] as usize..offsets[i + 1] as usize] {
+            let j = j as usize;
+            missing[r][j] -= 1;
+            if missing[r][j] > 0 {
+                continue;
+            }
+            if trace.ranks[r][j].kind == Kind::Coll {
+                let gi = coll_at[&(r, j)];
+                let place = groups[gi].place(r).unwrap_or(0);
+                if inst[gi][place].get(next[gi]) == Some(&j) {
+                    waiting[gi] -= 1;
+                }
+            } else if (r, j) > at {
+                this_pass.push(std::cmp::Reverse((r, j)));
+            } else {
+                next_pass.push((r, j));
+            }
+        }
+    };
     loop {
         let mut progress = false;
-        for r in 0..ranks {
-            for (i, n) in trace.ranks[r].iter().enumerate() {
-                if task[r][i].is_some() || n.kind == Kind::Coll {
-                    continue;
+        this_pass.extend(next_pass.drain(..).map(std::cmp::Reverse));
+        while let Some(std::cmp::Reverse((r, i))) = this_pass.pop() {
+            let n = &trace.ranks[r][i];
+            let deps = deps_done(&n.deps, &index[r], &task[r], begin)
+                .expect("a node is visited once its dependencies are emitted");
+            let t = match n.kind {
+                Kind::Comp if n.cpu => Some(e.delay(n.duration, None, &deps)),
+                Kind::Comp => {
+                    let lane = e.graph.gpu_lane(s.gpus[r]);
+                    Some(e.delay(n.duration, Some(lane), &deps))
                 }
-                let Some(deps) = deps_done(&n.deps, &index[r], &task[r], begin) else {
-                    continue;
-                };
-                let t = match n.kind {
-                    Kind::Comp if n.cpu => Some(e.delay(n.duration, None, &deps)),
-                    Kind::Comp => {
-                        let lane = e.graph.gpu_lane(s.gpus[r]);
-                        Some(e.delay(n.duration, Some(lane), &deps))
-                    }
-                    Kind::Send => {
-                        let dst = n.comm_dst.unwrap_or(0) as usize;
-                        let bytes = n.comm_size.unwrap_or(0);
-                        let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
-                        sends.entry((r, dst, n.comm_tag)).or_default().push_back(t);
-                        Some(t)
-                    }
-                    Kind::Recv => {
-                        let src = n.comm_src.unwrap_or(0) as usize;
-                        match sends
-                            .get_mut(&(src, r, n.comm_tag))
-                            .and_then(|q| q.pop_front())
-                        {
-                            Some(t) => {
-                                let mut d = deps;
-                                d.push(t);
-                                Some(e.join(&d, SimTime::ZERO))
-                            }
-                            None => None,
+                Kind::Send => {
+                    let dst = n.comm_dst.unwrap_or(0) as usize;
+                    let bytes = n.comm_size.unwrap_or(0);
+                    let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
+                    let key = (r, dst, n.comm_tag);
+                    sends.entry(key).or_default().push_back(t);
+                    // Its receives: later in this pass, or in the next.
+                    for p in parked.remove(&key).unwrap_or_default() {
+                        if p > (r, i) {
+                            this_pass.push(std::cmp::Reverse(p));
+                        } else {
+                            next_pass.push(p);
                         }
                     }
-                    _ => Some(e.join(&deps, SimTime::ZERO)),
-                };
-                if let Some(t) = t {
-                    task[r][i] = Some(t);
-                    emitted += 1;
-                    progress = true;
+                    Some(t)
                 }
+                Kind::Recv => {
+                    let key = (n.comm_src.unwrap_or(0) as usize, r, n.comm_tag);
+                    match sends.get_mut(&key).and_then(|q| q.pop_front()) {
+                        Some(t) => {
+                            let mut d = deps;
+                            d.push(t);
+                            Some(e.join(&d, SimTime::ZERO))
+                        }
+                        None => {
+                            parked.entry(key).or_default().push((r, i));
+                            None
+                        }
+                    }
+                }
+                _ => Some(e.join(&deps, SimTime::ZERO)),
+            };
+            if let Some(t) = t {
+                task[r][i] = Some(t);
+                emitted += 1;
+                progress = true;
+                release(
+                    r,
+                    i,
+                    (r, i),
+                    &mut missing,
+                    &mut waiting,
+                    &next,
+                    &mut this_pass,
+                    &mut next_pass,
+                );
             }
         }
         // Each communicator's next collectives, once every member's node
         // is ready.
         for (gi, g) in groups.iter().enumerate() {
             let members = &inst[gi];
-            while next[gi] < members[0].len() {
+            while next[gi] < members[0].len() && waiting[gi] == 0 {
                 let k = next[gi];
-                let ready: Option<Vec<Vec<u32>>> = g
+                let ready: Vec<Vec<u32>> = g
                     .ranks
                     .iter()
                     .zip(members)
                     .map(|(&r, m)| {
                         let n = &trace.ranks[r][m[k]];
                         deps_done(&n.deps, &index[r], &task[r], begin)
+                            .expect("a collective is ready once its members are")
                     })
                     .collect();
-                let Some(ready) = ready else {
-                    break;
-                };
                 let (r0, first) = (g.ranks[0], &trace.ranks[g.ranks[0]][members[0][k]]);
                 let op = op_of(first.comm_type.unwrap_or(0)).ok().flatten();
                 // Each member takes part once its own node's dependencies
@@ -765,11 +873,22 @@ pub fn emit(
                         vec![e.join(&all, SimTime::ZERO); g.ranks.len()]
                     }
                 };
+                next[gi] += 1;
+                waiting[gi] = not_ready(gi, k + 1, &missing);
                 for ((&r, m), t) in g.ranks.iter().zip(members).zip(done) {
                     task[r][m[k]] = Some(t);
                     emitted += 1;
+                    release(
+                        r,
+                        m[k],
+                        (usize::MAX, usize::MAX),
+                        &mut missing,
+                        &mut waiting,
+                        &next,
+                        &mut this_pass,
+                        &mut next_pass,
+                    );
                 }
-                next[gi] += 1;
                 progress = true;
             }
         }
