@@ -346,7 +346,29 @@ fn a_port_left_with_pfc_off_makes_its_link_lossy_and_the_incast_loses_there() {
         .find(|l| l.starts_with("leaf2,spine0,3,"))
         .unwrap()
         .to_string();
-    assert!(row.ends_with(&format!(",{drops}")), "{row}");
+    assert!(row.ends_with(&format!(",{drops},off,0")), "{row}");
+
+    // Forcing PFC on at leaf2 does not mend it: leaf2 pauses, spine0
+    // (off) ignores every PFC frame, and leaf2 still drops.
+    let set = "switch.config[1].file=\"leaf-pfc-on.nxos\"";
+    let one_sided = run_summary(MISTAKE, &[set]);
+    let csv = one_sided["pfc_csv"].as_str().unwrap().to_string();
+    let mut rows = csv.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = |row: &str, name: &str| -> String {
+        let i = header.iter().position(|h| *h == name).unwrap();
+        row.split(',').nth(i).unwrap().to_string()
+    };
+    let row = |prefix: &str| csv.lines().find(|l| l.starts_with(prefix)).unwrap();
+    let (leaf2, spine0) = (row("leaf2,spine0,3,"), row("spine0,leaf2,3,"));
+    assert_eq!(col(leaf2, "pfc"), "on");
+    assert_eq!(col(spine0, "pfc"), "off");
+    let sent: u64 = col(leaf2, "pauses_sent").parse().unwrap();
+    let resumes: u64 = col(leaf2, "resumes_sent").parse().unwrap();
+    assert!(sent > 0);
+    assert_eq!(col(spine0, "pauses_ignored"), (sent + resumes).to_string());
+    assert_eq!(col(spine0, "pauses_received"), "0");
+    assert!(col(leaf2, "lossless_drops").parse::<u64>().unwrap() > 100);
 }
 
 #[test]
@@ -709,7 +731,7 @@ fn the_mistake_costs_a_ring_all_reduce_drops_resends_and_time() {
         row.starts_with("pod0-edge0,host1/nic0,3,0,,0,"),
         "it never pauses: {row}"
     );
-    assert!(row.ends_with(&format!(",{drops}")), "{row}");
+    assert!(row.ends_with(&format!(",{drops},off,0")), "{row}");
     let t = |s: &serde_json::Value| s["makespan_ps"].as_u64().unwrap();
     assert!(
         t(&mistake) > t(&right) * 103 / 100,

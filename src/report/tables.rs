@@ -551,8 +551,10 @@ pub fn queues_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
 }
 
 /// One row per port and lossless priority that sent or received a PFC
-/// frame: the port's node, its peer, what it sent (it was congested) and
-/// what it received (its transmitter was paused).
+/// frame, or dropped lossless traffic: the port's node, its peer, what it
+/// sent (it was congested) and what it received (its transmitter was
+/// paused); whether it runs PFC (a configuration can leave it off), and
+/// the pauses it ignored for that.
 pub fn pfc_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
     let topo = &sim.topo();
     let mut w = csv::Writer::from_writer(out);
@@ -572,10 +574,16 @@ pub fn pfc_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "headroom_needed_bytes",
         "watchdog_events",
         "lossless_drops",
+        "pfc",
+        "pauses_ignored",
     ])?;
     let n = sim.pfc_slots().max(1);
     for (i, st) in sim.pfc().iter().enumerate() {
-        let active = st.pauses_sent + st.pauses_received + st.lossless_drops + st.watchdog_events;
+        let active = st.pauses_sent
+            + st.pauses_received
+            + st.lossless_drops
+            + st.watchdog_events
+            + st.pauses_ignored;
         if active == 0 {
             continue;
         }
@@ -599,6 +607,8 @@ pub fn pfc_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
             st.cfg.headroom_needed.to_string(),
             st.watchdog_events.to_string(),
             st.lossless_drops.to_string(),
+            if st.cfg.off { "off" } else { "on" }.to_string(),
+            st.pauses_ignored.to_string(),
         ])?;
     }
     finish(w)
