@@ -161,7 +161,7 @@ pub fn chakra_input(data: &[u8]) -> bool {
         }
     }
     let f = fabric();
-    let trace = Trace { ranks };
+    let trace = Trace::new(ranks);
     let settings = Settings {
         gpus: (0..n as u32).map(crate::topology::GpuId).collect(),
         algorithm: None,

@@ -84,8 +84,8 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             }
             crate::workload::Pattern::Chakra(t) => format!(
                 "chakra trace ({} ranks, {} nodes, {} messages)",
-                t.0.ranks.len(),
-                t.0.ranks.iter().map(|r| r.len()).sum::<usize>(),
+                t.0.rank_count(),
+                t.0.node_count(),
                 n
             ),
             p => format!("{} ({} x {})", p.name(), n, fmt_bytes(w.bytes)),

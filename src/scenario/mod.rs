@@ -361,7 +361,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             return Err(e);
         }
         let report = report_config(raw.report.as_ref(), &root.key("report"))?;
-        let workloads = resolve::workloads(
+        let mut workloads = resolve::workloads(
             &raw.workload,
             &topology,
             &transport,
@@ -523,6 +523,12 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             stream_rings,
             as_it_runs,
         )?;
+        // Traces are in the graph now; their nodes need not stay.
+        for w in &mut workloads {
+            if let workload::Pattern::Chakra(t) = &mut w.pattern {
+                t.0.forget();
+            }
+        }
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
             return Err(KeyError::new(

@@ -156,15 +156,22 @@ impl Kind {
     }
 }
 
-/// One node, with what the simulator reads from it.
+/// One node, with what the simulator reads from it. Compute nodes, most
+/// of a trace, carry no communication fields: those are boxed apart.
 #[derive(Clone, Debug)]
 pub struct Node {
     pub id: u64,
-    pub name: String,
+    pub name: Box<str>,
     pub kind: Kind,
-    pub deps: Vec<u64>,
-    pub duration: SimTime,
     pub cpu: bool,
+    pub deps: Box<[u64]>,
+    pub duration: SimTime,
+    pub comm: Option<Box<Comm>>,
+}
+
+/// What a communication or METADATA node says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comm {
     pub comm_type: Option<i64>,
     pub comm_size: Option<u64>,
     pub comm_src: Option<i64>,
@@ -177,10 +184,50 @@ pub struct Node {
     pub defines: Vec<(String, Vec<i64>)>,
 }
 
+/// A node's fields when it has none.
+static NO_COMM: Comm = Comm {
+    comm_type: None,
+    comm_size: None,
+    comm_src: None,
+    comm_dst: None,
+    comm_tag: 0,
+    pg_name: None,
+    defines: Vec::new(),
+};
+
+impl Node {
+    pub fn comm(&self) -> &Comm {
+        self.comm.as_deref().unwrap_or(&NO_COMM)
+    }
+}
+
 /// A trace: the nodes of each rank, in file order.
 #[derive(Clone, Debug)]
 pub struct Trace {
     pub ranks: Vec<Vec<Node>>,
+    /// Its ranks and nodes, kept when the nodes are let go.
+    counts: (usize, usize),
+}
+
+impl Trace {
+    pub fn new(ranks: Vec<Vec<Node>>) -> Trace {
+        let counts = (ranks.len(), ranks.iter().map(Vec::len).sum());
+        Trace { ranks, counts }
+    }
+
+    pub fn rank_count(&self) -> usize {
+        self.counts.0
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.counts.1
+    }
+
+    /// Lets the nodes go, once they are in the task graph: the run does
+    /// not need them.
+    pub fn forget(&mut self) {
+        self.ranks = Vec::new();
+    }
 }
 
 /// Most ranks and nodes a trace may have (bounds memory on bad input).
@@ -256,13 +303,7 @@ pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
         };
         let mut deps = n.data_deps.clone();
         deps.extend(&n.ctrl_deps);
-        nodes.push(Node {
-            id: n.id,
-            name: n.name.clone(),
-            kind,
-            deps,
-            duration: SimTime::from_us(n.duration_micros.min(1 << 40)),
-            cpu: int("is_cpu_op").unwrap_or(0) != 0,
+        let comm = Comm {
             comm_type: int("comm_type"),
             comm_size: int("comm_size").and_then(|s| u64::try_from(s).ok()),
             comm_src: int("comm_src"),
@@ -270,8 +311,19 @@ pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
             comm_tag: int("comm_tag").unwrap_or(0),
             pg_name,
             defines,
+        };
+        nodes.push(Node {
+            id: n.id,
+            name: n.name.as_str().into(),
+            kind,
+            cpu: int("is_cpu_op").unwrap_or(0) != 0,
+            deps: deps.into_boxed_slice(),
+            duration: SimTime::from_us(n.duration_micros.min(1 << 40)),
+            comm: (comm != NO_COMM).then(|| Box::new(comm)),
         });
     }
+    // What doubling the list left over is given back.
+    nodes.shrink_to_fit();
     if first {
         return Err("empty file (no GlobalMetadata)".into());
     }
@@ -363,7 +415,7 @@ pub fn read_dir(dir: &Path) -> Result<Trace, String> {
         .iter()
         .map(|(_, p)| read_file(p))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Trace { ranks })
+    Ok(Trace::new(ranks))
 }
 
 /// How a trace's collectives run.
@@ -425,9 +477,12 @@ fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
     let mut groups = vec![Group::new(String::new(), (0..ranks).collect())];
     let given = s.groups.iter().map(|(n, r)| (n, r, None));
     let defined = trace.ranks.iter().enumerate().flat_map(|(r, nodes)| {
-        nodes
-            .iter()
-            .flat_map(move |n| n.defines.iter().map(move |(g, x)| (g, x, Some((r, n)))))
+        nodes.iter().flat_map(move |n| {
+            n.comm()
+                .defines
+                .iter()
+                .map(move |(g, x)| (g, x, Some((r, n))))
+        })
     });
     for (name, list, node) in given.chain(defined) {
         let whence = || match node {
@@ -477,7 +532,7 @@ fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
 
 /// The communicator a node's `pg_name` names.
 fn group_of(groups: &[Group], r: usize, n: &Node) -> Result<usize, String> {
-    let name = n.pg_name.as_deref().unwrap_or("");
+    let name = n.comm().pg_name.as_deref().unwrap_or("");
     if name.is_empty() {
         return Ok(0);
     }
@@ -565,16 +620,19 @@ pub fn emit(
                         e.delay(n.duration, Some(lane), &deps)
                     }
                     Kind::Send => {
-                        let dst = n.comm_dst.unwrap_or(0) as usize;
-                        let bytes = n.comm_size.unwrap_or(0);
+                        let dst = n.comm().comm_dst.unwrap_or(0) as usize;
+                        let bytes = n.comm().comm_size.unwrap_or(0);
                         let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
-                        sends.entry((r, dst, n.comm_tag)).or_default().push_back(t);
+                        sends
+                            .entry((r, dst, n.comm().comm_tag))
+                            .or_default()
+                            .push_back(t);
                         t
                     }
                     Kind::Recv => {
-                        let src = n.comm_src.unwrap_or(0) as usize;
+                        let src = n.comm().comm_src.unwrap_or(0) as usize;
                         let send = sends
-                            .get_mut(&(src, r, n.comm_tag))
+                            .get_mut(&(src, r, n.comm().comm_tag))
                             .and_then(|q| q.pop_front())
                             .expect("the schedule puts a receive after its send");
                         let mut d = deps;
@@ -595,13 +653,13 @@ pub fn emit(
                     .map(|(&r, m)| done(&task, r, m[k]))
                     .collect();
                 let (r0, first) = (g.ranks[0], &trace.ranks[g.ranks[0]][members[0][k]]);
-                let op = op_of(first.comm_type.unwrap_or(0)).ok().flatten();
+                let op = op_of(first.comm().comm_type.unwrap_or(0)).ok().flatten();
                 // Each member takes part once its own node's dependencies
                 // are done, and its node is done when its own part is, as
                 // a rank's NCCL call is; a barrier waits for every member.
                 let done: Vec<u32> = match op {
                     Some(op) if g.ranks.len() > 1 => {
-                        let mut bytes = first.comm_size.unwrap_or(0);
+                        let mut bytes = first.comm().comm_size.unwrap_or(0);
                         if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
                             bytes = bytes.saturating_mul(g.ranks.len() as u64);
                         }
@@ -674,22 +732,22 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
                     ))
                 }
                 Kind::Coll => {
-                    let t = n.comm_type.ok_or_else(|| {
+                    let t = n.comm().comm_type.ok_or_else(|| {
                         format!("{}: a COMM_COLL node without comm_type", at(r, n))
                     })?;
                     let op = op_of(t).map_err(|what| {
                         format!("{}: {what} collectives are not supported", at(r, n))
                     })?;
-                    if op.is_some() && n.comm_size.is_none_or(|b| b == 0) {
+                    if op.is_some() && n.comm().comm_size.is_none_or(|b| b == 0) {
                         return Err(format!("{}: a collective without comm_size", at(r, n)));
                     }
                     colls[r].push(i);
                 }
                 Kind::Send | Kind::Recv => {
                     let peer = if n.kind == Kind::Send {
-                        n.comm_dst
+                        n.comm().comm_dst
                     } else {
-                        n.comm_src
+                        n.comm().comm_src
                     };
                     match peer {
                         Some(p) if p >= 0 && (p as usize) < ranks && p as usize != r => {}
@@ -702,7 +760,7 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
                             ))
                         }
                     }
-                    if n.kind == Kind::Send && n.comm_size.is_none_or(|b| b == 0) {
+                    if n.kind == Kind::Send && n.comm().comm_size.is_none_or(|b| b == 0) {
                         return Err(format!("{}: a send without comm_size", at(r, n)));
                     }
                 }
@@ -760,15 +818,17 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
             let a = &trace.ranks[g.ranks[0]][members[0][k]];
             for (p, m) in members.iter().enumerate().skip(1) {
                 let b = &trace.ranks[g.ranks[p]][m[k]];
-                if (b.comm_type, b.comm_size) != (a.comm_type, a.comm_size) {
+                if (b.comm().comm_type, b.comm().comm_size)
+                    != (a.comm().comm_type, a.comm().comm_size)
+                {
                     return Err(format!(
                         "{}: collective {k} of rank {} in its group is type {:?} of {:?} B, this one type {:?} of {:?} B",
                         at(g.ranks[p], b),
                         g.ranks[0],
-                        a.comm_type,
-                        a.comm_size,
-                        b.comm_type,
-                        b.comm_size
+                        a.comm().comm_type,
+                        a.comm().comm_size,
+                        b.comm().comm_type,
+                        b.comm().comm_size
                     ));
                 }
             }
@@ -910,7 +970,11 @@ fn schedule(
             let n = &trace.ranks[r][i];
             match n.kind {
                 Kind::Send => {
-                    let key = (r, n.comm_dst.unwrap_or(0) as usize, n.comm_tag);
+                    let key = (
+                        r,
+                        n.comm().comm_dst.unwrap_or(0) as usize,
+                        n.comm().comm_tag,
+                    );
                     *sent.entry(key).or_default() += 1;
                     // Its receives: later in this pass, or in the next.
                     for p in parked.remove(&key).unwrap_or_default() {
@@ -922,7 +986,11 @@ fn schedule(
                     }
                 }
                 Kind::Recv => {
-                    let key = (n.comm_src.unwrap_or(0) as usize, r, n.comm_tag);
+                    let key = (
+                        n.comm().comm_src.unwrap_or(0) as usize,
+                        r,
+                        n.comm().comm_tag,
+                    );
                     match sent.get_mut(&key) {
                         Some(c) if *c > 0 => *c -= 1,
                         _ => {
@@ -1033,7 +1101,7 @@ mod tests {
                         continue;
                     }
                     if n.kind == Kind::Recv {
-                        let key = (n.comm_src.unwrap() as usize, r, n.comm_tag);
+                        let key = (n.comm().comm_src.unwrap() as usize, r, n.comm().comm_tag);
                         match sent.get_mut(&key) {
                             Some(c) if *c > 0 => *c -= 1,
                             _ => continue,
@@ -1041,7 +1109,7 @@ mod tests {
                     }
                     if n.kind == Kind::Send {
                         *sent
-                            .entry((r, n.comm_dst.unwrap() as usize, n.comm_tag))
+                            .entry((r, n.comm().comm_dst.unwrap() as usize, n.comm().comm_tag))
                             .or_default() += 1;
                     }
                     placed[r][i] = true;
@@ -1078,21 +1146,15 @@ mod tests {
         }
     }
 
-    fn node(id: u64, kind: Kind, deps: Vec<u64>) -> Node {
+    fn node(id: u64, kind: Kind, deps: Vec<u64>, comm: Comm) -> Node {
         Node {
             id,
-            name: String::new(),
+            name: "n".into(),
             kind,
-            deps,
-            duration: SimTime::from_us(1),
             cpu: false,
-            comm_type: None,
-            comm_size: None,
-            comm_src: None,
-            comm_dst: None,
-            comm_tag: 0,
-            pg_name: None,
-            defines: Vec::new(),
+            deps: deps.into(),
+            duration: SimTime::from_us(1),
+            comm: (comm != NO_COMM).then(|| Box::new(comm)),
         }
     }
 
@@ -1108,50 +1170,65 @@ mod tests {
         let groups = vec![("a".to_string(), vec![0, 2]), ("b".to_string(), vec![1, 3])];
         let mut ranks: Vec<Vec<Node>> = vec![Vec::new(); R];
         let mut last: Vec<Option<u64>> = vec![None; R];
-        let mut add = |ranks: &mut Vec<Vec<Node>>, r: usize, mut n: Node, chain: bool, x: u64| {
-            let id = ranks[r].len() as u64;
-            n.id = id;
-            if chain {
-                n.deps.extend(last[r]);
-                last[r] = Some(id);
-            }
-            if id > 0 && x.is_multiple_of(2) {
-                n.deps.push(x / 2 % id);
-            }
-            ranks[r].push(n);
+        let mut add =
+            |ranks: &mut Vec<Vec<Node>>, r: usize, kind: Kind, comm: Comm, chain: bool, x: u64| {
+                let id = ranks[r].len() as u64;
+                let mut deps = Vec::new();
+                if chain {
+                    deps.extend(last[r]);
+                    last[r] = Some(id);
+                }
+                if id > 0 && x.is_multiple_of(2) {
+                    deps.push(x / 2 % id);
+                }
+                ranks[r].push(node(id, kind, deps, comm));
+            };
+        let coll = |pg: Option<&str>| Comm {
+            comm_type: Some(0),
+            comm_size: Some(1 << 16),
+            pg_name: pg.map(str::to_string),
+            ..Comm::default()
         };
         for _ in 0..40 + pick(40) {
             let r = pick(R as u64) as usize;
             let x = pick(1 << 20);
             match pick(8) {
-                0..=2 => add(&mut ranks, r, node(0, Kind::Comp, vec![]), pick(3) > 0, x),
+                0..=2 => add(&mut ranks, r, Kind::Comp, Comm::default(), pick(3) > 0, x),
                 3..=4 => {
                     let d = (r + 1 + pick(R as u64 - 1) as usize) % R;
                     let tag = pick(3) as i64;
-                    let mut send = node(0, Kind::Send, vec![]);
-                    (send.comm_dst, send.comm_size, send.comm_tag) =
-                        (Some(d as i64), Some(4096), tag);
-                    add(&mut ranks, r, send, true, x);
+                    let send = Comm {
+                        comm_dst: Some(d as i64),
+                        comm_size: Some(4096),
+                        comm_tag: tag,
+                        ..Comm::default()
+                    };
+                    add(&mut ranks, r, Kind::Send, send, true, x);
                     if pick(20) > 0 {
-                        let mut recv = node(0, Kind::Recv, vec![]);
-                        (recv.comm_src, recv.comm_tag) = (Some(r as i64), tag);
-                        add(&mut ranks, d, recv, true, pick(1 << 20));
+                        let recv = Comm {
+                            comm_src: Some(r as i64),
+                            comm_tag: tag,
+                            ..Comm::default()
+                        };
+                        add(&mut ranks, d, Kind::Recv, recv, true, pick(1 << 20));
                     }
                 }
                 5..=6 => {
                     let g = &groups[pick(2) as usize];
                     for &m in &g.1 {
-                        let mut c = node(0, Kind::Coll, vec![]);
-                        (c.comm_type, c.comm_size, c.pg_name) =
-                            (Some(0), Some(1 << 16), Some(g.0.clone()));
-                        add(&mut ranks, m as usize, c, true, pick(1 << 20));
+                        add(
+                            &mut ranks,
+                            m as usize,
+                            Kind::Coll,
+                            coll(Some(&g.0)),
+                            true,
+                            pick(1 << 20),
+                        );
                     }
                 }
                 _ => {
                     for m in 0..R {
-                        let mut c = node(0, Kind::Coll, vec![]);
-                        (c.comm_type, c.comm_size) = (Some(0), Some(1 << 16));
-                        add(&mut ranks, m, c, true, pick(1 << 20));
+                        add(&mut ranks, m, Kind::Coll, coll(None), true, pick(1 << 20));
                     }
                 }
             }
@@ -1162,7 +1239,9 @@ mod tests {
             let n = ranks[r].len() as u64;
             if n > 2 {
                 let i = pick(n - 1) as usize;
-                ranks[r][i].deps.push(n - 1);
+                let mut deps = ranks[r][i].deps.to_vec();
+                deps.push(n - 1);
+                ranks[r][i].deps = deps.into();
             }
         }
         for nodes in &mut ranks {
@@ -1180,7 +1259,7 @@ mod tests {
                 nodes[i] = c;
             }
         }
-        (Trace { ranks }, groups)
+        (Trace::new(ranks), groups)
     }
 
     #[test]
@@ -1221,8 +1300,8 @@ mod tests {
             let n = &nodes[0];
             assert_eq!(n.kind, Kind::Coll);
             assert_eq!(n.id, r as u64);
-            assert_eq!(n.comm_type, Some(0));
-            assert_eq!(n.comm_size, Some(1_048_576));
+            assert_eq!(n.comm().comm_type, Some(0));
+            assert_eq!(n.comm().comm_size, Some(1_048_576));
             assert!(!n.cpu);
         }
     }
