@@ -866,3 +866,71 @@ fn nic_priorities_need_tagged_frames_and_valid_values() {
         "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n24 = 3\n"
     ));
 }
+
+/// Junos's IEEE 802.1 classifiers: alone on the interfaces they classify
+/// tagged frames by the priority their NIC stamps (priority 3 to NO-LOSS,
+/// 6 to CNP, as `cos` keys); beside a DSCP classifier the binding is
+/// listed as not modelled and frames are classified by DSCP.
+#[test]
+fn junos_ieee_classifiers_classify_by_priority() {
+    use fabricsim::config::junos;
+    let spine = std::fs::read_to_string("examples/configs/spine.junos").unwrap();
+    let by_pcp = spine
+        .replace(
+            "classifiers dscp ai-dscp forwarding-class NO-LOSS loss-priority low code-points 011000",
+            "classifiers ieee-802.1 ai-pcp forwarding-class NO-LOSS loss-priority low code-points 011",
+        )
+        .replace(
+            "classifiers dscp ai-dscp forwarding-class CNP loss-priority low code-points 110000",
+            "classifiers ieee-802.1 ai-pcp forwarding-class CNP loss-priority low code-points 110",
+        )
+        .replace("classifiers dscp ai-dscp\n", "classifiers ieee-802.1 ai-pcp\n");
+    let import = junos::import("spine.junos", &by_pcp).unwrap();
+    assert!(import.not_modelled.is_empty(), "{:?}", import.not_modelled);
+    let classes = import.table()["qos"]["class"].as_array().unwrap().clone();
+    let class = |name: &str| {
+        classes
+            .iter()
+            .find(|c| c["name"].as_str() == Some(name))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        class("NO-LOSS")["cos"].as_array().unwrap()[0].as_integer(),
+        Some(3)
+    );
+    assert_eq!(
+        class("CNP")["cos"].as_array().unwrap()[0].as_integer(),
+        Some(6)
+    );
+    assert!(class("NO-LOSS").get("dscp").is_none());
+    // Tagged, DSCP 24 (priority 3) lands in NO-LOSS and CNPs (DSCP 48,
+    // priority 6) in CNP; untagged, both in best-effort.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("spine.junos"), &by_pcp).unwrap();
+    let scenario = dir.path().join("t.toml");
+    let text = format!("{SCENARIO}[switch]\nconfig = \"spine.junos\"\n");
+    let map = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let p = fabricsim::scenario::prepare(scenario.to_str().unwrap(), &text, &sets).unwrap();
+        let m = &p.scenario.qos.map;
+        (m.queue_of(24), m.queue_of(48))
+    };
+    assert_eq!(map(&["qos.vlan_tagging=true"]), (3, 7));
+    assert_eq!(map(&[]), (0, 0));
+
+    // Both kinds on the interfaces: by DSCP, the 802.1 binding listed.
+    let both = spine.replace(
+        "set class-of-service interfaces et-0/0/* classifiers dscp ai-dscp\n",
+        "set class-of-service interfaces et-0/0/* classifiers dscp ai-dscp\nset class-of-service interfaces et-0/0/* classifiers ieee-802.1 ai-pcp\nset class-of-service classifiers ieee-802.1 ai-pcp forwarding-class NO-LOSS loss-priority low code-points 011\n",
+    );
+    let import = junos::import("spine.junos", &both).unwrap();
+    assert_eq!(import.not_modelled.len(), 1, "{:?}", import.not_modelled);
+    assert!(import.not_modelled[0]
+        .1
+        .contains("classifiers ieee-802.1 ai-pcp"));
+    assert_eq!(
+        import.table(),
+        junos::import("spine.junos", &spine).unwrap().table()
+    );
+}

@@ -70,10 +70,12 @@ pub enum Stmt {
         no_loss: bool,
         pfc_priority: Option<u8>,
     },
-    /// `class-of-service classifiers dscp NAME forwarding-class FC
-    /// loss-priority LP code-points CP...`.
+    /// `class-of-service classifiers dscp|ieee-802.1 NAME
+    /// forwarding-class FC loss-priority LP code-points CP...`: DSCPs, or
+    /// with `ieee` 802.1p priorities.
     Classifier {
         name: String,
+        ieee: bool,
         fc: String,
         codes: Vec<u8>,
     },
@@ -134,6 +136,7 @@ pub enum Stmt {
     },
     InterfaceClassifier {
         iface: String,
+        ieee: bool,
         name: String,
     },
     /// `protocols dcbx interface IF priority-flow-control
@@ -460,13 +463,24 @@ fn class_of_service(input: &mut &str) -> PResult<Option<Stmt>> {
         })
     };
     let classifier = |input: &mut &str| -> PResult<Stmt> {
-        (kw("classifiers"), kw("dscp")).parse_next(input)?;
+        kw("classifiers").parse_next(input)?;
+        let ieee =
+            alt((kw("dscp").value(false), kw("ieee-802.1").value(true))).parse_next(input)?;
         let name = cut_err(word).parse_next(input)?;
         cut_err(kw("forwarding-class")).parse_next(input)?;
         let fc = cut_err(word).parse_next(input)?;
         cut_err((kw("loss-priority"), word, kw("code-points"))).parse_next(input)?;
-        let codes = cut_err(one_or_list(code_point)).parse_next(input)?;
-        Ok(Stmt::Classifier { name, fc, codes })
+        let codes = if ieee {
+            cut_err(one_or_list(priority_bits)).parse_next(input)?
+        } else {
+            cut_err(one_or_list(code_point)).parse_next(input)?
+        };
+        Ok(Stmt::Classifier {
+            name,
+            ieee,
+            fc,
+            codes,
+        })
     };
     let drop_profile = |input: &mut &str| -> PResult<Stmt> {
         kw("drop-profiles").parse_next(input)?;
@@ -541,12 +555,17 @@ fn class_of_service(input: &mut &str) -> PResult<Option<Stmt>> {
             preceded(kw("congestion-notification-profile"), cut_err(word)).map(|n| (0, n)),
             preceded(kw("scheduler-map"), cut_err(word)).map(|n| (1, n)),
             preceded((kw("classifiers"), kw("dscp")), cut_err(word)).map(|n| (2, n)),
+            preceded((kw("classifiers"), kw("ieee-802.1")), cut_err(word)).map(|n| (3, n)),
         ))
         .parse_next(input)?;
         Ok(match stmt {
             (0, cnp) => Stmt::InterfaceCnp { iface, cnp },
             (1, map) => Stmt::InterfaceSchedulerMap { iface, map },
-            (_, name) => Stmt::InterfaceClassifier { iface, name },
+            (k, name) => Stmt::InterfaceClassifier {
+                iface,
+                ieee: k == 3,
+                name,
+            },
         })
     };
     kw("class-of-service").parse_next(input)?;
@@ -687,6 +706,7 @@ mod tests {
             parse(&a[2]).unwrap(),
             Some(Stmt::Classifier {
                 name: "c1".into(),
+                ieee: false,
                 fc: "NO-LOSS".into(),
                 codes: vec![24, 26],
             })
@@ -696,6 +716,24 @@ mod tests {
     #[test]
     fn the_statements_read() {
         let p = |s: &str| parse(s).unwrap().unwrap();
+        assert_eq!(
+            p("class-of-service classifiers ieee-802.1 pcp forwarding-class NO-LOSS loss-priority low code-points [ 011 100 ]"),
+            Stmt::Classifier {
+                name: "pcp".into(),
+                ieee: true,
+                fc: "NO-LOSS".into(),
+                codes: vec![3, 4],
+            }
+        );
+        assert_eq!(
+            p("class-of-service interfaces et-0/0/* classifiers ieee-802.1 pcp"),
+            Stmt::InterfaceClassifier {
+                iface: "et-0/0/*".into(),
+                ieee: true,
+                name: "pcp".into(),
+            }
+        );
+        assert!(parse("class-of-service classifiers ieee-802.1 pcp forwarding-class X loss-priority low code-points 011000").is_err());
         assert_eq!(
             p("class-of-service forwarding-classes class NO-LOSS queue-num 3 no-loss pfc-priority 3"),
             Stmt::ForwardingClass {
@@ -831,7 +869,9 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut schedulers: BTreeMap<String, Scheduler> = BTreeMap::new();
     let mut maps: BTreeMap<String, Vec<(usize, String, String)>> = BTreeMap::new();
     let mut cnps: BTreeMap<String, (usize, Vec<u8>, Vec<u8>)> = BTreeMap::new();
+    let mut ieee_classifiers: BTreeMap<String, Vec<(usize, String, Vec<u8>)>> = BTreeMap::new();
     let (mut if_cnp, mut if_map, mut if_class) = (Vec::new(), Vec::new(), Vec::new());
+    let mut if_ieee = Vec::new();
     let mut no_auto: Vec<(usize, String)> = Vec::new();
     let mut mtus: Vec<(usize, String, u32)> = Vec::new();
     let mut dlb: Option<(usize, Dlb)> = None;
@@ -858,9 +898,19 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 e.2 |= no_loss;
                 e.3 = pfc_priority.or(e.3);
             }
-            Stmt::Classifier { name, fc, codes } => {
-                classifiers.entry(name).or_default().push((no, fc, codes))
+            Stmt::Classifier {
+                name,
+                ieee,
+                fc,
+                codes,
+            } => if ieee {
+                &mut ieee_classifiers
+            } else {
+                &mut classifiers
             }
+            .entry(name)
+            .or_default()
+            .push((no, fc, codes)),
             Stmt::DropProfile {
                 name,
                 fill,
@@ -910,7 +960,13 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 .push(priority),
             Stmt::InterfaceCnp { iface, cnp } => if_cnp.push((no, iface, cnp)),
             Stmt::InterfaceSchedulerMap { iface, map } => if_map.push((no, iface, map)),
-            Stmt::InterfaceClassifier { iface, name } => if_class.push((no, iface, name)),
+            Stmt::InterfaceClassifier { iface, ieee, name } => {
+                if ieee {
+                    if_ieee.push((no, iface, name))
+                } else {
+                    if_class.push((no, iface, name))
+                }
+            }
             Stmt::DcbxNoAutoNegotiation(iface) => no_auto.push((no, iface)),
             Stmt::Mtu { iface, mtu } => mtus.push((no, iface, mtu)),
             Stmt::Dlb(d) => dlb = Some((no, d)),
@@ -957,13 +1013,48 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     }
     queues[0].catch_all = true;
     let classifier = one_for_all(file, "classifier", &if_class)?;
-    match &classifier {
-        None => notes.push((
+    let ieee_classifier = one_for_all(file, "IEEE 802.1 classifier", &if_ieee)?;
+    match (&classifier, &ieee_classifier) {
+        (None, None) => notes.push((
             0,
             "no DSCP classifier is applied to an interface: every packet is in queue 0, one class"
                 .into(),
         )),
-        Some((line, name)) => {
+        (None, Some((line, name))) => {
+            let entries = ieee_classifiers.get(name).ok_or_else(|| {
+                err(
+                    file,
+                    *line,
+                    format!("names IEEE 802.1 classifier {name}, which the configuration does not define"),
+                )
+            })?;
+            for (eline, fc, codes) in entries {
+                let q = *queue_of.get(fc).ok_or_else(|| {
+                    err(file, *eline, format!("forwarding class {fc} is not defined (forwarding-classes class {fc} queue-num N)"))
+                })?;
+                for &c in codes {
+                    if let Some(other) = queues.iter().position(|o| o.cos.contains(&c)) {
+                        notes.push((
+                            *eline,
+                            format!(
+                                "priority {c} is already classified to queue {other}; the first wins"
+                            ),
+                        ));
+                        continue;
+                    }
+                    let queue = &mut queues[q as usize];
+                    queue.cos.push(c);
+                    if !queue.cos_lines.contains(eline) {
+                        queue.cos_lines.push(*eline);
+                    }
+                }
+            }
+            notes.push((
+                *line,
+                "an IEEE 802.1 classifier: the 802.1p priority of a tagged frame (qos.vlan_tagging = true; the NICs stamp qos.nic_priority); an untagged frame is priority 0".into(),
+            ));
+        }
+        (Some((line, name)), _) => {
             let entries = classifiers.get(name).ok_or_else(|| {
                 err(
                     file,
@@ -989,6 +1080,20 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 }
             }
         }
+    }
+    if let (Some(_), Some((line, _))) = (&classifier, &ieee_classifier) {
+        // Which of the two takes IP traffic is not the same on every
+        // platform: the DSCP classifier is the one RoCEv2 deployments
+        // rely on.
+        for (no, _, _) in &if_ieee {
+            if let Some(st) = stmts.iter().find(|s| s.line == *no) {
+                not_modelled.push((*no, st.text.clone()));
+            }
+        }
+        notes.push((
+            *line,
+            "an IEEE 802.1 classifier besides the DSCP classifier: RoCEv2 frames are IP, and the simulation classifies them by DSCP alone (which of the two a switch applies to IP traffic depends on the platform)".into(),
+        ));
     }
     // The applied scheduler map gives each class its scheduling, WRED
     // (ECN) and shaping.
@@ -1128,7 +1233,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 (true, None) => (*line, PfcMode::Auto),
             }),
             watchdog: None,
-            classification: classifier.clone(),
+            classification: classifier.clone().or_else(|| ieee_classifier.clone()),
         });
     }
     if lossless.is_some() {
@@ -1188,6 +1293,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
             keys,
         });
     }
+    not_modelled.sort_by_key(|n| n.0);
     Ok(Import {
         file: file.to_string(),
         dialect: "Junos",
