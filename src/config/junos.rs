@@ -1014,70 +1014,69 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     queues[0].catch_all = true;
     let classifier = one_for_all(file, "classifier", &if_class)?;
     let ieee_classifier = one_for_all(file, "IEEE 802.1 classifier", &if_ieee)?;
-    match (&classifier, &ieee_classifier) {
-        (None, None) => notes.push((
+    // The classifier that classifies: the DSCP one, else the IEEE 802.1
+    // one (by the priority of tagged frames).
+    let chosen = match (&classifier, &ieee_classifier) {
+        (Some(c), _) => Some((c, false)),
+        (None, Some(c)) => Some((c, true)),
+        (None, None) => None,
+    };
+    match chosen {
+        None => notes.push((
             0,
             "no DSCP classifier is applied to an interface: every packet is in queue 0, one class"
                 .into(),
         )),
-        (None, Some((line, name))) => {
-            let entries = ieee_classifiers.get(name).ok_or_else(|| {
+        Some(((line, name), ieee)) => {
+            let (defined, what, unit) = if ieee {
+                (&ieee_classifiers, "IEEE 802.1 classifier", "priority")
+            } else {
+                (&classifiers, "classifier", "DSCP")
+            };
+            let entries = defined.get(name).ok_or_else(|| {
                 err(
                     file,
                     *line,
-                    format!("names IEEE 802.1 classifier {name}, which the configuration does not define"),
+                    format!("names {what} {name}, which the configuration does not define"),
                 )
             })?;
+            fn listed(o: &super::Queue, ieee: bool) -> &[u8] {
+                if ieee {
+                    &o.cos
+                } else {
+                    &o.dscp
+                }
+            }
             for (eline, fc, codes) in entries {
                 let q = *queue_of.get(fc).ok_or_else(|| {
                     err(file, *eline, format!("forwarding class {fc} is not defined (forwarding-classes class {fc} queue-num N)"))
                 })?;
-                for &c in codes {
-                    if let Some(other) = queues.iter().position(|o| o.cos.contains(&c)) {
+                for &v in codes {
+                    if let Some(other) = queues.iter().position(|o| listed(o, ieee).contains(&v)) {
                         notes.push((
                             *eline,
                             format!(
-                                "priority {c} is already classified to queue {other}; the first wins"
+                                "{unit} {v} is already classified to queue {other}; the first wins"
                             ),
                         ));
                         continue;
                     }
                     let queue = &mut queues[q as usize];
-                    queue.cos.push(c);
+                    if !ieee {
+                        queue.dscp.push(v);
+                        continue;
+                    }
+                    queue.cos.push(v);
                     if !queue.cos_lines.contains(eline) {
                         queue.cos_lines.push(*eline);
                     }
                 }
             }
-            notes.push((
-                *line,
-                "an IEEE 802.1 classifier: the 802.1p priority of a tagged frame (qos.vlan_tagging = true; the NICs stamp qos.nic_priority); an untagged frame is priority 0".into(),
-            ));
-        }
-        (Some((line, name)), _) => {
-            let entries = classifiers.get(name).ok_or_else(|| {
-                err(
-                    file,
+            if ieee {
+                notes.push((
                     *line,
-                    format!("names classifier {name}, which the configuration does not define"),
-                )
-            })?;
-            for (eline, fc, codes) in entries {
-                let q = *queue_of.get(fc).ok_or_else(|| {
-                    err(file, *eline, format!("forwarding class {fc} is not defined (forwarding-classes class {fc} queue-num N)"))
-                })?;
-                for &d in codes {
-                    if let Some(other) = queues.iter().position(|o| o.dscp.contains(&d)) {
-                        notes.push((
-                            *eline,
-                            format!(
-                                "DSCP {d} is already classified to queue {other}; the first wins"
-                            ),
-                        ));
-                        continue;
-                    }
-                    queues[q as usize].dscp.push(d);
-                }
+                    "an IEEE 802.1 classifier: the 802.1p priority of a tagged frame (qos.vlan_tagging = true; the NICs stamp qos.nic_priority); an untagged frame is priority 0".into(),
+                ));
             }
         }
     }
