@@ -327,6 +327,10 @@ fn a_port_left_with_pfc_off_makes_its_link_lossy_and_the_incast_loses_there() {
         finding.message
     );
 
+    assert!(p.scenario.warnings.iter().any(|w| w
+        .message
+        .contains("times out (transport.rto = 4294.967 ms)")));
+
     // The run: leaf2 cannot pause spine0, so it drops what PFC held.
     let mistake = run_summary(MISTAKE, &[]);
     let right = run_summary(MISTAKE, &["switch.config[0].file=\"spine.nxos\""]);

@@ -807,6 +807,12 @@ impl SwitchConfigs {
                     lossy.len() - MAX_LISTED
                 )));
             }
+            if !lossy.is_empty() {
+                out.findings.push(finding(format!(
+                    "what a lossy link costs: its drops are resent (go-back-N), and a transfer whose last packets are dropped learns of it only when its QP times out (transport.rto = {})",
+                    transport.rto
+                )));
+            }
         }
         // MTU: the NICs' frames against their class's MTU.
         let dq = qos.map.queue_of(transport.data_dscp) as usize;
