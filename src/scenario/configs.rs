@@ -807,7 +807,8 @@ impl SwitchConfigs {
                     lossy.len() - MAX_LISTED
                 )));
             }
-            if !lossy.is_empty() {
+            // Go-back-N: a tail loss has no later packet to reveal it.
+            if !lossy.is_empty() && transport.mrc.is_none() {
                 out.findings.push(finding(format!(
                     "what a lossy link costs: its drops are resent (go-back-N), and a transfer whose last packets are dropped learns of it only when its QP times out (transport.rto = {})",
                     transport.rto
