@@ -1293,6 +1293,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
         });
     }
     not_modelled.sort_by_key(|n| n.0);
+    notes.sort_by_key(|n| n.0);
     Ok(Import {
         file: file.to_string(),
         dialect: "Junos",
