@@ -176,7 +176,7 @@ pub fn chakra_input(data: &[u8]) -> bool {
     let mut graph = GraphBuilder::default();
     let mut flows = Vec::new();
     let mut e = Emitter::new(&f.topology, &f.routes, &mut graph, &mut flows, 0, 1, false);
-    chakra::emit(&mut e, &trace, &settings, SimTime::ZERO).is_ok()
+    chakra::emit(&mut e, std::sync::Arc::new(trace), &settings, SimTime::ZERO).is_ok()
 }
 
 #[cfg(test)]

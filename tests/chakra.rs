@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{error_of, run_file, run_named};
+use common::{error_of, run_file, run_named, same_both_ways};
 use std::path::Path;
 
 const SETS: [(&str, &str); 4] = [
@@ -461,5 +461,118 @@ fn a_rank_goes_on_when_its_own_part_of_a_collective_is_done() {
         started < end / 10,
         "root went on at {started} ps, broadcast took {end} ps"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A trace longer than a part (`chakra::PART_NODES`) is made part by part
+/// as the run reaches it, each part forgotten once over, and writes the
+/// files a run with every part made before it writes, byte for byte.
+/// Each of four ranks computes, all-reduces with every rank, and passes
+/// a message round the ring, many times over; near the end ranks 2 and 3
+/// all-reduce in a group of their own, whose connections only a late
+/// part opens.
+#[test]
+fn a_long_trace_is_made_part_by_part_as_the_run_reaches_it() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-parts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let comp = |id: u64, deps: &[u64], micros: u64| {
+        let mut m = node_with(id, 4, deps, &[], &[], None);
+        varint(7 << 3, &mut m);
+        varint(micros, &mut m);
+        m
+    };
+    let coll = |id: u64, deps: &[u64], pg: &'static str| {
+        node_with(
+            id,
+            7,
+            deps,
+            &[("comm_type", 0), ("comm_size", 64 << 10)],
+            &[("pg_name", pg)],
+            None,
+        )
+    };
+    const ROUNDS: u64 = 1_500;
+    let ranks: Vec<Vec<Vec<u8>>> = (0..4u64)
+        .map(|r| {
+            let mut nodes = Vec::new();
+            let mut last: Vec<u64> = Vec::new();
+            for k in 0..ROUNDS {
+                let id = 10 * k + 1;
+                nodes.push(comp(id, &last, 1));
+                for c in 1..4 {
+                    nodes.push(comp(id + c, &[id + c - 1], 1));
+                }
+                nodes.push(coll(id + 4, &[id + 3], "1"));
+                let size = [("comm_size", 4096), ("comm_tag", k % 3)];
+                let send = [&[("comm_dst", (r + 1) % 4)][..], &size[..]].concat();
+                nodes.push(node_with(id + 5, 5, &[id + 4], &send, &[], None));
+                let recv = [("comm_src", (r + 3) % 4), ("comm_tag", k % 3)];
+                nodes.push(node_with(id + 6, 6, &[id + 4], &recv, &[], None));
+                last = vec![id + 5, id + 6];
+                if k == ROUNDS - 5 && r >= 2 {
+                    nodes.push(coll(id + 7, &[id + 6], "2"));
+                    last.push(id + 7);
+                }
+            }
+            nodes
+        })
+        .collect();
+    write_long_trace(&dir, &ranks);
+    std::fs::write(
+        dir.join("groups.json"),
+        r#"{"1": [0, 1, 2, 3], "2": [2, 3]}"#,
+    )
+    .unwrap();
+    let scenario = dir.join("long.toml");
+    let groups = format!("groups = \"{}\"", dir.join("groups.json").display());
+    std::fs::write(&scenario, four_ranks(&dir, &groups)).unwrap();
+    let path = scenario.to_str().unwrap();
+    let sim = same_both_ways(path, &[]);
+    // Not a test of nothing: parts were made as the run went, and no
+    // more than a few held at once.
+    let (made, forgotten, most) = sim.later_counts().expect("parts made as the run went");
+    assert!(made >= 2, "{made}");
+    assert_eq!(forgotten, made);
+    assert!(most <= 3, "{most} of {made} held at once");
+    let s = fabricsim::report::Summary::of(&sim, fabricsim::engine::StopReason::Finished);
+    assert_eq!(s.collectives.len() as u64, ROUNDS + 1);
+    assert!(s.collectives.iter().all(|c| c.time_ps.is_some()));
+    assert_eq!(s.collectives.iter().filter(|c| c.ranks == 2).count(), 1);
+    assert_eq!(s.flows_completed, s.flows_total);
+    // Cut short, the parts never reached are made for the outputs, as
+    // they would be if made before the run.
+    same_both_ways(path, &["simulation.max_sim_time=\"1ms\""]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A part may wait only for tasks done before the part ahead of it is
+/// made: it is made at once then. One rank: X (1 us) and Y (1 ms), then
+/// many nodes that wait for Y and, after them in file order, many that
+/// wait for X; the parts of the latter wait for X alone, done long before
+/// Y ends and the first of them is made.
+#[test]
+fn a_part_waiting_only_for_tasks_already_done_is_made_at_once() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-done-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let comp = |id: u64, deps: &[u64], micros: u64| {
+        let mut m = node_with(id, 4, deps, &[], &[], None);
+        varint(7 << 3, &mut m);
+        varint(micros, &mut m);
+        m
+    };
+    let mut nodes = vec![comp(1, &[], 1), comp(2, &[], 1000)];
+    nodes.extend((0..40_000).map(|i| comp(10 + i, &[2], 0)));
+    nodes.extend((0..40_000).map(|i| comp(100_000 + i, &[1], 0)));
+    write_long_trace(&dir, &[nodes]);
+    let scenario = dir.join("wide.toml");
+    std::fs::write(&scenario, scenario_for(&dir)).unwrap();
+    // The limit is far past the run's end (1 ms): a part never made
+    // would leave tasks waiting, and the run going, until then.
+    let sim = same_both_ways(
+        scenario.to_str().unwrap(),
+        &["simulation.max_sim_time=\"20ms\""],
+    );
+    let (made, forgotten, _) = sim.later_counts().expect("parts made as the run went");
+    assert_eq!((made, forgotten), (4, 4));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -136,3 +136,47 @@ pub fn scenarios(dir: &str) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// Every file a run of `path` writes (`perf.json` apart), by name, and
+/// the simulation.
+pub fn outputs(
+    path: &str,
+    sets: &[&str],
+) -> (std::collections::BTreeMap<String, Vec<u8>>, Simulation) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let prepared =
+        fabricsim::scenario::prepare(path, &text, &sets).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = Simulation::new(prepared);
+    let stop = sim.run(|_| {});
+    let summary = Summary::of(&sim, stop);
+    let perf = fabricsim::report::Perf::of(&sim, 1.0);
+    let dir = tempfile::tempdir().unwrap();
+    fabricsim::report::write_outputs(dir.path(), &sim, &summary, &perf).unwrap();
+    let mut files = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name != "perf.json" {
+            files.insert(name, std::fs::read(&p).unwrap());
+        }
+    }
+    (files, sim)
+}
+
+/// Runs `path` with its jobs' iterations and traces' parts made as the
+/// run reaches them and made before it; panics naming every file that
+/// differs.
+pub fn same_both_ways(path: &str, sets: &[&str]) -> Simulation {
+    let mut up_front = sets.to_vec();
+    up_front.push("simulation.job_iterations=\"up-front\"");
+    let (one, _) = outputs(path, &up_front);
+    let (other, sim) = outputs(path, sets);
+    assert_eq!(
+        one.keys().collect::<Vec<_>>(),
+        other.keys().collect::<Vec<_>>()
+    );
+    let differ: Vec<&String> = one.keys().filter(|k| one[*k] != other[*k]).collect();
+    assert!(differ.is_empty(), "{path} {sets:?}: {differ:?} differ");
+    sim
+}

@@ -3,49 +3,11 @@
 //! files that making every iteration before the run writes, byte for
 //! byte, and hold only the iterations under way.
 
+mod common;
+
+use common::{outputs, same_both_ways};
 use fabricsim::engine::Simulation;
-use fabricsim::report::{self, Perf, Summary};
-use std::collections::BTreeMap;
-use std::path::Path;
-
-/// Every file a run of `path` writes (`perf.json` apart), by name, and
-/// the simulation.
-fn outputs(path: &str, sets: &[&str]) -> (BTreeMap<String, Vec<u8>>, Simulation) {
-    let text = std::fs::read_to_string(path).unwrap();
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let prepared =
-        fabricsim::scenario::prepare(path, &text, &sets).unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = Simulation::new(prepared);
-    let stop = sim.run(|_| {});
-    let summary = Summary::of(&sim, stop);
-    let perf = Perf::of(&sim, 1.0);
-    let dir = tempfile::tempdir().unwrap();
-    report::write_outputs(dir.path(), &sim, &summary, &perf).unwrap();
-    let mut files = BTreeMap::new();
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if name != "perf.json" {
-            files.insert(name, std::fs::read(Path::new(&p)).unwrap());
-        }
-    }
-    (files, sim)
-}
-
-/// Runs `path` both ways; panics naming every file that differs.
-fn same_both_ways(path: &str, sets: &[&str]) -> Simulation {
-    let mut up_front = sets.to_vec();
-    up_front.push("simulation.job_iterations=\"up-front\"");
-    let (one, _) = outputs(path, &up_front);
-    let (other, sim) = outputs(path, sets);
-    assert_eq!(
-        one.keys().collect::<Vec<_>>(),
-        other.keys().collect::<Vec<_>>()
-    );
-    let differ: Vec<&String> = one.keys().filter(|k| one[*k] != other[*k]).collect();
-    assert!(differ.is_empty(), "{path} {sets:?}: {differ:?} differ");
-    sim
-}
+use fabricsim::report::{Perf, Summary};
 
 #[test]
 fn jobs_made_as_they_run_write_what_jobs_made_up_front_write() {

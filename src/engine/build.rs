@@ -200,7 +200,7 @@ pub fn qps_and_flows(
     topo: &Topology,
     scenario: &Scenario,
     specs: Vec<FlowSpec>,
-    (prototypes, base_flow): (&[(u32, FlowSpec)], u64),
+    (prototypes, base_flow): (&crate::workload::jobs::Prototypes, u64),
     passes: &[Pass],
     streams: &Streams,
     queue: &mut EventQueue<Event>,
@@ -253,7 +253,7 @@ pub fn qps_and_flows(
             pkts,
         ));
     }
-    for (fi, spec) in prototypes {
+    for (fi, spec) in &prototypes.flows {
         let Some(c) = spec.conn else {
             continue;
         };
@@ -280,6 +280,31 @@ pub fn qps_and_flows(
     // A pass's connections, one QP set each, shared with the messages of
     // the same connection made up front.
     let mut pass_qps = Vec::with_capacity(passes.len());
+    let mut open = |spec: &FlowSpec, message: u64, qps: &mut Vec<_>| {
+        let key = (
+            spec.workload,
+            spec.src.0,
+            spec.dst.0,
+            spec.conn.unwrap_or(0),
+        );
+        let fi = (base_flow + message) as usize;
+        *conns.entry(key).or_insert_with(|| {
+            let first = qps.len() as u32;
+            for i in 0..spec.qps.max(1) {
+                qps.push(new_qp(
+                    topo,
+                    scenario,
+                    streams,
+                    spec,
+                    fi,
+                    (first + i, i),
+                    spec.qps.max(1),
+                    None,
+                ));
+            }
+            first
+        })
+    };
     for pass in passes {
         let mut firsts = Vec::with_capacity(pass.conns.len());
         for c in 0..pass.conns.len() as u32 {
@@ -290,32 +315,14 @@ pub fn qps_and_flows(
                 firsts.push(u32::MAX);
                 continue;
             };
-            let key = (
-                spec.workload,
-                spec.src.0,
-                spec.dst.0,
-                spec.conn.unwrap_or(0),
-            );
-            let fi = (base_flow + pass.first + idx) as usize;
-            let first = *conns.entry(key).or_insert_with(|| {
-                let first = qps.len() as u32;
-                for i in 0..spec.qps.max(1) {
-                    qps.push(new_qp(
-                        topo,
-                        scenario,
-                        streams,
-                        &spec,
-                        fi,
-                        (first + i, i),
-                        spec.qps.max(1),
-                        None,
-                    ));
-                }
-                first
-            });
-            firsts.push(first);
+            firsts.push(open(&spec, pass.first + idx, &mut qps));
         }
         pass_qps.push(firsts);
+    }
+    // Connections that passes of later parts open, after those of the
+    // passes made now, as the passes are numbered.
+    for (message, spec) in &prototypes.passes {
+        open(spec, *message, &mut qps);
     }
     QpsAndFlows {
         qps,

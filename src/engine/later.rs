@@ -23,12 +23,13 @@ use rustc_hash::FxHashMap as HashMap;
 pub struct LaterState {
     jobs: Vec<LaterJob>,
     /// Each later job's record among the run's jobs.
-    job_index: Vec<usize>,
+    job_index: Vec<Option<usize>>,
     /// Per job: its iterations made so far (from 1), in order.
     pub(super) parts: Vec<Vec<Part>>,
     /// The tasks whose end makes a job's next iteration (each rank's
-    /// last of its newest), and the job.
-    triggers: HashMap<u32, usize>,
+    /// last of its newest), or a trace's parts up to the last that waits
+    /// for it; and the job, and the iteration (part) to make up to.
+    triggers: HashMap<u32, (usize, u32)>,
     /// The lanes of every connection and GPU (the builder of every part).
     lanes: GraphBuilder,
     /// Successors of tasks made before them: the tasks of later parts
@@ -265,9 +266,14 @@ impl LaterState {
                 .iter()
                 .enumerate()
                 .filter(|(_, j)| !j.gen.finished())
-                .flat_map(|(i, j)| j.gen.ready().into_iter().map(move |t| (t, i)))
+                .flat_map(|(i, j)| {
+                    let next = j.gen.next();
+                    let jobs = j.gen.ready().into_iter().map(move |t| (t, (i, next)));
+                    let traces = j.gen.part_waits().map(move |(t, p)| (t, (i, p)));
+                    jobs.chain(traces)
+                })
                 .collect(),
-            job_index: (0..n).collect(),
+            job_index: later.jobs.iter().map(|j| j.job).collect(),
             lanes: GraphBuilder::lanes_of(g, later.stream_rings),
             start: (
                 g.tasks.len() as u32,
@@ -447,11 +453,6 @@ impl LaterState {
     pub fn take_extra(&mut self, t: u32) -> Option<Vec<u32>> {
         self.extra.remove(&t)
     }
-
-    /// The job whose next iteration waits for task `t`, if one does.
-    fn due(&self, t: u32) -> Option<usize> {
-        self.triggers.get(&t).copied()
-    }
 }
 
 impl Simulation {
@@ -460,13 +461,29 @@ impl Simulation {
     /// iteration), that iteration is made first, so that `t` lets its
     /// tasks go as it would if it had been made before the run.
     pub(super) fn later_due(&mut self, t: u32) {
-        let Some(j) = self.tasks.later.as_ref().and_then(|l| l.due(t)) else {
+        let Some(&(j, upto)) = self.tasks.later.as_ref().and_then(|l| l.triggers.get(&t)) else {
             return;
         };
-        if let Err(why) = self.make_iteration(j) {
-            let l = self.tasks.later.as_mut().expect("checked above");
-            l.failed.get_or_insert(why);
-            l.triggers.retain(|_, &mut k| k != j);
+        // A job's trigger goes when its next iteration is made; a trace's
+        // here, once every part that waits for `t` is made.
+        self.tasks
+            .later
+            .as_mut()
+            .expect("checked above")
+            .triggers
+            .remove(&t);
+        while self
+            .tasks
+            .later
+            .as_ref()
+            .is_some_and(|l| l.jobs[j].gen.next() <= upto && !l.jobs[j].gen.finished())
+        {
+            if let Err(why) = self.make_iteration(j) {
+                let l = self.tasks.later.as_mut().expect("checked above");
+                l.failed.get_or_insert(why);
+                l.triggers.retain(|_, &mut (k, _)| k != j);
+                return;
+            }
         }
     }
 
@@ -488,7 +505,12 @@ impl Simulation {
         let sizes = lj.gen.sizes(&lj.layout, it);
         let mut builder = GraphBuilder::part(numbers, &l.lanes);
         let mut specs = Vec::new();
-        let job = &mut self.tasks.jobs[l.job_index[j]];
+        // A trace's parts keep no job records.
+        let mut none = crate::workload::training::JobRun::new(lj.gen.workload);
+        let job = match l.job_index[j] {
+            Some(i) => &mut self.tasks.jobs[i],
+            None => &mut none,
+        };
         let mut runs = Vec::new();
         lj.gen.iteration(
             &self.topo,
@@ -512,10 +534,15 @@ impl Simulation {
                 lj.gen.workload
             ));
         }
-        l.triggers.retain(|_, &mut k| k != j);
-        if !lj.gen.finished() {
-            l.triggers
-                .extend(lj.gen.ready().into_iter().map(|t| (t, j)));
+        // A job's next iteration waits for this one's last tasks; a
+        // trace's triggers were all set at the start.
+        if !lj.gen.is_trace() {
+            l.triggers.retain(|_, &mut (k, _)| k != j);
+            if !lj.gen.finished() {
+                let next = lj.gen.next();
+                l.triggers
+                    .extend(lj.gen.ready().into_iter().map(|t| (t, (j, next))));
+            }
         }
         let run0 = self.tasks.collectives.len();
         self.tasks.collectives.extend(runs);
@@ -782,33 +809,41 @@ impl Simulation {
         };
         let done = |t: u32| Some(times(t).1).filter(|&d| d != SimTime::MAX);
         let started = |t: u32| times(t).0;
-        // The job's records of the iteration.
         let w = l.jobs[j].gen.workload as usize;
-        let ranks = match &self.scenario.workloads[w].pattern {
-            crate::workload::Pattern::Training(t) => t.gpus.len(),
-            crate::workload::Pattern::Model(m) => m.gpus.len(),
-            _ => 0,
-        };
-        let job = &tasks.jobs[l.job_index[j]];
-        let span = job
-            .iterations
-            .get(it as usize)
-            .and_then(|&(a, b)| Some((done(a)?, done(b)?)));
-        let step = job.step(it, &started, &done, ranks);
-        let checkpoint_ps = job
-            .checkpoints
-            .iter()
-            .find(|c| c.0 == it)
-            .and_then(|&(_, a, b)| Some((done(b)? - done(a)?).0));
-        // Times of its tasks that records of later iterations name.
-        let mut keep: Vec<(u32, (SimTime, SimTime))> = job
-            .comm
-            .iter()
-            .filter(|c| c.iteration > it)
-            .filter_map(|c| Some((c.from, in_part(c.from)?)))
-            .collect();
-        keep.sort_unstable_by_key(|k| k.0);
-        keep.dedup_by_key(|k| k.0);
+        // The job's records of the iteration (a trace has none).
+        let records = l.job_index[j].map(|ji| {
+            let ranks = match &self.scenario.workloads[w].pattern {
+                crate::workload::Pattern::Training(t) => t.gpus.len(),
+                crate::workload::Pattern::Model(m) => m.gpus.len(),
+                _ => 0,
+            };
+            let job = &tasks.jobs[ji];
+            let span = job
+                .iterations
+                .get(it as usize)
+                .and_then(|&(a, b)| Some((done(a)?, done(b)?)));
+            let step = job.step(it, &started, &done, ranks);
+            let checkpoint_ps = job
+                .checkpoints
+                .iter()
+                .find(|c| c.0 == it)
+                .and_then(|&(_, a, b)| Some((done(b)? - done(a)?).0));
+            // Times of its tasks that records of later iterations name.
+            let mut keep: Vec<(u32, (SimTime, SimTime))> = job
+                .comm
+                .iter()
+                .filter(|c| c.iteration > it)
+                .filter_map(|c| Some((c.from, in_part(c.from)?)))
+                .collect();
+            keep.sort_unstable_by_key(|k| k.0);
+            keep.dedup_by_key(|k| k.0);
+            let resolved = crate::workload::training::Resolved {
+                span,
+                step,
+                checkpoint_ps,
+            };
+            (ji, resolved, keep)
+        });
         let runs: Vec<(SimTime, SimTime)> = self.tasks.collectives[part.runs.clone()]
             .iter()
             .map(|c| {
@@ -822,20 +857,15 @@ impl Simulation {
         {
             c.resolved = Some(r);
         }
-        let job = &mut self.tasks.jobs[l.job_index[j]];
-        job.resolved.insert(
-            it,
-            crate::workload::training::Resolved {
-                span,
-                step,
-                checkpoint_ps,
-            },
-        );
-        job.kernels.retain(|k| k.1 != it);
-        job.comm.retain(|c| c.iteration != it);
-        job.checkpoints.retain(|c| c.0 != it);
-        l.kept.retain(|&t, _| t >= base);
-        l.kept.extend(keep);
+        if let Some((ji, resolved, keep)) = records {
+            let job = &mut self.tasks.jobs[ji];
+            job.resolved.insert(it, resolved);
+            job.kernels.retain(|k| k.1 != it);
+            job.comm.retain(|c| c.iteration != it);
+            job.checkpoints.retain(|c| c.0 != it);
+            l.kept.retain(|&t, _| t >= base);
+            l.kept.extend(keep);
+        }
         // Its rows, written out.
         let spill = &mut l.spills[j];
         for f in part.flows {

@@ -216,7 +216,8 @@ impl Simulation {
             Some(l) => (l.end.0, l.end.2),
             None => (graph.tasks.len() as u32, specs.len() as u32),
         };
-        let prototypes = later.as_ref().map_or(&[][..], |l| &l.prototypes[..]);
+        let none = crate::workload::jobs::Prototypes::default();
+        let prototypes = later.as_ref().map_or(&none, |l| &l.prototypes);
         let build::QpsAndFlows {
             mut qps,
             flows,
@@ -275,15 +276,23 @@ impl Simulation {
                     None if q.flow.0 < end_flows => {
                         // A connection a later iteration opens.
                         prototypes
+                            .flows
                             .iter()
                             .find(|(f, _)| *f == q.flow.0)
                             .map_or(0, |(_, s)| s.workload)
                     }
                     None => {
-                        // A pass's connection: its first message's.
+                        // A pass's connection: its first message's, of a
+                        // pass made now or of a later part's.
                         let g = u64::from(q.flow.0 - end_flows);
-                        let at = tasks.graph.passes.partition_point(|p| p.first <= g);
-                        tasks.graph.passes[at.saturating_sub(1)].workload
+                        let later = prototypes.passes.iter().find(|(m, _)| *m == g);
+                        match later {
+                            Some((_, s)) => s.workload,
+                            None => {
+                                let at = tasks.graph.passes.partition_point(|p| p.first <= g);
+                                tasks.graph.passes[at.saturating_sub(1)].workload
+                            }
+                        }
                     }
                 };
                 scenario.workloads.get(w as usize).map_or(0, |w| w.tenant)

@@ -163,6 +163,11 @@ impl Simulation {
                 shown_at_events = self.counters.events;
                 progress(&self.progress());
             }
+            // A part that could not be made leaves tasks that wait for
+            // it forever (a defect; `later_failed` says which).
+            if self.later_failed().is_some() {
+                return StopReason::Stalled;
+            }
             if self.queue.peek_time().is_none_or(|t| t > limit) {
                 // A workload done before the limit is finished, even when
                 // its tail would have gone past it.

@@ -173,6 +173,12 @@ impl Simulation {
         Some((l.made, l.retired, l.most_held))
     }
 
+    /// Why a job's later iteration or a trace's later part could not be
+    /// made, if one could not (the run stops there, as stalled).
+    pub fn later_failed(&self) -> Option<&str> {
+        self.tasks.later.as_ref()?.failed.as_deref()
+    }
+
     /// Whether rows of jobs' later iterations were lost on the way to
     /// the outputs (a temporary file that could not be written or read).
     pub fn later_rows_lost(&self) -> bool {

@@ -777,7 +777,7 @@ bytes = "8KB"
             &p.topology,
             &p.scenario,
             p.flows.clone(),
-            (&[], p.flows.len() as u64),
+            (&Default::default(), p.flows.len() as u64),
             &p.graph.passes,
             &streams,
             &mut queue,

@@ -515,10 +515,15 @@ impl Summary {
                 StopReason::Finished => "finished".to_string(),
                 StopReason::SimTimeLimit => "max_sim_time reached".to_string(),
                 StopReason::Paused => "paused".to_string(),
-                StopReason::Stalled => format!(
-                    "stalled: transfers waited on the network with no progress for {}",
-                    sim.stall_after()
-                ),
+                StopReason::Stalled => match sim.later_failed() {
+                    Some(why) => {
+                        format!("stalled: a part of the workload could not be made: {why}")
+                    }
+                    None => format!(
+                        "stalled: transfers waited on the network with no progress for {}",
+                        sim.stall_after()
+                    ),
+                },
                 StopReason::EventLimit => "max_events reached".to_string(),
                 StopReason::WallLimit => "max_wall reached".to_string(),
                 StopReason::Interrupted => "interrupted".to_string(),

@@ -523,10 +523,11 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             stream_rings,
             as_it_runs,
         )?;
-        // Traces are in the graph now; their nodes need not stay.
+        // Traces are with their workloads' parts now (in the graph, or
+        // to be made as the run goes): the scenario keeps their counts.
         for w in &mut workloads {
             if let workload::Pattern::Chakra(t) = &mut w.pattern {
-                t.0.forget();
+                t.0 = std::sync::Arc::new(t.0.counts_only());
             }
         }
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();

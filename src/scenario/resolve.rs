@@ -1003,7 +1003,10 @@ pub fn workloads(
                 Pattern::Incast { dst, srcs }
             }
             "collective" => Pattern::Collective(collective(w, topo, &p)?),
-            "chakra" => Pattern::Chakra(Box::new(chakra(w, topo, base, &p)?)),
+            "chakra" => {
+                let (trace, settings) = chakra(w, topo, base, &p)?;
+                Pattern::Chakra(Box::new((std::sync::Arc::new(trace), settings)))
+            }
             "training" => Pattern::Training(Box::new(training(w, topo, &p)?)),
             "model" => {
                 // The GPUs and collective settings, checked as for a

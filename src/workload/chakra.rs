@@ -32,6 +32,7 @@ use crate::topology::GpuId;
 use crate::units::SimTime;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Protobuf messages of the format, by field number.
 mod pb {
@@ -223,10 +224,13 @@ impl Trace {
         self.counts.1
     }
 
-    /// Lets the nodes go, once they are in the task graph: the run does
-    /// not need them.
-    pub fn forget(&mut self) {
-        self.ranks = Vec::new();
+    /// The trace without its nodes, keeping their counts: what the
+    /// scenario keeps once the nodes are with the workload's parts.
+    pub fn counts_only(&self) -> Trace {
+        Trace {
+            ranks: Vec::new(),
+            counts: self.counts,
+        }
     }
 }
 
@@ -441,6 +445,7 @@ pub struct Settings {
 }
 
 /// A communicator of the trace: its name and ranks, in its rank order.
+#[derive(Debug)]
 struct Group {
     name: String,
     ranks: Vec<usize>,
@@ -572,139 +577,267 @@ fn at(rank: usize, n: &Node) -> String {
     format!("rank {rank} node {} (\"{}\")", n.id, n.name)
 }
 
-/// Adds the trace to the graph, not before `start`. Returns its
-/// collectives.
+/// Adds the whole trace to the graph, not before `start`, in one go.
+/// Returns its collectives.
 pub fn emit(
     e: &mut Emitter,
-    trace: &Trace,
+    trace: Arc<Trace>,
     s: &Settings,
     start: SimTime,
 ) -> Result<Vec<CollectiveRun>, String> {
-    let ranks = trace.ranks.len();
-    if s.gpus.len() < ranks {
-        return Err(format!(
-            "the trace has {ranks} ranks but only {} GPUs are given for them",
-            s.gpus.len()
-        ));
-    }
-    let Layout {
-        index,
-        groups,
-        inst,
-    } = layout(trace, s)?;
-    let order = schedule(trace, &index, &groups, &inst).map_err(|(r, i)| {
-        format!(
-            "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order)",
-            at(r, &trace.ranks[r][i])
-        )
-    })?;
-    let mut task: Vec<Vec<Option<u32>>> = trace.ranks.iter().map(|n| vec![None; n.len()]).collect();
-    let mut sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>> = HashMap::new();
+    let mut g = TraceGen::new(trace, s, start)?;
     let mut runs = Vec::new();
-    let begin = e.join(&[], start);
-    let mut next = vec![0usize; groups.len()];
-    for step in order {
-        let done = |task: &[Vec<Option<u32>>], r: usize, i: usize| {
-            deps_done(&trace.ranks[r][i].deps, &index[r], &task[r], begin)
-                .expect("the schedule puts a node after its dependencies")
-        };
-        match step {
-            Step::Node(r, i) => {
-                let (r, i) = (r as usize, i as usize);
-                let n = &trace.ranks[r][i];
-                let deps = done(&task, r, i);
-                let t = match n.kind {
-                    Kind::Comp if n.cpu => e.delay(n.duration, None, &deps),
-                    Kind::Comp => {
-                        let lane = e.graph.gpu_lane(s.gpus[r]);
-                        e.delay(n.duration, Some(lane), &deps)
-                    }
-                    Kind::Send => {
-                        let dst = n.comm().comm_dst.unwrap_or(0) as usize;
-                        let bytes = n.comm().comm_size.unwrap_or(0);
-                        let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
-                        sends
-                            .entry((r, dst, n.comm().comm_tag))
-                            .or_default()
-                            .push_back(t);
-                        t
-                    }
-                    Kind::Recv => {
-                        let src = n.comm().comm_src.unwrap_or(0) as usize;
-                        let send = sends
-                            .get_mut(&(src, r, n.comm().comm_tag))
-                            .and_then(|q| q.pop_front())
-                            .expect("the schedule puts a receive after its send");
-                        let mut d = deps;
-                        d.push(send);
-                        e.join(&d, SimTime::ZERO)
-                    }
-                    _ => e.join(&deps, SimTime::ZERO),
-                };
-                task[r][i] = Some(t);
-            }
-            Step::Collective(gi) => {
-                let gi = gi as usize;
-                let (g, members, k) = (&groups[gi], &inst[gi], next[gi]);
-                let ready: Vec<Vec<u32>> = g
-                    .ranks
-                    .iter()
-                    .zip(members)
-                    .map(|(&r, m)| done(&task, r, m[k]))
-                    .collect();
-                let (r0, first) = (g.ranks[0], &trace.ranks[g.ranks[0]][members[0][k]]);
-                let op = op_of(first.comm().comm_type.unwrap_or(0)).ok().flatten();
-                // Each member takes part once its own node's dependencies
-                // are done, and its node is done when its own part is, as
-                // a rank's NCCL call is; a barrier waits for every member.
-                let done: Vec<u32> = match op {
-                    Some(op) if g.ranks.len() > 1 => {
-                        let mut bytes = first.comm().comm_size.unwrap_or(0);
-                        if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
-                            bytes = bytes.saturating_mul(g.ranks.len() as u64);
-                        }
-                        let c = Collective {
-                            op,
-                            algorithm: match s.algorithm {
-                                Some(a) if Algorithm::for_op(op).contains(&a) => a,
-                                _ => Algorithm::for_op(op)[0],
-                            },
-                            gpus: g.ranks.iter().map(|&r| s.gpus[r]).collect(),
-                            bytes,
-                            channels: s.channels,
-                            chunk: s.chunk,
-                            pxn: s.pxn,
-                            root: 0,
-                            across: Algorithm::Ring,
-                            protocol: s.protocol,
-                            auto: s.auto,
-                        };
-                        let entry: Vec<u32> =
-                            ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();
-                        let (run, ends) = collective::emit_per_rank(e, &c, &entry)
-                            .map_err(|m| format!("{}: {m}", at(r0, first)))?;
-                        runs.push(run);
-                        ends
-                    }
-                    // A barrier, or a group of one: nothing moves.
-                    _ => {
-                        let all: Vec<u32> = ready.into_iter().flatten().collect();
-                        vec![e.join(&all, SimTime::ZERO); g.ranks.len()]
-                    }
-                };
-                for ((&r, m), t) in g.ranks.iter().zip(members).zip(done) {
-                    task[r][m[k]] = Some(t);
-                }
-                next[gi] += 1;
-            }
-        }
+    while !g.finished() {
+        runs.extend(g.part(e)?);
     }
     Ok(runs)
+}
+
+/// How much of the schedule a part of a trace holds: its nodes, a
+/// collective counting once per member. A part of this size holds a few
+/// megabytes of tasks; memory holds the parts under way (`engine::later`).
+pub const PART_NODES: usize = 16_384;
+
+/// A trace put in the graph part by part, each a stretch of the schedule
+/// (`schedule`), in order: the first with the other workloads, the rest
+/// as the run reaches them (`workload::jobs`), or all before the run.
+/// The order, and so every number, is the same either way.
+#[derive(Clone, Debug)]
+pub struct TraceGen {
+    /// What the parts are made from; let go once the last is made.
+    plan: Option<Arc<Plan>>,
+    /// Each node's task once made, by rank and index.
+    task: Vec<Vec<Option<u32>>>,
+    /// Sends made and not yet received, by (sender, receiver, tag).
+    sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>>,
+    /// Per communicator: its next collective.
+    next: Vec<usize>,
+    /// The task every node without dependencies waits for.
+    begin: u32,
+    start: SimTime,
+    /// The next part to make, and how many there are.
+    made: u32,
+    parts: u32,
+}
+
+/// A checked trace and its schedule, cut into parts.
+#[derive(Debug)]
+struct Plan {
+    trace: Arc<Trace>,
+    settings: Settings,
+    layout: Layout,
+    order: Vec<Step>,
+    /// Where each part's steps begin, then the end.
+    bounds: Vec<usize>,
+}
+
+impl TraceGen {
+    /// Checks `trace` and works out its order and parts.
+    pub fn new(trace: Arc<Trace>, s: &Settings, start: SimTime) -> Result<TraceGen, String> {
+        let ranks = trace.ranks.len();
+        if s.gpus.len() < ranks {
+            return Err(format!(
+                "the trace has {ranks} ranks but only {} GPUs are given for them",
+                s.gpus.len()
+            ));
+        }
+        let layout = layout(&trace, s)?;
+        let order = schedule(&trace, &layout.index, &layout.groups, &layout.inst).map_err(
+            |(r, i)| {
+                format!(
+                    "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order)",
+                    at(r, &trace.ranks[r][i])
+                )
+            },
+        )?;
+        let mut bounds = vec![0];
+        let mut weight = 0;
+        for (i, step) in order.iter().enumerate() {
+            weight += match *step {
+                Step::Node(..) => 1,
+                Step::Collective(gi) => layout.groups[gi as usize].ranks.len(),
+            };
+            if weight >= PART_NODES && i + 1 < order.len() {
+                bounds.push(i + 1);
+                weight = 0;
+            }
+        }
+        bounds.push(order.len());
+        Ok(TraceGen {
+            task: trace.ranks.iter().map(|n| vec![None; n.len()]).collect(),
+            sends: HashMap::new(),
+            next: vec![0; layout.groups.len()],
+            begin: 0,
+            start,
+            made: 0,
+            parts: bounds.len() as u32 - 1,
+            plan: Some(Arc::new(Plan {
+                trace,
+                settings: s.clone(),
+                layout,
+                order,
+                bounds,
+            })),
+        })
+    }
+
+    /// The parts the trace is cut into, and those made so far.
+    pub fn parts(&self) -> u32 {
+        self.parts
+    }
+
+    pub fn made(&self) -> u32 {
+        self.made
+    }
+
+    pub fn finished(&self) -> bool {
+        self.made >= self.parts
+    }
+
+    /// Adds the next part to the graph (the first also adds the task that
+    /// starts the trace). Returns its collectives.
+    pub fn part(&mut self, e: &mut Emitter) -> Result<Vec<CollectiveRun>, String> {
+        let plan = Arc::clone(
+            self.plan
+                .as_ref()
+                .ok_or("every part of the trace is made")?,
+        );
+        let Plan {
+            trace,
+            settings: s,
+            layout:
+                Layout {
+                    index,
+                    groups,
+                    inst,
+                },
+            order,
+            bounds,
+        } = &*plan;
+        let k = self.made as usize;
+        if k == 0 {
+            self.begin = e.join(&[], self.start);
+        }
+        let (task, sends, next, begin) =
+            (&mut self.task, &mut self.sends, &mut self.next, self.begin);
+        let mut runs = Vec::new();
+        for &step in &order[bounds[k]..bounds[k + 1]] {
+            let done = |task: &[Vec<Option<u32>>], r: usize, i: usize| {
+                deps_done(&trace.ranks[r][i].deps, &index[r], &task[r], begin)
+                    .expect("the schedule puts a node after its dependencies")
+            };
+            match step {
+                Step::Node(r, i) => {
+                    let (r, i) = (r as usize, i as usize);
+                    let n = &trace.ranks[r][i];
+                    let deps = done(task, r, i);
+                    let t = match n.kind {
+                        Kind::Comp if n.cpu => e.delay(n.duration, None, &deps),
+                        Kind::Comp => {
+                            let lane = e.graph.gpu_lane(s.gpus[r]);
+                            e.delay(n.duration, Some(lane), &deps)
+                        }
+                        Kind::Send => {
+                            let dst = n.comm().comm_dst.unwrap_or(0) as usize;
+                            let bytes = n.comm().comm_size.unwrap_or(0);
+                            let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
+                            sends
+                                .entry((r, dst, n.comm().comm_tag))
+                                .or_default()
+                                .push_back(t);
+                            t
+                        }
+                        Kind::Recv => {
+                            let src = n.comm().comm_src.unwrap_or(0) as usize;
+                            let send = sends
+                                .get_mut(&(src, r, n.comm().comm_tag))
+                                .and_then(|q| q.pop_front())
+                                .expect("the schedule puts a receive after its send");
+                            let mut d = deps;
+                            d.push(send);
+                            e.join(&d, SimTime::ZERO)
+                        }
+                        _ => e.join(&deps, SimTime::ZERO),
+                    };
+                    task[r][i] = Some(t);
+                }
+                Step::Collective(gi) => {
+                    let gi = gi as usize;
+                    let (g, members, k) = (&groups[gi], &inst[gi], next[gi]);
+                    let ready: Vec<Vec<u32>> = g
+                        .ranks
+                        .iter()
+                        .zip(members)
+                        .map(|(&r, m)| done(task, r, m[k]))
+                        .collect();
+                    let (r0, first) = (g.ranks[0], &trace.ranks[g.ranks[0]][members[0][k]]);
+                    let op = op_of(first.comm().comm_type.unwrap_or(0)).ok().flatten();
+                    // Each member takes part once its own node's
+                    // dependencies are done, and its node is done when its
+                    // own part is, as a rank's NCCL call is; a barrier
+                    // waits for every member.
+                    let done: Vec<u32> = match op {
+                        Some(op) if g.ranks.len() > 1 => {
+                            let c = collective_of(s, g, first, op);
+                            let entry: Vec<u32> =
+                                ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();
+                            let (run, ends) = collective::emit_per_rank(e, &c, &entry)
+                                .map_err(|m| format!("{}: {m}", at(r0, first)))?;
+                            runs.push(run);
+                            ends
+                        }
+                        // A barrier, or a group of one: nothing moves.
+                        _ => {
+                            let all: Vec<u32> = ready.into_iter().flatten().collect();
+                            vec![e.join(&all, SimTime::ZERO); g.ranks.len()]
+                        }
+                    };
+                    for ((&r, m), t) in g.ranks.iter().zip(members).zip(done) {
+                        task[r][m[k]] = Some(t);
+                    }
+                    next[gi] += 1;
+                }
+            }
+        }
+        self.made += 1;
+        if self.finished() {
+            // Nothing more is made from it.
+            self.plan = None;
+            self.task = Vec::new();
+            self.sends = HashMap::new();
+        }
+        Ok(runs)
+    }
+}
+
+/// The collective a communicator's collective node runs.
+fn collective_of(s: &Settings, g: &Group, first: &Node, op: Op) -> Collective {
+    let mut bytes = first.comm().comm_size.unwrap_or(0);
+    if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
+        bytes = bytes.saturating_mul(g.ranks.len() as u64);
+    }
+    Collective {
+        op,
+        algorithm: match s.algorithm {
+            Some(a) if Algorithm::for_op(op).contains(&a) => a,
+            _ => Algorithm::for_op(op)[0],
+        },
+        gpus: g.ranks.iter().map(|&r| s.gpus[r]).collect(),
+        bytes,
+        channels: s.channels,
+        chunk: s.chunk,
+        pxn: s.pxn,
+        root: 0,
+        across: Algorithm::Ring,
+        protocol: s.protocol,
+        auto: s.auto,
+    }
 }
 
 /// A trace's nodes indexed, its communicators, and each communicator's
 /// collectives: `inst[g][place][k]` is the node of the member at `place`
 /// in communicator g's k-th collective.
+#[derive(Debug)]
 struct Layout {
     index: Vec<HashMap<u64, usize>>,
     groups: Vec<Group>,
@@ -1054,18 +1187,18 @@ fn schedule(
     }
 }
 
-/// The tasks of `deps` if all are emitted (`begin` if none).
+/// The tasks of `deps` if all are emitted (`begin` if none: every other
+/// node waits for it through those).
 fn deps_done(
     deps: &[u64],
     index: &HashMap<u64, usize>,
     task: &[Option<u32>],
     begin: u32,
 ) -> Option<Vec<u32>> {
-    let mut out = vec![begin];
-    for d in deps {
-        out.push(task[index[d]]?);
+    if deps.is_empty() {
+        return Some(vec![begin]);
     }
-    Some(out)
+    deps.iter().map(|d| task[index[d]]).collect()
 }
 
 #[cfg(test)]

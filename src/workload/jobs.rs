@@ -6,6 +6,7 @@
 //! the whole job is added before the run or each iteration as the run
 //! reaches it.
 
+use super::chakra::TraceGen;
 use super::collective::{CollectiveRun, Emitter, EmitterState};
 use super::graph::{GraphBuilder, TaskKind};
 use super::model::{ModelGen, ModelJob};
@@ -29,6 +30,10 @@ pub struct JobGen {
 enum What {
     Training(Arc<Training>, TrainingGen),
     Model(Arc<ModelJob>, ModelGen),
+    /// A Chakra trace, whose parts (`chakra::TraceGen`) are its
+    /// "iterations"; once laid out, what each part after the first
+    /// takes and the tasks before it that it waits for.
+    Trace(Box<TraceGen>, Vec<(Sizes, Box<[u32]>)>),
 }
 
 impl JobGen {
@@ -72,11 +77,33 @@ impl JobGen {
         })
     }
 
+    /// Adds a Chakra trace's first part.
+    pub fn trace(
+        mut e: Emitter,
+        mut g: TraceGen,
+        runs: &mut Vec<CollectiveRun>,
+    ) -> Result<JobGen, String> {
+        runs.extend(g.part(&mut e)?);
+        Ok(JobGen {
+            workload: e.workload,
+            iterations: g.parts(),
+            what: What::Trace(Box::new(g), Vec::new()),
+            emitter: e.into_state(),
+        })
+    }
+
+    /// Whether it is a trace's parts, not a job's iterations (a trace
+    /// has no job records).
+    pub fn is_trace(&self) -> bool {
+        matches!(self.what, What::Trace(..))
+    }
+
     /// The next iteration to add.
     pub fn next(&self) -> u32 {
         match &self.what {
             What::Training(_, g) => g.next,
             What::Model(_, g) => g.next,
+            What::Trace(g, _) => g.made(),
         }
     }
 
@@ -88,10 +115,38 @@ impl JobGen {
         let mut v: Vec<u32> = match &self.what {
             What::Training(_, g) => g.ready().to_vec(),
             What::Model(_, g) => g.ready().iter().flatten().copied().collect(),
+            // A trace's parts are made by `part_waits`.
+            What::Trace(..) => Vec::new(),
         };
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// A trace's parts wait for tasks of any part before them: each such
+    /// task, and the last part that waits for it. Every part is made
+    /// once the first task it waits for is about to be done, so none of
+    /// its tasks becomes ready before it is made.
+    pub fn part_waits(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let laid = match &self.what {
+            What::Trace(_, laid) => &laid[..],
+            _ => &[],
+        };
+        let mut last: Vec<(u32, u32)> = laid
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| l.1.iter().map(move |&t| (t, i as u32 + 1)))
+            .collect();
+        // The last part per task.
+        last.sort_unstable();
+        let mut out: Vec<(u32, u32)> = Vec::with_capacity(last.len());
+        for (t, p) in last {
+            match out.last_mut() {
+                Some(o) if o.0 == t => o.1 = p,
+                _ => out.push((t, p)),
+            }
+        }
+        out.into_iter()
     }
 
     pub fn finished(&self) -> bool {
@@ -114,6 +169,7 @@ impl JobGen {
         let r = match &mut self.what {
             What::Training(t, g) => g.iteration(&mut e, t, job, runs),
             What::Model(m, g) => g.iteration(&mut e, m, job, runs),
+            What::Trace(g, _) => g.part(&mut e).map(|r| runs.extend(r)),
         };
         self.emitter = e.into_state();
         r
@@ -180,7 +236,7 @@ impl JobGen {
     fn checkpoint_every(&self) -> Option<u32> {
         match &self.what {
             What::Training(t, _) => t.checkpoint.as_ref().map(|c| c.every.max(1)),
-            What::Model(..) => None,
+            What::Model(..) | What::Trace(..) => None,
         }
     }
 
@@ -200,6 +256,12 @@ impl JobGen {
 
     /// What iterations 1..it take together.
     fn before(&self, layout: &Layout, it: u32) -> Sizes {
+        if let What::Trace(_, laid) = &self.what {
+            let n = it.saturating_sub(1) as usize;
+            return laid[..n.min(laid.len())]
+                .iter()
+                .fold(Sizes::default(), |a, l| a.plus(l.0));
+        }
         let ck = self.checkpoints_before(it);
         let plain = it.saturating_sub(1) - ck;
         layout.plain.times(plain).plus(layout.checkpoint.times(ck))
@@ -220,6 +282,9 @@ impl JobGen {
 
     /// What iteration `it` takes.
     pub fn sizes(&self, layout: &Layout, it: u32) -> Sizes {
+        if let What::Trace(_, laid) = &self.what {
+            return laid.get(it as usize - 1).map_or(Sizes::default(), |l| l.0);
+        }
         if self.writes_checkpoint(it) {
             layout.checkpoint
         } else {
@@ -245,12 +310,16 @@ impl JobGen {
         routes: &Routes,
         lanes: &mut GraphBuilder,
         first: (u32, u32, u32, u64),
-    ) -> Result<(Layout, Vec<(u32, FlowSpec)>), String> {
+    ) -> Result<(Layout, Prototypes), String> {
         let mut layout = Layout {
             first,
             plain: Sizes::default(),
             checkpoint: Sizes::default(),
         };
+        if self.is_trace() {
+            let specs = self.lay_out_parts(topo, routes, lanes, first)?;
+            return Ok((layout, specs));
+        }
         let mut made = Vec::new();
         let later = 1..self.iterations;
         let plain = later.clone().find(|&i| !self.writes_checkpoint(i));
@@ -267,35 +336,9 @@ impl JobGen {
             trial.iteration(topo, routes, &mut part, &mut flows, &mut job, &mut runs)?;
             lanes.take_lanes(&part);
             self.emitter = trial.emitter;
-            let (t, p, _, m) = part.next_numbers(0);
+            let next = part.next_numbers(flows.len());
             let graph = part.build();
-            let compute = graph
-                .tasks
-                .iter()
-                .map(|t| match t.kind {
-                    TaskKind::Delay(d) => u128::from(d.0),
-                    _ => 0,
-                })
-                .sum();
-            let (mut net_messages, mut net_bytes) = (0, 0);
-            for pass in &graph.passes {
-                for c in 0..pass.conns.len() as u32 {
-                    if pass.sends_on(c) > 0 && pass.conn_spec(topo, c, 0).is_some() {
-                        net_messages += pass.sends_on(c);
-                        net_bytes += pass.bytes_on(c);
-                    }
-                }
-            }
-            let sizes = Sizes {
-                tasks: t - first.0,
-                passes: p - first.1,
-                flows: flows.len() as u32,
-                messages: m - first.3,
-                net_messages,
-                net_bytes,
-                flow_bytes: flows.iter().map(|f| f.bytes).sum(),
-                compute,
-            };
+            let sizes = sizes_of(topo, &graph, &flows, first, next);
             if self.writes_checkpoint(it) {
                 layout.checkpoint = sizes;
             } else {
@@ -304,10 +347,10 @@ impl JobGen {
             made.push((it, flows));
         }
         // Numbered as if every iteration were made.
-        let mut specs = Vec::new();
+        let mut specs = Prototypes::default();
         for (it, flows) in made {
             let first = self.numbers(&layout, it).2;
-            specs.extend((first..).zip(flows));
+            specs.flows.extend((first..).zip(flows));
         }
         Ok((layout, specs))
     }
@@ -316,8 +359,116 @@ impl JobGen {
         match &mut self.what {
             What::Training(_, g) => g.next = it,
             What::Model(_, g) => g.next = it,
+            What::Trace(..) => unreachable!("a trace's parts are laid out in order"),
         }
     }
+
+    /// A trace's parts after its first, laid out by making each in turn
+    /// (and letting it go) with the numbers it will have: what each takes
+    /// and waits for is kept. Returns the transfers that open
+    /// connections, by number, and the pass connections, by the number of
+    /// their first message (see `Later`).
+    fn lay_out_parts(
+        &mut self,
+        topo: &Topology,
+        routes: &Routes,
+        lanes: &mut GraphBuilder,
+        first: (u32, u32, u32, u64),
+    ) -> Result<Prototypes, String> {
+        let mut trial = self.clone();
+        let mut laid = Vec::new();
+        let mut out = Prototypes::default();
+        let mut opened = std::collections::HashSet::new();
+        let mut numbers = first;
+        while !trial.finished() {
+            let mut part = GraphBuilder::part(numbers, lanes);
+            let mut flows = Vec::new();
+            let mut runs = Vec::new();
+            let mut job = JobRun::new(self.workload);
+            trial.iteration(topo, routes, &mut part, &mut flows, &mut job, &mut runs)?;
+            lanes.take_lanes(&part);
+            let next = part.next_numbers(flows.len());
+            let graph = part.build();
+            let sizes = sizes_of(topo, &graph, &flows, numbers, next);
+            let mut waits: Vec<u32> = graph.cross.iter().map(|c| c.0).collect();
+            waits.dedup();
+            laid.push((sizes, waits.into_boxed_slice()));
+            for (f, spec) in (numbers.2..).zip(flows) {
+                if opened.insert(conn_key(&spec)) {
+                    out.flows.push((f, spec));
+                }
+            }
+            for pass in &graph.passes {
+                for c in 0..pass.conns.len() as u32 {
+                    let idx = pass.first_on(c);
+                    let spec = pass.spec(topo, idx).filter(|_| pass.sends_on(c) > 0);
+                    if let Some(spec) = spec.filter(|s| opened.insert(conn_key(s))) {
+                        out.passes.push((pass.first + idx, spec));
+                    }
+                }
+            }
+            numbers = next;
+        }
+        self.emitter = trial.emitter;
+        if let What::Trace(_, l) = &mut self.what {
+            *l = laid;
+        }
+        Ok(out)
+    }
+}
+
+/// What a part made between `first` and `next` (numbers of tasks, passes,
+/// transfers and pass messages) takes.
+fn sizes_of(
+    topo: &Topology,
+    graph: &super::graph::TaskGraph,
+    flows: &[FlowSpec],
+    first: (u32, u32, u32, u64),
+    next: (u32, u32, u32, u64),
+) -> Sizes {
+    let compute = graph
+        .tasks
+        .iter()
+        .map(|t| match t.kind {
+            TaskKind::Delay(d) => u128::from(d.0),
+            _ => 0,
+        })
+        .sum();
+    let (mut net_messages, mut net_bytes) = (0, 0);
+    for pass in &graph.passes {
+        for c in 0..pass.conns.len() as u32 {
+            if pass.sends_on(c) > 0 && pass.conn_spec(topo, c, 0).is_some() {
+                net_messages += pass.sends_on(c);
+                net_bytes += pass.bytes_on(c);
+            }
+        }
+    }
+    Sizes {
+        tasks: next.0 - first.0,
+        passes: next.1 - first.1,
+        flows: flows.len() as u32,
+        messages: next.3 - first.3,
+        net_messages,
+        net_bytes,
+        flow_bytes: flows.iter().map(|f| f.bytes).sum(),
+        compute,
+    }
+}
+
+/// A connection's key: (workload, sender, receiver, key).
+fn conn_key(s: &FlowSpec) -> (u32, u32, u32, u64) {
+    (s.workload, s.src.0, s.dst.0, s.conn.unwrap_or(0))
+}
+
+/// What the parts made to lay jobs and traces out open: their transfers
+/// that open connections, by number, and (traces only, whose parts may
+/// hold collectives on new communicators) their passes' connections, by
+/// the number of the message that opens each. Their QPs are made before
+/// the run, in the order a run with every part made before it makes them.
+#[derive(Clone, Debug, Default)]
+pub struct Prototypes {
+    pub flows: Vec<(u32, FlowSpec)>,
+    pub passes: Vec<(u64, FlowSpec)>,
 }
 
 /// Most task numbers a run may use when jobs are made as they run (what
@@ -333,9 +484,9 @@ pub struct Later {
     /// The numbers after every job's last iteration: where pass
     /// messages' tasks and transfers are numbered from.
     pub end: (u32, u32, u32, u64),
-    /// Transfers of the iterations made to lay the jobs out, by number
-    /// (the connections they open need QPs before the run).
-    pub prototypes: Vec<(u32, FlowSpec)>,
+    /// What the parts made to lay the jobs out open (their connections
+    /// need QPs before the run).
+    pub prototypes: Prototypes,
     /// Network messages the later iterations' passes send, and their
     /// bytes; the bytes of their transfers.
     pub net_messages: u64,
@@ -351,6 +502,8 @@ pub struct Later {
 pub struct LaterJob {
     pub gen: JobGen,
     pub layout: Layout,
+    /// Its records among the run's jobs (none for a trace).
+    pub job: Option<usize>,
 }
 
 impl Later {
@@ -359,7 +512,7 @@ impl Later {
             stream_rings,
             jobs: Vec::new(),
             end: first,
-            prototypes: Vec::new(),
+            prototypes: Prototypes::default(),
             net_messages: 0,
             net_bytes: 0,
             flow_bytes: 0,
@@ -371,6 +524,7 @@ impl Later {
     pub fn add(
         &mut self,
         mut gen: JobGen,
+        job: Option<usize>,
         topo: &Topology,
         routes: &Routes,
         lanes: &mut GraphBuilder,
@@ -378,26 +532,34 @@ impl Later {
         let (layout, specs) = gen.layout(topo, routes, lanes, self.end)?;
         let total = gen.total(&layout);
         let e = self.end;
+        let (what, fewer) = if gen.is_trace() {
+            (
+                format!("trace's {} parts", gen.iterations),
+                "a shorter trace",
+            )
+        } else {
+            (
+                format!("job's {} iterations", gen.iterations),
+                "fewer iterations",
+            )
+        };
         let tasks = u64::from(e.0) + u64::from(total.tasks);
         if tasks > u64::from(MAX_TASK_NUMBERS) {
             return Err(format!(
-                "the job's {} iterations need {tasks} tasks (messages, copies, joins); at most {MAX_TASK_NUMBERS} are supported; use fewer iterations, a larger chunk or fewer channels",
-                gen.iterations
+                "the {what} need {tasks} tasks (messages, copies, joins); at most {MAX_TASK_NUMBERS} are supported; use {fewer}, a larger chunk or fewer channels"
             ));
         }
         let flows = u64::from(e.2) + u64::from(total.flows);
         if flows > super::MAX_FLOWS as u64 {
             return Err(format!(
-                "the job's {} iterations need {flows} transfers; at most {} are supported; use fewer iterations",
-                gen.iterations,
+                "the {what} need {flows} transfers; at most {} are supported; use {fewer}",
                 super::MAX_FLOWS
             ));
         }
         let messages = e.3 + total.messages;
         if messages > super::collective::MAX_PASS_MESSAGES {
             return Err(format!(
-                "the job's {} iterations need {messages} collective messages; at most {} are supported; use fewer iterations or a larger chunk",
-                gen.iterations,
+                "the {what} need {messages} collective messages; at most {} are supported; use {fewer} or a larger chunk",
                 super::collective::MAX_PASS_MESSAGES
             ));
         }
@@ -411,8 +573,9 @@ impl Later {
         self.net_bytes += total.net_bytes;
         self.flow_bytes += total.flow_bytes;
         self.compute += total.compute;
-        self.prototypes.extend(specs);
-        self.jobs.push(LaterJob { gen, layout });
+        self.prototypes.flows.extend(specs.flows);
+        self.prototypes.passes.extend(specs.passes);
+        self.jobs.push(LaterJob { gen, layout, job });
         Ok(())
     }
 }

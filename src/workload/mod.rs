@@ -72,7 +72,7 @@ pub enum Pattern {
     /// A collective over a communicator.
     Collective(collective::Collective),
     /// A Chakra execution trace, its ranks on these GPUs.
-    Chakra(Box<(chakra::Trace, chakra::Settings)>),
+    Chakra(Box<(std::sync::Arc<chakra::Trace>, chakra::Settings)>),
     /// A training job: iterations of compute and collectives.
     Training(Box<training::Training>),
     /// A training job made from the model and its parallelism.
@@ -285,9 +285,12 @@ pub fn expand(
                 );
                 e.host = host;
                 e.step_latency = w.step_latency;
-                let runs = chakra::emit(&mut e, trace, settings, w.start)
+                // Its first part now; the rest after every workload's
+                // first part, as a job's later iterations (`jobs`).
+                let gen = chakra::TraceGen::new(std::sync::Arc::clone(trace), settings, w.start)
+                    .and_then(|g| jobs::JobGen::trace(e, g, &mut collectives))
                     .map_err(|m| KeyError::new(&w.path.key("trace"), m))?;
-                collectives.extend(runs);
+                gens.push((gen, None));
                 continue;
             }
             Pattern::Training(t) => {
@@ -305,7 +308,7 @@ pub fn expand(
                     &mut collectives,
                 )
                 .map_err(|m| KeyError::new(&w.path, m))?;
-                gens.push(gen);
+                gens.push((gen, Some(runs.len())));
                 runs.push(job);
                 continue;
             }
@@ -327,7 +330,7 @@ pub fn expand(
                     &mut collectives,
                 )
                 .map_err(|msg| KeyError::new(&w.path, msg))?;
-                gens.push(gen);
+                gens.push((gen, Some(runs.len())));
                 runs.push(job);
                 continue;
             }
@@ -471,28 +474,42 @@ pub fn expand(
     // The jobs' later iterations, job by job (`jobs`): made now, or laid
     // out to be made as the run reaches them.
     let mut later = None;
-    if as_it_runs && gens.iter().any(|g| !g.finished()) {
+    let path = |gen: &jobs::JobGen| {
+        let w = &workloads[gen.workload as usize];
+        if gen.is_trace() {
+            w.path.key("trace")
+        } else {
+            w.path.clone()
+        }
+    };
+    let gen_workloads: Vec<u32> = gens.iter().map(|g| g.0.workload).collect();
+    if as_it_runs && gens.iter().any(|g| !g.0.finished()) {
         let mut l = jobs::Later::new(graph.next_numbers(flows.len()), stream_rings);
-        for gen in gens {
-            let w = &workloads[gen.workload as usize];
-            l.add(gen, topo, routes, &mut graph)
-                .map_err(|m| KeyError::new(&w.path, m))?;
+        for (gen, job) in gens {
+            let p = path(&gen);
+            l.add(gen, job, topo, routes, &mut graph)
+                .map_err(|m| KeyError::new(&p, m))?;
         }
         later = Some(Box::new(l));
     } else {
-        for (gen, job) in gens.iter_mut().zip(&mut runs) {
+        for (gen, job) in &mut gens {
             tasks_from.push(graph.len());
-            let w = &workloads[gen.workload as usize];
+            // A trace keeps no job records.
+            let mut none = training::JobRun::new(gen.workload);
+            let job = match job {
+                Some(j) => &mut runs[*j],
+                None => &mut none,
+            };
             while !gen.finished() {
                 gen.iteration(topo, routes, &mut graph, &mut flows, job, &mut collectives)
-                    .map_err(|m| KeyError::new(&w.path, m))?;
+                    .map_err(|m| KeyError::new(&path(gen), m))?;
             }
         }
     }
     // Collectives in workload order, each workload's as they were added.
     collectives.sort_by_key(|c| c.workload);
     let mut graph = graph.build();
-    let owners = (0..workloads.len() as u32).chain(runs.iter().map(|j| j.workload));
+    let owners = (0..workloads.len() as u32).chain(gen_workloads);
     graph.workload_first_task = tasks_from
         .iter()
         .zip(owners)
