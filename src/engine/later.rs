@@ -9,6 +9,14 @@
 //! written to a temporary file (its transfers', connections' and NVLink
 //! copies' rows, read back when the outputs are written), and the part is
 //! forgotten. Memory holds the iterations under way, whatever the count.
+//!
+//! A Chakra trace's parts after its first (`chakra::TraceGen`) go the same
+//! way, with their own trigger: a part may wait for tasks of any part
+//! before it, so every task some later part waits for is a trigger from
+//! the start, and when one is about to be done every part up to the last
+//! that waits for it is made. No task of a part can be ready before the
+//! part exists, so it is released, and its lane taken, as if made before
+//! the run. A trace has no job records.
 
 use super::passes::ConnRow;
 use super::{Event, FlowState, Simulation};

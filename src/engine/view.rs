@@ -165,9 +165,9 @@ impl Simulation {
         self.failures.was_down(l)
     }
 
-    /// Jobs' iterations made as the run went, forgotten once over, and
-    /// the most held at once; `None` if every iteration was made before
-    /// the run.
+    /// Jobs' iterations and traces' parts made as the run went, forgotten
+    /// once over, and the most held at once; `None` if every one was made
+    /// before the run.
     pub fn later_counts(&self) -> Option<(u64, u64, u64)> {
         let l = self.tasks.later.as_ref()?;
         Some((l.made, l.retired, l.most_held))

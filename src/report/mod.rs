@@ -474,9 +474,10 @@ pub struct Perf {
     /// (`simulation.flow_rings = "streams"`) instead of message by message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fluid_streams: Option<u64>,
-    /// Jobs' iterations made as the run went (`simulation.job_iterations
-    /// = "as-they-run"`), those forgotten once over, and the most held at
-    /// once (absent when every iteration was made before the run).
+    /// Jobs' iterations and traces' parts made as the run went
+    /// (`simulation.job_iterations = "as-they-run"`), those forgotten once
+    /// over, and the most held at once (absent when every one was made
+    /// before the run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations_made: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
