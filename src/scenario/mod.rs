@@ -514,8 +514,21 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
         // Partitions of a parallel run each hold every task (see
         // `engine::parallel`): there, iterations are made up front.
         let as_it_runs = job_iterations == JobIterations::AsTheyRun && threads == 1;
+        // The traces go to their workloads' parts, which keep only what
+        // making tasks needs; the scenario keeps their counts.
+        let traces = workloads
+            .iter_mut()
+            .filter_map(|w| match &mut w.pattern {
+                workload::Pattern::Chakra(t) => {
+                    let counts = std::sync::Arc::new(t.0.counts_only());
+                    Some(std::mem::replace(&mut t.0, counts))
+                }
+                _ => None,
+            })
+            .collect();
         let expanded = workload::expand(
             &workloads,
+            traces,
             &topology,
             &routes,
             &streams,
@@ -523,13 +536,6 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             stream_rings,
             as_it_runs,
         )?;
-        // Traces are with their workloads' parts now (in the graph, or
-        // to be made as the run goes): the scenario keeps their counts.
-        for w in &mut workloads {
-            if let workload::Pattern::Chakra(t) = &mut w.pattern {
-                t.0 = std::sync::Arc::new(t.0.counts_only());
-            }
-        }
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
             return Err(KeyError::new(

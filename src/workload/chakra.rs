@@ -620,15 +620,56 @@ pub struct TraceGen {
     parts: u32,
 }
 
-/// A checked trace and its schedule, cut into parts.
+/// A checked trace and its schedule, cut into parts. It keeps of each
+/// node only what making its task needs (not its name, nor the trace's
+/// index of ids), with its dependencies as positions in its rank.
 #[derive(Debug)]
 struct Plan {
-    trace: Arc<Trace>,
+    nodes: Vec<Vec<Slim>>,
+    /// Per rank: where each node's dependencies begin in `deps`, then
+    /// the end.
+    deps_at: Vec<Vec<u32>>,
+    deps: Vec<Vec<u32>>,
     settings: Settings,
-    layout: Layout,
+    groups: Vec<Group>,
+    inst: Vec<Vec<Vec<usize>>>,
     order: Vec<Step>,
     /// Where each part's steps begin, then the end.
     bounds: Vec<usize>,
+}
+
+/// What making a node's task needs of it.
+#[derive(Debug)]
+struct Slim {
+    id: u64,
+    duration: SimTime,
+    /// A send's or receive's peer, tag and size, or a collective's type
+    /// and size.
+    comm: Option<Box<Comm>>,
+    kind: Kind,
+    cpu: bool,
+}
+
+impl Slim {
+    fn of(n: &Node) -> Slim {
+        Slim {
+            id: n.id,
+            duration: n.duration,
+            comm: n.comm.as_ref().map(|c| {
+                Box::new(Comm {
+                    pg_name: None,
+                    defines: Vec::new(),
+                    ..(**c).clone()
+                })
+            }),
+            kind: n.kind,
+            cpu: n.cpu,
+        }
+    }
+
+    fn comm(&self) -> &Comm {
+        self.comm.as_deref().unwrap_or(&NO_COMM)
+    }
 }
 
 impl TraceGen {
@@ -663,18 +704,48 @@ impl TraceGen {
             }
         }
         bounds.push(order.len());
+        let task = trace.ranks.iter().map(|n| vec![None; n.len()]).collect();
+        let Layout {
+            index,
+            groups,
+            inst,
+        } = layout;
+        // Each rank's nodes made slim; when the trace is this one's alone,
+        // each rank's decoded nodes and index go as soon as they are.
+        let (mut nodes, mut deps_at, mut deps) = (Vec::new(), Vec::new(), Vec::new());
+        let mut add = |rank: &[Node], index: &HashMap<u64, usize>| {
+            let (n, at, list) = slim_rank(rank, index);
+            nodes.push(n);
+            deps_at.push(at);
+            deps.push(list);
+        };
+        match Arc::try_unwrap(trace) {
+            Ok(owned) => {
+                for (rank, index) in owned.ranks.into_iter().zip(index) {
+                    add(&rank, &index);
+                }
+            }
+            Err(shared) => {
+                for (rank, index) in shared.ranks.iter().zip(&index) {
+                    add(rank, index);
+                }
+            }
+        }
         Ok(TraceGen {
-            task: trace.ranks.iter().map(|n| vec![None; n.len()]).collect(),
+            task,
             sends: HashMap::new(),
-            next: vec![0; layout.groups.len()],
+            next: vec![0; groups.len()],
             begin: 0,
             start,
             made: 0,
             parts: bounds.len() as u32 - 1,
             plan: Some(Arc::new(Plan {
-                trace,
+                nodes,
+                deps_at,
+                deps,
                 settings: s.clone(),
-                layout,
+                groups,
+                inst,
                 order,
                 bounds,
             })),
@@ -703,14 +774,12 @@ impl TraceGen {
                 .ok_or("every part of the trace is made")?,
         );
         let Plan {
-            trace,
+            nodes,
+            deps_at,
+            deps: dep_list,
             settings: s,
-            layout:
-                Layout {
-                    index,
-                    groups,
-                    inst,
-                },
+            groups,
+            inst,
             order,
             bounds,
         } = &*plan;
@@ -723,13 +792,14 @@ impl TraceGen {
         let mut runs = Vec::new();
         for &step in &order[bounds[k]..bounds[k + 1]] {
             let done = |task: &[Vec<Option<u32>>], r: usize, i: usize| {
-                deps_done(&trace.ranks[r][i].deps, &index[r], &task[r], begin)
+                let d = &dep_list[r][deps_at[r][i] as usize..deps_at[r][i + 1] as usize];
+                deps_done(d, &task[r], begin)
                     .expect("the schedule puts a node after its dependencies")
             };
             match step {
                 Step::Node(r, i) => {
                     let (r, i) = (r as usize, i as usize);
-                    let n = &trace.ranks[r][i];
+                    let n = &nodes[r][i];
                     let deps = done(task, r, i);
                     let t = match n.kind {
                         Kind::Comp if n.cpu => e.delay(n.duration, None, &deps),
@@ -770,7 +840,7 @@ impl TraceGen {
                         .zip(members)
                         .map(|(&r, m)| done(task, r, m[k]))
                         .collect();
-                    let (r0, first) = (g.ranks[0], &trace.ranks[g.ranks[0]][members[0][k]]);
+                    let (r0, first) = (g.ranks[0], &nodes[g.ranks[0]][members[0][k]]);
                     let op = op_of(first.comm().comm_type.unwrap_or(0)).ok().flatten();
                     // Each member takes part once its own node's
                     // dependencies are done, and its node is done when its
@@ -782,7 +852,7 @@ impl TraceGen {
                             let entry: Vec<u32> =
                                 ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();
                             let (run, ends) = collective::emit_per_rank(e, &c, &entry)
-                                .map_err(|m| format!("{}: {m}", at(r0, first)))?;
+                                .map_err(|m| format!("rank {r0} node {}: {m}", first.id))?;
                             runs.push(run);
                             ends
                         }
@@ -810,8 +880,22 @@ impl TraceGen {
     }
 }
 
+/// A rank's nodes made slim, and their dependencies as positions: where
+/// each node's begin in the list, then the end, and the list.
+fn slim_rank(nodes: &[Node], index: &HashMap<u64, usize>) -> (Vec<Slim>, Vec<u32>, Vec<u32>) {
+    let mut at = Vec::with_capacity(nodes.len() + 1);
+    let mut list = Vec::new();
+    for n in nodes {
+        at.push(list.len() as u32);
+        list.extend(n.deps.iter().map(|d| index[d] as u32));
+    }
+    at.push(list.len() as u32);
+    list.shrink_to_fit();
+    (nodes.iter().map(Slim::of).collect(), at, list)
+}
+
 /// The collective a communicator's collective node runs.
-fn collective_of(s: &Settings, g: &Group, first: &Node, op: Op) -> Collective {
+fn collective_of(s: &Settings, g: &Group, first: &Slim, op: Op) -> Collective {
     let mut bytes = first.comm().comm_size.unwrap_or(0);
     if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
         bytes = bytes.saturating_mul(g.ranks.len() as u64);
@@ -1187,18 +1271,13 @@ fn schedule(
     }
 }
 
-/// The tasks of `deps` if all are emitted (`begin` if none: every other
-/// node waits for it through those).
-fn deps_done(
-    deps: &[u64],
-    index: &HashMap<u64, usize>,
-    task: &[Option<u32>],
-    begin: u32,
-) -> Option<Vec<u32>> {
+/// The tasks of `deps` (positions in the rank) if all are emitted
+/// (`begin` if none: every other node waits for it through those).
+fn deps_done(deps: &[u32], task: &[Option<u32>], begin: u32) -> Option<Vec<u32>> {
     if deps.is_empty() {
         return Some(vec![begin]);
     }
-    deps.iter().map(|d| task[index[d]]).collect()
+    deps.iter().map(|&d| task[d as usize]).collect()
 }
 
 #[cfg(test)]

@@ -242,8 +242,13 @@ fn check_time_span(
 }
 
 /// Expands every workload entry into transfers, in scenario order.
+/// `traces` are the Chakra workloads' traces, in order, given apart so
+/// that their nodes can go once put in order (a Chakra workload's own is
+/// taken where none is given).
+#[allow(clippy::too_many_arguments)]
 pub fn expand(
     workloads: &[Workload],
+    traces: Vec<std::sync::Arc<chakra::Trace>>,
     topo: &Topology,
     routes: &Routes,
     streams: &Streams,
@@ -258,6 +263,7 @@ pub fn expand(
     let mut runs = Vec::new();
     let mut gens = Vec::new();
     let mut tasks_from = Vec::with_capacity(workloads.len());
+    let mut traces = traces.into_iter();
     for (wi, w) in workloads.iter().enumerate() {
         tasks_from.push(graph.len());
         let pairs: Vec<(GpuId, GpuId)> = match &w.pattern {
@@ -287,7 +293,10 @@ pub fn expand(
                 e.step_latency = w.step_latency;
                 // Its first part now; the rest after every workload's
                 // first part, as a job's later iterations (`jobs`).
-                let gen = chakra::TraceGen::new(std::sync::Arc::clone(trace), settings, w.start)
+                let trace = traces
+                    .next()
+                    .unwrap_or_else(|| std::sync::Arc::clone(trace));
+                let gen = chakra::TraceGen::new(trace, settings, w.start)
                     .and_then(|g| jobs::JobGen::trace(e, g, &mut collectives))
                     .map_err(|m| KeyError::new(&w.path.key("trace"), m))?;
                 gens.push((gen, None));
