@@ -52,9 +52,10 @@ pub struct LaterState {
     pub failed: Option<String>,
     /// Iterations made as the run went.
     pub made: u64,
-    /// Per job: the rows of its forgotten iterations, and the number
-    /// below which its later tasks are forgotten.
-    spills: Vec<Spill>,
+    /// Per job: the rows of its forgotten iterations, by kind (so that
+    /// an output reads only the kind it lists), and the number below
+    /// which its later tasks are forgotten.
+    spills: Vec<[Spill; 3]>,
     retired_below: Vec<u32>,
     /// Times of forgotten tasks that records of iterations under way
     /// name (a rank's part of a collective starts when its part of the
@@ -76,6 +77,24 @@ pub enum Record {
     Flow(FlowState),
     Row(ConnRow),
     Copy(CopyRow),
+}
+
+/// The kinds of `Record`, each kept apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    Flow = 0,
+    Row = 1,
+    Copy = 2,
+}
+
+impl Record {
+    fn kind(&self) -> RecordKind {
+        match self {
+            Record::Flow(_) => RecordKind::Flow,
+            Record::Row(_) => RecordKind::Row,
+            Record::Copy(_) => RecordKind::Copy,
+        }
+    }
 }
 
 /// An NVLink copy of the graph (flows.csv's row of it).
@@ -227,12 +246,19 @@ impl std::fmt::Debug for LaterState {
 }
 
 impl Part {
-    /// Its records for the outputs (see `Record`), of workload `w`.
-    fn records(&self, w: u32) -> impl Iterator<Item = Record> + '_ {
-        let flows = self.flows.iter().map(|f| Record::Flow(f.clone()));
-        let rows = self.rows.iter().map(|r| Record::Row(r.clone()));
-        let copies = self
-            .graph
+    /// Its records of one kind for the outputs (see `Record`), of
+    /// workload `w`.
+    fn records(&self, w: u32, kind: RecordKind) -> Box<dyn Iterator<Item = Record> + '_> {
+        match kind {
+            RecordKind::Flow => Box::new(self.flows.iter().map(|f| Record::Flow(f.clone()))),
+            RecordKind::Row => Box::new(self.rows.iter().map(|r| Record::Row(r.clone()))),
+            RecordKind::Copy => Box::new(self.copies(w)),
+        }
+    }
+
+    /// Its NVLink copies' records.
+    fn copies(&self, w: u32) -> impl Iterator<Item = Record> + '_ {
+        self.graph
             .tasks
             .iter()
             .enumerate()
@@ -246,8 +272,7 @@ impl Part {
                     done: self.done[i],
                 })),
                 _ => None,
-            });
-        flows.chain(rows).chain(copies)
+            })
     }
 
     fn holds(&self, t: u32) -> bool {
@@ -295,7 +320,7 @@ impl LaterState {
             conns: conns.into_iter().collect(),
             failed: None,
             made: 0,
-            spills: (0..n).map(|_| Spill::default()).collect(),
+            spills: (0..n).map(|_| Default::default()).collect(),
             retired_below,
             kept: HashMap::default(),
             last_done: SimTime::ZERO,
@@ -412,18 +437,18 @@ impl LaterState {
         self.kept.get(&t).copied()
     }
 
-    /// What the outputs list of every iteration made, job by job, in
-    /// number order: those forgotten as written out, then those under
-    /// way. A record that cannot be read back is left out, and
+    /// What the outputs list of every iteration made, of one kind, job by
+    /// job, in number order: those forgotten as written out, then those
+    /// under way. A record that cannot be read back is left out, and
     /// `read_failed` says so.
-    pub fn records(&self) -> impl Iterator<Item = Record> + '_ {
+    pub fn records(&self, kind: RecordKind) -> impl Iterator<Item = Record> + '_ {
         self.spills
             .iter()
             .zip(&self.parts)
             .zip(&self.jobs)
-            .flat_map(move |((spill, parts), job)| {
+            .flat_map(move |((spills, parts), job)| {
                 let w = job.gen.workload;
-                let forgotten = spill.read().filter_map(move |r| match r {
+                let forgotten = spills[kind as usize].read().filter_map(move |r| match r {
                     Ok(r) => Some(r),
                     Err(_) => {
                         self.read_failed
@@ -431,14 +456,14 @@ impl LaterState {
                         None
                     }
                 });
-                forgotten.chain(parts.iter().flat_map(move |p| p.records(w)))
+                forgotten.chain(parts.iter().flat_map(move |p| p.records(w, kind)))
             })
     }
 
     /// Whether a forgotten iteration's records could not be kept or read
     /// back (the outputs miss them).
     pub fn records_lost(&self) -> bool {
-        self.spills.iter().any(|s| s.lost)
+        self.spills.iter().flatten().any(|s| s.lost)
             || self.read_failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -875,17 +900,18 @@ impl Simulation {
             l.kept.extend(keep);
         }
         // Its rows, written out.
-        let spill = &mut l.spills[j];
+        let spills = &mut l.spills[j];
+        let mut spill = |r: Record| spills[r.kind() as usize].push(r);
         for f in part.flows {
-            spill.push(Record::Flow(f));
+            spill(Record::Flow(f));
         }
         for r in part.rows {
-            spill.push(Record::Row(r));
+            spill(Record::Row(r));
         }
         for (i, t) in part.graph.tasks.iter().enumerate() {
             match t.kind {
                 TaskKind::Local { src, dst, bytes } if src != dst => {
-                    spill.push(Record::Copy(CopyRow {
+                    spill(Record::Copy(CopyRow {
                         workload: w as u32,
                         src,
                         dst,
@@ -898,7 +924,9 @@ impl Simulation {
                 _ => {}
             }
         }
-        spill.flush();
+        for s in &mut l.spills[j] {
+            s.flush();
+        }
         if let Some(&d) = part.done.iter().filter(|&&d| d != SimTime::MAX).max() {
             l.last_done = l.last_done.max(d);
         }

@@ -1,6 +1,7 @@
 //! The simulation as its readers see it: the report, the sweep, the bench
 //! and the tests read the engine's state through these, never its fields.
 
+use super::later::RecordKind as Kind;
 use super::*;
 use crate::switch::classify::QUEUES;
 use crate::switch::pfc::PfcPrio;
@@ -124,7 +125,7 @@ impl Simulation {
     /// those of jobs' later iterations made so far (a pass's messages are
     /// not: see `every_pass_row`).
     pub fn every_flow(&self) -> impl Iterator<Item = std::borrow::Cow<'_, FlowState>> {
-        let later = self.later_records().filter_map(|r| match r {
+        let later = self.later_records(Kind::Flow).filter_map(|r| match r {
             super::later::Record::Flow(f) => Some(std::borrow::Cow::Owned(f)),
             _ => None,
         });
@@ -139,7 +140,7 @@ impl Simulation {
     pub fn every_pass_row(
         &self,
     ) -> impl Iterator<Item = std::borrow::Cow<'_, super::passes::ConnRow>> {
-        let later = self.later_records().filter_map(|r| match r {
+        let later = self.later_records(Kind::Row).filter_map(|r| match r {
             super::later::Record::Row(r) => Some(std::borrow::Cow::Owned(r)),
             _ => None,
         });
@@ -149,15 +150,19 @@ impl Simulation {
 
     /// The NVLink copies of jobs' later iterations, in number order.
     pub fn later_copies(&self) -> impl Iterator<Item = super::later::CopyRow> + '_ {
-        self.later_records().filter_map(|r| match r {
+        self.later_records(Kind::Copy).filter_map(|r| match r {
             super::later::Record::Copy(c) => Some(c),
             _ => None,
         })
     }
 
-    /// What the outputs list of jobs' later iterations (`later`).
-    fn later_records(&self) -> impl Iterator<Item = super::later::Record> + '_ {
-        self.tasks.later.iter().flat_map(|l| l.records())
+    /// What the outputs list of jobs' later iterations (`later`), of one
+    /// kind.
+    fn later_records(
+        &self,
+        kind: super::later::RecordKind,
+    ) -> impl Iterator<Item = super::later::Record> + '_ {
+        self.tasks.later.iter().flat_map(move |l| l.records(kind))
     }
 
     /// Whether link `l` went down at some time of the run.
