@@ -28,14 +28,23 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         t.links.len()
     );
     let mut kinds: Vec<String> = Vec::new();
+    // Network messages per workload: its transfers and its passes'
+    // messages, counted in one reading of each (a job's forgotten
+    // iterations are read back from disk).
+    let mut messages = vec![0u64; sim.scenario().workloads.len()];
+    for r in sim.every_pass_row().filter(|r| r.qps > 0) {
+        if let Some(m) = messages.get_mut(r.workload as usize) {
+            *m += r.planned;
+        }
+    }
+    for f in sim.every_flow() {
+        if let Some(m) = messages.get_mut(f.spec.workload as usize) {
+            *m += 1;
+        }
+    }
     for w in &sim.scenario().workloads {
         let w_id = kinds.len() as u32;
-        let passes: u64 = sim
-            .every_pass_row()
-            .filter(|r| r.workload == w_id && r.qps > 0)
-            .map(|r| r.planned)
-            .sum();
-        let n = sim.every_flow().filter(|f| f.spec.workload == w_id).count() as u64 + passes;
+        let n = messages[w_id as usize];
         kinds.push(match &w.pattern {
             crate::workload::Pattern::Collective(c) => {
                 // As run: NCCL's tuner may have chosen the algorithm,
