@@ -245,6 +245,14 @@ fn node_with(
     m
 }
 
+/// A compute node of `micros` microseconds.
+fn comp(id: u64, deps: &[u64], micros: u64) -> Vec<u8> {
+    let mut m = node_with(id, 4, deps, &[], &[], None);
+    varint(7 << 3, &mut m);
+    varint(micros, &mut m);
+    m
+}
+
 /// One file per rank, any message length.
 fn write_long_trace(dir: &Path, ranks: &[Vec<Vec<u8>>]) {
     std::fs::create_dir_all(dir).unwrap();
@@ -475,12 +483,6 @@ fn a_rank_goes_on_when_its_own_part_of_a_collective_is_done() {
 fn a_long_trace_is_made_part_by_part_as_the_run_reaches_it() {
     let dir = std::env::temp_dir().join(format!("fabricsim-chakra-parts-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let comp = |id: u64, deps: &[u64], micros: u64| {
-        let mut m = node_with(id, 4, deps, &[], &[], None);
-        varint(7 << 3, &mut m);
-        varint(micros, &mut m);
-        m
-    };
     let coll = |id: u64, deps: &[u64], pg: &'static str| {
         node_with(
             id,
@@ -554,12 +556,6 @@ fn a_long_trace_is_made_part_by_part_as_the_run_reaches_it() {
 fn a_part_waiting_only_for_tasks_already_done_is_made_at_once() {
     let dir = std::env::temp_dir().join(format!("fabricsim-chakra-done-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let comp = |id: u64, deps: &[u64], micros: u64| {
-        let mut m = node_with(id, 4, deps, &[], &[], None);
-        varint(7 << 3, &mut m);
-        varint(micros, &mut m);
-        m
-    };
     let mut nodes = vec![comp(1, &[], 1), comp(2, &[], 1000)];
     nodes.extend((0..40_000).map(|i| comp(10 + i, &[2], 0)));
     nodes.extend((0..40_000).map(|i| comp(100_000 + i, &[1], 0)));

@@ -149,10 +149,22 @@ pub fn outputs(
         fabricsim::scenario::prepare(path, &text, &sets).unwrap_or_else(|e| panic!("{e}"));
     let mut sim = Simulation::new(prepared);
     let stop = sim.run(|_| {});
-    let summary = Summary::of(&sim, stop);
-    let perf = fabricsim::report::Perf::of(&sim, 1.0);
+    (written_files(&sim, stop).0, sim)
+}
+
+/// Every file the outputs of `sim`, stopped for `stop`, are (`perf.json`,
+/// wall-clock figures, apart), by name, and its perf.
+pub fn written_files(
+    sim: &Simulation,
+    stop: fabricsim::engine::StopReason,
+) -> (
+    std::collections::BTreeMap<String, Vec<u8>>,
+    fabricsim::report::Perf,
+) {
+    let summary = Summary::of(sim, stop);
+    let perf = fabricsim::report::Perf::of(sim, 1.0);
     let dir = tempfile::tempdir().unwrap();
-    fabricsim::report::write_outputs(dir.path(), &sim, &summary, &perf).unwrap();
+    fabricsim::report::write_outputs(dir.path(), sim, &summary, &perf).unwrap();
     let mut files = std::collections::BTreeMap::new();
     for e in std::fs::read_dir(dir.path()).unwrap() {
         let p = e.unwrap().path();
@@ -161,7 +173,7 @@ pub fn outputs(
             files.insert(name, std::fs::read(&p).unwrap());
         }
     }
-    (files, sim)
+    (files, perf)
 }
 
 /// Runs `path` with its jobs' iterations and traces' parts made as the

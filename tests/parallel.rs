@@ -4,12 +4,15 @@
 //! partitioned run on one thread and say why; the list of them is
 //! pinned here, so that one falling back unnoticed fails.
 
+mod common;
+
+use common::{scenarios, written_files};
 use fabricsim::engine::parallel;
 use fabricsim::engine::Limits;
 use fabricsim::engine::Simulation;
-use fabricsim::report::{self, Perf, Summary};
+use fabricsim::report::{Perf, Summary};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Runs `path` on `threads` threads; every file it writes, by name
 /// (`perf.json`, wall-clock figures, apart), and its perf.
@@ -34,35 +37,7 @@ fn outputs_of(
     let (sim, stop) = parallel::run_on_threads(sim, source, limits, &mut |_| {});
     sim.check_conservation()
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let summary = Summary::of(&sim, stop);
-    let perf = Perf::of(&sim, 1.0);
-    let dir = tempfile::tempdir().unwrap();
-    report::write_outputs(dir.path(), &sim, &summary, &perf).unwrap();
-    let mut files = BTreeMap::new();
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if name != "perf.json" {
-            files.insert(name, std::fs::read(&p).unwrap());
-        }
-    }
-    (files, perf)
-}
-
-fn scenarios(dir: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n != "sweep") {
-                out.extend(scenarios(&p.to_string_lossy()));
-            }
-        } else if p.extension().is_some_and(|e| e == "toml") {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
+    written_files(&sim, stop)
 }
 
 /// Scenarios that run on one thread whatever is asked, and why (the
