@@ -1259,6 +1259,11 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
             }
         }
     }
+    // Jobs' iterations and traces' parts to be made as the run goes.
+    if let Some(l) = &p.later {
+        transfers += u64::from(l.end.2).saturating_sub(p.flows.len() as u64) + l.net_messages;
+        bytes += l.flow_bytes + l.net_bytes;
+    }
     outln!(
         "{}: valid. {} fabric with {} hosts, {} GPUs, {} switches, {} links; {} workload entries, {} transfers, {} bytes; seed {}{}",
         path.display(),

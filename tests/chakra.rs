@@ -544,6 +544,19 @@ fn a_long_trace_is_made_part_by_part_as_the_run_reaches_it() {
     // Cut short, the parts never reached are made for the outputs, as
     // they would be if made before the run.
     same_both_ways(path, &["simulation.max_sim_time=\"1ms\""]);
+    // `validate` counts the transfers of every part, made or not.
+    let validate = |sets: &[&str]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"));
+        c.arg("validate").arg(path);
+        for s in sets {
+            c.args(["--set", s]);
+        }
+        let out = String::from_utf8(c.output().unwrap().stdout).unwrap();
+        out.lines().next().unwrap_or_default().to_string()
+    };
+    let lazy = validate(&[]);
+    assert!(lazy.contains("valid."), "{lazy}");
+    assert_eq!(lazy, validate(&["simulation.job_iterations=\"up-front\""]));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
