@@ -329,15 +329,8 @@ impl JobGen {
         for it in kinds {
             let mut trial = self.clone();
             trial.set_next(it);
-            let mut part = GraphBuilder::part(first, lanes);
-            let mut flows = Vec::new();
-            let mut runs = Vec::new();
-            let mut job = JobRun::new(self.workload);
-            trial.iteration(topo, routes, &mut part, &mut flows, &mut job, &mut runs)?;
-            lanes.take_lanes(&part);
+            let (graph, flows, next) = trial.trial_part(topo, routes, lanes, first)?;
             self.emitter = trial.emitter;
-            let next = part.next_numbers(flows.len());
-            let graph = part.build();
             let sizes = sizes_of(topo, &graph, &flows, first, next);
             if self.writes_checkpoint(it) {
                 layout.checkpoint = sizes;
@@ -353,6 +346,26 @@ impl JobGen {
             specs.flows.extend((first..).zip(flows));
         }
         Ok((layout, specs))
+    }
+
+    /// Makes the next iteration (part) apart, numbered from `first`, to
+    /// lay it out: its graph, its transfers and the numbers after it. The
+    /// lanes it opens are kept in `lanes`.
+    fn trial_part(
+        &mut self,
+        topo: &Topology,
+        routes: &Routes,
+        lanes: &mut GraphBuilder,
+        first: (u32, u32, u32, u64),
+    ) -> Result<(super::graph::TaskGraph, Vec<FlowSpec>, Numbers), String> {
+        let mut part = GraphBuilder::part(first, lanes);
+        let mut flows = Vec::new();
+        let mut runs = Vec::new();
+        let mut job = JobRun::new(self.workload);
+        self.iteration(topo, routes, &mut part, &mut flows, &mut job, &mut runs)?;
+        lanes.take_lanes(&part);
+        let next = part.next_numbers(flows.len());
+        Ok((part.build(), flows, next))
     }
 
     fn set_next(&mut self, it: u32) {
@@ -381,14 +394,7 @@ impl JobGen {
         let mut opened = std::collections::HashSet::new();
         let mut numbers = first;
         while !trial.finished() {
-            let mut part = GraphBuilder::part(numbers, lanes);
-            let mut flows = Vec::new();
-            let mut runs = Vec::new();
-            let mut job = JobRun::new(self.workload);
-            trial.iteration(topo, routes, &mut part, &mut flows, &mut job, &mut runs)?;
-            lanes.take_lanes(&part);
-            let next = part.next_numbers(flows.len());
-            let graph = part.build();
+            let (graph, flows, next) = trial.trial_part(topo, routes, lanes, numbers)?;
             let sizes = sizes_of(topo, &graph, &flows, numbers, next);
             let mut waits: Vec<u32> = graph.cross.iter().map(|c| c.0).collect();
             waits.dedup();
@@ -470,6 +476,9 @@ pub struct Prototypes {
     pub flows: Vec<(u32, FlowSpec)>,
     pub passes: Vec<(u64, FlowSpec)>,
 }
+
+/// The numbers of a task, pass, transfer and pass message.
+type Numbers = (u32, u32, u32, u64);
 
 /// Most task numbers a run may use when jobs are made as they run (what
 /// an event's key tells apart); only the iterations under way are held.
