@@ -157,17 +157,24 @@ impl Kind {
     }
 }
 
-/// One node, with what the simulator reads from it. Compute nodes, most
-/// of a trace, carry no communication fields: those are boxed apart.
-#[derive(Clone, Debug)]
-pub struct Node {
+/// What the simulator reads of one node.
+#[derive(Clone, Copy, Debug)]
+pub struct Node<'a> {
+    /// Its place in its rank's file (0 for the first node).
+    pub at: u32,
     pub id: u64,
-    pub name: Box<str>,
     pub kind: Kind,
     pub cpu: bool,
-    pub deps: Box<[u64]>,
     pub duration: SimTime,
-    pub comm: Option<Box<Comm>>,
+    /// Its data and control dependencies, as places in its rank.
+    pub deps: &'a [u32],
+    comm: &'a Comm,
+}
+
+impl<'a> Node<'a> {
+    pub fn comm(&self) -> &'a Comm {
+        self.comm
+    }
 }
 
 /// What a communication or METADATA node says.
@@ -196,24 +203,155 @@ static NO_COMM: Comm = Comm {
     defines: Vec::new(),
 };
 
-impl Node {
-    pub fn comm(&self) -> &Comm {
-        self.comm.as_deref().unwrap_or(&NO_COMM)
+/// One rank's nodes in file order, field by field: about 30 bytes a
+/// node and no allocation per node. Names are not kept; messages read
+/// them back from the file (`Trace::at`).
+#[derive(Clone, Debug, Default)]
+pub struct Nodes {
+    ids: Vec<u64>,
+    kinds: Vec<(Kind, bool)>,
+    durations: Vec<SimTime>,
+    /// Where each node's dependencies begin in `deps`, then the end.
+    deps_at: Vec<u32>,
+    deps: Vec<u32>,
+    /// The nodes with communication fields, by place.
+    comms: Vec<(u32, Comm)>,
+}
+
+impl Nodes {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The node at place `i`.
+    pub fn node(&self, i: usize) -> Node<'_> {
+        let comm = match self.comms.binary_search_by_key(&(i as u32), |c| c.0) {
+            Ok(k) => &self.comms[k].1,
+            Err(_) => &NO_COMM,
+        };
+        self.with(i, comm)
+    }
+
+    fn with<'a>(&'a self, i: usize, comm: &'a Comm) -> Node<'a> {
+        let (kind, cpu) = self.kinds[i];
+        Node {
+            at: i as u32,
+            id: self.ids[i],
+            kind,
+            cpu,
+            duration: self.durations[i],
+            deps: &self.deps[self.deps_at[i] as usize..self.deps_at[i + 1] as usize],
+            comm,
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Node<'_>> {
+        let mut c = 0;
+        (0..self.len()).map(move |i| {
+            let comm = match self.comms.get(c) {
+                Some((at, comm)) if *at as usize == i => {
+                    c += 1;
+                    comm
+                }
+                _ => &NO_COMM,
+            };
+            self.with(i, comm)
+        })
+    }
+
+    /// The nodes with communication fields.
+    fn comms(&self) -> impl Iterator<Item = Node<'_>> {
+        self.comms.iter().map(|(i, c)| self.with(*i as usize, c))
+    }
+}
+
+/// One rank's nodes as they are read, their dependencies still ids.
+#[derive(Default)]
+struct Builder {
+    nodes: Nodes,
+    dep_ids: Vec<u64>,
+    index: HashMap<u64, u32>,
+}
+
+impl Builder {
+    /// Adds the next node; an error if its id is taken.
+    pub fn push(
+        &mut self,
+        id: u64,
+        kind: Kind,
+        cpu: bool,
+        duration: SimTime,
+        deps: &[u64],
+        comm: Comm,
+    ) -> Result<(), String> {
+        let n = &mut self.nodes;
+        if n.ids.len() >= MAX_NODES {
+            return Err(format!("more than {MAX_NODES} nodes in one rank"));
+        }
+        if self.index.insert(id, n.ids.len() as u32).is_some() {
+            return Err("the id is used twice in this rank".into());
+        }
+        if comm != NO_COMM {
+            n.comms.push((n.ids.len() as u32, comm));
+        }
+        n.ids.push(id);
+        n.kinds.push((kind, cpu));
+        n.durations.push(duration);
+        n.deps_at.push(self.dep_ids.len() as u32);
+        self.dep_ids.extend(deps);
+        Ok(())
+    }
+
+    /// The rank's nodes, each dependency found by its id; else the
+    /// place and id of the first node whose dependency is not in the
+    /// rank, and that dependency.
+    pub fn finish(self) -> Result<Nodes, (usize, u64, u64)> {
+        let Builder {
+            mut nodes,
+            dep_ids,
+            index,
+        } = self;
+        nodes.deps_at.push(dep_ids.len() as u32);
+        let mut deps = Vec::with_capacity(dep_ids.len());
+        for i in 0..nodes.ids.len() {
+            let (a, b) = (nodes.deps_at[i] as usize, nodes.deps_at[i + 1] as usize);
+            for &d in &dep_ids[a..b] {
+                deps.push(*index.get(&d).ok_or((i, nodes.ids[i], d))?);
+            }
+        }
+        nodes.deps = deps;
+        nodes.deps_at.shrink_to_fit();
+        nodes.ids.shrink_to_fit();
+        nodes.kinds.shrink_to_fit();
+        nodes.durations.shrink_to_fit();
+        nodes.comms.shrink_to_fit();
+        Ok(nodes)
     }
 }
 
 /// A trace: the nodes of each rank, in file order.
 #[derive(Clone, Debug)]
 pub struct Trace {
-    pub ranks: Vec<Vec<Node>>,
+    pub ranks: Vec<Nodes>,
+    /// Each rank's file, when read from files: where messages find a
+    /// node's name.
+    files: Vec<std::path::PathBuf>,
     /// Its ranks and nodes, kept when the nodes are let go.
     counts: (usize, usize),
 }
 
 impl Trace {
-    pub fn new(ranks: Vec<Vec<Node>>) -> Trace {
-        let counts = (ranks.len(), ranks.iter().map(Vec::len).sum());
-        Trace { ranks, counts }
+    pub fn new(ranks: Vec<Nodes>) -> Trace {
+        let counts = (ranks.len(), ranks.iter().map(Nodes::len).sum());
+        Trace {
+            ranks,
+            files: Vec::new(),
+            counts,
+        }
     }
 
     pub fn rank_count(&self) -> usize {
@@ -229,7 +367,22 @@ impl Trace {
     pub fn counts_only(&self) -> Trace {
         Trace {
             ranks: Vec::new(),
+            files: Vec::new(),
             counts: self.counts,
+        }
+    }
+
+    /// Where a node is in the trace, for messages: its rank, id and, if
+    /// its file can be read again, its name.
+    fn at(&self, rank: usize, n: Node) -> String {
+        let name = self
+            .files
+            .get(rank)
+            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|b| name_in(&b, n.at as usize));
+        match name {
+            Some(name) => format!("rank {rank} node {} (\"{name}\")", n.id),
+            None => format!("rank {rank} node {}", n.id),
         }
     }
 }
@@ -251,37 +404,60 @@ fn int_of(v: &pb::Value) -> Option<i64> {
 }
 
 /// Reads one rank's file.
-pub fn read_file(path: &Path) -> Result<Vec<Node>, String> {
+pub fn read_file(path: &Path) -> Result<Nodes, String> {
     let bytes = crate::input::read_bytes(path, crate::input::MAX_TRACE_BYTES, "trace file")?;
     decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Decodes a length-delimited stream: metadata, then nodes.
-pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
-    use prost::Message;
-    let mut nodes = Vec::new();
-    let mut first = true;
-    while !buf.is_empty() {
-        let len = prost::encoding::decode_varint(&mut buf)
-            .map_err(|e| format!("bad length prefix: {e}"))?;
+/// The messages of a length-delimited stream, in order; an error for a
+/// length that does not fit.
+fn messages(mut buf: &[u8]) -> impl Iterator<Item = Result<&[u8], String>> {
+    std::iter::from_fn(move || {
+        if buf.is_empty() {
+            return None;
+        }
+        let len = match prost::encoding::decode_varint(&mut buf) {
+            Ok(len) => len,
+            Err(e) => {
+                buf = &[];
+                return Some(Err(format!("bad length prefix: {e}")));
+            }
+        };
         if len > buf.len() as u64 {
-            return Err(format!(
-                "a message of {len} bytes runs past the end of the file ({} bytes left)",
-                buf.len()
-            ));
+            let left = buf.len();
+            buf = &[];
+            return Some(Err(format!(
+                "a message of {len} bytes runs past the end of the file ({left} bytes left)"
+            )));
         }
         let (msg, rest) = buf.split_at(len as usize);
         buf = rest;
+        Some(Ok(msg))
+    })
+}
+
+/// The name of the node at place `i` of a rank's file, if it decodes.
+fn name_in(buf: &[u8], i: usize) -> Option<String> {
+    use prost::Message;
+    let msg = messages(buf).nth(i + 1)?.ok()?;
+    pb::Node::decode(msg).ok().map(|n| n.name)
+}
+
+/// Decodes a length-delimited stream: metadata, then nodes.
+pub fn decode(buf: &[u8]) -> Result<Nodes, String> {
+    use prost::Message;
+    let mut b = Builder::default();
+    let mut first = true;
+    let mut count = 0;
+    for msg in messages(buf) {
+        let msg = msg?;
         if first {
             first = false;
             pb::GlobalMetadata::decode(msg).map_err(|e| format!("bad GlobalMetadata: {e}"))?;
             continue;
         }
-        if nodes.len() >= MAX_NODES {
-            return Err(format!("more than {MAX_NODES} nodes"));
-        }
-        let n = pb::Node::decode(msg)
-            .map_err(|e| format!("bad Node (message {}): {e}", nodes.len() + 1))?;
+        count += 1;
+        let n = pb::Node::decode(msg).map_err(|e| format!("bad Node (message {count}): {e}"))?;
         let attr = |name: &str| {
             n.attr
                 .iter()
@@ -294,15 +470,11 @@ pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
             other => int_of(other).map_or_else(String::new, |i| i.to_string()),
         });
         let kind = Kind::of(n.r#type);
+        let whence = || format!("node {} (\"{}\"), message {count}", n.id, n.name);
         let defines = match (&n.inputs, kind) {
-            (Some(io), Kind::Metadata) => process_groups(&io.values).map_err(|e| {
-                format!(
-                    "node {} (\"{}\"), message {}: {e}",
-                    n.id,
-                    n.name,
-                    nodes.len() + 1
-                )
-            })?,
+            (Some(io), Kind::Metadata) => {
+                process_groups(&io.values).map_err(|e| format!("{}: {e}", whence()))?
+            }
             _ => Vec::new(),
         };
         let mut deps = n.data_deps.clone();
@@ -316,22 +488,21 @@ pub fn decode(mut buf: &[u8]) -> Result<Vec<Node>, String> {
             pg_name,
             defines,
         };
-        nodes.push(Node {
-            id: n.id,
-            name: n.name.as_str().into(),
-            kind,
-            cpu: int("is_cpu_op").unwrap_or(0) != 0,
-            deps: deps.into_boxed_slice(),
-            duration: SimTime::from_us(n.duration_micros.min(1 << 40)),
-            comm: (comm != NO_COMM).then(|| Box::new(comm)),
-        });
+        let cpu = int("is_cpu_op").unwrap_or(0) != 0;
+        let duration = SimTime::from_us(n.duration_micros.min(1 << 40));
+        b.push(n.id, kind, cpu, duration, &deps, comm)
+            .map_err(|e| format!("{}: {e}", whence()))?;
     }
-    // What doubling the list left over is given back.
-    nodes.shrink_to_fit();
     if first {
         return Err("empty file (no GlobalMetadata)".into());
     }
-    Ok(nodes)
+    b.finish().map_err(|(i, id, d)| {
+        let name = name_in(buf, i).unwrap_or_default();
+        format!(
+            "node {id} (\"{name}\"), message {}: depends on node {d}, which this rank does not have",
+            i + 1
+        )
+    })
 }
 
 /// The process groups in a METADATA node's input values, as PyTorch's
@@ -419,7 +590,9 @@ pub fn read_dir(dir: &Path) -> Result<Trace, String> {
         .iter()
         .map(|(_, p)| read_file(p))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Trace::new(ranks))
+    let mut trace = Trace::new(ranks);
+    trace.files = files.into_iter().map(|(_, p)| p).collect();
+    Ok(trace)
 }
 
 /// How a trace's collectives run.
@@ -482,7 +655,7 @@ fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
     let mut groups = vec![Group::new(String::new(), (0..ranks).collect())];
     let given = s.groups.iter().map(|(n, r)| (n, r, None));
     let defined = trace.ranks.iter().enumerate().flat_map(|(r, nodes)| {
-        nodes.iter().flat_map(move |n| {
+        nodes.comms().flat_map(move |n| {
             n.comm()
                 .defines
                 .iter()
@@ -491,7 +664,7 @@ fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
     });
     for (name, list, node) in given.chain(defined) {
         let whence = || match node {
-            Some((r, n)) => at(r, n),
+            Some((r, n)) => trace.at(r, n),
             None => "the groups file".to_string(),
         };
         let members: Vec<usize> = if list.is_empty() {
@@ -536,7 +709,7 @@ fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
 }
 
 /// The communicator a node's `pg_name` names.
-fn group_of(groups: &[Group], r: usize, n: &Node) -> Result<usize, String> {
+fn group_of(trace: &Trace, groups: &[Group], r: usize, n: Node) -> Result<usize, String> {
     let name = n.comm().pg_name.as_deref().unwrap_or("");
     if name.is_empty() {
         return Ok(0);
@@ -546,7 +719,7 @@ fn group_of(groups: &[Group], r: usize, n: &Node) -> Result<usize, String> {
         None if name == "0" => Ok(0),
         None => Err(format!(
             "{}: pg_name \"{name}\" is not a process group of the trace (defined: {}); define it in a METADATA node of the trace or in `groups`, a JSON file of group name to ranks",
-            at(r, n),
+            trace.at(r, n),
             groups
                 .iter()
                 .skip(1)
@@ -570,11 +743,6 @@ fn op_of(comm_type: i64) -> Result<Option<Op>, &'static str> {
         4 => return Err("SCATTER"),
         _ => return Err("an unknown collective type"),
     }))
-}
-
-/// Where a node is in the trace, for messages.
-fn at(rank: usize, n: &Node) -> String {
-    format!("rank {rank} node {} (\"{}\")", n.id, n.name)
 }
 
 /// Adds the whole trace to the graph, not before `start`, in one go.
@@ -620,56 +788,16 @@ pub struct TraceGen {
     parts: u32,
 }
 
-/// A checked trace and its schedule, cut into parts. It keeps of each
-/// node only what making its task needs (not its name, nor the trace's
-/// index of ids), with its dependencies as positions in its rank.
+/// A checked trace and its schedule, cut into parts.
 #[derive(Debug)]
 struct Plan {
-    nodes: Vec<Vec<Slim>>,
-    /// Per rank: where each node's dependencies begin in `deps`, then
-    /// the end.
-    deps_at: Vec<Vec<u32>>,
-    deps: Vec<Vec<u32>>,
+    nodes: Vec<Nodes>,
     settings: Settings,
     groups: Vec<Group>,
     inst: Vec<Vec<Vec<usize>>>,
     order: Vec<Step>,
     /// Where each part's steps begin, then the end.
     bounds: Vec<usize>,
-}
-
-/// What making a node's task needs of it.
-#[derive(Debug)]
-struct Slim {
-    id: u64,
-    duration: SimTime,
-    /// A send's or receive's peer, tag and size, or a collective's type
-    /// and size.
-    comm: Option<Box<Comm>>,
-    kind: Kind,
-    cpu: bool,
-}
-
-impl Slim {
-    fn of(n: &Node) -> Slim {
-        Slim {
-            id: n.id,
-            duration: n.duration,
-            comm: n.comm.as_ref().map(|c| {
-                Box::new(Comm {
-                    pg_name: None,
-                    defines: Vec::new(),
-                    ..(**c).clone()
-                })
-            }),
-            kind: n.kind,
-            cpu: n.cpu,
-        }
-    }
-
-    fn comm(&self) -> &Comm {
-        self.comm.as_deref().unwrap_or(&NO_COMM)
-    }
 }
 
 impl TraceGen {
@@ -683,14 +811,12 @@ impl TraceGen {
             ));
         }
         let layout = layout(&trace, s)?;
-        let order = schedule(&trace, &layout.index, &layout.groups, &layout.inst).map_err(
-            |(r, i)| {
-                format!(
-                    "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order)",
-                    at(r, &trace.ranks[r][i])
-                )
-            },
-        )?;
+        let order = schedule(&trace, &layout.groups, &layout.inst).map_err(|(r, i)| {
+            format!(
+                "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order)",
+                trace.at(r, trace.ranks[r].node(i))
+            )
+        })?;
         let mut bounds = vec![0];
         let mut weight = 0;
         for (i, step) in order.iter().enumerate() {
@@ -705,32 +831,9 @@ impl TraceGen {
         }
         bounds.push(order.len());
         let task = trace.ranks.iter().map(|n| vec![None; n.len()]).collect();
-        let Layout {
-            index,
-            groups,
-            inst,
-        } = layout;
-        // Each rank's nodes made slim; when the trace is this one's alone,
-        // each rank's decoded nodes and index go as soon as they are.
-        let (mut nodes, mut deps_at, mut deps) = (Vec::new(), Vec::new(), Vec::new());
-        let mut add = |rank: &[Node], index: &HashMap<u64, usize>| {
-            let (n, at, list) = slim_rank(rank, index);
-            nodes.push(n);
-            deps_at.push(at);
-            deps.push(list);
-        };
-        match Arc::try_unwrap(trace) {
-            Ok(owned) => {
-                for (rank, index) in owned.ranks.into_iter().zip(index) {
-                    add(&rank, &index);
-                }
-            }
-            Err(shared) => {
-                for (rank, index) in shared.ranks.iter().zip(&index) {
-                    add(rank, index);
-                }
-            }
-        }
+        let Layout { groups, inst } = layout;
+        // The trace's nodes, shared only when the caller keeps the trace.
+        let nodes = Arc::try_unwrap(trace).map_or_else(|t| t.ranks.clone(), |t| t.ranks);
         Ok(TraceGen {
             task,
             sends: HashMap::new(),
@@ -741,8 +844,6 @@ impl TraceGen {
             parts: bounds.len() as u32 - 1,
             plan: Some(Arc::new(Plan {
                 nodes,
-                deps_at,
-                deps,
                 settings: s.clone(),
                 groups,
                 inst,
@@ -775,8 +876,6 @@ impl TraceGen {
         );
         let Plan {
             nodes,
-            deps_at,
-            deps: dep_list,
             settings: s,
             groups,
             inst,
@@ -792,14 +891,13 @@ impl TraceGen {
         let mut runs = Vec::new();
         for &step in &order[bounds[k]..bounds[k + 1]] {
             let done = |task: &[Vec<Option<u32>>], r: usize, i: usize| {
-                let d = &dep_list[r][deps_at[r][i] as usize..deps_at[r][i + 1] as usize];
-                deps_done(d, &task[r], begin)
+                deps_done(nodes[r].node(i).deps, &task[r], begin)
                     .expect("the schedule puts a node after its dependencies")
             };
             match step {
                 Step::Node(r, i) => {
                     let (r, i) = (r as usize, i as usize);
-                    let n = &nodes[r][i];
+                    let n = nodes[r].node(i);
                     let deps = done(task, r, i);
                     let t = match n.kind {
                         Kind::Comp if n.cpu => e.delay(n.duration, None, &deps),
@@ -840,7 +938,7 @@ impl TraceGen {
                         .zip(members)
                         .map(|(&r, m)| done(task, r, m[k]))
                         .collect();
-                    let (r0, first) = (g.ranks[0], &nodes[g.ranks[0]][members[0][k]]);
+                    let (r0, first) = (g.ranks[0], nodes[g.ranks[0]].node(members[0][k]));
                     let op = op_of(first.comm().comm_type.unwrap_or(0)).ok().flatten();
                     // Each member takes part once its own node's
                     // dependencies are done, and its node is done when its
@@ -848,7 +946,7 @@ impl TraceGen {
                     // waits for every member.
                     let done: Vec<u32> = match op {
                         Some(op) if g.ranks.len() > 1 => {
-                            let c = collective_of(s, g, first, op);
+                            let c = collective_of(s, g, first.comm(), op);
                             let entry: Vec<u32> =
                                 ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();
                             let (run, ends) = collective::emit_per_rank(e, &c, &entry)
@@ -880,23 +978,9 @@ impl TraceGen {
     }
 }
 
-/// A rank's nodes made slim, and their dependencies as positions: where
-/// each node's begin in the list, then the end, and the list.
-fn slim_rank(nodes: &[Node], index: &HashMap<u64, usize>) -> (Vec<Slim>, Vec<u32>, Vec<u32>) {
-    let mut at = Vec::with_capacity(nodes.len() + 1);
-    let mut list = Vec::new();
-    for n in nodes {
-        at.push(list.len() as u32);
-        list.extend(n.deps.iter().map(|d| index[d] as u32));
-    }
-    at.push(list.len() as u32);
-    list.shrink_to_fit();
-    (nodes.iter().map(Slim::of).collect(), at, list)
-}
-
 /// The collective a communicator's collective node runs.
-fn collective_of(s: &Settings, g: &Group, first: &Slim, op: Op) -> Collective {
-    let mut bytes = first.comm().comm_size.unwrap_or(0);
+fn collective_of(s: &Settings, g: &Group, first: &Comm, op: Op) -> Collective {
+    let mut bytes = first.comm_size.unwrap_or(0);
     if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
         bytes = bytes.saturating_mul(g.ranks.len() as u64);
     }
@@ -918,12 +1002,11 @@ fn collective_of(s: &Settings, g: &Group, first: &Slim, op: Op) -> Collective {
     }
 }
 
-/// A trace's nodes indexed, its communicators, and each communicator's
-/// collectives: `inst[g][place][k]` is the node of the member at `place`
-/// in communicator g's k-th collective.
+/// A trace's communicators, and each communicator's collectives:
+/// `inst[g][place][k]` is the node of the member at `place` in
+/// communicator g's k-th collective.
 #[derive(Debug)]
 struct Layout {
-    index: Vec<HashMap<u64, usize>>,
     groups: Vec<Group>,
     inst: Vec<Vec<Vec<usize>>>,
 }
@@ -931,32 +1014,29 @@ struct Layout {
 /// Checks every node and finds the communicators' collectives.
 fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
     let ranks = trace.ranks.len();
-    // Check every node and index them.
-    let mut index: Vec<HashMap<u64, usize>> = Vec::with_capacity(ranks);
+    // Check every node (ids and dependencies are checked as read).
     let mut colls: Vec<Vec<usize>> = vec![Vec::new(); ranks];
     for (r, nodes) in trace.ranks.iter().enumerate() {
-        let mut ix = HashMap::with_capacity(nodes.len());
+        let at = |n| trace.at(r, n);
         for (i, n) in nodes.iter().enumerate() {
-            if ix.insert(n.id, i).is_some() {
-                return Err(format!("{}: the id is used twice in this rank", at(r, n)));
-            }
             match n.kind {
                 Kind::MemLoad | Kind::MemStore | Kind::Invalid => {
                     return Err(format!(
                         "{}: {} nodes are not supported (memory operations are not simulated)",
-                        at(r, n),
+                        at(n),
                         n.kind.name()
                     ))
                 }
                 Kind::Coll => {
-                    let t = n.comm().comm_type.ok_or_else(|| {
-                        format!("{}: a COMM_COLL node without comm_type", at(r, n))
-                    })?;
+                    let t = n
+                        .comm()
+                        .comm_type
+                        .ok_or_else(|| format!("{}: a COMM_COLL node without comm_type", at(n)))?;
                     let op = op_of(t).map_err(|what| {
-                        format!("{}: {what} collectives are not supported", at(r, n))
+                        format!("{}: {what} collectives are not supported", at(n))
                     })?;
                     if op.is_some() && n.comm().comm_size.is_none_or(|b| b == 0) {
-                        return Err(format!("{}: a collective without comm_size", at(r, n)));
+                        return Err(format!("{}: a collective without comm_size", at(n)));
                     }
                     colls[r].push(i);
                 }
@@ -971,28 +1051,19 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
                         _ => {
                             return Err(format!(
                                 "{}: expected {} to be another rank of the trace (0 to {}), got {peer:?}",
-                                at(r, n),
+                                at(n),
                                 if n.kind == Kind::Send { "comm_dst" } else { "comm_src" },
                                 ranks - 1
                             ))
                         }
                     }
                     if n.kind == Kind::Send && n.comm().comm_size.is_none_or(|b| b == 0) {
-                        return Err(format!("{}: a send without comm_size", at(r, n)));
+                        return Err(format!("{}: a send without comm_size", at(n)));
                     }
                 }
                 Kind::Comp | Kind::Metadata => {}
             }
         }
-        for n in nodes {
-            if let Some(d) = n.deps.iter().find(|d| !ix.contains_key(d)) {
-                return Err(format!(
-                    "{}: depends on node {d}, which rank {r} does not have",
-                    at(r, n)
-                ));
-            }
-        }
-        index.push(ix);
     }
     // The k-th collective of every member of a communicator, together,
     // are its k-th collective.
@@ -1003,12 +1074,12 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
         .collect();
     for (r, list) in colls.iter().enumerate() {
         for &i in list {
-            let n = &trace.ranks[r][i];
-            let gi = group_of(&groups, r, n)?;
+            let n = trace.ranks[r].node(i);
+            let gi = group_of(trace, &groups, r, n)?;
             let Some(place) = groups[gi].place(r) else {
                 return Err(format!(
                     "{}: rank {r} is not in its process group \"{}\" (ranks {:?})",
-                    at(r, n),
+                    trace.at(r, n),
                     groups[gi].name,
                     groups[gi].ranks
                 ));
@@ -1032,15 +1103,15 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
             ));
         }
         for k in 0..count {
-            let a = &trace.ranks[g.ranks[0]][members[0][k]];
+            let a = trace.ranks[g.ranks[0]].node(members[0][k]);
             for (p, m) in members.iter().enumerate().skip(1) {
-                let b = &trace.ranks[g.ranks[p]][m[k]];
+                let b = trace.ranks[g.ranks[p]].node(m[k]);
                 if (b.comm().comm_type, b.comm().comm_size)
                     != (a.comm().comm_type, a.comm().comm_size)
                 {
                     return Err(format!(
                         "{}: collective {k} of rank {} in its group is type {:?} of {:?} B, this one type {:?} of {:?} B",
-                        at(g.ranks[p], b),
+                        trace.at(g.ranks[p], b),
                         g.ranks[0],
                         a.comm().comm_type,
                         a.comm().comm_size,
@@ -1052,11 +1123,7 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
         }
     }
 
-    Ok(Layout {
-        index,
-        groups,
-        inst,
-    })
+    Ok(Layout { groups, inst })
 }
 
 /// One step of putting a trace in the graph: a rank's node, or a
@@ -1078,7 +1145,6 @@ enum Step {
 /// index): the first left in file order.
 fn schedule(
     trace: &Trace,
-    index: &[HashMap<u64, usize>],
     groups: &[Group],
     inst: &[Vec<Vec<usize>>],
 ) -> Result<Vec<Step>, (usize, usize)> {
@@ -1093,11 +1159,11 @@ fn schedule(
     // (per rank, offsets into one list).
     let mut missing: Vec<Vec<u32>> = Vec::with_capacity(ranks);
     let mut waiters: Vec<(Vec<u32>, Vec<u32>)> = Vec::with_capacity(ranks);
-    for (r, nodes) in trace.ranks.iter().enumerate() {
+    for nodes in &trace.ranks {
         let mut offsets = vec![0u32; nodes.len() + 1];
-        for n in nodes {
-            for d in &n.deps {
-                offsets[index[r][d] + 1] += 1;
+        for n in nodes.iter() {
+            for &d in n.deps {
+                offsets[d as usize + 1] += 1;
             }
         }
         for i in 1..offsets.len() {
@@ -1106,8 +1172,8 @@ fn schedule(
         let mut fill = offsets.clone();
         let mut list = vec![0u32; offsets[nodes.len()] as usize];
         for (j, n) in nodes.iter().enumerate() {
-            for d in &n.deps {
-                let at = &mut fill[index[r][d]];
+            for &d in n.deps {
+                let at = &mut fill[d as usize];
                 list[*at as usize] = j as u32;
                 *at += 1;
             }
@@ -1167,7 +1233,7 @@ fn schedule(
             if missing[r][j] > 0 {
                 continue;
             }
-            if trace.ranks[r][j].kind == Kind::Coll {
+            if trace.ranks[r].node(j).kind == Kind::Coll {
                 let gi = coll_of[&(r, j)];
                 let place = groups[gi].place(r).unwrap_or(0);
                 if inst[gi][place].get(next[gi]) == Some(&j) {
@@ -1184,7 +1250,7 @@ fn schedule(
         let mut progress = false;
         this_pass.extend(next_pass.drain(..).map(std::cmp::Reverse));
         while let Some(std::cmp::Reverse((r, i))) = this_pass.pop() {
-            let n = &trace.ranks[r][i];
+            let n = trace.ranks[r].node(i);
             match n.kind {
                 Kind::Send => {
                     let key = (
@@ -1290,7 +1356,6 @@ mod tests {
     /// `schedule` must give exactly this order, without the passes.
     fn by_passes(
         trace: &Trace,
-        index: &[HashMap<u64, usize>],
         groups: &[Group],
         inst: &[Vec<Vec<usize>>],
     ) -> Result<Vec<Step>, (usize, usize)> {
@@ -1300,10 +1365,11 @@ mod tests {
         let mut sent: HashMap<(usize, usize, i64), usize> = HashMap::new();
         let mut next = vec![0usize; groups.len()];
         let ready = |placed: &[Vec<bool>], r: usize, i: usize| {
-            trace.ranks[r][i]
+            trace.ranks[r]
+                .node(i)
                 .deps
                 .iter()
-                .all(|d| placed[r][index[r][d]])
+                .all(|&d| placed[r][d as usize])
         };
         loop {
             let mut progress = false;
@@ -1358,16 +1424,12 @@ mod tests {
         }
     }
 
-    fn node(id: u64, kind: Kind, deps: Vec<u64>, comm: Comm) -> Node {
-        Node {
-            id,
-            name: "n".into(),
-            kind,
-            cpu: false,
-            deps: deps.into(),
-            duration: SimTime::from_us(1),
-            comm: (comm != NO_COMM).then(|| Box::new(comm)),
-        }
+    /// A node as the random trace makes it: id, kind, dependencies' ids
+    /// and fields.
+    type Raw = (u64, Kind, Vec<u64>, Comm);
+
+    fn node(id: u64, kind: Kind, deps: Vec<u64>, comm: Comm) -> Raw {
+        (id, kind, deps, comm)
     }
 
     /// A random trace of four ranks: compute on and off each rank's
@@ -1380,10 +1442,10 @@ mod tests {
         let mut pick = |n: u64| rng.next_u64() % n;
         const R: usize = 4;
         let groups = vec![("a".to_string(), vec![0, 2]), ("b".to_string(), vec![1, 3])];
-        let mut ranks: Vec<Vec<Node>> = vec![Vec::new(); R];
+        let mut ranks: Vec<Vec<Raw>> = vec![Vec::new(); R];
         let mut last: Vec<Option<u64>> = vec![None; R];
         let mut add =
-            |ranks: &mut Vec<Vec<Node>>, r: usize, kind: Kind, comm: Comm, chain: bool, x: u64| {
+            |ranks: &mut Vec<Vec<Raw>>, r: usize, kind: Kind, comm: Comm, chain: bool, x: u64| {
                 let id = ranks[r].len() as u64;
                 let mut deps = Vec::new();
                 if chain {
@@ -1451,9 +1513,7 @@ mod tests {
             let n = ranks[r].len() as u64;
             if n > 2 {
                 let i = pick(n - 1) as usize;
-                let mut deps = ranks[r][i].deps.to_vec();
-                deps.push(n - 1);
-                ranks[r][i].deps = deps.into();
+                ranks[r][i].2.push(n - 1);
             }
         }
         for nodes in &mut ranks {
@@ -1463,14 +1523,25 @@ mod tests {
                 nodes.swap(i, j);
             }
             let slots: Vec<usize> = (0..nodes.len())
-                .filter(|&i| nodes[i].kind == Kind::Coll)
+                .filter(|&i| nodes[i].1 == Kind::Coll)
                 .collect();
-            let mut colls: Vec<Node> = slots.iter().map(|&i| nodes[i].clone()).collect();
-            colls.sort_by_key(|n| n.id);
+            let mut colls: Vec<Raw> = slots.iter().map(|&i| nodes[i].clone()).collect();
+            colls.sort_by_key(|n| n.0);
             for (i, c) in slots.into_iter().zip(colls) {
                 nodes[i] = c;
             }
         }
+        let ranks = ranks
+            .into_iter()
+            .map(|nodes| {
+                let mut b = Builder::default();
+                for (id, kind, deps, comm) in nodes {
+                    b.push(id, kind, false, SimTime::from_us(1), &deps, comm)
+                        .unwrap();
+                }
+                b.finish().unwrap()
+            })
+            .collect();
         (Trace::new(ranks), groups)
     }
 
@@ -1491,8 +1562,8 @@ mod tests {
                 shard_sizes: false,
             };
             let l = layout(&trace, &settings).unwrap();
-            let want = by_passes(&trace, &l.index, &l.groups, &l.inst);
-            let got = schedule(&trace, &l.index, &l.groups, &l.inst);
+            let want = by_passes(&trace, &l.groups, &l.inst);
+            let got = schedule(&trace, &l.groups, &l.inst);
             assert_eq!(got, want, "seed {seed}");
             match got {
                 Ok(_) => ok += 1,
@@ -1509,7 +1580,7 @@ mod tests {
         assert_eq!(t.ranks.len(), 8);
         for (r, nodes) in t.ranks.iter().enumerate() {
             assert_eq!(nodes.len(), 1);
-            let n = &nodes[0];
+            let n = nodes.node(0);
             assert_eq!(n.kind, Kind::Coll);
             assert_eq!(n.id, r as u64);
             assert_eq!(n.comm().comm_type, Some(0));
@@ -1537,6 +1608,56 @@ mod tests {
             };
             let _ = decode(&buf);
         }
+    }
+
+    /// A rank's file of compute nodes, each (id, name, dependencies).
+    fn file_of(nodes: &[(u64, &str, &[u64])]) -> Vec<u8> {
+        use prost::Message;
+        let mut buf = Vec::new();
+        pb::GlobalMetadata::default()
+            .encode_length_delimited(&mut buf)
+            .unwrap();
+        for &(id, name, deps) in nodes {
+            let n = pb::Node {
+                id,
+                name: name.into(),
+                r#type: 4,
+                data_deps: deps.to_vec(),
+                duration_micros: id,
+                ..Default::default()
+            };
+            n.encode_length_delimited(&mut buf).unwrap();
+        }
+        buf
+    }
+
+    /// Dependencies are found by id wherever they are in the file, and
+    /// a file whose ids repeat or whose dependencies are missing is an
+    /// error naming the node.
+    #[test]
+    fn dependencies_are_places_in_the_rank() {
+        let nodes = decode(&file_of(&[
+            (7, "a", &[9]),
+            (3, "b", &[]),
+            (9, "c", &[3, 7]),
+        ]))
+        .unwrap();
+        assert_eq!(nodes.len(), 3);
+        let deps: Vec<&[u32]> = nodes.iter().map(|n| n.deps).collect();
+        assert_eq!(deps, [&[2][..], &[], &[1, 0]]);
+        assert_eq!(nodes.node(2).id, 9);
+        assert_eq!(nodes.node(2).duration, SimTime::from_us(9));
+        assert_eq!(nodes.node(1).comm(), &Comm::default());
+        let e = decode(&file_of(&[(1, "a", &[]), (2, "b", &[]), (1, "again", &[])])).unwrap_err();
+        assert!(
+            e.contains("node 1 (\"again\"), message 3") && e.contains("used twice"),
+            "{e}"
+        );
+        let e = decode(&file_of(&[(1, "a", &[]), (2, "b", &[1, 5])])).unwrap_err();
+        assert!(
+            e.contains("node 2 (\"b\"), message 2: depends on node 5"),
+            "{e}"
+        );
     }
 
     #[test]
