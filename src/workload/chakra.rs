@@ -774,8 +774,8 @@ pub const PART_NODES: usize = 16_384;
 pub struct TraceGen {
     /// What the parts are made from; let go once the last is made.
     plan: Option<Arc<Plan>>,
-    /// Each node's task once made, by rank and index.
-    task: Vec<Vec<Option<u32>>>,
+    /// Each node's task once made (else `NOT_MADE`), by rank and index.
+    task: Vec<Vec<u32>>,
     /// Sends made and not yet received, by (sender, receiver, tag).
     sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>>,
     /// Per communicator: its next collective.
@@ -830,7 +830,11 @@ impl TraceGen {
             }
         }
         bounds.push(order.len());
-        let task = trace.ranks.iter().map(|n| vec![None; n.len()]).collect();
+        let task = trace
+            .ranks
+            .iter()
+            .map(|n| vec![NOT_MADE; n.len()])
+            .collect();
         let Layout { groups, inst } = layout;
         // The trace's nodes, shared only when the caller keeps the trace.
         let nodes = Arc::try_unwrap(trace).map_or_else(|t| t.ranks.clone(), |t| t.ranks);
@@ -890,7 +894,7 @@ impl TraceGen {
             (&mut self.task, &mut self.sends, &mut self.next, self.begin);
         let mut runs = Vec::new();
         for &step in &order[bounds[k]..bounds[k + 1]] {
-            let done = |task: &[Vec<Option<u32>>], r: usize, i: usize| {
+            let done = |task: &[Vec<u32>], r: usize, i: usize| {
                 deps_done(nodes[r].node(i).deps, &task[r], begin)
                     .expect("the schedule puts a node after its dependencies")
             };
@@ -927,7 +931,7 @@ impl TraceGen {
                         }
                         _ => e.join(&deps, SimTime::ZERO),
                     };
-                    task[r][i] = Some(t);
+                    task[r][i] = t;
                 }
                 Step::Collective(gi) => {
                     let gi = gi as usize;
@@ -961,7 +965,7 @@ impl TraceGen {
                         }
                     };
                     for ((&r, m), t) in g.ranks.iter().zip(members).zip(done) {
-                        task[r][m[k]] = Some(t);
+                        task[r][m[k]] = t;
                     }
                     next[gi] += 1;
                 }
@@ -1130,9 +1134,12 @@ fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
 /// communicator's next collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    Node(u32, u32),
+    /// Rank (below `MAX_RANKS`) and place: 8 bytes a step.
+    Node(u16, u32),
     Collective(u32),
 }
+
+const _: () = assert!(std::mem::size_of::<Step>() == 8);
 
 /// The order the trace goes in the graph: a node once its dependencies
 /// are in; a collective once all its members' nodes are ready; a receive
@@ -1284,7 +1291,7 @@ fn schedule(
                 }
                 _ => {}
             }
-            order.push(Step::Node(r as u32, i as u32));
+            order.push(Step::Node(r as u16, i as u32));
             placed[r][i] = true;
             emitted += 1;
             progress = true;
@@ -1337,13 +1344,19 @@ fn schedule(
     }
 }
 
+/// What `TraceGen::task` holds for a node not made yet (no graph has
+/// this many tasks).
+const NOT_MADE: u32 = u32::MAX;
+
 /// The tasks of `deps` (positions in the rank) if all are emitted
 /// (`begin` if none: every other node waits for it through those).
-fn deps_done(deps: &[u32], task: &[Option<u32>], begin: u32) -> Option<Vec<u32>> {
+fn deps_done(deps: &[u32], task: &[u32], begin: u32) -> Option<Vec<u32>> {
     if deps.is_empty() {
         return Some(vec![begin]);
     }
-    deps.iter().map(|&d| task[d as usize]).collect()
+    deps.iter()
+        .map(|&d| Some(task[d as usize]).filter(|&t| t != NOT_MADE))
+        .collect()
 }
 
 #[cfg(test)]
@@ -1391,7 +1404,7 @@ mod tests {
                             .or_default() += 1;
                     }
                     placed[r][i] = true;
-                    order.push(Step::Node(r as u32, i as u32));
+                    order.push(Step::Node(r as u16, i as u32));
                     emitted += 1;
                     progress = true;
                 }
