@@ -1,11 +1,11 @@
 //! Reading the files a user points fabricsim at, with limits.
 //!
-//! A scenario, a sweep file, a size CDF or a Chakra trace is read whole
-//! into memory, so each kind has a stated largest size, and only regular
-//! files are read: `/dev/zero` would fill memory and a FIFO with no
-//! writer would block forever. The size is checked before reading and
-//! the read itself stops one byte past the limit, so a file that grows
-//! while it is read cannot get past it either.
+//! A scenario, a sweep file or a size CDF is read whole into memory (a
+//! Chakra trace a message at a time), so each kind has a stated largest
+//! size, and only regular files are read: `/dev/zero` would fill memory
+//! and a FIFO with no writer would block forever. The size is checked
+//! before reading and the read itself stops at the limit, so a file that
+//! grows while it is read cannot get past it either.
 
 use std::io::Read;
 use std::path::Path;
@@ -23,6 +23,17 @@ pub const MAX_TRACE_BYTES: u64 = 1 << 30;
 /// Reads a regular file of at most `max` bytes; `what` names it in errors
 /// ("scenario", "CDF file").
 pub fn read_bytes(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+    let (f, _) = open_file(path, max, what)?;
+    read_limited(f, max).map_err(|e| match e {
+        Limited::Io(e) => format!("cannot read the {what} {}: {e}", path.display()),
+        Limited::TooBig => too_big(path, what, max + 1, max),
+    })
+}
+
+/// Opens a regular file of at most `max` bytes to be read in pieces;
+/// returns it and its size. Whoever reads it reads no more than that
+/// size, so a file that grows meanwhile cannot get past the limit.
+pub fn open_file(path: &Path, max: u64, what: &str) -> Result<(std::fs::File, u64), String> {
     let meta = std::fs::metadata(path)
         .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
     if !meta.is_file() {
@@ -36,10 +47,7 @@ pub fn read_bytes(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> 
     }
     let f = std::fs::File::open(path)
         .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
-    read_limited(f, max).map_err(|e| match e {
-        Limited::Io(e) => format!("cannot read the {what} {}: {e}", path.display()),
-        Limited::TooBig => too_big(path, what, max + 1, max),
-    })
+    Ok((f, meta.len()))
 }
 
 /// As `read_bytes`, as UTF-8 text.

@@ -403,54 +403,105 @@ fn int_of(v: &pb::Value) -> Option<i64> {
     })
 }
 
-/// Reads one rank's file.
+/// Reads one rank's file, a message at a time: memory holds its nodes,
+/// not its bytes.
 pub fn read_file(path: &Path) -> Result<Nodes, String> {
-    let bytes = crate::input::read_bytes(path, crate::input::MAX_TRACE_BYTES, "trace file")?;
-    decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    let (file, len) = crate::input::open_file(path, crate::input::MAX_TRACE_BYTES, "trace file")?;
+    let reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let names = |i| {
+        let bytes = std::fs::read(path).ok()?;
+        name_in(&bytes, i)
+    };
+    decode_from(Messages::new(reader, len), names).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The messages of a length-delimited stream, in order; an error for a
-/// length that does not fit.
-fn messages(mut buf: &[u8]) -> impl Iterator<Item = Result<&[u8], String>> {
-    std::iter::from_fn(move || {
-        if buf.is_empty() {
-            return None;
+/// The messages of a length-delimited stream of `left` bytes, in order.
+struct Messages<R> {
+    reader: R,
+    left: u64,
+    buf: Vec<u8>,
+}
+
+impl<R: std::io::Read> Messages<R> {
+    fn new(reader: R, left: u64) -> Messages<R> {
+        Messages {
+            reader,
+            left,
+            buf: Vec::new(),
         }
-        let len = match prost::encoding::decode_varint(&mut buf) {
-            Ok(len) => len,
-            Err(e) => {
-                buf = &[];
-                return Some(Err(format!("bad length prefix: {e}")));
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        let mut b = [0u8];
+        if self.left == 0 {
+            return Err("bad length prefix: the file ends inside it".into());
+        }
+        self.reader
+            .read_exact(&mut b)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        self.left -= 1;
+        Ok(b[0])
+    }
+
+    /// The next message; `None` at the end, an error for a length that
+    /// does not fit.
+    fn next(&mut self) -> Result<Option<&[u8]>, String> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let mut len: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            len |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                break;
             }
-        };
-        if len > buf.len() as u64 {
-            let left = buf.len();
-            buf = &[];
-            return Some(Err(format!(
-                "a message of {len} bytes runs past the end of the file ({left} bytes left)"
-            )));
+            if shift == 63 {
+                return Err("bad length prefix: longer than 10 bytes".into());
+            }
         }
-        let (msg, rest) = buf.split_at(len as usize);
-        buf = rest;
-        Some(Ok(msg))
-    })
+        if len > self.left {
+            return Err(format!(
+                "a message of {len} bytes runs past the end of the file ({} bytes left)",
+                self.left
+            ));
+        }
+        self.buf.resize(len as usize, 0);
+        self.reader
+            .read_exact(&mut self.buf)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        self.left -= len;
+        Ok(Some(&self.buf))
+    }
 }
 
 /// The name of the node at place `i` of a rank's file, if it decodes.
 fn name_in(buf: &[u8], i: usize) -> Option<String> {
     use prost::Message;
-    let msg = messages(buf).nth(i + 1)?.ok()?;
-    pb::Node::decode(msg).ok().map(|n| n.name)
+    let mut m = Messages::new(buf, buf.len() as u64);
+    for _ in 0..=i {
+        m.next().ok()??;
+    }
+    pb::Node::decode(m.next().ok()??).ok().map(|n| n.name)
 }
 
-/// Decodes a length-delimited stream: metadata, then nodes.
+/// Decodes a length-delimited stream held in memory: metadata, then
+/// nodes.
 pub fn decode(buf: &[u8]) -> Result<Nodes, String> {
+    decode_from(Messages::new(buf, buf.len() as u64), |i| name_in(buf, i))
+}
+
+/// Decodes a stream of metadata, then nodes; `names` finds a node's
+/// name by its place, for messages.
+fn decode_from<R: std::io::Read>(
+    mut messages: Messages<R>,
+    names: impl Fn(usize) -> Option<String>,
+) -> Result<Nodes, String> {
     use prost::Message;
     let mut b = Builder::default();
     let mut first = true;
     let mut count = 0;
-    for msg in messages(buf) {
-        let msg = msg?;
+    while let Some(msg) = messages.next()? {
         if first {
             first = false;
             pb::GlobalMetadata::decode(msg).map_err(|e| format!("bad GlobalMetadata: {e}"))?;
@@ -497,7 +548,7 @@ pub fn decode(buf: &[u8]) -> Result<Nodes, String> {
         return Err("empty file (no GlobalMetadata)".into());
     }
     b.finish().map_err(|(i, id, d)| {
-        let name = name_in(buf, i).unwrap_or_default();
+        let name = names(i).unwrap_or_default();
         format!(
             "node {id} (\"{name}\"), message {}: depends on node {d}, which this rank does not have",
             i + 1
