@@ -155,48 +155,33 @@ pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "medium",
         "messages",
     ])?;
+    let mut row = FlowRow::new(sim);
     for (i, f) in sim.every_flow().enumerate() {
         let f = &*f;
         let cost = message_costs(sim, i, f);
-        let fct = f.finish.map(|t| t - f.start);
-        let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
-        w.write_record([
-            i.to_string(),
-            f.spec.workload.to_string(),
-            f.spec.src.0.to_string(),
-            f.spec.dst.0.to_string(),
-            sim.topo().gpu_name(f.spec.src),
-            sim.topo().gpu_name(f.spec.dst),
-            f.spec.bytes.to_string(),
-            f.n_qps.to_string(),
-            opt((f.start != SimTime::MAX).then_some(f.start.0)),
-            opt(f.finish.map(|t| t.0)),
-            opt(fct.map(|t| t.0)),
-            f.ideal_fct.0.to_string(),
-            fct.map_or(String::new(), |t| {
-                format!("{:.4}", t.0 as f64 / f.ideal_fct.0.max(1) as f64)
-            }),
-            opt(f.acked.map(|t| t.0)),
-            cost.retx_bytes.to_string(),
-            cost.timeouts.to_string(),
-            cost.out_of_order.to_string(),
-            cost.naks.to_string(),
-            paths(sim, f.first_qp, f.n_qps),
-            (f.first_qp..f.first_qp + f.n_qps)
-                .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
-                .map(|p| p.changes)
-                .sum::<u64>()
-                .to_string(),
-            ack_paths(sim, f.first_qp, f.n_qps),
-            paths_used(sim, f.first_qp, f.n_qps).to_string(),
-            format!("{:.4}", cost.out_of_order as f64 / f.pkts.max(1) as f64),
-            "network".to_string(),
-            "1".to_string(),
-        ])?;
+        let start = (f.start != SimTime::MAX).then_some(f.start);
+        row.head(
+            Some(i),
+            f.spec.workload,
+            (f.spec.src, f.spec.dst),
+            f.spec.bytes,
+            f.n_qps,
+            (start, f.finish, f.ideal_fct),
+        );
+        row.network(
+            sim,
+            (f.first_qp, f.n_qps),
+            f.acked,
+            &cost,
+            u64::from(f.pkts),
+            1,
+        );
+        w.write_byte_record(&row.rec)?;
     }
     // A pass's connections: a row each, its messages summed.
     for r in sim.every_pass_row().filter(|r| r.planned > 0) {
-        w.write_record(connection_row(sim, &r))?;
+        connection_row(sim, &mut row, &r);
+        w.write_byte_record(&row.rec)?;
     }
     // Copies between GPUs of one host went over NVLink: rows of their own,
     // with no flow id and no network figures.
@@ -220,38 +205,22 @@ pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         })
     });
     for c in first.chain(sim.later_copies()) {
-        let (workload, src, dst, bytes) = (c.workload, c.src, c.dst, c.bytes);
-        let (started, done) = (c.started, c.done);
-        if src == dst {
+        if c.src == c.dst {
             continue;
         }
-        let start = (started != SimTime::MAX).then_some(started);
-        let finish = (done != SimTime::MAX).then_some(done);
-        let fct = start.zip(finish).map(|(s, f)| f - s);
-        let ideal = sim.tasks().nvlink.alone(bytes);
-        let opt = |v: Option<SimTime>| v.map_or(String::new(), |x| x.0.to_string());
-        let mut row = vec![
-            String::new(),
-            workload.to_string(),
-            src.0.to_string(),
-            dst.0.to_string(),
-            sim.topo().gpu_name(src),
-            sim.topo().gpu_name(dst),
-            bytes.to_string(),
-            "0".into(),
-            opt(start),
-            opt(finish),
-            opt(fct),
-            ideal.0.to_string(),
-            fct.map_or(String::new(), |f| {
-                format!("{:.4}", f.0 as f64 / ideal.0.max(1) as f64)
-            }),
-        ];
-        // No acknowledgement, retransmission or path: empty network columns.
-        row.resize(23, String::new());
-        row.push("nvlink".into());
-        row.push("1".into());
-        w.write_record(&row)?;
+        let start = (c.started != SimTime::MAX).then_some(c.started);
+        let finish = (c.done != SimTime::MAX).then_some(c.done);
+        let ideal = sim.tasks().nvlink.alone(c.bytes);
+        row.head(
+            None,
+            c.workload,
+            (c.src, c.dst),
+            c.bytes,
+            0,
+            (start, finish, ideal),
+        );
+        row.nvlink(1);
+        w.write_byte_record(&row.rec)?;
     }
     if sim.later_rows_lost() {
         return Err(std::io::Error::other(
@@ -261,56 +230,184 @@ pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
     finish(w)
 }
 
+/// A row of flows.csv, made in buffers used again for every row: a run
+/// with a million connections writes its rows without allocating for
+/// each.
+struct FlowRow {
+    rec: csv::ByteRecord,
+    text: String,
+    /// Each GPU's name, `hostH/gpuL`.
+    names: Vec<String>,
+}
+
+impl FlowRow {
+    fn new(sim: &Simulation) -> FlowRow {
+        let topo = sim.topo();
+        FlowRow {
+            rec: csv::ByteRecord::new(),
+            text: String::new(),
+            names: (0..topo.gpus.len() as u32)
+                .map(|g| topo.gpu_name(crate::topology::GpuId(g)))
+                .collect(),
+        }
+    }
+
+    fn num(&mut self, v: impl itoa::Integer) {
+        self.rec
+            .push_field(itoa::Buffer::new().format(v).as_bytes());
+    }
+
+    fn opt(&mut self, v: Option<SimTime>) {
+        match v {
+            Some(t) => self.num(t.0),
+            None => self.rec.push_field(b""),
+        }
+    }
+
+    /// A ratio to four places.
+    fn ratio(&mut self, a: u64, b: u64) {
+        self.text.clear();
+        four_places(a as f64 / b.max(1) as f64, &mut self.text);
+        self.rec.push_field(self.text.as_bytes());
+    }
+
+    /// The columns every row has, from the transfer number (none for a
+    /// connection or a copy) to the slowdown; starts the row.
+    fn head(
+        &mut self,
+        id: Option<usize>,
+        workload: u32,
+        (src, dst): (crate::topology::GpuId, crate::topology::GpuId),
+        bytes: u64,
+        qps: u32,
+        (start, finish, ideal): (Option<SimTime>, Option<SimTime>, SimTime),
+    ) {
+        self.rec.clear();
+        match id {
+            Some(i) => self.num(i),
+            None => self.rec.push_field(b""),
+        }
+        self.num(workload);
+        self.num(src.0);
+        self.num(dst.0);
+        self.rec.push_field(self.names[src.idx()].as_bytes());
+        self.rec.push_field(self.names[dst.idx()].as_bytes());
+        self.num(bytes);
+        self.num(qps);
+        let fct = start.zip(finish).map(|(s, f)| f - s);
+        self.opt(start);
+        self.opt(finish);
+        self.opt(fct);
+        self.num(ideal.0);
+        match fct {
+            Some(t) => self.ratio(t.0, ideal.0),
+            None => self.rec.push_field(b""),
+        }
+    }
+
+    /// The network columns of a transfer or connection on QPs `first`
+    /// and on (`n` of them), then its messages.
+    fn network(
+        &mut self,
+        sim: &Simulation,
+        (first, n): (u32, u32),
+        acked: Option<SimTime>,
+        cost: &Cost,
+        pkts: u64,
+        messages: u64,
+    ) {
+        self.opt(acked);
+        self.num(cost.retx_bytes);
+        self.num(cost.timeouts);
+        self.num(cost.out_of_order);
+        self.num(cost.naks);
+        self.rec.push_field(paths(sim, first, n).as_bytes());
+        let changes: u64 = (first..first + n)
+            .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
+            .map(|p| p.changes)
+            .sum();
+        self.num(changes);
+        self.rec.push_field(ack_paths(sim, first, n).as_bytes());
+        self.num(paths_used(sim, first, n));
+        self.ratio(cost.out_of_order, pkts);
+        self.rec.push_field(b"network");
+        self.num(messages);
+    }
+
+    /// No acknowledgement, retransmission or path: empty network
+    /// columns, then the medium and the messages.
+    fn nvlink(&mut self, messages: u64) {
+        for _ in 0..10 {
+            self.rec.push_field(b"");
+        }
+        self.rec.push_field(b"nvlink");
+        self.num(messages);
+    }
+}
+
+/// Writes `x` (at least 0) as `{:.4}` does, to the digit: the exact value
+/// of the double rounded half to even. The formatter's exact path
+/// reaches for big-number arithmetic on most such values (about 4,000
+/// instructions); this is a 128-bit multiply and shift.
+fn four_places(x: f64, out: &mut String) {
+    use std::fmt::Write;
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    let frac = bits & ((1 << 52) - 1);
+    if x.is_sign_negative() || exp == 0x7ff || exp > 1075 + 40 {
+        // Not a ratio of counts: the formatter's own way.
+        let _ = write!(out, "{x:.4}");
+        return;
+    }
+    // x = m * 2^e exactly.
+    let (m, e) = if exp == 0 {
+        (frac, -1074)
+    } else {
+        (frac | 1 << 52, exp - 1075)
+    };
+    let scaled = u128::from(m) * 10_000;
+    let q = if e >= 0 {
+        scaled << e
+    } else if e <= -128 {
+        0
+    } else {
+        let s = -e as u32;
+        let (q, rem, half) = (scaled >> s, scaled & ((1 << s) - 1), 1u128 << (s - 1));
+        q + u128::from(rem > half || (rem == half && q & 1 == 1))
+    };
+    out.push_str(itoa::Buffer::new().format(q / 10_000));
+    let f = (q % 10_000) as u32;
+    out.push('.');
+    for d in [f / 1000, f / 100 % 10, f / 10 % 10, f % 10] {
+        out.push(char::from(b'0' + d as u8));
+    }
+}
+
 /// flows.csv's row of a pass connection: the bytes its receiver has,
 /// from its first message's start to its last one's delivery, against the
 /// sum of its messages' ideal times; no transfer number (its messages
 /// have theirs, but no row each).
-fn connection_row(sim: &Simulation, r: &crate::engine::passes::ConnRow) -> Vec<String> {
-    let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+fn connection_row(sim: &Simulation, row: &mut FlowRow, r: &crate::engine::passes::ConnRow) {
     let start = (r.start != SimTime::MAX).then_some(r.start);
-    let fct = start.zip(r.finish).map(|(s, f)| f - s);
-    let mut row = vec![
-        String::new(),
-        r.workload.to_string(),
-        r.src.0.to_string(),
-        r.dst.0.to_string(),
-        sim.topo().gpu_name(r.src),
-        sim.topo().gpu_name(r.dst),
-        r.bytes.to_string(),
-        r.qps.to_string(),
-        opt(start.map(|t| t.0)),
-        opt(r.finish.map(|t| t.0)),
-        opt(fct.map(|t| t.0)),
-        r.ideal.0.to_string(),
-        fct.map_or(String::new(), |t| {
-            format!("{:.4}", t.0 as f64 / r.ideal.0.max(1) as f64)
-        }),
-    ];
+    row.head(
+        None,
+        r.workload,
+        (r.src, r.dst),
+        r.bytes,
+        r.qps,
+        (start, r.finish, r.ideal),
+    );
     if r.qps == 0 {
-        row.resize(23, String::new());
-        row.push("nvlink".into());
+        row.nvlink(r.messages);
     } else {
-        let (first, n) = (r.first_qp, r.qps);
-        row.extend([
-            opt(r.acked.map(|t| t.0)),
-            r.retx_bytes.to_string(),
-            r.timeouts.to_string(),
-            r.out_of_order.to_string(),
-            r.naks.to_string(),
-            paths(sim, first, n),
-            (first..first + n)
-                .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
-                .map(|p| p.changes)
-                .sum::<u64>()
-                .to_string(),
-            ack_paths(sim, first, n),
-            paths_used(sim, first, n).to_string(),
-            format!("{:.4}", r.out_of_order as f64 / r.pkts.max(1) as f64),
-            "network".to_string(),
-        ]);
+        let cost = Cost {
+            retx_bytes: r.retx_bytes,
+            timeouts: r.timeouts,
+            out_of_order: r.out_of_order,
+            naks: r.naks,
+        };
+        row.network(sim, (r.first_qp, r.qps), r.acked, &cost, r.pkts, r.messages);
     }
-    row.push(r.messages.to_string());
-    row
 }
 
 /// The switches each QP of a transfer crosses, `leaf0>spine2>leaf1`, QPs
@@ -684,4 +781,62 @@ pub fn qps_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         ])?;
     }
     finish(w_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::four_places;
+    use proptest::prelude::*;
+
+    fn both(x: f64) -> (String, String) {
+        let mut ours = String::new();
+        four_places(x, &mut ours);
+        (ours, format!("{x:.4}"))
+    }
+
+    /// Ties (a double exactly halfway between two fourth places), the
+    /// smallest and largest doubles, and what is not a ratio.
+    #[test]
+    fn four_places_writes_what_the_formatter_writes() {
+        for x in [
+            0.0,
+            1.0 / 32.0,
+            3.0 / 32.0,
+            0.00005,
+            0.00015,
+            1.00005,
+            2.5e-5,
+            7.5e-5,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1.0,
+            123_456.789_05,
+            2f64.powi(60),
+            2f64.powi(100),
+            f64::MAX,
+            -0.5,
+            f64::INFINITY,
+            f64::NAN,
+        ] {
+            let (ours, std) = both(x);
+            assert_eq!(ours, std, "{x:e}");
+        }
+        assert_eq!(both(1.0 / 32.0).0, "0.0312");
+        assert_eq!(both(3.0 / 32.0).0, "0.0938");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+        #[test]
+        fn four_places_of_any_ratio(a in 0u64..u64::MAX, b in 1u64..u64::MAX, shift in 0u32..64) {
+            let (ours, std) = both((a >> shift) as f64 / b as f64);
+            prop_assert_eq!(ours, std);
+        }
+
+        #[test]
+        fn four_places_of_any_double(bits in 0u64..0x7ff0_0000_0000_0000) {
+            let (ours, std) = both(f64::from_bits(bits));
+            prop_assert_eq!(ours, std);
+        }
+    }
 }
