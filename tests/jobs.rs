@@ -68,6 +68,24 @@ fn a_long_job_holds_two_iterations_at_a_time() {
         s.collectives.iter().filter(|c| c.time_ps.is_some()).count(),
         s.collectives.len()
     );
+    // Cut short in its third iteration, the nine it did not reach are
+    // made for the outputs and each forgotten at once: the run still
+    // holds two at most, and writes what making all of them first does.
+    let cut = ["simulation.fidelity=\"flow\"", "workload.0.iterations=12"];
+    let mut cut = cut.to_vec();
+    let third = s.jobs[0].iteration_ps[..2].iter().sum::<u64>() + s.jobs[0].iteration_ps[2] / 2;
+    let limit = format!("simulation.max_sim_time=\"{}ps\"", third);
+    cut.push(&limit);
+    same_both_ways("examples/training/dense-8b-tp8-dp8.toml", &cut);
+    let text = std::fs::read_to_string("examples/training/dense-8b-tp8-dp8.toml").unwrap();
+    let sets: Vec<String> = cut.iter().map(|s| s.to_string()).collect();
+    let mut sim =
+        Simulation::new(fabricsim::scenario::prepare("dense.toml", &text, &sets).unwrap());
+    let stop = sim.run(|_| {});
+    assert!(matches!(stop, fabricsim::engine::StopReason::SimTimeLimit));
+    let (made, forgotten, most) = sim.later_counts().unwrap();
+    assert_eq!((made, forgotten), (11, 11));
+    assert!(most <= 2, "{most} held at once");
     // Made up front, nothing is made as the run goes.
     let p = perf(&[
         "simulation.fidelity=\"flow\"",

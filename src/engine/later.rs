@@ -820,6 +820,17 @@ impl Simulation {
         self.tasks.later = Some(l);
     }
 
+    /// Forgets every part job `j` holds, oldest first, whatever is left
+    /// in them: for when the run is over.
+    fn retire_held(&mut self, j: usize) {
+        let mut l = self.tasks.later.take().expect("a later job");
+        while !l.parts[j].is_empty() {
+            let part = l.parts[j].remove(0);
+            self.retire(&mut l, j, part);
+        }
+        self.tasks.later = Some(l);
+    }
+
     /// Works out what the outputs need of `part`, job `j`'s oldest, and
     /// writes out its rows (see the module's note).
     fn retire(&mut self, l: &mut LaterState, j: usize, part: Part) {
@@ -939,12 +950,23 @@ impl Simulation {
     /// The run is over before every job's iterations were made: the rest
     /// are made (never run), so that the outputs list their collectives
     /// and transfers, not started, as a run with every iteration made
-    /// before it does.
+    /// before it does. Nothing more happens to any part, so each is
+    /// forgotten as soon as it is made, the parts held before it first:
+    /// memory holds one part at a time, not every one the run did not
+    /// reach.
     pub(super) fn make_rest(&mut self) {
         let Some(jobs) = self.tasks.later.as_ref().map(|l| l.jobs.len()) else {
             return;
         };
         for j in 0..jobs {
+            if self
+                .tasks
+                .later
+                .as_ref()
+                .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())
+            {
+                self.retire_held(j);
+            }
             while self
                 .tasks
                 .later
@@ -953,6 +975,7 @@ impl Simulation {
             {
                 let mut l = self.tasks.later.take().expect("checked above");
                 let made = self.make_part(&mut l, j);
+                l.made += u64::from(made.is_ok());
                 self.tasks.later = Some(l);
                 match made {
                     Ok(part) => {
@@ -969,6 +992,7 @@ impl Simulation {
                             .filter(|(t, &left)| left == 0 && t.not_before <= now)
                             .count() as u64;
                         self.keep_part(j, part);
+                        self.retire_held(j);
                     }
                     Err(why) => {
                         let l = self.tasks.later.as_mut().expect("put back above");
