@@ -783,6 +783,17 @@ struct HostCopies {
     /// Copies with a rate cap (streams'), so that sharing skips caps
     /// when there are none.
     capped: u32,
+    /// Sharing's working lists, kept so that it allocates nothing.
+    #[serde(skip)]
+    scratch: ShareScratch,
+}
+
+#[derive(Debug, Default)]
+struct ShareScratch {
+    cap: Vec<f64>,
+    users: Vec<u32>,
+    fixed: Vec<bool>,
+    now_fixed: Vec<usize>,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -945,12 +956,21 @@ impl HostCopies {
             .map(|c| c.src.max(c.dst) as usize + 1)
             .max()
             .unwrap_or(0);
+        let ShareScratch {
+            cap,
+            users,
+            fixed,
+            now_fixed,
+        } = &mut self.scratch;
         // Resources: sending side of GPU i is i, receiving side g + i.
-        let mut cap = vec![rate; 2 * g];
-        let mut fixed = vec![false; self.copies.len()];
+        cap.clear();
+        cap.resize(2 * g, rate);
+        fixed.clear();
+        fixed.resize(self.copies.len(), false);
         loop {
-            let mut users = vec![0u32; 2 * g];
-            for (c, _) in self.copies.iter().zip(&fixed).filter(|(_, f)| !**f) {
+            users.clear();
+            users.resize(2 * g, 0);
+            for (c, _) in self.copies.iter().zip(fixed.iter()).filter(|(_, f)| !**f) {
                 users[c.src as usize] += 1;
                 users[g + c.dst as usize] += 1;
             }
@@ -959,7 +979,7 @@ impl HostCopies {
             } else {
                 self.copies
                     .iter()
-                    .zip(&fixed)
+                    .zip(fixed.iter())
                     .filter(|(_, f)| !**f)
                     .map(|(c, _)| c.cap)
                     .fold(f64::INFINITY, f64::min)
@@ -972,16 +992,15 @@ impl HostCopies {
                 break;
             }
             let tight = |r: usize| users[r] > 0 && cap[r] / users[r] as f64 <= best * (1.0 + 1e-12);
-            let now_fixed: Vec<usize> = (0..self.copies.len())
-                .filter(|&i| {
-                    let c = &self.copies[i];
-                    !fixed[i]
-                        && (tight(c.src as usize)
-                            || tight(g + c.dst as usize)
-                            || c.cap <= best * (1.0 + 1e-12))
-                })
-                .collect();
-            for i in now_fixed {
+            now_fixed.clear();
+            now_fixed.extend((0..self.copies.len()).filter(|&i| {
+                let c = &self.copies[i];
+                !fixed[i]
+                    && (tight(c.src as usize)
+                        || tight(g + c.dst as usize)
+                        || c.cap <= best * (1.0 + 1e-12))
+            }));
+            for &i in now_fixed.iter() {
                 let c = &mut self.copies[i];
                 c.rate = best;
                 fixed[i] = true;
