@@ -114,6 +114,8 @@ pub struct CopyRow {
 #[derive(Default)]
 struct Spill {
     file: Option<(tempfile::NamedTempFile, std::io::BufWriter<std::fs::File>)>,
+    /// A record's bytes, in a buffer used again for each.
+    bytes: Vec<u8>,
     memory: Vec<Record>,
     tried: bool,
     /// Records written to the file were lost with it.
@@ -132,7 +134,7 @@ impl Spill {
                 .ok();
         }
         if let Some((_, w)) = &mut self.file {
-            if write_record(w, &r).is_ok() {
+            if write_record(w, &r, &mut self.bytes).is_ok() {
                 return;
             }
             // The disk is full, or the file gone: what it holds is lost
@@ -157,7 +159,7 @@ impl Spill {
     fn read(&self) -> Box<dyn Iterator<Item = std::io::Result<Record>> + '_> {
         match &self.file {
             Some((f, _)) => match f.reopen() {
-                Ok(r) => Box::new(Reader(std::io::BufReader::new(r))),
+                Ok(r) => Box::new(Reader(std::io::BufReader::new(r), Vec::new())),
                 Err(e) => Box::new(std::iter::once(Err(e))),
             },
             None => Box::new(self.memory.iter().map(|r| Ok(r.clone()))),
@@ -175,14 +177,22 @@ impl Clone for Record {
     }
 }
 
-fn write_record(w: &mut impl std::io::Write, r: &Record) -> std::io::Result<()> {
-    let bytes = postcard::to_stdvec(r).map_err(std::io::Error::other)?;
+/// Writes a record, its length first, made in `bytes`.
+fn write_record(
+    w: &mut impl std::io::Write,
+    r: &Record,
+    bytes: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    bytes.clear();
+    let made = postcard::to_extend(r, std::mem::take(bytes)).map_err(std::io::Error::other)?;
+    *bytes = made;
     w.write_all(&(bytes.len() as u32).to_le_bytes())?;
-    w.write_all(&bytes)
+    w.write_all(bytes)
 }
 
 /// Reads records back.
-struct Reader(std::io::BufReader<std::fs::File>);
+/// Reads records back, each into a buffer used again for the next.
+struct Reader(std::io::BufReader<std::fs::File>, Vec<u8>);
 
 impl Iterator for Reader {
     type Item = std::io::Result<Record>;
@@ -195,11 +205,13 @@ impl Iterator for Reader {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
             Err(e) => return Some(Err(e)),
         }
-        let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+        let buf = &mut self.1;
+        buf.clear();
+        buf.resize(u32::from_le_bytes(len) as usize, 0);
         Some(
             self.0
-                .read_exact(&mut buf)
-                .and_then(|()| postcard::from_bytes(&buf).map_err(std::io::Error::other)),
+                .read_exact(buf)
+                .and_then(|()| postcard::from_bytes(buf).map_err(std::io::Error::other)),
         )
     }
 }
