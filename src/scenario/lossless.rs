@@ -196,30 +196,13 @@ fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Match, bool, 
             ))
         }
     };
-    let mut dscps = Vec::new();
-    if let Some(list) = &c.dscp {
-        for (i, &d) in list.iter().enumerate() {
-            if !(0..64).contains(&d) {
-                return Err(KeyError::new(
-                    &path.key("dscp").index(i),
-                    format!("got {d}, expected a DSCP from 0 to 63"),
-                ));
-            }
-            dscps.push(d as u8);
-        }
-    }
-    let mut cos = Vec::new();
-    if let Some(list) = &c.cos {
-        for (i, &v) in list.iter().enumerate() {
-            if !(0..8).contains(&v) {
-                return Err(KeyError::new(
-                    &path.key("cos").index(i),
-                    format!("got {v}, expected an 802.1p priority (CoS) from 0 to 7"),
-                ));
-            }
-            cos.push(v as u8);
-        }
-    }
+    let dscps = small_ints(c.dscp.as_deref(), 64, &path.key("dscp"), "a DSCP")?;
+    let cos = small_ints(
+        c.cos.as_deref(),
+        8,
+        &path.key("cos"),
+        "an 802.1p priority (CoS)",
+    )?;
     let all = choice(
         c.match_.as_deref(),
         &path.key("match"),
@@ -587,6 +570,22 @@ fn class_key(raw: Option<&RawQos>, q: usize, path: &KeyPath) -> KeyPath {
         .and_then(|r| r.class.iter().position(|c| c.queue == Some(q as i64)))
         .unwrap_or(0);
     path.key("class").index(i)
+}
+
+/// A class's list of DSCPs or priorities: each below `below`, as bytes
+/// (none when the key is absent).
+fn small_ints(list: Option<&[i64]>, below: i64, key: &KeyPath, what: &str) -> R<Vec<u8>> {
+    let mut out = Vec::new();
+    for (i, &v) in list.unwrap_or_default().iter().enumerate() {
+        if !(0..below).contains(&v) {
+            return Err(KeyError::new(
+                &key.index(i),
+                format!("got {v}, expected {what} from 0 to {}", below - 1),
+            ));
+        }
+        out.push(v as u8);
+    }
+    Ok(out)
 }
 
 /// Checks the data and CNP classes exist and the transport's frames fit
