@@ -378,8 +378,7 @@ impl Trace {
         let name = self
             .files
             .get(rank)
-            .and_then(|f| std::fs::read(f).ok())
-            .and_then(|b| name_in(&b, n.at as usize));
+            .and_then(|f| name_in_file(f, n.at as usize));
         match name {
             Some(name) => format!("rank {rank} node {} (\"{name}\")", n.id),
             None => format!("rank {rank} node {}", n.id),
@@ -408,11 +407,8 @@ fn int_of(v: &pb::Value) -> Option<i64> {
 pub fn read_file(path: &Path) -> Result<Nodes, String> {
     let (file, len) = crate::input::open_file(path, crate::input::MAX_TRACE_BYTES, "trace file")?;
     let reader = std::io::BufReader::with_capacity(1 << 16, file);
-    let names = |i| {
-        let bytes = std::fs::read(path).ok()?;
-        name_in(&bytes, i)
-    };
-    decode_from(Messages::new(reader, len), names).map_err(|e| format!("{}: {e}", path.display()))
+    decode_from(Messages::new(reader, len), |i| name_in_file(path, i))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The messages of a length-delimited stream of `left` bytes, in order.
@@ -475,14 +471,25 @@ impl<R: std::io::Read> Messages<R> {
     }
 }
 
-/// The name of the node at place `i` of a rank's file, if it decodes.
-fn name_in(buf: &[u8], i: usize) -> Option<String> {
+/// The name of the node at place `i` of a rank's stream, if it decodes.
+fn name_at<R: std::io::Read>(mut m: Messages<R>, i: usize) -> Option<String> {
     use prost::Message;
-    let mut m = Messages::new(buf, buf.len() as u64);
     for _ in 0..=i {
         m.next().ok()??;
     }
     pb::Node::decode(m.next().ok()??).ok().map(|n| n.name)
+}
+
+fn name_in(buf: &[u8], i: usize) -> Option<String> {
+    name_at(Messages::new(buf, buf.len() as u64), i)
+}
+
+/// As `name_in`, reading the file a message at a time (for messages
+/// about a trace read before).
+fn name_in_file(path: &Path, i: usize) -> Option<String> {
+    let (file, len) =
+        crate::input::open_file(path, crate::input::MAX_TRACE_BYTES, "trace file").ok()?;
+    name_at(Messages::new(std::io::BufReader::new(file), len), i)
 }
 
 /// Decodes a length-delimited stream held in memory: metadata, then
