@@ -764,6 +764,10 @@ impl Simulation {
     }
 }
 
+/// The generation of an `Event::Nvlink` that shares a host's rates
+/// anew once the copies of an instant are in (no copy finishes with it).
+pub const RESHARE: u32 = u32::MAX;
+
 /// NVLink copies in flight, host by host.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Nvlink {
@@ -783,6 +787,9 @@ struct HostCopies {
     /// Copies with a rate cap (streams'), so that sharing skips caps
     /// when there are none.
     capped: u32,
+    /// Copies came in at this instant and their rates are not shared
+    /// yet: an event with generation `RESHARE` is pending (`add_copy`).
+    dirty: bool,
     /// Sharing's working lists, kept so that it allocates nothing.
     #[serde(skip)]
     scratch: ShareScratch,
@@ -839,8 +846,9 @@ impl Nvlink {
         }
     }
 
-    /// Starts a copy; returns when (and under which generation) the host's
-    /// next copy finishes.
+    /// Starts a copy; returns the event to schedule (time and
+    /// generation), if the host has none pending for sharing its rates
+    /// anew at this instant.
     pub fn add(
         &mut self,
         host: usize,
@@ -862,8 +870,7 @@ impl Nvlink {
 
     /// Starts copies of a ring pass's stream, each of `bytes` between
     /// the local GPUs of a pair, at most `cap` bytes per picosecond each;
-    /// returns when (and under which generation) the host's next copy
-    /// finishes.
+    /// returns the event to schedule, as `add` does.
     pub fn add_stream(
         &mut self,
         host: usize,
@@ -874,7 +881,7 @@ impl Nvlink {
     ) -> Option<(SimTime, u32)> {
         let mut next = None;
         for &(src, dst, bytes) in pairs {
-            next = self.add_copy(host, (u32::MAX, pass), (src, dst), bytes, cap, now);
+            next = next.or(self.add_copy(host, (u32::MAX, pass), (src, dst), bytes, cap, now));
         }
         next
     }
@@ -901,8 +908,17 @@ impl Nvlink {
             cap,
             stream,
         });
-        h.share(self.rate);
-        h.next(now)
+        // The rates are shared once every copy starting at this instant
+        // is in (a collective starts hundreds in a host at once, and
+        // sharing after each was quadratic): the pending event is stale,
+        // and one event now shares. No time passes between, so no byte
+        // moves at a rate about to change.
+        h.bump();
+        if h.dirty {
+            return None;
+        }
+        h.dirty = true;
+        Some((now, RESHARE))
     }
 
     /// The host's earliest copy may be done: returns the copies finished
@@ -915,6 +931,12 @@ impl Nvlink {
     ) -> (Finished, Option<(SimTime, u32)>) {
         let h = &mut self.hosts[host];
         let mut done = Finished::default();
+        if gen == RESHARE {
+            debug_assert!(h.dirty, "one sharing event per instant with new copies");
+            h.dirty = false;
+            h.share(self.rate);
+            return (done, h.next(now));
+        }
         if gen != h.gen {
             return (done, None);
         }
@@ -1010,8 +1032,16 @@ impl HostCopies {
         }
     }
 
-    fn next(&mut self, now: SimTime) -> Option<(SimTime, u32)> {
+    /// A new generation: events of the earlier ones are stale.
+    fn bump(&mut self) {
         self.gen = self.gen.wrapping_add(1);
+        if self.gen == RESHARE {
+            self.gen = 0;
+        }
+    }
+
+    fn next(&mut self, now: SimTime) -> Option<(SimTime, u32)> {
+        self.bump();
         self.copies
             .iter()
             .filter(|c| c.rate > 0.0)
@@ -1030,10 +1060,21 @@ mod tests {
         Nvlink::new(1, 1_000_000_000_000, SimTime::ZERO)
     }
 
+    /// Handles the sharing event an instant's new copies asked for;
+    /// returns the host's next event.
+    fn shared(n: &mut Nvlink, asked: Option<(SimTime, u32)>) -> (SimTime, u32) {
+        let (at, gen) = asked.expect("new copies ask for a sharing event");
+        assert_eq!(gen, RESHARE);
+        let (done, next) = n.on_event(0, gen, at);
+        assert!(done.tasks.is_empty() && done.streams.is_empty());
+        next.expect("copies in flight")
+    }
+
     #[test]
     fn one_copy_runs_at_the_gpu_rate() {
         let mut n = nv();
-        let (at, gen) = n.add(0, 7, 0, 1, 1000, SimTime::ZERO).unwrap();
+        let asked = n.add(0, 7, 0, 1, 1000, SimTime::ZERO);
+        let (at, gen) = shared(&mut n, asked);
         assert_eq!(at, SimTime(1000));
         let (done, next) = n.on_event(0, gen, at);
         assert_eq!(done.tasks, vec![7]);
@@ -1045,9 +1086,11 @@ mod tests {
     #[test]
     fn copies_share_a_gpu_max_min_fairly() {
         let mut n = nv();
-        n.add(0, 1, 0, 1, 1000, SimTime::ZERO);
-        n.add(0, 2, 0, 2, 3000, SimTime::ZERO);
-        let (at, gen) = n.add(0, 3, 3, 4, 1000, SimTime::ZERO).unwrap();
+        let asked = n.add(0, 1, 0, 1, 1000, SimTime::ZERO);
+        // One sharing event for the instant, once all three are in.
+        assert_eq!(n.add(0, 2, 0, 2, 3000, SimTime::ZERO), None);
+        assert_eq!(n.add(0, 3, 3, 4, 1000, SimTime::ZERO), None);
+        let (at, gen) = shared(&mut n, asked);
         assert_eq!(at, SimTime(1000), "copy 3 runs alone at full rate");
         let (done, next) = n.on_event(0, gen, at);
         assert_eq!(done.tasks, vec![3]);
@@ -1067,9 +1110,10 @@ mod tests {
     fn capped_stream_copies_leave_the_rest_to_others() {
         let mut n = nv();
         // Stream 9: copies 0 -> 1 and 1 -> 2 at most 0.25 byte/ps.
-        n.add_stream(0, 9, &[(0, 1, 500), (1, 2, 500)], 0.25, SimTime::ZERO);
+        let asked = n.add_stream(0, 9, &[(0, 1, 500), (1, 2, 500)], 0.25, SimTime::ZERO);
         // A task's copy out of GPU 0 gets the 0.75 left.
-        let (at, gen) = n.add(0, 4, 0, 3, 1500, SimTime::ZERO).unwrap();
+        assert_eq!(n.add(0, 4, 0, 3, 1500, SimTime::ZERO), None);
+        let (at, gen) = shared(&mut n, asked);
         assert_eq!(at, SimTime(2000), "both finish at 2000 ps");
         let (done, next) = n.on_event(0, gen, at);
         assert_eq!(done.tasks, vec![4]);
@@ -1081,8 +1125,9 @@ mod tests {
     #[test]
     fn stale_events_are_ignored() {
         let mut n = nv();
-        let (_, g1) = n.add(0, 1, 0, 1, 1000, SimTime::ZERO).unwrap();
-        n.add(0, 2, 1, 0, 1000, SimTime(10));
+        let asked = n.add(0, 1, 0, 1, 1000, SimTime::ZERO);
+        let (_, g1) = shared(&mut n, asked);
+        assert!(n.add(0, 2, 1, 0, 1000, SimTime(10)).is_some());
         let (done, next) = n.on_event(0, g1, SimTime(1000));
         assert!(done.tasks.is_empty() && next.is_none());
     }
