@@ -238,6 +238,36 @@ struct FlowRow {
     text: String,
     /// Each GPU's name, `hostH/gpuL`.
     names: Vec<String>,
+    /// The path columns of QP ranges (first QP, count) seen: a
+    /// connection's messages share its QPs, and its rows their paths,
+    /// which take hundreds of instructions a hop to work out. Emptied
+    /// when full.
+    paths: rustc_hash::FxHashMap<(u32, u32), PathColumns>,
+}
+
+/// QP ranges whose path columns `FlowRow` keeps (about 100 bytes each).
+const PATHS_KEPT: usize = 65_536;
+
+/// The path columns of the transfers on a range of QPs.
+struct PathColumns {
+    paths: String,
+    changes: u64,
+    ack_paths: String,
+    used: usize,
+}
+
+impl PathColumns {
+    fn of(sim: &Simulation, first: u32, n: u32) -> PathColumns {
+        PathColumns {
+            paths: paths(sim, first, n),
+            changes: (first..first + n)
+                .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
+                .map(|p| p.changes)
+                .sum(),
+            ack_paths: ack_paths(sim, first, n),
+            used: paths_used(sim, first, n),
+        }
+    }
 }
 
 impl FlowRow {
@@ -249,6 +279,7 @@ impl FlowRow {
             names: (0..topo.gpus.len() as u32)
                 .map(|g| topo.gpu_name(crate::topology::GpuId(g)))
                 .collect(),
+            paths: Default::default(),
         }
     }
 
@@ -321,14 +352,18 @@ impl FlowRow {
         self.num(cost.timeouts);
         self.num(cost.out_of_order);
         self.num(cost.naks);
-        self.rec.push_field(paths(sim, first, n).as_bytes());
-        let changes: u64 = (first..first + n)
-            .filter_map(|q| sim.paths().get(crate::topology::QpId(q)))
-            .map(|p| p.changes)
-            .sum();
-        self.num(changes);
-        self.rec.push_field(ack_paths(sim, first, n).as_bytes());
-        self.num(paths_used(sim, first, n));
+        if self.paths.len() >= PATHS_KEPT && !self.paths.contains_key(&(first, n)) {
+            self.paths.clear();
+        }
+        let c = self
+            .paths
+            .entry((first, n))
+            .or_insert_with(|| PathColumns::of(sim, first, n));
+        self.rec.push_field(c.paths.as_bytes());
+        let mut num = itoa::Buffer::new();
+        self.rec.push_field(num.format(c.changes).as_bytes());
+        self.rec.push_field(c.ack_paths.as_bytes());
+        self.rec.push_field(num.format(c.used).as_bytes());
         self.ratio(cost.out_of_order, pkts);
         self.rec.push_field(b"network");
         self.num(messages);
