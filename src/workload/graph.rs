@@ -248,16 +248,13 @@ impl GraphBuilder {
     }
 
     pub fn build(mut self) -> TaskGraph {
-        self.edges.sort_unstable();
-        self.edges.dedup();
         self.cross.sort_unstable();
         self.cross.dedup();
         let n = self.tasks.len();
         let base = self.task_base as usize;
+        let (succ_at, succ) = successors(std::mem::take(&mut self.edges), base, n);
         let mut preds = vec![0u32; n];
-        let mut succ_at = vec![0u32; n + 1];
-        for &(a, b) in &self.edges {
-            succ_at[a as usize - base + 1] += 1;
+        for &b in &succ {
             preds[b as usize - base] += 1;
         }
         for &(_, b) in &self.cross {
@@ -269,10 +266,6 @@ impl GraphBuilder {
                 preds[x as usize - base] += 1;
             }
         }
-        for i in 0..n {
-            succ_at[i + 1] += succ_at[i];
-        }
-        let succ = self.edges.iter().map(|&(_, b)| b).collect();
         let mut lane_gpu = vec![NO_GPU; self.lanes as usize];
         for (&g, &l) in &self.gpu_lanes {
             lane_gpu[l as usize] = g;
@@ -293,9 +286,77 @@ impl GraphBuilder {
     }
 }
 
+/// Each task's successors, in task order, each list sorted and without
+/// repeats, as offsets (`n + 1`) into one list: the edges `(a, b)` of
+/// tasks numbered from `base` counted into place by `a`, then each
+/// task's few successors sorted. Sorting every edge at once was the
+/// larger part of building a part of a long trace.
+fn successors(edges: Vec<(u32, u32)>, base: usize, n: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut at = vec![0u32; n + 1];
+    for &(a, _) in &edges {
+        at[a as usize - base + 1] += 1;
+    }
+    for i in 0..n {
+        at[i + 1] += at[i];
+    }
+    let mut fill = at.clone();
+    let mut succ = vec![0u32; edges.len()];
+    for &(a, b) in &edges {
+        let next = &mut fill[a as usize - base];
+        succ[*next as usize] = b;
+        *next += 1;
+    }
+    drop((edges, fill));
+    // Sort and dedup each task's list, moving it down over the repeats
+    // dropped before it.
+    let mut kept = 0;
+    let mut start = 0;
+    for i in 0..n {
+        let end = at[i + 1] as usize;
+        succ[start..end].sort_unstable();
+        at[i] = kept as u32;
+        for k in start..end {
+            if k == start || succ[k] != succ[k - 1] {
+                succ[kept] = succ[k];
+                kept += 1;
+            }
+        }
+        start = end;
+    }
+    at[n] = kept as u32;
+    succ.truncate(kept);
+    (at, succ)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The successor lists are the edges sorted, without repeats,
+        /// whatever their order and repeats.
+        #[test]
+        fn successors_are_the_distinct_edges_in_order(
+            edges in proptest::collection::vec((0u32..40, 0u32..40), 0..400)
+        ) {
+            let base = 1000;
+            let edges: Vec<(u32, u32)> = edges.into_iter().map(|(a, b)| (a + base, b + base)).collect();
+            let mut want = edges.clone();
+            want.sort_unstable();
+            want.dedup();
+            let (at, succ) = successors(edges, base as usize, 40);
+            prop_assert_eq!(at.len(), 41);
+            let got: Vec<(u32, u32)> = (0..40)
+                .flat_map(|i| {
+                    succ[at[i] as usize..at[i + 1] as usize]
+                        .iter()
+                        .map(move |&b| (i as u32 + base, b))
+                })
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn successors_and_predecessor_counts() {
