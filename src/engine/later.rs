@@ -120,10 +120,26 @@ struct Spill {
     tried: bool,
     /// Records written to the file were lost with it.
     lost: bool,
+    /// Network messages in the records, by workload: one a transfer,
+    /// `planned` a connection's row (the text summary counts them
+    /// without reading the records back).
+    messages: Vec<u64>,
 }
 
 impl Spill {
     fn push(&mut self, r: Record) {
+        let (w, n) = match &r {
+            Record::Flow(f) => (f.spec.workload, 1),
+            Record::Row(c) if c.qps > 0 => (c.workload, c.planned),
+            Record::Row(_) | Record::Copy(_) => (0, 0),
+        };
+        if n > 0 {
+            let w = w as usize;
+            if self.messages.len() <= w {
+                self.messages.resize(w + 1, 0);
+            }
+            self.messages[w] += n;
+        }
         if !self.tried {
             self.tried = true;
             self.file = tempfile::NamedTempFile::new()
@@ -470,6 +486,30 @@ impl LaterState {
                 });
                 forgotten.chain(parts.iter().flat_map(move |p| p.records(w, kind)))
             })
+    }
+
+    /// Adds the network messages of jobs' later iterations (transfers,
+    /// and pass connections' messages) to their workloads' counts in
+    /// `out`.
+    pub fn count_messages(&self, out: &mut [u64]) {
+        let mut add = |w: u32, n: u64| {
+            if let Some(m) = out.get_mut(w as usize) {
+                *m += n;
+            }
+        };
+        for s in self.spills.iter().flatten() {
+            for (w, &n) in s.messages.iter().enumerate() {
+                add(w as u32, n);
+            }
+        }
+        for p in self.parts.iter().flatten() {
+            for f in &p.flows {
+                add(f.spec.workload, 1);
+            }
+            for r in p.rows.iter().filter(|r| r.qps > 0) {
+                add(r.workload, r.planned);
+            }
+        }
     }
 
     /// Whether a forgotten iteration's records could not be kept or read

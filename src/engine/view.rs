@@ -135,6 +135,27 @@ impl Simulation {
             .chain(later)
     }
 
+    /// Network messages per workload: its transfers and its pass
+    /// connections' messages (those of jobs' forgotten iterations counted
+    /// as they were written out, not read back).
+    pub fn messages_per_workload(&self) -> Vec<u64> {
+        let mut out = vec![0u64; self.scenario.workloads.len()];
+        for r in self.passes.rows.iter().filter(|r| r.qps > 0) {
+            if let Some(m) = out.get_mut(r.workload as usize) {
+                *m += r.planned;
+            }
+        }
+        for f in &self.flows {
+            if let Some(m) = out.get_mut(f.spec.workload as usize) {
+                *m += 1;
+            }
+        }
+        if let Some(l) = &self.tasks.later {
+            l.count_messages(&mut out);
+        }
+        out
+    }
+
     /// Every pass connection's row, in pass order: those of passes made
     /// before the run, then those of jobs' later iterations.
     pub fn every_pass_row(

@@ -28,20 +28,7 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         t.links.len()
     );
     let mut kinds: Vec<String> = Vec::new();
-    // Network messages per workload: its transfers and its passes'
-    // messages, counted in one reading of each (a job's forgotten
-    // iterations are read back from disk).
-    let mut messages = vec![0u64; sim.scenario().workloads.len()];
-    for r in sim.every_pass_row().filter(|r| r.qps > 0) {
-        if let Some(m) = messages.get_mut(r.workload as usize) {
-            *m += r.planned;
-        }
-    }
-    for f in sim.every_flow() {
-        if let Some(m) = messages.get_mut(f.spec.workload as usize) {
-            *m += 1;
-        }
-    }
+    let messages = sim.messages_per_workload();
     for w in &sim.scenario().workloads {
         let w_id = kinds.len() as u32;
         let n = messages[w_id as usize];
