@@ -20,7 +20,7 @@ use super::{network_path, FlowSpec, MAX_FLOWS};
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, Topology};
 use crate::units::SimTime;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Op {
@@ -320,8 +320,8 @@ impl<'a> Emitter<'a> {
             qps,
             pxn,
             host: tuner::Host::default(),
-            lanes: HashMap::new(),
-            reachable: HashMap::new(),
+            lanes: HashMap::default(),
+            reachable: HashMap::default(),
             gate: None,
             step_latency: StepLatency::Nccl,
             protocol: Protocol::Simple,
@@ -923,7 +923,7 @@ fn step_times(e: &Emitter, pass: &Pass) -> StepTimes {
             with_wire: false,
         },
         StepLatency::Nccl => {
-            let servers = by_host(e.topo, &pass.order).len() as u32;
+            let servers = hosts_of(e.topo, &pass.order);
             let ranks = pass.positions() as u32;
             let us = |x: f64| SimTime((x * 1e6).round() as u64);
             let [nvlink, net, launch] =
@@ -1015,12 +1015,20 @@ fn hierarchical(
     Ok(())
 }
 
+/// How many hosts `gpus` are in.
+fn hosts_of(topo: &Topology, gpus: &[GpuId]) -> u32 {
+    let mut hosts: Vec<u32> = gpus.iter().map(|g| topo.gpus[g.idx()].host.0).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    hosts.len() as u32
+}
+
 /// The communicator's GPUs host by host (hosts in order of first
 /// appearance, GPUs by local index).
 fn by_host(topo: &Topology, gpus: &[GpuId]) -> Vec<Vec<GpuId>> {
     // Host -> its place in `hosts` (found in one pass: thousands of
     // hosts make a search per GPU quadratic).
-    let mut at: HashMap<u32, usize> = HashMap::new();
+    let mut at: HashMap<u32, usize> = HashMap::default();
     let mut hosts: Vec<Vec<GpuId>> = Vec::new();
     for &g in gpus {
         let h = topo.gpus[g.idx()].host.0;
