@@ -765,7 +765,8 @@ impl Simulation {
 }
 
 /// The generation of an `Event::Nvlink` that shares a host's rates
-/// anew once the copies of an instant are in (no copy finishes with it).
+/// anew once the copies starting at an instant are in, when more than
+/// one does (no copy finishes with it).
 pub const RESHARE: u32 = u32::MAX;
 
 /// NVLink copies in flight, host by host.
@@ -788,8 +789,10 @@ struct HostCopies {
     /// when there are none.
     capped: u32,
     /// Copies came in at this instant and their rates are not shared
-    /// yet: an event with generation `RESHARE` is pending (`add_copy`).
+    /// yet: an event with generation `RESHARE` is pending (`started`).
     dirty: bool,
+    /// When a copy last started (and the rates were shared at once).
+    started_at: Option<SimTime>,
     /// Sharing's working lists, kept so that it allocates nothing.
     #[serde(skip)]
     scratch: ShareScratch,
@@ -847,8 +850,9 @@ impl Nvlink {
     }
 
     /// Starts a copy; returns the event to schedule (time and
-    /// generation), if the host has none pending for sharing its rates
-    /// anew at this instant.
+    /// generation): when the host's next copy finishes or, for a second
+    /// copy starting at this instant, the one sharing the rates once all
+    /// are in (none for a third).
     pub fn add(
         &mut self,
         host: usize,
@@ -858,14 +862,15 @@ impl Nvlink {
         bytes: u64,
         now: SimTime,
     ) -> Option<(SimTime, u32)> {
-        self.add_copy(
+        self.push_copy(
             host,
             (task, u32::MAX),
             (src, dst),
             bytes,
             f64::INFINITY,
             now,
-        )
+        );
+        self.started(host, now)
     }
 
     /// Starts copies of a ring pass's stream, each of `bytes` between
@@ -879,14 +884,17 @@ impl Nvlink {
         cap: f64,
         now: SimTime,
     ) -> Option<(SimTime, u32)> {
-        let mut next = None;
-        for &(src, dst, bytes) in pairs {
-            next = next.or(self.add_copy(host, (u32::MAX, pass), (src, dst), bytes, cap, now));
+        if pairs.is_empty() {
+            return None;
         }
-        next
+        for &(src, dst, bytes) in pairs {
+            self.push_copy(host, (u32::MAX, pass), (src, dst), bytes, cap, now);
+        }
+        self.started(host, now)
     }
 
-    fn add_copy(
+    /// Puts a copy in `host`'s list, its rate not shared yet.
+    fn push_copy(
         &mut self,
         host: usize,
         (task, stream): (u32, u32),
@@ -894,7 +902,7 @@ impl Nvlink {
         bytes: u64,
         cap: f64,
         now: SimTime,
-    ) -> Option<(SimTime, u32)> {
+    ) {
         self.bytes += bytes;
         let h = &mut self.hosts[host];
         h.advance(now);
@@ -908,15 +916,27 @@ impl Nvlink {
             cap,
             stream,
         });
-        // The rates are shared once every copy starting at this instant
-        // is in (a collective starts hundreds in a host at once, and
-        // sharing after each was quadratic): the pending event is stale,
-        // and one event now shares. No time passes between, so no byte
-        // moves at a rate about to change.
-        h.bump();
+    }
+
+    /// Copies just started in `host`: shares its rates, or asks for it
+    /// to be done once every copy starting at this instant is in.
+    fn started(&mut self, host: usize, now: SimTime) -> Option<(SimTime, u32)> {
+        let h = &mut self.hosts[host];
         if h.dirty {
             return None;
         }
+        if h.started_at != Some(now) {
+            // The first to start at this instant: shared at once.
+            h.started_at = Some(now);
+            h.share(self.rate);
+            return h.next(now);
+        }
+        // More start at this instant (a collective starts hundreds in a
+        // host at once, and sharing after each was quadratic): the
+        // pending event is stale, and one event at this instant shares
+        // once all are in. No time passes between, so no byte moves at a
+        // rate about to change.
+        h.bump();
         h.dirty = true;
         Some((now, RESHARE))
     }
@@ -1060,10 +1080,10 @@ mod tests {
         Nvlink::new(1, 1_000_000_000_000, SimTime::ZERO)
     }
 
-    /// Handles the sharing event an instant's new copies asked for;
-    /// returns the host's next event.
+    /// Handles the sharing event several copies starting at an instant
+    /// asked for; returns the host's next event.
     fn shared(n: &mut Nvlink, asked: Option<(SimTime, u32)>) -> (SimTime, u32) {
-        let (at, gen) = asked.expect("new copies ask for a sharing event");
+        let (at, gen) = asked.expect("a second start asks for a sharing event");
         assert_eq!(gen, RESHARE);
         let (done, next) = n.on_event(0, gen, at);
         assert!(done.tasks.is_empty() && done.streams.is_empty());
@@ -1073,8 +1093,9 @@ mod tests {
     #[test]
     fn one_copy_runs_at_the_gpu_rate() {
         let mut n = nv();
-        let asked = n.add(0, 7, 0, 1, 1000, SimTime::ZERO);
-        let (at, gen) = shared(&mut n, asked);
+        // Alone at its instant: shared at once, no sharing event.
+        let (at, gen) = n.add(0, 7, 0, 1, 1000, SimTime::ZERO).unwrap();
+        assert_ne!(gen, RESHARE);
         assert_eq!(at, SimTime(1000));
         let (done, next) = n.on_event(0, gen, at);
         assert_eq!(done.tasks, vec![7]);
@@ -1086,11 +1107,13 @@ mod tests {
     #[test]
     fn copies_share_a_gpu_max_min_fairly() {
         let mut n = nv();
-        let asked = n.add(0, 1, 0, 1, 1000, SimTime::ZERO);
-        // One sharing event for the instant, once all three are in.
-        assert_eq!(n.add(0, 2, 0, 2, 3000, SimTime::ZERO), None);
+        let first = n.add(0, 1, 0, 1, 1000, SimTime::ZERO).unwrap();
+        // One sharing event for the instant, once all three are in: the
+        // first one's event is stale.
+        let asked = n.add(0, 2, 0, 2, 3000, SimTime::ZERO);
         assert_eq!(n.add(0, 3, 3, 4, 1000, SimTime::ZERO), None);
         let (at, gen) = shared(&mut n, asked);
+        assert_ne!(gen, first.1);
         assert_eq!(at, SimTime(1000), "copy 3 runs alone at full rate");
         let (done, next) = n.on_event(0, gen, at);
         assert_eq!(done.tasks, vec![3]);
@@ -1110,9 +1133,11 @@ mod tests {
     fn capped_stream_copies_leave_the_rest_to_others() {
         let mut n = nv();
         // Stream 9: copies 0 -> 1 and 1 -> 2 at most 0.25 byte/ps.
-        let asked = n.add_stream(0, 9, &[(0, 1, 500), (1, 2, 500)], 0.25, SimTime::ZERO);
+        // Its copies are shared together, at once.
+        let stream = n.add_stream(0, 9, &[(0, 1, 500), (1, 2, 500)], 0.25, SimTime::ZERO);
+        assert_ne!(stream.unwrap().1, RESHARE);
         // A task's copy out of GPU 0 gets the 0.75 left.
-        assert_eq!(n.add(0, 4, 0, 3, 1500, SimTime::ZERO), None);
+        let asked = n.add(0, 4, 0, 3, 1500, SimTime::ZERO);
         let (at, gen) = shared(&mut n, asked);
         assert_eq!(at, SimTime(2000), "both finish at 2000 ps");
         let (done, next) = n.on_event(0, gen, at);
@@ -1125,8 +1150,7 @@ mod tests {
     #[test]
     fn stale_events_are_ignored() {
         let mut n = nv();
-        let asked = n.add(0, 1, 0, 1, 1000, SimTime::ZERO);
-        let (_, g1) = shared(&mut n, asked);
+        let (_, g1) = n.add(0, 1, 0, 1, 1000, SimTime::ZERO).unwrap();
         assert!(n.add(0, 2, 1, 0, 1000, SimTime(10)).is_some());
         let (done, next) = n.on_event(0, g1, SimTime(1000));
         assert!(done.tasks.is_empty() && next.is_none());
