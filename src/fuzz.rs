@@ -172,6 +172,7 @@ pub fn chakra_input(data: &[u8]) -> bool {
         auto: crate::workload::collective::Auto::default(),
         groups: Vec::new(),
         shard_sizes: false,
+        window: chakra::WINDOW,
     };
     let mut graph = GraphBuilder::default();
     let mut flows = Vec::new();

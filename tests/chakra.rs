@@ -585,3 +585,58 @@ fn a_part_waiting_only_for_tasks_already_done_is_made_at_once() {
     assert_eq!((made, forgotten), (4, 4));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The window reaches the order: rank 0 waits to receive, then sends to
+/// rank 2, and has a send to rank 3 that waits for nothing further on in
+/// its file. With the whole file in view that send goes in first; with a
+/// window of one node it waits its turn, after the receive and the send
+/// before it. The transfers are numbered in the order they go in.
+#[test]
+fn the_window_decides_how_far_ahead_a_rank_is_looked_at() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-window-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let r0 = vec![
+        node(1, 6, &[], 0, &[("comm_src", 1)]),
+        node(2, 5, &[1], 0, &[("comm_dst", 2), ("comm_size", 100)]),
+        node(3, 5, &[], 0, &[("comm_dst", 3), ("comm_size", 100)]),
+    ];
+    let r1 = vec![node(1, 5, &[], 0, &[("comm_dst", 0), ("comm_size", 100)])];
+    let r2 = vec![node(1, 6, &[], 0, &[("comm_src", 0)])];
+    let r3 = vec![node(1, 6, &[], 0, &[("comm_src", 0)])];
+    write_trace(&dir, &[r0, r1, r2, r3]);
+    let order = |extra: &str| -> Vec<(u32, u32)> {
+        let (sim, _) = run_named("x.toml", &four_ranks(&dir, extra), &[]);
+        sim.flows()
+            .iter()
+            .map(|f| (f.spec.src.0, f.spec.dst.0))
+            .collect()
+    };
+    assert_eq!(order(""), [(0, 3), (1, 0), (0, 2)]);
+    assert_eq!(order("window = 3"), [(0, 3), (1, 0), (0, 2)]);
+    assert_eq!(order("window = 1"), [(1, 0), (0, 2), (0, 3)]);
+
+    // Two ranks that each receive before they send need a window of two:
+    // with one, neither send is ever in view.
+    let _ = std::fs::remove_dir_all(&dir);
+    let each = |peer: u8| {
+        vec![
+            node(1, 6, &[], 0, &[("comm_src", peer)]),
+            node(2, 5, &[], 0, &[("comm_dst", peer), ("comm_size", 100)]),
+        ]
+    };
+    write_trace(&dir, &[each(1), each(0)]);
+    assert_eq!(order("window = 2").len(), 2);
+    let e = error_of(&four_ranks(&dir, "window = 1"), &[]);
+    assert!(
+        e.contains("workload[0].trace")
+            && e.contains("rank 0 node 1")
+            && e.contains("window of 1 nodes"),
+        "{e}"
+    );
+    let e = error_of(&four_ranks(&dir, "window = 0"), &[]);
+    assert!(
+        e.contains("workload[0].window") && e.contains("got 0"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -331,6 +331,8 @@ pub struct RawWorkload {
     pub groups: Option<String>,
     /// What a Chakra all-gather's or reduce-scatter's comm_size counts.
     pub comm_size: Option<String>,
+    /// How far a Chakra trace's order looks ahead in each rank's file.
+    pub window: Option<i64>,
     pub iterations: Option<i64>,
     pub phase: Option<Vec<RawPhase>>,
     /// Background flows: flow-size CDF file, load, how long.

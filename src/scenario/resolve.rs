@@ -885,6 +885,7 @@ pub fn workloads(
                 "trace",
                 "groups",
                 "comm_size",
+                "window",
                 "gpus",
                 "algorithm",
                 "channels",
@@ -1352,6 +1353,16 @@ fn chakra(
             ))
         }
     };
+    let window = match w.window {
+        None => crate::workload::chakra::WINDOW,
+        Some(n) if (1..=1 << 30).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(KeyError::new(
+                &p.key("window"),
+                format!("got {n}, expected a number of nodes from 1 to 1073741824 (how far ahead in each rank's file the trace's order looks)"),
+            ))
+        }
+    };
     // The collective settings, checked as for kind = "collective".
     let probe = RawWorkload {
         kind: Some("collective".into()),
@@ -1384,6 +1395,7 @@ fn chakra(
             auto: c.as_ref().map_or(Auto::default(), |c| c.auto),
             groups,
             shard_sizes,
+            window,
         },
     ))
 }

@@ -34,6 +34,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+mod order;
+
 /// Protobuf messages of the format, by field number.
 mod pb {
     #[derive(Clone, PartialEq, prost::Message)]
@@ -234,6 +236,16 @@ impl Nodes {
             Err(_) => &NO_COMM,
         };
         self.with(i, comm)
+    }
+
+    /// The kind of the node at place `i`, and its dependencies (without
+    /// looking for its communication fields).
+    fn kind(&self, i: usize) -> Kind {
+        self.kinds[i].0
+    }
+
+    fn deps(&self, i: usize) -> &[u32] {
+        &self.deps[self.deps_at[i] as usize..self.deps_at[i + 1] as usize]
     }
 
     fn with<'a>(&'a self, i: usize, comm: &'a Comm) -> Node<'a> {
@@ -673,6 +685,9 @@ pub struct Settings {
     /// `comm_size` (the collective moves that times its ranks), instead
     /// of the whole buffer as nccl-tests and ASTRA-sim's traces count it.
     pub shard_sizes: bool,
+    /// How far the order looks ahead in each rank's file, in nodes (see
+    /// `order`).
+    pub window: usize,
 }
 
 /// A communicator of the trace: its name and ranks, in its rank order.
@@ -832,35 +847,61 @@ pub const PART_NODES: usize = 16_384;
 pub struct TraceGen {
     /// What the parts are made from; let go once the last is made.
     plan: Option<Arc<Plan>>,
+    /// The order, worked out as the parts are made.
+    order: Option<order::Order>,
     /// Each node's task once made (else `NOT_MADE`), by rank and index.
     task: Vec<Vec<u32>>,
     /// Sends made and not yet received, by (sender, receiver, tag).
     sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>>,
-    /// Per communicator: its next collective.
-    next: Vec<usize>,
     /// The task every node without dependencies waits for.
     begin: u32,
     start: SimTime,
     /// The next part to make, and how many there are.
     made: u32,
     parts: u32,
+    /// Steps of the order made so far, and in all.
+    steps: usize,
+    total_steps: usize,
 }
 
-/// A checked trace and its schedule, cut into parts.
+/// A checked trace, what its order is worked out from.
 #[derive(Debug)]
 struct Plan {
     nodes: Vec<Nodes>,
     settings: Settings,
     groups: Vec<Group>,
-    inst: Vec<Vec<Vec<usize>>>,
-    order: Vec<Step>,
-    /// Where each part's steps begin, then the end.
-    bounds: Vec<usize>,
+    /// Per rank: its collective nodes' communicators, as (place,
+    /// communicator) by place.
+    coll: Vec<Vec<(u32, u32)>>,
 }
+
+impl Plan {
+    fn source(&self) -> order::Source<'_> {
+        order::Source {
+            nodes: &self.nodes,
+            groups: &self.groups,
+            coll: &self.coll,
+        }
+    }
+
+    /// How much of a part a step takes: a collective counts once per
+    /// member.
+    fn weight(&self, step: Step) -> usize {
+        match step {
+            Step::Node(..) => 1,
+            Step::Collective(gi) => self.groups[gi as usize].ranks.len(),
+        }
+    }
+}
+
+/// How far ahead in each rank's file the order looks unless the
+/// scenario says (`window`): a part's worth of nodes.
+pub const WINDOW: usize = PART_NODES;
 
 impl TraceGen {
     /// Checks `trace` and works out its order and parts.
     pub fn new(trace: Arc<Trace>, s: &Settings, start: SimTime) -> Result<TraceGen, String> {
+        let window = s.window;
         let ranks = trace.ranks.len();
         if s.gpus.len() < ranks {
             return Err(format!(
@@ -868,50 +909,70 @@ impl TraceGen {
                 s.gpus.len()
             ));
         }
-        let layout = layout(&trace, s)?;
-        let order = schedule(&trace, &layout.groups, &layout.inst).map_err(|(r, i)| {
-            format!(
-                "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order)",
-                trace.at(r, trace.ranks[r].node(i))
-            )
-        })?;
-        let mut bounds = vec![0];
-        let mut weight = 0;
-        for (i, step) in order.iter().enumerate() {
-            weight += match *step {
-                Step::Node(..) => 1,
-                Step::Collective(gi) => layout.groups[gi as usize].ranks.len(),
-            };
-            if weight >= PART_NODES && i + 1 < order.len() {
-                bounds.push(i + 1);
-                weight = 0;
+        let Layout { groups, inst } = layout(&trace, s)?;
+        let mut coll: Vec<Vec<(u32, u32)>> = vec![Vec::new(); ranks];
+        for (gi, (g, members)) in groups.iter().zip(&inst).enumerate() {
+            for (&r, m) in g.ranks.iter().zip(members) {
+                coll[r].extend(m.iter().map(|&i| (i as u32, gi as u32)));
             }
         }
-        bounds.push(order.len());
-        let task = trace
-            .ranks
-            .iter()
-            .map(|n| vec![NOT_MADE; n.len()])
-            .collect();
-        let Layout { groups, inst } = layout;
+        for c in &mut coll {
+            c.sort_unstable();
+        }
+        drop(inst);
         // The trace's nodes, shared only when the caller keeps the trace.
-        let nodes = Arc::try_unwrap(trace).map_or_else(|t| t.ranks.clone(), |t| t.ranks);
+        let (nodes, trace) = match Arc::try_unwrap(trace) {
+            Ok(mut t) => (std::mem::take(&mut t.ranks), Arc::new(t)),
+            Err(t) => (t.ranks.clone(), t),
+        };
+        let plan = Plan {
+            nodes,
+            settings: s.clone(),
+            groups,
+            coll,
+        };
+        // The whole order once: how many steps and parts, and whether
+        // every node can go in.
+        let mut o = order::Order::new(plan.source(), window);
+        let (mut steps, mut parts, mut weight, mut cut) = (0, 1, 0, false);
+        loop {
+            match o.next(plan.source()) {
+                Ok(Some(step)) => {
+                    if cut {
+                        parts += 1;
+                        weight = 0;
+                    }
+                    weight += plan.weight(step);
+                    steps += 1;
+                    cut = weight >= PART_NODES;
+                }
+                Ok(None) => break,
+                Err((r, i)) => {
+                    let lookahead = if window < plan.nodes[r].len() {
+                        format!(", or a rank that must look further ahead in its file than its window of {window} nodes, the workload's `window`")
+                    } else {
+                        String::new()
+                    };
+                    return Err(format!(
+                        "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order{lookahead})",
+                        trace.at(r, plan.nodes[r].node(i))
+                    ));
+                }
+            }
+        }
+        drop(o);
+        let task = plan.nodes.iter().map(|n| vec![NOT_MADE; n.len()]).collect();
         Ok(TraceGen {
             task,
             sends: HashMap::new(),
-            next: vec![0; groups.len()],
             begin: 0,
             start,
             made: 0,
-            parts: bounds.len() as u32 - 1,
-            plan: Some(Arc::new(Plan {
-                nodes,
-                settings: s.clone(),
-                groups,
-                inst,
-                order,
-                bounds,
-            })),
+            parts,
+            steps: 0,
+            total_steps: steps,
+            order: Some(order::Order::new(plan.source(), window)),
+            plan: Some(Arc::new(plan)),
         })
     }
 
@@ -940,21 +1001,31 @@ impl TraceGen {
             nodes,
             settings: s,
             groups,
-            inst,
-            order,
-            bounds,
+            ..
         } = &*plan;
-        let k = self.made as usize;
-        if k == 0 {
+        if self.made == 0 {
             self.begin = e.join(&[], self.start);
         }
-        let (task, sends, next, begin) =
-            (&mut self.task, &mut self.sends, &mut self.next, self.begin);
+        let order = self.order.as_mut().expect("the order lives as the plan");
+        let (task, sends, begin) = (&mut self.task, &mut self.sends, self.begin);
         let mut runs = Vec::new();
-        for &step in &order[bounds[k]..bounds[k + 1]] {
+        let mut weight = 0;
+        loop {
+            // A part ends at its weight, unless no step follows.
+            if weight >= PART_NODES && self.steps < self.total_steps {
+                break;
+            }
+            let Some(step) = order
+                .next(plan.source())
+                .map_err(|_| "the trace's order changed after it was checked")?
+            else {
+                break;
+            };
+            self.steps += 1;
+            weight += plan.weight(step);
             let done = |task: &[Vec<u32>], r: usize, i: usize| {
                 deps_done(nodes[r].node(i).deps, &task[r], begin)
-                    .expect("the schedule puts a node after its dependencies")
+                    .expect("the order puts a node after its dependencies")
             };
             match step {
                 Step::Node(r, i) => {
@@ -982,7 +1053,7 @@ impl TraceGen {
                             let send = sends
                                 .get_mut(&(src, r, n.comm().comm_tag))
                                 .and_then(|q| q.pop_front())
-                                .expect("the schedule puts a receive after its send");
+                                .expect("the order puts a receive after its send");
                             let mut d = deps;
                             d.push(send);
                             e.join(&d, SimTime::ZERO)
@@ -992,15 +1063,15 @@ impl TraceGen {
                     task[r][i] = t;
                 }
                 Step::Collective(gi) => {
-                    let gi = gi as usize;
-                    let (g, members, k) = (&groups[gi], &inst[gi], next[gi]);
+                    let g = &groups[gi as usize];
+                    let members = order.members();
                     let ready: Vec<Vec<u32>> = g
                         .ranks
                         .iter()
                         .zip(members)
-                        .map(|(&r, m)| done(task, r, m[k]))
+                        .map(|(&r, &i)| done(task, r, i as usize))
                         .collect();
-                    let (r0, first) = (g.ranks[0], nodes[g.ranks[0]].node(members[0][k]));
+                    let (r0, first) = (g.ranks[0], nodes[g.ranks[0]].node(members[0] as usize));
                     let op = op_of(first.comm().comm_type.unwrap_or(0)).ok().flatten();
                     // Each member takes part once its own node's
                     // dependencies are done, and its node is done when its
@@ -1022,10 +1093,9 @@ impl TraceGen {
                             vec![e.join(&all, SimTime::ZERO); g.ranks.len()]
                         }
                     };
-                    for ((&r, m), t) in g.ranks.iter().zip(members).zip(done) {
-                        task[r][m[k]] = t;
+                    for ((&r, &i), t) in g.ranks.iter().zip(members).zip(done) {
+                        task[r][i as usize] = t;
                     }
-                    next[gi] += 1;
                 }
             }
         }
@@ -1033,6 +1103,7 @@ impl TraceGen {
         if self.finished() {
             // Nothing more is made from it.
             self.plan = None;
+            self.order = None;
             self.task = Vec::new();
             self.sends = HashMap::new();
         }
@@ -1199,209 +1270,6 @@ enum Step {
 
 const _: () = assert!(std::mem::size_of::<Step>() == 8);
 
-/// The order the trace goes in the graph: a node once its dependencies
-/// are in; a collective once all its members' nodes are ready; a receive
-/// once its send is. It is the order of passes over the ranks' nodes in
-/// file order, each pass followed by the communicators' collectives in
-/// order: a node made ready by one before it in that order goes in the
-/// same pass, else in the next one. Only the nodes just made ready are
-/// visited, so the work is the nodes and their dependencies, not passes
-/// times nodes. A node that can never go in is the error, as (rank,
-/// index): the first left in file order.
-fn schedule(
-    trace: &Trace,
-    groups: &[Group],
-    inst: &[Vec<Vec<usize>>],
-) -> Result<Vec<Step>, (usize, usize)> {
-    type Pos = std::cmp::Reverse<(usize, usize)>;
-    let ranks = trace.ranks.len();
-    let total: usize = trace.ranks.iter().map(|n| n.len()).sum();
-    let mut order = Vec::with_capacity(total);
-    let mut placed: Vec<Vec<bool>> = trace.ranks.iter().map(|n| vec![false; n.len()]).collect();
-    let mut emitted = 0;
-    let mut next = vec![0usize; groups.len()];
-    // Per node: dependencies not yet in, and the nodes that wait for it
-    // (per rank, offsets into one list).
-    let mut missing: Vec<Vec<u32>> = Vec::with_capacity(ranks);
-    let mut waiters: Vec<(Vec<u32>, Vec<u32>)> = Vec::with_capacity(ranks);
-    for nodes in &trace.ranks {
-        let mut offsets = vec![0u32; nodes.len() + 1];
-        for n in nodes.iter() {
-            for &d in n.deps {
-                offsets[d as usize + 1] += 1;
-            }
-        }
-        for i in 1..offsets.len() {
-            offsets[i] += offsets[i - 1];
-        }
-        let mut fill = offsets.clone();
-        let mut list = vec![0u32; offsets[nodes.len()] as usize];
-        for (j, n) in nodes.iter().enumerate() {
-            for &d in n.deps {
-                let at = &mut fill[d as usize];
-                list[*at as usize] = j as u32;
-                *at += 1;
-            }
-        }
-        missing.push(nodes.iter().map(|n| n.deps.len() as u32).collect());
-        waiters.push((offsets, list));
-    }
-    // A collective node's communicator.
-    let mut coll_of: HashMap<(usize, usize), usize> = HashMap::new();
-    for (gi, (g, members)) in groups.iter().zip(inst).enumerate() {
-        for (&r, m) in g.ranks.iter().zip(members) {
-            for &i in m {
-                coll_of.insert((r, i), gi);
-            }
-        }
-    }
-    // Per communicator: members of its next collective not yet ready.
-    let not_ready = |gi: usize, k: usize, missing: &[Vec<u32>]| {
-        groups[gi]
-            .ranks
-            .iter()
-            .zip(&inst[gi])
-            .filter(|(&r, m)| m.get(k).is_some_and(|&i| missing[r][i] > 0))
-            .count()
-    };
-    let mut waiting: Vec<usize> = (0..groups.len())
-        .map(|gi| not_ready(gi, 0, &missing))
-        .collect();
-    let mut this_pass: std::collections::BinaryHeap<Pos> = std::collections::BinaryHeap::new();
-    let mut next_pass: Vec<(usize, usize)> = Vec::new();
-    for (r, nodes) in trace.ranks.iter().enumerate() {
-        for (i, n) in nodes.iter().enumerate() {
-            if n.kind != Kind::Coll && n.deps.is_empty() {
-                next_pass.push((r, i));
-            }
-        }
-    }
-    // Sends in and not yet received, and receives whose dependencies are
-    // in, waiting for their send; by (sender, receiver, tag).
-    let mut sent: HashMap<(usize, usize, i64), usize> = HashMap::new();
-    let mut parked: HashMap<(usize, usize, i64), Vec<(usize, usize)>> = HashMap::new();
-    // Node (r, i) is in, at `at` of the pass (past every node in the
-    // communicators' part): its waiters are ready, or the collective
-    // they are the next of is nearer.
-    let release = |r: usize,
-                   i: usize,
-                   at: (usize, usize),
-                   missing: &mut Vec<Vec<u32>>,
-                   waiting: &mut Vec<usize>,
-                   next: &[usize],
-                   this_pass: &mut std::collections::BinaryHeap<Pos>,
-                   next_pass: &mut Vec<(usize, usize)>| {
-        let (offsets, list) = &waiters[r];
-        for &j in &list[offsets[i] as usize..offsets[i + 1] as usize] {
-            let j = j as usize;
-            missing[r][j] -= 1;
-            if missing[r][j] > 0 {
-                continue;
-            }
-            if trace.ranks[r].node(j).kind == Kind::Coll {
-                let gi = coll_of[&(r, j)];
-                let place = groups[gi].place(r).unwrap_or(0);
-                if inst[gi][place].get(next[gi]) == Some(&j) {
-                    waiting[gi] -= 1;
-                }
-            } else if (r, j) > at {
-                this_pass.push(std::cmp::Reverse((r, j)));
-            } else {
-                next_pass.push((r, j));
-            }
-        }
-    };
-    loop {
-        let mut progress = false;
-        this_pass.extend(next_pass.drain(..).map(std::cmp::Reverse));
-        while let Some(std::cmp::Reverse((r, i))) = this_pass.pop() {
-            let n = trace.ranks[r].node(i);
-            match n.kind {
-                Kind::Send => {
-                    let key = (
-                        r,
-                        n.comm().comm_dst.unwrap_or(0) as usize,
-                        n.comm().comm_tag,
-                    );
-                    *sent.entry(key).or_default() += 1;
-                    // Its receives: later in this pass, or in the next.
-                    for p in parked.remove(&key).unwrap_or_default() {
-                        if p > (r, i) {
-                            this_pass.push(std::cmp::Reverse(p));
-                        } else {
-                            next_pass.push(p);
-                        }
-                    }
-                }
-                Kind::Recv => {
-                    let key = (
-                        n.comm().comm_src.unwrap_or(0) as usize,
-                        r,
-                        n.comm().comm_tag,
-                    );
-                    match sent.get_mut(&key) {
-                        Some(c) if *c > 0 => *c -= 1,
-                        _ => {
-                            parked.entry(key).or_default().push((r, i));
-                            continue;
-                        }
-                    }
-                }
-                _ => {}
-            }
-            order.push(Step::Node(r as u16, i as u32));
-            placed[r][i] = true;
-            emitted += 1;
-            progress = true;
-            release(
-                r,
-                i,
-                (r, i),
-                &mut missing,
-                &mut waiting,
-                &next,
-                &mut this_pass,
-                &mut next_pass,
-            );
-        }
-        // Each communicator's next collectives, once every member's node
-        // is ready.
-        for (gi, g) in groups.iter().enumerate() {
-            let members = &inst[gi];
-            while next[gi] < members[0].len() && waiting[gi] == 0 {
-                let k = next[gi];
-                order.push(Step::Collective(gi as u32));
-                next[gi] += 1;
-                waiting[gi] = not_ready(gi, k + 1, &missing);
-                for (&r, m) in g.ranks.iter().zip(members) {
-                    placed[r][m[k]] = true;
-                    emitted += 1;
-                    release(
-                        r,
-                        m[k],
-                        (usize::MAX, usize::MAX),
-                        &mut missing,
-                        &mut waiting,
-                        &next,
-                        &mut this_pass,
-                        &mut next_pass,
-                    );
-                }
-                progress = true;
-            }
-        }
-        if emitted == total {
-            return Ok(order);
-        }
-        if !progress {
-            let left = (0..ranks)
-                .find_map(|r| placed[r].iter().position(|p| !p).map(|i| (r, i)))
-                .expect("some node is left");
-            return Err(left);
-        }
-    }
-}
-
 /// What `TraceGen::task` holds for a node not made yet (no graph has
 /// this many tasks).
 const NOT_MADE: u32 = u32::MAX;
@@ -1423,12 +1291,14 @@ mod tests {
     use rand_pcg::rand_core::RngCore;
 
     /// The order by passes as written first: every pass visits every node
-    /// of every rank in file order, then the communicators' collectives.
-    /// `schedule` must give exactly this order, without the passes.
+    /// of every rank in file order, up to `window` from the rank's first
+    /// node not yet in, then the communicators' collectives. `Order`
+    /// must give exactly this order, without the passes.
     fn by_passes(
         trace: &Trace,
         groups: &[Group],
         inst: &[Vec<Vec<usize>>],
+        window: usize,
     ) -> Result<Vec<Step>, (usize, usize)> {
         let mut placed: Vec<Vec<bool>> = trace.ranks.iter().map(|n| vec![false; n.len()]).collect();
         let total: usize = trace.ranks.iter().map(|n| n.len()).sum();
@@ -1436,11 +1306,13 @@ mod tests {
         let mut sent: HashMap<(usize, usize, i64), usize> = HashMap::new();
         let mut next = vec![0usize; groups.len()];
         let ready = |placed: &[Vec<bool>], r: usize, i: usize| {
-            trace.ranks[r]
-                .node(i)
-                .deps
-                .iter()
-                .all(|&d| placed[r][d as usize])
+            let lo = placed[r].iter().position(|p| !p).unwrap_or(placed[r].len());
+            i < lo.saturating_add(window)
+                && trace.ranks[r]
+                    .node(i)
+                    .deps
+                    .iter()
+                    .all(|&d| placed[r][d as usize])
         };
         loop {
             let mut progress = false;
@@ -1506,8 +1378,9 @@ mod tests {
     /// A random trace of four ranks: compute on and off each rank's
     /// chain, extra dependencies, sends and receives on three tags,
     /// collectives on all ranks and on two groups; each rank's nodes in
-    /// shuffled file order (collectives kept in their order). Some have
-    /// a receive with no send, or a cycle.
+    /// shuffled file order (collectives kept in their order): for odd
+    /// seeds, each node moved at most a few places. Some have a receive
+    /// with no send, or a cycle.
     fn random_trace(seed: u64) -> (Trace, Vec<(String, Vec<i64>)>) {
         let mut rng = rand_pcg::Pcg64Mcg::new(u128::from(seed) << 64 | 0x5eed);
         let mut pick = |n: u64| rng.next_u64() % n;
@@ -1590,7 +1463,11 @@ mod tests {
         for nodes in &mut ranks {
             // Shuffle, then put the collectives back in their order.
             for i in (1..nodes.len()).rev() {
-                let j = pick(i as u64 + 1) as usize;
+                let j = if seed.is_multiple_of(2) {
+                    pick(i as u64 + 1) as usize
+                } else {
+                    i - pick(i.min(3) as u64 + 1) as usize
+                };
                 nodes.swap(i, j);
             }
             let slots: Vec<usize> = (0..nodes.len())
@@ -1616,9 +1493,46 @@ mod tests {
         (Trace::new(ranks), groups)
     }
 
+    /// The whole order `Order` gives, each collective with its members'
+    /// nodes.
+    fn whole_order(
+        trace: &Trace,
+        groups: &[Group],
+        inst: &[Vec<Vec<usize>>],
+        window: usize,
+    ) -> Result<Vec<Step>, (usize, usize)> {
+        let mut coll: Vec<Vec<(u32, u32)>> = vec![Vec::new(); trace.ranks.len()];
+        for (gi, (g, members)) in groups.iter().zip(inst).enumerate() {
+            for (&r, m) in g.ranks.iter().zip(members) {
+                coll[r].extend(m.iter().map(|&i| (i as u32, gi as u32)));
+            }
+        }
+        for c in &mut coll {
+            c.sort_unstable();
+        }
+        let src = order::Source {
+            nodes: &trace.ranks,
+            groups,
+            coll: &coll,
+        };
+        let mut o = order::Order::new(src, window);
+        let mut steps = Vec::new();
+        let mut taken = vec![0; groups.len()];
+        while let Some(step) = o.next(src)? {
+            if let Step::Collective(gi) = step {
+                let gi = gi as usize;
+                let want: Vec<u32> = inst[gi].iter().map(|m| m[taken[gi]] as u32).collect();
+                assert_eq!(o.members(), &want[..]);
+                taken[gi] += 1;
+            }
+            steps.push(step);
+        }
+        Ok(steps)
+    }
+
     #[test]
-    fn the_schedule_is_the_order_of_passes_without_the_passes() {
-        let (mut ok, mut stuck) = (0, 0);
+    fn the_order_is_that_of_passes_without_the_passes() {
+        let (mut ok, mut stuck, mut narrowed) = (0, 0, 0);
         for seed in 0..400 {
             let (trace, groups) = random_trace(seed);
             let settings = Settings {
@@ -1631,18 +1545,29 @@ mod tests {
                 auto: collective::Auto::default(),
                 groups,
                 shard_sizes: false,
+                window: WINDOW,
             };
             let l = layout(&trace, &settings).unwrap();
-            let want = by_passes(&trace, &l.groups, &l.inst);
-            let got = schedule(&trace, &l.groups, &l.inst);
-            assert_eq!(got, want, "seed {seed}");
-            match got {
-                Ok(_) => ok += 1,
-                Err(_) => stuck += 1,
+            let whole = by_passes(&trace, &l.groups, &l.inst, usize::MAX);
+            for window in [usize::MAX, 1, 2, 3, 5, 8, 16] {
+                let want = by_passes(&trace, &l.groups, &l.inst, window);
+                let got = whole_order(&trace, &l.groups, &l.inst, window);
+                assert_eq!(got, want, "seed {seed}, window {window}");
+                match got {
+                    Ok(_) => ok += 1,
+                    Err(_) => stuck += 1,
+                }
+                if want.is_ok() && want != whole {
+                    narrowed += 1;
+                }
             }
         }
-        // Both kinds of trace were tried.
-        assert!(ok > 100 && stuck > 10, "{ok} {stuck}");
+        // Every kind of trace was tried: orders that run, that are stuck,
+        // and that a window changes.
+        assert!(
+            ok > 400 && stuck > 100 && narrowed > 50,
+            "{ok} {stuck} {narrowed}"
+        );
     }
 
     #[test]
