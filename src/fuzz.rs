@@ -150,18 +150,15 @@ pub fn chakra_input(data: &[u8]) -> bool {
         return false;
     };
     let n = files.len();
-    let mut ranks = Vec::with_capacity(n);
-    for part in files {
-        match chakra::decode(part) {
-            Ok(nodes) => ranks.push(nodes),
-            Err(e) => {
-                let _ = e.len();
-                return false;
-            }
+    let ranks = files.iter().map(|f| f.to_vec()).collect();
+    let trace = match Trace::from_bytes(ranks, chakra::WINDOW) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = e.len();
+            return false;
         }
-    }
+    };
     let f = fabric();
-    let trace = Trace::new(ranks);
     let settings = Settings {
         gpus: (0..n as u32).map(crate::topology::GpuId).collect(),
         algorithm: None,

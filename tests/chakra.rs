@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{error_of, run_file, run_named, same_both_ways};
+use common::{error_of, outputs, run_file, run_named, same_both_ways};
 use std::path::Path;
 
 const SETS: [(&str, &str); 4] = [
@@ -496,10 +496,18 @@ fn a_long_trace_is_made_part_by_part_as_the_run_reaches_it() {
     const ROUNDS: u64 = 1_500;
     let ranks: Vec<Vec<Vec<u8>>> = (0..4u64)
         .map(|r| {
-            let mut nodes = Vec::new();
+            // First, a CPU op of 1 s that only the last round waits for.
+            let mut cpu = node_with(0, 4, &[], &[("is_cpu_op", 1)], &[], None);
+            varint(7 << 3, &mut cpu);
+            varint(1_000_000, &mut cpu);
+            let mut nodes = vec![cpu];
             let mut last: Vec<u64> = Vec::new();
             for k in 0..ROUNDS {
                 let id = 10 * k + 1;
+                if k == ROUNDS - 1 {
+                    // Far back: more than any window below.
+                    last.push(0);
+                }
                 nodes.push(comp(id, &last, 1));
                 for c in 1..4 {
                     nodes.push(comp(id + c, &[id + c - 1], 1));
@@ -544,6 +552,16 @@ fn a_long_trace_is_made_part_by_part_as_the_run_reaches_it() {
     // Cut short, the parts never reached are made for the outputs, as
     // they would be if made before the run.
     same_both_ways(path, &["simulation.max_sim_time=\"1ms\""]);
+    // Each rank is read a window at a time (10,500 nodes each, the
+    // default window 4,096): the same outputs as with each file held
+    // whole, and with a window of 8 nodes. The last round waits for the
+    // first node, further back than any of these windows, so the run
+    // ends after it.
+    assert!(s.makespan_ps > 1_000_000_000_000, "{}", s.makespan_ps);
+    let (narrow, _) = outputs(path, &["workload.0.window=8"]);
+    let (whole, _) = outputs(path, &["workload.0.window=1073741824"]);
+    let (default, _) = outputs(path, &[]);
+    assert!(narrow == whole && default == whole);
     // `validate` counts the transfers of every part, made or not.
     let validate = |sets: &[&str]| {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"));

@@ -1311,9 +1311,19 @@ fn chakra(
             "missing; expected the folder of a Chakra trace (one PREFIX.RANK.et file per rank)",
         ));
     };
-    let trace = crate::workload::chakra::read_dir(&base.join(dir))
+    let window = match w.window {
+        None => crate::workload::chakra::WINDOW,
+        Some(n) if (1..=1 << 30).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(KeyError::new(
+                &p.key("window"),
+                format!("got {n}, expected a number of nodes from 1 to 1073741824 (how far ahead in each rank's file the trace's order looks)"),
+            ))
+        }
+    };
+    let trace = crate::workload::chakra::read_dir(&base.join(dir), window)
         .map_err(|m| KeyError::new(&p.key("trace"), m))?;
-    let ranks = trace.ranks.len();
+    let ranks = trace.rank_count();
     let gpus = match &w.gpus {
         None if ranks <= topo.gpus.len() => (0..ranks as u32).map(GpuId).collect(),
         None => {
@@ -1350,16 +1360,6 @@ fn chakra(
             return Err(KeyError::new(
                 &p.key("comm_size"),
                 format!("got \"{other}\", expected \"buffer\" (an all-gather's or reduce-scatter's comm_size is the whole buffer, as nccl-tests and ASTRA-sim's traces count it) or \"shard\" (one rank's share)"),
-            ))
-        }
-    };
-    let window = match w.window {
-        None => crate::workload::chakra::WINDOW,
-        Some(n) if (1..=1 << 30).contains(&n) => n as usize,
-        Some(n) => {
-            return Err(KeyError::new(
-                &p.key("window"),
-                format!("got {n}, expected a number of nodes from 1 to 1073741824 (how far ahead in each rank's file the trace's order looks)"),
             ))
         }
     };

@@ -35,6 +35,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod order;
+mod window;
 
 /// Protobuf messages of the format, by field number.
 mod pb {
@@ -238,12 +239,7 @@ impl Nodes {
         self.with(i, comm)
     }
 
-    /// The kind of the node at place `i`, and its dependencies (without
-    /// looking for its communication fields).
-    fn kind(&self, i: usize) -> Kind {
-        self.kinds[i].0
-    }
-
+    /// The dependencies of the node at place `i`.
     fn deps(&self, i: usize) -> &[u32] {
         &self.deps[self.deps_at[i] as usize..self.deps_at[i + 1] as usize]
     }
@@ -345,25 +341,69 @@ impl Builder {
     }
 }
 
-/// A trace: the nodes of each rank, in file order.
+/// A trace: where each rank's nodes are read from, and what reading
+/// them once found (each rank is held a window at a time, `window`).
 #[derive(Clone, Debug)]
 pub struct Trace {
-    pub ranks: Vec<Nodes>,
-    /// Each rank's file, when read from files: where messages find a
-    /// node's name.
-    files: Vec<std::path::PathBuf>,
-    /// Its ranks and nodes, kept when the nodes are let go.
+    sources: Vec<Arc<window::Source>>,
+    surveys: Vec<Arc<window::Survey>>,
+    /// The process groups its METADATA nodes define: rank, place and id
+    /// of the node, name and ranks.
+    defines: Vec<(usize, u32, u64, String, Vec<i64>)>,
+    /// Its ranks and nodes.
     counts: (usize, usize),
 }
 
 impl Trace {
-    pub fn new(ranks: Vec<Nodes>) -> Trace {
-        let counts = (ranks.len(), ranks.iter().map(Nodes::len).sum());
-        Trace {
-            ranks,
-            files: Vec::new(),
-            counts,
+    /// Reads each rank's stream whole once: checks every node and finds
+    /// what reading it again a `window` at a time needs.
+    fn read(sources: Vec<window::Source>, window: usize) -> Result<Trace, String> {
+        let ranks = sources.len();
+        let mut trace = Trace {
+            sources: Vec::with_capacity(ranks),
+            surveys: Vec::with_capacity(ranks),
+            defines: Vec::new(),
+            counts: (ranks, 0),
+        };
+        for (r, source) in sources.into_iter().enumerate() {
+            let (nodes, first, bytes) = source
+                .stream()
+                .and_then(|m| {
+                    let left = m.left;
+                    decode_from(m, |i| source.name(i)).map(|(n, first)| (n, first, left))
+                })
+                .map_err(|e| source.whence(e))?;
+            trace.sources.push(Arc::new(source));
+            for n in nodes.iter() {
+                trace.check(r, n)?;
+            }
+            for n in nodes.comms() {
+                for (name, list) in &n.comm().defines {
+                    trace
+                        .defines
+                        .push((r, n.at, n.id, name.clone(), list.clone()));
+                }
+            }
+            trace.counts.1 += nodes.len();
+            let survey = window::Survey::of(&nodes, window, first, bytes);
+            trace.surveys.push(Arc::new(survey));
         }
+        Ok(trace)
+    }
+
+    /// A trace of the streams in memory, one per rank (as files hold them).
+    pub fn from_bytes(ranks: Vec<Vec<u8>>, window: usize) -> Result<Trace, String> {
+        if ranks.is_empty() || ranks.len() > MAX_RANKS {
+            return Err(format!(
+                "expected 1 to {MAX_RANKS} ranks, got {}",
+                ranks.len()
+            ));
+        }
+        let sources = ranks
+            .into_iter()
+            .map(|b| window::Source::Bytes(b.into()))
+            .collect();
+        Trace::read(sources, window)
     }
 
     pub fn rank_count(&self) -> usize {
@@ -375,26 +415,105 @@ impl Trace {
     }
 
     /// The trace without its nodes, keeping their counts: what the
-    /// scenario keeps once the nodes are with the workload's parts.
+    /// scenario keeps once the trace is with the workload's parts.
     pub fn counts_only(&self) -> Trace {
         Trace {
-            ranks: Vec::new(),
-            files: Vec::new(),
+            sources: Vec::new(),
+            surveys: Vec::new(),
+            defines: Vec::new(),
             counts: self.counts,
         }
     }
 
     /// Where a node is in the trace, for messages: its rank, id and, if
     /// its file can be read again, its name.
-    fn at(&self, rank: usize, n: Node) -> String {
-        let name = self
-            .files
-            .get(rank)
-            .and_then(|f| name_in_file(f, n.at as usize));
+    fn at(&self, rank: usize, place: u32, id: u64) -> String {
+        let name = self.sources.get(rank).and_then(|s| s.name(place as usize));
         match name {
-            Some(name) => format!("rank {rank} node {} (\"{name}\")", n.id),
-            None => format!("rank {rank} node {}", n.id),
+            Some(name) => format!("rank {rank} node {id} (\"{name}\")"),
+            None => format!("rank {rank} node {id}"),
         }
+    }
+
+    /// Checks a node on its own (its dependencies are checked as read).
+    fn check(&self, r: usize, n: Node) -> Result<(), String> {
+        let ranks = self.counts.0;
+        let at = || self.at(r, n.at, n.id);
+        match n.kind {
+            Kind::MemLoad | Kind::MemStore | Kind::Invalid => {
+                return Err(format!(
+                    "{}: {} nodes are not supported (memory operations are not simulated)",
+                    at(),
+                    n.kind.name()
+                ))
+            }
+            Kind::Coll => {
+                let t = n
+                    .comm()
+                    .comm_type
+                    .ok_or_else(|| format!("{}: a COMM_COLL node without comm_type", at()))?;
+                let op = op_of(t)
+                    .map_err(|what| format!("{}: {what} collectives are not supported", at()))?;
+                if op.is_some() && n.comm().comm_size.is_none_or(|b| b == 0) {
+                    return Err(format!("{}: a collective without comm_size", at()));
+                }
+            }
+            Kind::Send | Kind::Recv => {
+                let peer = if n.kind == Kind::Send {
+                    n.comm().comm_dst
+                } else {
+                    n.comm().comm_src
+                };
+                match peer {
+                    Some(p) if p >= 0 && (p as usize) < ranks && p as usize != r => {}
+                    _ => {
+                        return Err(format!(
+                        "{}: expected {} to be another rank of the trace (0 to {}), got {peer:?}",
+                        at(),
+                        if n.kind == Kind::Send {
+                            "comm_dst"
+                        } else {
+                            "comm_src"
+                        },
+                        ranks - 1
+                    ))
+                    }
+                }
+                if n.kind == Kind::Send && n.comm().comm_size.is_none_or(|b| b == 0) {
+                    return Err(format!("{}: a send without comm_size", at()));
+                }
+            }
+            Kind::Comp | Kind::Metadata => {}
+        }
+        Ok(())
+    }
+
+    /// Each rank's collective nodes, in file order, as (place, id,
+    /// process group name, type, size), read from its stream again.
+    fn collectives(
+        &self,
+        r: usize,
+        mut f: impl FnMut(u32, u64, &str, Option<i64>, Option<u64>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let source = &self.sources[r];
+        let mut m = source.stream()?;
+        m.next()?;
+        let mut place = 0u32;
+        while let Some(msg) = m.next()? {
+            let raw = decode_node(msg, place as usize + 1)?;
+            if raw.kind == Kind::Coll {
+                let c = &raw.comm;
+                f(
+                    place,
+                    raw.id,
+                    c.pg_name.as_deref().unwrap_or(""),
+                    c.comm_type,
+                    c.comm_size,
+                )?;
+            }
+            place += 1;
+        }
+        Ok(())
     }
 }
 
@@ -412,15 +531,6 @@ fn int_of(v: &pb::Value) -> Option<i64> {
         Bool(b) => b as i64,
         _ => return None,
     })
-}
-
-/// Reads one rank's file, a message at a time: memory holds its nodes,
-/// not its bytes.
-pub fn read_file(path: &Path) -> Result<Nodes, String> {
-    let (file, len) = crate::input::open_file(path, crate::input::MAX_TRACE_BYTES, "trace file")?;
-    let reader = std::io::BufReader::with_capacity(1 << 16, file);
-    decode_from(Messages::new(reader, len), |i| name_in_file(path, i))
-        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The messages of a length-delimited stream of `left` bytes, in order.
@@ -507,72 +617,100 @@ fn name_in_file(path: &Path, i: usize) -> Option<String> {
 /// Decodes a length-delimited stream held in memory: metadata, then
 /// nodes.
 pub fn decode(buf: &[u8]) -> Result<Nodes, String> {
-    decode_from(Messages::new(buf, buf.len() as u64), |i| name_in(buf, i))
+    decode_from(Messages::new(buf, buf.len() as u64), |i| name_in(buf, i)).map(|d| d.0)
+}
+
+/// A node as decoded, its dependencies still ids.
+#[derive(Debug)]
+struct Raw {
+    id: u64,
+    kind: Kind,
+    cpu: bool,
+    duration: SimTime,
+    deps: Vec<u64>,
+    comm: Comm,
+}
+
+/// Decodes the `count`-th node message of a stream.
+fn decode_node(msg: &[u8], count: usize) -> Result<Raw, String> {
+    use prost::Message;
+    let n = pb::Node::decode(msg).map_err(|e| format!("bad Node (message {count}): {e}"))?;
+    let attr = |name: &str| {
+        n.attr
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| a.value.as_ref())
+    };
+    let int = |name: &str| attr(name).and_then(int_of);
+    let pg_name = attr("pg_name").map(|v| match v {
+        pb::Value::String(s) => s.clone(),
+        other => int_of(other).map_or_else(String::new, |i| i.to_string()),
+    });
+    let kind = Kind::of(n.r#type);
+    let whence = || format!("node {} (\"{}\"), message {count}", n.id, n.name);
+    let defines = match (&n.inputs, kind) {
+        (Some(io), Kind::Metadata) => {
+            process_groups(&io.values).map_err(|e| format!("{}: {e}", whence()))?
+        }
+        _ => Vec::new(),
+    };
+    let mut deps = n.data_deps.clone();
+    deps.extend(&n.ctrl_deps);
+    let comm = Comm {
+        comm_type: int("comm_type"),
+        comm_size: int("comm_size").and_then(|s| u64::try_from(s).ok()),
+        comm_src: int("comm_src"),
+        comm_dst: int("comm_dst"),
+        comm_tag: int("comm_tag").unwrap_or(0),
+        pg_name,
+        defines,
+    };
+    Ok(Raw {
+        id: n.id,
+        kind,
+        cpu: int("is_cpu_op").unwrap_or(0) != 0,
+        duration: SimTime::from_us(n.duration_micros.min(1 << 40)),
+        deps,
+        comm,
+    })
 }
 
 /// Decodes a stream of metadata, then nodes; `names` finds a node's
-/// name by its place, for messages.
+/// name by its place, for messages. Also gives where the first node's
+/// message begins.
 fn decode_from<R: std::io::Read>(
     mut messages: Messages<R>,
     names: impl Fn(usize) -> Option<String>,
-) -> Result<Nodes, String> {
+) -> Result<(Nodes, u64), String> {
     use prost::Message;
+    let total = messages.left;
     let mut b = Builder::default();
-    let mut first = true;
+    let Some(msg) = messages.next()? else {
+        return Err("empty file (no GlobalMetadata)".into());
+    };
+    pb::GlobalMetadata::decode(msg).map_err(|e| format!("bad GlobalMetadata: {e}"))?;
+    let first = total - messages.left;
     let mut count = 0;
     while let Some(msg) = messages.next()? {
-        if first {
-            first = false;
-            pb::GlobalMetadata::decode(msg).map_err(|e| format!("bad GlobalMetadata: {e}"))?;
-            continue;
-        }
         count += 1;
-        let n = pb::Node::decode(msg).map_err(|e| format!("bad Node (message {count}): {e}"))?;
-        let attr = |name: &str| {
-            n.attr
-                .iter()
-                .find(|a| a.name == name)
-                .and_then(|a| a.value.as_ref())
-        };
-        let int = |name: &str| attr(name).and_then(int_of);
-        let pg_name = attr("pg_name").map(|v| match v {
-            pb::Value::String(s) => s.clone(),
-            other => int_of(other).map_or_else(String::new, |i| i.to_string()),
-        });
-        let kind = Kind::of(n.r#type);
-        let whence = || format!("node {} (\"{}\"), message {count}", n.id, n.name);
-        let defines = match (&n.inputs, kind) {
-            (Some(io), Kind::Metadata) => {
-                process_groups(&io.values).map_err(|e| format!("{}: {e}", whence()))?
-            }
-            _ => Vec::new(),
-        };
-        let mut deps = n.data_deps.clone();
-        deps.extend(&n.ctrl_deps);
-        let comm = Comm {
-            comm_type: int("comm_type"),
-            comm_size: int("comm_size").and_then(|s| u64::try_from(s).ok()),
-            comm_src: int("comm_src"),
-            comm_dst: int("comm_dst"),
-            comm_tag: int("comm_tag").unwrap_or(0),
-            pg_name,
-            defines,
-        };
-        let cpu = int("is_cpu_op").unwrap_or(0) != 0;
-        let duration = SimTime::from_us(n.duration_micros.min(1 << 40));
-        b.push(n.id, kind, cpu, duration, &deps, comm)
-            .map_err(|e| format!("{}: {e}", whence()))?;
+        let n = decode_node(msg, count)?;
+        b.push(n.id, n.kind, n.cpu, n.duration, &n.deps, n.comm)
+            .map_err(|e| {
+                format!(
+                    "node {} (\"{}\"), message {count}: {e}",
+                    n.id,
+                    names(count - 1).unwrap_or_default()
+                )
+            })?;
     }
-    if first {
-        return Err("empty file (no GlobalMetadata)".into());
-    }
-    b.finish().map_err(|(i, id, d)| {
+    let nodes = b.finish().map_err(|(i, id, d)| {
         let name = names(i).unwrap_or_default();
         format!(
             "node {id} (\"{name}\"), message {}: depends on node {d}, which this rank does not have",
             i + 1
         )
-    })
+    })?;
+    Ok((nodes, first))
 }
 
 /// The process groups in a METADATA node's input values, as PyTorch's
@@ -617,8 +755,9 @@ fn process_groups(values: &str) -> Result<Vec<(String, Vec<i64>)>, String> {
     Ok(out)
 }
 
-/// Reads a trace folder: files `PREFIX.RANK.et` for ranks 0 to n-1.
-pub fn read_dir(dir: &Path) -> Result<Trace, String> {
+/// Reads a trace folder: files `PREFIX.RANK.et` for ranks 0 to n-1,
+/// each read whole once to check it, then a `window` at a time.
+pub fn read_dir(dir: &Path, window: usize) -> Result<Trace, String> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| format!("cannot read the trace folder {}: {e}", dir.display()))?;
     let mut files: Vec<(usize, std::path::PathBuf)> = Vec::new();
@@ -656,13 +795,11 @@ pub fn read_dir(dir: &Path) -> Result<Trace, String> {
             ));
         }
     }
-    let ranks = files
-        .iter()
-        .map(|(_, p)| read_file(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut trace = Trace::new(ranks);
-    trace.files = files.into_iter().map(|(_, p)| p).collect();
-    Ok(trace)
+    let sources = files
+        .into_iter()
+        .map(|(_, p)| window::Source::File(p))
+        .collect();
+    Trace::read(sources, window)
 }
 
 /// How a trace's collectives run.
@@ -724,20 +861,16 @@ impl Group {
 /// `pg_name` empty or an undefined "0"), then the groups given beside
 /// the trace and those its METADATA nodes define, by name.
 fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
-    let ranks = trace.ranks.len();
+    let ranks = trace.rank_count();
     let mut groups = vec![Group::new(String::new(), (0..ranks).collect())];
     let given = s.groups.iter().map(|(n, r)| (n, r, None));
-    let defined = trace.ranks.iter().enumerate().flat_map(|(r, nodes)| {
-        nodes.comms().flat_map(move |n| {
-            n.comm()
-                .defines
-                .iter()
-                .map(move |(g, x)| (g, x, Some((r, n))))
-        })
-    });
+    let defined = trace
+        .defines
+        .iter()
+        .map(|(r, at, id, g, x)| (g, x, Some((*r, *at, *id))));
     for (name, list, node) in given.chain(defined) {
         let whence = || match node {
-            Some((r, n)) => trace.at(r, n),
+            Some((r, at, id)) => trace.at(r, at, id),
             None => "the groups file".to_string(),
         };
         let members: Vec<usize> = if list.is_empty() {
@@ -781,9 +914,9 @@ fn communicators(trace: &Trace, s: &Settings) -> Result<Vec<Group>, String> {
     Ok(groups)
 }
 
-/// The communicator a node's `pg_name` names.
-fn group_of(trace: &Trace, groups: &[Group], r: usize, n: Node) -> Result<usize, String> {
-    let name = n.comm().pg_name.as_deref().unwrap_or("");
+/// The communicator a node's `pg_name` names (`whence`: the node, for
+/// messages).
+fn group_of(groups: &[Group], name: &str, whence: impl Fn() -> String) -> Result<usize, String> {
     if name.is_empty() {
         return Ok(0);
     }
@@ -792,7 +925,7 @@ fn group_of(trace: &Trace, groups: &[Group], r: usize, n: Node) -> Result<usize,
         None if name == "0" => Ok(0),
         None => Err(format!(
             "{}: pg_name \"{name}\" is not a process group of the trace (defined: {}); define it in a METADATA node of the trace or in `groups`, a JSON file of group name to ranks",
-            trace.at(r, n),
+            whence(),
             groups
                 .iter()
                 .skip(1)
@@ -839,199 +972,156 @@ pub fn emit(
 /// megabytes of tasks; memory holds the parts under way (`engine::later`).
 pub const PART_NODES: usize = 16_384;
 
-/// A trace put in the graph part by part, each a stretch of the schedule
-/// (`schedule`), in order: the first with the other workloads, the rest
+/// A trace put in the graph part by part, each a stretch of its order
+/// (`order`), in order: the first with the other workloads, the rest
 /// as the run reaches them (`workload::jobs`), or all before the run.
 /// The order, and so every number, is the same either way.
 #[derive(Clone, Debug)]
 pub struct TraceGen {
-    /// What the parts are made from; let go once the last is made.
-    plan: Option<Arc<Plan>>,
-    /// The order, worked out as the parts are made.
-    order: Option<order::Order>,
-    /// Each node's task once made (else `NOT_MADE`), by rank and index.
-    task: Vec<Vec<u32>>,
+    trace: Arc<Trace>,
+    settings: Arc<Settings>,
+    groups: Arc<[Group]>,
+    /// The ranks' windows and the order, worked out as the parts are
+    /// made: from the first part on, let go once the last is made.
+    making: Option<Box<(window::Windows, order::Order)>>,
     /// Sends made and not yet received, by (sender, receiver, tag).
     sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>>,
     /// The task every node without dependencies waits for.
     begin: u32,
     start: SimTime,
-    /// The next part to make, and how many there are.
+    /// The next part to make, and whether it was the last.
     made: u32,
-    parts: u32,
-    /// Steps of the order made so far, and in all.
-    steps: usize,
-    total_steps: usize,
+    done: bool,
 }
 
-/// A checked trace, what its order is worked out from.
-#[derive(Debug)]
-struct Plan {
-    nodes: Vec<Nodes>,
-    settings: Settings,
-    groups: Vec<Group>,
-    /// Per rank: its collective nodes' communicators, as (place,
-    /// communicator) by place.
-    coll: Vec<Vec<(u32, u32)>>,
-}
-
-impl Plan {
-    fn source(&self) -> order::Source<'_> {
-        order::Source {
-            nodes: &self.nodes,
-            groups: &self.groups,
-            coll: &self.coll,
-        }
-    }
-
-    /// How much of a part a step takes: a collective counts once per
-    /// member.
-    fn weight(&self, step: Step) -> usize {
-        match step {
-            Step::Node(..) => 1,
-            Step::Collective(gi) => self.groups[gi as usize].ranks.len(),
-        }
+/// How much of a part a step takes: a collective counts once per member.
+fn weight(groups: &[Group], step: Step) -> usize {
+    match step {
+        Step::Node(..) => 1,
+        Step::Collective(gi) => groups[gi as usize].ranks.len(),
     }
 }
 
 /// How far ahead in each rank's file the order looks unless the
-/// scenario says (`window`): a part's worth of nodes.
-pub const WINDOW: usize = PART_NODES;
+/// scenario says (`window`), as ASTRA-sim's feeder reads 4,096 nodes
+/// of a file at a time.
+pub const WINDOW: usize = 4096;
 
 impl TraceGen {
-    /// Checks `trace` and works out its order and parts.
+    /// Checks `trace`'s communicators. The order is worked out as the
+    /// parts are made: a node that can never go in is the error of the
+    /// part that reaches it (all are made or laid out before the run).
     pub fn new(trace: Arc<Trace>, s: &Settings, start: SimTime) -> Result<TraceGen, String> {
-        let window = s.window;
-        let ranks = trace.ranks.len();
+        let ranks = trace.rank_count();
         if s.gpus.len() < ranks {
             return Err(format!(
                 "the trace has {ranks} ranks but only {} GPUs are given for them",
                 s.gpus.len()
             ));
         }
-        let Layout { groups, inst } = layout(&trace, s)?;
-        let mut coll: Vec<Vec<(u32, u32)>> = vec![Vec::new(); ranks];
-        for (gi, (g, members)) in groups.iter().zip(&inst).enumerate() {
-            for (&r, m) in g.ranks.iter().zip(members) {
-                coll[r].extend(m.iter().map(|&i| (i as u32, gi as u32)));
-            }
-        }
-        for c in &mut coll {
-            c.sort_unstable();
-        }
-        drop(inst);
-        // The trace's nodes, shared only when the caller keeps the trace.
-        let (nodes, trace) = match Arc::try_unwrap(trace) {
-            Ok(mut t) => (std::mem::take(&mut t.ranks), Arc::new(t)),
-            Err(t) => (t.ranks.clone(), t),
-        };
-        let plan = Plan {
-            nodes,
-            settings: s.clone(),
-            groups,
-            coll,
-        };
-        // The whole order once: how many steps and parts, and whether
-        // every node can go in.
-        let mut o = order::Order::new(plan.source(), window);
-        let (mut steps, mut parts, mut weight, mut cut) = (0, 1, 0, false);
-        loop {
-            match o.next(plan.source()) {
-                Ok(Some(step)) => {
-                    if cut {
-                        parts += 1;
-                        weight = 0;
-                    }
-                    weight += plan.weight(step);
-                    steps += 1;
-                    cut = weight >= PART_NODES;
-                }
-                Ok(None) => break,
-                Err((r, i)) => {
-                    let lookahead = if window < plan.nodes[r].len() {
-                        format!(", or a rank that must look further ahead in its file than its window of {window} nodes, the workload's `window`")
-                    } else {
-                        String::new()
-                    };
-                    return Err(format!(
-                        "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order{lookahead})",
-                        trace.at(r, plan.nodes[r].node(i))
-                    ));
-                }
-            }
-        }
-        drop(o);
-        let task = plan.nodes.iter().map(|n| vec![NOT_MADE; n.len()]).collect();
+        let groups: Arc<[Group]> = communicators(&trace, s)?.into();
+        check_collectives(&trace, &groups)?;
         Ok(TraceGen {
-            task,
+            making: None,
+            groups,
+            trace,
+            settings: Arc::new(s.clone()),
             sends: HashMap::new(),
             begin: 0,
             start,
             made: 0,
-            parts,
-            steps: 0,
-            total_steps: steps,
-            order: Some(order::Order::new(plan.source(), window)),
-            plan: Some(Arc::new(plan)),
+            done: false,
         })
     }
 
-    /// The parts the trace is cut into, and those made so far.
-    pub fn parts(&self) -> u32 {
-        self.parts
+    /// The ranks' windows and the order at its start.
+    fn begin(
+        trace: &Trace,
+        groups: Arc<[Group]>,
+        window: usize,
+    ) -> Result<(window::Windows, order::Order), String> {
+        let mut w = window::Windows::new(&trace.sources, &trace.surveys, groups);
+        let o = order::Order::new(&mut w, window)?;
+        Ok((w, o))
     }
 
+    /// The parts made so far (all of them once `finished`).
     pub fn made(&self) -> u32 {
         self.made
     }
 
     pub fn finished(&self) -> bool {
-        self.made >= self.parts
+        self.done
     }
 
     /// Adds the next part to the graph (the first also adds the task that
     /// starts the trace). Returns its collectives.
     pub fn part(&mut self, e: &mut Emitter) -> Result<Vec<CollectiveRun>, String> {
-        let plan = Arc::clone(
-            self.plan
-                .as_ref()
-                .ok_or("every part of the trace is made")?,
-        );
-        let Plan {
-            nodes,
-            settings: s,
-            groups,
-            ..
-        } = &*plan;
+        if self.done {
+            return Err("every part of the trace is made".into());
+        }
+        let s = Arc::clone(&self.settings);
         if self.made == 0 {
             self.begin = e.join(&[], self.start);
+            let (w, o) = TraceGen::begin(&self.trace, Arc::clone(&self.groups), s.window)?;
+            self.making = Some(Box::new((w, o)));
         }
-        let order = self.order.as_mut().expect("the order lives as the plan");
-        let (task, sends, begin) = (&mut self.task, &mut self.sends, self.begin);
+        let (w, order) = &mut **self.making.as_mut().expect("made at the first part");
+        let (sends, begin) = (&mut self.sends, self.begin);
+        let groups = Arc::clone(&self.groups);
         let mut runs = Vec::new();
-        let mut weight = 0;
+        let mut weighed = 0;
+        let mut places: Vec<u32> = Vec::new();
         loop {
-            // A part ends at its weight, unless no step follows.
-            if weight >= PART_NODES && self.steps < self.total_steps {
+            // A part ends at its weight, unless every node is in.
+            if weighed >= PART_NODES && !order.all_in() {
                 break;
             }
-            let Some(step) = order
-                .next(plan.source())
-                .map_err(|_| "the trace's order changed after it was checked")?
-            else {
-                break;
+            let step = match order.next(w) {
+                Ok(Some(step)) => step,
+                Ok(None) => {
+                    self.done = true;
+                    break;
+                }
+                Err(order::Stop::Read(m)) => return Err(m),
+                Err(order::Stop::Stuck(r, i)) => {
+                    let lookahead = if s.window < self.trace.surveys[r].len {
+                        format!(", or a rank that must look further ahead in its file than its window of {} nodes, the workload's `window`", s.window)
+                    } else {
+                        String::new()
+                    };
+                    return Err(format!(
+                        "{}: can never run (a dependency cycle, a receive without its send, or ranks that take a group's collectives in a different order{lookahead})",
+                        self.trace.at(r, i as u32, w.node_id(r, i))
+                    ));
+                }
             };
-            self.steps += 1;
-            weight += plan.weight(step);
-            let done = |task: &[Vec<u32>], r: usize, i: usize| {
-                deps_done(nodes[r].node(i).deps, &task[r], begin)
-                    .expect("the order puts a node after its dependencies")
+            weighed += weight(&groups, step);
+            // The tasks node i of rank r waits for.
+            let mut done = |w: &mut window::Windows, r: usize, i: usize| -> Vec<u32> {
+                places.clear();
+                places.extend_from_slice(order::Ranks::deps(w, r, i));
+                if places.is_empty() {
+                    return vec![begin];
+                }
+                places
+                    .iter()
+                    .map(|&d| {
+                        let t = w.task(r, d as usize, i);
+                        debug_assert!(
+                            t != NOT_MADE,
+                            "the order puts a node after its dependencies"
+                        );
+                        t
+                    })
+                    .collect()
             };
             match step {
                 Step::Node(r, i) => {
                     let (r, i) = (r as usize, i as usize);
-                    let n = nodes[r].node(i);
-                    let deps = done(task, r, i);
+                    let deps = done(w, r, i);
+                    let n = order::Ranks::node(w, r, i);
+                    let c = n.comm();
                     let t = match n.kind {
                         Kind::Comp if n.cpu => e.delay(n.duration, None, &deps),
                         Kind::Comp => {
@@ -1039,19 +1129,17 @@ impl TraceGen {
                             e.delay(n.duration, Some(lane), &deps)
                         }
                         Kind::Send => {
-                            let dst = n.comm().comm_dst.unwrap_or(0) as usize;
-                            let bytes = n.comm().comm_size.unwrap_or(0);
+                            let dst = c.comm_dst.unwrap_or(0) as usize;
+                            let bytes = c.comm_size.unwrap_or(0);
+                            let tag = c.comm_tag;
                             let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
-                            sends
-                                .entry((r, dst, n.comm().comm_tag))
-                                .or_default()
-                                .push_back(t);
+                            sends.entry((r, dst, tag)).or_default().push_back(t);
                             t
                         }
                         Kind::Recv => {
-                            let src = n.comm().comm_src.unwrap_or(0) as usize;
+                            let src = c.comm_src.unwrap_or(0) as usize;
                             let send = sends
-                                .get_mut(&(src, r, n.comm().comm_tag))
+                                .get_mut(&(src, r, c.comm_tag))
                                 .and_then(|q| q.pop_front())
                                 .expect("the order puts a receive after its send");
                             let mut d = deps;
@@ -1060,30 +1148,32 @@ impl TraceGen {
                         }
                         _ => e.join(&deps, SimTime::ZERO),
                     };
-                    task[r][i] = t;
+                    w.set_task(r, i, t);
                 }
                 Step::Collective(gi) => {
                     let g = &groups[gi as usize];
-                    let members = order.members();
+                    let members: Vec<u32> = order.members().to_vec();
                     let ready: Vec<Vec<u32>> = g
                         .ranks
                         .iter()
-                        .zip(members)
-                        .map(|(&r, &i)| done(task, r, i as usize))
+                        .zip(&members)
+                        .map(|(&r, &i)| done(w, r, i as usize))
                         .collect();
-                    let (r0, first) = (g.ranks[0], nodes[g.ranks[0]].node(members[0] as usize));
-                    let op = op_of(first.comm().comm_type.unwrap_or(0)).ok().flatten();
+                    let r0 = g.ranks[0];
+                    let first = order::Ranks::node(w, r0, members[0] as usize);
+                    let (id, comm) = (first.id, first.comm().clone());
+                    let op = op_of(comm.comm_type.unwrap_or(0)).ok().flatten();
                     // Each member takes part once its own node's
                     // dependencies are done, and its node is done when its
                     // own part is, as a rank's NCCL call is; a barrier
                     // waits for every member.
-                    let done: Vec<u32> = match op {
+                    let ends: Vec<u32> = match op {
                         Some(op) if g.ranks.len() > 1 => {
-                            let c = collective_of(s, g, first.comm(), op);
+                            let c = collective_of(&s, g, &comm, op);
                             let entry: Vec<u32> =
                                 ready.iter().map(|d| e.join(d, SimTime::ZERO)).collect();
                             let (run, ends) = collective::emit_per_rank(e, &c, &entry)
-                                .map_err(|m| format!("rank {r0} node {}: {m}", first.id))?;
+                                .map_err(|m| format!("rank {r0} node {id}: {m}"))?;
                             runs.push(run);
                             ends
                         }
@@ -1093,18 +1183,19 @@ impl TraceGen {
                             vec![e.join(&all, SimTime::ZERO); g.ranks.len()]
                         }
                     };
-                    for ((&r, &i), t) in g.ranks.iter().zip(members).zip(done) {
-                        task[r][i as usize] = t;
+                    for ((&r, &i), t) in g.ranks.iter().zip(&members).zip(ends) {
+                        w.set_task(r, i as usize, t);
                     }
                 }
             }
         }
+        for r in 0..self.trace.rank_count() {
+            w.trim(r, order.lo(r));
+        }
         self.made += 1;
         if self.finished() {
             // Nothing more is made from it.
-            self.plan = None;
-            self.order = None;
-            self.task = Vec::new();
+            self.making = None;
             self.sends = HashMap::new();
         }
         Ok(runs)
@@ -1135,128 +1226,82 @@ fn collective_of(s: &Settings, g: &Group, first: &Comm, op: Op) -> Collective {
     }
 }
 
-/// A trace's communicators, and each communicator's collectives:
-/// `inst[g][place][k]` is the node of the member at `place` in
-/// communicator g's k-th collective.
-#[derive(Debug)]
-struct Layout {
-    groups: Vec<Group>,
-    inst: Vec<Vec<Vec<usize>>>,
-}
-
-/// Checks every node and finds the communicators' collectives.
-fn layout(trace: &Trace, s: &Settings) -> Result<Layout, String> {
-    let ranks = trace.ranks.len();
-    // Check every node (ids and dependencies are checked as read).
-    let mut colls: Vec<Vec<usize>> = vec![Vec::new(); ranks];
-    for (r, nodes) in trace.ranks.iter().enumerate() {
-        let at = |n| trace.at(r, n);
-        for (i, n) in nodes.iter().enumerate() {
-            match n.kind {
-                Kind::MemLoad | Kind::MemStore | Kind::Invalid => {
-                    return Err(format!(
-                        "{}: {} nodes are not supported (memory operations are not simulated)",
-                        at(n),
-                        n.kind.name()
-                    ))
-                }
-                Kind::Coll => {
-                    let t = n
-                        .comm()
-                        .comm_type
-                        .ok_or_else(|| format!("{}: a COMM_COLL node without comm_type", at(n)))?;
-                    let op = op_of(t).map_err(|what| {
-                        format!("{}: {what} collectives are not supported", at(n))
-                    })?;
-                    if op.is_some() && n.comm().comm_size.is_none_or(|b| b == 0) {
-                        return Err(format!("{}: a collective without comm_size", at(n)));
-                    }
-                    colls[r].push(i);
-                }
-                Kind::Send | Kind::Recv => {
-                    let peer = if n.kind == Kind::Send {
-                        n.comm().comm_dst
-                    } else {
-                        n.comm().comm_src
-                    };
-                    match peer {
-                        Some(p) if p >= 0 && (p as usize) < ranks && p as usize != r => {}
-                        _ => {
-                            return Err(format!(
-                                "{}: expected {} to be another rank of the trace (0 to {}), got {peer:?}",
-                                at(n),
-                                if n.kind == Kind::Send { "comm_dst" } else { "comm_src" },
-                                ranks - 1
-                            ))
-                        }
-                    }
-                    if n.kind == Kind::Send && n.comm().comm_size.is_none_or(|b| b == 0) {
-                        return Err(format!("{}: a send without comm_size", at(n)));
-                    }
-                }
-                Kind::Comp | Kind::Metadata => {}
-            }
-        }
-    }
-    // The k-th collective of every member of a communicator, together,
-    // are its k-th collective.
-    let groups = communicators(trace, s)?;
-    let mut inst: Vec<Vec<Vec<usize>>> = groups
-        .iter()
-        .map(|g| vec![Vec::new(); g.ranks.len()])
-        .collect();
-    for (r, list) in colls.iter().enumerate() {
-        for &i in list {
-            let n = trace.ranks[r].node(i);
-            let gi = group_of(trace, &groups, r, n)?;
-            let Some(place) = groups[gi].place(r) else {
+/// Checks that every member of each communicator takes part in each of
+/// its collectives, with the same type and size: each rank's collective
+/// nodes, per communicator, counted and hashed as read again; where the
+/// hashes differ, the two ranks are read once more to name the node.
+fn check_collectives(trace: &Trace, groups: &[Group]) -> Result<(), String> {
+    let ranks = trace.rank_count();
+    // Per rank and communicator: collectives, and a hash of their types
+    // and sizes in order.
+    let mut seen: Vec<HashMap<usize, (usize, u64)>> = vec![HashMap::new(); ranks];
+    for (r, seen) in seen.iter_mut().enumerate() {
+        trace.collectives(r, |at, id, name, t, b| {
+            let gi = group_of(groups, name, || trace.at(r, at, id))?;
+            if groups[gi].place(r).is_none() {
                 return Err(format!(
                     "{}: rank {r} is not in its process group \"{}\" (ranks {:?})",
-                    trace.at(r, n),
+                    trace.at(r, at, id),
                     groups[gi].name,
                     groups[gi].ranks
                 ));
-            };
-            inst[gi][place].push(i);
-        }
+            }
+            let e = seen.entry(gi).or_insert((0, 0));
+            e.0 += 1;
+            e.1 = (e.1.rotate_left(7) ^ t.unwrap_or(-1) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                ^ b.unwrap_or(0);
+            Ok(())
+        })?;
     }
-    for (g, members) in groups.iter().zip(&inst) {
-        let count = members[0].len();
+    // One communicator's collectives of rank r, in order: place, id,
+    // type and size.
+    type Coll = (u32, u64, Option<i64>, Option<u64>);
+    let list = |r: usize, gi: usize| -> Result<Vec<Coll>, String> {
+        let mut v = Vec::new();
+        trace.collectives(r, |at, id, name, t, b| {
+            if group_of(groups, name, String::new)? == gi {
+                v.push((at, id, t, b));
+            }
+            Ok(())
+        })?;
+        Ok(v)
+    };
+    for (gi, g) in groups.iter().enumerate() {
+        let of = |r: usize| seen[r].get(&gi).copied().unwrap_or((0, 0));
+        let (count, hash) = of(g.ranks[0]);
         let name = if g.name.is_empty() {
             "of every rank"
         } else {
             &g.name
         };
-        if let Some(p) = (0..members.len()).find(|&p| members[p].len() != count) {
-            return Err(format!(
-                "rank {} has {count} collective nodes in process group \"{name}\" but rank {} has {}; every rank of a group must take part in each of its collectives",
-                g.ranks[0],
-                g.ranks[p],
-                members[p].len()
-            ));
-        }
-        for k in 0..count {
-            let a = trace.ranks[g.ranks[0]].node(members[0][k]);
-            for (p, m) in members.iter().enumerate().skip(1) {
-                let b = trace.ranks[g.ranks[p]].node(m[k]);
-                if (b.comm().comm_type, b.comm().comm_size)
-                    != (a.comm().comm_type, a.comm().comm_size)
-                {
+        for &r in &g.ranks[1..] {
+            let (n, h) = of(r);
+            if n != count {
+                return Err(format!(
+                    "rank {} has {count} collective nodes in process group \"{name}\" but rank {r} has {n}; every rank of a group must take part in each of its collectives",
+                    g.ranks[0],
+                ));
+            }
+            if h == hash {
+                continue;
+            }
+            let (a, b) = (list(g.ranks[0], gi)?, list(r, gi)?);
+            for (k, (x, y)) in a.iter().zip(&b).enumerate() {
+                if (x.2, x.3) != (y.2, y.3) {
                     return Err(format!(
                         "{}: collective {k} of rank {} in its group is type {:?} of {:?} B, this one type {:?} of {:?} B",
-                        trace.at(g.ranks[p], b),
+                        trace.at(r, y.0, y.1),
                         g.ranks[0],
-                        a.comm().comm_type,
-                        a.comm().comm_size,
-                        b.comm().comm_type,
-                        b.comm().comm_size
+                        x.2,
+                        x.3,
+                        y.2,
+                        y.3
                     ));
                 }
             }
         }
     }
-
-    Ok(Layout { groups, inst })
+    Ok(())
 }
 
 /// One step of putting a trace in the graph: a rank's node, or a
@@ -1274,17 +1319,6 @@ const _: () = assert!(std::mem::size_of::<Step>() == 8);
 /// this many tasks).
 const NOT_MADE: u32 = u32::MAX;
 
-/// The tasks of `deps` (positions in the rank) if all are emitted
-/// (`begin` if none: every other node waits for it through those).
-fn deps_done(deps: &[u32], task: &[u32], begin: u32) -> Option<Vec<u32>> {
-    if deps.is_empty() {
-        return Some(vec![begin]);
-    }
-    deps.iter()
-        .map(|&d| Some(task[d as usize]).filter(|&t| t != NOT_MADE))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1295,28 +1329,24 @@ mod tests {
     /// node not yet in, then the communicators' collectives. `Order`
     /// must give exactly this order, without the passes.
     fn by_passes(
-        trace: &Trace,
+        nodes: &[Nodes],
         groups: &[Group],
         inst: &[Vec<Vec<usize>>],
         window: usize,
     ) -> Result<Vec<Step>, (usize, usize)> {
-        let mut placed: Vec<Vec<bool>> = trace.ranks.iter().map(|n| vec![false; n.len()]).collect();
-        let total: usize = trace.ranks.iter().map(|n| n.len()).sum();
+        let mut placed: Vec<Vec<bool>> = nodes.iter().map(|n| vec![false; n.len()]).collect();
+        let total: usize = nodes.iter().map(|n| n.len()).sum();
         let (mut order, mut emitted) = (Vec::new(), 0);
         let mut sent: HashMap<(usize, usize, i64), usize> = HashMap::new();
         let mut next = vec![0usize; groups.len()];
         let ready = |placed: &[Vec<bool>], r: usize, i: usize| {
             let lo = placed[r].iter().position(|p| !p).unwrap_or(placed[r].len());
             i < lo.saturating_add(window)
-                && trace.ranks[r]
-                    .node(i)
-                    .deps
-                    .iter()
-                    .all(|&d| placed[r][d as usize])
+                && nodes[r].node(i).deps.iter().all(|&d| placed[r][d as usize])
         };
         loop {
             let mut progress = false;
-            for (r, nodes) in trace.ranks.iter().enumerate() {
+            for (r, nodes) in nodes.iter().enumerate() {
                 for (i, n) in nodes.iter().enumerate() {
                     if placed[r][i] || n.kind == Kind::Coll || !ready(&placed, r, i) {
                         continue;
@@ -1380,8 +1410,9 @@ mod tests {
     /// collectives on all ranks and on two groups; each rank's nodes in
     /// shuffled file order (collectives kept in their order): for odd
     /// seeds, each node moved at most a few places. Some have a receive
-    /// with no send, or a cycle.
-    fn random_trace(seed: u64) -> (Trace, Vec<(String, Vec<i64>)>) {
+    /// with no send, or a cycle. Each rank's file, as bytes.
+    type Files = Vec<Vec<u8>>;
+    fn random_trace(seed: u64) -> (Files, Vec<(String, Vec<i64>)>) {
         let mut rng = rand_pcg::Pcg64Mcg::new(u128::from(seed) << 64 | 0x5eed);
         let mut pick = |n: u64| rng.next_u64() % n;
         const R: usize = 4;
@@ -1479,79 +1510,140 @@ mod tests {
                 nodes[i] = c;
             }
         }
-        let ranks = ranks
-            .into_iter()
-            .map(|nodes| {
-                let mut b = Builder::default();
-                for (id, kind, deps, comm) in nodes {
-                    b.push(id, kind, false, SimTime::from_us(1), &deps, comm)
-                        .unwrap();
-                }
-                b.finish().unwrap()
-            })
-            .collect();
-        (Trace::new(ranks), groups)
+        (ranks.iter().map(|n| encode(n)).collect(), groups)
     }
 
-    /// The whole order `Order` gives, each collective with its members'
-    /// nodes.
-    fn whole_order(
-        trace: &Trace,
-        groups: &[Group],
-        inst: &[Vec<Vec<usize>>],
-        window: usize,
-    ) -> Result<Vec<Step>, (usize, usize)> {
-        let mut coll: Vec<Vec<(u32, u32)>> = vec![Vec::new(); trace.ranks.len()];
-        for (gi, (g, members)) in groups.iter().zip(inst).enumerate() {
-            for (&r, m) in g.ranks.iter().zip(members) {
-                coll[r].extend(m.iter().map(|&i| (i as u32, gi as u32)));
+    /// A rank's file of these nodes (each taking 1 us).
+    fn encode(nodes: &[Raw]) -> Vec<u8> {
+        use prost::Message;
+        let mut out = Vec::new();
+        pb::GlobalMetadata {
+            version: "0.0.4".into(),
+        }
+        .encode_length_delimited(&mut out)
+        .unwrap();
+        for (id, kind, deps, comm) in nodes {
+            let int = |name: &str, v: Option<i64>| {
+                v.map(|v| pb::Attribute {
+                    name: name.into(),
+                    value: Some(pb::Value::Int64(v)),
+                })
+            };
+            let mut attr: Vec<pb::Attribute> = [
+                int("comm_type", comm.comm_type),
+                int("comm_size", comm.comm_size.map(|b| b as i64)),
+                int("comm_src", comm.comm_src),
+                int("comm_dst", comm.comm_dst),
+                int("comm_tag", Some(comm.comm_tag).filter(|&t| t != 0)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if let Some(pg) = &comm.pg_name {
+                attr.push(pb::Attribute {
+                    name: "pg_name".into(),
+                    value: Some(pb::Value::String(pg.clone())),
+                });
+            }
+            let code = match kind {
+                Kind::Comp => 4,
+                Kind::Send => 5,
+                Kind::Recv => 6,
+                Kind::Coll => 7,
+                _ => 1,
+            };
+            pb::Node {
+                id: *id,
+                name: format!("n{id}"),
+                r#type: code,
+                data_deps: deps.clone(),
+                duration_micros: 1,
+                attr,
+                ..pb::Node::default()
+            }
+            .encode_length_delimited(&mut out)
+            .unwrap();
+        }
+        out
+    }
+
+    /// Each communicator's collectives: `inst[g][place][k]` is the node
+    /// of the member at `place` in communicator g's k-th collective.
+    fn inst_of(nodes: &[Nodes], groups: &[Group]) -> Vec<Vec<Vec<usize>>> {
+        let mut inst: Vec<Vec<Vec<usize>>> = groups
+            .iter()
+            .map(|g| vec![Vec::new(); g.ranks.len()])
+            .collect();
+        for (r, n) in nodes.iter().enumerate() {
+            for node in n.iter().filter(|x| x.kind == Kind::Coll) {
+                let name = node.comm().pg_name.as_deref().unwrap_or("");
+                let gi = group_of(groups, name, String::new).unwrap();
+                inst[gi][groups[gi].place(r).unwrap()].push(node.at as usize);
             }
         }
-        for c in &mut coll {
-            c.sort_unstable();
-        }
-        let src = order::Source {
-            nodes: &trace.ranks,
-            groups,
-            coll: &coll,
+        inst
+    }
+
+    /// The order `Order` gives over each rank's file read a window at a
+    /// time (let go as it goes), and the order by passes; each
+    /// collective's members checked.
+    type Orders = Result<Vec<Step>, (usize, usize)>;
+    fn both_orders(
+        files: &[Vec<u8>],
+        given: &[(String, Vec<i64>)],
+        window: usize,
+    ) -> (Orders, Orders, Orders) {
+        let trace = Trace::from_bytes(files.to_vec(), window).unwrap();
+        let settings = Settings {
+            gpus: (0..files.len() as u32).map(GpuId).collect(),
+            algorithm: None,
+            channels: 1,
+            chunk: 1 << 20,
+            pxn: false,
+            protocol: collective::Protocol::Simple,
+            auto: collective::Auto::default(),
+            groups: given.to_vec(),
+            shard_sizes: false,
+            window,
         };
-        let mut o = order::Order::new(src, window);
+        let groups: Arc<[Group]> = communicators(&trace, &settings).unwrap().into();
+        check_collectives(&trace, &groups).unwrap();
+        let nodes: Vec<Nodes> = files.iter().map(|f| decode(f).unwrap()).collect();
+        let inst = inst_of(&nodes, &groups);
+        let (mut w, mut o) = TraceGen::begin(&trace, Arc::clone(&groups), window).unwrap();
         let mut steps = Vec::new();
         let mut taken = vec![0; groups.len()];
-        while let Some(step) = o.next(src)? {
-            if let Step::Collective(gi) = step {
-                let gi = gi as usize;
-                let want: Vec<u32> = inst[gi].iter().map(|m| m[taken[gi]] as u32).collect();
-                assert_eq!(o.members(), &want[..]);
-                taken[gi] += 1;
+        let got = loop {
+            match o.next(&mut w) {
+                Ok(Some(step)) => {
+                    if let Step::Collective(gi) = step {
+                        let gi = gi as usize;
+                        let want: Vec<u32> = inst[gi].iter().map(|m| m[taken[gi]] as u32).collect();
+                        assert_eq!(o.members(), &want[..]);
+                        taken[gi] += 1;
+                    }
+                    steps.push(step);
+                    for r in 0..files.len() {
+                        w.trim(r, o.lo(r));
+                    }
+                }
+                Ok(None) => break Ok(steps),
+                Err(order::Stop::Stuck(r, i)) => break Err((r, i)),
+                Err(order::Stop::Read(m)) => panic!("{m}"),
             }
-            steps.push(step);
-        }
-        Ok(steps)
+        };
+        let want = by_passes(&nodes, &groups, &inst, window);
+        let whole = by_passes(&nodes, &groups, &inst, usize::MAX);
+        (got, want, whole)
     }
 
     #[test]
     fn the_order_is_that_of_passes_without_the_passes() {
         let (mut ok, mut stuck, mut narrowed) = (0, 0, 0);
         for seed in 0..400 {
-            let (trace, groups) = random_trace(seed);
-            let settings = Settings {
-                gpus: (0..4).map(GpuId).collect(),
-                algorithm: None,
-                channels: 1,
-                chunk: 1 << 20,
-                pxn: false,
-                protocol: collective::Protocol::Simple,
-                auto: collective::Auto::default(),
-                groups,
-                shard_sizes: false,
-                window: WINDOW,
-            };
-            let l = layout(&trace, &settings).unwrap();
-            let whole = by_passes(&trace, &l.groups, &l.inst, usize::MAX);
+            let (files, groups) = random_trace(seed);
             for window in [usize::MAX, 1, 2, 3, 5, 8, 16] {
-                let want = by_passes(&trace, &l.groups, &l.inst, window);
-                let got = whole_order(&trace, &l.groups, &l.inst, window);
+                let (got, want, whole) = both_orders(&files, &groups, window);
                 assert_eq!(got, want, "seed {seed}, window {window}");
                 match got {
                     Ok(_) => ok += 1,
@@ -1572,9 +1664,12 @@ mod tests {
 
     #[test]
     fn reads_the_all_reduce_trace() {
-        let t = read_dir(Path::new("testdata/chakra/all_reduce_8npus_1MB")).unwrap();
-        assert_eq!(t.ranks.len(), 8);
-        for (r, nodes) in t.ranks.iter().enumerate() {
+        let dir = Path::new("testdata/chakra/all_reduce_8npus_1MB");
+        let t = read_dir(dir, WINDOW).unwrap();
+        assert_eq!((t.rank_count(), t.node_count()), (8, 8));
+        for r in 0..8 {
+            let file = dir.join(format!("all_reduce.{r}.et"));
+            let nodes = decode(&std::fs::read(file).unwrap()).unwrap();
             assert_eq!(nodes.len(), 1);
             let n = nodes.node(0);
             assert_eq!(n.kind, Kind::Coll);

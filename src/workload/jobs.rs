@@ -86,7 +86,8 @@ impl JobGen {
         runs.extend(g.part(&mut e)?);
         Ok(JobGen {
             workload: e.workload,
-            iterations: g.parts(),
+            // Counted as they are laid out (`lay_out_parts`).
+            iterations: g.made() + u32::from(!g.finished()),
             what: What::Trace(Box::new(g), Vec::new()),
             emitter: e.into_state(),
         })
@@ -150,7 +151,10 @@ impl JobGen {
     }
 
     pub fn finished(&self) -> bool {
-        self.next() >= self.iterations
+        match &self.what {
+            What::Trace(g, _) => g.finished(),
+            _ => self.next() >= self.iterations,
+        }
     }
 
     /// Adds the next iteration to `graph` and `flows`; its collectives are
@@ -416,6 +420,7 @@ impl JobGen {
             numbers = next;
         }
         self.emitter = trial.emitter;
+        self.iterations = laid.len() as u32 + 1;
         if let What::Trace(_, l) = &mut self.what {
             *l = laid;
         }

@@ -16,31 +16,40 @@
 //! passes times nodes; the state held is the windows' nodes and the
 //! receives and sends not yet matched.
 
-use super::{Group, Kind, Nodes, Step};
+use super::{Group, Kind, Node, Step};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
-/// What the order is worked out from: each rank's nodes, and for each
-/// rank its collective nodes' communicators, as (place, communicator)
-/// sorted by place.
-#[derive(Clone, Copy)]
-pub(super) struct Source<'a> {
-    pub nodes: &'a [Nodes],
-    pub groups: &'a [Group],
-    pub coll: &'a [Vec<(u32, u32)>],
+/// What the order is worked out from: the ranks' nodes, of which it
+/// looks only at those in the windows (`reach`), and the communicators.
+pub(super) trait Ranks {
+    fn groups(&self) -> &[Group];
+    /// Rank r's nodes.
+    fn len(&self, r: usize) -> usize;
+    fn kind(&self, r: usize, i: usize) -> Kind;
+    /// Node i's dependencies, as places in its rank.
+    fn deps(&self, r: usize, i: usize) -> &[u32];
+    fn node(&self, r: usize, i: usize) -> Node<'_>;
+    /// The communicator of rank r's collective node at i, and the rank's
+    /// place in it.
+    fn group_of(&self, r: usize, i: usize) -> (usize, usize);
+    /// Rank r's nodes before `end` can be looked at, and what they
+    /// depend on; an error if they cannot be read.
+    fn reach(&mut self, r: usize, end: usize) -> Result<(), String>;
 }
 
-impl Source<'_> {
-    /// The communicator of rank `r`'s collective node at `i`, and the
-    /// rank's place in it.
-    fn group_of(&self, r: usize, i: usize) -> (usize, usize) {
-        let list = &self.coll[r];
-        let k = list
-            .binary_search_by_key(&(i as u32), |c| c.0)
-            .expect("every collective node has its communicator");
-        let gi = list[k].1 as usize;
-        let place = self.groups[gi].place(r).expect("a member of its group");
-        (gi, place)
+/// Why the order stops short.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// The node that can never go in, as (rank, place).
+    Stuck(usize, usize),
+    /// A rank's file could not be read again.
+    Read(String),
+}
+
+impl From<String> for Stop {
+    fn from(m: String) -> Stop {
+        Stop::Read(m)
     }
 }
 
@@ -134,14 +143,14 @@ pub(super) struct Order {
 
 impl Order {
     /// The order's start: every rank's first `window` nodes in view.
-    pub fn new(src: Source, window: usize) -> Order {
+    pub fn new(src: &mut impl Ranks, window: usize) -> Result<Order, String> {
         let window = window.max(1);
-        let ranks = src.nodes.len();
+        let ranks = src.groups()[0].ranks.len();
         let mut o = Order {
             window,
             lanes: vec![Lane::default(); ranks],
             comms: src
-                .groups
+                .groups()
                 .iter()
                 .map(|g| Comm {
                     queues: vec![VecDeque::new(); g.ranks.len()],
@@ -157,15 +166,25 @@ impl Order {
             phase: Phase::Nodes,
             progress: false,
             emitted: 0,
-            total: src.nodes.iter().map(Nodes::len).sum(),
+            total: (0..ranks).map(|r| src.len(r)).sum(),
             members: Vec::new(),
         };
         for r in 0..ranks {
-            o.enter(src, r, (usize::MAX, usize::MAX));
+            o.enter(src, r, (usize::MAX, usize::MAX))?;
         }
         o.this_pass
             .extend(o.next_pass.drain(..).map(std::cmp::Reverse));
-        o
+        Ok(o)
+    }
+
+    /// Whether every node is in the order.
+    pub fn all_in(&self) -> bool {
+        self.emitted == self.total
+    }
+
+    /// Rank r's first node not yet in the order.
+    pub fn lo(&self, r: usize) -> usize {
+        self.lanes[r].lo
     }
 
     /// The members' nodes of the collective `next` just gave, by place
@@ -178,7 +197,7 @@ impl Order {
     /// can never go in (a cycle, a receive without its send, ranks that
     /// take a group's collectives in different orders, or more lookahead
     /// than the window), as (rank, place): the first left in file order.
-    pub fn next(&mut self, src: Source) -> Result<Option<Step>, (usize, usize)> {
+    pub fn next(&mut self, src: &mut impl Ranks) -> Result<Option<Step>, Stop> {
         loop {
             match self.phase {
                 Phase::Nodes => {
@@ -186,14 +205,11 @@ impl Order {
                         self.phase = Phase::Collectives(0);
                         continue;
                     };
-                    let n = src.nodes[r].node(i);
-                    match n.kind {
+                    let n = src.node(r, i);
+                    let (kind, comm) = (n.kind, n.comm());
+                    match kind {
                         Kind::Send => {
-                            let key = (
-                                r,
-                                n.comm().comm_dst.unwrap_or(0) as usize,
-                                n.comm().comm_tag,
-                            );
+                            let key = (r, comm.comm_dst.unwrap_or(0) as usize, comm.comm_tag);
                             *self.sent.entry(key).or_default() += 1;
                             // Its receives: later in this pass, or in the next.
                             for p in self.parked.remove(&key).unwrap_or_default() {
@@ -201,11 +217,7 @@ impl Order {
                             }
                         }
                         Kind::Recv => {
-                            let key = (
-                                n.comm().comm_src.unwrap_or(0) as usize,
-                                r,
-                                n.comm().comm_tag,
-                            );
+                            let key = (comm.comm_src.unwrap_or(0) as usize, r, comm.comm_tag);
                             match self.sent.get_mut(&key) {
                                 Some(c) if *c > 0 => *c -= 1,
                                 _ => {
@@ -216,7 +228,7 @@ impl Order {
                         }
                         _ => {}
                     }
-                    self.place(src, r, i, (r, i));
+                    self.place(src, r, i, (r, i))?;
                     return Ok(Some(Step::Node(r as u16, i as u32)));
                 }
                 Phase::Collectives(gi) if gi < self.comms.len() => {
@@ -232,11 +244,11 @@ impl Order {
                     for q in &mut c.queues {
                         members.push(q.pop_front().expect("a ready member has its node"));
                     }
-                    let ranks = &src.groups[gi].ranks;
+                    let ranks = src.groups()[gi].ranks.clone();
                     c.waiting = c
                         .queues
                         .iter()
-                        .zip(ranks)
+                        .zip(&ranks)
                         .filter(|(q, &r)| match q.front() {
                             Some(&i) => {
                                 let lane = &self.lanes[r];
@@ -246,7 +258,7 @@ impl Order {
                         })
                         .count();
                     for (&r, &i) in ranks.iter().zip(&members) {
-                        self.place(src, r, i as usize, (usize::MAX, usize::MAX));
+                        self.place(src, r, i as usize, (usize::MAX, usize::MAX))?;
                     }
                     self.members = members;
                     return Ok(Some(Step::Collective(gi as u32)));
@@ -257,9 +269,9 @@ impl Order {
                     }
                     if !std::mem::take(&mut self.progress) {
                         let r = (0..self.lanes.len())
-                            .find(|&r| self.lanes[r].lo < src.nodes[r].len())
+                            .find(|&r| self.lanes[r].lo < src.len(r))
                             .expect("some node is left");
-                        return Err((r, self.lanes[r].lo));
+                        return Err(Stop::Stuck(r, self.lanes[r].lo));
                     }
                     self.this_pass
                         .extend(self.next_pass.drain(..).map(std::cmp::Reverse));
@@ -281,8 +293,8 @@ impl Order {
 
     /// A node that is not a collective's, or a collective member's, is
     /// ready: into a pass, or its communicator is one member nearer.
-    fn ready(&mut self, src: Source, r: usize, i: usize, at: (usize, usize)) {
-        if src.nodes[r].kind(i) != Kind::Coll {
+    fn ready(&mut self, src: &impl Ranks, r: usize, i: usize, at: (usize, usize)) {
+        if src.kind(r, i) != Kind::Coll {
             self.push((r, i), at);
             return;
         }
@@ -295,7 +307,13 @@ impl Order {
 
     /// Node (r, i) goes in, at `at` of the pass: its waiters are a
     /// dependency nearer, and the rank's window may move on.
-    fn place(&mut self, src: Source, r: usize, i: usize, at: (usize, usize)) {
+    fn place(
+        &mut self,
+        src: &mut impl Ranks,
+        r: usize,
+        i: usize,
+        at: (usize, usize),
+    ) -> Result<(), String> {
         self.emitted += 1;
         self.progress = true;
         let slot = self.lanes[r].slot(i);
@@ -317,23 +335,22 @@ impl Order {
             lane.slots.pop_front();
             lane.lo += 1;
         }
-        self.enter(src, r, at);
+        self.enter(src, r, at)
     }
 
     /// The nodes that have come into rank r's window enter it: their
     /// dependencies not yet in are counted, collective nodes join their
     /// communicator's queue, and those ready go in a pass.
-    fn enter(&mut self, src: Source, r: usize, at: (usize, usize)) {
-        let nodes = &src.nodes[r];
-        let end = self.lanes[r]
-            .lo
-            .saturating_add(self.window)
-            .min(nodes.len());
+    fn enter(&mut self, src: &mut impl Ranks, r: usize, at: (usize, usize)) -> Result<(), String> {
+        let end = self.lanes[r].lo.saturating_add(self.window).min(src.len(r));
+        if self.lanes[r].entered < end {
+            src.reach(r, end)?;
+        }
         while self.lanes[r].entered < end {
             let i = self.lanes[r].entered;
             self.lanes[r].entered += 1;
             let mut missing = 0;
-            for &d in nodes.deps(i) {
+            for &d in src.deps(r, i) {
                 let d = d as usize;
                 if self.lanes[r].placed(d) {
                     continue;
@@ -352,7 +369,7 @@ impl Order {
                 s.waiters = e;
             }
             self.lanes[r].slot(i).missing = missing;
-            if nodes.kind(i) == Kind::Coll {
+            if src.kind(r, i) == Kind::Coll {
                 let (gi, place) = src.group_of(r, i);
                 self.comms[gi].queues[place].push_back(i as u32);
             }
@@ -360,5 +377,6 @@ impl Order {
                 self.ready(src, r, i, at);
             }
         }
+        Ok(())
     }
 }
