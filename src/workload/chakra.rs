@@ -26,6 +26,11 @@
 //!
 //! Memory operations and the collectives this simulator does not have
 //! (reduce, gather, scatter) are refused with the node named.
+//!
+//! Each rank's file is read whole once to check it, then again a window
+//! at a time as the run reaches it (`window`); the order the nodes go in
+//! the task graph is worked out over those windows (`order`), part by
+//! part (`TraceGen`).
 
 use super::collective::{self, Algorithm, Collective, CollectiveRun, Emitter, Op};
 use crate::topology::GpuId;
