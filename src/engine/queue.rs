@@ -131,7 +131,9 @@ impl<E: Keyed> EventQueue<E> {
         }
     }
 
-    #[inline]
+    /// Almost every push goes to a bucket of the ring that already holds
+    /// room for it: that path is the only one inlined at the callers.
+    #[inline(always)]
     pub fn push(&mut self, at: SimTime, event: E) {
         self.len += 1;
         let e = Entry {
@@ -140,6 +142,22 @@ impl<E: Keyed> EventQueue<E> {
             event,
         };
         let b = at.0 >> SHIFT;
+        if b.wrapping_sub(self.cur + 1) < BUCKETS - 1 {
+            let slot = &mut self.ring[(b % BUCKETS) as usize];
+            if slot.len() < slot.capacity() {
+                slot.push(e);
+                self.in_ring += 1;
+                return;
+            }
+        }
+        self.push_slow(b, e);
+    }
+
+    /// A push into a bucket with no room left, into the bucket being
+    /// drained, or beyond the ring.
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&mut self, b: u64, e: Entry<E>) {
         if b > self.cur && b < self.cur + BUCKETS {
             self.push_ring(b, e);
         } else if b <= self.cur {
