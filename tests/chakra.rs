@@ -398,6 +398,65 @@ fn process_groups_run_their_collectives_on_their_ranks() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every rank of a communicator must call the same collectives in the
+/// same order (NCCL would hang otherwise): counts or types and sizes that
+/// differ are refused with the node named. "" and an undefined "0" are
+/// both the default communicator, mixed in any order.
+#[test]
+fn ranks_of_a_communicator_must_agree_on_its_collectives() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-agree-{}", std::process::id()));
+    let all_reduce = |id: u64, bytes: u64, pg: Option<&str>| {
+        let strs: Vec<(&str, &str)> = pg.map(|g| ("pg_name", g)).into_iter().collect();
+        let deps: Vec<u64> = (1..id).collect();
+        node_with(
+            id,
+            7,
+            &deps,
+            &[("comm_type", 0), ("comm_size", bytes)],
+            &strs,
+            None,
+        )
+    };
+    let run = |ranks: &[Vec<Vec<u8>>]| {
+        let _ = std::fs::remove_dir_all(&dir);
+        write_long_trace(&dir, ranks);
+    };
+    // Rank 0 names the default communicator both ways, rank 1 one way.
+    run(&[
+        vec![all_reduce(1, 100, None), all_reduce(2, 120, Some("0"))],
+        vec![all_reduce(1, 100, Some("")), all_reduce(2, 120, None)],
+    ]);
+    let (_, s) = run_named("x.toml", &scenario_for(&dir), &[]);
+    let sizes: Vec<(u64, usize)> = s.collectives.iter().map(|c| (c.bytes, c.ranks)).collect();
+    assert_eq!(sizes, [(100, 2), (120, 2)]);
+
+    // One more collective on rank 0.
+    run(&[
+        vec![all_reduce(1, 100, None), all_reduce(2, 120, Some("0"))],
+        vec![all_reduce(1, 100, None)],
+    ]);
+    let e = error_of(&scenario_for(&dir), &[]);
+    assert!(
+        e.contains(
+            "rank 0 has 2 collective nodes in process group \"of every rank\" but rank 1 has 1"
+        ),
+        "{e}"
+    );
+
+    // The same count, a size that differs: the second rank's node is named.
+    run(&[
+        vec![all_reduce(1, 100, None), all_reduce(2, 120, None)],
+        vec![all_reduce(1, 100, Some("0")), all_reduce(2, 124, None)],
+    ]);
+    let e = error_of(&scenario_for(&dir), &[]);
+    assert!(
+        e.contains("rank 1 node 2")
+            && e.contains("collective 1 of rank 0 in its group is type Some(0) of Some(120) B, this one type Some(0) of Some(124) B"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `comm_size = "shard"`: an all-gather's comm_size is one rank's share,
 /// so the collective is that times its ranks; the default counts the
 /// whole buffer, as ASTRA-sim's own traces do.

@@ -27,7 +27,8 @@
 //! Memory operations and the collectives this simulator does not have
 //! (reduce, gather, scatter) are refused with the node named.
 //!
-//! Each rank's file is read whole once to check it, then again a window
+//! Each rank's file is read whole once to check it (its nodes, and its
+//! collectives' counts per communicator), then again a window
 //! at a time as the run reaches it (`window`); the order the nodes go in
 //! the task graph is worked out over those windows (`order`), part by
 //! part (`TraceGen`).
@@ -355,8 +356,61 @@ pub struct Trace {
     /// The process groups its METADATA nodes define: rank, place and id
     /// of the node, name and ranks.
     defines: Vec<(usize, u32, u64, String, Vec<i64>)>,
+    /// Each rank's collectives by process group name.
+    tallies: Vec<Tally>,
     /// Its ranks and nodes.
     counts: (usize, usize),
+}
+
+/// How many collectives a rank has in one communicator, and a hash of
+/// their types and sizes in file order: two ranks that agree on both take
+/// part in the same collectives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Sum {
+    count: usize,
+    hash: u64,
+}
+
+impl Sum {
+    fn add(&mut self, comm_type: Option<i64>, size: Option<u64>) {
+        self.count += 1;
+        self.hash = (self.hash.rotate_left(7) ^ comm_type.unwrap_or(-1) as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ size.unwrap_or(0);
+    }
+}
+
+/// One rank's collectives by the `pg_name` they give, found as the rank
+/// is first read, so that the communicators are checked without reading
+/// the files again.
+#[derive(Clone, Debug, Default)]
+struct Tally {
+    /// Each name in the order first met: the name, the place and id of
+    /// its first collective (for messages), and its sum.
+    names: Vec<(String, u32, u64, Sum)>,
+    /// The names "" and "0" together: the default communicator's sum
+    /// when no group is named "0" (see `group_of`).
+    default: Sum,
+}
+
+impl Tally {
+    fn add(&mut self, n: &Node) {
+        let c = n.comm();
+        let name = c.pg_name.as_deref().unwrap_or("");
+        // A rank's collectives name few communicators: a scan is enough.
+        let k = match self.names.iter().position(|x| x.0 == name) {
+            Some(k) => k,
+            None => {
+                self.names
+                    .push((name.to_string(), n.at, n.id, Sum::default()));
+                self.names.len() - 1
+            }
+        };
+        self.names[k].3.add(c.comm_type, c.comm_size);
+        if name.is_empty() || name == "0" {
+            self.default.add(c.comm_type, c.comm_size);
+        }
+    }
 }
 
 impl Trace {
@@ -368,6 +422,7 @@ impl Trace {
             sources: Vec::with_capacity(ranks),
             surveys: Vec::with_capacity(ranks),
             defines: Vec::new(),
+            tallies: Vec::with_capacity(ranks),
             counts: (ranks, 0),
         };
         for (r, source) in sources.into_iter().enumerate() {
@@ -379,9 +434,14 @@ impl Trace {
                 })
                 .map_err(|e| source.whence(e))?;
             trace.sources.push(Arc::new(source));
+            let mut tally = Tally::default();
             for n in nodes.iter() {
                 trace.check(r, n)?;
+                if n.kind == Kind::Coll {
+                    tally.add(&n);
+                }
             }
+            trace.tallies.push(tally);
             for n in nodes.comms() {
                 for (name, list) in &n.comm().defines {
                     trace
@@ -426,6 +486,7 @@ impl Trace {
             sources: Vec::new(),
             surveys: Vec::new(),
             defines: Vec::new(),
+            tallies: Vec::new(),
             counts: self.counts,
         }
     }
@@ -494,7 +555,8 @@ impl Trace {
     }
 
     /// Each rank's collective nodes, in file order, as (place, id,
-    /// process group name, type, size), read from its stream again.
+    /// process group name, type, size), read from its stream again (to
+    /// name the node where two ranks' collectives differ).
     fn collectives(
         &self,
         r: usize,
@@ -1233,30 +1295,36 @@ fn collective_of(s: &Settings, g: &Group, first: &Comm, op: Op) -> Collective {
 
 /// Checks that every member of each communicator takes part in each of
 /// its collectives, with the same type and size: each rank's collective
-/// nodes, per communicator, counted and hashed as read again; where the
-/// hashes differ, the two ranks are read once more to name the node.
+/// nodes, per communicator, as counted and hashed when the trace was read
+/// (`Tally`); where two ranks' hashes differ, both are read again to name
+/// the node.
 fn check_collectives(trace: &Trace, groups: &[Group]) -> Result<(), String> {
     let ranks = trace.rank_count();
-    // Per rank and communicator: collectives, and a hash of their types
-    // and sizes in order.
-    let mut seen: Vec<HashMap<usize, (usize, u64)>> = vec![HashMap::new(); ranks];
+    // Per rank and communicator: its collectives' sum. Where "0" names no
+    // group, it is the default communicator, as "" is.
+    let zero_is_default = group_of(groups, "0", String::new).is_ok_and(|g| g == 0);
+    let mut seen: Vec<HashMap<usize, Sum>> = vec![HashMap::new(); ranks];
     for (r, seen) in seen.iter_mut().enumerate() {
-        trace.collectives(r, |at, id, name, t, b| {
-            let gi = group_of(groups, name, || trace.at(r, at, id))?;
+        // Names in the order first met, so that the first node in file
+        // order that names no group, or a group without this rank, is the
+        // one the error names.
+        let tally = &trace.tallies[r];
+        for (name, at, id, sum) in &tally.names {
+            let gi = group_of(groups, name, || trace.at(r, *at, *id))?;
             if groups[gi].place(r).is_none() {
                 return Err(format!(
                     "{}: rank {r} is not in its process group \"{}\" (ranks {:?})",
-                    trace.at(r, at, id),
+                    trace.at(r, *at, *id),
                     groups[gi].name,
                     groups[gi].ranks
                 ));
             }
-            let e = seen.entry(gi).or_insert((0, 0));
-            e.0 += 1;
-            e.1 = (e.1.rotate_left(7) ^ t.unwrap_or(-1) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                ^ b.unwrap_or(0);
-            Ok(())
-        })?;
+            let sum = match gi {
+                0 if zero_is_default => tally.default,
+                _ => *sum,
+            };
+            seen.insert(gi, sum);
+        }
     }
     // One communicator's collectives of rank r, in order: place, id,
     // type and size.
@@ -1272,7 +1340,10 @@ fn check_collectives(trace: &Trace, groups: &[Group]) -> Result<(), String> {
         Ok(v)
     };
     for (gi, g) in groups.iter().enumerate() {
-        let of = |r: usize| seen[r].get(&gi).copied().unwrap_or((0, 0));
+        let of = |r: usize| {
+            let s = seen[r].get(&gi).copied().unwrap_or_default();
+            (s.count, s.hash)
+        };
         let (count, hash) = of(g.ranks[0]);
         let name = if g.name.is_empty() {
             "of every rank"
