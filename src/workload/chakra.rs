@@ -40,6 +40,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+mod lean;
 mod order;
 mod window;
 
@@ -688,7 +689,7 @@ pub fn decode(buf: &[u8]) -> Result<Nodes, String> {
 }
 
 /// A node as decoded, its dependencies still ids.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct Raw {
     id: u64,
     kind: Kind,

@@ -13,7 +13,7 @@
 //! trace stays in memory.
 
 use super::order::Ranks;
-use super::{decode_node, Comm, Group, Kind, Messages, Node, Nodes, NO_COMM};
+use super::{Comm, Group, Kind, Messages, Node, Nodes, NO_COMM};
 use crate::units::SimTime;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
@@ -218,9 +218,8 @@ impl Window {
         }
         let left = m.left;
         while self.end() < want {
-            let count = self.end() + 1;
             let msg = m.next().map_err(|_| changed())?.ok_or_else(changed)?;
-            let raw = decode_node(msg, count).map_err(|_| changed())?;
+            let raw = super::lean::node(msg).ok_or_else(changed)?;
             self.push(raw)?;
         }
         self.offset += left - m.left;
