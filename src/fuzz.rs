@@ -149,6 +149,12 @@ pub fn chakra_input(data: &[u8]) -> bool {
     let Some(files) = rank_files(data) else {
         return false;
     };
+    for f in &files {
+        assert!(
+            chakra::lean_matches_prost(f),
+            "the windows' reader and prost differ on a rank file"
+        );
+    }
     let n = files.len();
     let ranks = files.iter().map(|f| f.to_vec()).collect();
     let trace = match Trace::from_bytes(ranks, chakra::WINDOW) {

@@ -682,6 +682,26 @@ fn name_in_file(path: &Path, i: usize) -> Option<String> {
     name_at(Messages::new(std::io::BufReader::new(file), len), i)
 }
 
+/// Whether the windows' reader (`lean`) gives what `prost` gives on
+/// every node message of a stream that `prost` decodes (the fuzz target
+/// asks it of every input).
+pub fn lean_matches_prost(buf: &[u8]) -> bool {
+    let mut m = Messages::new(buf, buf.len() as u64);
+    if !matches!(m.next(), Ok(Some(_))) {
+        return true;
+    }
+    let mut count = 0;
+    while let Ok(Some(msg)) = m.next() {
+        count += 1;
+        if let Ok(want) = decode_node(msg, count) {
+            if lean::node(msg).as_ref() != Some(&want) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Decodes a length-delimited stream held in memory: metadata, then
 /// nodes.
 pub fn decode(buf: &[u8]) -> Result<Nodes, String> {
