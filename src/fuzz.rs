@@ -152,7 +152,7 @@ pub fn chakra_input(data: &[u8]) -> bool {
     for f in &files {
         assert!(
             chakra::lean_matches_prost(f),
-            "the windows' reader and prost differ on a rank file"
+            "the lean reader gives a node prost does not"
         );
     }
     let n = files.len();

@@ -1,17 +1,24 @@
 //! The fields of a node the run uses, read straight from its message's
 //! bytes: no allocation for its name, its attributes' names or their
-//! values. The first read of a trace decodes every node in full with
-//! `prost` and refuses what it refuses; the windows read the same bytes
-//! again (the file's length is checked first), so this reader only ever
-//! sees messages that decoded once. On those it gives exactly what
-//! `decode_node` gives, with protobuf's rules for fields that appear more
-//! than once (the last scalar wins, repeated fields append, a message
-//! field merges) and for packed and unpacked repeated numbers. It
-//! answers `None` for bytes that are not a message of this shape, which
-//! the windows report as a file changed under the run.
+//! values. Where it gives a node, it is exactly what `decode_node` (with
+//! `prost`) gives: protobuf's rules for fields that appear more than once
+//! (the last scalar wins, repeated fields append, a message field
+//! merges), packed and unpacked repeated numbers, unknown fields and
+//! groups skipped. It refuses (`None`) at least all that `prost` refuses:
+//! varints past ten bytes or past 64 bits, keys past 32 bits, tag 0,
+//! wire types 6 and 7 or not the field's own, strings that are not
+//! UTF-8, lengths past the end, groups that do not close or nest deeper
+//! than `DEPTH` (`prost` allows 100), and, where a METADATA node's groups
+//! do not parse, what `decode_node` refuses. So the first read of a trace
+//! uses it and asks `prost` only where it refuses, for the error or for
+//! the node (`decode_node_fast`); the windows, reading bytes that read
+//! once already, report a refusal as a file changed under the run.
 
 use super::{process_groups, Comm, Kind, Raw};
 use crate::units::SimTime;
+
+/// How deep groups in unknown fields may nest.
+const DEPTH: u32 = 32;
 
 /// A reader over a message's bytes.
 struct Bytes<'a>(&'a [u8]);
@@ -22,6 +29,9 @@ impl<'a> Bytes<'a> {
         for (i, &b) in self.0.iter().enumerate().take(10) {
             v |= u64::from(b & 0x7f) << (7 * i as u32);
             if b & 0x80 == 0 {
+                if i == 9 && b > 1 {
+                    return None;
+                }
                 self.0 = &self.0[i + 1..];
                 return Some(v);
             }
@@ -53,25 +63,35 @@ impl<'a> Bytes<'a> {
             return Some(None);
         }
         let k = self.varint()?;
-        Some(Some((k >> 3, (k & 7) as u8)))
+        let (field, wire) = (k >> 3, (k & 7) as u8);
+        if k > u64::from(u32::MAX) || field == 0 || wire > 5 {
+            return None;
+        }
+        Some(Some((field, wire)))
     }
 
-    /// Skips a field of this wire type (a group up to its end).
-    fn skip(&mut self, field: u64, wire: u8) -> Option<()> {
+    /// Skips a field of this wire type (a group up to its end, `depth`
+    /// groups deep).
+    fn skip(&mut self, field: u64, wire: u8, depth: u32) -> Option<()> {
         match wire {
             0 => self.varint().map(drop),
             1 => self.take(8).map(drop),
             2 => self.delimited().map(drop),
             5 => self.take(4).map(drop),
-            3 => loop {
+            3 if depth < DEPTH => loop {
                 let (f, w) = self.key()??;
                 if w == 4 {
                     return (f == field).then_some(());
                 }
-                self.skip(f, w)?;
+                self.skip(f, w, depth + 1)?;
             },
             _ => None,
         }
+    }
+
+    /// A string field's bytes, if they are UTF-8.
+    fn string(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.delimited()?).ok()
     }
 }
 
@@ -103,7 +123,7 @@ impl<'a> Value<'a> {
             (23, 5) => Value::Int(Some(i64::from(i32::from_le_bytes(b.fixed()?)))),
             (25, 1) => Value::Int(Some(i64::from_le_bytes(b.fixed()?))),
             (27, 0) => Value::Int(Some(i64::from(b.varint()? != 0))),
-            (29, 2) => Value::Str(std::str::from_utf8(b.delimited()?).ok()?),
+            (29, 2) => Value::Str(b.string()?),
             (31, 2) => b.delimited().map(|_| Value::Other)?,
             _ => return None,
         })
@@ -141,9 +161,10 @@ impl<'a> Attrs<'a> {
         let (mut name, mut value) = ("", None);
         while let Some((f, w)) = b.key()? {
             match (f, w) {
-                (1, 2) => name = std::str::from_utf8(b.delimited()?).ok()?,
+                (1, 2) => name = b.string()?,
+                (1, _) => return None,
                 (3..=31, _) if f % 2 == 1 => value = Some(Value::read(f, w, &mut b)?),
-                _ => b.skip(f, w)?,
+                _ => b.skip(f, w, 0)?,
             }
         }
         if let Some(k) = NAMES.iter().position(|&n| n == name) {
@@ -162,7 +183,7 @@ pub(super) fn node(msg: &[u8]) -> Option<Raw> {
     let mut b = Bytes(msg);
     let (mut id, mut kind, mut duration) = (0u64, 0i32, 0u64);
     let (mut data, mut ctrl) = (Vec::new(), Vec::new());
-    let mut inputs: Option<&[u8]> = None;
+    let mut inputs: Option<&str> = None;
     let mut attrs = Attrs::default();
     while let Some((f, w)) = b.key()? {
         match (f, w) {
@@ -184,22 +205,25 @@ pub(super) fn node(msg: &[u8]) -> Option<Raw> {
                 // A message field seen twice merges: its string keeps the
                 // last value given.
                 let mut io = Bytes(b.delimited()?);
-                let values = inputs.get_or_insert(&[]);
+                let values = inputs.get_or_insert("");
                 while let Some((f, w)) = io.key()? {
                     match (f, w) {
-                        (1, 2) => *values = io.delimited()?,
-                        _ => io.skip(f, w)?,
+                        (1, 2) => *values = io.string()?,
+                        (1, _) => return None,
+                        _ => io.skip(f, w, 0)?,
                     }
                 }
             }
             (10, 2) => attrs.add(b.delimited()?)?,
-            (2 | 6, _) | (11.., _) | (9, _) => b.skip(f, w)?,
+            (2, 2) => drop(b.string()?),
+            (6, 0) => drop(b.varint()?),
+            (9 | 11.., _) => b.skip(f, w, 0)?,
             _ => return None,
         }
     }
     let kind = Kind::of(kind);
     let defines = match (inputs, kind) {
-        (Some(v), Kind::Metadata) => process_groups(std::str::from_utf8(v).ok()?).ok()?,
+        (Some(v), Kind::Metadata) => process_groups(v).ok()?,
         _ => Vec::new(),
     };
     let pg_name = attrs.seen[5].flatten().map(|v| match v {
@@ -227,7 +251,7 @@ pub(super) fn node(msg: &[u8]) -> Option<Raw> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{decode_node, pb};
+    use super::super::{decode_node, decode_node_fast, pb};
     use super::*;
     use prost::Message;
     use rand_pcg::rand_core::RngCore;
@@ -345,31 +369,75 @@ mod tests {
         out
     }
 
-    /// On every message `prost` accepts, the reader gives what
-    /// `decode_node` gives; what it refuses the reader never sees.
+    /// On the messages made here, which `prost` accepts, the reader gives
+    /// what `decode_node` gives; on the same cut short or with bytes
+    /// changed, it refuses or gives what `decode_node` gives, never a
+    /// node where `prost` refuses.
     #[test]
-    fn reads_what_prost_decodes() {
+    fn reads_what_prost_decodes_and_refuses_what_it_refuses() {
         let mut rng = rand_pcg::Pcg64Mcg::new(0x1ea0);
-        let (mut same, mut refused) = (0, 0);
+        let (mut read, mut refused) = (0, 0);
         for _ in 0..20_000 {
             let whole = random_message(&mut rng);
-            // Also cut short: where the cut falls between fields, it is
-            // still a message.
+            let want = decode_node(&whole, 1).expect("prost decodes what prost encodes");
+            assert_eq!(node(&whole).as_ref(), Some(&want), "{whole:?}");
             let cut = (rng.next_u64() % (whole.len() as u64 + 1)) as usize;
-            for msg in [&whole[..], &whole[..cut]] {
-                match decode_node(msg, 1) {
-                    Ok(want) => {
-                        assert_eq!(node(msg).as_ref(), Some(&want), "{msg:?}");
-                        same += 1;
+            let mut changed = whole.clone();
+            for _ in 0..1 + rng.next_u64() % 3 {
+                let at = (rng.next_u64() % whole.len().max(1) as u64) as usize;
+                if let Some(b) = changed.get_mut(at) {
+                    *b = match rng.next_u64() % 4 {
+                        0 => 0xff,
+                        1 => 0x80,
+                        2 => *b ^ 1 << (rng.next_u64() % 8),
+                        _ => rng.next_u64() as u8,
+                    };
+                }
+            }
+            for msg in [&whole[..cut], &changed[..]] {
+                match (node(msg), decode_node(msg, 1)) {
+                    (Some(got), Ok(want)) => {
+                        assert_eq!(got, want, "{msg:?}");
+                        read += 1;
                     }
-                    Err(_) => refused += 1,
+                    (Some(got), Err(e)) => panic!("{msg:?}: read {got:?}, prost: {e}"),
+                    (None, _) => refused += 1,
                 }
             }
         }
         assert!(
-            same > 20_000 && refused > 5_000,
-            "{same} read, {refused} refused"
+            read > 5_000 && refused > 5_000,
+            "{read} read, {refused} refused"
         );
+    }
+
+    /// Groups in unknown fields are skipped, to a depth.
+    #[test]
+    fn skips_groups_to_a_depth() {
+        let mut msg = pb::Node {
+            id: 5,
+            r#type: 4,
+            ..pb::Node::default()
+        }
+        .encode_to_vec();
+        let nested = |depth: u64| {
+            let mut g = Vec::new();
+            for _ in 0..depth {
+                varint(14 << 3 | 3, &mut g);
+            }
+            for _ in 0..depth {
+                varint(14 << 3 | 4, &mut g);
+            }
+            g
+        };
+        let shallow = [&msg[..], &nested(DEPTH as u64)].concat();
+        assert_eq!(node(&shallow).map(|n| n.id), Some(5));
+        // Deeper, `prost` decides (it allows 100).
+        msg.extend(nested(DEPTH as u64 + 1));
+        assert!(node(&msg).is_none());
+        assert_eq!(decode_node_fast(&msg, 1).map(|n| n.id), Ok(5));
+        // A group that does not close.
+        assert!(node(&nested(3)[..3]).is_none());
     }
 
     /// Fields the run reads are found whichever way they are written.
