@@ -442,7 +442,6 @@ impl Trace {
                     tally.add(&n);
                 }
             }
-            trace.tallies.push(tally);
             for n in nodes.comms() {
                 for (name, list) in &n.comm().defines {
                     trace
@@ -453,6 +452,11 @@ impl Trace {
             trace.counts.1 += nodes.len();
             let survey = window::Survey::of(&nodes, window, first, bytes);
             trace.surveys.push(Arc::new(survey));
+            // Kept by a copy made once the rank's nodes are let go, so that
+            // its few strings do not sit between their large blocks and keep
+            // the next rank from reusing them.
+            drop(nodes);
+            trace.tallies.push(tally.clone());
         }
         Ok(trace)
     }
