@@ -297,17 +297,7 @@ mod tests {
                     _ => Bytes(vec![x as u8; (x % 3) as usize]),
                 }
             };
-            let names = [
-                "comm_type",
-                "comm_size",
-                "comm_src",
-                "comm_dst",
-                "comm_tag",
-                "pg_name",
-                "is_cpu_op",
-                "other",
-                "",
-            ];
+            let names: Vec<&str> = NAMES.iter().copied().chain(["other", ""]).collect();
             let attr = (0..pick(7))
                 .map(|_| pb::Attribute {
                     name: names[pick(names.len() as u64) as usize].into(),
