@@ -712,11 +712,14 @@ fn run(
             Some(spec)
         };
         let mut sets = sets.to_vec();
+        let mut pushed_up_front = false;
         if let Some(r) = ranks {
             // Each rank runs one partition, and every rank holds every
             // task: jobs are made up front.
             sets.push("simulation.threads=1".into());
             if r.size() > 1 {
+                // Last, where the retry below takes it off.
+                pushed_up_front = true;
                 sets.push("simulation.job_iterations=\"up-front\"".into());
             }
             if r.size() > scenario::MAX_THREADS {
@@ -727,7 +730,21 @@ fn run(
                 ));
             }
         }
-        let prepared = load(path, &sets)?;
+        let prepared = match load(path, &sets) {
+            // As on threads (`Scenario::up_front_refused`): a job too long
+            // to be made up front runs on rank 0 alone, made as it goes.
+            Err(up_front) if pushed_up_front => {
+                sets.pop();
+                match load(path, &sets) {
+                    Ok(mut p) if p.later.is_some() => {
+                        p.scenario.up_front_refused = Some(up_front);
+                        p
+                    }
+                    _ => return Err(up_front),
+                }
+            }
+            loaded => loaded?,
+        };
         if prepared.scenario.fidelity == scenario::Fidelity::Flow {
             if capture.is_some() {
                 return Err("--capture: a flow-level run (simulation.fidelity = \"flow\") has no packets to capture".into());
@@ -1280,6 +1297,9 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     );
     for line in scenario::lossless::describe(&p.topology, &s.qos, &p.pfc) {
         outln!("  {line}");
+    }
+    if let Some(why) = s.one_thread_because() {
+        outln!("  runs on one thread of the {} asked for: {why}", s.threads);
     }
     if let Some(c) = &s.configs {
         let files: Vec<&str> = c.files.iter().map(|a| a.file.as_str()).collect();

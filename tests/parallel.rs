@@ -304,3 +304,42 @@ fn the_largest_benchmark_cuts_evenly_into_hundreds_of_partitions() {
         assert_eq!(c.lookahead, Some(fabricsim::units::SimTime::from_ns(1000)));
     }
 }
+
+/// A run on several threads makes every iteration of its jobs before it
+/// starts (each partition holds every task). A job too long for that
+/// (here 12 iterations of the 1,024-GPU job: more than the 8,388,608
+/// tasks the task graph may hold) is not refused, as it was: it runs on
+/// one thread, making its iterations as it goes, writes what one thread
+/// writes, and says why.
+#[test]
+fn a_job_too_long_to_make_up_front_runs_on_one_thread() {
+    let path = Path::new("examples/training/gpt-1b-1024gpu.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let sets = [
+        "workload.0.iterations=12",
+        "simulation.max_sim_time=\"100us\"",
+    ];
+    let with =
+        |more: &[&str]| -> Vec<String> { sets.iter().chain(more).map(|s| s.to_string()).collect() };
+    let refused = fabricsim::scenario::prepare(
+        "gpt.toml",
+        &text,
+        &with(&[
+            "simulation.threads=2",
+            "simulation.job_iterations=\"up-front\"",
+        ]),
+    )
+    .err()
+    .expect("up front, the job is past the limit");
+    assert!(refused.to_string().contains("8388608 tasks"), "{refused}");
+    let (one, _) = outputs(path, 1, &sets);
+    let (two, perf) = outputs(path, 2, &sets);
+    assert_eq!(perf.partitions, 1);
+    let why = perf.one_partition_because.expect("a reason");
+    assert!(
+        why.contains("cannot all be made") && why.contains("8388608 tasks"),
+        "{why}"
+    );
+    assert!(perf.iterations_made.is_some_and(|n| n > 0));
+    assert!(one == two, "files differ");
+}

@@ -147,6 +147,13 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if threads <= 1 {
         return Err("one thread was asked for".into());
     }
+    if sim.tasks.later.is_some() {
+        // The cut gives each partition every task: all must exist first.
+        return Err(sim
+            .scenario
+            .one_thread_because()
+            .unwrap_or_else(|| "its jobs' iterations are made as the run reaches them".into()));
+    }
     if let Err(why) = sim.tasks.homes(&sim.topo, &sim.flows) {
         return Err(format!("its task graph cannot be cut by host yet: {why}"));
     }
@@ -187,7 +194,10 @@ pub fn run_on_threads(
     let threads = sim.scenario.threads;
     match (plan(&sim, threads), source) {
         (Ok(cut), Some(source)) => run(sim, source, &cut, limits, progress),
-        (plan, _) => {
+        (plan, source) => {
+            // The copy for further partitions is not needed: let it go
+            // before the run.
+            drop(source);
             if let (Err(why), true) = (plan, threads > 1) {
                 sim.note_one_partition(threads, why);
             }

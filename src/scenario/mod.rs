@@ -53,6 +53,10 @@ pub struct Scenario {
     pub flow_rings: FlowRings,
     /// When jobs' iterations after their first are made.
     pub job_iterations: JobIterations,
+    /// Why a run asked to be cut into partitions, which needs every
+    /// iteration made up front, could not have them so and makes them as
+    /// it goes on one thread instead (the workloads' limit that refused).
+    pub up_front_refused: Option<String>,
     pub topology: TopologySpec,
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
@@ -67,6 +71,16 @@ pub struct Scenario {
     pub host: HostConfig,
     /// The switch configurations `[switch] config` names, as applied.
     pub configs: Option<configs::SwitchConfigs>,
+}
+
+impl Scenario {
+    /// Why a run asked for several threads runs on one, if its jobs are
+    /// why (`up_front_refused`).
+    pub fn one_thread_because(&self) -> Option<String> {
+        self.up_front_refused.as_ref().map(|why| {
+            format!("a run on several threads makes every iteration of its jobs before it starts, and here they cannot all be made ({why}); this one makes them as it goes")
+        })
+    }
 }
 
 /// How the network is simulated.
@@ -102,7 +116,8 @@ impl Fidelity {
 pub enum JobIterations {
     /// As the run reaches each, and forgotten once done and written
     /// out: memory holds the iterations under way, whatever the count.
-    /// A run on several threads or MPI ranks makes them up front.
+    /// A run on several threads or MPI ranks makes them up front, or
+    /// runs on one when they cannot all be made (`up_front_refused`).
     #[default]
     AsTheyRun,
     /// Every one before the run starts.
@@ -512,11 +527,13 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             JobIterations::AsTheyRun,
         )?;
         // Partitions of a parallel run each hold every task (see
-        // `engine::parallel`): there, iterations are made up front.
-        let as_it_runs = job_iterations == JobIterations::AsTheyRun && threads == 1;
+        // `engine::parallel`): there, iterations are made up front. Where
+        // the workloads' limits refuse that (a long job), the run makes
+        // them as it goes on one thread instead, and says why.
+        let parallel = threads > 1 && job_iterations == JobIterations::AsTheyRun;
         // The traces go to their workloads' parts, which keep only what
         // making tasks needs; the scenario keeps their counts.
-        let traces = workloads
+        let traces: Vec<_> = workloads
             .iter_mut()
             .filter_map(|w| match &mut w.pattern {
                 workload::Pattern::Chakra(t) => {
@@ -526,16 +543,40 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 _ => None,
             })
             .collect();
-        let expanded = workload::expand(
-            &workloads,
-            traces,
-            &topology,
-            &routes,
-            &streams,
-            tuning,
-            stream_rings,
-            as_it_runs,
-        )?;
+        let expand = |traces, as_it_runs| {
+            workload::expand(
+                &workloads,
+                traces,
+                &topology,
+                &routes,
+                &streams,
+                tuning,
+                stream_rings,
+                as_it_runs,
+            )
+        };
+        let (expanded, up_front_refused) = if parallel {
+            // Laid out first, which is cheap and counts the tasks every
+            // iteration needs, so that a job past the limit is not made
+            // up to it in vain.
+            let ahead = expand(traces.clone(), true)?;
+            match &ahead.later {
+                None => (ahead, None),
+                Some(l) if l.end.0 as usize > workload::collective::MAX_TASKS => {
+                    (ahead, Some(workload::collective::too_many()))
+                }
+                Some(_) => {
+                    drop(ahead);
+                    match expand(traces.clone(), false) {
+                        Ok(e) => (e, None),
+                        Err(up_front) => (expand(traces, true)?, Some(up_front.message)),
+                    }
+                }
+            }
+        } else {
+            let as_it_runs = job_iterations == JobIterations::AsTheyRun && threads == 1;
+            (expand(traces, as_it_runs)?, None)
+        };
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
             return Err(KeyError::new(
@@ -576,6 +617,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             fidelity,
             flow_rings,
             job_iterations,
+            up_front_refused,
             topology: tspec,
             switch,
             transport,

@@ -236,7 +236,7 @@ pub fn share(total: u64, parts: u64, i: u64) -> u64 {
 /// Most tasks the task graph may hold (bounds memory and set-up time).
 pub const MAX_TASKS: usize = 8 << 20;
 
-fn too_many() -> String {
+pub(crate) fn too_many() -> String {
     format!(
         "the workloads need more than {MAX_TASKS} tasks (messages, copies, joins); use a larger chunk, fewer channels or fewer iterations"
     )
