@@ -636,7 +636,7 @@ fn check_memory(
             p.display().to_string()
         });
         return Err(format!(
-            "{file}: the run needs an estimated {}{threads_note} of memory ({} for the scenario as loaded, {} for the simulation's state, up to {} packets alive at once at {} B each, {} of time series, {} to write the largest output), more than {} ({whose}); nothing was built or run. Try a smaller fabric or workload, [report] sample_interval = \"off\", or a higher --max-memory",
+            "{file}: the run needs an estimated {}{threads_note} of memory ({} for the scenario as loaded, {} for the simulation's state, up to {} packets alive at once at {} B each, {} of time series, {} to write the largest output), more than {} ({whose}); nothing was built or run. Try {}a smaller fabric or workload, [report] sample_interval = \"off\", or a higher --max-memory",
             mb(total),
             mb(memory.loaded_bytes),
             mb(memory.state_bytes),
@@ -645,6 +645,7 @@ fn check_memory(
             mb(memory.series_bytes),
             mb(memory.output_bytes),
             mb(limit),
+            if copies > 1 { "fewer threads, " } else { "" },
         ));
     }
     Ok(())

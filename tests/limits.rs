@@ -113,6 +113,18 @@ fn a_run_that_would_not_fit_in_memory_is_refused_with_its_estimate() {
         assert!(e.contains(want), "{want} not in {e}");
     }
     assert!(!out.exists(), "nothing may be written");
+    // On threads, each holding the whole simulation: fewer is the first
+    // way out.
+    let o = run(&["--max-memory", "1MB", "--threads", "2"], &out);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    for want in [
+        "on 2 threads, each holding the whole simulation",
+        "Try fewer threads, a smaller fabric",
+    ] {
+        assert!(e.contains(want), "{want} not in {e}");
+    }
+    assert!(!out.exists(), "nothing may be written");
 }
 
 #[test]
