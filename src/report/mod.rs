@@ -512,28 +512,32 @@ impl Summary {
             topology: sim.topo().kind.name().to_string(),
             fidelity: sim.scenario().fidelity.name().to_string(),
             complete: c.flows_completed == sim.flows_total(),
-            stop_reason: match stop {
-                StopReason::Finished => "finished".to_string(),
-                StopReason::SimTimeLimit => "max_sim_time reached".to_string(),
-                StopReason::Paused => "paused".to_string(),
-                StopReason::Stalled => match sim.later_failed() {
-                    Some(why) => {
-                        format!("stalled: a part of the workload could not be made: {why}")
-                    }
-                    None => format!(
-                        "stalled: transfers waited on the network with no progress for {}",
-                        sim.stall_after()
+            stop_reason: with_unmade(
+                sim,
+                stop,
+                match stop {
+                    StopReason::Finished => "finished".to_string(),
+                    StopReason::SimTimeLimit => "max_sim_time reached".to_string(),
+                    StopReason::Paused => "paused".to_string(),
+                    StopReason::Stalled => match sim.later_failed() {
+                        Some(why) => {
+                            format!("stalled: a part of the workload could not be made: {why}")
+                        }
+                        None => format!(
+                            "stalled: transfers waited on the network with no progress for {}",
+                            sim.stall_after()
+                        ),
+                    },
+                    StopReason::EventLimit => "max_events reached".to_string(),
+                    StopReason::WallLimit => "max_wall reached".to_string(),
+                    StopReason::Interrupted => "interrupted".to_string(),
+                    StopReason::MemoryLimit => "max_memory reached".to_string(),
+                    StopReason::Deadlock => format!(
+                        "PFC deadlock: a cycle of paused queues, each waiting on the next: {}",
+                        deadlock_cycle(sim).join(", ")
                     ),
                 },
-                StopReason::EventLimit => "max_events reached".to_string(),
-                StopReason::WallLimit => "max_wall reached".to_string(),
-                StopReason::Interrupted => "interrupted".to_string(),
-                StopReason::MemoryLimit => "max_memory reached".to_string(),
-                StopReason::Deadlock => format!(
-                    "PFC deadlock: a cycle of paused queues, each waiting on the next: {}",
-                    deadlock_cycle(sim).join(", ")
-                ),
-            },
+            ),
             deadlock_cycle: deadlock_cycle(sim),
             partial: stop.is_partial(),
             sim_time_ps: sim.now().0,
@@ -661,6 +665,19 @@ impl Summary {
             nvlink_bytes: sim.tasks().nvlink.bytes,
             jobs: JobReport::of(sim),
         }
+    }
+}
+
+/// A run stopped before its end makes the iterations it did not reach,
+/// for the outputs to list (`Simulation::make_rest`): should one fail,
+/// the stop reason says that the outputs lack it. (A stalled run already
+/// gives the reason.)
+fn with_unmade(sim: &Simulation, stop: StopReason, reason: String) -> String {
+    match sim.later_failed() {
+        Some(why) if stop != StopReason::Stalled => {
+            format!("{reason}; the rest of the workload could not be made for the outputs: {why}")
+        }
+        _ => reason,
     }
 }
 

@@ -233,7 +233,8 @@ pub fn share(total: u64, parts: u64, i: u64) -> u64 {
     total / parts + u64::from(i < total % parts)
 }
 
-/// Most tasks the task graph may hold (bounds memory and set-up time).
+/// Most tasks the task graph may hold, made before the run, or one part
+/// of it made as the run goes (bounds memory and set-up time).
 pub const MAX_TASKS: usize = 8 << 20;
 
 pub(crate) fn too_many() -> String {
@@ -404,7 +405,7 @@ impl<'a> Emitter<'a> {
         channel: u32,
         deps: &[u32],
     ) -> Result<u32, String> {
-        if self.graph.len() >= MAX_TASKS {
+        if self.graph.held() >= MAX_TASKS {
             return Err(too_many());
         }
         // A GPU sends nothing before it takes part in the collective.
@@ -879,7 +880,7 @@ fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, 
     if e.graph.pass_messages + messages > MAX_PASS_MESSAGES {
         return Err(passes_too_many());
     }
-    if e.graph.len() + 2 * n > MAX_TASKS {
+    if e.graph.held() + 2 * n > MAX_TASKS {
         return Err(too_many());
     }
     e.graph.pass_messages += messages;

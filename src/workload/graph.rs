@@ -235,6 +235,14 @@ impl GraphBuilder {
         self.task_base as usize + self.tasks.len()
     }
 
+    /// The tasks this builder holds: all of them, or one part's (whose
+    /// numbers start at `task_base`). What `collective::MAX_TASKS` bounds;
+    /// the numbers themselves are bounded where the parts are laid out
+    /// (`jobs::MAX_TASK_NUMBERS`).
+    pub fn held(&self) -> usize {
+        self.tasks.len()
+    }
+
     pub fn kind(&self, t: u32) -> TaskKind {
         self.tasks[(t - self.task_base) as usize].kind
     }
