@@ -713,16 +713,11 @@ fn run(
             Some(spec)
         };
         let mut sets = sets.to_vec();
-        let mut pushed_up_front = false;
+        let mut cut = false;
         if let Some(r) = ranks {
-            // Each rank runs one partition, and every rank holds every
-            // task: jobs are made up front.
+            // Each rank runs one partition.
             sets.push("simulation.threads=1".into());
-            if r.size() > 1 {
-                // Last, where the retry below takes it off.
-                pushed_up_front = true;
-                sets.push("simulation.job_iterations=\"up-front\"".into());
-            }
+            cut = r.size() > 1;
             if r.size() > scenario::MAX_THREADS {
                 return Err(format!(
                     "--mpi: {} ranks, more than the {} partitions a run can have",
@@ -731,21 +726,17 @@ fn run(
                 ));
             }
         }
-        let prepared = match load(path, &sets) {
-            // As on threads (`Scenario::up_front_refused`): a job too long
-            // to be made up front runs on rank 0 alone, made as it goes.
-            Err(up_front) if pushed_up_front => {
-                sets.pop();
-                match load(path, &sets) {
-                    Ok(mut p) if p.later.is_some() => {
-                        p.scenario.up_front_refused = Some(up_front);
-                        p
-                    }
-                    _ => return Err(up_front),
-                }
+        let mut prepared = load(path, &sets)?;
+        // As on threads: every rank holds every part of a trace, made up
+        // front; one too long for that runs on rank 0 alone, made as it
+        // goes (`Scenario::up_front_refused`).
+        if cut && prepared.later.as_ref().is_some_and(|l| l.has_trace()) {
+            sets.push("simulation.job_iterations=\"up-front\"".into());
+            match load(path, &sets) {
+                Ok(p) => prepared = p,
+                Err(up_front) => prepared.scenario.up_front_refused = Some(up_front),
             }
-            loaded => loaded?,
-        };
+        }
         if prepared.scenario.fidelity == scenario::Fidelity::Flow {
             if capture.is_some() {
                 return Err("--capture: a flow-level run (simulation.fidelity = \"flow\") has no packets to capture".into());

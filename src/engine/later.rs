@@ -17,6 +17,17 @@
 //! that waits for it is made. No task of a part can be ready before the
 //! part exists, so it is released, and its lane taken, as if made before
 //! the run. A trace has no job records.
+//!
+//! In a partition of a parallel run (jobs only: traces are made up front
+//! there), an iteration is made when a task the partition runs triggers
+//! it, or when another partition's mail says it was made (`Mail::made`,
+//! taken first at the window's end), released from when it was made
+//! there. Each part is cut as the graph is (`Part::homes`); its tasks
+//! that wait for nothing in it run everywhere or only wait
+//! (`TaskGraph::begins_when_made` keeps it so), so the partitions that
+//! made it later change nothing but their times, which the merge takes
+//! from the first (`LaterState::settle`). A partition sees only its share
+//! of a part, so it keeps every part to the end, when they are merged.
 
 use super::passes::ConnRow;
 use super::{Event, FlowState, Simulation};
@@ -260,6 +271,13 @@ pub struct Part {
     pub(super) channels: Vec<u32>,
     /// The numbers of its pass messages.
     messages: std::ops::Range<u64>,
+    /// In a partition of a parallel run: where each of its tasks runs,
+    /// and its edges from earlier tasks to tasks done once the last of
+    /// their predecessors is (`Home::Last`), for the merge.
+    pub(super) homes: Vec<super::tasks::Home>,
+    pub(super) last_cross: Vec<(u32, u32)>,
+    /// When it was made (in a partition, when this one made it).
+    pub(super) made_at: SimTime,
 }
 
 impl std::fmt::Debug for LaterState {
@@ -443,6 +461,10 @@ impl LaterState {
         self.parts.iter().flatten()
     }
 
+    pub(super) fn parts_mut(&mut self) -> impl Iterator<Item = &mut Part> {
+        self.parts.iter_mut().flatten()
+    }
+
     /// The parts made with their job's workload entry, in number order.
     pub fn parts_of_workloads(&self) -> impl Iterator<Item = (u32, &Part)> {
         self.jobs
@@ -534,6 +556,91 @@ impl LaterState {
         })
     }
 
+    /// Once every partition's parts are absorbed: the ends of the parts
+    /// (`Home::Last`) are done when their last predecessor was (`main`
+    /// gives the done times of the graph's tasks); returns how many of
+    /// their tasks are done.
+    pub(super) fn settle(&mut self, main: impl Fn(u32) -> Option<SimTime>) -> u64 {
+        use super::tasks::Home;
+        let mut done = 0;
+        for j in 0..self.parts.len() {
+            for i in 0..self.parts[j].len() {
+                let part = &self.parts[j][i];
+                let base = part.graph.task_base;
+                let n = part.graph.tasks.len();
+                let mut last = vec![SimTime::ZERO; n];
+                let mut left = part.graph.preds.clone();
+                let mut edges: Vec<(u32, u32, SimTime)> = Vec::new();
+                for x in base..base + n as u32 {
+                    for &y in part.graph.successors(x) {
+                        edges.push((x, y, part.done[(x - base) as usize]));
+                    }
+                }
+                for &(x, y) in &part.last_cross {
+                    let d = if x >= self.start.0 {
+                        self.part_of_task(x)
+                            .map(|p| p.done[(x - p.graph.task_base) as usize])
+                    } else {
+                        main(x)
+                    };
+                    edges.push((x, y, d.unwrap_or(SimTime::MAX)));
+                }
+                for (_, y, d) in edges {
+                    let y = (y - base) as usize;
+                    if part.homes.get(y) == Some(&Home::Last) && d != SimTime::MAX {
+                        last[y] = last[y].max(d);
+                        left[y] -= 1;
+                    }
+                }
+                let part = &mut self.parts[j][i];
+                for y in 0..n {
+                    if part.homes.get(y) == Some(&Home::Last) && left[y] == 0 {
+                        part.done[y] = last[y];
+                        part.started[y] = last[y];
+                    }
+                }
+                // Its tasks that wait for nothing began when the part was
+                // made: as the first partition to make it did (one queue
+                // makes it then), though the others made it later.
+                let g = &part.graph;
+                for (y, free) in g.waiting_for_nothing().into_iter().enumerate() {
+                    let t = &g.tasks[y];
+                    if free
+                        && t.lane == crate::workload::graph::NO_LANE
+                        && part.started[y] != SimTime::MAX
+                    {
+                        part.started[y] = t.not_before.max(part.made_at);
+                    }
+                }
+                done += part.done.iter().filter(|&&d| d != SimTime::MAX).count() as u64;
+            }
+        }
+        done
+    }
+
+    /// A later iteration's task that begins on a host as soon as the
+    /// iteration is made (`Layout::begins_when_made`), if a job has one.
+    pub fn begins_when_made(&self) -> Option<(u32, crate::workload::graph::TaskKind)> {
+        self.jobs.iter().find_map(|j| j.layout.begins_when_made)
+    }
+
+    /// Whether every iteration of every job has been made.
+    pub fn all_made(&self) -> bool {
+        self.jobs.iter().all(|j| j.gen.finished())
+    }
+
+    /// Whether a job is a trace's (its parts made as the run reaches
+    /// them).
+    pub fn has_trace(&self) -> bool {
+        self.jobs.iter().any(|j| j.gen.is_trace())
+    }
+
+    /// In a partition of a parallel run: where later task `t` runs.
+    pub(super) fn home(&self, t: u32) -> Option<super::tasks::Home> {
+        let part = self.part_of_task(t)?;
+        part.homes.get((t - part.graph.task_base) as usize).copied()
+    }
+
     /// Later tasks waiting for task `t`, which is done.
     pub fn take_extra(&mut self, t: u32) -> Option<Vec<u32>> {
         self.extra.remove(&t)
@@ -557,13 +664,23 @@ impl Simulation {
             .expect("checked above")
             .triggers
             .remove(&t);
+        self.make_up_to(j, upto, self.now);
+        // The other partitions of a parallel run make them too.
+        if let Some(p) = self.part.as_deref_mut() {
+            p.made.push((j as u32, upto, self.now));
+        }
+    }
+
+    /// Makes job `j`'s iterations up to `upto`, if not yet made, as if
+    /// at `at` (when the run reached them).
+    pub(super) fn make_up_to(&mut self, j: usize, upto: u32, at: SimTime) {
         while self
             .tasks
             .later
             .as_ref()
             .is_some_and(|l| l.jobs[j].gen.next() <= upto && !l.jobs[j].gen.finished())
         {
-            if let Err(why) = self.make_iteration(j) {
+            if let Err(why) = self.make_iteration(j, at) {
                 let l = self.tasks.later.as_mut().expect("checked above");
                 l.failed.get_or_insert(why);
                 l.triggers.retain(|_, &mut (k, _)| k != j);
@@ -572,14 +689,18 @@ impl Simulation {
         }
     }
 
-    /// Makes job `j`'s next iteration and lets its tasks go.
-    fn make_iteration(&mut self, j: usize) -> Result<(), String> {
+    /// Makes job `j`'s next iteration and lets its tasks go, from `at`
+    /// on.
+    fn make_iteration(&mut self, j: usize, at: SimTime) -> Result<(), String> {
         let mut l = self.tasks.later.take().expect("a later job");
         let made = self.make_part(&mut l, j);
         self.tasks.later = Some(l);
-        let part = made?;
+        let mut part = made?;
+        if self.part.is_some() {
+            self.cut_part(&mut part)?;
+        }
         self.tasks.later.as_mut().expect("a later job").made += 1;
-        self.start_part(j, part);
+        self.start_part(j, part, at);
         Ok(())
     }
 
@@ -704,14 +825,21 @@ impl Simulation {
             rows: Vec::new(),
             channels: Vec::new(),
             messages: numbers.3..next.3,
+            homes: Vec::new(),
+            last_cross: Vec::new(),
+            made_at: SimTime::MAX,
             graph,
         })
     }
 
-    /// Puts `part` among job `j`'s and lets go the tasks that wait for
-    /// nothing left.
-    fn start_part(&mut self, j: usize, part: Part) {
-        let cross = self.keep_part(j, part);
+    /// Puts `part` among job `j`'s and lets go, from `at` on, the tasks
+    /// that wait for nothing left.
+    fn start_part(&mut self, j: usize, mut part: Part, at: SimTime) {
+        part.made_at = at;
+        let mut cross = self.keep_part(j, part);
+        if self.part.is_some() {
+            cross = self.cut_part_rows(j, cross);
+        }
         let l = self.tasks.later.as_ref().expect("a later job");
         let part = l.parts[j].last().expect("kept above");
         let base = part.graph.task_base;
@@ -733,7 +861,7 @@ impl Simulation {
         ready.sort_unstable();
         ready.dedup();
         for t in ready {
-            let at = self.tasks.task(t).not_before.max(self.now);
+            let at = self.tasks.task(t).not_before.max(at);
             self.queue.push(at, Event::TaskReady(t));
         }
     }
@@ -843,6 +971,11 @@ impl Simulation {
     /// holds it): once nothing is left there, nor in the parts before it,
     /// they are forgotten.
     pub(super) fn later_progress(&mut self, what: Loc, n: u64) {
+        // A partition of a parallel run sees only its share of a part:
+        // its parts are kept to the end and merged.
+        if self.part.is_some() {
+            return;
+        }
         let Some(l) = self.tasks.later.as_mut() else {
             return;
         };

@@ -116,7 +116,15 @@ pub(super) struct Part {
     pub posts: Vec<Vec<Post>>,
     /// Where each task of the task graph runs.
     pub homes: Arc<[Home]>,
+    /// Every host's partition.
+    pub host_part: Arc<[u32]>,
+    /// Jobs' iterations this partition made this window, for the others
+    /// to make too: (job, up to which iteration, when).
+    pub made: Vec<Made>,
 }
+
+/// A job's iterations made up to one, and when (see `Simulation::later_due`).
+pub(super) type Made = (u32, u32, SimTime);
 
 /// How a run was spread over threads, for `perf.json` and the console.
 #[derive(Clone, Debug, Default)]
@@ -147,12 +155,18 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if threads <= 1 {
         return Err("one thread was asked for".into());
     }
-    if sim.tasks.later.is_some() {
-        // The cut gives each partition every task: all must exist first.
+    if sim.tasks.later.as_ref().is_some_and(|l| l.has_trace()) {
+        // The cut gives each partition every part of a trace: all must
+        // exist first.
         return Err(sim
             .scenario
             .one_thread_because()
             .unwrap_or_else(|| "its jobs' iterations are made as the run reaches them".into()));
+    }
+    if let Some((t, kind)) = sim.tasks.later.as_ref().and_then(|l| l.begins_when_made()) {
+        return Err(format!(
+            "a job's later iteration has a task ({t}, {kind:?}) that waits for nothing in it and begins on a host: made as the run reaches it, it would begin when each partition made it, not when the first did"
+        ));
     }
     if let Err(why) = sim.tasks.homes(&sim.topo, &sim.flows) {
         return Err(format!("its task graph cannot be cut by host yet: {why}"));
@@ -323,6 +337,8 @@ pub(super) struct Slot {
     link_transmissions: u64,
     flows_completed: u64,
     tasks_done: u64,
+    /// A job's iteration could not be made (`Simulation::later_failed`).
+    later_failed: bool,
     /// Set by partition 0 only: stop the run (interrupt, wall clock,
     /// memory).
     stop: Option<StopReason>,
@@ -342,6 +358,7 @@ pub(super) struct Global {
     /// Tasks done, summed (those that run everywhere count once in each
     /// partition: for progress only).
     tasks_done: u64,
+    later_failed: bool,
     stop: Option<StopReason>,
 }
 
@@ -362,6 +379,7 @@ impl Global {
             link_transmissions: slots.iter().map(|s| s.link_transmissions).sum(),
             flows_completed: slots.iter().map(|s| s.flows_completed).sum(),
             tasks_done: slots.iter().map(|s| s.tasks_done).sum(),
+            later_failed: slots.iter().any(|s| s.later_failed),
             stop: slots[0].stop,
         }
     }
@@ -379,6 +397,9 @@ pub(super) struct Mail {
     /// packet crosses a cut link, at least a window long, so the post
     /// is there before it.
     posts: Vec<Post>,
+    /// Jobs' iterations the sender made (the receiver makes them before
+    /// it takes frames or posts, some of which may be theirs).
+    made: Vec<Made>,
 }
 
 impl Mail {
@@ -387,6 +408,7 @@ impl Mail {
             && self.bands.is_empty()
             && self.losses.is_empty()
             && self.posts.is_empty()
+            && self.made.is_empty()
     }
 
     fn append(&mut self, other: &mut Mail) {
@@ -394,6 +416,7 @@ impl Mail {
         self.bands.append(&mut other.bands);
         self.losses.append(&mut other.losses);
         self.posts.append(&mut other.posts);
+        self.made.append(&mut other.made);
     }
 }
 
@@ -519,9 +542,13 @@ impl Simulation {
             | Event::Fail(_)
             | Event::Recover(_)
             | Event::Reconverge => true,
-            Event::TaskReady(t) | Event::TaskDone(t) => {
-                p.homes.get(t as usize) == Some(&Home::Everywhere)
-            }
+            Event::TaskReady(t) | Event::TaskDone(t) => match p.homes.get(t as usize) {
+                Some(h) => *h == Home::Everywhere,
+                None => {
+                    let later = self.tasks.later.as_ref().and_then(|l| l.home(t));
+                    later == Some(Home::Everywhere)
+                }
+            },
             _ => false,
         };
         if everywhere && p.me != 0 {
@@ -595,7 +622,97 @@ impl Simulation {
             outbox: vec![Vec::new(); p.parts as usize],
             posts: vec![Vec::new(); p.parts as usize],
             homes,
+            host_part: p.host.clone().into(),
+            made: Vec::new(),
         }));
+    }
+
+    /// In a partition: cuts `part`, a job's iteration just made, as the
+    /// graph was cut (`make_partition`): where each task runs, the tasks
+    /// this partition begins, and the tasks and transfers it sees done.
+    pub(super) fn cut_part(&mut self, part: &mut super::later::Part) -> Result<(), String> {
+        let p = self.part.as_deref().expect("a partition");
+        let later = self.tasks.later.as_deref().expect("a later job");
+        let start = later.start.0;
+        let flow_base = part.flow_base;
+        let homes = super::tasks::homes_of(
+            &part.graph,
+            &self.topo,
+            |f| {
+                let i = f.checked_sub(flow_base)? as usize;
+                part.flows.get(i).map(|f| &f.spec)
+            },
+            &part.graph.cross,
+            |x| {
+                if x < start {
+                    p.homes.get(x as usize).copied()
+                } else {
+                    later.home(x)
+                }
+            },
+        )
+        .map_err(|why| format!("a job's iteration cannot be cut by host: {why}"))?;
+        let mine = |h: u32| p.host_part[h as usize] == p.me;
+        let mut own = 0;
+        for (i, h) in homes.iter().enumerate() {
+            match *h {
+                Home::Host { begin, done } => {
+                    own += u64::from(mine(done));
+                    if !mine(begin) {
+                        part.left[i] = u32::MAX;
+                    }
+                }
+                Home::Everywhere => own += 1,
+                Home::Last => part.left[i] = u32::MAX,
+            }
+        }
+        let host_of = |nic: NicId| p.host_part[self.topo.nics[nic.idx()].host.idx()];
+        let flows = part
+            .flows
+            .iter()
+            .filter(|f| host_of(f.spec.src_nic) == p.me)
+            .count() as u64;
+        // `plan` refuses a cut when a job's layout has such a task; a part
+        // is checked once more, as it is made.
+        if let Some((t, kind)) = part.graph.begins_when_made() {
+            return Err(format!(
+                "a job's iteration cannot be cut by host: its task {t} ({kind:?}) waits for nothing in it and begins on a host"
+            ));
+        }
+        part.homes = homes;
+        self.tasks.own_total += own;
+        self.finish_total += flows;
+        Ok(())
+    }
+
+    /// In a partition, once job `j`'s newest part is kept: counts the
+    /// pass messages it sends, and keeps of the part's edges from earlier
+    /// tasks (`cross`) those to tasks it begins, and for the merge those
+    /// to the part's ends.
+    pub(super) fn cut_part_rows(&mut self, j: usize, cross: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+        let p = self.part.as_deref().expect("a partition");
+        let mine = |h: u32| p.host_part[h as usize] == p.me;
+        let topo = &self.topo;
+        let l = self.tasks.later.as_deref_mut().expect("a later job");
+        let part = l.parts[j].last_mut().expect("kept");
+        let base = part.graph.task_base;
+        let planned: u64 = part
+            .rows
+            .iter()
+            .filter(|r| r.qps > 0 && mine(topo.gpus[r.src.idx()].host.0))
+            .map(|r| r.planned)
+            .sum();
+        let mut keep = Vec::with_capacity(cross.len());
+        for (a, b) in cross {
+            match part.homes[(b - base) as usize] {
+                Home::Host { begin, .. } if mine(begin) => keep.push((a, b)),
+                Home::Everywhere => keep.push((a, b)),
+                Home::Last => part.last_cross.push((a, b)),
+                Home::Host { .. } => {}
+            }
+        }
+        self.finish_total += planned;
+        keep
     }
 
     fn part(&self) -> &Part {
@@ -604,6 +721,18 @@ impl Simulation {
 
     /// Takes the mail other partitions sent here.
     fn take_mail(&mut self, mail: Mail) {
+        // Iterations another partition made, made here too, as when it
+        // made them; what they let go at once is handled now, so that a
+        // run stopped at this window counts it as one queue would.
+        let mut due = None;
+        for (j, upto, at) in mail.made {
+            let at = at.max(self.now);
+            self.make_up_to(j as usize, upto, at);
+            due = due.max(Some(at));
+        }
+        if let Some(due) = due {
+            self.run_until(due, u64::MAX);
+        }
         for (q, f, bytes) in mail.posts {
             self.nics.post(q, f, bytes, (false, true));
         }
@@ -635,6 +764,14 @@ impl Simulation {
         for (to, posts) in part.posts.iter_mut().enumerate() {
             out[to].posts = std::mem::take(posts);
         }
+        if !part.made.is_empty() {
+            for (to, m) in out.iter_mut().enumerate() {
+                if to != part.me as usize {
+                    m.made = part.made.clone();
+                }
+            }
+            part.made.clear();
+        }
         for (to, frames) in part.outbox.iter_mut().enumerate() {
             if frames.is_empty() {
                 continue;
@@ -665,6 +802,7 @@ impl Simulation {
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
             tasks_done: self.tasks.tasks_done,
+            later_failed: self.later_failed().is_some(),
             stop,
         }
     }
@@ -673,11 +811,16 @@ impl Simulation {
     /// yet acknowledged.
     fn own_network_waiting(&self) -> bool {
         let part = self.part();
-        self.flows.iter().chain(self.passes.live()).any(|f| {
-            f.acked.is_none()
-                && f.start <= self.now
-                && part.qp_mine.get(f.first_qp as usize) == Some(&true)
-        })
+        let later = self.tasks.later.iter().flat_map(|l| l.flows());
+        self.flows
+            .iter()
+            .chain(self.passes.live())
+            .chain(later)
+            .any(|f| {
+                f.acked.is_none()
+                    && f.start <= self.now
+                    && part.qp_mine.get(f.first_qp as usize) == Some(&true)
+            })
     }
 
     /// Packets this partition's QPs had acknowledged, and tasks it did.
@@ -823,6 +966,10 @@ fn drive_windows(
         sim.take_mail(std::mem::take(&mut mail));
         if let Some(stop) = g.stop {
             return stop;
+        }
+        // As on one queue: the tasks that wait for it would never run.
+        if g.later_failed {
+            return StopReason::Stalled;
         }
         if max_events.is_some_and(|m| g.events >= m) {
             return StopReason::EventLimit;
@@ -1079,6 +1226,8 @@ fn merge(
     }
     merged.part = None;
     merged.parallel = Some(stats);
+    // What a run that stopped early did not reach, as on one queue.
+    merged.make_rest();
     merged
 }
 
@@ -1096,6 +1245,8 @@ pub(super) struct Fragment {
     nics: crate::nic::nics::Nics,
     /// Each transfer's start and ends (`FlowEnds`).
     flows: Vec<FlowEnds>,
+    /// Its share of jobs' iterations made as the run went, in order.
+    later: Vec<PartEnds>,
     /// Its halves of the passes' connection rows.
     passes: super::passes::PassFlows,
     counters: super::Counters,
@@ -1113,6 +1264,17 @@ pub(super) struct Fragment {
     packed_capture: Option<super::capture::Packed>,
 }
 
+/// What a partition knows of a job's iteration made as the run went: its
+/// tasks' times, its transfers' ends, its pass connections' rows.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PartEnds {
+    made_at: SimTime,
+    started: Vec<SimTime>,
+    done: Vec<SimTime>,
+    flows: Vec<FlowEnds>,
+    rows: Vec<super::passes::ConnRow>,
+}
+
 /// What a partition knows of a transfer: when it started and was
 /// acknowledged (sender's side), delivered (receiver's).
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
@@ -1126,6 +1288,40 @@ struct FlowEnds {
     timeouts: u32,
     out_of_order: u32,
     naks: u32,
+}
+
+impl FlowEnds {
+    fn of(f: &super::FlowState) -> FlowEnds {
+        FlowEnds {
+            start: f.start,
+            tx_done_qps: f.tx_done_qps,
+            acked: f.acked,
+            rx_done_qps: f.rx_done_qps,
+            finish: f.finish,
+            retx_bytes: f.retx_bytes,
+            timeouts: f.timeouts,
+            out_of_order: f.out_of_order,
+            naks: f.naks,
+        }
+    }
+
+    /// Gives `f` the sides of it that ran on NICs `theirs` says are the
+    /// other partition's.
+    fn give(self, f: &mut super::FlowState, theirs: impl Fn(NicId) -> bool) {
+        if theirs(f.spec.src_nic) {
+            f.start = self.start;
+            f.tx_done_qps = self.tx_done_qps;
+            f.acked = self.acked;
+            f.retx_bytes = self.retx_bytes;
+            f.timeouts = self.timeouts;
+        }
+        if theirs(f.spec.dst_nic) {
+            f.rx_done_qps = self.rx_done_qps;
+            f.finish = self.finish;
+            f.out_of_order = self.out_of_order;
+            f.naks = self.naks;
+        }
+    }
 }
 
 impl Fragment {
@@ -1152,19 +1348,18 @@ impl Simulation {
             series: self.series,
             egress: self.egress,
             nics: self.nics,
-            flows: self
-                .flows
+            flows: self.flows.iter().map(FlowEnds::of).collect(),
+            later: self
+                .tasks
+                .later
                 .iter()
-                .map(|f| FlowEnds {
-                    start: f.start,
-                    tx_done_qps: f.tx_done_qps,
-                    acked: f.acked,
-                    rx_done_qps: f.rx_done_qps,
-                    finish: f.finish,
-                    retx_bytes: f.retx_bytes,
-                    timeouts: f.timeouts,
-                    out_of_order: f.out_of_order,
-                    naks: f.naks,
+                .flat_map(|l| l.parts())
+                .map(|p| PartEnds {
+                    made_at: p.made_at,
+                    started: p.started.clone(),
+                    done: p.done.clone(),
+                    flows: p.flows.iter().map(FlowEnds::of).collect(),
+                    rows: p.rows.clone(),
                 })
                 .collect(),
             passes: self.passes,
@@ -1218,18 +1413,38 @@ impl Simulation {
             |q| host_of(q.dst_nic) == them,
         );
         for (mine, theirs) in self.flows.iter_mut().zip(other.flows) {
-            if host_of(mine.spec.src_nic) == them {
-                mine.start = theirs.start;
-                mine.tx_done_qps = theirs.tx_done_qps;
-                mine.acked = theirs.acked;
-                mine.retx_bytes = theirs.retx_bytes;
-                mine.timeouts = theirs.timeouts;
+            theirs.give(mine, |nic| host_of(nic) == them);
+        }
+        // Jobs' iterations made as the run went: every partition made the
+        // same, in the same order.
+        let parts = self.tasks.later.iter_mut().flat_map(|l| l.parts_mut());
+        for (mine, theirs) in parts.zip(other.later) {
+            for (i, h) in mine.homes.iter().enumerate() {
+                match *h {
+                    Home::Host { begin, done } => {
+                        if p.host[begin as usize] == them {
+                            mine.started[i] = theirs.started[i];
+                        }
+                        if p.host[done as usize] == them {
+                            mine.done[i] = theirs.done[i];
+                        }
+                    }
+                    // What runs everywhere waits for nothing on a host:
+                    // it ran first where the part was made first, when
+                    // one queue runs it.
+                    Home::Everywhere => {
+                        mine.started[i] = mine.started[i].min(theirs.started[i]);
+                        mine.done[i] = mine.done[i].min(theirs.done[i]);
+                    }
+                    Home::Last => {}
+                }
             }
-            if host_of(mine.spec.dst_nic) == them {
-                mine.rx_done_qps = theirs.rx_done_qps;
-                mine.finish = theirs.finish;
-                mine.out_of_order = theirs.out_of_order;
-                mine.naks = theirs.naks;
+            mine.made_at = mine.made_at.min(theirs.made_at);
+            for (f, ends) in mine.flows.iter_mut().zip(theirs.flows) {
+                ends.give(f, |nic| host_of(nic) == them);
+            }
+            for (r, o) in mine.rows.iter_mut().zip(&theirs.rows) {
+                r.absorb(o);
             }
         }
         self.passes.absorb(&other.passes);

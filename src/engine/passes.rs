@@ -84,7 +84,7 @@ pub struct ConnRow {
 
 impl ConnRow {
     /// Adds another partition's halves of the same connection.
-    fn absorb(&mut self, o: &ConnRow) {
+    pub(super) fn absorb(&mut self, o: &ConnRow) {
         self.messages += o.messages;
         self.bytes += o.bytes;
         self.pkts += o.pkts;

@@ -46,6 +46,9 @@ pub struct TaskState {
     /// Tasks done here when every task is (all of them, but in a
     /// partition of a parallel run: see `Home`).
     pub(super) own_total: u64,
+    /// In a partition: the tasks done when every task is, in the run as
+    /// a whole (restored by the merge).
+    all_total: u64,
     /// Tasks of pass messages on their way, by number (see
     /// `passes`): not in the graph, and not counted among its tasks.
     dynamic: HashMap<u32, Dynamic>,
@@ -129,6 +132,7 @@ impl TaskState {
             work: Vec::new(),
             releasing: false,
             own_total: n as u64,
+            all_total: n as u64,
             dynamic: HashMap::default(),
             landing: Vec::new(),
             pass_base: None,
@@ -312,100 +316,22 @@ impl TaskState {
     }
 
     /// Where each task runs when the fabric is cut by host (`Home`), or
-    /// why the graph cannot be cut: a task that waits, with no transfer
-    /// between, for a task of another host (a barrier across hosts that
-    /// something waits for), since a partition would learn of it only a
-    /// window later.
+    /// why the graph cannot be cut (see `homes_of`).
     pub fn homes(&self, topo: &Topology, flows: &[FlowState]) -> Result<Vec<Home>, String> {
-        let g = &self.graph;
-        let n = g.tasks.len();
-        let gpu_host = |gpu: u32| topo.gpus[gpu as usize].host.0;
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for x in 0..n as u32 {
-            for &s in g.successors(x) {
-                preds[s as usize].push(x);
-            }
-        }
-        let mut homes: Vec<Home> = Vec::with_capacity(n);
-        let done_of = |h: Home| match h {
-            Home::Host { done, .. } => Some(done),
-            _ => None,
-        };
-        for (t, task) in g.tasks.iter().enumerate() {
-            let lane_gpu = g
-                .lane_gpu
-                .get(task.lane as usize)
-                .copied()
-                .unwrap_or(NO_GPU);
-            let home = match task.kind {
-                TaskKind::Net(f) => {
-                    let spec = &flows[f as usize].spec;
-                    Home::Host {
-                        begin: gpu_host(spec.src.0),
-                        done: gpu_host(spec.dst.0),
-                    }
-                }
-                TaskKind::Local { src, .. } => {
-                    let h = gpu_host(src.0);
-                    Home::Host { begin: h, done: h }
-                }
-                TaskKind::Acked(f) => {
-                    let h = gpu_host(flows[f as usize].spec.src.0);
-                    Home::Host { begin: h, done: h }
-                }
-                TaskKind::Enter { pass, pos } | TaskKind::Exit { pass, pos } => {
-                    let h = gpu_host(g.passes[pass as usize].order[pos as usize].0);
-                    Home::Host { begin: h, done: h }
-                }
-                _ if lane_gpu != NO_GPU => {
-                    let h = gpu_host(lane_gpu);
-                    Home::Host { begin: h, done: h }
-                }
-                _ => {
-                    let mut hosts: Vec<u32> = preds[t]
-                        .iter()
-                        .filter_map(|&x| done_of(homes[x as usize]))
-                        .collect();
-                    hosts.sort_unstable();
-                    hosts.dedup();
-                    match hosts[..] {
-                        // Nothing to wait for but time, here or on every
-                        // host alike.
-                        [] => Home::Everywhere,
-                        [h] => Home::Host { begin: h, done: h },
-                        _ if g.successors(t as u32).is_empty() => Home::Last,
-                        _ => {
-                            return Err(format!(
-                                "task {t} waits for tasks of hosts {} and {} with no transfer between, and other tasks wait for it (a barrier across hosts)",
-                                hosts[0], hosts[1]
-                            ))
-                        }
-                    }
-                }
-            };
-            homes.push(home);
-        }
-        for x in 0..n {
-            let Some(done) = done_of(homes[x]) else {
-                continue;
-            };
-            for &y in g.successors(x as u32) {
-                if let Home::Host { begin, .. } = homes[y as usize] {
-                    if begin != done {
-                        return Err(format!(
-                            "task {y} on host {begin} waits for task {x} done on host {done} with no transfer between"
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(homes)
+        homes_of(
+            &self.graph,
+            topo,
+            |f| flows.get(f as usize).map(|f| &f.spec),
+            &[],
+            |_| None,
+        )
     }
 
     /// Makes this task state run the tasks of one partition: those that
     /// begin on `mine` hosts and those that run everywhere; the ends
     /// (`Home::Last`) are left to the merge.
     pub(super) fn keep_only(&mut self, homes: &[Home], mine: impl Fn(u32) -> bool) {
+        self.all_total = self.own_total;
         self.own_total = 0;
         for (t, h) in homes.iter().enumerate() {
             match *h {
@@ -466,11 +392,17 @@ impl TaskState {
             }
         }
         self.tasks_done = self.done.iter().filter(|&&d| d != SimTime::MAX).count() as u64;
-        self.own_total = n as u64;
+        if let Some(mut l) = self.later.take() {
+            self.tasks_done += l.settle(|t| self.done.get(t as usize).copied());
+            self.later = Some(l);
+        }
+        self.own_total = self.all_total;
     }
 
     pub fn all_done(&self) -> bool {
-        self.tasks_done == self.own_total
+        // A partition counts the tasks of jobs' later iterations as it
+        // makes them.
+        self.tasks_done == self.own_total && self.later.as_ref().is_none_or(|l| l.all_made())
     }
 
     /// The task gating flow `f`, if any.
@@ -1069,6 +1001,126 @@ impl HostCopies {
             .min()
             .map(|dt| (now + SimTime(dt), self.gen))
     }
+}
+
+/// Where each task of `g` runs when the fabric is cut by host (`Home`),
+/// or why the graph cannot be cut: a task that waits, with no transfer
+/// between, for a task of another host (a barrier across hosts that
+/// something waits for), since a partition would learn of it only a
+/// window later. `flow` gives a transfer's spec by number; `cross` are
+/// `g`'s edges from tasks before it, whose homes `before` gives (a job's
+/// iteration made as the run reaches it).
+pub fn homes_of<'a>(
+    g: &TaskGraph,
+    topo: &Topology,
+    flow: impl Fn(u32) -> Option<&'a crate::workload::FlowSpec>,
+    cross: &[(u32, u32)],
+    before: impl Fn(u32) -> Option<Home>,
+) -> Result<Vec<Home>, String> {
+    let n = g.tasks.len();
+    let base = g.task_base;
+    let gpu_host = |gpu: u32| topo.gpus[gpu as usize].host.0;
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for x in base..base + n as u32 {
+        for &s in g.successors(x) {
+            preds[(s - base) as usize].push(x);
+        }
+    }
+    for &(a, b) in cross {
+        preds[(b - base) as usize].push(a);
+    }
+    let mut homes: Vec<Home> = Vec::with_capacity(n);
+    let done_of = |h: Home| match h {
+        Home::Host { done, .. } => Some(done),
+        _ => None,
+    };
+    let no_flow = |f: u32| format!("task of transfer {f}, which does not exist");
+    for (i, task) in g.tasks.iter().enumerate() {
+        let t = base + i as u32;
+        let lane_gpu = g
+            .lane_gpu
+            .get(task.lane as usize)
+            .copied()
+            .unwrap_or(NO_GPU);
+        let home = match task.kind {
+            TaskKind::Net(f) => {
+                let spec = flow(f).ok_or_else(|| no_flow(f))?;
+                Home::Host {
+                    begin: gpu_host(spec.src.0),
+                    done: gpu_host(spec.dst.0),
+                }
+            }
+            TaskKind::Local { src, .. } => {
+                let h = gpu_host(src.0);
+                Home::Host { begin: h, done: h }
+            }
+            TaskKind::Acked(f) => {
+                let h = gpu_host(flow(f).ok_or_else(|| no_flow(f))?.src.0);
+                Home::Host { begin: h, done: h }
+            }
+            TaskKind::Enter { pass, pos } | TaskKind::Exit { pass, pos } => {
+                let pass = g.pass(pass).ok_or("a task of a pass that does not exist")?;
+                let h = gpu_host(pass.order[pos as usize].0);
+                Home::Host { begin: h, done: h }
+            }
+            _ if lane_gpu != NO_GPU => {
+                let h = gpu_host(lane_gpu);
+                Home::Host { begin: h, done: h }
+            }
+            _ => {
+                let home_of = |x: u32| {
+                    if x >= base {
+                        Some(homes[(x - base) as usize])
+                    } else {
+                        before(x)
+                    }
+                };
+                let mut hosts: Vec<u32> = preds[i]
+                    .iter()
+                    .filter_map(|&x| home_of(x).and_then(done_of))
+                    .collect();
+                hosts.sort_unstable();
+                hosts.dedup();
+                match hosts[..] {
+                    // Nothing to wait for but time, here or on every
+                    // host alike.
+                    [] => Home::Everywhere,
+                    [h] => Home::Host { begin: h, done: h },
+                    _ if g.successors(t).is_empty() => Home::Last,
+                    _ => {
+                        return Err(format!(
+                            "task {t} waits for tasks of hosts {} and {} with no transfer between, and other tasks wait for it (a barrier across hosts)",
+                            hosts[0], hosts[1]
+                        ))
+                    }
+                }
+            }
+        };
+        homes.push(home);
+    }
+    let home_of = |x: u32| {
+        if x >= base {
+            Some(homes[(x - base) as usize])
+        } else {
+            before(x)
+        }
+    };
+    let edges = (base..base + n as u32)
+        .flat_map(|x| g.successors(x).iter().map(move |&y| (x, y)))
+        .chain(cross.iter().copied());
+    for (x, y) in edges {
+        let Some(done) = home_of(x).and_then(done_of) else {
+            continue;
+        };
+        if let Home::Host { begin, .. } = homes[(y - base) as usize] {
+            if begin != done {
+                return Err(format!(
+                    "task {y} on host {begin} waits for task {x} done on host {done} with no transfer between"
+                ));
+            }
+        }
+    }
+    Ok(homes)
 }
 
 #[cfg(test)]

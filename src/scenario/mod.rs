@@ -53,8 +53,8 @@ pub struct Scenario {
     pub flow_rings: FlowRings,
     /// When jobs' iterations after their first are made.
     pub job_iterations: JobIterations,
-    /// Why a run asked to be cut into partitions, which needs every
-    /// iteration made up front, could not have them so and makes them as
+    /// Why a run asked to be cut into partitions, which needs every part
+    /// of a trace made up front, could not have them so and makes them as
     /// it goes on one thread instead (the workloads' limit that refused).
     pub up_front_refused: Option<String>,
     pub topology: TopologySpec,
@@ -78,7 +78,7 @@ impl Scenario {
     /// why (`up_front_refused`).
     pub fn one_thread_because(&self) -> Option<String> {
         self.up_front_refused.as_ref().map(|why| {
-            format!("a run on several threads makes every iteration of its jobs before it starts, and here they cannot all be made ({why}); this one makes them as it goes")
+            format!("a run on several threads makes every part of its traces before it starts, and here they cannot all be made ({why}); this one makes them as it goes")
         })
     }
 }
@@ -116,8 +116,10 @@ impl Fidelity {
 pub enum JobIterations {
     /// As the run reaches each, and forgotten once done and written
     /// out: memory holds the iterations under way, whatever the count.
-    /// A run on several threads or MPI ranks makes them up front, or
-    /// runs on one when they cannot all be made (`up_front_refused`).
+    /// A run on several threads or MPI ranks makes them as it goes too,
+    /// and keeps them to the end; it makes a trace's parts up front, or
+    /// runs on one thread when they cannot all be made
+    /// (`up_front_refused`).
     #[default]
     AsTheyRun,
     /// Every one before the run starts.
@@ -526,9 +528,10 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             ],
             JobIterations::AsTheyRun,
         )?;
-        // Partitions of a parallel run each hold every task (see
-        // `engine::parallel`): there, iterations are made up front. Where
-        // the workloads' limits refuse that (a long job), the run makes
+        // Partitions of a parallel run make jobs' iterations as they go
+        // as one queue does (see `engine::parallel`), but hold every part
+        // of a trace: traces are made up front there. Where the
+        // workloads' limits refuse that (a long trace), the run makes
         // them as it goes on one thread instead, and says why.
         let parallel = threads > 1 && job_iterations == JobIterations::AsTheyRun;
         // The traces go to their workloads' parts, which keep only what
@@ -562,6 +565,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             let ahead = expand(traces.clone(), true)?;
             match &ahead.later {
                 None => (ahead, None),
+                Some(l) if !l.has_trace() => (ahead, None),
                 Some(l) if l.end.0 as usize > workload::collective::MAX_TASKS => {
                     (ahead, Some(workload::collective::too_many()))
                 }

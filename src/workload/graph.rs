@@ -83,6 +83,53 @@ impl TaskGraph {
         &self.succ[self.succ_at[t] as usize..self.succ_at[t + 1] as usize]
     }
 
+    /// Per task: whether it waits for nothing, but tasks of this graph
+    /// that do (so that it is released as soon as the graph exists, or
+    /// its time allows). Tasks come after what they wait for.
+    pub fn waiting_for_nothing(&self) -> Vec<bool> {
+        let n = self.tasks.len();
+        let mut free_preds = vec![0u32; n];
+        let mut free = vec![false; n];
+        for i in 0..n {
+            free[i] = free_preds[i] == self.preds[i];
+            if free[i] {
+                let t = self.task_base + i as u32;
+                for &s in self.successors(t) {
+                    if let Some(c) = s
+                        .checked_sub(self.task_base)
+                        .and_then(|s| free_preds.get_mut(s as usize))
+                    {
+                        *c += 1;
+                    }
+                }
+            }
+        }
+        free
+    }
+
+    /// The first task, if any, that waits for nothing in this graph
+    /// (`waiting_for_nothing`) and yet begins on a host: a transfer, a
+    /// copy, a pass's step or a GPU's work. Made as the run reaches it,
+    /// it begins when the graph is made; a partition of a parallel run
+    /// that makes it a window after another would begin it late.
+    pub fn begins_when_made(&self) -> Option<(u32, TaskKind)> {
+        let free = self.waiting_for_nothing();
+        self.tasks.iter().enumerate().find_map(|(i, t)| {
+            let on_gpu = self
+                .lane_gpu
+                .get(t.lane as usize)
+                .is_some_and(|&g| g != NO_GPU);
+            let begins = matches!(
+                t.kind,
+                TaskKind::Net(_)
+                    | TaskKind::Local { .. }
+                    | TaskKind::Enter { .. }
+                    | TaskKind::Exit { .. }
+            );
+            (free[i] && (begins || on_gpu)).then_some((self.task_base + i as u32, t.kind))
+        })
+    }
+
     /// Task `t` (numbered from `task_base`).
     pub fn task(&self, t: u32) -> Option<&Task> {
         self.tasks.get(t.checked_sub(self.task_base)? as usize)
@@ -364,6 +411,40 @@ mod tests {
                 .collect();
             prop_assert_eq!(got, want);
         }
+    }
+
+    /// A join, a delay and an acknowledgement's task that wait for
+    /// nothing (or for each other) are released when the graph is made,
+    /// and begin nowhere; a GPU's work or a transfer after them would
+    /// begin on a host then.
+    #[test]
+    fn tasks_that_begin_as_soon_as_the_graph_is_made() {
+        let mut b = GraphBuilder::default();
+        let join = b.task(TaskKind::Join, NO_LANE, SimTime::ZERO);
+        let delay = b.task(TaskKind::Delay(SimTime(5)), NO_LANE, SimTime::ZERO);
+        b.task(TaskKind::Acked(0), NO_LANE, SimTime::ZERO);
+        b.edge(join, delay);
+        let g = b.build();
+        assert_eq!(g.waiting_for_nothing(), vec![true, true, true]);
+        assert_eq!(g.begins_when_made(), None);
+
+        let mut b = GraphBuilder::default();
+        let gpu = b.gpu_lane(crate::topology::GpuId(3));
+        let join = b.task(TaskKind::Join, NO_LANE, SimTime::ZERO);
+        let work = b.task(TaskKind::Delay(SimTime(5)), gpu, SimTime::ZERO);
+        b.edge(join, work);
+        let g = b.build();
+        assert_eq!(
+            g.begins_when_made(),
+            Some((work, TaskKind::Delay(SimTime(5))))
+        );
+
+        let mut b = GraphBuilder::default();
+        let join = b.task(TaskKind::Join, NO_LANE, SimTime::ZERO);
+        let net = b.task(TaskKind::Net(0), NO_LANE, SimTime::ZERO);
+        b.edge(join, net);
+        let g = b.build();
+        assert_eq!(g.begins_when_made(), Some((net, TaskKind::Net(0))));
     }
 
     #[test]

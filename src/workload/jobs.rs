@@ -233,6 +233,10 @@ pub struct Layout {
     pub first: (u32, u32, u32, u64),
     pub plain: Sizes,
     pub checkpoint: Sizes,
+    /// A task of a later iteration that waits for nothing in it but
+    /// begins on a host (`TaskGraph::begins_when_made`), if one does:
+    /// such a job runs on one thread.
+    pub begins_when_made: Option<(u32, super::graph::TaskKind)>,
 }
 
 impl JobGen {
@@ -319,6 +323,7 @@ impl JobGen {
             first,
             plain: Sizes::default(),
             checkpoint: Sizes::default(),
+            begins_when_made: None,
         };
         if self.is_trace() {
             let specs = self.lay_out_parts(topo, routes, lanes, first)?;
@@ -336,6 +341,7 @@ impl JobGen {
             let (graph, flows, next) = trial.trial_part(topo, routes, lanes, first)?;
             self.emitter = trial.emitter;
             let sizes = sizes_of(topo, &graph, &flows, first, next);
+            layout.begins_when_made = layout.begins_when_made.or(graph.begins_when_made());
             if self.writes_checkpoint(it) {
                 layout.checkpoint = sizes;
             } else {
@@ -510,6 +516,13 @@ pub struct Later {
     pub compute: u128,
     /// Ring passes that can run as streams do (`GraphBuilder`).
     pub stream_rings: bool,
+}
+
+impl Later {
+    /// Whether one of its jobs is a trace (parts, not iterations).
+    pub fn has_trace(&self) -> bool {
+        self.jobs.iter().any(|j| j.gen.is_trace())
+    }
 }
 
 #[derive(Clone, Debug)]
