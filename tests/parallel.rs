@@ -384,3 +384,49 @@ fn jobs_made_as_they_run_on_threads_match_one_thread_wherever_the_run_stops() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A partition forgets a job's iteration once it is over in every
+/// partition, as one thread does once it is over (partition 0 first takes
+/// the others' shares of it and works out what the outputs need): with
+/// 40 iterations of the second tenant's job, the run on 2 threads forgets
+/// all but the last and holds no more at once than one thread, and writes
+/// the same files. Without it, every partition held every iteration to
+/// the end.
+#[test]
+fn partitions_forget_iterations_once_over_everywhere() {
+    let path = Path::new("examples/collectives/training-two-tenants.toml");
+    let sets = ["workload.1.iterations=40"];
+    let (one, one_perf) = outputs(path, 1, &sets);
+    let (two, perf) = outputs(path, 2, &sets);
+    assert_eq!(perf.partitions, 2, "{:?}", perf.one_partition_because);
+    assert_eq!(perf.iterations_made, Some(41));
+    assert!(
+        perf.iterations_forgotten.is_some_and(|n| n >= 40),
+        "{perf:?}"
+    );
+    assert_eq!(
+        perf.iterations_held_at_most,
+        one_perf.iterations_held_at_most
+    );
+    assert!(one == two, "files differ");
+}
+
+/// The sender of a pass message another partition receives forgets the
+/// message's task once it has every acknowledgement (the task is done
+/// where the message arrives): a run's partitions end holding none, and
+/// memory does not grow with the messages a run sends.
+#[test]
+fn a_partition_forgets_the_pass_messages_it_sent_elsewhere() {
+    let path = "examples/collectives/ring-allreduce.toml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let sets = vec!["simulation.threads=2".to_string()];
+    let prepared = fabricsim::scenario::prepare(path, &text, &sets).unwrap();
+    let source = Some(prepared.clone());
+    let sim = Simulation::new(prepared);
+    let (sim, stop) = parallel::run_on_threads(sim, source, &Limits::default(), &mut |_| {});
+    assert_eq!(stop, fabricsim::engine::StopReason::Finished);
+    let perf = fabricsim::report::Perf::of(&sim, 1.0);
+    assert_eq!(perf.partitions, 2);
+    // Partition 0's state, merged: none of its messages' tasks is left.
+    assert_eq!(sim.tasks().pass_tasks_held(), 0);
+}

@@ -27,7 +27,10 @@
 //! (`TaskGraph::begins_when_made` keeps it so), so the partitions that
 //! made it later change nothing but their times, which the merge takes
 //! from the first (`LaterState::settle`). A partition sees only its share
-//! of a part, so it keeps every part to the end, when they are merged.
+//! of a part (`Part::open` counts what happens there): once a part is
+//! over in every partition, partition 0 takes the others' shares, works
+//! out the part's records and forgets it, and the others forget theirs
+//! (`parallel::retire_over`).
 
 use super::passes::ConnRow;
 use super::{Event, FlowState, Simulation};
@@ -79,6 +82,8 @@ pub struct LaterState {
     /// Iterations forgotten, and the most parts held at once.
     pub retired: u64,
     pub most_held: u64,
+    /// Tasks done in the iterations forgotten.
+    done_retired: u64,
 }
 
 /// What a forgotten iteration leaves for the outputs, in number order
@@ -253,8 +258,9 @@ pub struct Part {
     pub done: Vec<SimTime>,
     /// What is still to happen before it can be forgotten: tasks to be
     /// done, transfers to be delivered and acknowledged, pass messages'
-    /// halves (delivery, acknowledgement) to be counted in their rows.
-    open: u64,
+    /// halves (delivery, acknowledgement) to be counted in their rows (in
+    /// a partition, those that happen there).
+    pub(super) open: u64,
     /// Its collectives among the run's.
     runs: std::ops::Range<usize>,
     /// Its first transfer's number, its transfers, and per transfer its
@@ -372,6 +378,7 @@ impl LaterState {
             last_done: SimTime::ZERO,
             retired: 0,
             most_held: 0,
+            done_retired: 0,
             read_failed: Default::default(),
         }
     }
@@ -561,61 +568,79 @@ impl LaterState {
     /// gives the done times of the graph's tasks); returns how many of
     /// their tasks are done.
     pub(super) fn settle(&mut self, main: impl Fn(u32) -> Option<SimTime>) -> u64 {
-        use super::tasks::Home;
-        let mut done = 0;
+        let mut done = self.done_retired;
         for j in 0..self.parts.len() {
             for i in 0..self.parts[j].len() {
-                let part = &self.parts[j][i];
-                let base = part.graph.task_base;
-                let n = part.graph.tasks.len();
-                let mut last = vec![SimTime::ZERO; n];
-                let mut left = part.graph.preds.clone();
-                let mut edges: Vec<(u32, u32, SimTime)> = Vec::new();
-                for x in base..base + n as u32 {
-                    for &y in part.graph.successors(x) {
-                        edges.push((x, y, part.done[(x - base) as usize]));
-                    }
-                }
-                for &(x, y) in &part.last_cross {
-                    let d = if x >= self.start.0 {
-                        self.part_of_task(x)
-                            .map(|p| p.done[(x - p.graph.task_base) as usize])
-                    } else {
-                        main(x)
-                    };
-                    edges.push((x, y, d.unwrap_or(SimTime::MAX)));
-                }
-                for (_, y, d) in edges {
-                    let y = (y - base) as usize;
-                    if part.homes.get(y) == Some(&Home::Last) && d != SimTime::MAX {
-                        last[y] = last[y].max(d);
-                        left[y] -= 1;
-                    }
-                }
-                let part = &mut self.parts[j][i];
-                for y in 0..n {
-                    if part.homes.get(y) == Some(&Home::Last) && left[y] == 0 {
-                        part.done[y] = last[y];
-                        part.started[y] = last[y];
-                    }
-                }
-                // Its tasks that wait for nothing began when the part was
-                // made: as the first partition to make it did (one queue
-                // makes it then), though the others made it later.
-                let g = &part.graph;
-                for (y, free) in g.waiting_for_nothing().into_iter().enumerate() {
-                    let t = &g.tasks[y];
-                    if free
-                        && t.lane == crate::workload::graph::NO_LANE
-                        && part.started[y] != SimTime::MAX
-                    {
-                        part.started[y] = t.not_before.max(part.made_at);
-                    }
-                }
-                done += part.done.iter().filter(|&&d| d != SimTime::MAX).count() as u64;
+                done += self.settle_part(j, i, &main);
             }
         }
         done
+    }
+
+    /// As `settle`, for job `j`'s part `i`.
+    pub(super) fn settle_part(
+        &mut self,
+        j: usize,
+        i: usize,
+        main: impl Fn(u32) -> Option<SimTime>,
+    ) -> u64 {
+        use super::tasks::Home;
+        let part = &self.parts[j][i];
+        let base = part.graph.task_base;
+        let n = part.graph.tasks.len();
+        let mut last = vec![SimTime::ZERO; n];
+        let mut left = part.graph.preds.clone();
+        let mut edges: Vec<(u32, u32, SimTime)> = Vec::new();
+        for x in base..base + n as u32 {
+            for &y in part.graph.successors(x) {
+                edges.push((x, y, part.done[(x - base) as usize]));
+            }
+        }
+        for &(x, y) in &part.last_cross {
+            let d = if x >= self.start.0 {
+                self.part_of_task(x)
+                    .map(|p| p.done[(x - p.graph.task_base) as usize])
+                    .or(self.kept(x).map(|k| k.1))
+            } else {
+                main(x)
+            };
+            edges.push((x, y, d.unwrap_or(SimTime::MAX)));
+        }
+        for (_, y, d) in edges {
+            let y = (y - base) as usize;
+            if part.homes.get(y) == Some(&Home::Last) && d != SimTime::MAX {
+                last[y] = last[y].max(d);
+                left[y] -= 1;
+            }
+        }
+        let part = &mut self.parts[j][i];
+        for y in 0..n {
+            if part.homes.get(y) == Some(&Home::Last) && left[y] == 0 {
+                part.done[y] = last[y];
+                part.started[y] = last[y];
+            }
+        }
+        // Its tasks that wait for nothing began when the part was made:
+        // as the first partition to make it did (one queue makes it
+        // then), though the others made it later.
+        let g = &part.graph;
+        for (y, free) in g.waiting_for_nothing().into_iter().enumerate() {
+            let t = &g.tasks[y];
+            if free && t.lane == crate::workload::graph::NO_LANE && part.started[y] != SimTime::MAX
+            {
+                part.started[y] = t.not_before.max(part.made_at);
+            }
+        }
+        part.done.iter().filter(|&&d| d != SimTime::MAX).count() as u64
+    }
+
+    /// Per job: how many of its oldest parts have nothing left to happen
+    /// (in a partition, to its share of them).
+    pub(super) fn over(&self) -> Vec<u32> {
+        self.parts
+            .iter()
+            .map(|parts| parts.iter().take_while(|p| p.open == 0).count() as u32)
+            .collect()
     }
 
     /// A later iteration's task that begins on a host as soon as the
@@ -971,11 +996,6 @@ impl Simulation {
     /// holds it): once nothing is left there, nor in the parts before it,
     /// they are forgotten.
     pub(super) fn later_progress(&mut self, what: Loc, n: u64) {
-        // A partition of a parallel run sees only its share of a part:
-        // its parts are kept to the end and merged.
-        if self.part.is_some() {
-            return;
-        }
         let Some(l) = self.tasks.later.as_mut() else {
             return;
         };
@@ -984,7 +1004,10 @@ impl Simulation {
         };
         let part = &mut l.parts[j][i];
         part.open -= n;
-        if part.open == 0 && i == 0 {
+        // A partition of a parallel run sees only its share of a part:
+        // the partitions forget a part together, once over in each
+        // (`parallel::retire_over`).
+        if part.open == 0 && i == 0 && self.part.is_none() {
             self.retire_parts(j);
         }
     }
@@ -1018,7 +1041,7 @@ impl Simulation {
 
     /// Works out what the outputs need of `part`, job `j`'s oldest, and
     /// writes out its rows (see the module's note).
-    fn retire(&mut self, l: &mut LaterState, j: usize, part: Part) {
+    pub(super) fn retire(&mut self, l: &mut LaterState, j: usize, part: Part) {
         let base = part.graph.task_base;
         let it = part.iteration;
         let in_part = |t: u32| {
@@ -1092,8 +1115,22 @@ impl Simulation {
             job.kernels.retain(|k| k.1 != it);
             job.comm.retain(|c| c.iteration != it);
             job.checkpoints.retain(|c| c.0 != it);
-            l.kept.retain(|&t, _| t >= base);
+            // Those this job's earlier parts kept are named no more (the
+            // other jobs' are theirs).
+            let first = l.jobs[j].layout.first.0;
+            l.kept.retain(|&t, _| t < first || t >= base);
             l.kept.extend(keep);
+        }
+        // In a partition of a parallel run: the times of its tasks that
+        // the ends of later parts wait for, which the merge works out.
+        let ends: Vec<u32> = (l.parts[j].iter())
+            .flat_map(|p| &p.last_cross)
+            .filter(|&&(x, _)| part.holds(x))
+            .map(|&(x, _)| x)
+            .collect();
+        for x in ends {
+            let i = (x - base) as usize;
+            l.kept.insert(x, (part.started[i], part.done[i]));
         }
         // Its rows, written out.
         let spills = &mut l.spills[j];
@@ -1127,6 +1164,29 @@ impl Simulation {
             l.last_done = l.last_done.max(d);
         }
         l.retired_below[j] = base + part.graph.tasks.len() as u32;
+        l.retired += 1;
+        l.done_retired += part.done.iter().filter(|&&d| d != SimTime::MAX).count() as u64;
+    }
+}
+
+impl Simulation {
+    /// In a partition other than the first of a parallel run: forgets
+    /// job `j`'s oldest part, whose share partition 0 took to work out
+    /// what the outputs need of it (`parallel::retire_over`).
+    pub(super) fn forget(&mut self, l: &mut LaterState, j: usize, part: Part) {
+        let it = part.iteration;
+        if let Some(ji) = l.job_index[j] {
+            let job = &mut self.tasks.jobs[ji];
+            job.kernels.retain(|k| k.1 != it);
+            job.comm.retain(|c| c.iteration != it);
+            job.checkpoints.retain(|c| c.0 != it);
+        }
+        for t in &part.graph.tasks {
+            if let TaskKind::Acked(f) = t.kind {
+                self.tasks.remove_acked(f);
+            }
+        }
+        l.retired_below[j] = part.graph.task_base + part.graph.tasks.len() as u32;
         l.retired += 1;
     }
 }

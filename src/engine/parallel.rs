@@ -44,7 +44,7 @@ use super::tasks::Home;
 use super::{deadlock, Event, Limits, Progress, Simulation, StopReason, Wires};
 use crate::scenario::Prepared;
 use crate::topology::partition::{self, Partitioning};
-use crate::topology::{FlowId, NicId, PortId, QpId};
+use crate::topology::{FlowId, NicId, PortId, QpId, Topology};
 use crate::units::SimTime;
 use crate::wire::PacketId;
 use crate::wire::{Opcode, Packet};
@@ -433,6 +433,24 @@ pub(super) trait Exchange {
     /// Packets acknowledged and tasks done, summed, and whether any
     /// partition has a transfer waiting.
     fn watch(&mut self, mine: (u64, bool)) -> (u64, bool);
+    /// Per job, the least of every partition's count of oldest parts
+    /// over (`LaterState::over`).
+    fn over(&mut self, mine: Vec<u32>) -> Vec<u32>;
+    /// Gives partition 0 every other partition's share of the parts to
+    /// forget, in partition order (the others get nothing).
+    fn share(&mut self, mine: Share) -> Vec<Share>;
+}
+
+/// A partition's share of the parts every partition has over, for
+/// partition 0 to merge and forget (`retire_over`), with its times of the
+/// graph's tasks (which the parts' records may name).
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+pub(super) struct Share {
+    me: u32,
+    /// Job by job, oldest first.
+    parts: Vec<PartEnds>,
+    started: Vec<SimTime>,
+    done: Vec<SimTime>,
 }
 
 /// What the threads share.
@@ -449,6 +467,10 @@ struct Shared {
     watch: Vec<Mutex<(u64, bool)>>,
     /// At a deadlock check: each partition's stuck queues.
     stuck: Vec<Mutex<Vec<deadlock::Stuck>>>,
+    /// At a watch window's end: each partition's parts over, and its
+    /// share of those over everywhere.
+    over: Vec<Mutex<Vec<u32>>>,
+    shares: Vec<Mutex<Share>>,
     messages: AtomicU64,
 }
 
@@ -512,6 +534,47 @@ impl Exchange for Threads<'_> {
         sh.barrier.wait();
         all
     }
+
+    fn over(&mut self, mine: Vec<u32>) -> Vec<u32> {
+        let sh = self.sh;
+        *sh.over[self.me].lock().expect("no partition panicked") = mine;
+        sh.barrier.wait();
+        let all = least(
+            sh.over
+                .iter()
+                .map(|o| o.lock().expect("no partition panicked").clone()),
+        );
+        sh.barrier.wait();
+        all
+    }
+
+    fn share(&mut self, mine: Share) -> Vec<Share> {
+        let sh = self.sh;
+        if self.me != 0 {
+            *sh.shares[self.me].lock().expect("no partition panicked") = mine;
+        }
+        sh.barrier.wait();
+        if self.me != 0 {
+            return Vec::new();
+        }
+        // Taken before partition 0 reaches the next barrier, which every
+        // partition must pass before it shares again.
+        sh.shares[1..]
+            .iter()
+            .map(|s| std::mem::take(&mut *s.lock().expect("no partition panicked")))
+            .collect()
+    }
+}
+
+/// The least of each element over `all`, which are as long as each other.
+pub(super) fn least(mut all: impl Iterator<Item = Vec<u32>>) -> Vec<u32> {
+    let mut out = all.next().unwrap_or_default();
+    for v in all {
+        for (o, x) in out.iter_mut().zip(v) {
+            *o = (*o).min(x);
+        }
+    }
+    out
 }
 
 impl Simulation {
@@ -702,6 +765,34 @@ impl Simulation {
             .filter(|r| r.qps > 0 && mine(topo.gpus[r.src.idx()].host.0))
             .map(|r| r.planned)
             .sum();
+        // What happens here before it can be forgotten (as `keep_part`
+        // counts for the whole): its tasks done here, the sides of its
+        // transfers and of its pass messages that are here.
+        let nic_mine = |nic: NicId| mine(topo.nics[nic.idx()].host.0);
+        let gpu_mine = |g: crate::topology::GpuId| mine(topo.gpus[g.idx()].host.0);
+        let tasks = part
+            .homes
+            .iter()
+            .filter(|h| match **h {
+                Home::Host { done, .. } => mine(done),
+                Home::Everywhere => true,
+                Home::Last => false,
+            })
+            .count() as u64;
+        let flows: u64 = part
+            .flows
+            .iter()
+            .map(|f| u64::from(nic_mine(f.spec.src_nic)) + u64::from(nic_mine(f.spec.dst_nic)))
+            .sum();
+        let rows: u64 = part
+            .rows
+            .iter()
+            .map(|r| {
+                let halves = u64::from(gpu_mine(r.src)) + u64::from(r.qps > 0 && gpu_mine(r.dst));
+                halves * r.planned
+            })
+            .sum();
+        part.open = tasks + flows + rows;
         let mut keep = Vec::with_capacity(cross.len());
         for (a, b) in cross {
             match part.homes[(b - base) as usize] {
@@ -719,13 +810,76 @@ impl Simulation {
         self.part.as_deref().expect("a partition")
     }
 
+    /// At the end of a watch window: jobs' oldest parts over in every
+    /// partition are merged in partition 0, which works out what the
+    /// outputs need of them and forgets them as one queue does; the other
+    /// partitions forget their shares. Memory holds the parts under way,
+    /// as on one queue.
+    fn retire_over(&mut self, ex: &mut dyn Exchange) {
+        let Some(l) = self.tasks.later.as_deref() else {
+            return;
+        };
+        let over = ex.over(l.over());
+        if over.iter().all(|&n| n == 0) {
+            return;
+        }
+        let me = self.part().me;
+        let mut share = Share {
+            me,
+            ..Share::default()
+        };
+        if me != 0 {
+            for (parts, &n) in l.parts.iter().zip(&over) {
+                share
+                    .parts
+                    .extend(parts[..n as usize].iter().map(PartEnds::of));
+            }
+            share.started = self.tasks.started.clone();
+            share.done = self.tasks.done.clone();
+        }
+        let theirs = ex.share(share);
+        let mut l = self.tasks.later.take().expect("checked above");
+        if me == 0 {
+            let p = self.part.as_deref().expect("a partition");
+            for s in theirs {
+                let them = |h: u32| p.host_part[h as usize] == s.me;
+                self.tasks.absorb_times(&s.started, &s.done, &p.homes, them);
+                let mut shares = s.parts.into_iter();
+                for (parts, &n) in l.parts.iter_mut().zip(&over) {
+                    for (mine, theirs) in parts[..n as usize].iter_mut().zip(&mut shares) {
+                        theirs.give(mine, &self.topo, them);
+                    }
+                }
+            }
+        }
+        for (j, &n) in over.iter().enumerate() {
+            for i in 0..n as usize {
+                if me == 0 {
+                    let done = &self.tasks.done;
+                    l.settle_part(j, i, |t| done.get(t as usize).copied());
+                }
+            }
+            for _ in 0..n {
+                let part = l.parts[j].remove(0);
+                if me == 0 {
+                    self.retire(&mut l, j, part);
+                } else {
+                    self.forget(&mut l, j, part);
+                }
+            }
+        }
+        self.tasks.later = Some(l);
+    }
+
     /// Takes the mail other partitions sent here.
     fn take_mail(&mut self, mail: Mail) {
         // Iterations another partition made, made here too, as when it
         // made them; what they let go at once is handled now, so that a
         // run stopped at this window counts it as one queue would.
         let mut due = None;
-        for (j, upto, at) in mail.made {
+        let mut made = mail.made;
+        made.sort_unstable();
+        for (j, upto, at) in made {
             let at = at.max(self.now);
             self.make_up_to(j as usize, upto, at);
             due = due.max(Some(at));
@@ -1010,6 +1164,7 @@ fn drive_windows(
                     StopReason::SimTimeLimit
                 };
             }
+            sim.retire_over(ex);
             if g.bytes_delivered != delivered.0 {
                 delivered = (g.bytes_delivered, until);
                 watch.clear();
@@ -1078,6 +1233,8 @@ pub fn run(
         slots: [fresh(), fresh()],
         watch: (0..n).map(|_| Mutex::new((0, false))).collect(),
         stuck: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        over: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        shares: (0..n).map(|_| Mutex::new(Share::default())).collect(),
         messages: AtomicU64::new(0),
     };
     first.make_partition(p, port_part.clone(), homes.clone(), 0);
@@ -1290,6 +1447,50 @@ struct FlowEnds {
     naks: u32,
 }
 
+impl PartEnds {
+    fn of(p: &super::later::Part) -> PartEnds {
+        PartEnds {
+            made_at: p.made_at,
+            started: p.started.clone(),
+            done: p.done.clone(),
+            flows: p.flows.iter().map(FlowEnds::of).collect(),
+            rows: p.rows.clone(),
+        }
+    }
+
+    /// Gives `mine`, the same part, what another partition, whose hosts
+    /// `theirs` says, did of it.
+    fn give(self, mine: &mut super::later::Part, topo: &Topology, theirs: impl Fn(u32) -> bool) {
+        for (i, h) in mine.homes.iter().enumerate() {
+            match *h {
+                Home::Host { begin, done } => {
+                    if theirs(begin) {
+                        mine.started[i] = self.started[i];
+                    }
+                    if theirs(done) {
+                        mine.done[i] = self.done[i];
+                    }
+                }
+                // What runs everywhere waits for nothing on a host: it ran
+                // first where the part was made first, when one queue
+                // runs it.
+                Home::Everywhere => {
+                    mine.started[i] = mine.started[i].min(self.started[i]);
+                    mine.done[i] = mine.done[i].min(self.done[i]);
+                }
+                Home::Last => {}
+            }
+        }
+        mine.made_at = mine.made_at.min(self.made_at);
+        for (f, ends) in mine.flows.iter_mut().zip(self.flows) {
+            ends.give(f, |nic| theirs(topo.nics[nic.idx()].host.0));
+        }
+        for (r, o) in mine.rows.iter_mut().zip(&self.rows) {
+            r.absorb(o);
+        }
+    }
+}
+
 impl FlowEnds {
     fn of(f: &super::FlowState) -> FlowEnds {
         FlowEnds {
@@ -1354,13 +1555,7 @@ impl Simulation {
                 .later
                 .iter()
                 .flat_map(|l| l.parts())
-                .map(|p| PartEnds {
-                    made_at: p.made_at,
-                    started: p.started.clone(),
-                    done: p.done.clone(),
-                    flows: p.flows.iter().map(FlowEnds::of).collect(),
-                    rows: p.rows.clone(),
-                })
+                .map(PartEnds::of)
                 .collect(),
             passes: self.passes,
             counters: self.counters,
@@ -1419,33 +1614,7 @@ impl Simulation {
         // same, in the same order.
         let parts = self.tasks.later.iter_mut().flat_map(|l| l.parts_mut());
         for (mine, theirs) in parts.zip(other.later) {
-            for (i, h) in mine.homes.iter().enumerate() {
-                match *h {
-                    Home::Host { begin, done } => {
-                        if p.host[begin as usize] == them {
-                            mine.started[i] = theirs.started[i];
-                        }
-                        if p.host[done as usize] == them {
-                            mine.done[i] = theirs.done[i];
-                        }
-                    }
-                    // What runs everywhere waits for nothing on a host:
-                    // it ran first where the part was made first, when
-                    // one queue runs it.
-                    Home::Everywhere => {
-                        mine.started[i] = mine.started[i].min(theirs.started[i]);
-                        mine.done[i] = mine.done[i].min(theirs.done[i]);
-                    }
-                    Home::Last => {}
-                }
-            }
-            mine.made_at = mine.made_at.min(theirs.made_at);
-            for (f, ends) in mine.flows.iter_mut().zip(theirs.flows) {
-                ends.give(f, |nic| host_of(nic) == them);
-            }
-            for (r, o) in mine.rows.iter_mut().zip(&theirs.rows) {
-                r.absorb(o);
-            }
+            theirs.give(mine, &self.topo, |h| p.host[h as usize] == them);
         }
         self.passes.absorb(&other.passes);
         self.counters = sum(&[self.counters, other.counters]);

@@ -459,6 +459,14 @@ impl Simulation {
         if both || !other_here {
             self.passes.live.remove(&f.0);
         }
+        // In a partition, the sender of a write another partition
+        // receives is done with its task (done there, on delivery).
+        if sender && !other_here {
+            let t = self.tasks.of_flow(f);
+            if let Some(t) = t {
+                self.tasks.forget_dynamic(t);
+            }
+        }
         self.later_progress(super::later::Loc::Pass(pass), 1);
     }
 }

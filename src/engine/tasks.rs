@@ -284,6 +284,16 @@ impl TaskState {
 
     /// A pass message's task `t` is made, to start no earlier than
     /// `not_before`.
+    /// Pass messages' tasks held (begun and not yet done, here).
+    pub fn pass_tasks_held(&self) -> usize {
+        self.dynamic.len()
+    }
+
+    /// Forgets pass message task `t`, done in another partition.
+    pub(super) fn forget_dynamic(&mut self, t: u32) {
+        self.dynamic.remove(&t);
+    }
+
     pub(super) fn add_dynamic(&mut self, t: u32, kind: TaskKind, lane: u32, not_before: SimTime) {
         self.dynamic.insert(
             t,
@@ -358,17 +368,29 @@ impl TaskState {
         homes: &[Home],
         theirs: impl Fn(u32) -> bool,
     ) {
+        self.absorb_times(&other.started, &other.done, homes, theirs);
+        self.nvlink.bytes += other.nvlink.bytes;
+    }
+
+    /// Takes from another partition's times of the graph's tasks
+    /// (`started`, `done`) those of the tasks it began and finished.
+    pub(super) fn absorb_times(
+        &mut self,
+        started: &[SimTime],
+        done: &[SimTime],
+        homes: &[Home],
+        theirs: impl Fn(u32) -> bool,
+    ) {
         for (t, h) in homes.iter().enumerate() {
-            if let Home::Host { begin, done } = *h {
+            if let Home::Host { begin, done: end } = *h {
                 if theirs(begin) {
-                    self.started[t] = other.started[t];
+                    self.started[t] = started[t];
                 }
-                if theirs(done) {
-                    self.done[t] = other.done[t];
+                if theirs(end) {
+                    self.done[t] = done[t];
                 }
             }
         }
-        self.nvlink.bytes += other.nvlink.bytes;
     }
 
     /// Once every partition is absorbed: the ends are done when their last

@@ -116,8 +116,8 @@ impl Fidelity {
 pub enum JobIterations {
     /// As the run reaches each, and forgotten once done and written
     /// out: memory holds the iterations under way, whatever the count.
-    /// A run on several threads or MPI ranks makes them as it goes too,
-    /// and keeps them to the end; it makes a trace's parts up front, or
+    /// A run on several threads or MPI ranks makes and forgets them as it
+    /// goes too; it makes a trace's parts up front, or
     /// runs on one thread when they cannot all be made
     /// (`up_front_refused`).
     #[default]

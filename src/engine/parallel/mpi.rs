@@ -11,7 +11,9 @@
 //! Ranks past the number of partitions the fabric can be cut into wait
 //! for the end.
 
-use super::{drive, merge, plan, Exchange, Fragment, Global, Lead, Mail, ParallelStats, Slot};
+use super::{
+    drive, merge, plan, Exchange, Fragment, Global, Lead, Mail, ParallelStats, Share, Slot,
+};
 use crate::engine::{deadlock, Limits, Progress, Simulation, StopReason};
 use crate::units::SimTime;
 use mpi::collective::SystemOperation;
@@ -78,6 +80,31 @@ fn displacements(counts: &[Count]) -> Vec<Count> {
             let d = *at;
             *at += c;
             Some(d)
+        })
+        .collect()
+}
+
+/// Rank 0 gets every other rank's `bytes`, in rank order; the others get
+/// nothing.
+fn gather(world: &SimpleCommunicator, me: usize, n: usize, bytes: &[u8]) -> Vec<Vec<u8>> {
+    let root = world.process_at_rank(0);
+    if me != 0 {
+        root.gather_into(&count(bytes.len()));
+        root.gather_varcount_into(bytes);
+        return Vec::new();
+    }
+    let mut counts = vec![0 as Count; n];
+    root.gather_into_root(&0, &mut counts[..]);
+    let displs = displacements(&counts);
+    let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
+    {
+        let mut into = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+        root.gather_varcount_into_root(&[][..] as &[u8], &mut into);
+    }
+    (1..n)
+        .map(|r| {
+            let (d, c) = (displs[r] as usize, counts[r] as usize);
+            all[d..d + c].to_vec()
         })
         .collect()
 }
@@ -151,6 +178,27 @@ impl Exchange for Comm<'_> {
             .collect()
     }
 
+    fn over(&mut self, mine: Vec<u32>) -> Vec<u32> {
+        let mut all = vec![0u32; mine.len()];
+        if !mine.is_empty() {
+            self.world
+                .all_reduce_into(&mine[..], &mut all[..], SystemOperation::min());
+        }
+        all
+    }
+
+    fn share(&mut self, mine: Share) -> Vec<Share> {
+        let bytes = if self.me == 0 {
+            Vec::new()
+        } else {
+            postcard::to_stdvec(&mine).expect("a share encodes")
+        };
+        gather(self.world, self.me, self.n, &bytes)
+            .iter()
+            .map(|b| postcard::from_bytes(b).expect("a rank's own encoding decodes"))
+            .collect()
+    }
+
     fn watch(&mut self, mine: (u64, bool)) -> (u64, bool) {
         let mut all = vec![0u64; 2 * self.n];
         self.world
@@ -215,25 +263,15 @@ pub fn run(
     sim.close(SimTime(end));
     let mut messages = 0u64;
     world.all_reduce_into(&comm.messages, &mut messages, SystemOperation::sum());
-    let root = world.process_at_rank(0);
     if me != 0 {
         let bytes = sim.into_fragment().encode();
-        root.gather_into(&count(bytes.len()));
-        root.gather_varcount_into(&bytes[..]);
+        gather(&world, me, n, &bytes);
         return None;
     }
-    let mut counts = vec![0 as Count; n];
-    root.gather_into_root(&0, &mut counts[..]);
-    let displs = displacements(&counts);
-    let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
-    {
-        let mut into = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-        root.gather_varcount_into_root(&[][..] as &[u8], &mut into);
-    }
-    let fragments = (1..n).map(|r| {
-        let (d, c) = (displs[r] as usize, counts[r] as usize);
-        Fragment::decode(&all[d..d + c]).expect("rank 0 decodes what every rank encoded")
-    });
+    let all = gather(&world, me, n, &[]);
+    let fragments = all
+        .iter()
+        .map(|b| Fragment::decode(b).expect("rank 0 decodes what every rank encoded"));
     let stats = ParallelStats {
         threads: size,
         partitions: n as u32,
