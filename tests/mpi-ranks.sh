@@ -144,6 +144,17 @@ if ! grep -q '"partitions": 2' "$work/long-2/perf.json" 2>/dev/null; then
     failed=1
 fi
 
+# Iterations over on every rank are gathered by rank 0 and forgotten
+# during the run (`Exchange::share` over MPI), with the same files.
+forget=(run examples/collectives/training-two-tenants.toml --set workload.1.iterations=12)
+run "$work/forget-1" "$bin" "${forget[@]}"
+run "$work/forget-2" "${mpi[@]}" 2 "$bin" "${forget[@]}" --mpi
+compare "iterations forgotten on 2 ranks" "$work/forget-1" "$work/forget-2"
+if ! grep -q '"iterations_forgotten": 1[0-9]' "$work/forget-2/perf.json" 2>/dev/null; then
+    echo "mpi-ranks: the ranks did not forget the job's iterations as they went" >&2
+    failed=1
+fi
+
 # A bad scenario: every rank refuses it, rank 0 says why, nothing hangs.
 status=0
 "${mpi[@]}" 2 "$bin" run examples/fat-tree.toml --mpi --set topology.k=5 --out "$work/bad" \
