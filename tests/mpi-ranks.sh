@@ -133,27 +133,31 @@ if ! grep -q '"partitions": 2' "$work/sweep-2/points/p0001/perf.json" 2>/dev/nul
     failed=1
 fi
 
+# Runs a scenario on one process and on 2 ranks (in $work/NAME-1 and
+# NAME-2), compares their files, and checks the 2 ranks' perf.json for
+# PATTERN, saying WHY if it is not there.
+against_one() {
+    local name=$1 pattern=$2 why=$3
+    shift 3
+    run "$work/$name-1" "$bin" run "$@"
+    run "$work/$name-2" "${mpi[@]}" 2 "$bin" run "$@" --mpi
+    compare "$name on 2 ranks" "$work/$name-1" "$work/$name-2"
+    if ! grep -q "$pattern" "$work/$name-2/perf.json" 2>/dev/null; then
+        echo "mpi-ranks: $why" >&2
+        failed=1
+    fi
+}
+
 # A job too long to be made up front: each rank makes its iterations as
 # it goes, and the run writes what one thread writes.
-long=(run examples/training/gpt-1b-1024gpu.toml --max-sim-time 100us --set workload.0.iterations=12)
-run "$work/long-1" "$bin" "${long[@]}"
-run "$work/long-2" "${mpi[@]}" 2 "$bin" "${long[@]}" --mpi
-compare "a job too long for ranks" "$work/long-1" "$work/long-2"
-if ! grep -q '"partitions": 2' "$work/long-2/perf.json" 2>/dev/null; then
-    echo "mpi-ranks: the long job was not cut over 2 ranks" >&2
-    failed=1
-fi
+against_one long '"partitions": 2' "the long job was not cut over 2 ranks" \
+    examples/training/gpt-1b-1024gpu.toml --max-sim-time 100us --set workload.0.iterations=12
 
 # Iterations over on every rank are gathered by rank 0 and forgotten
 # during the run (`Exchange::share` over MPI), with the same files.
-forget=(run examples/collectives/training-two-tenants.toml --set workload.1.iterations=12)
-run "$work/forget-1" "$bin" "${forget[@]}"
-run "$work/forget-2" "${mpi[@]}" 2 "$bin" "${forget[@]}" --mpi
-compare "iterations forgotten on 2 ranks" "$work/forget-1" "$work/forget-2"
-if ! grep -q '"iterations_forgotten": 1[0-9]' "$work/forget-2/perf.json" 2>/dev/null; then
-    echo "mpi-ranks: the ranks did not forget the job's iterations as they went" >&2
-    failed=1
-fi
+against_one forget '"iterations_forgotten": 1[0-9]' \
+    "the ranks did not forget the job's iterations as they went" \
+    examples/collectives/training-two-tenants.toml --set workload.1.iterations=12
 
 # A bad scenario: every rank refuses it, rank 0 says why, nothing hangs.
 status=0
