@@ -21,7 +21,9 @@
 //!   returns), a barrier when every member has reached it;
 //! - `COMM_SEND` / `COMM_RECV`: a transfer of `comm_size` bytes to rank
 //!   `comm_dst`; the receive (matched by source, destination and tag, in
-//!   order) is done when the data has arrived;
+//!   order) is done when the data has arrived, the send when its sender
+//!   has every acknowledgement (as an RDMA send completes, and so that
+//!   what a rank does next waits only for its own host);
 //! - `METADATA`: nothing to do.
 //!
 //! Memory operations and the collectives this simulator does not have
@@ -1230,9 +1232,12 @@ impl TraceGen {
                             let dst = c.comm_dst.unwrap_or(0) as usize;
                             let bytes = c.comm_size.unwrap_or(0);
                             let tag = c.comm_tag;
+                            // The receive waits for the data; the sender
+                            // goes on once it has every acknowledgement,
+                            // as its send completes on an RDMA NIC.
                             let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
                             sends.entry((r, dst, tag)).or_default().push_back(t);
-                            t
+                            e.acked(t)
                         }
                         Kind::Recv => {
                             let src = c.comm_src.unwrap_or(0) as usize;
