@@ -713,11 +713,9 @@ fn run(
             Some(spec)
         };
         let mut sets = sets.to_vec();
-        let mut cut = false;
         if let Some(r) = ranks {
             // Each rank runs one partition.
             sets.push("simulation.threads=1".into());
-            cut = r.size() > 1;
             if r.size() > scenario::MAX_THREADS {
                 return Err(format!(
                     "--mpi: {} ranks, more than the {} partitions a run can have",
@@ -726,17 +724,7 @@ fn run(
                 ));
             }
         }
-        let mut prepared = load(path, &sets)?;
-        // As on threads: every rank holds every part of a trace, made up
-        // front; one too long for that runs on rank 0 alone, made as it
-        // goes (`Scenario::up_front_refused`).
-        if cut && prepared.later.as_ref().is_some_and(|l| l.has_trace()) {
-            sets.push("simulation.job_iterations=\"up-front\"".into());
-            match load(path, &sets) {
-                Ok(p) => prepared = p,
-                Err(up_front) => prepared.scenario.up_front_refused = Some(up_front),
-            }
-        }
+        let prepared = load(path, &sets)?;
         if prepared.scenario.fidelity == scenario::Fidelity::Flow {
             if capture.is_some() {
                 return Err("--capture: a flow-level run (simulation.fidelity = \"flow\") has no packets to capture".into());
@@ -1289,9 +1277,6 @@ fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(), String> {
     );
     for line in scenario::lossless::describe(&p.topology, &s.qos, &p.pfc) {
         outln!("  {line}");
-    }
-    if let Some(why) = s.one_thread_because() {
-        outln!("  runs on one thread of the {} asked for: {why}", s.threads);
     }
     if let Some(c) = &s.configs {
         let files: Vec<&str> = c.files.iter().map(|a| a.file.as_str()).collect();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{error_of, outputs, run_file, run_named, same_both_ways};
+use common::{error_of, outputs, run_file, run_named, same_both_ways, same_on_threads};
 use std::path::Path;
 
 const SETS: [(&str, &str); 4] = [
@@ -611,6 +611,16 @@ fn a_long_trace_is_made_part_by_part_as_the_run_reaches_it() {
     // Cut short, the parts never reached are made for the outputs, as
     // they would be if made before the run.
     same_both_ways(path, &["simulation.max_sim_time=\"1ms\""]);
+    // Cut into partitions, each makes the parts as the run reaches them
+    // and forgets them once over everywhere (looked at between watch
+    // intervals, so the last may still be held at the end), with one
+    // thread's files, to the end or cut short.
+    for cut in same_on_threads(path, &[2, 4], &[]) {
+        let (made, forgotten, most) = cut.later_counts().expect("parts made as the run went");
+        assert!(made >= 2 && forgotten >= 1, "{made} {forgotten}");
+        assert!(most <= 3, "{most} of {made} held at once");
+    }
+    same_on_threads(path, &[2], &["simulation.max_sim_time=\"1ms\""]);
     // Each rank is read a window at a time (10,500 nodes each, the
     // default window 4,096): the same outputs as with each file held
     // whole, and with a window of 8 nodes. The last round waits for the
@@ -660,6 +670,10 @@ fn a_part_waiting_only_for_tasks_already_done_is_made_at_once() {
     );
     let (made, forgotten, _) = sim.later_counts().expect("parts made as the run went");
     assert_eq!((made, forgotten), (4, 4));
+    let path = scenario.to_str().unwrap();
+    for cut in same_on_threads(path, &[2], &["simulation.max_sim_time=\"20ms\""]) {
+        assert_eq!(cut.later_counts().map(|c| c.0), Some(4));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -715,5 +729,40 @@ fn the_window_decides_how_far_ahead_a_rank_is_looked_at() {
         e.contains("workload[0].window") && e.contains("got 0"),
         "{e}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A barrier across hosts that only a later part waits for cannot be
+/// cut: no partition would see it done. Every part is made apart before
+/// the run to find that out, so the run goes on one thread and says why,
+/// rather than stopping midway. Two ranks on two hosts: a compute node,
+/// a barrier after it, a chain longer than a part, and a last node that
+/// waits for the chain and the barrier.
+#[test]
+fn a_trace_whose_later_part_cannot_be_cut_runs_on_one_thread_and_says_why() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-barrier-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    const CHAIN: u64 = 20_000;
+    let barrier = node_with(2, 7, &[1], &[("comm_type", 9)], &[], None);
+    let rank: Vec<Vec<u8>> = [comp(1, &[], 1), barrier]
+        .into_iter()
+        .chain((0..CHAIN).map(|i| comp(10 + i, &[10 + i - 1][..(i > 0) as usize], 0)))
+        .chain([comp(9 + CHAIN + 10, &[2, 9 + CHAIN], 1)])
+        .collect();
+    write_long_trace(&dir, &[rank.clone(), rank]);
+    let scenario = dir.join("barrier.toml");
+    std::fs::write(&scenario, scenario_for(&dir)).unwrap();
+    let path = scenario.to_str().unwrap();
+    let (one, _) = outputs(path, &[]);
+    let (two, perf, sim) = common::on_threads(path, 2, &[]);
+    assert_eq!(perf.partitions, 1);
+    let why = perf.one_partition_because.unwrap_or_default();
+    assert!(
+        why.starts_with("a later part of a trace cannot be cut by host")
+            && why.contains("a barrier across hosts"),
+        "{why}"
+    );
+    assert!(one == two);
+    assert!(sim.later_counts().is_some_and(|c| c.0 >= 2));
     let _ = std::fs::remove_dir_all(&dir);
 }

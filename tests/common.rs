@@ -192,3 +192,57 @@ pub fn same_both_ways(path: &str, sets: &[&str]) -> Simulation {
     assert!(differ.is_empty(), "{path} {sets:?}: {differ:?} differ");
     sim
 }
+
+/// Runs `path` cut over `threads` threads (`simulation.threads`): the
+/// files it writes (as `written_files`), its perf, and the merged
+/// simulation.
+pub fn on_threads(
+    path: &str,
+    threads: u32,
+    sets: &[&str],
+) -> (
+    std::collections::BTreeMap<String, Vec<u8>>,
+    fabricsim::report::Perf,
+    Simulation,
+) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    sets.push(format!("simulation.threads={threads}"));
+    let prepared =
+        fabricsim::scenario::prepare(path, &text, &sets).unwrap_or_else(|e| panic!("{e}"));
+    let source = Some(prepared.clone());
+    let sim = Simulation::new(prepared);
+    let limits = fabricsim::engine::Limits::default();
+    let (sim, stop) =
+        fabricsim::engine::parallel::run_on_threads(sim, source, &limits, &mut |_| {});
+    let (files, perf) = written_files(&sim, stop);
+    (files, perf, sim)
+}
+
+/// Runs `path` on one thread and cut over each of `threads`; panics
+/// naming every file that differs, or a run not cut into partitions.
+/// Returns the runs cut.
+pub fn same_on_threads(path: &str, threads: &[u32], sets: &[&str]) -> Vec<Simulation> {
+    let (one, _) = outputs(path, sets);
+    threads
+        .iter()
+        .map(|&n| {
+            let (many, perf, sim) = on_threads(path, n, sets);
+            assert!(
+                perf.partitions > 1,
+                "{path} {sets:?} at {n} threads ran on one: {:?}",
+                perf.one_partition_because
+            );
+            assert_eq!(
+                one.keys().collect::<Vec<_>>(),
+                many.keys().collect::<Vec<_>>()
+            );
+            let differ: Vec<&String> = one.keys().filter(|k| one[*k] != many[*k]).collect();
+            assert!(
+                differ.is_empty(),
+                "{path} {sets:?} at {n} threads: {differ:?} differ"
+            );
+            sim
+        })
+        .collect()
+}

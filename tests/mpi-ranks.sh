@@ -159,6 +159,14 @@ against_one forget '"iterations_forgotten": 1[0-9]' \
     "the ranks did not forget the job's iterations as they went" \
     examples/collectives/training-two-tenants.toml --set workload.1.iterations=12
 
+# A trace longer than a part: each rank makes its parts as it goes and
+# forgets them once over on every rank, with the same files.
+python3 examples/bench/chakra-trace.py 8 2500 5 "$work/trace"
+printf '[topology]\nkind = "single-rail"\nhosts = 8\ngpus_per_host = 1\n[[workload]]\nkind = "chakra"\ntrace = "trace"\n' \
+    >"$work/trace.toml"
+against_one trace '"iterations_forgotten": [1-9]' \
+    "the ranks did not make and forget the trace's parts as they went" "$work/trace.toml"
+
 # A bad scenario: every rank refuses it, rank 0 says why, nothing hangs.
 status=0
 "${mpi[@]}" 2 "$bin" run examples/fat-tree.toml --mpi --set topology.k=5 --out "$work/bad" \

@@ -18,18 +18,19 @@
 //! part exists, so it is released, and its lane taken, as if made before
 //! the run. A trace has no job records.
 //!
-//! In a partition of a parallel run (jobs only: traces are made up front
-//! there), an iteration is made when a task the partition runs triggers
-//! it, or when another partition's mail says it was made (`Mail::made`,
-//! taken first at the window's end), released from when it was made
-//! there. Each part is cut as the graph is (`Part::homes`); its tasks
-//! that wait for nothing in it run everywhere or only wait
-//! (`TaskGraph::begins_when_made` keeps it so), so the partitions that
-//! made it later change nothing but their times, which the merge takes
-//! from the first (`LaterState::settle`). A partition sees only its share
-//! of a part (`Part::open` counts what happens there): once a part is
-//! over in every partition, partition 0 takes the others' shares, works
-//! out the part's records and forgets it, and the others forget theirs
+//! In a partition of a parallel run, an iteration (a trace's part) is
+//! made when a task the partition runs triggers it, or when another
+//! partition's mail says it was made (`Mail::made`, taken first at the
+//! window's end), released from when it was made there. Each part is cut
+//! as the graph is (`Part::homes`); its tasks that wait for nothing in it
+//! run everywhere or only wait (`TaskGraph::begins_when_made` keeps it
+//! so; a trace's parts are each made apart and checked before the run,
+//! `LaterState::traces_cut`), so the partitions that made it later change
+//! nothing but their times, which the merge takes from the first
+//! (`LaterState::settle`). A partition sees only its share of a part
+//! (`Part::open` counts what happens there): once a part is over in every
+//! partition, partition 0 takes the others' shares, works out the part's
+//! records and forgets it, and the others forget theirs
 //! (`parallel::retire_over`).
 
 use super::passes::ConnRow;
@@ -84,6 +85,9 @@ pub struct LaterState {
     pub most_held: u64,
     /// Tasks done in the iterations forgotten.
     done_retired: u64,
+    /// Whether the traces' later parts can be cut by host, worked out
+    /// once when a parallel run first asks (`traces_cut`).
+    traces_cut: std::sync::OnceLock<Result<(), String>>,
 }
 
 /// What a forgotten iteration leaves for the outputs, in number order
@@ -380,6 +384,7 @@ impl LaterState {
             most_held: 0,
             done_retired: 0,
             read_failed: Default::default(),
+            traces_cut: std::sync::OnceLock::new(),
         }
     }
 
@@ -658,6 +663,72 @@ impl LaterState {
     /// them).
     pub fn has_trace(&self) -> bool {
         self.jobs.iter().any(|j| j.gen.is_trace())
+    }
+
+    /// Whether every later part of the traces can be cut by host as the
+    /// graph is (`tasks::homes_of`; `first`: where the graph's tasks run).
+    /// A part that could not would stop a parallel run midway, so each is
+    /// made apart and let go before the run, once.
+    pub(super) fn traces_cut(
+        &self,
+        topo: &crate::topology::Topology,
+        routes: &crate::topology::routing::Routes,
+        first: &[super::tasks::Home],
+    ) -> Result<(), String> {
+        self.traces_cut
+            .get_or_init(|| self.cut_traces(topo, routes, first))
+            .clone()
+    }
+
+    fn cut_traces(
+        &self,
+        topo: &crate::topology::Topology,
+        routes: &crate::topology::routing::Routes,
+        first: &[super::tasks::Home],
+    ) -> Result<(), String> {
+        // Where the tasks that later parts wait for run: a part's homes
+        // hang on those of the tasks it waits for.
+        let mut homes: HashMap<u32, super::tasks::Home> = HashMap::default();
+        let start = self.start.0;
+        for lj in self.jobs.iter().filter(|j| j.gen.is_trace()) {
+            let waited: rustc_hash::FxHashSet<u32> = lj.gen.part_waits().map(|(t, _)| t).collect();
+            // The lanes so far, apart from those the run goes on with.
+            let mut lanes = GraphBuilder::part(Default::default(), &self.lanes);
+            let each = |graph: TaskGraph,
+                        flows: Vec<crate::workload::FlowSpec>,
+                        first_of: crate::workload::jobs::Numbers,
+                        _| {
+                let mine = super::tasks::homes_of(
+                    &graph,
+                    topo,
+                    |f| flows.get(f.checked_sub(first_of.2)? as usize),
+                    &graph.cross,
+                    |x| {
+                        if x < start {
+                            first.get(x as usize).copied()
+                        } else {
+                            homes.get(&x).copied()
+                        }
+                    },
+                )?;
+                if let Some((t, kind)) = graph.begins_when_made() {
+                    return Err(format!(
+                        "its task {t} ({kind:?}) waits for nothing in its part and begins on a host"
+                    ));
+                }
+                let base = graph.task_base;
+                for (t, h) in (base..).zip(mine) {
+                    if waited.contains(&t) {
+                        homes.insert(t, h);
+                    }
+                }
+                Ok(())
+            };
+            lj.gen
+                .trial_parts(topo, routes, &mut lanes, lj.layout.first, each)
+                .map_err(|why| format!("workload {}: {why}", lj.gen.workload))?;
+        }
+        Ok(())
     }
 
     /// In a partition of a parallel run: where later task `t` runs.

@@ -155,21 +155,18 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if threads <= 1 {
         return Err("one thread was asked for".into());
     }
-    if sim.tasks.later.as_ref().is_some_and(|l| l.has_trace()) {
-        // The cut gives each partition every part of a trace: all must
-        // exist first.
-        return Err(sim
-            .scenario
-            .one_thread_because()
-            .unwrap_or_else(|| "its jobs' iterations are made as the run reaches them".into()));
-    }
     if let Some((t, kind)) = sim.tasks.later.as_ref().and_then(|l| l.begins_when_made()) {
         return Err(format!(
             "a job's later iteration has a task ({t}, {kind:?}) that waits for nothing in it and begins on a host: made as the run reaches it, it would begin when each partition made it, not when the first did"
         ));
     }
-    if let Err(why) = sim.tasks.homes(&sim.topo, &sim.flows) {
-        return Err(format!("its task graph cannot be cut by host yet: {why}"));
+    let homes = sim
+        .tasks
+        .homes(&sim.topo, &sim.flows)
+        .map_err(|why| format!("its task graph cannot be cut by host yet: {why}"))?;
+    if let Some(l) = sim.tasks.later.as_ref() {
+        l.traces_cut(&sim.topo, &sim.routes, &homes)
+            .map_err(|why| format!("a later part of a trace cannot be cut by host: {why}"))?;
     }
     let p = partition::partition(&sim.topo, threads);
     match p.lookahead {

@@ -1131,6 +1131,13 @@ pub fn homes_of<'a>(
         .flat_map(|x| g.successors(x).iter().map(move |&y| (x, y)))
         .chain(cross.iter().copied());
     for (x, y) in edges {
+        // Within a graph an end has no successors; an edge from one is
+        // from an earlier part, which took it for an end.
+        if home_of(x) == Some(Home::Last) {
+            return Err(format!(
+                "task {x} waits for tasks of several hosts with no transfer between, and task {y} of a later part waits for it (a barrier across hosts)"
+            ));
+        }
         let Some(done) = home_of(x).and_then(done_of) else {
             continue;
         };

@@ -53,10 +53,6 @@ pub struct Scenario {
     pub flow_rings: FlowRings,
     /// When jobs' iterations after their first are made.
     pub job_iterations: JobIterations,
-    /// Why a run asked to be cut into partitions, which needs every part
-    /// of a trace made up front, could not have them so and makes them as
-    /// it goes on one thread instead (the workloads' limit that refused).
-    pub up_front_refused: Option<String>,
     pub topology: TopologySpec,
     pub switch: SwitchConfig,
     pub transport: TransportConfig,
@@ -71,16 +67,6 @@ pub struct Scenario {
     pub host: HostConfig,
     /// The switch configurations `[switch] config` names, as applied.
     pub configs: Option<configs::SwitchConfigs>,
-}
-
-impl Scenario {
-    /// Why a run asked for several threads runs on one, if its jobs are
-    /// why (`up_front_refused`).
-    pub fn one_thread_because(&self) -> Option<String> {
-        self.up_front_refused.as_ref().map(|why| {
-            format!("a run on several threads makes every part of its traces before it starts, and here they cannot all be made ({why}); this one makes them as it goes")
-        })
-    }
 }
 
 /// How the network is simulated.
@@ -117,9 +103,7 @@ pub enum JobIterations {
     /// As the run reaches each, and forgotten once done and written
     /// out: memory holds the iterations under way, whatever the count.
     /// A run on several threads or MPI ranks makes and forgets them as it
-    /// goes too; it makes a trace's parts up front, or
-    /// runs on one thread when they cannot all be made
-    /// (`up_front_refused`).
+    /// goes too, and a trace's parts likewise.
     #[default]
     AsTheyRun,
     /// Every one before the run starts.
@@ -528,12 +512,6 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             ],
             JobIterations::AsTheyRun,
         )?;
-        // Partitions of a parallel run make jobs' iterations as they go
-        // as one queue does (see `engine::parallel`), but hold every part
-        // of a trace: traces are made up front there. Where the
-        // workloads' limits refuse that (a long trace), the run makes
-        // them as it goes on one thread instead, and says why.
-        let parallel = threads > 1 && job_iterations == JobIterations::AsTheyRun;
         // The traces go to their workloads' parts, which keep only what
         // making tasks needs; the scenario keeps their counts.
         let traces: Vec<_> = workloads
@@ -546,41 +524,18 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
                 _ => None,
             })
             .collect();
-        let expand = |traces, as_it_runs| {
-            workload::expand(
-                &workloads,
-                traces,
-                &topology,
-                &routes,
-                &streams,
-                tuning,
-                stream_rings,
-                as_it_runs,
-            )
-        };
-        let (expanded, up_front_refused) = if parallel {
-            // Laid out first, which is cheap and counts the tasks every
-            // iteration needs, so that a job past the limit is not made
-            // up to it in vain.
-            let ahead = expand(traces.clone(), true)?;
-            match &ahead.later {
-                None => (ahead, None),
-                Some(l) if !l.has_trace() => (ahead, None),
-                Some(l) if l.end.0 as usize > workload::collective::MAX_TASKS => {
-                    (ahead, Some(workload::collective::too_many()))
-                }
-                Some(_) => {
-                    drop(ahead);
-                    match expand(traces.clone(), false) {
-                        Ok(e) => (e, None),
-                        Err(up_front) => (expand(traces, true)?, Some(up_front.message)),
-                    }
-                }
-            }
-        } else {
-            let as_it_runs = job_iterations == JobIterations::AsTheyRun && threads == 1;
-            (expand(traces, as_it_runs)?, None)
-        };
+        // Partitions of a parallel run make jobs' iterations and traces'
+        // parts as they go, as one queue does (see `engine::parallel`).
+        let expanded = workload::expand(
+            &workloads,
+            traces,
+            &topology,
+            &routes,
+            &streams,
+            tuning,
+            stream_rings,
+            job_iterations == JobIterations::AsTheyRun,
+        )?;
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
             return Err(KeyError::new(
@@ -621,7 +576,6 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             fidelity,
             flow_rings,
             job_iterations,
-            up_front_refused,
             topology: tspec,
             switch,
             transport,

@@ -386,6 +386,34 @@ impl JobGen {
         }
     }
 
+    /// Makes a job's parts after those made so far one after another, as
+    /// the run will, numbered from `first`; each is handed to `each` (its
+    /// graph, its transfers and its first numbers) and let go. The lanes
+    /// they open are kept in `lanes`. Returns the generator past the
+    /// last part.
+    pub fn trial_parts(
+        &self,
+        topo: &Topology,
+        routes: &Routes,
+        lanes: &mut GraphBuilder,
+        first: Numbers,
+        mut each: impl FnMut(
+            super::graph::TaskGraph,
+            Vec<FlowSpec>,
+            Numbers,
+            Numbers,
+        ) -> Result<(), String>,
+    ) -> Result<JobGen, String> {
+        let mut trial = self.clone();
+        let mut numbers = first;
+        while !trial.finished() {
+            let (graph, flows, next) = trial.trial_part(topo, routes, lanes, numbers)?;
+            each(graph, flows, numbers, next)?;
+            numbers = next;
+        }
+        Ok(trial)
+    }
+
     /// A trace's parts after its first, laid out by making each in turn
     /// (and letting it go) with the numbers it will have: what each takes
     /// and waits for is kept. Returns the transfers that open
@@ -398,33 +426,32 @@ impl JobGen {
         lanes: &mut GraphBuilder,
         first: (u32, u32, u32, u64),
     ) -> Result<Prototypes, String> {
-        let mut trial = self.clone();
         let mut laid = Vec::new();
         let mut out = Prototypes::default();
         let mut opened = std::collections::HashSet::new();
-        let mut numbers = first;
-        while !trial.finished() {
-            let (graph, flows, next) = trial.trial_part(topo, routes, lanes, numbers)?;
-            let sizes = sizes_of(topo, &graph, &flows, numbers, next);
-            let mut waits: Vec<u32> = graph.cross.iter().map(|c| c.0).collect();
-            waits.dedup();
-            laid.push((sizes, waits.into_boxed_slice()));
-            for (f, spec) in (numbers.2..).zip(flows) {
-                if opened.insert(conn_key(&spec)) {
-                    out.flows.push((f, spec));
-                }
-            }
-            for pass in &graph.passes {
-                for c in 0..pass.conns.len() as u32 {
-                    let idx = pass.first_on(c);
-                    let spec = pass.spec(topo, idx).filter(|_| pass.sends_on(c) > 0);
-                    if let Some(spec) = spec.filter(|s| opened.insert(conn_key(s))) {
-                        out.passes.push((pass.first + idx, spec));
+        let trial =
+            self.trial_parts(topo, routes, lanes, first, |graph, flows, numbers, next| {
+                let sizes = sizes_of(topo, &graph, &flows, numbers, next);
+                let mut waits: Vec<u32> = graph.cross.iter().map(|c| c.0).collect();
+                waits.sort_unstable();
+                waits.dedup();
+                laid.push((sizes, waits.into_boxed_slice()));
+                for (f, spec) in (numbers.2..).zip(flows) {
+                    if opened.insert(conn_key(&spec)) {
+                        out.flows.push((f, spec));
                     }
                 }
-            }
-            numbers = next;
-        }
+                for pass in &graph.passes {
+                    for c in 0..pass.conns.len() as u32 {
+                        let idx = pass.first_on(c);
+                        let spec = pass.spec(topo, idx).filter(|_| pass.sends_on(c) > 0);
+                        if let Some(spec) = spec.filter(|s| opened.insert(conn_key(s))) {
+                            out.passes.push((pass.first + idx, spec));
+                        }
+                    }
+                }
+                Ok(())
+            })?;
         self.emitter = trial.emitter;
         self.iterations = laid.len() as u32 + 1;
         if let What::Trace(_, l) = &mut self.what {
@@ -489,7 +516,7 @@ pub struct Prototypes {
 }
 
 /// The numbers of a task, pass, transfer and pass message.
-type Numbers = (u32, u32, u32, u64);
+pub type Numbers = (u32, u32, u32, u64);
 
 /// Most task numbers a run may use when jobs are made as they run (what
 /// an event's key tells apart); only the iterations under way are held.
