@@ -4,6 +4,8 @@
 mod common;
 
 use common::{error_of, outputs, run_file, run_named, same_both_ways, same_on_threads};
+use fabricsim::units::SimTime;
+use fabricsim::workload::graph::TaskKind;
 use std::path::Path;
 
 const SETS: [(&str, &str); 4] = [
@@ -129,10 +131,12 @@ fn compute_and_point_to_point_nodes_follow_their_dependencies() {
     let dir = std::env::temp_dir().join(format!("fabricsim-chakra-p2p-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // Rank 0: compute 5 us, then send 100 B (sizes below 128 keep each
-    // varint one byte); rank 1: receive, then compute 7 us.
+    // varint one byte), then compute 3 us; rank 1: receive, then compute
+    // 7 us.
     let r0 = vec![
         node(1, 4, &[], 5, &[]),
         node(2, 5, &[1], 0, &[("comm_dst", 1), ("comm_size", 100)]),
+        node(3, 4, &[2], 3, &[]),
     ];
     let r1 = vec![
         node(1, 6, &[], 0, &[("comm_src", 0)]),
@@ -147,6 +151,14 @@ fn compute_and_point_to_point_nodes_follow_their_dependencies() {
     let end = sim.tasks().done.iter().copied().max().unwrap().0;
     assert_eq!(end, arrive + 7_000_000, "the compute waits for the receive");
     assert_eq!(s.makespan_ps.max(end), end);
+    // The sender goes on once its send is acknowledged: after the data
+    // arrived, by the acknowledgement's way back.
+    let t = sim.tasks();
+    let after = (t.graph.tasks.iter())
+        .position(|k| k.kind == TaskKind::Delay(SimTime(3_000_000)))
+        .map(|i| t.started[i].0)
+        .unwrap();
+    assert!(after > arrive, "{after} {arrive}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
