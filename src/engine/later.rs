@@ -713,7 +713,7 @@ impl LaterState {
                 )?;
                 if let Some((t, kind)) = graph.begins_when_made() {
                     return Err(format!(
-                        "its task {t} ({kind:?}) waits for nothing in its part and begins on a host"
+                        "its task {t} ({kind:?}) waits for nothing in its part and begins on a host or takes time"
                     ));
                 }
                 let base = graph.task_base;

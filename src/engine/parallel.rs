@@ -157,7 +157,7 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     }
     if let Some((t, kind)) = sim.tasks.later.as_ref().and_then(|l| l.begins_when_made()) {
         return Err(format!(
-            "a job's later iteration has a task ({t}, {kind:?}) that waits for nothing in it and begins on a host: made as the run reaches it, it would begin when each partition made it, not when the first did"
+            "a job's later iteration has a task ({t}, {kind:?}) that waits for nothing in it and begins on a host or takes time: made as the run reaches it, it would begin when each partition made it, not when the first did"
         ));
     }
     let homes = sim
@@ -736,7 +736,7 @@ impl Simulation {
         // is checked once more, as it is made.
         if let Some((t, kind)) = part.graph.begins_when_made() {
             return Err(format!(
-                "a job's iteration cannot be cut by host: its task {t} ({kind:?}) waits for nothing in it and begins on a host"
+                "a job's iteration cannot be cut by host: its task {t} ({kind:?}) waits for nothing in it and begins on a host or takes time"
             ));
         }
         part.homes = homes;

@@ -108,8 +108,9 @@ impl TaskGraph {
     }
 
     /// The first task, if any, that waits for nothing in this graph
-    /// (`waiting_for_nothing`) and yet begins on a host: a transfer, a
-    /// copy, a pass's step or a GPU's work. Made as the run reaches it,
+    /// (`waiting_for_nothing`) and yet begins on a host (a transfer, a
+    /// copy, a pass's step or a GPU's work) or takes time (a wait, whose
+    /// end a task on a host may wait for). Made as the run reaches it,
     /// it begins when the graph is made; a partition of a parallel run
     /// that makes it a window after another would begin it late.
     pub fn begins_when_made(&self) -> Option<(u32, TaskKind)> {
@@ -119,13 +120,14 @@ impl TaskGraph {
                 .lane_gpu
                 .get(t.lane as usize)
                 .is_some_and(|&g| g != NO_GPU);
-            let begins = matches!(
-                t.kind,
+            let begins = match t.kind {
                 TaskKind::Net(_)
-                    | TaskKind::Local { .. }
-                    | TaskKind::Enter { .. }
-                    | TaskKind::Exit { .. }
-            );
+                | TaskKind::Local { .. }
+                | TaskKind::Enter { .. }
+                | TaskKind::Exit { .. } => true,
+                TaskKind::Delay(d) => d > SimTime::ZERO,
+                TaskKind::Join | TaskKind::Acked(_) => false,
+            };
             (free[i] && (begins || on_gpu)).then_some((self.task_base + i as u32, t.kind))
         })
     }
@@ -413,20 +415,31 @@ mod tests {
         }
     }
 
-    /// A join, a delay and an acknowledgement's task that wait for
+    /// Joins, an empty wait and an acknowledgement's task that wait for
     /// nothing (or for each other) are released when the graph is made,
-    /// and begin nowhere; a GPU's work or a transfer after them would
-    /// begin on a host then.
+    /// and begin nowhere and take no time; a wait of some time, a GPU's
+    /// work or a transfer after them would end, or begin on a host, at a
+    /// time that hangs on when the graph was made.
     #[test]
     fn tasks_that_begin_as_soon_as_the_graph_is_made() {
         let mut b = GraphBuilder::default();
         let join = b.task(TaskKind::Join, NO_LANE, SimTime::ZERO);
-        let delay = b.task(TaskKind::Delay(SimTime(5)), NO_LANE, SimTime::ZERO);
+        let empty = b.task(TaskKind::Delay(SimTime::ZERO), NO_LANE, SimTime::ZERO);
         b.task(TaskKind::Acked(0), NO_LANE, SimTime::ZERO);
-        b.edge(join, delay);
+        b.edge(join, empty);
         let g = b.build();
         assert_eq!(g.waiting_for_nothing(), vec![true, true, true]);
         assert_eq!(g.begins_when_made(), None);
+
+        let mut b = GraphBuilder::default();
+        let join = b.task(TaskKind::Join, NO_LANE, SimTime::ZERO);
+        let wait = b.task(TaskKind::Delay(SimTime(5)), NO_LANE, SimTime::ZERO);
+        b.edge(join, wait);
+        let g = b.build();
+        assert_eq!(
+            g.begins_when_made(),
+            Some((wait, TaskKind::Delay(SimTime(5))))
+        );
 
         let mut b = GraphBuilder::default();
         let gpu = b.gpu_lane(crate::topology::GpuId(3));

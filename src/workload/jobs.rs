@@ -234,8 +234,8 @@ pub struct Layout {
     pub plain: Sizes,
     pub checkpoint: Sizes,
     /// A task of a later iteration that waits for nothing in it but
-    /// begins on a host (`TaskGraph::begins_when_made`), if one does:
-    /// such a job runs on one thread.
+    /// begins on a host or takes time (`TaskGraph::begins_when_made`),
+    /// if one does: such a job runs on one thread.
     pub begins_when_made: Option<(u32, super::graph::TaskKind)>,
 }
 
