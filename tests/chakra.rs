@@ -778,3 +778,104 @@ fn a_trace_whose_later_part_cannot_be_cut_runs_on_one_thread_and_says_why() {
     assert!(sim.later_counts().is_some_and(|c| c.0 >= 2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A small xorshift generator, for traces drawn at random.
+struct Draw(u64);
+
+impl Draw {
+    fn below(&mut self, n: u64) -> u64 {
+        let x = &mut self.0;
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x % n
+    }
+}
+
+/// A trace of four ranks drawn from `seed`, longer than a part: rounds
+/// of GPU and CPU compute nodes waiting for some of the rank's last few
+/// nodes (now and then for its first), and after them, in some rounds,
+/// an all-reduce of every rank or a ring of sends and receives.
+fn random_long_trace(seed: u64) -> Vec<Vec<Vec<u8>>> {
+    const RANKS: u64 = 4;
+    const ROUNDS: u64 = 2_000;
+    let mut d = Draw(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut ranks: Vec<Vec<Vec<u8>>> = vec![Vec::new(); RANKS as usize];
+    let mut recent: Vec<Vec<u64>> = vec![Vec::new(); RANKS as usize];
+    let mut ids = vec![1u64; RANKS as usize];
+    for k in 0..ROUNDS {
+        let what = d.below(4);
+        let size = 4096 << d.below(5);
+        for r in 0..RANKS as usize {
+            let mut id = || {
+                ids[r] += 1;
+                ids[r] - 1
+            };
+            for _ in 0..1 + d.below(3) {
+                let last = &recent[r][recent[r].len().saturating_sub(6)..];
+                let mut deps: Vec<u64> = (0..d.below(3))
+                    .filter(|_| !last.is_empty())
+                    .map(|_| last[d.below(last.len() as u64) as usize])
+                    .collect();
+                let n = id();
+                if n > 1 && d.below(50) == 0 {
+                    deps.push(1);
+                }
+                deps.sort_unstable();
+                deps.dedup();
+                let cpu = d.below(8) == 0;
+                let ints: &[(&str, u64)] = if cpu { &[("is_cpu_op", 1)] } else { &[] };
+                let mut m = node_with(n, 4, &deps, ints, &[], None);
+                varint(7 << 3, &mut m);
+                varint(d.below(5), &mut m);
+                ranks[r].push(m);
+                recent[r].push(n);
+            }
+            let last = *recent[r].last().unwrap();
+            match what {
+                0 => {
+                    let n = id();
+                    let ints = [("comm_type", 0), ("comm_size", size)];
+                    ranks[r].push(node_with(n, 7, &[last], &ints, &[], None));
+                    recent[r].push(n);
+                }
+                1 => {
+                    let (s, v) = (id(), id());
+                    let to = (r as u64 + 1) % RANKS;
+                    let from = (r as u64 + RANKS - 1) % RANKS;
+                    let send = [("comm_dst", to), ("comm_size", size), ("comm_tag", k)];
+                    ranks[r].push(node_with(s, 5, &[last], &send, &[], None));
+                    let recv = [("comm_src", from), ("comm_tag", k)];
+                    ranks[r].push(node_with(v, 6, &[last], &recv, &[], None));
+                    recent[r].extend([s, v]);
+                }
+                _ => {}
+            }
+        }
+    }
+    ranks
+}
+
+/// Traces drawn at random, each longer than a part, write on threads
+/// the files one thread writes: every partition makes the parts as the
+/// run reaches them, its sends, receives and collectives crossing the
+/// cut.
+#[test]
+fn random_long_traces_write_the_same_files_cut_into_partitions() {
+    for (seed, threads) in [(1, &[2, 3][..]), (2, &[2]), (3, &[2])] {
+        let dir = std::env::temp_dir().join(format!(
+            "fabricsim-chakra-random-{seed}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_long_trace(&dir, &random_long_trace(seed));
+        let scenario = dir.join("random.toml");
+        std::fs::write(&scenario, four_ranks(&dir, "")).unwrap();
+        let path = scenario.to_str().unwrap();
+        for cut in same_on_threads(path, threads, &[]) {
+            let (made, _, _) = cut.later_counts().expect("parts made as the run went");
+            assert!(made >= 1, "seed {seed}: one part only");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

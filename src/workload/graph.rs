@@ -92,7 +92,9 @@ impl TaskGraph {
         let mut free = vec![false; n];
         for i in 0..n {
             free[i] = free_preds[i] == self.preds[i];
-            if free[i] {
+            // An acknowledgement's task is released at once, but done
+            // when the network says: what waits for it waits for that.
+            if free[i] && !matches!(self.tasks[i].kind, TaskKind::Acked(_)) {
                 let t = self.task_base + i as u32;
                 for &s in self.successors(t) {
                     if let Some(c) = s
@@ -458,6 +460,17 @@ mod tests {
         b.edge(join, net);
         let g = b.build();
         assert_eq!(g.begins_when_made(), Some((net, TaskKind::Net(0))));
+
+        // An acknowledgement's task is released when the graph is made
+        // but done by the network: a GPU's work after it waits for that.
+        let mut b = GraphBuilder::default();
+        let gpu = b.gpu_lane(crate::topology::GpuId(3));
+        let acked = b.task(TaskKind::Acked(0), NO_LANE, SimTime::ZERO);
+        let work = b.task(TaskKind::Delay(SimTime(5)), gpu, SimTime::ZERO);
+        b.edge(acked, work);
+        let g = b.build();
+        assert_eq!(g.waiting_for_nothing(), vec![true, false]);
+        assert_eq!(g.begins_when_made(), None);
     }
 
     #[test]
