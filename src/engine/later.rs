@@ -659,12 +659,6 @@ impl LaterState {
         self.jobs.iter().all(|j| j.gen.finished())
     }
 
-    /// Whether a job is a trace's (its parts made as the run reaches
-    /// them).
-    pub fn has_trace(&self) -> bool {
-        self.jobs.iter().any(|j| j.gen.is_trace())
-    }
-
     /// Whether every later part of the traces can be cut by host as the
     /// graph is (`tasks::homes_of`; `first`: where the graph's tasks run).
     /// A part that could not would stop a parallel run midway, so each is

@@ -545,13 +545,6 @@ pub struct Later {
     pub stream_rings: bool,
 }
 
-impl Later {
-    /// Whether one of its jobs is a trace (parts, not iterations).
-    pub fn has_trace(&self) -> bool {
-        self.jobs.iter().any(|j| j.gen.is_trace())
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct LaterJob {
     pub gen: JobGen,
