@@ -879,3 +879,58 @@ fn random_long_traces_write_the_same_files_cut_into_partitions() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A trace whose first part is only compute: 8,192 nodes on each of two
+/// ranks fill it, so the all-reduce after them, and its transfers, come
+/// only in the second part. Those transfers were taken for transfers
+/// made before the run, which panicked (the run's passes were numbered
+/// only when the first part had one). The same with one node waiting
+/// for 50,000 others, at packet and flow level.
+#[test]
+fn a_first_part_of_compute_alone_leaves_the_collectives_to_later_parts() {
+    let dir = std::env::temp_dir().join(format!("fabricsim-chakra-comp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let coll = |id: u64, deps: &[u64]| {
+        node_with(
+            id,
+            7,
+            deps,
+            &[("comm_type", 0), ("comm_size", 64 << 10)],
+            &[],
+            None,
+        )
+    };
+    // A chain of compute nodes, then the all-reduce.
+    let chain: Vec<Vec<u8>> = (0..8_192u64)
+        .map(|i| comp(i, &(0..i).rev().take(1).collect::<Vec<_>>(), 1))
+        .chain([coll(8_192, &[8_191])])
+        .collect();
+    write_long_trace(&dir, &[chain.clone(), chain]);
+    let scenario = dir.join("chain.toml");
+    std::fs::write(&scenario, scenario_for(&dir)).unwrap();
+    let path = scenario.to_str().unwrap();
+    let sim = same_both_ways(path, &[]);
+    let (made, _, _) = sim.later_counts().expect("parts made as the run went");
+    assert_eq!(made, 1);
+    let s = fabricsim::report::Summary::of(&sim, fabricsim::engine::StopReason::Finished);
+    assert_eq!(s.collectives.len(), 1);
+    assert!(s.collectives[0].time_ps.is_some());
+    // 8,192 us of compute, then the all-reduce.
+    assert!(s.makespan_ps > 8_192_000_000, "{}", s.makespan_ps);
+    same_on_threads(path, &[2], &[]);
+    let (flow, _) = outputs(path, &["simulation.fidelity=\"flow\""]);
+    assert!(!flow.is_empty());
+
+    // One node waits for 50,000 others, on each rank.
+    let wide: Vec<Vec<u8>> = (0..50_000u64)
+        .map(|i| comp(i, &[], 1))
+        .chain([coll(50_000, &(0..50_000).collect::<Vec<_>>())])
+        .collect();
+    write_long_trace(&dir, &[wide.clone(), wide]);
+    let sim = same_both_ways(path, &[]);
+    let s = fabricsim::report::Summary::of(&sim, fabricsim::engine::StopReason::Finished);
+    assert!(s.collectives[0].time_ps.is_some());
+    same_on_threads(path, &[2], &[]);
+    outputs(path, &["simulation.fidelity=\"flow\""]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,6 +23,10 @@ pub struct PassFlows {
     /// The first task and transfer numbers of the passes' messages.
     pub base_task: u32,
     pub base_flow: u32,
+    /// Whether the numbers above are set: passes may come only in a
+    /// later part (a trace's first part may be all compute), so whether
+    /// the first part has passes does not say.
+    numbered: bool,
     /// The first QP of each pass position's connection (`u32::MAX` for
     /// an NVLink connection).
     pub first_qp: Vec<Vec<u32>>,
@@ -102,11 +106,11 @@ impl ConnRow {
 
 impl PassFlows {
     pub fn is_pass_flow(&self, f: FlowId) -> bool {
-        f.0 >= self.base_flow && !self.first_qp.is_empty()
+        self.numbered && f.0 >= self.base_flow
     }
 
     pub fn is_pass_task(&self, t: u32) -> bool {
-        t >= self.base_task && !self.first_qp.is_empty()
+        self.numbered && t >= self.base_task
     }
 
     /// Transfers in flight.
@@ -138,6 +142,7 @@ impl Simulation {
         let pf = &mut self.passes;
         pf.base_task = end.0;
         pf.base_flow = end.1;
+        pf.numbered = true;
         pf.rows = rows;
         pf.row_of = row_of;
         pf.first_qp = first_qp;
