@@ -363,19 +363,31 @@ enum Command {
 }
 
 fn load(path: Option<&Path>, sets: &[String]) -> Result<Prepared, String> {
-    match path {
-        None => scenario::prepare(scenario::DEFAULT_NAME, scenario::DEFAULT_SCENARIO, sets)
-            .map_err(|e| e.to_string()),
-        Some(p) if p == Path::new("-") => {
-            let text = input::read_stdin_text(input::MAX_SCENARIO_BYTES, "scenario")?;
-            scenario::prepare("<stdin>", &text, sets).map_err(|e: ScenarioError| e.to_string())
-        }
-        Some(p) => {
-            let name = p.display().to_string();
-            let text = input::read_text(p, input::MAX_SCENARIO_BYTES, "scenario")?;
-            scenario::prepare(&name, &text, sets).map_err(|e: ScenarioError| e.to_string())
-        }
-    }
+    load_within(path, sets, None)
+}
+
+/// Loads a scenario with its workloads held to `limit` bytes as they are
+/// made (`scenario::prepare_within`).
+fn load_within(
+    path: Option<&Path>,
+    sets: &[String],
+    limit: Option<u64>,
+) -> Result<Prepared, String> {
+    let (name, text) = match path {
+        None => (
+            scenario::DEFAULT_NAME.to_string(),
+            scenario::DEFAULT_SCENARIO.to_string(),
+        ),
+        Some(p) if p == Path::new("-") => (
+            "<stdin>".to_string(),
+            input::read_stdin_text(input::MAX_SCENARIO_BYTES, "scenario")?,
+        ),
+        Some(p) => (
+            p.display().to_string(),
+            input::read_text(p, input::MAX_SCENARIO_BYTES, "scenario")?,
+        ),
+    };
+    scenario::prepare_within(&name, &text, sets, limit).map_err(|e: ScenarioError| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -724,7 +736,7 @@ fn run(
                 ));
             }
         }
-        let prepared = load(path, &sets)?;
+        let prepared = load_within(path, &sets, max_memory)?;
         if prepared.scenario.fidelity == scenario::Fidelity::Flow {
             if capture.is_some() {
                 return Err("--capture: a flow-level run (simulation.fidelity = \"flow\") has no packets to capture".into());
@@ -954,7 +966,7 @@ fn compare(
                 name = format!("{base}-{k}");
                 k += 1;
             }
-            let pr = load(Some(p), &sets)?;
+            let pr = load_within(Some(p), &sets, max_memory)?;
             warnings(Some(p), &pr, false)?;
             names.push(name);
             prepared.push(pr);

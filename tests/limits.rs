@@ -385,3 +385,44 @@ fn a_run_that_grows_past_its_memory_limit_stops_partial() {
         fabricsim::engine::StopReason::Finished
     );
 }
+
+/// A model job whose first iteration alone would hold gigabytes of
+/// collectives (128 experts on EP 32, 4,096 sequences a step: 128
+/// micro-batches of all-to-alls among 32 ranks) is refused once what it
+/// made reaches the limit, not after it took the machine's memory.
+#[test]
+fn a_workload_is_refused_as_it_reaches_the_memory_limit() {
+    let out = temp("expand");
+    let grown = [
+        "examples/training/moe-8x7b-ep8.toml",
+        "--set",
+        "workload.0.model.experts=128",
+        "--set",
+        "workload.0.parallel.ep=32",
+        "--set",
+        "workload.0.model.global_batch=4096",
+    ];
+    let o = run(&[&grown[..], &["--max-memory", "300MB"]].concat(), &out);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("the workload's collectives would hold more than")
+            && e.contains("more than the")
+            && e.contains("nothing was run"),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing may be written");
+    // The library's own bound: what was made stays under the limit.
+    let text = std::fs::read_to_string(grown[0]).unwrap();
+    let sets: Vec<String> = grown[1..]
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|s| s.to_string())
+        .collect();
+    let e = fabricsim::scenario::prepare_within(grown[0], &text, &sets, Some(200_000_000))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("more than the"), "{e}");
+}

@@ -187,6 +187,19 @@ pub struct Prepared {
 
 /// Loads a scenario from text. `file` names it in error messages.
 pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, ScenarioError> {
+    prepare_within(file, text, sets, None)
+}
+
+/// As `prepare`, with the workloads' tasks and collectives held to
+/// `limit_bytes` as they are made (by default, the memory the machine has
+/// available): a workload that would take more is refused before it does.
+pub fn prepare_within(
+    file: &str,
+    text: &str,
+    sets: &[String],
+    limit_bytes: Option<u64>,
+) -> Result<Prepared, ScenarioError> {
+    let limit_bytes = limit_bytes.or_else(crate::report::available_memory_bytes);
     let mut table: Table = text.parse().map_err(|e: toml::de::Error| ScenarioError {
         file: file.to_string(),
         line: e.span().map(|s| line_at(text, s.start)),
@@ -535,6 +548,7 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
             tuning,
             stream_rings,
             job_iterations == JobIterations::AsTheyRun,
+            limit_bytes,
         )?;
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {

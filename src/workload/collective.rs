@@ -883,6 +883,9 @@ fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, 
     if e.graph.held() + 2 * n > MAX_TASKS {
         return Err(too_many());
     }
+    if let Some(limit) = e.graph.would_pass_limit(pass.held_bytes() + 16 * n as u64) {
+        return Err(too_large(e.graph, limit));
+    }
     e.graph.pass_messages += messages;
     pass.latency = step_times(e, &pass);
     let index = e.graph.next_pass();
@@ -910,7 +913,7 @@ fn add_pass(e: &mut Emitter, mut pass: Pass, ready: &[u32]) -> Result<Vec<u32>, 
         pass.exit.push(t);
     }
     let exits = pass.exit.clone();
-    e.graph.passes.push(pass);
+    e.graph.push_pass(pass);
     Ok(exits)
 }
 
@@ -937,6 +940,18 @@ fn step_times(e: &Emitter, pass: &Pass) -> StepTimes {
             }
         }
     }
+}
+
+/// The error of a workload whose collectives would hold more memory,
+/// before the run, than the run may take.
+fn too_large(g: &GraphBuilder, limit: u64) -> String {
+    let conns: usize = g.passes.iter().map(|p| p.conns.len()).sum();
+    format!(
+        "the workload's collectives would hold more than {} MB before the run ({} collectives so far, with {conns} connections), more than the {} MB the run may take (--max-memory, or the memory this machine has available); nothing was run. Use fewer micro-batches, fewer iterations made at once, or a smaller parallel group",
+        g.held_bytes() / 1_000_000,
+        g.passes.len(),
+        limit / 1_000_000
+    )
 }
 
 fn passes_too_many() -> String {

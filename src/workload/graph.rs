@@ -176,6 +176,11 @@ pub struct GraphBuilder {
     pass_base: u32,
     pub flow_base: u32,
     cross: Vec<(u32, u32)>,
+    /// The memory its passes hold (`Pass::held_bytes`), and the most its
+    /// tasks, edges and passes may hold (the run's memory limit): a
+    /// workload is refused once it would pass it, not after it took it.
+    pass_bytes: u64,
+    pub limit_bytes: Option<u64>,
 }
 
 impl GraphBuilder {
@@ -192,6 +197,7 @@ impl GraphBuilder {
             gpu_lanes: lanes.gpu_lanes.clone(),
             pass_messages,
             stream_rings: lanes.stream_rings,
+            limit_bytes: lanes.limit_bytes,
             task_base,
             pass_base,
             flow_base,
@@ -304,6 +310,25 @@ impl GraphBuilder {
 
     pub fn edges(&self) -> usize {
         self.edges.len()
+    }
+
+    /// The memory its tasks, edges and passes hold.
+    pub fn held_bytes(&self) -> u64 {
+        self.tasks.capacity() as u64 * std::mem::size_of::<Task>() as u64
+            + (self.edges.capacity() + self.cross.capacity()) as u64 * 8
+            + self.pass_bytes
+    }
+
+    /// Whether `more` bytes would take it past its limit.
+    pub fn would_pass_limit(&self, more: u64) -> Option<u64> {
+        self.limit_bytes
+            .filter(|&l| self.held_bytes().saturating_add(more) > l)
+    }
+
+    /// Adds `pass` (numbered `next_pass`).
+    pub fn push_pass(&mut self, pass: Pass) {
+        self.pass_bytes += pass.held_bytes();
+        self.passes.push(pass);
     }
 
     pub fn build(mut self) -> TaskGraph {

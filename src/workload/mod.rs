@@ -255,10 +255,12 @@ pub fn expand(
     host: tuner::Host,
     stream_rings: bool,
     as_it_runs: bool,
+    limit_bytes: Option<u64>,
 ) -> Result<Expanded, KeyError> {
     let mut flows = Vec::new();
     let mut graph = graph::GraphBuilder::default();
     graph.stream_rings = stream_rings;
+    graph.limit_bytes = limit_bytes;
     let mut collectives = Vec::new();
     let mut runs = Vec::new();
     let mut gens = Vec::new();

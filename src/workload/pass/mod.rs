@@ -316,6 +316,20 @@ impl Pass {
         self.order.len()
     }
 
+    /// The memory it holds, counted from its lengths: what bounds the
+    /// passes a workload may make before the run (`GraphBuilder::held_bytes`).
+    /// Its shape keeps at most a few words per position.
+    pub fn held_bytes(&self) -> u64 {
+        let n = self.order.capacity() as u64;
+        let word = std::mem::size_of::<u64>() as u64;
+        std::mem::size_of::<Pass>() as u64
+            + n * std::mem::size_of::<GpuId>() as u64
+            + self.conns.capacity() as u64 * std::mem::size_of::<Conn>() as u64
+            + (self.enter.capacity() + self.exit.capacity()) as u64 * 4
+            + (self.entered.capacity() + self.finished.capacity()) as u64
+            + 4 * n * word
+    }
+
     /// Messages it numbers (some never sent: zero-byte blocks of a ring,
     /// numbers past a tree's chunks).
     pub fn messages(&self) -> u64 {
