@@ -938,3 +938,58 @@ fn junos_ieee_classifiers_classify_by_priority() {
         junos::import("spine.junos", &spine).unwrap().table()
     );
 }
+
+/// A file is read in time and memory linear in its length: interface
+/// ranges are counted before they are expanded (and each name kept once),
+/// brace nesting and the flattened statements are bounded, and policy
+/// maps are looked up by name, not searched (100,000 of them).
+#[test]
+fn hostile_configurations_cost_no_more_than_their_length() {
+    // 50 ranges of 4,095 ports on one line: refused before expanding.
+    let line = format!(
+        "interface {}\n  priority-flow-control mode on\n",
+        vec!["Ethernet1/1-4095"; 50].join(", ")
+    );
+    let e = import_nxos("wide.nxos", &line.repeat(200))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 1") && e.contains("at most 4096 interfaces on one line"),
+        "{e}"
+    );
+    // The same range many times on a line is its names once.
+    let line = format!("interface {}\n", vec!["Ethernet1/1-64"; 50].join(", "));
+    let i = import_nxos("dup.nxos", &line).unwrap();
+    assert_eq!(i.interfaces[0].names.len(), 64);
+    // Many such lines: refused past the file's bound.
+    let e = import_nxos("many.nxos", &line.repeat(3_000))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than 65536 interfaces in all"), "{e}");
+    // Junos nested 16,000 deep, and one long block name repeated in a
+    // million statements.
+    let n = 16_000;
+    let deep = format!("{}{}{}", "a {".repeat(n), "b;".repeat(n), "}".repeat(n));
+    let e = fabricsim::config::junos::import("deep.junos", &deep)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nested more than 64 deep"), "{e}");
+    let wide = format!("{} {{ {}}}", "a".repeat(1_000_000), "b; ".repeat(1_000_000));
+    let e = fabricsim::config::junos::import("wide.junos", &wide)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than 32 times the file's length"), "{e}");
+    // 100,000 policy maps, the last one used: each name found at once.
+    let mut text: String = (0..100_000)
+        .map(|i| format!("policy-map type qos P{i}\n  class class-default\n    set qos-group 0\n"))
+        .collect();
+    text.push_str("system qos\n  service-policy type qos input P99999\n");
+    let i = import_nxos("policies.nxos", &text).unwrap();
+    assert!(!i.sections.is_empty());
+    let again = format!("{text}policy-map type qos P5\n");
+    let e = import_nxos("twice.nxos", &again).unwrap_err().to_string();
+    assert!(
+        e.contains("policy-map type qos P5 is defined again (first at line 16)"),
+        "{e}"
+    );
+}

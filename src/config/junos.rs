@@ -153,9 +153,22 @@ pub enum Stmt {
     Glb(bool),
 }
 
+/// Deepest nesting of braces read: Junos's own hierarchy is about a
+/// dozen levels deep (`class-of-service interfaces et-0/0/0 unit 0
+/// classifiers dscp X` is six).
+pub const MAX_DEPTH: usize = 64;
+
+/// How many times the file's length its statements may take once
+/// flattened (each repeats the names of the blocks it is in): well above
+/// what real configurations take, so that the text read stays linear in
+/// the file.
+pub const MAX_FLATTENED: usize = 32;
+
 /// Flattens the text into statements. Braces and `set` lines may mix;
 /// `#` and `/* */` are comments. Errors give the line.
 pub fn statements(text: &str) -> Result<Vec<Statement>, (usize, String)> {
+    let budget = MAX_FLATTENED * text.len() + (1 << 20);
+    let mut flattened = 0usize;
     let mut out = Vec::new();
     let mut stack: Vec<Vec<String>> = Vec::new();
     let mut words: Vec<String> = Vec::new();
@@ -205,6 +218,12 @@ pub fn statements(text: &str) -> Result<Vec<Statement>, (usize, String)> {
                 if words.is_empty() {
                     return Err((line, "expected a statement name before {".into()));
                 }
+                if stack.len() == MAX_DEPTH {
+                    return Err((
+                        line,
+                        format!("braces nested more than {MAX_DEPTH} deep; a Junos configuration nests about a dozen"),
+                    ));
+                }
                 stack.push(std::mem::take(&mut words));
                 rest = &rest[1..];
             }
@@ -222,6 +241,18 @@ pub fn statements(text: &str) -> Result<Vec<Statement>, (usize, String)> {
                     return Err((line, "expected ] before ;".into()));
                 }
                 if !words.is_empty() {
+                    flattened += stack
+                        .iter()
+                        .flatten()
+                        .chain(&words)
+                        .map(|w| w.len() + 1)
+                        .sum::<usize>();
+                    if flattened > budget {
+                        return Err((
+                            line,
+                            format!("the statements, each with the names of the blocks it is in, come to more than {MAX_FLATTENED} times the file's length; a configuration this repetitive is not one a switch keeps"),
+                        ));
+                    }
                     let mut all: Vec<String> = stack.iter().flatten().cloned().collect();
                     all.append(&mut words);
                     out.push(Statement {

@@ -121,19 +121,30 @@ fn looks_like_junos(text: &str) -> bool {
 }
 
 /// `*` matches any run of characters, the rest itself (switch names,
-/// Junos interface wildcards such as `et-0/0/*`).
+/// Junos interface wildcards such as `et-0/0/*`). Linear in the name's
+/// length per piece of the pattern: the pieces between stars are found
+/// leftmost in turn, which is enough when a star is the only wildcard.
 pub fn glob(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|&i| tail.is_char_boundary(i))
-                .any(|i| glob(rest, &tail[i..]))
+    let mut pieces = pattern.split('*');
+    let head = pieces.next().unwrap_or_default();
+    let Some(rest) = name.strip_prefix(head) else {
+        return false;
+    };
+    let mut middle: Vec<&str> = pieces.collect();
+    let Some(tail) = middle.pop() else {
+        // No star: the whole name.
+        return rest.is_empty();
+    };
+    let Some(mut rest) = rest.strip_suffix(tail) else {
+        return false;
+    };
+    for piece in middle {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
         }
     }
+    true
 }
 
 /// A `class-map type qos`: the DSCPs and CoS values its `match` lines
@@ -171,10 +182,8 @@ struct PolicyClass {
     cmds: Vec<(usize, Cmd)>,
 }
 
+/// A policy map's classes (its kind and name key `policy_at`).
 struct Policy {
-    line: usize,
-    kind: Kind,
-    name: String,
     classes: Vec<PolicyClass>,
 }
 
@@ -224,6 +233,11 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut hostname = None;
     let mut class_maps: BTreeMap<String, ClassMap> = BTreeMap::new();
     let mut policies: Vec<Policy> = Vec::new();
+    // Each policy map's place among `policies`, and its line.
+    let mut policy_at: std::collections::HashMap<(Kind, String), (usize, usize)> =
+        Default::default();
+    // Interface names given so far, and ports dlb-interface names.
+    let mut named = 0;
     let mut system: Vec<(usize, Kind, bool, String)> = Vec::new();
     let mut interfaces: Vec<Interface> = Vec::new();
     let mut watchdog_on: Option<(usize, bool)> = None;
@@ -288,21 +302,18 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                 }
             }
             (_, Cmd::PolicyMap { kind, name }) => {
-                if let Some(old) = policies.iter().find(|p| p.kind == kind && p.name == name) {
+                if let Some((_, old)) = policy_at.get(&(kind, name.clone())) {
                     return Err(err(
                         file,
                         no,
                         format!(
-                            "policy-map type {} {name} is defined again (first at line {})",
+                            "policy-map type {} {name} is defined again (first at line {old})",
                             kind.name(),
-                            old.line
                         ),
                     ));
                 }
+                policy_at.insert((kind, name.clone()), (policies.len(), no));
                 policies.push(Policy {
-                    line: no,
-                    kind,
-                    name,
                     classes: Vec::new(),
                 });
             }
@@ -324,9 +335,22 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
             (Block::SystemQos, Cmd::ServicePolicy { kind, output, name }) => {
                 system.push((no, kind, output, name));
             }
+            (_, Cmd::Interface(names)) if named + names.len() > nxos::MAX_FILE_INTERFACES => {
+                return Err(err(
+                    file,
+                    no,
+                    format!(
+                        "the interface lines name more than {} interfaces in all; a configuration of one switch names far fewer",
+                        nxos::MAX_FILE_INTERFACES
+                    ),
+                ))
+            }
             (_, Cmd::Interface(names)) => interfaces.push(Interface {
                 line: no,
-                names,
+                names: {
+                    named += names.len();
+                    names
+                },
                 pfc: None,
                 watchdog: None,
                 classification: None,
@@ -350,7 +374,19 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                 }
             }
             (_, Cmd::HardwareProfileDlb) => dlb = Some(no),
-            (Block::Dlb, Cmd::DlbInterface(n)) => dlb_ports.extend(n.into_iter().map(|n| (no, n))),
+            (Block::Dlb, Cmd::DlbInterface(n)) => {
+                if dlb_ports.len() + n.len() > nxos::MAX_FILE_INTERFACES {
+                    return Err(err(
+                        file,
+                        no,
+                        format!(
+                            "dlb-interface names more than {} interfaces in all",
+                            nxos::MAX_FILE_INTERFACES
+                        ),
+                    ));
+                }
+                dlb_ports.extend(n.into_iter().map(|n| (no, n)))
+            }
             (Block::Dlb, Cmd::DlbMode(m)) => dlb_mode = Some((no, m)),
             (Block::Dlb, Cmd::FlowletAging(us)) => dlb_aging = Some((no, us)),
             (Block::Dlb, Cmd::DlbMac(_)) => notes.push((
@@ -403,9 +439,9 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         }
     }
     let find = |kind: Kind, name: &str, line: usize| {
-        policies
-            .iter()
-            .find(|p| p.kind == kind && p.name == name)
+        policy_at
+            .get(&(kind, name.to_string()))
+            .map(|&(i, _)| &policies[i])
             .ok_or_else(|| {
                 err(
                     file,
@@ -1117,5 +1153,48 @@ impl Import {
                 ),
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod glob_tests {
+    use super::glob;
+    use proptest::prelude::*;
+
+    /// The definition: a star takes any run of characters, tried every way.
+    fn reference(p: &[u8], s: &[u8]) -> bool {
+        // m[i][j]: p[..i] matches s[..j].
+        let mut m = vec![vec![false; s.len() + 1]; p.len() + 1];
+        m[0][0] = true;
+        for i in 1..=p.len() {
+            for j in 0..=s.len() {
+                m[i][j] = if p[i - 1] == b'*' {
+                    m[i - 1][j] || (j > 0 && m[i][j - 1])
+                } else {
+                    j > 0 && m[i - 1][j - 1] && p[i - 1] == s[j - 1]
+                };
+            }
+        }
+        m[p.len()][s.len()]
+    }
+
+    proptest! {
+        #[test]
+        fn glob_matches_as_the_definition_does(p in "[ab*]{0,8}", s in "[ab]{0,10}") {
+            prop_assert_eq!(glob(&p, &s), reference(p.as_bytes(), s.as_bytes()), "{} {}", p, s);
+        }
+    }
+
+    /// Stars before a piece that is not there: every way of splitting the
+    /// name was tried once (exponential); now each piece is found once.
+    #[test]
+    fn many_stars_cost_one_search_per_piece() {
+        let p = format!("{}Z", "*".repeat(22));
+        let s = "pod7-agg3-with-a-long-name-".repeat(40);
+        assert!(!glob(&p, &s));
+        assert!(glob(&p, &format!("{s}Z")));
+        assert!(glob("et-0/0/*", "et-0/0/17") && !glob("et-0/0/*", "et-0/1/17"));
+        assert!(glob("a*b*c", "aXbYc") && !glob("a*b*c", "aXcYb"));
+        assert!(glob("ab*ba", "aba") == reference(b"ab*ba", b"aba"));
     }
 }

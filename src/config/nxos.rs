@@ -17,7 +17,7 @@ use winnow::prelude::*;
 use winnow::token::{literal, take_till, take_while};
 
 /// The three kinds of class and policy maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Qos,
     Queuing,
@@ -329,11 +329,25 @@ fn kind(input: &mut &str) -> PResult<Kind> {
     .parse_next(input)
 }
 
+/// Most interface names one line may give, its ranges expanded: more
+/// than a switch has ports, even with every port broken out (a 64-port
+/// switch in 8 x 100G breakouts has 512), so that a range cannot make
+/// more of them than the line is long by a large factor.
+pub const MAX_LINE_INTERFACES: usize = 4096;
+
+/// Most interface names a whole file may give (each line's counted
+/// once): far more than the ports of the switches one file configures.
+pub const MAX_FILE_INTERFACES: usize = 1 << 16;
+
 /// Interface names, as `Ethernet1/1`, `Ethernet 2/24`, `eth1/1-4` or a
 /// comma-separated list of them: each one expanded and spelled
-/// `EthernetS/P`.
+/// `EthernetS/P`. A list past `MAX_LINE_INTERFACES` names is refused
+/// before it is expanded.
 fn interfaces(input: &mut &str) -> PResult<Vec<String>> {
-    let one = |input: &mut &str| -> PResult<Vec<String>> {
+    // Each name as its type, its id up to the port, and the last port
+    // of its range (if it is one that expands).
+    let start = *input;
+    let one = |input: &mut &str| -> PResult<(String, Option<(u32, u32)>)> {
         let ty: &str =
             take_while(1.., |c: char| c.is_ascii_alphabetic() || c == '-').parse_next(input)?;
         space0.parse_next(input)?;
@@ -348,18 +362,42 @@ fn interfaces(input: &mut &str) -> PResult<Vec<String>> {
         };
         Ok(match (to, id.rsplit_once('/')) {
             (Some(to), Some((slot, first))) => match first.parse::<u32>() {
-                Ok(first) if first <= to && to - first < 4096 => {
-                    (first..=to).map(|p| format!("{ty}{slot}/{p}")).collect()
-                }
-                _ => vec![format!("{ty}{id}-{to}")],
+                Ok(first) if first <= to => (format!("{ty}{slot}/"), Some((first, to))),
+                _ => (format!("{ty}{id}-{to}"), None),
             },
-            _ => vec![format!("{ty}{id}")],
+            _ => (format!("{ty}{id}"), None),
         })
     };
-    let lists: Vec<Vec<String>> = separated(1.., one, (',', space0))
+    let lists: Vec<(String, Option<(u32, u32)>)> = separated(1.., one, (',', space0))
         .context(expected("an interface such as Ethernet1/1"))
         .parse_next(input)?;
-    Ok(lists.into_iter().flatten().collect())
+    let count: u64 = lists
+        .iter()
+        .map(|(_, r)| r.map_or(1, |(a, b)| u64::from(b - a) + 1))
+        .sum();
+    if count > MAX_LINE_INTERFACES as u64 {
+        *input = start;
+        return cut_err(winnow::combinator::fail)
+            .context(expected(
+                "at most 4096 interfaces on one line, ranges expanded (more than a switch has ports)",
+            ))
+            .parse_next(input);
+    }
+    // Each name once, in the order first given.
+    let mut seen = std::collections::HashSet::with_capacity(count as usize);
+    let mut names = Vec::with_capacity(count as usize);
+    for (head, range) in lists {
+        let expanded: Box<dyn Iterator<Item = String>> = match range {
+            Some((a, b)) => Box::new((a..=b).map(move |p| format!("{head}{p}"))),
+            None => Box::new(std::iter::once(head)),
+        };
+        for n in expanded {
+            if seen.insert(n.clone()) {
+                names.push(n);
+            }
+        }
+    }
+    Ok(names)
 }
 
 fn random_detect(input: &mut &str) -> PResult<Cmd> {

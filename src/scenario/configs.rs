@@ -15,6 +15,7 @@
 //! classes into the shared buffer like lossy ones, sends no pause and
 //! ignores the pauses it gets: its link is lossy.
 
+use std::collections::HashMap;
 use toml::{Table, Value};
 
 use super::error::{Finding, KeyError, KeyPath};
@@ -467,6 +468,24 @@ impl SwitchConfigs {
         for (c, a) in files.iter().enumerate() {
             let mut used = vec![false; a.import.interfaces.len()];
             let mut dlb_used = vec![false; a.import.dlb_ports.len()];
+            // Which interfaces name a port: exact names looked up, the
+            // few with wildcards matched in turn (a file may name tens of
+            // thousands, a fabric have as many ports).
+            let mut exact: HashMap<&str, Vec<usize>> = HashMap::new();
+            let mut wild: Vec<(usize, &str)> = Vec::new();
+            for (j, i) in a.import.interfaces.iter().enumerate() {
+                for n in &i.names {
+                    if n.contains('*') {
+                        wild.push((j, n));
+                    } else {
+                        exact.entry(n).or_default().push(j);
+                    }
+                }
+            }
+            let mut dlb_named: HashMap<&str, Vec<usize>> = HashMap::new();
+            for (j, (_, n)) in a.import.dlb_ports.iter().enumerate() {
+                dlb_named.entry(n).or_default().push(j);
+            }
             for s in &a.switches {
                 let sw = &topo.switches[s.idx()];
                 let (down, up): (Vec<PortId>, Vec<PortId>) =
@@ -509,20 +528,27 @@ impl SwitchConfigs {
                             pfc: true,
                             dlb: None,
                         };
-                        for (j, i) in a.import.interfaces.iter().enumerate() {
-                            if i.names.iter().any(|n| crate::config::glob(n, name)) {
-                                used[j] = true;
-                                if let Some((line, mode)) = i.pfc {
-                                    setting.mode = mode;
-                                    setting.line = line;
-                                }
+                        // The interfaces naming it, in file order: the
+                        // last one's mode holds.
+                        let mut naming: Vec<usize> =
+                            exact.get(name.as_str()).cloned().unwrap_or_default();
+                        naming.extend(
+                            wild.iter()
+                                .filter(|(_, n)| crate::config::glob(n, name))
+                                .map(|&(j, _)| j),
+                        );
+                        naming.sort_unstable();
+                        naming.dedup();
+                        for j in naming {
+                            used[j] = true;
+                            if let Some((line, mode)) = a.import.interfaces[j].pfc {
+                                setting.mode = mode;
+                                setting.line = line;
                             }
                         }
-                        for (j, (line, n)) in a.import.dlb_ports.iter().enumerate() {
-                            if n == name {
-                                dlb_used[j] = true;
-                                setting.dlb = Some(*line);
-                            }
+                        for &j in dlb_named.get(name.as_str()).into_iter().flatten() {
+                            dlb_used[j] = true;
+                            setting.dlb = Some(a.import.dlb_ports[j].0);
                         }
                         ports[p.idx()] = Some(setting);
                     }
