@@ -777,6 +777,7 @@ fn run(
         // Results go where they can be written: found out now, not after
         // the whole simulation.
         fabricsim::output::check_writable(out)?;
+        fabricsim::output::check_run_folder(out)?;
         // The capture is written beside the other outputs under a temporary
         // name and moved into place with them (removed if the run fails).
         let staged = match &capture {
@@ -863,7 +864,10 @@ fn run(
         captured.map_err(|e| format!("{e}; the other results are written in {}", out.display()))?;
     if let (Some(_), Some(tmp)) = (captured, staged) {
         let dst = out.join("capture.pcapng");
-        tmp.persist(&dst)
+        let (_, staged_path) = tmp
+            .keep()
+            .map_err(|e| format!("{}: cannot write the capture: {e}", dst.display()))?;
+        fabricsim::output::put_file(&staged_path, &dst)
             .map_err(|e| format!("{}: cannot write the capture: {e}", dst.display()))?;
         files.push(dst);
         fabricsim::output::replace_manifest(out, &files)

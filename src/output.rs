@@ -26,8 +26,11 @@ fn temp_prefix(kind: &str) -> String {
 }
 
 /// Writes a file whole or not at all: a random temporary beside it, then
-/// a rename (which replaces a link at `path` rather than following it).
+/// a rename over what is there (see `put_file` for what is not replaced).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(special) = special_target(path)? {
+        return write_into(&special, bytes);
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -38,6 +41,125 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp.write_all(bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// Puts the finished file `staged` at `path`: renamed over a regular file
+/// or into a free name, its bytes written into a special file.
+/// `staged` is gone afterwards, put in place or not.
+pub fn put_file(staged: &Path, path: &Path) -> std::io::Result<()> {
+    let put = special_target(path).and_then(|special| match special {
+        Some(special) => write_into(&special, &fs::read(staged)?),
+        None => fs::rename(staged, path),
+    });
+    if fs::symlink_metadata(staged).is_ok() {
+        let _ = fs::remove_file(staged);
+    }
+    put
+}
+
+/// What a file written to `path` goes into. `None`: nothing is there, or
+/// a regular file, which a rename replaces. `Some(p)`: a FIFO, a device
+/// or a socket, which is written into as it is (`/dev/null`, a named
+/// pipe a reader waits on, `/dev/stdout` through its link); a rename
+/// would put a regular file in its place (as root, over the system's
+/// `/dev/full`). A link to anything else, or a folder, is an error: a
+/// rename would replace the link, and following it would write where a
+/// link planted in a shared folder points.
+fn special_target(path: &Path) -> std::io::Result<Option<PathBuf>> {
+    let here = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let kind = here.file_type();
+    if kind.is_file() {
+        return Ok(None);
+    }
+    if kind.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is a folder, not a file",
+            path.display()
+        )));
+    }
+    if kind.is_symlink() {
+        // A process's own descriptors by name (`--svg /dev/stdout`): what
+        // the shell opened for it, whatever it is.
+        if own_descriptor(path).is_some() {
+            return Ok(Some(path.to_path_buf()));
+        }
+        return match fs::metadata(path) {
+            Ok(m) if is_special(&m.file_type()) => Ok(Some(path.to_path_buf())),
+            _ => Err(std::io::Error::other(format!(
+                "{} is a symbolic link; fabricsim neither writes through it nor replaces it: name the file itself",
+                path.display()
+            ))),
+        };
+    }
+    Ok(Some(path.to_path_buf()))
+}
+
+fn is_special(t: &fs::FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket()
+}
+
+/// The descriptor `path` names among the process's own: `/dev/stdout`,
+/// `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`.
+fn own_descriptor(path: &Path) -> Option<i32> {
+    let s = path.to_str()?;
+    match s {
+        "/dev/stdout" => Some(1),
+        "/dev/stderr" => Some(2),
+        _ => s
+            .strip_prefix("/dev/fd/")
+            .or_else(|| s.strip_prefix("/proc/self/fd/"))
+            .and_then(|n| n.parse().ok()),
+    }
+}
+
+/// Writes `bytes` into the special file at `path`, as it is. A named pipe
+/// that no process reads is an error, not a wait without end. One of the
+/// process's own descriptors is written through a copy of it, so that
+/// what goes there follows what was printed before (a file the shell
+/// redirected standard output to keeps both).
+fn write_into(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::{AsRawFd, FromRawFd};
+    if let Some(fd) = own_descriptor(path) {
+        // Printed text waiting in the buffer goes first.
+        let _ = std::io::stdout().flush();
+        // SAFETY: dup makes a new descriptor, which the File owns.
+        let copy = unsafe { libc::dup(fd) };
+        if copy < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut file = unsafe { fs::File::from_raw_fd(copy) };
+        file.write_all(bytes)?;
+        return file.flush();
+    }
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENXIO) {
+                std::io::Error::other("a named pipe no process reads")
+            } else {
+                e
+            }
+        })?;
+    // Opened without waiting for a reader; written as any file is.
+    // SAFETY: fcntl on a descriptor this function owns, with flags it read.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    let mut file = file;
+    file.write_all(bytes)?;
+    file.flush()
 }
 
 /// A private staging folder inside `dir` (mode 0700, random name),
@@ -62,6 +184,56 @@ pub fn check_writable(dir: &Path) -> Result<(), String> {
     fs::create_dir_all(dir)
         .and_then(|()| temp_file_in(dir, "check").map(drop))
         .map_err(|e| format!("{}: cannot write results here: {e}", dir.display()))
+}
+
+/// Whether a run may write into `dir`: refused where it holds a file a
+/// run would write (`summary.json`, `flows.csv`, a `plot_*.svg`...) that
+/// the folder's manifest does not list, so a file of the user's own is
+/// never replaced (a folder that holds no run's outputs has no manifest).
+pub fn check_run_folder(dir: &Path) -> Result<(), String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let listed = fs::read_to_string(dir.join(MANIFEST)).unwrap_or_default();
+    let listed: Vec<&str> = listed.lines().collect();
+    let mut foreign: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| is_run_output(n) && !listed.contains(&n.as_str()))
+        .collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort();
+    let more = foreign.len().saturating_sub(3);
+    foreign.truncate(3);
+    Err(format!(
+        "{} holds {}{}, which no run wrote there (the folder has no {MANIFEST} list naming it); a run would replace it. Give --out a new folder, or one an earlier run wrote",
+        dir.display(),
+        foreign.join(", "),
+        if more > 0 { format!(" and {more} more") } else { String::new() }
+    ))
+}
+
+/// A name a run's outputs may take.
+fn is_run_output(name: &str) -> bool {
+    const FIXED: [&str; 12] = [
+        "summary.json",
+        "perf.json",
+        "flows.csv",
+        "links.csv",
+        "queues.csv",
+        "pfc.csv",
+        "qps.csv",
+        "groups.csv",
+        "collectives.csv",
+        "jobs.csv",
+        "report.html",
+        "capture.pcapng",
+    ];
+    FIXED.contains(&name)
+        || (name.starts_with("ts_") && name.ends_with(".csv"))
+        || (name.starts_with("plot_") && name.ends_with(".svg"))
 }
 
 /// Removes what runs that no longer exist left in `dir`: temporaries

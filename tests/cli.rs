@@ -1043,3 +1043,128 @@ fn compare_measures_the_flow_levels_error_on_the_examples() {
     assert!(out.join("ecmp-packet").join("queues.csv").exists());
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// An output path that is not a regular file is written into as it is,
+/// or refused; never renamed over. A named pipe with a reader gets the
+/// picture and stays a pipe; one with no reader is an error, not a wait;
+/// a link to a regular file is neither followed nor replaced; a device
+/// stays the device.
+#[test]
+fn special_output_files_are_written_into_or_refused_never_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = temp("special");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("f.svg");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let topo = |svg: &std::path::Path| {
+        fabricsim()
+            .args(["topo", "examples/fat-tree.toml", "--svg"])
+            .arg(svg)
+            .output()
+            .unwrap()
+    };
+    // No reader: refused at once.
+    let o = topo(&fifo);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a named pipe no process reads"));
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // A reader: it gets the whole picture.
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+    };
+    // The reader opens first, or the writer finds none: try until it has.
+    let mut o = topo(&fifo);
+    for _ in 0..100 {
+        if o.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        o = topo(&fifo);
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = reader.join().unwrap();
+    assert!(
+        got.starts_with(b"<svg") && got.ends_with(b"</svg>\n"),
+        "{}",
+        got.len()
+    );
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // A link: an error, the link and its target as they were.
+    let target = dir.join("target.svg");
+    std::fs::write(&target, "mine").unwrap();
+    let link = dir.join("link.svg");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = topo(&link);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is a symbolic link"));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "mine");
+    // A device: written into, still the device.
+    let o = topo(std::path::Path::new("/dev/null"));
+    assert!(o.status.success());
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // Standard output by name: the picture in what the shell gave.
+    let o = topo(std::path::Path::new("/dev/stdout"));
+    assert!(o.status.success());
+    assert!(o.stdout.starts_with(b"<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `run --out` into a folder holding a file a run would write, which no
+/// run wrote there, is refused before the run and the file kept; a
+/// folder a run wrote is written again.
+#[test]
+fn run_out_keeps_files_no_run_wrote() {
+    let out = temp("users");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("summary.json"), "mine").unwrap();
+    let run = || {
+        fabricsim()
+            .args([
+                "run",
+                "examples/fat-tree.toml",
+                "-q",
+                "--no-plots",
+                "--no-html",
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("holds summary.json, which no run wrote there"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.json")).unwrap(),
+        "mine"
+    );
+    std::fs::remove_file(out.join("summary.json")).unwrap();
+    assert!(run().status.success());
+    assert!(
+        run().status.success(),
+        "a run's own folder is written again"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -682,3 +682,31 @@ fn the_fidelity_is_an_axis() {
     }
     let _ = fs::remove_dir_all(dir);
 }
+
+/// `merge` does not follow a link at `plots/`: refused, and the folder it
+/// points to untouched.
+#[test]
+fn merge_refuses_a_linked_plots_folder() {
+    let out = temp("linked-plots");
+    let file = small_sweep(&out.join("def"), "[\"ecmp\"]");
+    let o = sweep(&file, &out.join("s"), &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let elsewhere = out.join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let plots = out.join("s").join("plots");
+    let _ = fs::remove_dir_all(&plots);
+    std::os::unix::fs::symlink(&elsewhere, &plots).unwrap();
+    let o = fabricsim()
+        .arg("merge")
+        .arg(out.join("s"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("is a symbolic link"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+    let _ = fs::remove_dir_all(&out);
+}

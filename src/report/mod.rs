@@ -1025,6 +1025,7 @@ pub fn write_outputs(
     perf: &Perf,
 ) -> std::io::Result<Vec<PathBuf>> {
     fs::create_dir_all(dir)?;
+    crate::output::check_run_folder(dir).map_err(std::io::Error::other)?;
     crate::output::remove_dead_leftovers(dir);
     let staging = crate::output::stage_in(dir, "staging")?;
     let stage = staging.path().to_path_buf();
@@ -1082,7 +1083,7 @@ pub fn write_outputs(
         let mut written = Vec::new();
         for name in &files {
             let dst = dir.join(name);
-            fs::rename(stage.join(name), &dst)?;
+            crate::output::put_file(&stage.join(name), &dst)?;
             written.push(dst);
         }
         crate::output::replace_manifest(dir, &written)?;

@@ -336,6 +336,14 @@ fn slug(s: &str) -> String {
 /// else in `plots/` is.
 fn write_plots(out: &Path, axes: &[String], rows: &[Row]) -> Result<usize, String> {
     let dir = out.join("plots");
+    // A link there would take the plots, and the removal of old ones,
+    // into wherever it points.
+    if fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(format!(
+            "{} is a symbolic link; the plots go into a folder of the sweep's own: remove the link",
+            dir.display()
+        ));
+    }
     fs::create_dir_all(&dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     let mut written = Vec::new();
     let result = (|| -> Result<usize, String> {
