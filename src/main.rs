@@ -92,13 +92,15 @@ fn mb(bytes: u64) -> String {
     }
 }
 
-/// Ctrl-C and SIGTERM: the first asks the run to stop at the next safe
-/// point (the flag), a second exits at once with status 130.
+/// Ctrl-C, SIGTERM and the other signals that would end the process
+/// with nothing written (SIGHUP when the terminal goes, SIGQUIT, SIGUSR1,
+/// SIGUSR2): the first asks the run to stop at the next safe point (the
+/// flag) and write what it has, a second exits at once with status 130.
 fn interrupt_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
     use signal_hook::flag;
     let f = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
+    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2] {
         // The shutdown goes first: it fires only once the flag is set.
         flag::register_conditional_shutdown(sig, 130, std::sync::Arc::clone(&f))
             .and_then(|_| flag::register(sig, std::sync::Arc::clone(&f)))

@@ -426,3 +426,50 @@ fn a_workload_is_refused_as_it_reaches_the_memory_limit() {
         .to_string();
     assert!(e.contains("more than the"), "{e}");
 }
+
+/// The flow level stops on Ctrl-C as the packet level does, with its
+/// results so far: its windows hold few events, each costly, and the
+/// interruption was looked at only inside a batch of 65,536.
+#[test]
+fn ctrl_c_stops_a_flow_level_run_too() {
+    let out = temp("sigint-flow");
+    let child = fabricsim()
+        .args([
+            "run",
+            "examples/training/dense-8b-tp8-dp8.toml",
+            "--set",
+            "workload.0.iterations=400",
+            "--fidelity",
+            "flow",
+            "--no-plots",
+            "--no-html",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    settle();
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let s = summary(&out);
+    assert_eq!(s["stop_reason"], "interrupted");
+    assert_eq!(s["partial"], true);
+}
+
+/// SIGHUP (the terminal went away), SIGQUIT and SIGUSR1 stop the run as
+/// SIGTERM does, with the results so far written.
+#[test]
+fn other_ending_signals_keep_the_results() {
+    for sig in ["HUP", "QUIT", "USR1"] {
+        let out = temp(&format!("sig{sig}"));
+        let child = start_long(&out);
+        settle();
+        signal(&child, sig);
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(130), "{sig}: {}", text(&o.stderr));
+        assert_eq!(summary(&out)["stop_reason"], "interrupted", "{sig}");
+    }
+}

@@ -77,6 +77,27 @@ pub struct Limits {
 /// Events handled between checks of the wall clock and of interruption.
 const BATCH: u64 = 1 << 16;
 
+impl Limits {
+    /// The limit the run has reached that does not follow from what it
+    /// simulates: an interruption, the wall clock (from `started`), memory.
+    pub(crate) fn reached(&self, started: std::time::Instant) -> Option<StopReason> {
+        if self
+            .interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Some(StopReason::Interrupted);
+        }
+        if self.max_wall.is_some_and(|w| started.elapsed() >= w) {
+            return Some(StopReason::WallLimit);
+        }
+        if self.max_memory.is_some_and(|(most, now)| now() > most) {
+            return Some(StopReason::MemoryLimit);
+        }
+        None
+    }
+}
+
 impl Simulation {
     /// Runs until nothing is left, or the scenario's `max_sim_time`.
     /// `progress` is called every 2^18 events.
@@ -133,18 +154,8 @@ impl Simulation {
                 };
                 match self.run_until(until, batch) {
                     StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= until) => {
-                        if limits
-                            .interrupt
-                            .as_ref()
-                            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
-                        {
-                            return StopReason::Interrupted;
-                        }
-                        if limits.max_wall.is_some_and(|w| started.elapsed() >= w) {
-                            return StopReason::WallLimit;
-                        }
-                        if limits.max_memory.is_some_and(|(most, now)| now() > most) {
-                            return StopReason::MemoryLimit;
+                        if let Some(stop) = limits.reached(started) {
+                            return stop;
                         }
                         if self.counters.events - shown_at_events >= 4 * BATCH {
                             shown_at_events = self.counters.events;
@@ -158,6 +169,12 @@ impl Simulation {
                     }
                     other => return other,
                 }
+            }
+            // Also between windows: a window may hold fewer events than a
+            // batch (the flow level has few, each costly), and a run made
+            // of such windows must stop too.
+            if let Some(stop) = limits.reached(started) {
+                return stop;
             }
             if self.counters.events - shown_at_events >= 4 * BATCH {
                 shown_at_events = self.counters.events;
