@@ -756,6 +756,12 @@ fn run(
             return Err("threshold warnings, which --strict makes errors".into());
         }
         let threads = prepared.scenario.threads;
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        if lead && !quiet && threads as usize > cores {
+            errln!(
+                "note: {threads} threads on the {cores} cores this process may use: the partitions take turns on them, so the run is slower than on {cores} (its results are the same)"
+            );
+        }
         check_memory(path, &prepared, max_memory, threads)?;
         if lead && std::env::var_os("FABRICSIM_MEMORY_ESTIMATE").is_some() {
             // For ACCURACY.md: the estimate, to set beside perf.json's peak.
