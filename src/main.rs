@@ -1156,6 +1156,9 @@ fn run_sweep(
         Some("slurm") => {
             sweep::settle(&s, out)?;
             let e = slurm::emit(&s, file, out, &limits.args())?;
+            for n in &e.notes {
+                errln!("note: {n}");
+            }
             if submit {
                 let (array, merge) = slurm::submit(&e)?;
                 outln!(

@@ -710,3 +710,49 @@ fn merge_refuses_a_linked_plots_folder() {
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
     let _ = fs::remove_dir_all(&out);
 }
+
+/// A range from NaN or to infinity is refused (it gave "0 points" and a
+/// Slurm array of 0 to 2^64 - 1); a grid past Slurm's default array size
+/// is emitted with a word about it.
+#[test]
+fn a_range_must_be_finite_and_a_large_array_is_named() {
+    let dir = temp("nan");
+    fs::create_dir_all(&dir).unwrap();
+    let base = fs::canonicalize("examples/fat-tree.toml").unwrap();
+    for (from, to) in [("nan", "10"), ("1", "inf"), ("-inf", "1")] {
+        let file = dir.join("nan.toml");
+        fs::write(
+            &file,
+            format!(
+                "base = {:?}\n[[axis]]\nkey = \"workload.0.bytes\"\nfrom = {from}\nto = {to}\nstep = 1\n",
+                base.display().to_string()
+            ),
+        )
+        .unwrap();
+        let o = sweep(&file, &dir.join("out"), &["--emit", "slurm"]);
+        assert_eq!(o.status.code(), Some(2), "{from} {to}");
+        assert!(
+            text(&o.stderr).contains("expected a finite number"),
+            "{}",
+            text(&o.stderr)
+        );
+        assert!(!dir.join("out").join("slurm").exists());
+    }
+    let file = dir.join("big.toml");
+    fs::write(
+        &file,
+        format!(
+            "base = {:?}\n[[axis]]\nkey = \"workload.0.start\"\nfrom = 1\nto = 1500\nstep = 1\nunit = \"us\"\n",
+            base.display().to_string()
+        ),
+    )
+    .unwrap();
+    let o = sweep(&file, &dir.join("out"), &["--emit", "slurm"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("the array has 1500 tasks") && e.contains("MaxArraySize"),
+        "{e}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}

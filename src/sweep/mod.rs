@@ -204,6 +204,13 @@ impl Sweep {
                 ),
             ));
         }
+        if count == Some(0) {
+            return Err(err(
+                file,
+                "axis",
+                "gives no points (an axis or the seeds have no values); expected at least one",
+            ));
+        }
         if axes.is_empty() && seeds.as_ref().is_none_or(|s| s.len() < 2) {
             return Err(err(
                 file,
@@ -444,6 +451,11 @@ fn range_values(a: &RawAxis) -> Result<Vec<Value>, (String, String)> {
             .unwrap_or(0.0)
     };
     let (lo, hi, st) = (f(&from), f(&to), f(&step));
+    for (k, v, x) in [("from", &from, lo), ("to", &to, hi)] {
+        if !x.is_finite() {
+            return Err((k.into(), format!("got {v}, expected a finite number")));
+        }
+    }
     if !(st > 0.0 && st.is_finite()) {
         return Err((
             "step".into(),

@@ -179,7 +179,14 @@ pub struct Emitted {
     pub array: PathBuf,
     pub merge: PathBuf,
     pub submit: PathBuf,
+    /// What the user should know before submitting (a grid past Slurm's
+    /// default array size).
+    pub notes: Vec<String>,
 }
+
+/// Slurm's default `MaxArraySize` (slurm.conf(5): "The default value is
+/// 1001"): an array's task indices must stay below it.
+pub const DEFAULT_MAX_ARRAY_SIZE: usize = 1001;
 
 fn absolute(p: &Path) -> Result<PathBuf, String> {
     std::path::absolute(p).map_err(|e| format!("{}: cannot resolve: {e}", p.display()))
@@ -195,6 +202,17 @@ pub fn emit(
     args: &[String],
 ) -> Result<Emitted, String> {
     let n = sweep.points_len();
+    if n == 0 {
+        return Err("the sweep has no points: nothing to submit".into());
+    }
+    let mut notes = Vec::new();
+    if n > DEFAULT_MAX_ARRAY_SIZE {
+        notes.push(format!(
+            "the array has {n} tasks (indices 0 to {}); Slurm refuses indices of {DEFAULT_MAX_ARRAY_SIZE} or more unless MaxArraySize in slurm.conf is above {}: check `scontrol show config | grep MaxArraySize`, or split the sweep",
+            n - 1,
+            n - 1
+        ));
+    }
     let s = &sweep.slurm;
     let exe = match &s.binary {
         Some(b) => b.clone(),
@@ -311,6 +329,7 @@ pub fn emit(
         array: array_path,
         merge: merge_path,
         submit: submit_path,
+        notes,
     })
 }
 
