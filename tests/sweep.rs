@@ -756,3 +756,37 @@ fn a_range_must_be_finite_and_a_large_array_is_named() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A point whose summary is cut short or emptied is not done: merge lists
+/// it as corrupt, with no metrics, and the sweep runs it again.
+#[test]
+fn a_corrupt_point_is_run_again_not_merged_as_done() {
+    let out = temp("corrupt");
+    let file = small_sweep(&temp("corrupt-def"), "[\"dlb\", \"glb\"]");
+    let o = sweep(&file, &out, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let before = point_files(&out);
+    fs::write(out.join("points/p0001/summary.json"), "{}").unwrap();
+    let whole = fs::read_to_string(out.join("points/p0002/summary.json")).unwrap();
+    fs::write(
+        out.join("points/p0002/summary.json"),
+        &whole[..whole.len() / 2],
+    )
+    .unwrap();
+    let o = fabricsim().arg("merge").arg(&out).output().unwrap();
+    let csv = fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let corrupt: Vec<&str> = csv.lines().filter(|l| l.contains(",corrupt,")).collect();
+    assert_eq!(corrupt.len(), 2, "{csv}\n{}", text(&o.stderr));
+    assert!(
+        corrupt.iter().any(|l| l.contains("not a whole summary")),
+        "{csv}"
+    );
+    let o = sweep(&file, &out, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("4 points, 2 already done, running 2"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(point_files(&out), before);
+}

@@ -178,12 +178,8 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
     let mut rows = Vec::new();
     for fields in manifest {
         let dir = fields[1].clone();
-        let summary_path = layout.result(&dir).join("summary.json");
-        let row = if layout.finished(&dir) {
-            let text = fs::read_to_string(&summary_path)
-                .map_err(|e| format!("{}: cannot read: {e}", summary_path.display()))?;
-            let v: Value = serde_json::from_str(&text)
-                .map_err(|e| format!("{}: not a summary: {e}", summary_path.display()))?;
+        let summary = layout.summary(&dir);
+        let row = if let Ok(v) = summary {
             // A point a limit stopped early has results, but not the run's;
             // one whose fabric stopped moving says so in its status.
             let partial = v.get("partial").and_then(Value::as_bool) == Some(true);
@@ -209,6 +205,15 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
                 status: "failed",
                 summary: None,
                 error: e.trim().to_string(),
+            }
+        } else if layout.result(&dir).join("summary.json").exists() {
+            // Results cut short or emptied: not done; the sweep runs the
+            // point again.
+            Row {
+                fields,
+                status: "corrupt",
+                summary: None,
+                error: summary.err().unwrap_or_default(),
             }
         } else {
             Row {
@@ -258,7 +263,7 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
         .collect();
     let missing = rows
         .iter()
-        .filter(|r| r.status == "missing")
+        .filter(|r| matches!(r.status, "missing" | "corrupt"))
         .map(|r| r.fields[1].clone())
         .collect();
     Ok(Merged {

@@ -522,10 +522,37 @@ impl Layout {
     pub fn error(&self, dir: &str) -> PathBuf {
         self.points().join(format!("{dir}.error"))
     }
-    /// A point counts as finished when its folder holds a summary: the
-    /// folder is moved into place only once complete.
+    /// A point counts as finished when its folder holds a whole summary:
+    /// the folder is moved into place only once complete, but a file cut
+    /// short or emptied later (a full disk, a hand) is not one, and the
+    /// point runs again.
     pub fn finished(&self, dir: &str) -> bool {
-        self.result(dir).join("summary.json").is_file()
+        self.summary(dir).is_ok()
+    }
+
+    /// The point's summary, if its folder holds a whole one.
+    pub fn summary(&self, dir: &str) -> Result<serde_json::Value, String> {
+        let path = self.result(dir).join("summary.json");
+        let text = fs::read_to_string(&path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a summary: {e}", path.display()))?;
+        // What every summary has, whatever the run.
+        for key in [
+            "scenario",
+            "stop_reason",
+            "partial",
+            "sim_time_ps",
+            "makespan_ps",
+        ] {
+            if v.get(key).is_none() {
+                return Err(format!(
+                    "{}: not a whole summary (no \"{key}\")",
+                    path.display()
+                ));
+            }
+        }
+        Ok(v)
     }
 }
 
