@@ -993,3 +993,24 @@ fn hostile_configurations_cost_no_more_than_their_length() {
         "{e}"
     );
 }
+
+/// A file with no configuration in it (a scenario given by mistake) is
+/// an error, in either dialect, not an import of defaults.
+#[test]
+fn a_file_without_configuration_is_refused() {
+    let scenario = std::fs::read_to_string("examples/fat-tree.toml").unwrap();
+    let e = import_nxos("fat-tree.toml", &scenario)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("holds no NX-OS configuration"), "{e}");
+    let e = fabricsim::config::junos::import("x.junos", "foo { bar; }\nset baz qux\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("holds no Junos configuration"), "{e}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(["config", "import", "examples/fat-tree.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+}

@@ -909,6 +909,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut glb: Option<(usize, bool)> = None;
     let mut notes = Vec::new();
     let mut not_modelled = Vec::new();
+    let mut read = 0usize;
     for s in &stmts {
         let no = s.line;
         let stmt = parse(&s.text).map_err(|m| err(file, no, format!("\"{}\": {m}", s.text)))?;
@@ -916,6 +917,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
             not_modelled.push((no, s.text.clone()));
             continue;
         };
+        read += 1;
         match stmt {
             Stmt::HostName(h) => hostname = Some(h),
             Stmt::ForwardingClass {
@@ -1004,6 +1006,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
             Stmt::Glb(balances) => glb = Some((no, balances)),
         }
     }
+    super::no_configuration(file, "Junos", read, stmts.len())?;
 
     // Forwarding classes are the queues; the applied classifier gives
     // them their DSCPs.

@@ -206,6 +206,27 @@ struct Queue {
     pfc: Option<usize>,
 }
 
+/// A file none of whose lines is a command the reader knows is not a
+/// switch configuration (a scenario given by mistake, say): an error, not
+/// an empty import.
+fn no_configuration(
+    file: &str,
+    dialect: &str,
+    read: usize,
+    lines: usize,
+) -> Result<(), ConfigError> {
+    if read > 0 {
+        return Ok(());
+    }
+    Err(err(
+        file,
+        0,
+        format!(
+            "holds no {dialect} configuration: none of its {lines} lines or statements is a command fabricsim reads (class and policy maps, system qos, interfaces, PFC, DLB; or Junos class-of-service); is it a switch configuration?"
+        ),
+    ))
+}
+
 fn err(file: &str, line: usize, message: impl Into<String>) -> ConfigError {
     ConfigError {
         file: file.to_string(),
@@ -248,6 +269,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut notes = Vec::new();
     let mut not_modelled = Vec::new();
     let mut class_map: Option<String> = None;
+    let mut read = 0usize;
     for (no, block, parsed, line) in lines {
         let cmd = match parsed {
             Parsed::NotModelled => {
@@ -256,6 +278,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
             }
             Parsed::Cmd(c) => c,
         };
+        read += 1;
         match (block, cmd) {
             (_, Cmd::Hostname(h)) => hostname = Some(h),
             (_, Cmd::ClassMap { kind, all, name }) => {
@@ -416,6 +439,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         }
     }
 
+    no_configuration(file, "NX-OS", read, read + not_modelled.len())?;
     // The classification policy: every port's must be the same one.
     let mut uses: Vec<(usize, String)> = interfaces
         .iter()
