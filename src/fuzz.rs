@@ -61,14 +61,114 @@ pub fn scenario_input(data: &[u8]) -> bool {
 /// must print as scenario text that parses back to the same keys.
 /// Returns whether it was valid.
 pub fn nxos_input(data: &[u8]) -> bool {
+    glob_input(data);
     config_input(data, |text| crate::config::import_nxos("fuzz.nxos", text))
 }
 
-/// The same for a Junos configuration, in either of its forms.
+/// The same for a Junos configuration, in either of its forms. Both
+/// dialects' targets also match their input's first line, as a wildcard
+/// pattern, against the rest (`glob_input`).
 pub fn junos_input(data: &[u8]) -> bool {
+    glob_input(data);
     config_input(data, |text| {
         crate::config::junos::import("fuzz.junos", text)
     })
+}
+
+/// The first line of arbitrary text as a wildcard pattern (switch names,
+/// interface names), the rest as a name: matched in time linear in their
+/// lengths, and as the definition says where both are short enough to
+/// check by trying every split.
+pub fn glob_input(data: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(data);
+    let (pattern, name) = text.split_once('\n').unwrap_or((&text, ""));
+    let got = crate::config::glob(pattern, name);
+    if pattern.len() <= 64 && name.len() <= 256 {
+        assert_eq!(
+            got,
+            glob_by_definition(pattern.as_bytes(), name.as_bytes()),
+            "{pattern:?} {name:?}"
+        );
+    }
+    got
+}
+
+/// A star takes any run of bytes: every split tried.
+fn glob_by_definition(p: &[u8], s: &[u8]) -> bool {
+    let mut m = vec![vec![false; s.len() + 1]; p.len() + 1];
+    m[0][0] = true;
+    for i in 1..=p.len() {
+        for j in 0..=s.len() {
+            m[i][j] = if p[i - 1] == b'*' {
+                m[i - 1][j] || (j > 0 && m[i][j - 1])
+            } else {
+                j > 0 && m[i - 1][j - 1] && p[i - 1] == s[j - 1]
+            };
+        }
+    }
+    m[p.len()][s.len()]
+}
+
+/// Writes an output file over whatever the first byte makes at its path
+/// in a fresh folder (nothing, a regular file, a folder, a named pipe no
+/// process reads, a link to a file, a dangling link, a link to a named
+/// pipe), the rest of the bytes as its contents. What was there is never
+/// replaced unless it was a regular file or nothing, a link's target is
+/// never written, and nothing waits. Returns whether it was written.
+pub fn output_input(data: &[u8]) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let Some((&kind, bytes)) = data.split_first() else {
+        return false;
+    };
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join("out.svg");
+    let target = dir.path().join("target");
+    let fifo = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL");
+        // SAFETY: a path this function made.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    };
+    match kind % 7 {
+        0 => {}
+        1 => std::fs::write(&path, b"before").expect("write"),
+        2 => std::fs::create_dir(&path).expect("mkdir"),
+        3 => fifo(&path),
+        4 => {
+            std::fs::write(&target, b"before").expect("write");
+            std::os::unix::fs::symlink(&target, &path).expect("link");
+        }
+        5 => std::os::unix::fs::symlink(&target, &path).expect("link"),
+        _ => {
+            fifo(&target);
+            std::os::unix::fs::symlink(&target, &path).expect("link");
+        }
+    }
+    let before = std::fs::symlink_metadata(&path).ok().map(|m| m.file_type());
+    let written = crate::output::write_atomic(&path, bytes).is_ok();
+    let after = std::fs::symlink_metadata(&path).ok().map(|m| m.file_type());
+    match kind % 7 {
+        0 | 1 => {
+            assert!(written);
+            assert_eq!(std::fs::read(&path).expect("written"), bytes);
+        }
+        _ => {
+            assert!(
+                !written,
+                "nothing reads the pipe; links and folders are refused"
+            );
+            assert_eq!(before, after, "what was there is as it was");
+        }
+    }
+    if kind % 7 == 4 {
+        assert_eq!(std::fs::read(&target).expect("target"), b"before");
+    }
+    if kind % 7 == 6 {
+        assert!(std::fs::symlink_metadata(&target)
+            .expect("pipe")
+            .file_type()
+            .is_fifo());
+    }
+    written
 }
 
 fn config_input(

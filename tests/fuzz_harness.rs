@@ -4,7 +4,9 @@
 //! regression input in `fuzz/regressions/`. Any panic fails the test;
 //! proptest prints the input that caused it.
 
-use fabricsim::fuzz::{chakra_input, junos_input, nxos_input, scenario_input};
+use fabricsim::fuzz::{
+    chakra_input, glob_input, junos_input, nxos_input, output_input, scenario_input,
+};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -100,6 +102,11 @@ const NXOS_PIECES: &[&str] = &[
     "pause pfc-cos 3,4\n",
     "priority level 2\n",
     "interface Ethernet1/1-4096\n",
+    "interface Ethernet1/1-4095, Ethernet1/1-4095, eth1/1-64\n",
+    ", Ethernet1/1-4095",
+    "dlb-interface Ethernet1/1-4000\n",
+    "*",
+    "et-0/0/*",
     "system qos\n",
     "hardware profile dlb\n",
     "99999999999999999999999",
@@ -231,6 +238,19 @@ proptest! {
     #[test]
     fn arbitrary_bytes_are_no_junos_and_no_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
         junos_input(&data);
+    }
+
+    #[test]
+    fn wildcards_match_as_defined(
+        pattern in "[a*Z/0-]{0,24}",
+        name in "[a/0-]{0,40}Z?",
+    ) {
+        glob_input(format!("{pattern}\n{name}").as_bytes());
+    }
+
+    #[test]
+    fn outputs_never_replace_what_is_not_a_file(data in proptest::collection::vec(any::<u8>(), 1..64)) {
+        output_input(&data);
     }
 
     #[test]
