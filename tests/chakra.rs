@@ -187,6 +187,15 @@ fn bad_traces_name_the_node() {
         let e = error_of(&scenario_for(&dir), &[]);
         assert!(e.contains("workload[0].trace") && e.contains(want), "{e}");
     }
+    // A node that runs 2^64 - 1 us: refused, not cut to 2^40 us without
+    // a word.
+    let _ = std::fs::remove_dir_all(&dir);
+    write_long_trace(&dir, &[vec![comp(1, &[], u64::MAX)], vec![comp(1, &[], 1)]]);
+    let e = error_of(&scenario_for(&dir), &[]);
+    assert!(
+        e.contains("runs 18446744073709551615 us, more than the"),
+        "{e}"
+    );
     // Not a trace folder at all.
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

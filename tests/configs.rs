@@ -1014,3 +1014,58 @@ fn a_file_without_configuration_is_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
 }
+
+/// Values convert exactly or are refused: a shaper of 1,500 kb/s is
+/// "1500K" (it was "1M"), of 999,999 b/s "999999bps" (it was "0M"), of 0
+/// an error; a DSCP range written high to low is an error (it was its
+/// first value alone); a second system qos policy of one kind is an error
+/// (it was ignored).
+#[test]
+fn values_convert_exactly_or_are_refused() {
+    let shaped = |rate: &str| {
+        leaf().replace(
+            "  class type queuing c-out-8q-q7\n    priority level 1\n",
+            &format!("  class type queuing c-out-8q-q7\n    priority level 1\n    shape min 0 kbps max {rate}\n"),
+        )
+    };
+    let shape_of = |text: &str| {
+        let i = import_nxos("leaf.nxos", text).unwrap();
+        let printed = i.to_toml();
+        printed
+            .lines()
+            .find(|l| l.starts_with("shape"))
+            .map(|l| l.split("  #").next().unwrap_or(l).to_string())
+            .unwrap_or_else(|| panic!("{printed}"))
+    };
+    assert_eq!(shape_of(&shaped("1500 kbps")), "shape = \"1500K\"");
+    assert_eq!(shape_of(&shaped("999999 bps")), "shape = \"999999bps\"");
+    assert_eq!(shape_of(&shaped("2 gbps")), "shape = \"2G\"");
+    let e = import_nxos("leaf.nxos", &shaped("0 bps"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a maximum rate above 0"), "{e}");
+    // The keys a shaper converts to are ones a scenario takes.
+    assert!(fabricsim::units::parse_rate("999999bps").is_some());
+    assert!(fabricsim::units::parse_rate("1500K").is_some());
+    let e = import_nxos(
+        "leaf.nxos",
+        &leaf().replace("match dscp 24", "match dscp 50-45"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("line 5") && e.contains("from its lower value to its higher"),
+        "{e}"
+    );
+    let twice = leaf().replace(
+        "  service-policy type queuing output QOS_EGRESS_PORT\n",
+        "  service-policy type queuing output QOS_EGRESS_PORT\n  service-policy type queuing output QOS_EGRESS_PORT\n",
+    );
+    let e = import_nxos("leaf.nxos", &twice).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "a second output service-policy type queuing in system qos (the first at line 45)"
+        ),
+        "{e}"
+    );
+}

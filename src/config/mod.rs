@@ -227,6 +227,17 @@ fn no_configuration(
     ))
 }
 
+/// A rate in bits per second as a scenario gives it, exactly: in the
+/// largest unit it is a whole number of.
+fn exact_rate(bps: u64) -> String {
+    match bps {
+        b if b % 1_000_000_000 == 0 => format!("{}G", b / 1_000_000_000),
+        b if b % 1_000_000 == 0 => format!("{}M", b / 1_000_000),
+        b if b % 1_000 == 0 => format!("{}K", b / 1_000),
+        b => format!("{b}bps"),
+    }
+}
+
 fn err(file: &str, line: usize, message: impl Into<String>) -> ConfigError {
     ConfigError {
         file: file.to_string(),
@@ -356,6 +367,17 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
             }
             (_, Cmd::SystemQos) => {}
             (Block::SystemQos, Cmd::ServicePolicy { kind, output, name }) => {
+                if let Some((first, ..)) = system.iter().find(|s| s.1 == kind && s.2 == output) {
+                    return Err(err(
+                        file,
+                        no,
+                        format!(
+                            "a second {} service-policy type {} in system qos (the first at line {first}); a switch applies one of each",
+                            if output { "output" } else { "input" },
+                            kind.name()
+                        ),
+                    ));
+                }
                 system.push((no, kind, output, name));
             }
             (_, Cmd::Interface(names)) if named + names.len() > nxos::MAX_FILE_INTERFACES => {
@@ -988,11 +1010,7 @@ fn class_sections(
         if let Some((l, bps)) = queue.shape {
             keys.push(Key {
                 name: "shape",
-                value: Value::String(if bps % 1_000_000_000 == 0 {
-                    format!("{}G", bps / 1_000_000_000)
-                } else {
-                    format!("{}M", bps / 1_000_000)
-                }),
+                value: Value::String(exact_rate(bps)),
                 note: line_note(&[l]),
             });
         }

@@ -270,9 +270,16 @@ fn list(item: fn(&mut &str) -> PResult<u8>) -> impl FnMut(&mut &str) -> PResult<
     move |input: &mut &str| {
         let ranges: Vec<Vec<u8>> = separated(
             1..,
-            (item, opt(preceded('-', item))).map(|(a, b): (u8, Option<u8>)| match b {
-                Some(b) if b >= a => (a..=b).collect(),
-                _ => vec![a],
+            cut_err(
+                (item, opt(preceded('-', item)))
+                    .verify(|&(a, b): &(u8, Option<u8>)| b.is_none_or(|b| b >= a))
+                    .context(expected(
+                        "a range from its lower value to its higher, such as 10-12",
+                    )),
+            )
+            .map(|(a, b): (u8, Option<u8>)| match b {
+                Some(b) => (a..=b).collect(),
+                None => vec![a],
             }),
             (space0, ',', space0),
         )
@@ -600,7 +607,14 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
             cmd!(kw("random-detect"), random_detect),
             cmd!(
                 kw("shape"),
-                (preceded(kw("min"), rate), preceded(kw("max"), rate))
+                (
+                    preceded(kw("min"), rate),
+                    preceded(
+                        kw("max"),
+                        rate.verify(|&r| r > 0)
+                            .context(expected("a maximum rate above 0 (0 would stop the queue)")),
+                    )
+                )
                     .map(|(_, max)| Cmd::Shape(max))
             ),
         ))

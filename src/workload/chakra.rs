@@ -731,6 +731,10 @@ fn decode_node_fast(msg: &[u8], count: usize) -> Result<Raw, String> {
     lean::node(msg).map_or_else(|| decode_node(msg, count), Ok)
 }
 
+/// Longest a node may run: simulated time is picoseconds in 64 bits, and
+/// a run's nodes together must stay well inside that.
+pub const MAX_DURATION_US: u64 = 1 << 40;
+
 /// Decodes the `count`-th node message of a stream.
 fn decode_node(msg: &[u8], count: usize) -> Result<Raw, String> {
     use prost::Message;
@@ -765,11 +769,17 @@ fn decode_node(msg: &[u8], count: usize) -> Result<Raw, String> {
         pg_name,
         defines,
     };
+    if n.duration_micros > MAX_DURATION_US {
+        return Err(format!(
+            "node {} (message {count}) runs {} us, more than the {MAX_DURATION_US} us (about 12.7 days) a node may take",
+            n.id, n.duration_micros
+        ));
+    }
     Ok(Raw {
         id: n.id,
         kind,
         cpu: int("is_cpu_op").unwrap_or(0) != 0,
-        duration: SimTime::from_us(n.duration_micros.min(1 << 40)),
+        duration: SimTime::from_us(n.duration_micros),
         deps,
         comm,
     })

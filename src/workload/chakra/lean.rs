@@ -230,12 +230,16 @@ pub(super) fn node(msg: &[u8]) -> Option<Raw> {
         Value::Str(s) => s.to_string(),
         other => other.int().map_or_else(String::new, |i| i.to_string()),
     });
+    // Past the limit: `prost`'s reader says so.
+    if duration > super::MAX_DURATION_US {
+        return None;
+    }
     data.extend(ctrl);
     Some(Raw {
         id,
         kind,
         cpu: attrs.int(6).unwrap_or(0) != 0,
-        duration: SimTime::from_us(duration.min(1 << 40)),
+        duration: SimTime::from_us(duration),
         deps: data,
         comm: Comm {
             comm_type: attrs.int(0),
