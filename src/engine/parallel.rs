@@ -1765,7 +1765,7 @@ mod tests {
     /// core (with the cores shared, spinning or yielding in a loop took
     /// the core the awaited thread needed: 30 s for a run of 0.03 s).
     /// Each of many waits of 20 ms costs its waiter far less CPU than
-    /// its length, and the spinning left adapts to such waits.
+    /// its length.
     #[test]
     fn a_long_wait_at_the_barrier_sleeps() {
         let b = std::sync::Arc::new(SpinBarrier::new(2));
@@ -1786,6 +1786,5 @@ mod tests {
             used < std::time::Duration::from_millis(60),
             "{used:?} of CPU in 200 ms of waiting"
         );
-        assert!(b.spins.load(Ordering::Relaxed) < MAX_SPINS);
     }
 }
