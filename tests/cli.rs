@@ -1168,3 +1168,44 @@ fn run_out_keeps_files_no_run_wrote() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The console's busiest ports name a port-channel member by its place in
+/// the bundle (`/k`), as the report does: two members of one bundle were
+/// two rows of the same name.
+#[test]
+fn busiest_ports_name_bundle_members_apart() {
+    let out = temp("bundles");
+    let o = fabricsim()
+        .args([
+            "run",
+            "examples/multi-pod.toml",
+            "--no-plots",
+            "--no-html",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("busiest switch egress ports"))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>())
+        .map(|w| {
+            assert_eq!(w[1], "->", "{stdout}");
+            w[2]
+        })
+        .collect();
+    assert!(!rows.is_empty(), "{stdout}");
+    // Every switch-to-switch link of this fabric is a bundle of two.
+    for to in &rows {
+        assert!(
+            to.contains("/nic") || to.ends_with("/0") || to.ends_with("/1"),
+            "{to} in {stdout}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -298,7 +298,9 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         for &p in hot.iter().take(5) {
             let port = &sim.ports()[p];
             let pid = crate::topology::PortId(p as u32);
-            let name = format!("{} -> {}", t.owner_name(pid), t.owner_name(port.peer));
+            // A port-channel member by its place among the parallel
+            // links (`/k`), as links.csv and the report name it.
+            let name = format!("{} -> {}", t.owner_name(pid), t.member_name(pid));
             let _ = writeln!(
                 o,
                 "  {:<34} {:>5.1}% {:>11} {:>7}{}",
