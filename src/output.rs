@@ -37,6 +37,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     let mut tmp = tempfile::Builder::new()
         .prefix(&temp_prefix("tmp"))
+        .permissions(as_created())
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -175,7 +176,17 @@ pub fn stage_in(dir: &Path, kind: &str) -> std::io::Result<tempfile::TempDir> {
 pub fn temp_file_in(dir: &Path, kind: &str) -> std::io::Result<tempfile::NamedTempFile> {
     tempfile::Builder::new()
         .prefix(&temp_prefix(kind))
+        .permissions(as_created())
         .tempfile_in(dir)
+}
+
+/// The mode a file gets when created the ordinary way (0666 less the
+/// umask, so 0644 as a rule): a temporary that becomes an output must not
+/// keep the 0600 of a private one. Nobody can open it first all the same:
+/// it is made with a random name and `O_EXCL`.
+fn as_created() -> fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    fs::Permissions::from_mode(0o666)
 }
 
 /// Makes sure results can be written into `dir` before anything is run:

@@ -1209,3 +1209,41 @@ fn busiest_ports_name_bundle_members_apart() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Files written whole through a temporary get the mode any new file
+/// gets (0666 less the umask), as the run's own outputs do, not the
+/// temporary's private 0600.
+#[test]
+fn files_written_through_a_temporary_have_the_usual_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp("modes");
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("fabric.svg");
+    let o = fabricsim()
+        .args(["topo", "examples/fat-tree.toml", "--svg"])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let plain = dir.join("plain");
+    std::fs::write(&plain, "x").unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&svg), mode(&plain));
+    let out = dir.join("run");
+    assert!(fabricsim()
+        .args([
+            "run",
+            "examples/fat-tree.toml",
+            "-q",
+            "--no-plots",
+            "--no-html",
+            "--out"
+        ])
+        .arg(&out)
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(mode(&out.join(".fabricsim-outputs")), mode(&plain));
+    assert_eq!(mode(&out.join("summary.json")), mode(&plain));
+    let _ = std::fs::remove_dir_all(&dir);
+}
