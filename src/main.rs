@@ -393,7 +393,26 @@ fn load_within(
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help, the version, or a usage error: printed as clap prints
+        // them, and an output that cannot take them (a full disk) is an
+        // error, not a success.
+        Err(e) => {
+            let code = e.exit_code();
+            let printed = e.print().and_then(|()| {
+                use std::io::Write;
+                std::io::stdout().flush()
+            });
+            return match printed {
+                Err(p) if p.kind() != std::io::ErrorKind::BrokenPipe => {
+                    errln!("error: cannot print: {p}");
+                    ExitCode::from(2)
+                }
+                _ => ExitCode::from(code as u8),
+            };
+        }
+    };
     let command = cli.command.unwrap_or(Command::Run {
         scenario: None,
         seed: None,

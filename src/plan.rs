@@ -38,6 +38,9 @@ pub struct Plan {
 /// Bytes per parameter when training with mixed precision and Adam.
 pub const TRAINING_BYTES_PER_PARAM: f64 = 16.0;
 
+/// Most GPUs a plan may call for.
+pub const MAX_GPUS: f64 = 1e9;
+
 pub fn plan(i: &PlanInput) -> Result<Plan, String> {
     let finite_pos = |x: f64| x.is_finite() && x > 0.0;
     if !finite_pos(i.params) || i.params > 1e16 {
@@ -66,6 +69,14 @@ pub fn plan(i: &PlanInput) -> Result<Plan, String> {
     }
     let memory = i.params * i.bytes_per_param;
     let exact = memory / (i.gpu_memory * i.usable);
+    // More GPUs than any cluster holds is not a plan (and past 2^64 the
+    // count would not even print right).
+    if !(exact <= MAX_GPUS) {
+        return Err(format!(
+            "the model needs {exact:.3e} GPUs; expected at most {MAX_GPUS:e}: check --usable (got {:e}) and --gpu-memory",
+            i.usable
+        ));
+    }
     // A hair of tolerance so that exactly-fitting models need no extra GPU.
     let min_gpus = ((exact - 1e-9).ceil() as u64).max(1);
     Ok(Plan {

@@ -1247,3 +1247,26 @@ fn files_written_through_a_temporary_have_the_usual_mode() {
     assert_eq!(mode(&out.join("summary.json")), mode(&plain));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--help` into a full disk fails (it said 0); a plan past any cluster
+/// is refused (it printed 2^64 - 1 GPUs).
+#[test]
+fn help_into_a_full_disk_fails_and_an_absurd_plan_is_refused() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = fabricsim().arg("--help").stdout(full).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot print"));
+    let o = fabricsim().arg("--help").output().unwrap();
+    assert!(o.status.success());
+    let o = fabricsim()
+        .args(["plan", "--params", "70B", "--usable", "1e-300"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("expected at most 1e9"), "{e}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("18446744073709551615"));
+}
