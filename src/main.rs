@@ -369,7 +369,8 @@ fn load(path: Option<&Path>, sets: &[String]) -> Result<Prepared, String> {
 }
 
 /// Loads a scenario with its workloads held to `limit` bytes as they are
-/// made (`scenario::prepare_within`).
+/// made, or to the memory the machine has available
+/// (`scenario::prepare_within`).
 fn load_within(
     path: Option<&Path>,
     sets: &[String],
@@ -389,6 +390,7 @@ fn load_within(
             input::read_text(p, input::MAX_SCENARIO_BYTES, "scenario")?,
         ),
     };
+    let limit = limit.or_else(report::available_memory_bytes);
     scenario::prepare_within(&name, &text, sets, limit).map_err(|e: ScenarioError| e.to_string())
 }
 

@@ -191,15 +191,15 @@ pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, Scen
 }
 
 /// As `prepare`, with the workloads' tasks and collectives held to
-/// `limit_bytes` as they are made (by default, the memory the machine has
-/// available): a workload that would take more is refused before it does.
+/// `limit_bytes` as they are made (the command line gives `--max-memory`,
+/// or the memory the machine has available): a workload that would take
+/// more is refused before it does. `prepare` sets no such limit.
 pub fn prepare_within(
     file: &str,
     text: &str,
     sets: &[String],
     limit_bytes: Option<u64>,
 ) -> Result<Prepared, ScenarioError> {
-    let limit_bytes = limit_bytes.or_else(crate::report::available_memory_bytes);
     let mut table: Table = text.parse().map_err(|e: toml::de::Error| ScenarioError {
         file: file.to_string(),
         line: e.span().map(|s| line_at(text, s.start)),
