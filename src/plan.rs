@@ -71,7 +71,7 @@ pub fn plan(i: &PlanInput) -> Result<Plan, String> {
     let exact = memory / (i.gpu_memory * i.usable);
     // More GPUs than any cluster holds is not a plan (and past 2^64 the
     // count would not even print right).
-    if !(exact <= MAX_GPUS) {
+    if exact.is_nan() || exact > MAX_GPUS {
         return Err(format!(
             "the model needs {exact:.3e} GPUs; expected at most {MAX_GPUS:e}: check --usable (got {:e}) and --gpu-memory",
             i.usable
