@@ -166,7 +166,7 @@ enum Command {
         strict: bool,
         /// Threads to run on, each simulating a partition of the fabric
         /// (as simulation.threads); the outputs are the same at any count.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
         /// `packet` (default) or `flow`: transfers as fluids at max-min
         /// fair rates on the same paths (as simulation.fidelity).
@@ -219,7 +219,7 @@ enum Command {
         args: ScenarioArgs,
     },
     /// Switch configurations: `config import FILE` prints the scenario
-    /// keys an NX-OS configuration maps to.
+    /// keys an NX-OS or Junos configuration maps to.
     Config {
         #[command(subcommand)]
         what: ConfigCommand,

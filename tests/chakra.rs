@@ -472,7 +472,7 @@ fn ranks_of_a_communicator_must_agree_on_its_collectives() {
     let e = error_of(&scenario_for(&dir), &[]);
     assert!(
         e.contains("rank 1 node 2")
-            && e.contains("collective 1 of rank 0 in its group is type Some(0) of Some(120) B, this one type Some(0) of Some(124) B"),
+            && e.contains("collective 1 of rank 0 in its group is comm_type 0 of 120 B, this one comm_type 0 of 124 B"),
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&dir);

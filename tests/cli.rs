@@ -1270,3 +1270,58 @@ fn help_into_a_full_disk_fails_and_an_absurd_plan_is_refused() {
     assert!(e.contains("expected at most 1e9"), "{e}");
     assert!(!String::from_utf8_lossy(&o.stdout).contains("18446744073709551615"));
 }
+
+/// Messages say what was wrong in the user's words (each was unclear:
+/// "expected something else", Rust types, "(--set)" for a flag, "after
+/// never" for a failure that hit no QP).
+#[test]
+fn messages_say_what_was_expected() {
+    let dir = temp("messages");
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = |args: &[&str]| {
+        let o = fabricsim().args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let junos = write(
+        "fl.junos",
+        "set class-of-service drop-profiles dp1 interpolate fill-level [ 10 200 ] drop-probability [ 0 10 ]\n",
+    );
+    let e = err(&["config", "import", &junos]);
+    assert!(
+        e.contains("expected a percentage from 0 to 100, got \"200\""),
+        "{e}"
+    );
+    let nxos = write("wd.nxos", "priority-flow-control watch-dog interval 99\n");
+    let e = err(&["config", "import", &nxos]);
+    assert!(
+        e.contains("expected milliseconds from 100 to 1000, got \"99\""),
+        "{e}"
+    );
+    let e = err(&["run", "examples/fat-tree.toml", "--threads", "0"]);
+    assert!(e.contains("--threads") && !e.contains("(--set)"), "{e}");
+    let table = write("s.toml", "simulation = [1, 2]\n");
+    let e = err(&["validate", &table]);
+    assert!(
+        e.contains("expected a table of keys") && !e.contains("Raw"),
+        "{e}"
+    );
+    let e = err(&[
+        "validate",
+        "examples/training/dense-8b-tp8-dp8.toml",
+        "--set",
+        "workload.0.model.top_k=2",
+    ]);
+    assert!(
+        e.contains("top_k: given for a model without experts"),
+        "{e}"
+    );
+    let o = fabricsim().args(["config", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("NX-OS or Junos"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

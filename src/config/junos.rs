@@ -339,7 +339,12 @@ fn one_or_list<'a, T>(
     move |input: &mut &'a str| {
         if opt(kw("[")).parse_next(input)?.is_some() {
             let items: Vec<T> = repeat(1.., item.by_ref()).parse_next(input)?;
-            cut_err(kw("]")).parse_next(input)?;
+            // What stopped the list is a bad item or its end: an item
+            // tried once more says which, if it can.
+            if opt(kw("]")).parse_next(input)?.is_none() {
+                item.parse_next(input).map_err(ErrMode::cut)?;
+                cut_err(kw("]")).parse_next(input)?;
+            }
             Ok(items)
         } else {
             Ok(vec![item.parse_next(input)?])

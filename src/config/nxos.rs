@@ -550,6 +550,7 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
                     kws(&["priority-flow-control", "watch-dog", "interval"]),
                     small(1000, "milliseconds from 100 to 1000")
                         .verify(|&n| n >= 100)
+                        .context(expected("milliseconds from 100 to 1000"))
                         .map(|n| Cmd::WatchdogInterval(n as u32))
                 ),
                 cmd!(

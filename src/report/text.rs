@@ -350,14 +350,17 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             .map_or(String::new(), |t| format!(", back at {}", SimTime(t)));
         let _ = writeln!(
             o,
-            "failure   {what} at {}{back}: {} frames lost ({}) over {}, {} QPs hit, all progressing again after {}; routing reconverged at {}, {} flows moved",
+            "failure   {what} at {}{back}: {} frames lost ({}) over {}, {} QPs hit{}; routing reconverged at {}, {} flows moved",
             SimTime(f.at_ps),
             f.lost_packets,
             fmt_bytes(f.lost_bytes),
             SimTime(f.losing_for_ps.unwrap_or(0)),
             f.affected_qps,
-            f.progress_again_after_ps
-                .map_or("never".to_string(), |t| SimTime(t).to_string()),
+            match (f.affected_qps, f.progress_again_after_ps) {
+                (0, _) => String::new(),
+                (_, Some(t)) => format!(", all progressing again after {}", SimTime(t)),
+                (_, None) => ", not all progressing again by the end".to_string(),
+            },
             f.reconverged_ps
                 .map_or("-".to_string(), |t| SimTime(t).to_string()),
             f.flows_moved.map_or("?".to_string(), |n| n.to_string()),

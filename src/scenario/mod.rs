@@ -285,6 +285,14 @@ pub fn prepare_within(
                 .replace("expected i64", "expected an integer")
                 .replace("expected u64", "expected a non-negative integer")
                 .replace("expected a sequence", "expected an array");
+            // A table given as an array: serde names the Rust struct.
+            let msg = match msg.find("expected struct Raw") {
+                Some(at) => format!(
+                    "{}expected a table of keys",
+                    msg[..at].replace("invalid length", "got an array of length")
+                ),
+                None => msg,
+            };
             // Point at the unknown key itself, not the table holding it.
             if let Some(rest) = msg.strip_prefix("unknown field `") {
                 if let Some(name) = rest.split('`').next() {

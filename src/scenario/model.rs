@@ -63,6 +63,12 @@ pub fn model(
     }
     let ffn = int(m.ffn, &mp.key("ffn"), Some(4 * hidden), 1, 1 << 22)?;
     let experts = int(m.experts, &mp.key("experts"), Some(0), 0, 4096)?;
+    if experts == 0 && m.top_k.is_some_and(|k| k > 0) {
+        return Err(KeyError::new(
+            &mp.key("top_k"),
+            "given for a model without experts; set experts too, or leave top_k out",
+        ));
+    }
     let top_k = int(m.top_k, &mp.key("top_k"), Some(2.min(experts)), 0, experts)?;
     if experts > 0 && top_k == 0 {
         return Err(KeyError::new(

@@ -525,8 +525,12 @@ impl Trace {
                     .comm()
                     .comm_type
                     .ok_or_else(|| format!("{}: a COMM_COLL node without comm_type", at()))?;
-                let op = op_of(t)
-                    .map_err(|what| format!("{}: {what} collectives are not supported", at()))?;
+                let op = op_of(t).map_err(|what| {
+                    format!(
+                        "{}: comm_type {t}, {what} collectives, is not supported",
+                        at()
+                    )
+                })?;
                 if op.is_some() && n.comm().comm_size.is_none_or(|b| b == 0) {
                     return Err(format!("{}: a collective without comm_size", at()));
                 }
@@ -1057,7 +1061,7 @@ fn op_of(comm_type: i64) -> Result<Option<Op>, &'static str> {
         1 => return Err("REDUCE"),
         3 => return Err("GATHER"),
         4 => return Err("SCATTER"),
-        _ => return Err("an unknown collective type"),
+        _ => return Err("unknown (comm_type past 9)"),
     }))
 }
 
@@ -1410,14 +1414,19 @@ fn check_collectives(trace: &Trace, groups: &[Group]) -> Result<(), String> {
             let (a, b) = (list(g.ranks[0], gi)?, list(r, gi)?);
             for (k, (x, y)) in a.iter().zip(&b).enumerate() {
                 if (x.2, x.3) != (y.2, y.3) {
+                    let shown = |t: Option<i64>, b: Option<u64>| {
+                        format!(
+                            "comm_type {} of {} B",
+                            t.map_or("(none)".into(), |t| t.to_string()),
+                            b.map_or("(no comm_size)".into(), |b| b.to_string())
+                        )
+                    };
                     return Err(format!(
-                        "{}: collective {k} of rank {} in its group is type {:?} of {:?} B, this one type {:?} of {:?} B",
+                        "{}: collective {k} of rank {} in its group is {}, this one {}",
                         trace.at(r, y.0, y.1),
                         g.ranks[0],
-                        x.2,
-                        x.3,
-                        y.2,
-                        y.3
+                        shown(x.2, x.3),
+                        shown(y.2, y.3)
                     ));
                 }
             }
