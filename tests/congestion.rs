@@ -456,3 +456,43 @@ fn each_workload_runs_its_own_congestion_control() {
         "{e}"
     );
 }
+
+/// Settings that leave a congestion control doing nothing a deployment's
+/// would run, with a warning naming the key (they ran without a word):
+/// a DCQCN floor above line rate, a CNP a second late, an HPCC target of
+/// almost nothing, a Swift target far below the round trip.
+#[test]
+fn absurd_congestion_settings_are_warned_of() {
+    let warned = |path: &str, set: &str| {
+        let text = std::fs::read_to_string(path).unwrap();
+        let p = fabricsim::scenario::prepare(path, &text, &[set.to_string()]).unwrap();
+        p.scenario
+            .warnings
+            .iter()
+            .map(|f| format!("{}: {}", f.key, f.message))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let dcqcn = "examples/congestion/incast-dcqcn.toml";
+    assert!(warned(dcqcn, "dcqcn.min_rate=\"1000G\"")
+        .contains("dcqcn.min_rate: 1T is at or above the NICs' line rate"));
+    assert!(warned(dcqcn, "dcqcn.cnp_delay=\"1s\"").contains("dcqcn.cnp_delay"));
+    assert!(warned("examples/congestion/incast-hpcc.toml", "hpcc.eta=1e-9").contains("hpcc.eta"));
+    assert!(warned(
+        "examples/congestion/incast-swift.toml",
+        "swift.base_target=\"1ps\""
+    )
+    .contains("swift.base_target"));
+    // The examples' own settings are not warned of.
+    for path in [
+        dcqcn,
+        "examples/congestion/permutation-swift.toml",
+        "examples/congestion/incast-hpcc.toml",
+    ] {
+        let w = warned(path, "simulation.seed=1");
+        assert!(
+            !w.contains("dcqcn.") && !w.contains("hpcc.") && !w.contains("swift."),
+            "{path}: {w}"
+        );
+    }
+}

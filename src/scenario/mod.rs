@@ -461,6 +461,60 @@ pub fn prepare_within(
                 ),
             ));
         }
+        // Settings that leave a congestion control doing nothing a
+        // deployment's would: run as given, and said.
+        let warn = |warnings: &mut Vec<Finding>, key: &str, message: String| {
+            warnings.push(Finding {
+                key: key.into(),
+                message,
+            })
+        };
+        let nic_rate = topology
+            .nics
+            .iter()
+            .flat_map(|n| n.ports.iter())
+            .map(|&p| topology.port(p).rate)
+            .min();
+        let d = &transport.dcqcn;
+        if used.contains(&crate::nic::Cc::Dcqcn) {
+            if let Some(line) = nic_rate.filter(|&r| d.min_rate >= r) {
+                warn(
+                    &mut warnings,
+                    "dcqcn.min_rate",
+                    format!(
+                        "{} is at or above the NICs' line rate ({}): DCQCN can never lower a rate",
+                        d.min_rate, line
+                    ),
+                );
+            }
+            if d.cnp_delay > transport.rto.min(SimTime::from_us(100)) {
+                warn(&mut warnings, "dcqcn.cnp_delay", format!(
+                    "{}: a NIC sends its CNP within microseconds of the marked packet; this late, the rate is cut long after the queue it answers",
+                    d.cnp_delay
+                ));
+            }
+        }
+        let w = &transport.windows;
+        if used.contains(&crate::nic::Cc::Hpcc) && w.hpcc.eta < 0.5 {
+            warn(
+                &mut warnings,
+                "hpcc.eta",
+                format!(
+                    "{}: HPCC would keep links below half full (the paper uses 0.95)",
+                    w.hpcc.eta
+                ),
+            );
+        }
+        // Swift's target adds per_hop for each switch; a base far below
+        // the round trip (a quarter of it) leaves every delay over target.
+        let target = w.swift.base_target
+            + SimTime(w.swift.per_hop.0 * u64::from(routes.longest_switch_hops));
+        if used.contains(&crate::nic::Cc::Swift) && target.0 < round_trip.0 / 4 {
+            warn(&mut warnings, "swift.base_target", format!(
+                "{} (with per_hop, {target} on the longest path) is far below the fabric's longest unloaded round trip ({round_trip}): every delay reads as congestion and windows only shrink",
+                w.swift.base_target
+            ));
+        }
         // Tagged data in a lossless class must carry that class's
         // priority, the one PFC pauses.
         if qos.framing.vlan_tag {
