@@ -287,3 +287,30 @@ fn mrc_routes_around_a_dead_link_before_routing_reacts() {
     assert!(clean.out_of_order_packets > 1000);
     assert_eq!((clean.timeouts, clean.retransmitted_bytes), (0, 0));
 }
+
+/// A switch failed twice over overlapping times is refused (it came back
+/// at the first recovery); one failure after another recovered is fine.
+#[test]
+fn overlapping_failures_of_one_target_are_refused() {
+    let text = std::fs::read_to_string("examples/fat-tree.toml").unwrap();
+    let with = |f: &str| {
+        fabricsim::scenario::prepare("f.toml", &text, &[format!("failure={f}")])
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let e = with("[{switch=\"core0\", at=\"10us\", recover=\"100us\"}, {switch=\"core0\", at=\"50us\", recover=\"200us\"}]")
+        .unwrap_err();
+    assert!(
+        e.contains("failure[1]")
+            && e.contains("fails the same switch as failure[0] while that one is still down"),
+        "{e}"
+    );
+    let e = with(
+        "[{switch=\"core0\", at=\"10us\"}, {switch=\"core0\", at=\"50us\", recover=\"200us\"}]",
+    )
+    .unwrap_err();
+    assert!(e.contains("to the end"), "{e}");
+    with("[{switch=\"core0\", at=\"10us\", recover=\"100us\"}, {switch=\"core0\", at=\"100us\", recover=\"200us\"}]").unwrap();
+    with("[{switch=\"core0\", at=\"10us\", recover=\"100us\"}, {switch=\"core1\", at=\"50us\"}]")
+        .unwrap();
+}

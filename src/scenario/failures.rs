@@ -215,6 +215,27 @@ pub fn failures(
             }
             (Some(_), Target::Switch(_)) => unreachable!("checked above"),
         };
+        // One target down twice at once would come back at the first
+        // recovery, whatever the second said.
+        let ends = |f: &Failure| f.recover.unwrap_or(SimTime::MAX);
+        if let Some(j) = cfg.events.iter().position(|e| {
+            e.target == target && e.at < recover.unwrap_or(SimTime::MAX) && at < ends(e)
+        }) {
+            return Err(KeyError::new(
+                &p,
+                format!(
+                    "fails the same {} as failure[{j}] while that one is still down (from {} to {}); give one failure for the whole time, or make them follow each other",
+                    match target {
+                        Target::Link(_) => "link",
+                        Target::Switch(_) => "switch",
+                    },
+                    cfg.events[j].at,
+                    cfg.events[j]
+                        .recover
+                        .map_or("the end".to_string(), |t| t.to_string())
+                ),
+            ));
+        }
         cfg.events.push(Failure {
             target,
             at,
