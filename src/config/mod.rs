@@ -1201,34 +1201,11 @@ impl Import {
 #[cfg(test)]
 mod glob_tests {
     use super::glob;
-    use proptest::prelude::*;
-
-    /// The definition: a star takes any run of characters, tried every way.
-    fn reference(p: &[u8], s: &[u8]) -> bool {
-        // m[i][j]: p[..i] matches s[..j].
-        let mut m = vec![vec![false; s.len() + 1]; p.len() + 1];
-        m[0][0] = true;
-        for i in 1..=p.len() {
-            for j in 0..=s.len() {
-                m[i][j] = if p[i - 1] == b'*' {
-                    m[i - 1][j] || (j > 0 && m[i][j - 1])
-                } else {
-                    j > 0 && m[i - 1][j - 1] && p[i - 1] == s[j - 1]
-                };
-            }
-        }
-        m[p.len()][s.len()]
-    }
-
-    proptest! {
-        #[test]
-        fn glob_matches_as_the_definition_does(p in "[ab*]{0,8}", s in "[ab]{0,10}") {
-            prop_assert_eq!(glob(&p, &s), reference(p.as_bytes(), s.as_bytes()), "{} {}", p, s);
-        }
-    }
 
     /// Stars before a piece that is not there: every way of splitting the
     /// name was tried once (exponential); now each piece is found once.
+    /// (`tests/fuzz_harness.rs` checks random patterns against the
+    /// definition, `fuzz::glob_input`.)
     #[test]
     fn many_stars_cost_one_search_per_piece() {
         let p = format!("{}Z", "*".repeat(22));
@@ -1237,6 +1214,6 @@ mod glob_tests {
         assert!(glob(&p, &format!("{s}Z")));
         assert!(glob("et-0/0/*", "et-0/0/17") && !glob("et-0/0/*", "et-0/1/17"));
         assert!(glob("a*b*c", "aXbYc") && !glob("a*b*c", "aXcYb"));
-        assert!(glob("ab*ba", "aba") == reference(b"ab*ba", b"aba"));
+        assert!(!glob("ab*ba", "aba") && glob("ab*ba", "abba"));
     }
 }

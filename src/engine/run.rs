@@ -79,8 +79,10 @@ const BATCH: u64 = 1 << 16;
 
 impl Limits {
     /// The limit the run has reached that does not follow from what it
-    /// simulates: an interruption, the wall clock (from `started`), memory.
-    pub(crate) fn reached(&self, started: std::time::Instant) -> Option<StopReason> {
+    /// simulates: an interruption, the wall clock (from `started`), and,
+    /// with `memory` (it reads `/proc`: once a batch, not a window),
+    /// memory.
+    pub(crate) fn reached(&self, started: std::time::Instant, memory: bool) -> Option<StopReason> {
         if self
             .interrupt
             .as_ref()
@@ -91,7 +93,7 @@ impl Limits {
         if self.max_wall.is_some_and(|w| started.elapsed() >= w) {
             return Some(StopReason::WallLimit);
         }
-        if self.max_memory.is_some_and(|(most, now)| now() > most) {
+        if memory && self.max_memory.is_some_and(|(most, now)| now() > most) {
             return Some(StopReason::MemoryLimit);
         }
         None
@@ -154,7 +156,7 @@ impl Simulation {
                 };
                 match self.run_until(until, batch) {
                     StopReason::Paused if self.queue.peek_time().is_some_and(|t| t <= until) => {
-                        if let Some(stop) = limits.reached(started) {
+                        if let Some(stop) = limits.reached(started, true) {
                             return stop;
                         }
                         if self.counters.events - shown_at_events >= 4 * BATCH {
@@ -173,7 +175,7 @@ impl Simulation {
             // Also between windows: a window may hold fewer events than a
             // batch (the flow level has few, each costly), and a run made
             // of such windows must stop too.
-            if let Some(stop) = limits.reached(started) {
+            if let Some(stop) = limits.reached(started, false) {
                 return stop;
             }
             if self.counters.events - shown_at_events >= 4 * BATCH {
