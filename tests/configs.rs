@@ -1069,3 +1069,25 @@ fn values_convert_exactly_or_are_refused() {
         "{e}"
     );
 }
+
+/// Values a scenario would refuse are refused at import, at their line:
+/// shares adding to more than the port, a Junos MTU of 0.
+#[test]
+fn values_a_scenario_refuses_are_refused_at_their_line() {
+    let over = leaf().replace(
+        "  class type queuing c-out-8q-q-default\n    bandwidth remaining percent 50",
+        "  class type queuing c-out-8q-q-default\n    bandwidth remaining percent 100",
+    );
+    let e = import_nxos("leaf.nxos", &over).unwrap_err().to_string();
+    assert!(
+        e.contains("add up to 150%, more than the whole port"),
+        "{e}"
+    );
+    let e = fabricsim::config::junos::import("m.junos", "set interfaces et-0/0/0 mtu 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 1") && e.contains("an MTU in bytes from 256 to 65535"),
+        "{e}"
+    );
+}

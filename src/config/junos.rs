@@ -629,12 +629,19 @@ fn statement(input: &mut &str) -> PResult<Option<Stmt>> {
     );
     let mtu = preceded(
         kw("interfaces"),
-        (word, kw("mtu"), cut_err(small(65_535, "an MTU in bytes"))).map(|(iface, _, m)| {
-            Stmt::Mtu {
+        (
+            word,
+            kw("mtu"),
+            cut_err(
+                small(65_535, "an MTU in bytes")
+                    .verify(|&m| m >= 256)
+                    .context(expected("an MTU in bytes from 256 to 65535")),
+            ),
+        )
+            .map(|(iface, _, m)| Stmt::Mtu {
                 iface,
                 mtu: m as u32,
-            }
-        }),
+            }),
     );
     let dlb = preceded(
         (

@@ -875,6 +875,25 @@ fn class_sections(
     policy_order: bool,
     notes: &mut Vec<(usize, String)>,
 ) -> Result<(Vec<Section>, Option<usize>), ConfigError> {
+    // Shares of one port cannot add up to more than all of it: refused
+    // here, at the configuration's line, not later under a scenario key
+    // the user never wrote.
+    let shares: Vec<(usize, u8)> = queues
+        .iter()
+        .filter(|q| q.strict.is_none())
+        .filter_map(|q| q.percent)
+        .collect();
+    let total: u32 = shares.iter().map(|&(_, p)| u32::from(p)).sum();
+    if total > 100 {
+        let last = shares.iter().map(|&(l, _)| l).max().unwrap_or(0);
+        return Err(err(
+            file,
+            last,
+            format!(
+                "the classes' bandwidth shares add up to {total}%, more than the whole port (100%)"
+            ),
+        ));
+    }
     let mut sections = Vec::new();
     let mut lossless = None;
     let mut order: Vec<usize> = (0..queues.len()).collect();
