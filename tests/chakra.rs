@@ -196,6 +196,42 @@ fn bad_traces_name_the_node() {
         e.contains("runs 18446744073709551615 us, more than the"),
         "{e}"
     );
+    // A receive of another size than its send.
+    let _ = std::fs::remove_dir_all(&dir);
+    let send = node_with(
+        1,
+        5,
+        &[],
+        &[("comm_dst", 1), ("comm_size", 4096)],
+        &[],
+        None,
+    );
+    let recv = node_with(
+        1,
+        6,
+        &[],
+        &[("comm_src", 0), ("comm_size", 1000)],
+        &[],
+        None,
+    );
+    write_long_trace(&dir, &[vec![send], vec![recv]]);
+    let e = error_of(&scenario_for(&dir), &[]);
+    assert!(
+        e.contains("receives 1000 B from rank 0 (tag 0), whose matching send sends 4096 B"),
+        "{e}"
+    );
+    // Two traces' files in one folder.
+    let _ = std::fs::remove_dir_all(&dir);
+    write_trace(
+        &dir,
+        &[vec![node(1, 4, &[], 1, &[])], vec![node(1, 4, &[], 1, &[])]],
+    );
+    std::fs::rename(dir.join("t.1.et"), dir.join("u.1.et")).unwrap();
+    let e = error_of(&scenario_for(&dir), &[]);
+    assert!(
+        e.contains("holds the files of more than one trace (t.0.et and u.1.et)"),
+        "{e}"
+    );
     // Not a trace folder at all.
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -899,6 +899,20 @@ pub fn read_dir(dir: &Path, window: usize) -> Result<Trace, String> {
         return Err(format!("{}: no .et trace files", dir.display()));
     }
     files.sort();
+    // One trace's files share a prefix: two traces in one folder would
+    // otherwise run as one, rank by rank.
+    let prefix = |p: &std::path::Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name.rsplitn(3, '.').nth(2).unwrap_or("").to_string()
+    };
+    let first = prefix(&files[0].1);
+    if let Some((_, other)) = files.iter().find(|(_, p)| prefix(p) != first) {
+        return Err(format!(
+            "{}: holds the files of more than one trace ({first}.0.et and {}); give each trace a folder of its own",
+            dir.display(),
+            other.file_name().and_then(|n| n.to_str()).unwrap_or("")
+        ));
+    }
     for (i, (r, p)) in files.iter().enumerate() {
         if *r != i {
             return Err(format!(
@@ -1098,8 +1112,9 @@ pub struct TraceGen {
     /// The ranks' windows and the order, worked out as the parts are
     /// made: from the first part on, let go once the last is made.
     making: Option<Box<(window::Windows, order::Order)>>,
-    /// Sends made and not yet received, by (sender, receiver, tag).
-    sends: HashMap<(usize, usize, i64), std::collections::VecDeque<u32>>,
+    /// Sends made and not yet received, by (sender, receiver, tag): the
+    /// task and the bytes.
+    sends: HashMap<(usize, usize, i64), std::collections::VecDeque<(u32, u64)>>,
     /// The task every node without dependencies waits for.
     begin: u32,
     start: SimTime,
@@ -1250,15 +1265,27 @@ impl TraceGen {
                             // goes on once it has every acknowledgement,
                             // as its send completes on an RDMA NIC.
                             let t = e.send(s.gpus[r], s.gpus[dst], bytes, 0, &deps)?;
-                            sends.entry((r, dst, tag)).or_default().push_back(t);
+                            sends
+                                .entry((r, dst, tag))
+                                .or_default()
+                                .push_back((t, bytes));
                             e.acked(t)
                         }
                         Kind::Recv => {
                             let src = c.comm_src.unwrap_or(0) as usize;
-                            let send = sends
+                            let (send, sent) = sends
                                 .get_mut(&(src, r, c.comm_tag))
                                 .and_then(|q| q.pop_front())
                                 .expect("the order puts a receive after its send");
+                            // A receive of another size than its send is
+                            // a broken trace: which size moves is unsaid.
+                            if let Some(want) = c.comm_size.filter(|&b| b != 0 && b != sent) {
+                                return Err(format!(
+                                    "{}: receives {want} B from rank {src} (tag {}), whose matching send sends {sent} B",
+                                    self.trace.at(r, i as u32, w.node_id(r, i)),
+                                    c.comm_tag
+                                ));
+                            }
                             let mut d = deps;
                             d.push(send);
                             e.join(&d, SimTime::ZERO)
