@@ -1325,3 +1325,44 @@ fn messages_say_what_was_expected() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("NX-OS or Junos"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run whose end waited on a retransmission timeout says so on the
+/// console and in the report (its figures are averaged over that wait);
+/// a run that did not, says nothing of it.
+#[test]
+fn a_run_that_ended_on_a_timer_says_so() {
+    let out = temp("timer");
+    let o = fabricsim()
+        .args([
+            "run",
+            "examples/sweep/balancers-base.toml",
+            "--set",
+            "switch.balance.flowlet_timeout=\"2us\"",
+            "--set",
+            "switch.balance.quality_interval=\"100us\"",
+            "--set",
+            "report.html=true",
+            "--no-plots",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("note      ")
+            && stdout.contains("retransmission timeout(s) of transport.rto = 4294.967 ms"),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Ended on a timer"));
+    let o = fabricsim()
+        .args(["run", "examples/fat-tree.toml", "--out"])
+        .arg(out.join("plain"))
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("Ended on a timer"));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("retransmission timeout(s)"));
+    let _ = std::fs::remove_dir_all(&out);
+}

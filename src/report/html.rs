@@ -110,6 +110,13 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
             us(s.sim_time_ps)
         );
     }
+    if let Some(note) = super::timer_tail(sim, s) {
+        let _ = write!(
+            o,
+            "<p class=\"partial\"><strong>Ended on a timer</strong>: {}</p>",
+            esc(&note)
+        );
+    }
     if s.fidelity == "flow" {
         o.push_str(
             "<p class=\"partial\"><strong>Flow level</strong>: transfers moved as fluids at max-min fair rates \

@@ -902,6 +902,21 @@ pub fn peak_rss_bytes() -> u64 {
     proc_kb("/proc/self/status", "VmHWM").unwrap_or(0)
 }
 
+/// When a run's end waited on a retransmission timeout (one timeout is
+/// at least half the makespan): what to tell the reader, whose
+/// utilisation and rates are then averaged over that idle wait.
+pub fn timer_tail(sim: &Simulation, s: &Summary) -> Option<String> {
+    let rto = sim.scenario().transport.rto;
+    if s.timeouts == 0 || s.makespan_ps == 0 || rto.0 < s.makespan_ps / 2 {
+        return None;
+    }
+    Some(format!(
+        "{} retransmission timeout(s) of transport.rto = {rto} in a run of {}: its end waited on that timer with little or nothing moving, so utilisation and rates are averaged over the wait (a shorter transport.rto, or no loss, ends it sooner)",
+        s.timeouts,
+        crate::units::SimTime(s.makespan_ps)
+    ))
+}
+
 /// Resident memory of this process now (Linux `VmRSS`), 0 if unknown.
 pub fn rss_bytes() -> u64 {
     proc_kb("/proc/self/status", "VmRSS").unwrap_or(0)

@@ -324,6 +324,9 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         s.out_of_order_packets,
         fmt_bytes(s.max_switch_buffer_bytes)
     );
+    if let Some(note) = super::timer_tail(sim, s) {
+        let _ = writeln!(o, "note      {note}");
+    }
     if s.ecn_marks + s.pfc_pause_frames + s.lossless_drops + s.watchdog_events > 0 {
         let _ = writeln!(
             o,
