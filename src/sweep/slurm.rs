@@ -184,8 +184,9 @@ pub struct Emitted {
     pub notes: Vec<String>,
 }
 
-/// Slurm's default `MaxArraySize` (slurm.conf(5): "The default value is
-/// 1001"): an array's task indices must stay below it.
+/// Slurm's default `MaxArraySize` (Slurm's job array guide,
+/// slurm.schedmd.com/job_array.html: "The default value of MaxArraySize
+/// is 1001"): an array's task indices must stay below it.
 pub const DEFAULT_MAX_ARRAY_SIZE: usize = 1001;
 
 fn absolute(p: &Path) -> Result<PathBuf, String> {
