@@ -1071,7 +1071,8 @@ fn values_convert_exactly_or_are_refused() {
 }
 
 /// Values a scenario would refuse are refused at import, at their line:
-/// shares adding to more than the port, a Junos MTU of 0.
+/// shares adding to more than the port, WRED thresholds of 0, a Junos
+/// MTU of 0.
 #[test]
 fn values_a_scenario_refuses_are_refused_at_their_line() {
     let over = leaf().replace(
@@ -1081,6 +1082,15 @@ fn values_a_scenario_refuses_are_refused_at_their_line() {
     let e = import_nxos("leaf.nxos", &over).unwrap_err().to_string();
     assert!(
         e.contains("add up to 150%, more than the whole port"),
+        "{e}"
+    );
+    let zero = leaf().replace(
+        "minimum-threshold 150 kbytes maximum-threshold 3000 kbytes",
+        "minimum-threshold 0 kbytes maximum-threshold 0 kbytes",
+    );
+    let e = import_nxos("leaf.nxos", &zero).unwrap_err().to_string();
+    assert!(
+        e.contains("line 26") && e.contains("a maximum threshold above 0"),
         "{e}"
     );
     let e = fabricsim::config::junos::import("m.junos", "set interfaces et-0/0/0 mtu 0\n")

@@ -409,7 +409,18 @@ fn interfaces(input: &mut &str) -> PResult<Vec<String>> {
 
 fn random_detect(input: &mut &str) -> PResult<Cmd> {
     let min = preceded(kw("minimum-threshold"), size).parse_next(input)?;
+    let at_max = *input;
     let max = preceded(kw("maximum-threshold"), size).parse_next(input)?;
+    // A scenario refuses these: said here, at the line.
+    let bytes = |(n, unit): (u64, Unit)| unit.bytes(n);
+    if bytes(max) == 0 || bytes(min) > bytes(max) {
+        *input = at_max;
+        return cut_err(winnow::combinator::fail)
+            .context(expected(
+                "a maximum threshold above 0 and not below the minimum",
+            ))
+            .parse_next(input);
+    }
     let probability = opt(preceded(
         kw("drop-probability"),
         small(100, "a percentage from 0 to 100"),
