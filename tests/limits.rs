@@ -154,9 +154,14 @@ fn limits_that_make_no_sense_are_refused() {
 }
 
 fn start_long(out: &Path) -> Child {
+    start(&LONG, out)
+}
+
+/// `run ARGS --out OUT` started, its output piped.
+fn start(args: &[&str], out: &Path) -> Child {
     fabricsim()
         .arg("run")
-        .args(LONG)
+        .args(args)
         .arg("--out")
         .arg(out)
         .stdout(Stdio::piped())
@@ -433,9 +438,8 @@ fn a_workload_is_refused_as_it_reaches_the_memory_limit() {
 #[test]
 fn ctrl_c_stops_a_flow_level_run_too() {
     let out = temp("sigint-flow");
-    let child = fabricsim()
-        .args([
-            "run",
+    let child = start(
+        &[
             "examples/training/dense-8b-tp8-dp8.toml",
             "--set",
             "workload.0.iterations=400",
@@ -443,13 +447,9 @@ fn ctrl_c_stops_a_flow_level_run_too() {
             "flow",
             "--no-plots",
             "--no-html",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        &out,
+    );
     settle();
     signal(&child, "INT");
     let o = child.wait_with_output().unwrap();
