@@ -226,8 +226,9 @@ pub fn check_run_folder(dir: &Path) -> Result<(), String> {
     ))
 }
 
-/// A name a run's outputs may take.
-fn is_run_output(name: &str) -> bool {
+/// A name a run's outputs may take (`report::write_outputs` asserts
+/// each name it writes is one).
+pub(crate) fn is_run_output(name: &str) -> bool {
     const FIXED: [&str; 12] = [
         "summary.json",
         "perf.json",

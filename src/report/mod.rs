@@ -1054,6 +1054,8 @@ pub fn write_outputs(
                 let mut out = std::io::BufWriter::new(fs::File::create(stage.join(name))?);
                 write(&mut out)?;
                 out.flush()?;
+                // The run-folder check knows every name a run writes.
+                debug_assert!(crate::output::is_run_output(name), "{name}");
                 files.push(name);
                 std::io::Result::Ok(())
             };
