@@ -2,7 +2,7 @@
 //! and spraying.
 
 mod common;
-use common::{flows_csv, run_with};
+use common::{flows_csv, run_file, run_with};
 
 use fabricsim::engine::Simulation;
 use fabricsim::report::Summary;
@@ -565,4 +565,44 @@ fn balance_is_reported_per_equal_cost_group_with_the_pooled_figure_apart() {
         leaf.max_over_mean > 1.5 && leaf.worst_group == "leaf0",
         "{leaf:?}"
     );
+}
+
+/// The balancers' periodic work stops while the fabric is idle and
+/// starts again with it, as if it had ticked all along. A go-back-N tail
+/// that waits the 4.29 s retransmission timeout (`flowlet_timeout =
+/// "2us"` reorders enough for it) ticked DLB's 1 us quality refresh 4.3
+/// million times, through the wait; an idle gap between two bursts
+/// ticked every balancer through it. Each kind of balancer, on one and
+/// two threads, gives the same files, and ticks for the activity only.
+#[test]
+fn periodic_balancer_work_stops_while_the_fabric_waits() {
+    let path = "examples/sweep/balancers-base.toml";
+    for mode in ["dlb", "glb"] {
+        let sets = [
+            "switch.balance.flowlet_timeout=\"2us\"",
+            &format!("switch.balance.mode=\"{mode}\""),
+        ];
+        let sims = common::same_on_threads(path, &[2], &sets);
+        let (sim, s) = run_file(std::path::Path::new(path), &sets);
+        assert!(s.makespan_ps > 4_000_000_000_000, "{mode}: {}", s.makespan_ps);
+        assert!(s.timeouts > 0);
+        // The activity lasts well under a millisecond: a tick a
+        // microsecond through it, and a few for each heartbeat.
+        let ticks = sim.balance().ticks;
+        assert!((100..5_000).contains(&ticks), "{mode}: {ticks} ticks");
+        assert!(sims[0].balance().ticks >= ticks / 2);
+    }
+    // Two bursts 3 ms apart: ALB's sampling (every 10 us) rests through
+    // the gap and takes up its schedule after it.
+    let dir = tempfile::tempdir().unwrap();
+    let two = dir.path().join("two-bursts.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let later = "[[workload]]\nkind = \"all-to-all\"\nbytes = \"200KB\"\nstart = \"3ms\"\n";
+    std::fs::write(&two, text.replace("[report]", &format!("{later}\n[report]"))).unwrap();
+    let sets = ["switch.balance.mode=\"alb\""];
+    common::same_on_threads(two.to_str().unwrap(), &[2], &sets);
+    let (sim, s) = run_file(&two, &sets);
+    assert!(s.complete && s.makespan_ps > 3_000_000_000);
+    let ticks = sim.balance().ticks;
+    assert!((10..150).contains(&ticks), "alb: {ticks} ticks");
 }

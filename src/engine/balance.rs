@@ -87,6 +87,50 @@ pub struct BalanceState {
     pub heartbeat_bytes: u64,
     /// Heartbeats dropped or lost on a failed link.
     pub heartbeats_lost: u64,
+    /// Ticks of the periodic tasks handled (in a run cut into
+    /// partitions, summed over them: each ticks for its own switches).
+    pub ticks: u64,
+    /// The tick at which each periodic task found nothing to do and
+    /// stopped (see `Resting`).
+    resting: Resting,
+}
+
+/// The periodic tasks that are stopped, and the tick at which each
+/// stopped.
+///
+/// A task ticks on multiples of its interval. A tick that changes
+/// nothing (no bytes sent, loads and bands as they were; bands as last
+/// told; no bucket carried a byte) is followed by ticks that change
+/// nothing until an event of the model happens, since each reads only
+/// what events change. So such a tick schedules no next one, and the
+/// next event of the model (in a partition, its own) schedules the tick
+/// the task would have had then, in the order a running task would have
+/// had it. Results are as if the tasks had ticked all along; a run that
+/// waits a long retransmission timeout on an idle fabric no longer
+/// handles millions of ticks that do nothing.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Resting {
+    quality: Option<SimTime>,
+    heartbeat: Option<SimTime>,
+    alb: Option<SimTime>,
+}
+
+impl Resting {
+    fn any(&self) -> bool {
+        self.quality.is_some() || self.heartbeat.is_some() || self.alb.is_some()
+    }
+}
+
+/// The first tick, on a multiple of `every`, that comes after an event
+/// handled at `now` with key `after` in a queue ordered by (time, key).
+fn next_tick(now: SimTime, after: u32, every: SimTime, tick: Event) -> SimTime {
+    use super::queue::Keyed;
+    let e = every.0.max(1);
+    if now.0 % e == 0 && tick.key() > after {
+        now
+    } else {
+        SimTime((now.0 / e).saturating_add(1).saturating_mul(e))
+    }
 }
 
 impl BalanceState {
@@ -155,6 +199,7 @@ impl BalanceState {
         self.heartbeats_sent += other.heartbeats_sent;
         self.heartbeat_bytes += other.heartbeat_bytes;
         self.heartbeats_lost += other.heartbeats_lost;
+        self.ticks += other.ticks;
     }
 
     /// What each switch's balancer needs, and the first event of each
@@ -240,11 +285,63 @@ impl BalanceState {
 }
 
 impl Simulation {
+    /// Some periodic task is stopped: the event about to be handled may
+    /// give it something to do.
+    #[inline(always)]
+    pub(super) fn balancers_resting(&self) -> bool {
+        self.balance.resting.any()
+    }
+
+    /// Starts again the stopped periodic tasks before an event of the
+    /// model (any but a time-series sample or a task's own tick), at the
+    /// tick each would have had after it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn wake_balancers(&mut self, ev: &Event) {
+        if matches!(ev, Event::Sample | Event::Quality | Event::Heartbeat | Event::Alb) {
+            return;
+        }
+        let after = super::queue::Keyed::key(ev);
+        self.wake_quality(after);
+        self.wake_heartbeat(after);
+        if let Some(stopped) = self.balance.resting.alb.take() {
+            let every = self.balance.alb_every;
+            let at = next_tick(self.now, after, every, Event::Alb);
+            let (first, last) = (stopped + every, SimTime(at.0 - every.0));
+            if first <= last {
+                for &s in &self.balance.alb {
+                    self.egress
+                        .switch_mut(s.idx())
+                        .balancer
+                        .alb_skip_idle(first, last, every);
+                }
+            }
+            self.queue.push(at, Event::Alb);
+        }
+    }
+
+    fn wake_quality(&mut self, after: u32) {
+        if self.balance.resting.quality.take().is_some() {
+            let at = next_tick(self.now, after, self.balance.quality_every, Event::Quality);
+            self.queue.push(at, Event::Quality);
+        }
+    }
+
+    fn wake_heartbeat(&mut self, after: u32) {
+        if self.balance.resting.heartbeat.take().is_some() {
+            let every = self.balance.heartbeat_every;
+            let at = next_tick(self.now, after, every, Event::Heartbeat);
+            self.queue.push(at, Event::Heartbeat);
+        }
+    }
+
     /// DLB: each tracked port's load (EWMA of bytes sent over what the
     /// link could send in the interval) and queue depth, as a band.
     #[inline(never)]
     pub(super) fn refresh_quality(&mut self) {
+        self.balance.ticks += 1;
         let span = self.balance.quality_every;
+        let mut changed = false;
         for d in &mut self.balance.ports {
             let i = d.port.idx();
             let port = &self.egress.ports()[i];
@@ -252,14 +349,25 @@ impl Simulation {
             d.last_tx = port.tx_wire_bytes;
             let capacity = self.topo.ports[i].rate.bps() as f64 * span.0 as f64 / 8e12;
             let util = (sent as f64 / capacity).min(1.0);
-            d.load += d.load_weight * (util - d.load);
-            self.balance.quality[i] = if port.down {
+            let load = d.load + d.load_weight * (util - d.load);
+            let band = if port.down {
                 0
             } else {
                 let queued = self.egress.queues()[i].total_bytes;
-                dlb::quality(d.load, queued, d.queue_full)
+                dlb::quality(load, queued, d.queue_full)
             };
+            changed |= sent != 0
+                || load.to_bits() != d.load.to_bits()
+                || band != self.balance.quality[i];
+            d.load = load;
+            self.balance.quality[i] = band;
         }
+        if !changed {
+            self.balance.resting.quality = Some(self.now);
+            return;
+        }
+        // New bands are news for the heartbeats.
+        self.wake_heartbeat(super::queue::Keyed::key(&Event::Quality));
         // Until the run ends (a tick past its end is never handled): when
         // the workload is done is known to a partitioned run only later.
         let t = self.now + span;
@@ -270,6 +378,8 @@ impl Simulation {
     /// neighbour: a frame with one byte per port, ahead of queued data.
     #[inline(never)]
     pub(super) fn heartbeat(&mut self) {
+        self.balance.ticks += 1;
+        let mut sent = false;
         for h in 0..self.balance.helpers.len() {
             let sw = self.balance.helpers[h].sw;
             let bands: Vec<u8> = self.topo.switches[sw.idx()]
@@ -280,6 +390,7 @@ impl Simulation {
             if bands == self.balance.helpers[h].last {
                 continue;
             }
+            sent = true;
             for li in self.balance.helpers[h].links.clone() {
                 let link = &mut self.balance.links[li as usize];
                 let port = link.port;
@@ -310,6 +421,12 @@ impl Simulation {
             }
             self.balance.helpers[h].last = bands;
         }
+        if !sent {
+            self.balance.resting.heartbeat = Some(self.now);
+            return;
+        }
+        // The frames sent are news for the ports' loads.
+        self.wake_quality(super::queue::Keyed::key(&Event::Heartbeat));
         let t = self.now + self.balance.heartbeat_every;
         self.queue.push(t, Event::Heartbeat);
     }
@@ -328,11 +445,16 @@ impl Simulation {
     /// ALB switches sample their buckets and rebalance.
     #[inline(never)]
     pub(super) fn alb_tick(&mut self) {
+        self.balance.ticks += 1;
+        let mut idle = true;
         for &s in &self.balance.alb {
-            self.egress
-                .switch_mut(s.idx())
-                .balancer
-                .tick(self.now, &self.routes.switches[s.idx()]);
+            let b = &mut self.egress.switch_mut(s.idx()).balancer;
+            b.tick(self.now, &self.routes.switches[s.idx()]);
+            idle &= b.alb_idle();
+        }
+        if idle {
+            self.balance.resting.alb = Some(self.now);
+            return;
         }
         let t = self.now + self.balance.alb_every;
         self.queue.push(t, Event::Alb);

@@ -411,9 +411,21 @@ impl Simulation {
                 self.counters.events -= 1;
                 self.sample()
             }
-            Event::Quality => self.refresh_quality(),
-            Event::Heartbeat => self.heartbeat(),
-            Event::Alb => self.alb_tick(),
+            // The balancers' ticks are bookkeeping on a clock, not events
+            // of the model: they stop while there is nothing to do (see
+            // `balance::Resting`), in a partition for its own switches.
+            Event::Quality => {
+                self.counters.events -= 1;
+                self.refresh_quality()
+            }
+            Event::Heartbeat => {
+                self.counters.events -= 1;
+                self.heartbeat()
+            }
+            Event::Alb => {
+                self.counters.events -= 1;
+                self.alb_tick()
+            }
             Event::Fail(i) => self.fail(i, false),
             Event::Recover(i) => self.fail(i, true),
             Event::Reconverge => self.reconverge(),

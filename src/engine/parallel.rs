@@ -637,9 +637,9 @@ impl Simulation {
     }
 
     /// In a partition, before each event: keeps its key (captures and
-    /// losses are ordered by it) and counts a fabric-wide event (balancers'
-    /// periodic work, a failure, routing reconverging, a task every
-    /// partition runs) in partition 0 only, as the one event it is. Out of
+    /// losses are ordered by it) and counts a fabric-wide event (a
+    /// failure, routing reconverging, a task every partition runs) in
+    /// partition 0 only, as the one event it is. Out of
     /// line, so that one queue's loop is as it was.
     #[cold]
     #[inline(never)]
@@ -649,10 +649,7 @@ impl Simulation {
             return;
         };
         let everywhere = match *ev {
-            Event::Quality
-            | Event::Heartbeat
-            | Event::Alb
-            | Event::Fail(_)
+            Event::Fail(_)
             | Event::Recover(_)
             | Event::Reconverge => true,
             Event::TaskReady(t) | Event::TaskDone(t) => match p.homes.get(t as usize) {

@@ -334,6 +334,9 @@ impl Simulation {
             if self.keyed {
                 self.partition_event(&ev);
             }
+            if self.balancers_resting() {
+                self.wake_balancers(&ev);
+            }
             self.handle(ev);
         }
         if self.finished_at.is_none() && self.counters.flows_acked == total && self.tasks.all_done()

@@ -484,6 +484,12 @@ pub struct Perf {
     pub iterations_forgotten: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations_held_at_most: Option<u64>,
+    /// Ticks of the balancers' periodic work (DLB quality, GLB heartbeats,
+    /// ALB sampling) handled: they stop while the fabric is idle. Not
+    /// counted in `events`; summed over partitions, each ticking for its
+    /// own switches, so it may differ with the thread count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balancer_ticks: Option<u64>,
 }
 
 impl Summary {
@@ -969,6 +975,7 @@ impl Perf {
             iterations_made: sim.later_counts().map(|c| c.0),
             iterations_forgotten: sim.later_counts().map(|c| c.1),
             iterations_held_at_most: sim.later_counts().map(|c| c.2),
+            balancer_ticks: Some(sim.balance().ticks).filter(|&n| n > 0),
         }
     }
 

@@ -70,6 +70,32 @@ impl Alb {
         self.rates = vec![0.0; buckets];
     }
 
+    /// Nothing was carried or measured: a tick only moves its times.
+    pub fn idle(&self, b: &Buckets) -> bool {
+        self.rates.iter().all(|&r| r == 0.0) && b.bytes.iter().all(|&n| n == 0)
+    }
+
+    /// What the ticks from `first` to `last` (inclusive, `every` apart,
+    /// on multiples of `every`) would have done to an idle switch: move
+    /// the sampling and scanning times, and nothing else.
+    pub fn skip_idle(&mut self, first: SimTime, last: SimTime, every: SimTime) {
+        let e = every.0.max(1);
+        let up = |t: u64| t.div_ceil(e).saturating_mul(e);
+        // The last tick at or after `from` that repeats every `period`
+        // (rounded up to ticks) up to `last`.
+        let last_of = |from: u64, period: u64| {
+            let t1 = up(from.max(first.0));
+            let p = up(period).max(e);
+            (t1 <= last.0).then(|| t1 + (last.0 - t1) / p * p)
+        };
+        if let Some(t) = last_of(self.last_sample.0.saturating_add(self.cfg.window.0), self.cfg.window.0) {
+            self.last_sample = SimTime(t);
+        }
+        if let Some(t) = last_of(self.next_scan.0, self.cfg.interval.0) {
+            self.next_scan = SimTime(t) + self.cfg.interval;
+        }
+    }
+
     /// Samples and scans when their times have come.
     /// `down` lists member ports that have failed.
     pub fn tick(&mut self, now: SimTime, b: &mut Buckets, routes: &SwitchRoutes, down: &[PortId]) {
@@ -215,6 +241,42 @@ mod tests {
             assert!(per.iter().all(|&m| m <= max_moves as u64), "{per:?}");
             assert_eq!(moves[intervals - 1], 2, "{moves:?}");
             assert_eq!(alb.stats.imbalanced, intervals as u64);
+        }
+    }
+
+    /// Skipping idle ticks leaves the sampling and scanning times where
+    /// ticking through them would, for windows and intervals on and off
+    /// the tick grid, and idle ticks change nothing else.
+    #[test]
+    fn skipping_idle_ticks_matches_ticking_through_them() {
+        let (routes, b0) = two_members();
+        let us = SimTime::from_us;
+        for (window, interval, every) in [(10, 50, 10), (7, 30, 3), (10, 10, 4), (1, 1, 1)] {
+            let cfg = AlbConfig {
+                window: us(window),
+                interval: us(interval),
+                ..AlbConfig::default()
+            };
+            for stop in [0u64, 1, 5] {
+                for skipped in [1u64, 2, 9, 40] {
+                    let mut ticked = Alb::new(cfg.clone(), 16);
+                    let mut b = b0.clone();
+                    let tick = |k: u64| us(every * k);
+                    for k in 1..=stop {
+                        ticked.tick(tick(k), &mut b, &routes, &[]);
+                    }
+                    let mut skipped_alb = ticked.clone();
+                    for k in stop + 1..=stop + skipped {
+                        ticked.tick(tick(k), &mut b, &routes, &[]);
+                        assert!(ticked.idle(&b));
+                    }
+                    skipped_alb.skip_idle(tick(stop + 1), tick(stop + skipped), us(every));
+                    let case = (window, interval, every, stop, skipped);
+                    assert_eq!(ticked.last_sample, skipped_alb.last_sample, "{case:?}");
+                    assert_eq!(ticked.next_scan, skipped_alb.next_scan, "{case:?}");
+                    assert_eq!(ticked.stats.moves, 0);
+                }
+            }
         }
     }
 

@@ -576,6 +576,22 @@ impl Balancer {
         }
     }
 
+    /// ALB has nothing to sample or move (or there is no ALB).
+    pub fn alb_idle(&self) -> bool {
+        let r = &*self.parts;
+        match (&r.alb, &r.buckets) {
+            (Some(a), Some(b)) => a.idle(b),
+            _ => true,
+        }
+    }
+
+    /// ALB's times as if it had ticked, idle, from `first` to `last`.
+    pub fn alb_skip_idle(&mut self, first: SimTime, last: SimTime, every: SimTime) {
+        if let Some(a) = &mut self.parts.alb {
+            a.skip_idle(first, last, every);
+        }
+    }
+
     /// Periodic work: ALB samples and rebalances.
     pub fn tick(&mut self, now: SimTime, routes: &SwitchRoutes) {
         let r = &mut *self.parts;
