@@ -584,7 +584,11 @@ fn periodic_balancer_work_stops_while_the_fabric_waits() {
         ];
         let sims = common::same_on_threads(path, &[2], &sets);
         let (sim, s) = run_file(std::path::Path::new(path), &sets);
-        assert!(s.makespan_ps > 4_000_000_000_000, "{mode}: {}", s.makespan_ps);
+        assert!(
+            s.makespan_ps > 4_000_000_000_000,
+            "{mode}: {}",
+            s.makespan_ps
+        );
         assert!(s.timeouts > 0);
         // The activity lasts well under a millisecond: a tick a
         // microsecond through it, and a few for each heartbeat.
@@ -598,7 +602,11 @@ fn periodic_balancer_work_stops_while_the_fabric_waits() {
     let two = dir.path().join("two-bursts.toml");
     let text = std::fs::read_to_string(path).unwrap();
     let later = "[[workload]]\nkind = \"all-to-all\"\nbytes = \"200KB\"\nstart = \"3ms\"\n";
-    std::fs::write(&two, text.replace("[report]", &format!("{later}\n[report]"))).unwrap();
+    std::fs::write(
+        &two,
+        text.replace("[report]", &format!("{later}\n[report]")),
+    )
+    .unwrap();
     let sets = ["switch.balance.mode=\"alb\""];
     common::same_on_threads(two.to_str().unwrap(), &[2], &sets);
     let (sim, s) = run_file(&two, &sets);

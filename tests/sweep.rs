@@ -84,6 +84,12 @@ fn the_example_sweep_gives_the_same_results_in_parallel_as_one_at_a_time() {
         stdout.contains("18 points: 18 run now, 0 done before, 0 failed"),
         "{stdout}"
     );
+    // The points whose 4.3 s makespan is a retransmission timer's wait
+    // (a go-back-N tail with a 2 us flowlet timeout) are named.
+    assert!(
+        stdout.contains("note      4 of 18 points ended on a retransmission timeout (p0000, p0001, p0002, p0009)"),
+        "{stdout}"
+    );
     let o = sweep(file, &b, &["--jobs", "1", "--quiet"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty() && o.stderr.is_empty());

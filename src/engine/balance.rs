@@ -298,7 +298,10 @@ impl Simulation {
     #[cold]
     #[inline(never)]
     pub(super) fn wake_balancers(&mut self, ev: &Event) {
-        if matches!(ev, Event::Sample | Event::Quality | Event::Heartbeat | Event::Alb) {
+        if matches!(
+            ev,
+            Event::Sample | Event::Quality | Event::Heartbeat | Event::Alb
+        ) {
             return;
         }
         let after = super::queue::Keyed::key(ev);
@@ -356,9 +359,8 @@ impl Simulation {
                 let queued = self.egress.queues()[i].total_bytes;
                 dlb::quality(load, queued, d.queue_full)
             };
-            changed |= sent != 0
-                || load.to_bits() != d.load.to_bits()
-                || band != self.balance.quality[i];
+            changed |=
+                sent != 0 || load.to_bits() != d.load.to_bits() || band != self.balance.quality[i];
             d.load = load;
             self.balance.quality[i] = band;
         }

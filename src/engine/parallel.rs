@@ -649,9 +649,7 @@ impl Simulation {
             return;
         };
         let everywhere = match *ev {
-            Event::Fail(_)
-            | Event::Recover(_)
-            | Event::Reconverge => true,
+            Event::Fail(_) | Event::Recover(_) | Event::Reconverge => true,
             Event::TaskReady(t) | Event::TaskDone(t) => match p.homes.get(t as usize) {
                 Some(h) => *h == Home::Everywhere,
                 None => {

@@ -121,6 +121,11 @@ pub struct Summary {
     pub data_packets_sent: u64,
     pub retransmitted_bytes: u64,
     pub timeouts: u64,
+    /// The run's end waited on a retransmission timeout (one timeout of
+    /// `transport.rto` is at least half the makespan): its utilisation
+    /// and rates are averaged over that wait (see `timer_tail`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_on_timer: bool,
     pub naks: u64,
     pub acks: u64,
     pub out_of_order_packets: u64,
@@ -512,7 +517,7 @@ impl Summary {
         makespan = makespan.max(sim.pass_flows().last_done.0);
         let qps = &sim.qps();
         let balance = uplink_balance(sim);
-        Summary {
+        let mut s = Summary {
             scenario: sim.scenario().name.clone(),
             seed: sim.scenario().seed,
             topology: sim.topo().kind.name().to_string(),
@@ -559,6 +564,7 @@ impl Summary {
             data_packets_sent: c.data_packets_sent,
             retransmitted_bytes: qps.iter().map(|q| q.req.retx_bytes).sum(),
             timeouts: qps.iter().map(|q| q.req.timeouts as u64).sum(),
+            ended_on_timer: false,
             naks: c.naks_sent,
             acks: c.acks_sent,
             out_of_order_packets: qps.iter().map(|q| q.resp.out_of_order).sum(),
@@ -670,7 +676,10 @@ impl Summary {
             collectives: CollectiveReport::of(sim),
             nvlink_bytes: sim.tasks().nvlink.bytes,
             jobs: JobReport::of(sim),
-        }
+        };
+        let rto = sim.scenario().transport.rto.0;
+        s.ended_on_timer = s.timeouts > 0 && s.makespan_ps > 0 && rto >= s.makespan_ps / 2;
+        s
     }
 }
 
@@ -913,7 +922,7 @@ pub fn peak_rss_bytes() -> u64 {
 /// utilisation and rates are then averaged over that idle wait.
 pub fn timer_tail(sim: &Simulation, s: &Summary) -> Option<String> {
     let rto = sim.scenario().transport.rto;
-    if s.timeouts == 0 || s.makespan_ps == 0 || rto.0 < s.makespan_ps / 2 {
+    if !s.ended_on_timer {
         return None;
     }
     Some(format!(

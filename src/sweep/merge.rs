@@ -266,6 +266,28 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
         .filter(|r| matches!(r.status, "missing" | "corrupt"))
         .map(|r| r.fields[1].clone())
         .collect();
+    let mut table = table(&axes, &rows);
+    let on_timer: Vec<&str> = rows
+        .iter()
+        .filter(|r| {
+            r.summary
+                .as_ref()
+                .and_then(|s| s.get("ended_on_timer")?.as_bool())
+                == Some(true)
+        })
+        .map(|r| r.fields[1].as_str())
+        .collect();
+    if !on_timer.is_empty() {
+        table.push_str(&format!(
+            "note      {} of {} points ended on a retransmission timeout ({}): their makespans are mostly that wait, and their rates are averaged over it (`ended_on_timer` in their summary.json; a shorter transport.rto ends them sooner)\n",
+            on_timer.len(),
+            rows.len(),
+            match on_timer.len() {
+                0..=12 => on_timer.join(", "),
+                n => format!("{} and {} more", on_timer[..12].join(", "), n - 12),
+            }
+        ));
+    }
     Ok(Merged {
         points: rows.len(),
         done,
@@ -273,7 +295,7 @@ pub fn merge(out: &Path) -> Result<Merged, String> {
         failed,
         missing,
         plots,
-        table: table(&axes, &rows),
+        table,
     })
 }
 

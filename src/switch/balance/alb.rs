@@ -88,7 +88,10 @@ impl Alb {
             let p = up(period).max(e);
             (t1 <= last.0).then(|| t1 + (last.0 - t1) / p * p)
         };
-        if let Some(t) = last_of(self.last_sample.0.saturating_add(self.cfg.window.0), self.cfg.window.0) {
+        if let Some(t) = last_of(
+            self.last_sample.0.saturating_add(self.cfg.window.0),
+            self.cfg.window.0,
+        ) {
             self.last_sample = SimTime(t);
         }
         if let Some(t) = last_of(self.next_scan.0, self.cfg.interval.0) {
