@@ -134,6 +134,8 @@ pub struct Requester {
     pub retx_bytes: u64,
     pub timeouts: u32,
     pub naks: u32,
+    /// The longest a timeout of this QP waited (its timer's length).
+    pub longest_wait: SimTime,
     /// The MRC-like multipath sender, which replaces go-back-N.
     pub mrc: Option<Box<super::mrc::Mrc>>,
     /// Messages posted and not yet acknowledged in full.
@@ -184,6 +186,7 @@ impl Requester {
             retx_packets: 0,
             retx_bytes: 0,
             timeouts: 0,
+            longest_wait: SimTime::ZERO,
             naks: 0,
             mrc: None,
             msgs: Posted::default(),
@@ -507,6 +510,7 @@ impl Requester {
             let (n, next) = m.on_timer(now, rto);
             if n > 0 {
                 self.timeouts += 1;
+                self.longest_wait = self.longest_wait.max(rto);
                 if let Some(m) = self.msgs.0.front_mut() {
                     m.stalls += 1;
                 }
@@ -527,6 +531,7 @@ impl Requester {
             return TimerAction::Wait(next);
         }
         self.timeouts += 1;
+        self.longest_wait = self.longest_wait.max(rto);
         if let Some(m) = self.msgs.0.front_mut() {
             m.stalls += 1;
         }

@@ -121,8 +121,8 @@ pub struct Summary {
     pub data_packets_sent: u64,
     pub retransmitted_bytes: u64,
     pub timeouts: u64,
-    /// The run's end waited on a retransmission timeout (one timeout of
-    /// `transport.rto` is at least half the makespan): its utilisation
+    /// The run's end waited on a retransmission timeout (one timeout
+    /// waited at least half the makespan): its utilisation
     /// and rates are averaged over that wait (see `timer_tail`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ended_on_timer: bool,
@@ -677,8 +677,7 @@ impl Summary {
             nvlink_bytes: sim.tasks().nvlink.bytes,
             jobs: JobReport::of(sim),
         };
-        let rto = sim.scenario().transport.rto.0;
-        s.ended_on_timer = s.timeouts > 0 && s.makespan_ps > 0 && rto >= s.makespan_ps / 2;
+        s.ended_on_timer = s.makespan_ps > 0 && longest_timeout(sim).0 >= s.makespan_ps / 2;
         s
     }
 }
@@ -917,18 +916,34 @@ pub fn peak_rss_bytes() -> u64 {
     proc_kb("/proc/self/status", "VmHWM").unwrap_or(0)
 }
 
-/// When a run's end waited on a retransmission timeout (one timeout is
-/// at least half the makespan): what to tell the reader, whose
+/// The longest any retransmission timeout waited (zero: none fired).
+fn longest_timeout(sim: &Simulation) -> SimTime {
+    let qps = sim.qps();
+    let waits = qps.iter().filter(|q| q.req.timeouts > 0);
+    waits
+        .map(|q| q.req.longest_wait)
+        .max()
+        .unwrap_or(SimTime::ZERO)
+}
+
+/// When a run's end waited on a retransmission timeout (one timeout
+/// waited at least half the makespan): what to tell the reader, whose
 /// utilisation and rates are then averaged over that idle wait.
 pub fn timer_tail(sim: &Simulation, s: &Summary) -> Option<String> {
-    let rto = sim.scenario().transport.rto;
     if !s.ended_on_timer {
         return None;
     }
+    let rto = sim.scenario().transport.rto;
+    let wait = longest_timeout(sim);
+    let timer = if wait == rto {
+        format!("of transport.rto = {rto}")
+    } else {
+        format!("waiting up to {wait}")
+    };
     Some(format!(
-        "{} retransmission timeout(s) of transport.rto = {rto} in a run of {}: its end waited on that timer with little or nothing moving, so utilisation and rates are averaged over the wait (a shorter transport.rto, or no loss, ends it sooner)",
+        "{} retransmission timeout(s) {timer} in a run of {}: its end waited on that timer with little or nothing moving, so utilisation and rates are averaged over the wait (a shorter transport.rto, or no loss, ends it sooner)",
         s.timeouts,
-        crate::units::SimTime(s.makespan_ps)
+        SimTime(s.makespan_ps)
     ))
 }
 
