@@ -1339,8 +1339,6 @@ fn a_run_that_ended_on_a_timer_says_so() {
             "--set",
             "switch.balance.flowlet_timeout=\"2us\"",
             "--set",
-            "switch.balance.quality_interval=\"100us\"",
-            "--set",
             "report.html=true",
             "--no-plots",
             "--out",
@@ -1355,8 +1353,37 @@ fn a_run_that_ended_on_a_timer_says_so() {
             && stdout.contains("retransmission timeout(s) of transport.rto = 4294.967 ms"),
         "{stdout}"
     );
+    // Utilisation over the run is nothing; over its active period (the
+    // run less the wait), the incast-like hot ports were busy.
+    let hot = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("busiest switch egress ports"))
+        .nth(2)
+        .unwrap();
+    let pct: Vec<f64> = hot
+        .split_whitespace()
+        .filter_map(|w| w.strip_suffix('%')?.parse().ok())
+        .collect();
+    assert!(pct.len() == 2 && pct[0] < 0.1 && pct[1] > 50.0, "{hot}");
+    let links = std::fs::read_to_string(out.join("links.csv")).unwrap();
+    let header: Vec<&str> = links.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (util, active) = (col("utilization"), col("active_utilization"));
+    let busiest = links
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .map(|r| {
+            (
+                r[util].parse::<f64>().unwrap(),
+                r[active].parse::<f64>().unwrap(),
+            )
+        })
+        .fold((0.0, 0.0), |m: (f64, f64), r| if r.1 > m.1 { r } else { m });
+    assert!(busiest.0 < 0.001 && busiest.1 > 0.5, "{busiest:?}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Ended on a timer"));
+    assert!(html.contains("utilization while active"));
     let o = fabricsim()
         .args(["run", "examples/fat-tree.toml", "--out"])
         .arg(out.join("plain"))

@@ -72,6 +72,18 @@ const _: () = assert!(crate::workload::MAX_QPS <= 1 << KEY_ID_BITS);
 const _: () = assert!(crate::workload::collective::MAX_TASKS <= 1 << KEY_ID_BITS);
 const _: () = assert!(crate::workload::MAX_FLOWS <= 1 << KEY_ID_BITS);
 
+impl Event {
+    /// A time-series sample or a balancer's tick: work on a clock, not an
+    /// event of the model (see `outcome::IdleGaps`).
+    #[inline(always)]
+    pub fn is_clockwork(&self) -> bool {
+        matches!(
+            self,
+            Event::Sample | Event::Quality | Event::Heartbeat | Event::Alb
+        )
+    }
+}
+
 impl queue::Keyed for Event {
     /// Orders events due at the same time: by kind (the run-wide ones
     /// first, so that they can happen between the windows of a run cut into

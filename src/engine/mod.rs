@@ -67,7 +67,7 @@ pub use crate::nic::nics::{mrc_sport, QpState};
 pub use flow::FlowState;
 
 pub(crate) use crate::switch::egress::first;
-pub use outcome::{Counters, Estimate, FirstEvents, Progress};
+pub use outcome::{Counters, Estimate, FirstEvents, IdleGaps, Progress};
 pub use run::{Limits, StopReason};
 
 pub use crate::switch::egress::NO_SLOT;
@@ -192,6 +192,8 @@ pub struct Simulation {
     /// How long the run goes on after that: the longest link delay.
     tail: SimTime,
     firsts: FirstEvents,
+    /// Long stretches with no event of the model.
+    idle: IdleGaps,
 }
 
 impl Simulation {
@@ -359,6 +361,7 @@ impl Simulation {
             keyed: false,
             tail: topo_tail,
             firsts: FirstEvents::default(),
+            idle: IdleGaps::default(),
         };
         if !sim.tasks.graph.passes.is_empty() || sim.tasks.later.is_some() {
             sim.set_up_passes(pass_qps, (end_tasks, end_flows));

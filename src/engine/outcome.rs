@@ -153,3 +153,93 @@ impl Estimate {
         self.link_transmissions as f64 / Self::LINK_TX_PER_SECOND
     }
 }
+
+/// Stretches of at least `IdleGaps::AT_LEAST` in which no event of the
+/// model happened anywhere (a retransmission timer's wait, a compute
+/// phase with nothing in flight, a late start): the run less these is
+/// its active period, over which links' utilisation is reported as well.
+/// Time-series samples and the balancers' ticks are clockwork, not
+/// events of the model, and do not break a stretch.
+///
+/// A run cut into partitions records each partition's own stretches; the
+/// run's are where every partition's overlap (no partition had an event
+/// there), kept when still that long. A stretch of the whole run lies
+/// inside one of each partition's, so the pieces are exactly the run's.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct IdleGaps {
+    /// The last event of the model.
+    pub last: SimTime,
+    /// The stretches, in time order, each from one event to the next.
+    pub gaps: Vec<(SimTime, SimTime)>,
+}
+
+impl IdleGaps {
+    /// The shortest stretch kept: far above any serialization, round
+    /// trip or PFC pause of a working fabric.
+    pub const AT_LEAST: SimTime = SimTime::from_us(100);
+
+    /// The idle time in all.
+    pub fn total(&self) -> SimTime {
+        SimTime(self.gaps.iter().map(|(a, b)| b.0 - a.0).sum())
+    }
+
+    /// Keeps the stretches in which `other`, another partition of the
+    /// same run, was idle too.
+    pub fn absorb(&mut self, other: &IdleGaps) {
+        let (mut i, mut j) = (0, 0);
+        let mut both = Vec::new();
+        while i < self.gaps.len() && j < other.gaps.len() {
+            let (a, b) = (self.gaps[i], other.gaps[j]);
+            let (from, to) = (a.0.max(b.0), a.1.min(b.1));
+            if to.saturating_sub(from) >= Self::AT_LEAST {
+                both.push((from, to));
+            }
+            if a.1 < b.1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        self.gaps = both;
+        self.last = self.last.max(other.last);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gaps(us: &[(u64, u64)]) -> IdleGaps {
+        IdleGaps {
+            last: SimTime::ZERO,
+            gaps: us
+                .iter()
+                .map(|&(a, b)| (SimTime::from_us(a), SimTime::from_us(b)))
+                .collect(),
+        }
+    }
+
+    /// Two partitions' stretches: the run's are where both were idle, as
+    /// long as the shortest kept.
+    #[test]
+    fn a_cut_run_is_idle_where_every_partition_was() {
+        let mut a = gaps(&[(0, 500), (1000, 5000), (6000, 6150)]);
+        let b = gaps(&[
+            (100, 450),
+            (900, 1050),
+            (1200, 4000),
+            (4100, 5100),
+            (6000, 6200),
+        ]);
+        a.absorb(&b);
+        assert_eq!(
+            a.gaps,
+            gaps(&[(100, 450), (1200, 4000), (4100, 5000), (6000, 6150)]).gaps
+        );
+        assert_eq!(a.total(), SimTime::from_us(350 + 2800 + 900 + 150));
+        // Overlaps shorter than the shortest kept are not idle stretches.
+        let mut c = gaps(&[(0, 150)]);
+        c.absorb(&gaps(&[(90, 300)]));
+        assert!(c.gaps.is_empty());
+    }
+}

@@ -1453,6 +1453,7 @@ pub(super) struct Fragment {
     passes: super::passes::PassFlows,
     counters: super::Counters,
     firsts: super::FirstEvents,
+    idle: super::IdleGaps,
     now: SimTime,
     finished_at: Option<SimTime>,
     paths: super::paths::PathLog,
@@ -1605,6 +1606,7 @@ impl Simulation {
             passes: self.passes,
             counters: self.counters,
             firsts: self.firsts,
+            idle: self.idle,
             now: self.now,
             finished_at: self.finished_at,
             paths: self.paths,
@@ -1664,6 +1666,7 @@ impl Simulation {
         self.passes.absorb(&other.passes);
         self.counters = sum(&[self.counters, other.counters]);
         self.firsts.absorb(&other.firsts);
+        self.idle.absorb(&other.idle);
         self.finished_at = self.finished_at.max(other.finished_at);
         self.now = self.now.max(other.now);
     }

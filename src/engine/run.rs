@@ -2,7 +2,7 @@
 //! puts on a run, and how it tells a stuck run (a stall, a PFC deadlock)
 //! from one that is only slow.
 
-use super::{deadlock, prefetch_read, Event, Progress, Simulation};
+use super::{deadlock, prefetch_read, Event, IdleGaps, Progress, Simulation};
 use crate::topology::Owner;
 use crate::units::SimTime;
 
@@ -328,6 +328,11 @@ impl Simulation {
             }
 
             debug_assert!(t >= self.now, "time ran backwards");
+            if t.0 - self.idle.last.0 >= IdleGaps::AT_LEAST.0 {
+                self.idle_stretch(t, &ev);
+            } else if !ev.is_clockwork() {
+                self.idle.last = t;
+            }
             self.now = t;
             self.counters.events += 1;
             handled += 1;
@@ -350,6 +355,17 @@ impl Simulation {
             return StopReason::Paused;
         }
         StopReason::Finished
+    }
+
+    /// A long stretch since the last event of the model ends, unless
+    /// `ev` is clockwork.
+    #[cold]
+    #[inline(never)]
+    fn idle_stretch(&mut self, t: SimTime, ev: &Event) {
+        if !ev.is_clockwork() {
+            self.idle.gaps.push((self.idle.last, t));
+            self.idle.last = t;
+        }
     }
 
     /// Every transfer is acknowledged and every task done (in a

@@ -24,6 +24,11 @@ impl Simulation {
         )
     }
 
+    /// Long stretches in which nothing of the model happened.
+    pub fn idle_gaps(&self) -> &super::IdleGaps {
+        &self.idle
+    }
+
     pub fn now(&self) -> SimTime {
         self.now
     }

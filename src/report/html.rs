@@ -260,7 +260,7 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary, line_of: &[Option<u32>]
         );
     }
     // Links by bytes sent.
-    let span = sim.now().0.max(1) as f64;
+    let (span, active) = super::utilisation_spans(sim);
     let conns = super::connections_per_port(sim);
     let mut hot: Vec<usize> = (0..sim.ports().len())
         .filter(|&p| sim.ports()[p].tx_wire_bytes > 0)
@@ -272,30 +272,32 @@ fn tables(o: &mut String, sim: &Simulation, s: &Summary, line_of: &[Option<u32>]
         .take(TABLE_ROWS)
         .map(|&p| {
             let port = &sim.ports()[p];
-            vec![
+            let mut row = vec![
                 sim.topo().link_name(PortId(p as u32)),
                 fmt_bytes(port.tx_wire_bytes),
                 format!("{:.1}%", 100.0 * port.busy_ps as f64 / span),
+            ];
+            if let Some(a) = active {
+                row.push(format!(
+                    "{:.1}%",
+                    (100.0 * port.busy_ps as f64 / a).min(100.0)
+                ));
+            }
+            row.extend([
                 fmt_bytes(sim.queues()[p].max_bytes),
                 sim.port_drops()[p].packets.to_string(),
                 conns.as_ref().map_or("-".into(), |c| c[p].to_string()),
-            ]
+            ]);
+            row
         })
         .collect();
     let lines: Vec<Option<u32>> = hot.iter().take(TABLE_ROWS).map(|&p| line_of[p]).collect();
-    tagged(
-        o,
-        &[
-            "link",
-            "bytes on the wire",
-            "utilization",
-            "deepest queue",
-            "drops",
-            "connections",
-        ],
-        &rows,
-        &lines,
-    );
+    let mut head = vec!["link", "bytes on the wire", "utilization"];
+    if active.is_some() {
+        head.push("utilization while active");
+    }
+    head.extend(["deepest queue", "drops", "connections"]);
+    tagged(o, &head, &rows, &lines);
     // Queues by peak depth.
     let mut queues: Vec<(u32, usize, usize)> = Vec::new();
     for p in 0..sim.ports().len() {

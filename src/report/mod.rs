@@ -677,7 +677,7 @@ impl Summary {
             nvlink_bytes: sim.tasks().nvlink.bytes,
             jobs: JobReport::of(sim),
         };
-        s.ended_on_timer = s.makespan_ps > 0 && longest_timeout(sim).0 >= s.makespan_ps / 2;
+        s.ended_on_timer = timer_wait(sim).is_some();
         s
     }
 }
@@ -926,8 +926,34 @@ fn longest_timeout(sim: &Simulation) -> SimTime {
         .unwrap_or(SimTime::ZERO)
 }
 
+/// The wait of the retransmission timeout the run's end waited on: one
+/// that waited at least half the run.
+pub fn timer_wait(sim: &Simulation) -> Option<SimTime> {
+    let wait = longest_timeout(sim);
+    (wait > SimTime::ZERO && wait.0 >= sim.now().0 / 2).then_some(wait)
+}
+
+/// The times links' utilisation is averaged over: the run, and its
+/// active period (the run less its idle stretches, `IdleGaps`), the
+/// latter only where they differ by a tenth or more (a timer's wait, long
+/// compute phases), as the console and report show it.
+pub fn utilisation_spans(sim: &Simulation) -> (f64, Option<f64>) {
+    let run = sim.now().0.max(1);
+    let active = active_ps(sim);
+    (
+        run as f64,
+        (active < run - run / 10).then_some(active as f64),
+    )
+}
+
+/// The run less its idle stretches, in ps (at least 1).
+pub fn active_ps(sim: &Simulation) -> u64 {
+    let idle = sim.idle_gaps().total().0;
+    sim.now().0.saturating_sub(idle).max(1)
+}
+
 /// When a run's end waited on a retransmission timeout (one timeout
-/// waited at least half the makespan): what to tell the reader, whose
+/// waited at least half the run): what to tell the reader, whose
 /// utilisation and rates are then averaged over that idle wait.
 pub fn timer_tail(sim: &Simulation, s: &Summary) -> Option<String> {
     if !s.ended_on_timer {
@@ -941,9 +967,10 @@ pub fn timer_tail(sim: &Simulation, s: &Summary) -> Option<String> {
         format!("waiting up to {wait}")
     };
     Some(format!(
-        "{} retransmission timeout(s) {timer} in a run of {}: its end waited on that timer with little or nothing moving, so utilisation and rates are averaged over the wait (a shorter transport.rto, or no loss, ends it sooner)",
+        "{} retransmission timeout(s) {timer} in a run of {}: its end waited on that timer with little or nothing moving, so utilisation and rates over the run are averaged over the wait; utilisation over the {} of the run's active period is shown as well (a shorter transport.rto, or no loss, ends it sooner)",
         s.timeouts,
-        SimTime(s.makespan_ps)
+        SimTime(s.makespan_ps),
+        SimTime(active_ps(sim))
     ))
 }
 

@@ -600,11 +600,13 @@ pub fn links_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "bytes",
         "packets",
         "utilization",
+        "active_utilization",
         "max_queue_bytes",
         "drops",
         "connections",
     ])?;
     let span = sim.now().0.max(1) as f64;
+    let active = super::active_ps(sim) as f64;
     let conns = super::connections_per_port(sim);
     for (li, l) in topo.links.iter().enumerate() {
         for p in [l.a, l.b] {
@@ -624,6 +626,7 @@ pub fn links_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
                 port.tx_wire_bytes.to_string(),
                 port.tx_packets.to_string(),
                 format!("{:.4}", port.busy_ps as f64 / span),
+                format!("{:.4}", (port.busy_ps as f64 / active).min(1.0)),
                 sim.queues()[p.idx()].max_bytes.to_string(),
                 sim.port_drops()[p.idx()].packets.to_string(),
                 conns

@@ -278,15 +278,16 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         .collect();
     hot.sort_by_key(|&p| (std::cmp::Reverse(sim.ports()[p].busy_ps), p));
     if !hot.is_empty() {
-        let span = sim.now().0.max(1) as f64;
+        let (span, active) = super::utilisation_spans(sim);
         let _ = writeln!(o, "\nbusiest switch egress ports");
         // Static routes: how many connections hash onto each port.
         let conns = super::connections_per_port(sim);
         let _ = writeln!(
             o,
-            "  {:<34} {:>6} {:>11} {:>7}{}",
+            "  {:<34} {:>6}{} {:>11} {:>7}{}",
             "link",
             "util",
+            if active.is_some() { "  active" } else { "" },
             "max queue",
             "drops",
             if conns.is_some() {
@@ -303,9 +304,13 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             let name = format!("{} -> {}", t.owner_name(pid), t.member_name(pid));
             let _ = writeln!(
                 o,
-                "  {:<34} {:>5.1}% {:>11} {:>7}{}",
+                "  {:<34} {:>5.1}%{} {:>11} {:>7}{}",
                 name,
                 100.0 * port.busy_ps as f64 / span,
+                active.map_or(String::new(), |a| format!(
+                    " {:>6.1}%",
+                    (100.0 * port.busy_ps as f64 / a).min(100.0)
+                )),
                 fmt_bytes(sim.queues()[p].max_bytes),
                 sim.port_drops()[p].packets,
                 conns
