@@ -113,11 +113,13 @@ struct Resting {
     quality: Option<SimTime>,
     heartbeat: Option<SimTime>,
     alb: Option<SimTime>,
+    /// Some task is stopped (looked at before every event).
+    any: bool,
 }
 
 impl Resting {
-    fn any(&self) -> bool {
-        self.quality.is_some() || self.heartbeat.is_some() || self.alb.is_some()
+    fn update(&mut self) {
+        self.any = self.quality.is_some() || self.heartbeat.is_some() || self.alb.is_some();
     }
 }
 
@@ -287,23 +289,21 @@ impl BalanceState {
 impl Simulation {
     /// Some periodic task is stopped: the event about to be handled may
     /// give it something to do.
-    #[inline(always)]
     pub(super) fn balancers_resting(&self) -> bool {
-        self.balance.resting.any()
+        self.balance.resting.any
+    }
+
+    /// A task stopped or started: the run loop looks at them before each
+    /// event while one is stopped.
+    fn resting_changed(&mut self) {
+        self.balance.resting.update();
+        self.idle.attend_every_event(self.balance.resting.any);
     }
 
     /// Starts again the stopped periodic tasks before an event of the
-    /// model (any but a time-series sample or a task's own tick), at the
-    /// tick each would have had after it.
-    #[cold]
-    #[inline(never)]
+    /// model (any but clockwork) due now, at the tick each would have had
+    /// after it.
     pub(super) fn wake_balancers(&mut self, ev: &Event) {
-        if matches!(
-            ev,
-            Event::Sample | Event::Quality | Event::Heartbeat | Event::Alb
-        ) {
-            return;
-        }
         let after = super::queue::Keyed::key(ev);
         self.wake_quality(after);
         self.wake_heartbeat(after);
@@ -321,12 +321,14 @@ impl Simulation {
             }
             self.queue.push(at, Event::Alb);
         }
+        self.resting_changed();
     }
 
     fn wake_quality(&mut self, after: u32) {
         if self.balance.resting.quality.take().is_some() {
             let at = next_tick(self.now, after, self.balance.quality_every, Event::Quality);
             self.queue.push(at, Event::Quality);
+            self.resting_changed();
         }
     }
 
@@ -335,6 +337,7 @@ impl Simulation {
             let every = self.balance.heartbeat_every;
             let at = next_tick(self.now, after, every, Event::Heartbeat);
             self.queue.push(at, Event::Heartbeat);
+            self.resting_changed();
         }
     }
 
@@ -366,6 +369,7 @@ impl Simulation {
         }
         if !changed {
             self.balance.resting.quality = Some(self.now);
+            self.resting_changed();
             return;
         }
         // New bands are news for the heartbeats.
@@ -425,6 +429,7 @@ impl Simulation {
         }
         if !sent {
             self.balance.resting.heartbeat = Some(self.now);
+            self.resting_changed();
             return;
         }
         // The frames sent are news for the ports' loads.
@@ -456,6 +461,7 @@ impl Simulation {
         }
         if idle {
             self.balance.resting.alb = Some(self.now);
+            self.resting_changed();
             return;
         }
         let t = self.now + self.balance.alb_every;

@@ -385,8 +385,10 @@ impl Simulation {
         self.queue.len()
     }
 
+    /// Handles `ev`; `due` is `IdleGaps::due` as it was before it, which
+    /// clockwork (samples, balancers' ticks) leaves as it was.
     #[inline(always)]
-    fn handle(&mut self, ev: Event) {
+    fn handle(&mut self, ev: Event, due: SimTime) {
         match ev {
             Event::TxDone(p) => {
                 let turn = self.egress.tx_done(&mut io!(self), p);
@@ -412,6 +414,7 @@ impl Simulation {
             Event::Sample => {
                 // Sampling only reads: it is not an event of the model.
                 self.counters.events -= 1;
+                self.idle.due = due;
                 self.sample()
             }
             // The balancers' ticks are bookkeeping on a clock, not events
@@ -419,14 +422,17 @@ impl Simulation {
             // `balance::Resting`), in a partition for its own switches.
             Event::Quality => {
                 self.counters.events -= 1;
+                self.idle.due = due;
                 self.refresh_quality()
             }
             Event::Heartbeat => {
                 self.counters.events -= 1;
+                self.idle.due = due;
                 self.heartbeat()
             }
             Event::Alb => {
                 self.counters.events -= 1;
+                self.idle.due = due;
                 self.alb_tick()
             }
             Event::Fail(i) => self.fail(i, false),

@@ -165,12 +165,27 @@ impl Estimate {
 /// run's are where every partition's overlap (no partition had an event
 /// there), kept when still that long. A stretch of the whole run lies
 /// inside one of each partition's, so the pieces are exactly the run's.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+///
+/// The run loop looks at one time before each event, `due`: the last
+/// event of the model plus `AT_LEAST`, or zero while a balancer's
+/// periodic task is stopped, so that the next event starts it again
+/// (`held` then keeps the time). Below it nothing needs doing.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct IdleGaps {
-    /// The last event of the model.
-    pub last: SimTime,
+    pub due: SimTime,
+    pub held: SimTime,
     /// The stretches, in time order, each from one event to the next.
     pub gaps: Vec<(SimTime, SimTime)>,
+}
+
+impl Default for IdleGaps {
+    fn default() -> Self {
+        IdleGaps {
+            due: Self::AT_LEAST,
+            held: Self::AT_LEAST,
+            gaps: Vec::new(),
+        }
+    }
 }
 
 impl IdleGaps {
@@ -201,7 +216,25 @@ impl IdleGaps {
             }
         }
         self.gaps = both;
-        self.last = self.last.max(other.last);
+    }
+
+    /// The last event of the model plus `AT_LEAST`.
+    pub fn model_due(&self) -> SimTime {
+        if self.due == SimTime::ZERO {
+            self.held
+        } else {
+            self.due
+        }
+    }
+
+    /// Makes the next event look at the balancers (`attend`) while `wake`.
+    pub fn attend_every_event(&mut self, wake: bool) {
+        if wake && self.due != SimTime::ZERO {
+            self.held = self.due;
+            self.due = SimTime::ZERO;
+        } else if !wake && self.due == SimTime::ZERO {
+            self.due = self.held;
+        }
     }
 }
 
@@ -211,11 +244,11 @@ mod tests {
 
     fn gaps(us: &[(u64, u64)]) -> IdleGaps {
         IdleGaps {
-            last: SimTime::ZERO,
             gaps: us
                 .iter()
                 .map(|&(a, b)| (SimTime::from_us(a), SimTime::from_us(b)))
                 .collect(),
+            ..IdleGaps::default()
         }
     }
 

@@ -1397,6 +1397,7 @@ impl Simulation {
     fn close(&mut self, end: SimTime) {
         self.now = end;
         self.finish_series();
+        self.close_idle();
     }
 }
 

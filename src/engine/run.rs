@@ -120,7 +120,18 @@ impl Simulation {
         self.make_rest();
         self.fluid_stop();
         self.finish_series();
+        self.close_idle();
         stop
+    }
+
+    /// The run ended: a long stretch since its last event of the model is
+    /// idle too (in a partition, since its own last event).
+    pub(super) fn close_idle(&mut self) {
+        let due = self.idle.model_due();
+        if self.now >= due {
+            let last = SimTime(due.0 - IdleGaps::AT_LEAST.0);
+            self.idle.gaps.push((last, self.now));
+        }
     }
 
     /// The loop goes window by window, each as long as the watch
@@ -328,21 +339,19 @@ impl Simulation {
             }
 
             debug_assert!(t >= self.now, "time ran backwards");
-            if t.0 - self.idle.last.0 >= IdleGaps::AT_LEAST.0 {
-                self.idle_stretch(t, &ev);
-            } else if !ev.is_clockwork() {
-                self.idle.last = t;
-            }
             self.now = t;
+            // Clockwork puts `due` back (see `handle`).
+            let due = self.idle.due;
+            if t >= due {
+                self.attend(&ev);
+            }
+            self.idle.due = SimTime(t.0 + IdleGaps::AT_LEAST.0);
             self.counters.events += 1;
             handled += 1;
             if self.keyed {
                 self.partition_event(&ev);
             }
-            if self.balancers_resting() {
-                self.wake_balancers(&ev);
-            }
-            self.handle(ev);
+            self.handle(ev, due);
         }
         if self.finished_at.is_none() && self.counters.flows_acked == total && self.tasks.all_done()
         {
@@ -357,14 +366,23 @@ impl Simulation {
         StopReason::Finished
     }
 
-    /// A long stretch since the last event of the model ends, unless
-    /// `ev` is clockwork.
+    /// Before an event due now that comes a long stretch after the last
+    /// event of the model, or while a balancer's task is stopped: unless
+    /// `ev` is clockwork, the stretch ends and the tasks start again.
     #[cold]
     #[inline(never)]
-    fn idle_stretch(&mut self, t: SimTime, ev: &Event) {
-        if !ev.is_clockwork() {
-            self.idle.gaps.push((self.idle.last, t));
-            self.idle.last = t;
+    fn attend(&mut self, ev: &Event) {
+        let t = self.now;
+        if ev.is_clockwork() {
+            return;
+        }
+        let due = self.idle.model_due();
+        if t >= due {
+            let last = SimTime(due.0 - IdleGaps::AT_LEAST.0);
+            self.idle.gaps.push((last, t));
+        }
+        if self.balancers_resting() {
+            self.wake_balancers(ev);
         }
     }
 
