@@ -93,7 +93,7 @@ fn run_without_a_scenario_runs_the_default_and_writes_every_output() {
     ));
     let links = std::fs::read_to_string(out.join("links.csv")).unwrap();
     assert!(links
-        .starts_with("link,from,to,tier,rate_bps,bytes,packets,utilization,max_queue_bytes,drops"));
+        .starts_with("link,from,to,tier,rate_bps,bytes,packets,utilization,active_utilization,max_queue_bytes,drops"));
     let _ = std::fs::remove_dir_all(out);
 }
 
