@@ -213,3 +213,153 @@ fn each_line_knows_its_ports_by_end_and_each_box_its_switches() {
         );
     }
 }
+
+/// The member-count labels of a picture: left, baseline, width (as the
+/// picture lays them out, 5.5 px a character at font size 9).
+fn member_labels(svg: &str) -> Vec<(f64, f64, f64)> {
+    svg.split("<text class=\"members\" ")
+        .skip(1)
+        .map(|t| {
+            let attr = |name: &str| -> f64 {
+                let v = t.split(&format!("{name}=\"")).nth(1).unwrap();
+                v[..v.find('"').unwrap()].parse().unwrap()
+            };
+            let text = &t[t.find('>').unwrap() + 1..t.find('<').unwrap()];
+            (attr("x"), attr("y"), 5.5 * text.len() as f64 + 2.0)
+        })
+        .collect()
+}
+
+/// Aggregate pictures stay within a screen's width however many pods
+/// there are, and their bundle labels (`x64`) never overlap.
+#[test]
+fn aggregate_pictures_fit_a_screen_with_their_labels_apart() {
+    let mut pictures = 0;
+    for path in scenarios("examples") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let p = fabricsim::scenario::prepare(&path.to_string_lossy(), &text, &[]).unwrap();
+        let map = fabric::draw(&p.topology, None, "t");
+        if !map.aggregated {
+            continue;
+        }
+        pictures += 1;
+        let width: f64 = {
+            let w = map.svg.split("width=\"").nth(1).unwrap();
+            w[..w.find('"').unwrap()].parse().unwrap()
+        };
+        assert!(width <= 1700.0, "{}: {width} px wide", path.display());
+        let labels = member_labels(&map.svg);
+        for (i, a) in labels.iter().enumerate() {
+            for b in &labels[i + 1..] {
+                let apart =
+                    a.0 + a.2 <= b.0 || b.0 + b.2 <= a.0 || a.1 - 9.0 >= b.1 || b.1 - 9.0 >= a.1;
+                assert!(
+                    apart,
+                    "{}: labels at {a:?} and {b:?} overlap",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(pictures >= 4, "{pictures}");
+}
+
+/// A k=8 fat-tree (128 hosts: drawn in aggregate) with a 48-to-1 incast
+/// under PFC, a failed edge-aggregation link and a failed aggregation
+/// switch: what happened inside the pods shows on them. The incast port
+/// (an edge switch's port to a host) is the busiest in its pod, its bar
+/// and percentage say how busy; every pause sent is on a mark; the
+/// failed link and switch are named under their pods, which are not
+/// struck through (their other switches work).
+#[test]
+fn an_aggregate_picture_shows_what_happened_inside_its_pods() {
+    let srcs: Vec<String> = (16..64).map(|g| g.to_string()).collect();
+    let text = format!(
+        r#"
+[topology]
+kind = "fat-tree"
+k = 8
+link_speed = "100G"
+link_delay = "1us"
+
+[switch]
+buffer = "4MB"
+
+[[qos.class]]
+name = "rocev2"
+dscp = [24]
+queue = 3
+lossless = true
+
+[transport]
+dscp = 24
+
+[[failure]]
+link = ["pod1-edge0", "pod1-agg0"]
+at = "20us"
+
+[[failure]]
+switch = "pod2-agg1"
+at = "20us"
+
+[[workload]]
+kind = "incast"
+dst = 0
+srcs = [{}]
+bytes = "200KB"
+"#,
+        srcs.join(", ")
+    );
+    let (sim, _) = common::run(&text);
+    let c = Colouring::of(&sim);
+    let map = fabric::draw(sim.topo(), Some(&c), "inside");
+    assert!(map.aggregated);
+    let pod = |k: usize| {
+        map.svg
+            .split("<g class=\"pod\"")
+            .nth(k + 1)
+            .unwrap()
+            .split("</g>\n")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    // The incast port is pod0's busiest, over the run's active period.
+    let topo = sim.topo();
+    let port = topo
+        .switches
+        .iter()
+        .find(|s| s.name == "pod0-edge0")
+        .unwrap()
+        .ports
+        .iter()
+        .copied()
+        .find(|&p| topo.member_name(p) == "host0/nic0")
+        .unwrap();
+    let busy = 100.0 * c.util[port.idx()];
+    assert!(busy > 50.0, "{busy}");
+    let p0 = pod(0);
+    assert!(
+        p0.contains("busiest port inside: pod0-edge0 -&gt; host0/nic0"),
+        "{p0}"
+    );
+    assert!(p0.contains(&format!("busiest {busy:.0}%")), "{p0}");
+    assert!(p0.contains("class=\"hot\""));
+    // Every pause sent is counted on a mark, a line's or a pod's.
+    let sent: u64 = c.pauses.iter().sum();
+    assert!(sent > 0);
+    let marks: u64 = map
+        .svg
+        .split("<g class=\"pause\"><title>")
+        .skip(1)
+        .map(|s| s.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(marks, sent);
+    // The failed link inside pod1, the failed switch inside pod2.
+    assert!(pod(1).contains("\u{2715} 1 link inside"), "{}", pod(1));
+    assert!(pod(2).contains("1 switch down"), "{}", pod(2));
+    assert!(!pod(2).contains("class=\"struck\""));
+    for k in [0, 3, 4] {
+        assert!(!pod(k).contains("inside</text>") && !pod(k).contains("down</text>"));
+    }
+}

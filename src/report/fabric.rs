@@ -28,7 +28,8 @@ pub const DETAIL_TOP: usize = 32;
 
 /// What a run did to each port and link, to colour the picture.
 pub struct Colouring {
-    /// Per port: share of the run its egress was busy, bytes it sent,
+    /// Per port: share of the run's active period (`report::active_ps`)
+    /// its egress was busy, bytes it sent,
     /// its deepest queue, frames it dropped and PFC pauses it sent.
     pub util: Vec<f64>,
     pub bytes: Vec<u64>,
@@ -49,7 +50,9 @@ pub struct Colouring {
 impl Colouring {
     pub fn of(sim: &crate::engine::Simulation) -> Colouring {
         let topo = sim.topo();
-        let span = sim.now().0.max(1) as f64;
+        // Over the run's active period: a run that ended on a long timer
+        // would otherwise show every link idle.
+        let span = super::active_ps(sim) as f64;
         let ports = topo.ports.len();
         let slots = sim.pfc_slots().max(1);
         let pfc = sim.pfc();
@@ -277,6 +280,7 @@ fn line_svg(
     capacity: u64,
     load: Option<&Load>,
     base: &str,
+    labels: &mut Labels,
 ) {
     let width = (1.2 + 1.2 * (members as f64).log2()).min(9.0);
     let (up, down) = load.map_or((base.to_string(), base.to_string()), |l| {
@@ -325,14 +329,7 @@ fn line_svg(
         a.0, a.1, mid.0, mid.1, mid.0, mid.1, b.0, b.1
     );
     if members > 1 {
-        // Near the lower end, where the lines of one box fan out.
-        let at = (a.0 + 0.3 * (b.0 - a.0), a.1 + 0.3 * (b.1 - a.1));
-        let _ = write!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" fill=\"#333\">x{members}</text>",
-            at.0 + 3.0,
-            at.1
-        );
+        labels.add((a, b), &format!("x{members}"));
     }
     if failed {
         let _ = write!(
@@ -362,22 +359,96 @@ fn line_svg(
     out.push_str("</g>\n");
 }
 
+/// The member-count labels of a picture's lines, kept apart: each goes
+/// at the first of some points along its line (from near its lower end,
+/// where the lines of one box fan out) where it overlaps no label placed
+/// before it.
+///
+/// They are drawn after every line (`svg`), on a white halo, so that no
+/// line hides one.
+#[derive(Default)]
+struct Labels {
+    /// Placed labels' boxes: left, baseline, width.
+    placed: Vec<(f64, f64, f64)>,
+    svg: String,
+}
+
+impl Labels {
+    /// Height of a label of font size 9, above its baseline.
+    const HIGH: f64 = 9.0;
+
+    /// Width of `text` at font size 9 (digits and an x: at most 5.5 px
+    /// each), with a pixel either side.
+    fn width(text: &str) -> f64 {
+        5.5 * text.chars().count() as f64 + 2.0
+    }
+
+    fn overlaps(a: (f64, f64, f64), b: (f64, f64, f64)) -> bool {
+        a.0 < b.0 + b.2 && b.0 < a.0 + a.2 && a.1 - Self::HIGH < b.1 && b.1 - Self::HIGH < a.1
+    }
+
+    /// Where the label `text` of the line from `a` (lower end) to `b`
+    /// goes: its left end and baseline.
+    fn place(&mut self, (a, b): ((f64, f64), (f64, f64)), text: &str) -> (f64, f64) {
+        const ALONG: [f64; 16] = [
+            0.3, 0.22, 0.38, 0.15, 0.46, 0.26, 0.34, 0.42, 0.54, 0.62, 0.1, 0.5, 0.58, 0.66, 0.7,
+            0.78,
+        ];
+        let w = Self::width(text);
+        let at = |t: f64| (a.0 + t * (b.0 - a.0) + 3.0, a.1 + t * (b.1 - a.1), w);
+        let spot = ALONG
+            .iter()
+            .map(|&t| at(t))
+            .find(|&c| !self.placed.iter().any(|&p| Self::overlaps(c, p)))
+            .unwrap_or_else(|| at(ALONG[0]));
+        self.placed.push(spot);
+        (spot.0, spot.1)
+    }
+
+    /// Places `text` on the line from `a` to `b` and draws it.
+    fn add(&mut self, line: ((f64, f64), (f64, f64)), text: &str) {
+        let (x, y) = self.place(line, text);
+        let _ = write!(
+            self.svg,
+            "<text class=\"members\" x=\"{x:.1}\" y=\"{y:.1}\" font-size=\"9\" fill=\"#333\" stroke=\"white\" stroke-width=\"2.5\" paint-order=\"stroke\">{text}</text>"
+        );
+    }
+}
+
 /// Where the pause mark of the end at `at` goes: a fifth of the way to
 /// the line's middle (the report's script puts its marks there too).
 fn pause_at(at: (f64, f64), mid: (f64, f64)) -> (f64, f64) {
     (at.0 + 0.2 * (mid.0 - at.0), at.1 + 0.2 * (mid.1 - at.1))
 }
 
+/// `text` in lines of at most `width` characters, broken between words.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
+}
+
 /// The picture's frame: header with the title, and the legend.
 fn frame(w: f64, h: f64, title: &str, body: &str, legend: &[String]) -> String {
-    // Wide enough for the title and the legend's lines.
-    let text = legend
+    // Wide enough for the title; the legend's lines wrap to the width
+    // (at least that of a short paragraph).
+    let w = w.max(2.0 * MARGIN + 9.3 * title.len() as f64);
+    let per_line = ((w.max(720.0) - 2.0 * MARGIN) / 6.2) as usize;
+    let legend: Vec<String> = legend.iter().flat_map(|l| wrap(l, per_line)).collect();
+    let w = legend
         .iter()
-        .map(|l| l.len())
-        .chain([title.len() * 3 / 2])
-        .max()
-        .unwrap_or(0);
-    let w = w.max(2.0 * MARGIN + 6.2 * text as f64);
+        .map(|l| 2.0 * MARGIN + 6.2 * l.chars().count() as f64)
+        .fold(w, f64::max);
     let total = h + 24.0 + 16.0 * legend.len() as f64;
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{total:.0}\" viewBox=\"0 0 {w:.0} {total:.0}\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{MARGIN}\" y=\"22\" font-size=\"15\">{}</text>\n",
@@ -399,7 +470,7 @@ fn frame(w: f64, h: f64, title: &str, body: &str, legend: &[String]) -> String {
 fn legend_common(colour: Option<&Colouring>) -> Vec<String> {
     match colour {
         Some(_) => vec![
-            "lines: each half is the direction leaving its end, coloured by the busiest member's utilization, green 0% to red 100%; dashed with a cross: failed during the run; orange marks: PFC pauses sent from that end (count)".into(),
+            "lines: each half is the direction leaving its end, coloured by the busiest member's utilization over the run's active period, green 0% to red 100%; dashed with a cross: failed during the run; orange marks: PFC pauses sent from that end (count)".into(),
             "switches: deepest queue against the buffer, white to red; struck through in red: failed during the run; hover a line or a box for its figures".into(),
         ],
         None => vec!["lines: a link, or the members of a port channel (count, xN; thicker with more)".into()],
@@ -422,11 +493,14 @@ fn switch_fill(topo: &Topology, c: Option<&Colouring>, s: usize) -> (String, u64
 }
 
 /// How many of `switches` failed during the run, as a title's words and
-/// a red diagonal across the box at `(x, y)`, `w` wide and `h` high.
+/// a mark on the box at `(x, y)`, `w` wide and `h` high: a red diagonal
+/// across it when all of them did, else the count in red in its corner
+/// (a box of many switches with one down has not failed).
 fn struck(
     c: Option<&Colouring>,
     switches: &[u32],
     (x, y, w, h): (f64, f64, f64, f64),
+    count_at: Option<(f64, f64)>,
 ) -> (String, String) {
     let n = c.map_or(0, |c| {
         switches
@@ -442,11 +516,21 @@ fn struck(
     } else {
         format!("; {n} of its switches failed during the run")
     };
-    let mark = format!(
-        "<line class=\"struck\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#d00\" stroke-width=\"2\"/>",
-        y + h,
-        x + w
-    );
+    let mark = if n == switches.len() {
+        format!(
+            "<line class=\"struck\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#d00\" stroke-width=\"2\"/>",
+            y + h,
+            x + w
+        )
+    } else {
+        let (at, anchor) = count_at.map_or(((x + w - 3.0, y + h - 3.0), "end"), |a| (a, "middle"));
+        format!(
+            "<text class=\"failed-switches\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" font-weight=\"bold\" fill=\"#d00\" text-anchor=\"{anchor}\">{n} switch{} down</text>",
+            at.0,
+            at.1,
+            if n == 1 { "" } else { "es" }
+        )
+    };
     (words, mark)
 }
 
@@ -516,6 +600,7 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         _ => -1,
     };
     let ls = lines(topo, |e| e);
+    let mut labels = Labels::default();
     let mut body = String::new();
     let (mut ends, mut ports) = (Vec::new(), Vec::new());
     for line in &ls {
@@ -550,10 +635,12 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             capacity(topo, line),
             ld.as_ref(),
             base,
+            &mut labels,
         );
         ends.push(names);
         ports.push(sd);
     }
+    body.push_str(&labels.svg);
     for (s, sw) in topo.switches.iter().enumerate() {
         let (x, y) = pos[s];
         let (fill, deepest) = switch_fill(topo, colour, s);
@@ -568,7 +655,7 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         } else {
             String::new()
         };
-        let (dead, cross) = struck(colour, &[s as u32], (x, y, SW, SH));
+        let (dead, cross) = struck(colour, &[s as u32], (x, y, SW, SH), None);
         let _ = writeln!(
             body,
             "<g class=\"switch\" data-box=\"{s}\"><title>{} ({}, {} ports, up to {}){q}{dead}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{SW}\" height=\"{SH}\" rx=\"4\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>{cross}</g>",
@@ -691,6 +778,49 @@ pub fn pods(topo: &Topology) -> (Vec<u32>, Vec<u32>, u8) {
     }
 }
 
+/// What happened inside a pod, on the links a block hides: its busiest
+/// port and how busy, the PFC pauses its ports sent on them, and how many
+/// of them failed.
+#[derive(Default)]
+struct Inside {
+    busiest: Option<(f64, PortId)>,
+    pauses: u64,
+    failed: usize,
+}
+
+/// Per pod, what happened on the links between its own switches and
+/// hosts.
+fn insides(
+    topo: &Topology,
+    c: &Colouring,
+    pod_of: &dyn Fn(PortId) -> u32,
+    n: usize,
+) -> Vec<Inside> {
+    let mut inside: Vec<Inside> = (0..n).map(|_| Inside::default()).collect();
+    for (li, l) in topo.links.iter().enumerate() {
+        let pod = pod_of(l.a);
+        if pod == u32::MAX || pod != pod_of(l.b) {
+            continue;
+        }
+        let at = &mut inside[pod as usize];
+        for p in [l.a, l.b] {
+            let u = c.util[p.idx()];
+            if c.bytes[p.idx()] > 0 && at.busiest.is_none_or(|(b, _)| u > b) {
+                at.busiest = Some((u, p));
+            }
+            at.pauses += c.pauses[p.idx()];
+        }
+        at.failed += usize::from(c.failed[li]);
+    }
+    inside
+}
+
+/// Widest an aggregate picture gets (boxes narrow to fit, down to a
+/// least width each).
+const MAX_WIDTH: f64 = 1600.0;
+/// Height of a pod's box.
+const POD_H: f64 = 56.0;
+
 fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
     let names = topo.kind.tier_names();
     let (sw_pod, host_pod, cut) = pods(topo);
@@ -721,9 +851,15 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         b => b,
     };
     let ls = lines(topo, map);
-    // Rows: the upper tiers, then the pods.
-    let pw = 150.0;
-    let row_w = |n: usize, w: f64| n as f64 * (w + GAP) - GAP;
+    // Rows: the upper tiers, then the pods, narrower where there are many.
+    // Rows of many boxes stand closer.
+    let gap = |n: usize| if n > 16 { 6.0 } else { GAP };
+    let fit = |n: usize, most: f64, least: f64| {
+        ((MAX_WIDTH - 2.0 * MARGIN) / n.max(1) as f64 - gap(n)).clamp(least, most)
+    };
+    let pw = fit(n_pods, 150.0, 40.0);
+    let sw_w = |n: usize| fit(n, SW, 44.0);
+    let row_w = |n: usize, w: f64| n as f64 * (w + gap(n)) - gap(n);
     let upper_items: Vec<Vec<End>> = upper
         .iter()
         .map(|row| {
@@ -736,20 +872,22 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         .collect();
     let width = upper_items
         .iter()
-        .map(|r| row_w(r.len(), SW))
+        .map(|r| row_w(r.len(), sw_w(r.len())))
         .fold(row_w(n_pods, pw), f64::max)
         + 2.0 * MARGIN;
-    let x_of = |i: usize, n: usize, w: f64| (width - row_w(n, w)) / 2.0 + i as f64 * (w + GAP);
+    let x_of = |i: usize, n: usize, w: f64| (width - row_w(n, w)) / 2.0 + i as f64 * (w + gap(n));
     let mut at: std::collections::HashMap<End, (f64, f64, f64)> = Default::default();
     for (r, row) in upper_items.iter().enumerate() {
+        let each = sw_w(row.len());
         for (i, &e) in row.iter().enumerate() {
             let w = if matches!(e, End::Block(_)) {
                 SW * 1.6
             } else {
-                SW
+                each
             };
-            let wide_row = row_w(row.len(), SW);
-            let x = (width - wide_row) / 2.0 + i as f64 * (SW + GAP) - (w - SW) / 2.0;
+            let wide_row = row_w(row.len(), each);
+            let x =
+                (width - wide_row) / 2.0 + i as f64 * (each + gap(row.len())) - (w - each) / 2.0;
             at.insert(e, (x, MARGIN + 10.0 + r as f64 * ROW, w));
         }
     }
@@ -758,6 +896,7 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         at.insert(pod_block(p as u32), (x_of(p, n_pods, pw), pod_y, pw));
     }
     let mut body = String::new();
+    let mut labels = Labels::default();
     let (mut ends, mut ports) = (Vec::new(), Vec::new());
     for line in &ls {
         let (lo, hi) = line.ends;
@@ -789,10 +928,17 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             capacity(topo, line),
             ld.as_ref(),
             "#888",
+            &mut labels,
         );
         ends.push(names);
         ports.push(sd);
     }
+    body.push_str(&labels.svg);
+    let pod_of = |p: PortId| match topo.port(p).owner {
+        Owner::Switch(s) => sw_pod[s.idx()],
+        Owner::Nic(n) => host_pod[topo.nics[n.idx()].host.idx()],
+    };
+    let inside = colour.map(|c| insides(topo, c, &pod_of, n_pods));
     let mut boxes = 0;
     let mut switches: Vec<Vec<u32>> = Vec::new();
     for row in &upper_items {
@@ -834,7 +980,7 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
             };
             boxes += 1;
             let k = switches.len();
-            let (dead, cross) = struck(colour, &members, (x, y, w, SH));
+            let (dead, cross) = struck(colour, &members, (x, y, w, SH), None);
             switches.push(members);
             let _ = writeln!(
                 body,
@@ -871,21 +1017,90 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         boxes += 1;
         let k = switches.len();
         let members: Vec<u32> = sws.iter().map(|&s| s as u32).collect();
-        let (dead, cross) = struck(colour, &members, (x, y, w, 52.0));
+        let (dead, cross) = struck(
+            colour,
+            &members,
+            (x, y, w, POD_H),
+            Some((x + w / 2.0, y + POD_H + 22.0)),
+        );
         switches.push(members);
+        // Narrow boxes say less; the title has it all.
+        let fits = |t: &str| 5.2 * t.len() as f64 <= w - 6.0;
+        let counts = [
+            format!("{} hosts, {gpus} GPUs", hosts.len()),
+            format!("{} hosts", hosts.len()),
+        ];
+        let counts = counts.iter().find(|t| fits(t)).map_or("", |t| t.as_str());
+        let mut about = format!(
+            "pod{p}: {} hosts, {gpus} GPUs, {}{dead}",
+            hosts.len(),
+            tiers.join(", ")
+        );
+        // What happened on the links inside: the busiest port as a bar
+        // across the box's foot, pauses as a mark on its corner, failed
+        // links under it.
+        let mut marks = String::new();
+        let (third, third_class) = match &inside {
+            Some(inside) => {
+                let i = &inside[p];
+                if let Some((u, port)) = i.busiest {
+                    let _ = write!(
+                        about,
+                        "; busiest port inside: {} -> {}, {:.1}% busy",
+                        topo.owner_name(port),
+                        topo.member_name(port),
+                        100.0 * u
+                    );
+                    let _ = write!(
+                        marks,
+                        "<rect class=\"hot\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"5\" fill=\"{}\" stroke=\"#333\" stroke-width=\"0.5\"/>",
+                        x + 6.0,
+                        y + POD_H - 9.0,
+                        w - 12.0,
+                        heat(u)
+                    );
+                }
+                if i.pauses > 0 {
+                    let _ = write!(about, "; {} PFC pauses sent inside", i.pauses);
+                    let _ = write!(
+                        marks,
+                        "<g class=\"pause\"><title>{} PFC pauses sent</title><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"8\" fill=\"#f80\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"7\" text-anchor=\"middle\" fill=\"#000\">{}</text></g>",
+                        i.pauses,
+                        x + 4.0,
+                        y + 2.0,
+                        x + 4.0,
+                        y + 4.5,
+                        i.pauses
+                    );
+                }
+                if i.failed > 0 {
+                    let _ = write!(about, "; {} link(s) inside failed", i.failed);
+                    let _ = write!(
+                        marks,
+                        "<text class=\"failed-inside\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" font-weight=\"bold\" fill=\"#d00\" text-anchor=\"middle\">\u{2715} {} link{} inside</text>",
+                        x + w / 2.0,
+                        y + POD_H + 11.0,
+                        i.failed,
+                        if i.failed == 1 { "" } else { "s" }
+                    );
+                }
+                let busiest = i.busiest.map_or(0.0, |b| b.0);
+                (format!("busiest {:.0}%", 100.0 * busiest), "busiest")
+            }
+            None => (tiers.join(", "), "tiers"),
+        };
+        let third = if fits(&third) { third } else { String::new() };
         let _ = writeln!(
             body,
-            "<g class=\"pod\" data-box=\"{k}\"><title>pod{p}: {} hosts, {gpus} GPUs, {}{dead}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"52\" rx=\"6\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">pod{p}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{} hosts, {gpus} GPUs</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{}</text>{cross}</g>",
-            hosts.len(),
-            tiers.join(", "),
+            "<g class=\"pod\" data-box=\"{k}\"><title>{}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{POD_H}\" rx=\"6\" fill=\"{fill}\" stroke=\"#446\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">pod{p}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{counts}</text><text class=\"{third_class}\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{}</text>{marks}{cross}</g>",
+            esc(&about),
             x + w / 2.0,
             y + 14.0,
             x + w / 2.0,
-            y + 29.0,
-            hosts.len(),
+            y + 28.0,
             x + w / 2.0,
-            y + 43.0,
-            esc(&tiers.join(", "))
+            y + 41.0,
+            esc(&third)
         );
     }
     let mut legend = legend_common(colour);
@@ -895,7 +1110,10 @@ fn aggregate(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         topo.hosts.len(),
         names[(cut as usize).min(2)]
     ));
-    let h = pod_y + 60.0;
+    if colour.is_some() {
+        legend.push("inside a pod: the bar across its foot is its busiest port on the links inside it (hover for which), the orange mark on its corner the PFC pauses sent on them; under it, its links inside and switches that failed (struck through only when all did)".into());
+    }
+    let h = pod_y + POD_H + 32.0;
     Map {
         svg: frame(width, h, title, &body, &legend),
         boxes,
