@@ -1100,4 +1100,48 @@ fn values_a_scenario_refuses_are_refused_at_their_line() {
         e.contains("line 1") && e.contains("an MTU in bytes from 256 to 65535"),
         "{e}"
     );
+    // A drop profile whose last fill level is 0% (WRED from an empty
+    // queue) is refused at its line.
+    let junos = std::fs::read_to_string("examples/configs/leaf.junos").unwrap();
+    let flat = junos.replace("fill-level [ 1 10 ];", "fill-level [ 0 0 ];");
+    let e = fabricsim::config::junos::import("leaf.junos", &flat)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 27") && e.contains("last fill level is 0%"),
+        "{e}"
+    );
+}
+
+/// A value a configuration gives that the scenario then refuses is
+/// reported at the configuration's file and line, not at a key the user
+/// never wrote: a Junos MTU of 300 B against the transport's default
+/// 4096 B frames.
+#[test]
+fn a_configured_value_the_scenario_refuses_names_the_configuration_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let junos = std::fs::read_to_string("examples/configs/leaf.junos").unwrap();
+    std::fs::write(
+        dir.path().join("leaf.junos"),
+        junos.replace("mtu 9216;", "mtu 300;"),
+    )
+    .unwrap();
+    let scenario = dir.path().join("s.toml");
+    let text = format!("{SCENARIO}[switch]\nconfig = \"leaf.junos\"\n");
+    let e = fabricsim::scenario::prepare(&scenario.to_string_lossy(), &text, &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("leaf.junos:10: qos.class["), "{e}");
+    assert!(e.contains("got 300 B, below the 4174 B frames"), "{e}");
+    // The same class MTU written in the scenario is blamed there.
+    let keys = "[[qos.class]]\nname = \"rocev2\"\ndscp = [24]\nqueue = 3\nmtu = 300\n";
+    let e = fabricsim::scenario::prepare("t.toml", &format!("{SCENARIO}{keys}"), &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("t.toml:") && e.contains("qos.class[0].mtu"),
+        "{e}"
+    );
 }

@@ -1197,6 +1197,13 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 if p.probability.first().is_some_and(|&f| f != 0) {
                     notes.push((p.line, "the first drop-probability is not 0: the simulator's WRED starts from 0 at the first fill level".into()));
                 }
+                if hi == 0 {
+                    return Err(err(
+                        file,
+                        p.line,
+                        format!("drop profile {pname}'s last fill level is 0%: it would drop or mark from an empty queue (a profile that never drops has a last fill level of 100)"),
+                    ));
+                }
                 if lo > hi {
                     return Err(err(file, p.line, "the fill levels decrease".to_string()));
                 }

@@ -1056,6 +1056,20 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
+/// The first line a key's note (`line_note`) names.
+fn first_line(note: &str) -> Option<usize> {
+    let at = note.find("line")?;
+    let rest = note[at..]
+        .trim_start_matches("lines")
+        .trim_start_matches("line");
+    let digits: String = rest
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 fn line_note(lines: &[usize]) -> String {
     let lines: Vec<String> = lines
         .iter()
@@ -1070,6 +1084,30 @@ fn line_note(lines: &[usize]) -> String {
 }
 
 impl Import {
+    /// Where the keys came from: each key's place in the scenario
+    /// (`qos.class[1].wred`) and the first line of the file that gives it.
+    pub fn origins(&self) -> Vec<(crate::keys::KeyPath, usize)> {
+        let mut out = Vec::new();
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+        for s in &self.sections {
+            let mut at = crate::keys::KeyPath::root();
+            for part in s.path.split('.') {
+                at = at.key(part);
+            }
+            if s.repeated {
+                let n = seen.entry(s.path).or_insert(0);
+                at = at.index(*n);
+                *n += 1;
+            }
+            for k in &s.keys {
+                if let Some(line) = first_line(&k.note) {
+                    out.push((at.key(k.name), line));
+                }
+            }
+        }
+        out
+    }
+
     /// The keys as a scenario table.
     pub fn table(&self) -> Table {
         let mut root = Table::new();

@@ -252,18 +252,45 @@ pub fn prepare_within(
             }
         })?;
 
+    // Keys a switch configuration gave, with the file and line each came
+    // from: an error about one names them, not a key the user never
+    // wrote.
+    let origins: Vec<(String, KeyPath, usize)> = applied
+        .iter()
+        .flat_map(|a| {
+            let file = a.file.clone();
+            a.import
+                .origins()
+                .into_iter()
+                .map(move |(k, l)| (file.clone(), k, l))
+        })
+        .collect();
     let locate = |e: KeyError| {
         let from_set = set_paths.iter().any(|p| e.path.starts_with(p));
-        ScenarioError {
-            file: file.to_string(),
-            line: if from_set {
-                None
-            } else {
-                error::line_of(text, &e.path)
+        let line = if from_set {
+            None
+        } else {
+            error::line_of(text, &e.path)
+        };
+        let imported = origins
+            .iter()
+            .find(|(_, k, _)| e.path.starts_with(k))
+            .or_else(|| origins.iter().find(|(_, k, _)| k.starts_with(&e.path)));
+        match imported {
+            Some((config, _, config_line)) if line.is_none() && !from_set => ScenarioError {
+                file: config.clone(),
+                line: Some(*config_line),
+                key: e.path.to_string(),
+                message: format!("{} ({file} gets the key from this line)", e.message),
+                from_set,
             },
-            key: e.path.to_string(),
-            message: e.message,
-            from_set,
+            _ => ScenarioError {
+                file: file.to_string(),
+                line,
+                key: e.path.to_string(),
+                message: e.message,
+                from_set,
+            },
         }
     };
 
@@ -368,7 +395,28 @@ pub fn prepare_within(
             transport.mtu,
             transport.data_dscp,
             &root.key("transport"),
-        )?;
+        )
+        .map_err(|e| {
+            // A transport MTU left at its default against a class's MTU
+            // someone wrote (or a switch configuration gave): the class's.
+            let given = raw.transport.as_ref().is_some_and(|t| t.mtu.is_some());
+            let q = qos.map.queue_of(transport.data_dscp) as usize;
+            let name = &qos.queues[q].name;
+            let classes = raw.qos.as_ref().map_or(&[][..], |r| &r.class[..]);
+            match classes.iter().position(|c| c.name.as_deref() == Some(name)) {
+                Some(i) if !given => KeyError::new(
+                    &root.key("qos").key("class").index(i).key("mtu"),
+                    format!(
+                        "got {} B, below the {} B frames of the transport's default MTU of {} (lower transport.mtu, or raise the class's)",
+                        qos.queues[q].mtu,
+                        qos.framing
+                            .frame_bytes(crate::wire::Opcode::WriteFirst, transport.mtu),
+                        transport.mtu
+                    ),
+                ),
+                _ => e,
+            }
+        })?;
         let mut pfc = crate::switch::qos::PfcTable::resolve(&topology, &qos, &transport.dcqcn);
         for p in configs.iter().flat_map(|c| c.pfc_off_ports()) {
             pfc.set_off(p);
