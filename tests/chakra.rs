@@ -176,9 +176,10 @@ fn bad_traces_name_the_node() {
             "REDUCE collectives",
         ),
         (vec![node(5, 4, &[9], 1, &[])], "depends on node 9"),
+        // A receive without its send: refused as the trace is read.
         (
             vec![node(6, 6, &[], 0, &[("comm_src", 1)])],
-            "can never run",
+            "rank 0 receives from rank 1 (tag 0) 1 more time(s) than rank 1 sends to it",
         ),
     ];
     for (nodes, want) in cases {
@@ -219,6 +220,32 @@ fn bad_traces_name_the_node() {
     assert!(
         e.contains("receives 1000 B from rank 0 (tag 0), whose matching send sends 4096 B"),
         "{e}"
+    );
+    // A send without its receive runs (its data moves, nothing waits for
+    // it), and is said.
+    let _ = std::fs::remove_dir_all(&dir);
+    let send = node_with(
+        1,
+        5,
+        &[],
+        &[("comm_dst", 1), ("comm_size", 4096)],
+        &[],
+        None,
+    );
+    write_long_trace(&dir, &[vec![send], vec![comp(1, &[], 1)]]);
+    let p = fabricsim::scenario::prepare("t.toml", &scenario_for(&dir), &[]).unwrap();
+    let said: Vec<&str> = p
+        .scenario
+        .warnings
+        .iter()
+        .filter(|w| w.key == "workload[0].trace")
+        .map(|w| w.message.as_str())
+        .collect();
+    assert!(
+        said.len() == 1
+            && said[0].starts_with("1 send(s) have no receive")
+            && said[0].contains("from rank 0 to rank 1 (tag 0) at rank 0 node 1"),
+        "{said:?}"
     );
     // Two traces' files in one folder.
     let _ = std::fs::remove_dir_all(&dir);

@@ -635,6 +635,17 @@ pub fn prepare_within(
             ],
             JobIterations::AsTheyRun,
         )?;
+        // A trace's sends without their receive run, and are said.
+        for w in &workloads {
+            if let workload::Pattern::Chakra(t) = &w.pattern {
+                if let Some(m) = &t.0.unmatched {
+                    warnings.push(Finding {
+                        key: w.path.key("trace").to_string(),
+                        message: m.clone(),
+                    });
+                }
+            }
+        }
         // The traces go to their workloads' parts, which keep only what
         // making tasks needs; the scenario keeps their counts.
         let traces: Vec<_> = workloads

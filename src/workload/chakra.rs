@@ -363,6 +363,29 @@ pub struct Trace {
     tallies: Vec<Tally>,
     /// Its ranks and nodes.
     counts: (usize, usize),
+    /// Sends no receive matches, said as a warning (their data moves and
+    /// nothing waits for it).
+    pub unmatched: Option<String>,
+}
+
+/// Per (sender, receiver, tag): sends less receives, and the first node
+/// of each (rank, place, id), to name one in a message.
+type PointToPoint = HashMap<(usize, usize, i64), (i64, Option<(usize, u32, u64)>)>;
+
+/// Counts a send or a receive of rank `r`.
+fn count_p2p(p2p: &mut PointToPoint, r: usize, n: &Node) {
+    let c = n.comm();
+    let (key, step) = match n.kind {
+        Kind::Send => ((r, c.comm_dst.unwrap_or(0) as usize, c.comm_tag), 1),
+        Kind::Recv => ((c.comm_src.unwrap_or(0) as usize, r, c.comm_tag), -1),
+        _ => return,
+    };
+    let e = p2p.entry(key).or_insert((0, None));
+    e.0 += step;
+    // The first node that leaves the count unbalanced on its side.
+    if e.1.is_none() || (e.0 == step) {
+        e.1 = Some((r, n.at, n.id));
+    }
 }
 
 /// How many collectives a rank has in one communicator, and a hash of
@@ -427,7 +450,9 @@ impl Trace {
             defines: Vec::new(),
             tallies: Vec::with_capacity(ranks),
             counts: (ranks, 0),
+            unmatched: None,
         };
+        let mut p2p = PointToPoint::default();
         for (r, source) in sources.into_iter().enumerate() {
             let (nodes, first, bytes) = source
                 .stream()
@@ -443,6 +468,7 @@ impl Trace {
                 if n.kind == Kind::Coll {
                     tally.add(&n);
                 }
+                count_p2p(&mut p2p, r, &n);
             }
             for n in nodes.comms() {
                 for (name, list) in &n.comm().defines {
@@ -460,7 +486,33 @@ impl Trace {
             drop(nodes);
             trace.tallies.push(tally.clone());
         }
+        trace.match_p2p(p2p)?;
         Ok(trace)
+    }
+
+    /// Every receive has its send (else the trace cannot run: an error
+    /// naming it); sends without their receive are kept as a warning.
+    fn match_p2p(&mut self, p2p: PointToPoint) -> Result<(), String> {
+        let mut keys: Vec<_> = p2p.into_iter().filter(|(_, v)| v.0 != 0).collect();
+        keys.sort_by_key(|(k, _)| *k);
+        if let Some(((src, dst, tag), (n, at))) = keys.iter().find(|(_, v)| v.0 < 0) {
+            let (r, place, id) = at.expect("a receive was counted");
+            return Err(format!(
+                "{}: rank {dst} receives from rank {src} (tag {tag}) {} more time(s) than rank {src} sends to it; a receive without its send never runs",
+                self.at(r, place, id),
+                -n
+            ));
+        }
+        if let Some(((src, dst, tag), (_, at))) = keys.first() {
+            let (r, place, id) = at.expect("a send was counted");
+            let sends: i64 = keys.iter().map(|(_, v)| v.0).sum();
+            self.unmatched = Some(format!(
+                "{sends} send(s) have no receive, in {} (sender, receiver, tag) pair(s), the first from rank {src} to rank {dst} (tag {tag}) at {}: their data moves and nothing waits for it",
+                keys.len(),
+                self.at(r, place, id)
+            ));
+        }
+        Ok(())
     }
 
     /// A trace of the streams in memory, one per rank (as files hold them).
@@ -495,6 +547,7 @@ impl Trace {
             defines: Vec::new(),
             tallies: Vec::new(),
             counts: self.counts,
+            unmatched: self.unmatched.clone(),
         }
     }
 
