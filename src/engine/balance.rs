@@ -128,7 +128,7 @@ impl Resting {
 fn next_tick(now: SimTime, after: u32, every: SimTime, tick: Event) -> SimTime {
     use super::queue::Keyed;
     let e = every.0.max(1);
-    if now.0 % e == 0 && tick.key() > after {
+    if now.0.is_multiple_of(e) && tick.key() > after {
         now
     } else {
         SimTime((now.0 / e).saturating_add(1).saturating_mul(e))
