@@ -1100,6 +1100,13 @@ fn values_a_scenario_refuses_are_refused_at_their_line() {
         e.contains("line 1") && e.contains("an MTU in bytes from 256 to 65535"),
         "{e}"
     );
+    // A flowlet aging past what the simulator keeps is refused, not cut.
+    let aging = format!("{}  flowlet-aging 99999999999\n", leaf());
+    let e = import_nxos("leaf.nxos", &aging).unwrap_err().to_string();
+    assert!(
+        e.contains("expected microseconds from 0 to 4294967295, got \"99999999999\""),
+        "{e}"
+    );
     // A drop profile whose last fill level is 0% (WRED from an empty
     // queue) is refused at its line.
     let junos = std::fs::read_to_string("examples/configs/leaf.junos").unwrap();

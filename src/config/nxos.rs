@@ -703,7 +703,8 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
             ),
             cmd!(
                 kw("flowlet-aging"),
-                number.map(|n| Cmd::FlowletAging(n.min(u32::MAX as u64) as u32))
+                small(u64::from(u32::MAX), "microseconds from 0 to 4294967295")
+                    .map(|n| Cmd::FlowletAging(n as u32))
             ),
             cmd!(kw("mac-address"), word.map(|w| Cmd::DlbMac(w.to_string()))),
         ))
