@@ -11,6 +11,14 @@ use fabricsim::report::fabric::{self, Colouring};
 use fabricsim::topology::{Owner, Topology};
 use std::collections::BTreeSet;
 
+/// The pauses the picture's marks count, summed.
+fn pause_marks(svg: &str) -> u64 {
+    svg.split("<g class=\"pause\"><title>")
+        .skip(1)
+        .map(|s| s.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
 fn count(svg: &str, class: &str) -> usize {
     svg.matches(&format!("class=\"{class}\"")).count()
 }
@@ -122,13 +130,7 @@ fn a_run_colours_the_map_with_its_pauses_and_failures() {
     let sent: u64 = c.pauses.iter().sum();
     assert!(sent > 0);
     let map = fabric::draw(sim.topo(), Some(&c), "incast");
-    let marks: u64 = map
-        .svg
-        .split("<g class=\"pause\"><title>")
-        .skip(1)
-        .map(|s| s.split(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(marks, sent);
+    assert_eq!(pause_marks(&map.svg), sent);
     // Coloured lines differ from the bare topology's.
     let bare = fabric::draw(sim.topo(), None, "incast");
     assert_ne!(bare.svg, map.svg);
@@ -348,13 +350,7 @@ bytes = "200KB"
     // Every pause sent is counted on a mark, a line's or a pod's.
     let sent: u64 = c.pauses.iter().sum();
     assert!(sent > 0);
-    let marks: u64 = map
-        .svg
-        .split("<g class=\"pause\"><title>")
-        .skip(1)
-        .map(|s| s.split(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(marks, sent);
+    assert_eq!(pause_marks(&map.svg), sent);
     // The failed link inside pod1, the failed switch inside pod2.
     assert!(pod(1).contains("\u{2715} 1 link inside"), "{}", pod(1));
     assert!(pod(2).contains("1 switch down"), "{}", pod(2));

@@ -411,28 +411,23 @@ impl Simulation {
                 self.settle()
             }
             Event::Storm(i, on) => self.storm(i as usize, on),
+            // Sampling only reads, and the balancers' ticks are
+            // bookkeeping on a clock (they stop while there is nothing to
+            // do, see `balance::Resting`): not events of the model.
             Event::Sample => {
-                // Sampling only reads: it is not an event of the model.
-                self.counters.events -= 1;
-                self.idle.due = due;
+                self.clockwork(due);
                 self.sample()
             }
-            // The balancers' ticks are bookkeeping on a clock, not events
-            // of the model: they stop while there is nothing to do (see
-            // `balance::Resting`), in a partition for its own switches.
             Event::Quality => {
-                self.counters.events -= 1;
-                self.idle.due = due;
+                self.clockwork(due);
                 self.refresh_quality()
             }
             Event::Heartbeat => {
-                self.counters.events -= 1;
-                self.idle.due = due;
+                self.clockwork(due);
                 self.heartbeat()
             }
             Event::Alb => {
-                self.counters.events -= 1;
-                self.idle.due = due;
+                self.clockwork(due);
                 self.alb_tick()
             }
             Event::Fail(i) => self.fail(i, false),
@@ -449,6 +444,13 @@ impl Simulation {
             Event::FluidShare => self.fluid_share(),
             Event::Stream(p) => self.stream_event(p),
         }
+    }
+
+    /// Clockwork is not counted as an event and leaves the idle
+    /// stretch's time (`due`) as it was.
+    fn clockwork(&mut self, due: SimTime) {
+        self.counters.events -= 1;
+        self.idle.due = due;
     }
 
     fn flow_start(&mut self, f: FlowId) {
