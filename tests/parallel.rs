@@ -65,7 +65,7 @@ fn whole_matrix(stem: &str) -> bool {
     for b in commit.iter().chain(stem.as_bytes()) {
         h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
     }
-    h % 4 == 0
+    h.is_multiple_of(4)
 }
 
 #[test]
