@@ -199,14 +199,7 @@ fn bad_traces_name_the_node() {
     );
     // A receive of another size than its send.
     let _ = std::fs::remove_dir_all(&dir);
-    let send = node_with(
-        1,
-        5,
-        &[],
-        &[("comm_dst", 1), ("comm_size", 4096)],
-        &[],
-        None,
-    );
+    let send = send_4k();
     let recv = node_with(
         1,
         6,
@@ -224,14 +217,7 @@ fn bad_traces_name_the_node() {
     // A send without its receive runs (its data moves, nothing waits for
     // it), and is said.
     let _ = std::fs::remove_dir_all(&dir);
-    let send = node_with(
-        1,
-        5,
-        &[],
-        &[("comm_dst", 1), ("comm_size", 4096)],
-        &[],
-        None,
-    );
+    let send = send_4k();
     write_long_trace(&dir, &[vec![send], vec![comp(1, &[], 1)]]);
     let p = fabricsim::scenario::prepare("t.toml", &scenario_for(&dir), &[]).unwrap();
     let said: Vec<&str> = p
@@ -330,6 +316,18 @@ fn node_with(
 }
 
 /// A compute node of `micros` microseconds.
+/// Node 1 of rank 0: a send of 4096 B to rank 1, tag 0.
+fn send_4k() -> Vec<u8> {
+    node_with(
+        1,
+        5,
+        &[],
+        &[("comm_dst", 1), ("comm_size", 4096)],
+        &[],
+        None,
+    )
+}
+
 fn comp(id: u64, deps: &[u64], micros: u64) -> Vec<u8> {
     let mut m = node_with(id, 4, deps, &[], &[], None);
     varint(7 << 3, &mut m);
