@@ -101,10 +101,8 @@ pub struct EventQueue<E> {
     /// Drained bucket allocations, reused by the next bucket that fills,
     /// so memory follows the number of non-empty buckets, not the ring.
     spare: Vec<Vec<Entry<E>>>,
-    /// The radix sort's second buffer, and the tie sort's.
+    /// The radix sort's second buffer.
     scratch: Vec<Entry<E>>,
-    /// Keys and positions of a group of ties, for sorting.
-    order: Vec<u64>,
     len: usize,
 }
 
@@ -126,7 +124,6 @@ impl<E: Keyed> EventQueue<E> {
             far: BinaryHeap::new(),
             spare: Vec::new(),
             scratch: Vec::new(),
-            order: Vec::new(),
             len: 0,
         }
     }
@@ -218,7 +215,7 @@ impl<E: Keyed> EventQueue<E> {
                 }
                 self.in_ring -= self.current.len();
                 sort_by_time(&mut self.current, &mut self.scratch);
-                order_ties(&mut self.current, &mut self.scratch, &mut self.order);
+                order_ties(&mut self.current);
             }
         }
         true
@@ -276,7 +273,7 @@ impl<E: Keyed> EventQueue<E> {
 /// Puts each group of entries due at the same time (already sorted by
 /// time) in key order, stably.
 #[inline]
-fn order_ties<E: Copy>(v: &mut [Entry<E>], scratch: &mut Vec<Entry<E>>, order: &mut Vec<u64>) {
+fn order_ties<E: Copy>(v: &mut [Entry<E>]) {
     let mut i = 0;
     while i + 1 < v.len() {
         if v[i].time != v[i + 1].time {
@@ -290,32 +287,26 @@ fn order_ties<E: Copy>(v: &mut [Entry<E>], scratch: &mut Vec<Entry<E>>, order: &
             j += 1;
         }
         if !sorted {
-            sort_by_key(&mut v[i..=j], scratch, order);
+            sort_by_key(&mut v[i..=j]);
         }
         i = j + 1;
     }
 }
 
-/// Sorts entries by key. A large group is sorted as (key, position)
-/// integers, then moved once: cheaper than moving the entries at every
-/// step of the sort.
-fn sort_by_key<E: Copy>(v: &mut [Entry<E>], scratch: &mut Vec<Entry<E>>, order: &mut Vec<u64>) {
+/// Sorts entries by key. A group is mostly a few runs already in key
+/// order (the events one instant's handling scheduled, in the order it
+/// handled them): a large one goes to the standard library's stable sort,
+/// which finds those runs and merges them, where an unstable sort of
+/// (key, position) pairs took twice the instructions on
+/// `fat-tree-k16-permutation` (see BENCHMARKS.md).
+fn sort_by_key<E: Copy>(v: &mut [Entry<E>]) {
     if v.len() <= SMALL {
         // Equal keys are identical events (see the module's note), so an
         // unstable sort is as good as a stable one.
         v.sort_unstable_by_key(|e| e.key);
-        return;
+    } else {
+        v.sort_by_key(|e| e.key);
     }
-    order.clear();
-    order.extend(
-        v.iter()
-            .enumerate()
-            .map(|(i, e)| u64::from(e.key) << 32 | i as u64),
-    );
-    order.sort_unstable();
-    scratch.clear();
-    scratch.extend(order.iter().map(|&o| v[o as u32 as usize]));
-    v.copy_from_slice(scratch);
 }
 
 /// Sorts one bucket's entries stably by their time inside the bucket.
