@@ -281,15 +281,16 @@ bytes = "16MB"
     assert!(f.makespan_ps > mrc.makespan_ps);
 }
 
-/// README's trimming figures are this example's: its makespan with
+/// The guide's trimming figures are this example's: its makespan with
 /// trimming, and with the class dropping instead.
 #[test]
-fn the_readme_gives_the_trimming_example_its_own_figures() {
+fn the_guide_gives_the_trimming_example_its_own_figures() {
     let path = std::path::Path::new("examples/multipath/trimming.toml");
     let ms = |sets: &[&str]| common::run_file(path, sets).1.makespan_ps as f64 / 1e9;
     let (trimmed, dropped) = (ms(&[]), ms(&["qos.class[0].trim=false"]));
     assert!(trimmed < dropped / 2.0, "{trimmed} ms against {dropped} ms");
     let said = format!("{trimmed:.2} ms against {dropped:.2} ms dropping");
-    let readme = std::fs::read_to_string("README.md").unwrap();
-    assert!(readme.contains(&said), "README.md should say \"{said}\"");
+    let page = "docs/src/explanations/models.md";
+    let text = std::fs::read_to_string(page).unwrap();
+    assert!(text.contains(&said), "{page} should say \"{said}\"");
 }
