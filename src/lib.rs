@@ -12,6 +12,7 @@ pub mod cache;
 pub mod config;
 pub mod console;
 pub mod engine;
+pub mod fluid;
 pub mod fuzz;
 pub mod input;
 pub mod keys;

@@ -173,7 +173,7 @@ pub struct Simulation {
     /// what the run offers before they are made).
     later_flows: (usize, u64),
     /// The flow-level network, in a `fidelity = "flow"` run.
-    fluid: Option<Box<fluid::Fluid>>,
+    fluid: Option<Box<crate::fluid::Fluid>>,
     /// At flow level, ring passes run as steady streams.
     streams: streams::Streams,
     /// Ideal completion times of single-QP transfers by size and by their
@@ -372,7 +372,7 @@ impl Simulation {
         if sim.scenario.fidelity == crate::scenario::Fidelity::Flow {
             let pcie = sim.nics.pcie_ps_per_byte().map(|ps| 1e12 / ps);
             let rates = sim.topo.ports.iter().map(|p| p.rate.bps());
-            let fluid = fluid::Fluid::new(rates, sim.topo.gpus.len(), pcie);
+            let fluid = crate::fluid::Fluid::new(rates, sim.topo.gpus.len(), pcie);
             sim.fluid = Some(Box::new(fluid));
             sim.set_up_streams();
         }

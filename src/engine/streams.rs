@@ -218,7 +218,7 @@ impl Simulation {
         }
         let gap = (s.hop.0 + p.latency.net.0) as f64;
         let window = wire as f64 / cap;
-        let mut sub = super::fluid::Sub::new(
+        let mut sub = crate::fluid::Sub::new(
             crate::topology::FlowId(u32::MAX),
             first_qp,
             wire,
