@@ -200,3 +200,50 @@ fn the_packet_path_has_no_floating_point_outside_the_listed_places() {
     }
     assert_eq!(seen, integer_only.len(), "a listed file is missing");
 }
+
+/// The flow level's network is a leaf the engine drives: it knows ports,
+/// QPs and flows by id, and nothing of the engine, switches or NICs.
+#[test]
+fn the_flow_level_network_imports_only_ids_and_units() {
+    for (top, path, code) in sources() {
+        if top != "fluid" {
+            continue;
+        }
+        let used = crate_paths(&code);
+        let allowed: BTreeSet<String> = ["topology", "units"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(
+            used.is_subset(&allowed),
+            "{} imports {used:?}",
+            path.display()
+        );
+    }
+}
+
+/// `main.rs` parses the command line and hands each subcommand to its
+/// own file under `src/cli/`: it defines no function but `main`.
+#[test]
+fn main_rs_only_parses_and_dispatches() {
+    let main = std::fs::read_to_string("src/main.rs").unwrap();
+    let fns: Vec<&str> = main
+        .lines()
+        .filter(|l| {
+            l.starts_with("fn ") || l.starts_with("pub fn ") || l.starts_with("pub(crate) fn ")
+        })
+        .collect();
+    assert_eq!(
+        fns,
+        ["fn main() -> ExitCode {"],
+        "src/main.rs defines {fns:?}"
+    );
+    for cmd in [
+        "run", "validate", "topo", "config", "nccl", "compare", "plan", "sweep",
+    ] {
+        assert!(
+            Path::new(&format!("src/cli/{cmd}.rs")).exists(),
+            "no src/cli/{cmd}.rs"
+        );
+    }
+}
