@@ -545,10 +545,10 @@ impl Simulation {
     /// link transmissions and events.
     pub(super) fn estimate_and_ideal(&mut self) {
         let mut cache = std::mem::take(&mut self.ideal_cache);
-        for f in 0..self.flows.len() {
-            let (ideal, work) = self.ideal_and_work(&self.flows[f], f as u32, &mut cache);
+        for f in 0..self.jobs.flows.len() {
+            let (ideal, work) = self.ideal_and_work(&self.jobs.flows[f], f as u32, &mut cache);
             self.estimate.link_transmissions += work;
-            self.flows[f].ideal_fct = ideal;
+            self.jobs.flows[f].ideal_fct = ideal;
         }
         self.ideal_cache = cache;
         self.estimate.link_transmissions += self.pass_work();

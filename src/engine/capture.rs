@@ -389,11 +389,11 @@ impl Simulation {
         if !spec.flows.is_empty() {
             qps = vec![false; self.nics.qps().len()];
             for &f in &spec.flows {
-                let flow = self.flows.get(f as usize).ok_or_else(|| {
+                let flow = self.jobs.flows.get(f as usize).ok_or_else(|| {
                     format!(
                         "--capture flow={f}: there are {} transfers (0 to {})",
-                        self.flows.len(),
-                        self.flows.len().saturating_sub(1)
+                        self.jobs.flows.len(),
+                        self.jobs.flows.len().saturating_sub(1)
                     )
                 })?;
                 for q in flow.first_qp..flow.first_qp + flow.n_qps {

@@ -743,12 +743,12 @@ impl Simulation {
     /// iteration), that iteration is made first, so that `t` lets its
     /// tasks go as it would if it had been made before the run.
     pub(super) fn later_due(&mut self, t: u32) {
-        let Some(&(j, upto)) = self.tasks.later.as_ref().and_then(|l| l.triggers.get(&t)) else {
+        let Some(&(j, upto)) = self.jobs.tasks.later.as_ref().and_then(|l| l.triggers.get(&t)) else {
             return;
         };
         // A job's trigger goes when its next iteration is made; a trace's
         // here, once every part that waits for `t` is made.
-        self.tasks
+        self.jobs.tasks
             .later
             .as_mut()
             .expect("checked above")
@@ -765,13 +765,13 @@ impl Simulation {
     /// at `at` (when the run reached them).
     pub(super) fn make_up_to(&mut self, j: usize, upto: u32, at: SimTime) {
         while self
-            .tasks
+            .jobs.tasks
             .later
             .as_ref()
             .is_some_and(|l| l.jobs[j].gen.next() <= upto && !l.jobs[j].gen.finished())
         {
             if let Err(why) = self.make_iteration(j, at) {
-                let l = self.tasks.later.as_mut().expect("checked above");
+                let l = self.jobs.tasks.later.as_mut().expect("checked above");
                 l.failed.get_or_insert(why);
                 l.triggers.retain(|_, &mut (k, _)| k != j);
                 return;
@@ -782,14 +782,14 @@ impl Simulation {
     /// Makes job `j`'s next iteration and lets its tasks go, from `at`
     /// on.
     fn make_iteration(&mut self, j: usize, at: SimTime) -> Result<(), String> {
-        let mut l = self.tasks.later.take().expect("a later job");
+        let mut l = self.jobs.tasks.later.take().expect("a later job");
         let made = self.make_part(&mut l, j);
-        self.tasks.later = Some(l);
+        self.jobs.tasks.later = Some(l);
         let mut part = made?;
         if self.part.is_some() {
             self.cut_part(&mut part)?;
         }
-        self.tasks.later.as_mut().expect("a later job").made += 1;
+        self.jobs.tasks.later.as_mut().expect("a later job").made += 1;
         self.start_part(j, part, at);
         Ok(())
     }
@@ -804,7 +804,7 @@ impl Simulation {
         // A trace's parts keep no job records.
         let mut none = crate::workload::training::JobRun::new(lj.gen.workload);
         let job = match l.job_index[j] {
-            Some(i) => &mut self.tasks.jobs[i],
+            Some(i) => &mut self.jobs.tasks.jobs[i],
             None => &mut none,
         };
         let mut runs = Vec::new();
@@ -840,9 +840,9 @@ impl Simulation {
                     .extend(lj.gen.ready().into_iter().map(|t| (t, (j, next))));
             }
         }
-        let run0 = self.tasks.collectives.len();
-        self.tasks.collectives.extend(runs);
-        let runs = run0..self.tasks.collectives.len();
+        let run0 = self.jobs.tasks.collectives.len();
+        self.jobs.tasks.collectives.extend(runs);
+        let runs = run0..self.jobs.tasks.collectives.len();
         let graph = builder.build();
         let mtu = self.scenario.transport.mtu;
         let mut flows = Vec::with_capacity(specs.len());
@@ -869,7 +869,7 @@ impl Simulation {
                 TaskKind::Net(f) => {
                     flow_task[(f - numbers.2) as usize] = graph.task_base + i as u32
                 }
-                TaskKind::Acked(f) => self.tasks.add_acked(f, graph.task_base + i as u32),
+                TaskKind::Acked(f) => self.jobs.tasks.add_acked(f, graph.task_base + i as u32),
                 _ => {}
             }
         }
@@ -930,7 +930,7 @@ impl Simulation {
         if self.part.is_some() {
             cross = self.cut_part_rows(j, cross);
         }
-        let l = self.tasks.later.as_ref().expect("a later job");
+        let l = self.jobs.tasks.later.as_ref().expect("a later job");
         let part = l.parts[j].last().expect("kept above");
         let base = part.graph.task_base;
         // What the new tasks wait for among those before them.
@@ -939,19 +939,19 @@ impl Simulation {
             .map(|(i, _)| base + i as u32)
             .collect();
         for (a, b) in cross {
-            if self.tasks.is_done(a) {
-                if self.tasks.release_one(b) {
+            if self.jobs.tasks.is_done(a) {
+                if self.jobs.tasks.release_one(b) {
                     ready.push(b);
                 }
             } else {
-                let l = self.tasks.later.as_mut().expect("a later job");
+                let l = self.jobs.tasks.later.as_mut().expect("a later job");
                 l.extra.entry(a).or_default().push(b);
             }
         }
         ready.sort_unstable();
         ready.dedup();
         for t in ready {
-            let at = self.tasks.task(t).not_before.max(at);
+            let at = self.jobs.tasks.task(t).not_before.max(at);
             self.queue.push(at, Event::TaskReady(t));
         }
     }
@@ -962,7 +962,7 @@ impl Simulation {
         // Its passes' rows, latency without the wire, and streams.
         let (rows, row_of) = super::passes::pass_rows(
             &self.topo,
-            &mut self.passes,
+            &mut self.jobs.passes,
             &part.graph.passes,
             &part.first_qp,
             // Counted in what the run offers when laid out.
@@ -984,14 +984,14 @@ impl Simulation {
         let cross = std::mem::take(&mut part.graph.cross);
         let pass_base = part.graph.pass_base;
         let passes = part.graph.passes.len() as u32;
-        let l = self.tasks.later.as_mut().expect("a later job");
+        let l = self.jobs.tasks.later.as_mut().expect("a later job");
         l.parts[j].push(part);
         let held = l.parts.iter().map(Vec::len).sum::<usize>() as u64;
         l.most_held = l.most_held.max(held);
         for p in pass_base..pass_base + passes {
             let net = self.unloaded_net_hop_of(p);
-            let nvlink = self.tasks.nvlink.latency;
-            let pass = self.tasks.pass_mut(p).expect("made above");
+            let nvlink = self.jobs.tasks.nvlink.latency;
+            let pass = self.jobs.tasks.pass_mut(p).expect("made above");
             pass.latency = pass.latency.without_wire(nvlink, net);
         }
         cross
@@ -999,7 +999,7 @@ impl Simulation {
 
     /// Flow `f`, if a later part holds it.
     pub(super) fn later_flow_mut(&mut self, f: FlowId) -> Option<&mut FlowState> {
-        let l = self.tasks.later.as_mut()?;
+        let l = self.jobs.tasks.later.as_mut()?;
         let (part, i) = l.part_of_flow_mut(f.0)?;
         Some(&mut part.flows[i])
     }
@@ -1012,7 +1012,7 @@ impl Simulation {
         let now = self.now;
         let (task, succ) = {
             let part = self
-                .tasks
+                .jobs.tasks
                 .later
                 .as_mut()
                 .and_then(|l| l.part_of_task_mut(t))
@@ -1021,12 +1021,12 @@ impl Simulation {
             part.done[i] = now;
             (part.graph.tasks[i], part.graph.successors(t).to_vec())
         };
-        self.tasks.tasks_done += 1;
+        self.jobs.tasks.tasks_done += 1;
         if task.lane != crate::workload::graph::NO_LANE && !matches!(task.kind, TaskKind::Net(_)) {
             self.lane_free(task.lane);
         }
         for s in succ {
-            if self.tasks.release_one(s) {
+            if self.jobs.tasks.release_one(s) {
                 self.task_ready(s);
             }
         }
@@ -1036,11 +1036,11 @@ impl Simulation {
 
     /// Tasks of later iterations that wait for task `t`, which is done.
     pub(super) fn later_successors(&mut self, t: u32) {
-        let Some(succ) = self.tasks.later.as_mut().and_then(|l| l.take_extra(t)) else {
+        let Some(succ) = self.jobs.tasks.later.as_mut().and_then(|l| l.take_extra(t)) else {
             return;
         };
         for s in succ {
-            if self.tasks.release_one(s) {
+            if self.jobs.tasks.release_one(s) {
                 self.task_ready(s);
             }
         }
@@ -1061,7 +1061,7 @@ impl Simulation {
     /// holds it): once nothing is left there, nor in the parts before it,
     /// they are forgotten.
     pub(super) fn later_progress(&mut self, what: Loc, n: u64) {
-        let Some(l) = self.tasks.later.as_mut() else {
+        let Some(l) = self.jobs.tasks.later.as_mut() else {
             return;
         };
         let Some((j, i)) = l.locate(what) else {
@@ -1080,7 +1080,7 @@ impl Simulation {
     /// Forgets job `j`'s oldest parts while nothing is left to happen in
     /// them.
     fn retire_parts(&mut self, j: usize) {
-        let mut l = self.tasks.later.take().expect("a later job");
+        let mut l = self.jobs.tasks.later.take().expect("a later job");
         // Nothing left to happen: its tasks done, its transfers and
         // messages over (counted, and the tasks checked once more).
         while l.parts[j]
@@ -1090,18 +1090,18 @@ impl Simulation {
             let part = l.parts[j].remove(0);
             self.retire(&mut l, j, part);
         }
-        self.tasks.later = Some(l);
+        self.jobs.tasks.later = Some(l);
     }
 
     /// Forgets every part job `j` holds, oldest first, whatever is left
     /// in them: for when the run is over.
     fn retire_held(&mut self, j: usize) {
-        let mut l = self.tasks.later.take().expect("a later job");
+        let mut l = self.jobs.tasks.later.take().expect("a later job");
         while !l.parts[j].is_empty() {
             let part = l.parts[j].remove(0);
             self.retire(&mut l, j, part);
         }
-        self.tasks.later = Some(l);
+        self.jobs.tasks.later = Some(l);
     }
 
     /// Works out what the outputs need of `part`, job `j`'s oldest, and
@@ -1117,7 +1117,7 @@ impl Simulation {
                 )
             })
         };
-        let tasks = &self.tasks;
+        let tasks = &self.jobs.tasks;
         let kept = &l.kept;
         let times = |t: u32| {
             in_part(t)
@@ -1161,21 +1161,21 @@ impl Simulation {
             };
             (ji, resolved, keep)
         });
-        let runs: Vec<(SimTime, SimTime)> = self.tasks.collectives[part.runs.clone()]
+        let runs: Vec<(SimTime, SimTime)> = self.jobs.tasks.collectives[part.runs.clone()]
             .iter()
             .map(|c| {
                 let (a, b) = (times(c.start).1, times(c.end).1);
                 (a, b)
             })
             .collect();
-        for (c, r) in self.tasks.collectives[part.runs.clone()]
+        for (c, r) in self.jobs.tasks.collectives[part.runs.clone()]
             .iter_mut()
             .zip(runs)
         {
             c.resolved = Some(r);
         }
         if let Some((ji, resolved, keep)) = records {
-            let job = &mut self.tasks.jobs[ji];
+            let job = &mut self.jobs.tasks.jobs[ji];
             job.resolved.insert(it, resolved);
             job.kernels.retain(|k| k.1 != it);
             job.comm.retain(|c| c.iteration != it);
@@ -1218,7 +1218,7 @@ impl Simulation {
                         done: part.done[i],
                     }));
                 }
-                TaskKind::Acked(f) => self.tasks.remove_acked(f),
+                TaskKind::Acked(f) => self.jobs.tasks.remove_acked(f),
                 _ => {}
             }
         }
@@ -1241,14 +1241,14 @@ impl Simulation {
     pub(super) fn forget(&mut self, l: &mut LaterState, j: usize, part: Part) {
         let it = part.iteration;
         if let Some(ji) = l.job_index[j] {
-            let job = &mut self.tasks.jobs[ji];
+            let job = &mut self.jobs.tasks.jobs[ji];
             job.kernels.retain(|k| k.1 != it);
             job.comm.retain(|c| c.iteration != it);
             job.checkpoints.retain(|c| c.0 != it);
         }
         for t in &part.graph.tasks {
             if let TaskKind::Acked(f) = t.kind {
-                self.tasks.remove_acked(f);
+                self.jobs.tasks.remove_acked(f);
             }
         }
         l.retired_below[j] = part.graph.task_base + part.graph.tasks.len() as u32;
@@ -1265,12 +1265,12 @@ impl Simulation {
     /// memory holds one part at a time, not every one the run did not
     /// reach.
     pub(super) fn make_rest(&mut self) {
-        let Some(jobs) = self.tasks.later.as_ref().map(|l| l.jobs.len()) else {
+        let Some(jobs) = self.jobs.tasks.later.as_ref().map(|l| l.jobs.len()) else {
             return;
         };
         for j in 0..jobs {
             if self
-                .tasks
+                .jobs.tasks
                 .later
                 .as_ref()
                 .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())
@@ -1278,15 +1278,15 @@ impl Simulation {
                 self.retire_held(j);
             }
             while self
-                .tasks
+                .jobs.tasks
                 .later
                 .as_ref()
                 .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())
             {
-                let mut l = self.tasks.later.take().expect("checked above");
+                let mut l = self.jobs.tasks.later.take().expect("checked above");
                 let made = self.make_part(&mut l, j);
                 l.made += u64::from(made.is_ok());
-                self.tasks.later = Some(l);
+                self.jobs.tasks.later = Some(l);
                 match made {
                     Ok(part) => {
                         // A run with it made before would have let its
@@ -1305,7 +1305,7 @@ impl Simulation {
                         self.retire_held(j);
                     }
                     Err(why) => {
-                        let l = self.tasks.later.as_mut().expect("put back above");
+                        let l = self.jobs.tasks.later.as_mut().expect("put back above");
                         l.failed.get_or_insert(why);
                     }
                 }

@@ -130,6 +130,22 @@ macro_rules! io {
 }
 use io;
 
+/// What the job runtime keeps: the transfers, the task graph (with
+/// NVLink copies and the parts made as the run reaches them), collectives'
+/// pass messages and, at flow level, ring passes as streams.
+struct Jobs {
+    flows: Vec<FlowState>,
+    /// Pass messages in flight and their connections' rows.
+    passes: passes::PassFlows,
+    /// The task graph of collectives and jobs, and NVLink copies.
+    tasks: tasks::TaskState,
+    /// Transfers of jobs' later iterations, and their bytes (counted in
+    /// what the run offers before they are made).
+    later_flows: (usize, u64),
+    /// At flow level, ring passes run as steady streams.
+    streams: streams::Streams,
+}
+
 pub struct Simulation {
     now: SimTime,
     queue: EventQueue<Event>,
@@ -151,11 +167,9 @@ pub struct Simulation {
     /// A packet capture in progress, if one was asked for.
     capture: Option<Box<capture::Capture>>,
     packets: PacketArena,
-    flows: Vec<FlowState>,
-    /// Pass messages in flight and their connections' rows.
-    passes: passes::PassFlows,
-    /// The task graph of collectives and jobs, and NVLink copies.
-    tasks: tasks::TaskState,
+    /// The job runtime's state: transfers, the task graph, collectives'
+    /// passes, ring streams.
+    jobs: Jobs,
     counters: Counters,
     /// What the run should cost, from its traffic and paths.
     estimate: Estimate,
@@ -169,13 +183,8 @@ pub struct Simulation {
     finish_total: u64,
     /// The partition this simulation runs, in a parallel run.
     part: Option<Box<parallel::Part>>,
-    /// Transfers of jobs' later iterations, and their bytes (counted in
-    /// what the run offers before they are made).
-    later_flows: (usize, u64),
     /// The flow-level network, in a `fidelity = "flow"` run.
     fluid: Option<Box<crate::fluid::Fluid>>,
-    /// At flow level, ring passes run as steady streams.
-    streams: streams::Streams,
     /// Ideal completion times of single-QP transfers by size and by their
     /// hops' rates and delays (`build::ideal_and_work`).
     ideal_cache: build::IdealCache,
@@ -342,9 +351,13 @@ impl Simulation {
             series,
             capture: None,
             packets,
-            flows,
-            passes: passes::PassFlows::default(),
-            tasks,
+            jobs: Jobs {
+                flows,
+                passes: passes::PassFlows::default(),
+                tasks,
+                later_flows: (0, 0),
+                streams: Default::default(),
+            },
             counters: Counters::default(),
             estimate: Estimate::default(),
             deadlock: Vec::new(),
@@ -353,8 +366,6 @@ impl Simulation {
             finish_total: 0,
             part: None,
             fluid: None,
-            later_flows: (0, 0),
-            streams: Default::default(),
             ideal_cache: Default::default(),
             parallel: None,
             handling: 0,
@@ -363,12 +374,12 @@ impl Simulation {
             firsts: FirstEvents::default(),
             idle: IdleGaps::default(),
         };
-        if !sim.tasks.graph.passes.is_empty() || sim.tasks.later.is_some() {
+        if !sim.jobs.tasks.graph.passes.is_empty() || sim.jobs.tasks.later.is_some() {
             sim.set_up_passes(pass_qps, (end_tasks, end_flows));
         }
-        sim.passes.net_messages += later_messages.0;
-        sim.passes.net_bytes += later_messages.1;
-        sim.later_flows = later_flows;
+        sim.jobs.passes.net_messages += later_messages.0;
+        sim.jobs.passes.net_bytes += later_messages.1;
+        sim.jobs.later_flows = later_flows;
         if sim.scenario.fidelity == crate::scenario::Fidelity::Flow {
             let pcie = sim.nics.pcie_ps_per_byte().map(|ps| 1e12 / ps);
             let rates = sim.topo.ports.iter().map(|p| p.rate.bps());

@@ -155,16 +155,16 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if threads <= 1 {
         return Err("one thread was asked for".into());
     }
-    if let Some((t, kind)) = sim.tasks.later.as_ref().and_then(|l| l.begins_when_made()) {
+    if let Some((t, kind)) = sim.jobs.tasks.later.as_ref().and_then(|l| l.begins_when_made()) {
         return Err(format!(
             "a job's later iteration has a task ({t}, {kind:?}) that waits for nothing in it and begins on a host or takes time: made as the run reaches it, it would begin when each partition made it, not when the first did"
         ));
     }
     let homes = sim
-        .tasks
-        .homes(&sim.topo, &sim.flows)
+        .jobs.tasks
+        .homes(&sim.topo, &sim.jobs.flows)
         .map_err(|why| format!("its task graph cannot be cut by host yet: {why}"))?;
-    if let Some(l) = sim.tasks.later.as_ref() {
+    if let Some(l) = sim.jobs.tasks.later.as_ref() {
         l.traces_cut(&sim.topo, &sim.routes, &homes)
             .map_err(|why| format!("a later part of a trace cannot be cut by host: {why}"))?;
     }
@@ -653,7 +653,7 @@ impl Simulation {
             Event::TaskReady(t) | Event::TaskDone(t) => match p.homes.get(t as usize) {
                 Some(h) => *h == Home::Everywhere,
                 None => {
-                    let later = self.tasks.later.as_ref().and_then(|l| l.home(t));
+                    let later = self.jobs.tasks.later.as_ref().and_then(|l| l.home(t));
                     later == Some(Home::Everywhere)
                 }
             },
@@ -682,7 +682,7 @@ impl Simulation {
                     Home::Everywhere => true,
                     Home::Last => false,
                 },
-                Event::FlowStart(f) => host_of(self.flows[f.idx()].spec.src_nic) == me,
+                Event::FlowStart(f) => host_of(self.jobs.flows[f.idx()].spec.src_nic) == me,
                 Event::Rto(q) => host_of(self.nics.qp(q).src_nic) == me,
                 Event::Storm(i, _) => {
                     let gpu = self.scenario.qos.pfc.storms[i as usize].gpu;
@@ -699,12 +699,12 @@ impl Simulation {
         }
         let gpu_part = |g: crate::topology::GpuId| host_of(self.topo.gpus[g.idx()].nic);
         self.finish_total = self
-            .flows
+            .jobs.flows
             .iter()
             .filter(|f| host_of(f.spec.src_nic) == me)
             .count() as u64
             + self
-                .passes
+                .jobs.passes
                 .rows
                 .iter()
                 .filter(|r| r.qps > 0 && gpu_part(r.src) == me)
@@ -720,7 +720,7 @@ impl Simulation {
             |port| port_part[port.idx()] == me,
             |s| p.switch[s.idx()] == me,
         );
-        self.tasks.keep_only(&homes, |h| p.host[h as usize] == me);
+        self.jobs.tasks.keep_only(&homes, |h| p.host[h as usize] == me);
         self.failures.partitioned = self.failures.any();
         self.keyed = true;
         self.part = Some(Box::new(Part {
@@ -740,7 +740,7 @@ impl Simulation {
     /// this partition begins, and the tasks and transfers it sees done.
     pub(super) fn cut_part(&mut self, part: &mut super::later::Part) -> Result<(), String> {
         let p = self.part.as_deref().expect("a partition");
-        let later = self.tasks.later.as_deref().expect("a later job");
+        let later = self.jobs.tasks.later.as_deref().expect("a later job");
         let start = later.start.0;
         let flow_base = part.flow_base;
         let homes = super::tasks::homes_of(
@@ -788,7 +788,7 @@ impl Simulation {
             ));
         }
         part.homes = homes;
-        self.tasks.own_total += own;
+        self.jobs.tasks.own_total += own;
         self.finish_total += flows;
         Ok(())
     }
@@ -801,7 +801,7 @@ impl Simulation {
         let p = self.part.as_deref().expect("a partition");
         let mine = |h: u32| p.host_part[h as usize] == p.me;
         let topo = &self.topo;
-        let l = self.tasks.later.as_deref_mut().expect("a later job");
+        let l = self.jobs.tasks.later.as_deref_mut().expect("a later job");
         let part = l.parts[j].last_mut().expect("kept");
         let base = part.graph.task_base;
         let planned: u64 = part
@@ -861,7 +861,7 @@ impl Simulation {
     /// partitions forget their shares. Memory holds the parts under way,
     /// as on one queue.
     fn retire_over(&mut self, ex: &mut dyn Exchange) {
-        let Some(l) = self.tasks.later.as_deref() else {
+        let Some(l) = self.jobs.tasks.later.as_deref() else {
             return;
         };
         let over = ex.over(l.over());
@@ -879,16 +879,16 @@ impl Simulation {
                     .parts
                     .extend(parts[..n as usize].iter().map(PartEnds::of));
             }
-            share.started = self.tasks.started.clone();
-            share.done = self.tasks.done.clone();
+            share.started = self.jobs.tasks.started.clone();
+            share.done = self.jobs.tasks.done.clone();
         }
         let theirs = ex.share(share);
-        let mut l = self.tasks.later.take().expect("checked above");
+        let mut l = self.jobs.tasks.later.take().expect("checked above");
         if me == 0 {
             let p = self.part.as_deref().expect("a partition");
             for s in theirs {
                 let them = |h: u32| p.host_part[h as usize] == s.me;
-                self.tasks.absorb_times(&s.started, &s.done, &p.homes, them);
+                self.jobs.tasks.absorb_times(&s.started, &s.done, &p.homes, them);
                 let mut shares = s.parts.into_iter();
                 for (parts, &n) in l.parts.iter_mut().zip(&over) {
                     for (mine, theirs) in parts[..n as usize].iter_mut().zip(&mut shares) {
@@ -900,7 +900,7 @@ impl Simulation {
         for (j, &n) in over.iter().enumerate() {
             for i in 0..n as usize {
                 if me == 0 {
-                    let done = &self.tasks.done;
+                    let done = &self.jobs.tasks.done;
                     l.settle_part(j, i, |t| done.get(t as usize).copied());
                 }
             }
@@ -913,7 +913,7 @@ impl Simulation {
                 }
             }
         }
-        self.tasks.later = Some(l);
+        self.jobs.tasks.later = Some(l);
     }
 
     /// Takes the mail other partitions sent here.
@@ -1000,7 +1000,7 @@ impl Simulation {
             events: c.events,
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
-            tasks_done: self.tasks.tasks_done,
+            tasks_done: self.jobs.tasks.tasks_done,
             later_failed: self.later_failed().is_some(),
             stop,
         }
@@ -1010,10 +1010,10 @@ impl Simulation {
     /// yet acknowledged.
     fn own_network_waiting(&self) -> bool {
         let part = self.part();
-        let later = self.tasks.later.iter().flat_map(|l| l.flows());
-        self.flows
+        let later = self.jobs.tasks.later.iter().flat_map(|l| l.flows());
+        self.jobs.flows
             .iter()
-            .chain(self.passes.live())
+            .chain(self.jobs.passes.live())
             .chain(later)
             .any(|f| {
                 f.acked.is_none()
@@ -1032,7 +1032,7 @@ impl Simulation {
             .filter(|(_, &mine)| mine)
             .map(|(q, _)| q.req.una as u64)
             .sum::<u64>()
-            + self.tasks.tasks_done
+            + self.jobs.tasks.tasks_done
     }
 }
 
@@ -1062,9 +1062,9 @@ impl<'a> Lead<'a> {
             progress,
             started,
             shown_at: std::time::Duration::ZERO,
-            offered: sim.flows.iter().map(|f| f.spec.bytes).sum::<u64>() + sim.passes.net_bytes,
+            offered: sim.jobs.flows.iter().map(|f| f.spec.bytes).sum::<u64>() + sim.jobs.passes.net_bytes,
             flows: sim.flows_total(),
-            tasks: sim.tasks.graph.tasks.len() as u64,
+            tasks: sim.jobs.tasks.graph.tasks.len() as u64,
             windows: 0,
         }
     }
@@ -1385,8 +1385,8 @@ impl Simulation {
             .map(|i| p.of_port(&self.topo, PortId(i as u32)))
             .collect();
         let homes: Arc<[Home]> = self
-            .tasks
-            .homes(&self.topo, &self.flows)
+            .jobs.tasks
+            .homes(&self.topo, &self.jobs.flows)
             .expect("`plan` checked the task graph")
             .into();
         (port_part, homes)
@@ -1417,7 +1417,7 @@ fn merge(
     }
     let homes = merged.part().homes.clone();
     if !homes.is_empty() {
-        merged.tasks.settle(&homes);
+        merged.jobs.tasks.settle(&homes);
     }
     if merged.failures.partitioned {
         merged.failures.settle();
@@ -1596,15 +1596,15 @@ impl Simulation {
             series: self.series,
             egress: self.egress,
             nics: self.nics,
-            flows: self.flows.iter().map(FlowEnds::of).collect(),
+            flows: self.jobs.flows.iter().map(FlowEnds::of).collect(),
             later: self
-                .tasks
+                .jobs.tasks
                 .later
                 .iter()
                 .flat_map(|l| l.parts())
                 .map(PartEnds::of)
                 .collect(),
-            passes: self.passes,
+            passes: self.jobs.passes,
             counters: self.counters,
             firsts: self.firsts,
             idle: self.idle,
@@ -1613,7 +1613,7 @@ impl Simulation {
             paths: self.paths,
             balance: self.balance,
             failures: self.failures,
-            tasks: self.tasks,
+            tasks: self.jobs.tasks,
             capture: self.capture,
             packed_capture: None,
         }
@@ -1636,7 +1636,7 @@ impl Simulation {
             self.packets.alloc(*pkt);
         }
         let homes = self.part().homes.clone();
-        self.tasks
+        self.jobs.tasks
             .absorb(other.tasks, &homes, |h| p.host[h as usize] == them);
         if let Some(mine) = self.capture.as_deref_mut() {
             if let Some(theirs) = other.capture {
@@ -1655,16 +1655,16 @@ impl Simulation {
             |q| host_of(q.src_nic) == them,
             |q| host_of(q.dst_nic) == them,
         );
-        for (mine, theirs) in self.flows.iter_mut().zip(other.flows) {
+        for (mine, theirs) in self.jobs.flows.iter_mut().zip(other.flows) {
             theirs.give(mine, |nic| host_of(nic) == them);
         }
         // Jobs' iterations made as the run went: every partition made the
         // same, in the same order.
-        let parts = self.tasks.later.iter_mut().flat_map(|l| l.parts_mut());
+        let parts = self.jobs.tasks.later.iter_mut().flat_map(|l| l.parts_mut());
         for (mine, theirs) in parts.zip(other.later) {
             theirs.give(mine, &self.topo, |h| p.host[h as usize] == them);
         }
-        self.passes.absorb(&other.passes);
+        self.jobs.passes.absorb(&other.passes);
         self.counters = sum(&[self.counters, other.counters]);
         self.firsts.absorb(&other.firsts);
         self.idle.absorb(&other.idle);

@@ -134,32 +134,32 @@ impl Simulation {
     pub(super) fn set_up_passes(&mut self, first_qp: Vec<Vec<u32>>, end: (u32, u32)) {
         let (rows, row_of) = pass_rows(
             &self.topo,
-            &mut self.passes,
-            &self.tasks.graph.passes,
+            &mut self.jobs.passes,
+            &self.jobs.tasks.graph.passes,
             &first_qp,
             true,
         );
-        let pf = &mut self.passes;
+        let pf = &mut self.jobs.passes;
         pf.base_task = end.0;
         pf.base_flow = end.1;
         pf.numbered = true;
         pf.rows = rows;
         pf.row_of = row_of;
         pf.first_qp = first_qp;
-        self.tasks.pass_base = Some((pf.base_task, pf.base_flow));
-        for pi in 0..self.tasks.graph.passes.len() {
+        self.jobs.tasks.pass_base = Some((pf.base_task, pf.base_flow));
+        for pi in 0..self.jobs.tasks.graph.passes.len() {
             let net = self.unloaded_net_hop_of(pi as u32);
-            let p = &mut self.tasks.graph.passes[pi];
-            p.latency = p.latency.without_wire(self.tasks.nvlink.latency, net);
+            let p = &mut self.jobs.tasks.graph.passes[pi];
+            p.latency = p.latency.without_wire(self.jobs.tasks.nvlink.latency, net);
         }
     }
 
     /// The first QP of connection `c` of pass `p` (`u32::MAX` over NVLink).
     pub(super) fn pass_first_qp(&self, p: u32, c: u32) -> u32 {
-        match self.passes.first_qp.get(p as usize) {
+        match self.jobs.passes.first_qp.get(p as usize) {
             Some(firsts) => firsts[c as usize],
             None => {
-                let (part, i) = self.tasks.later_pass(p);
+                let (part, i) = self.jobs.tasks.later_pass(p);
                 part.first_qp[i][c as usize]
             }
         }
@@ -167,15 +167,15 @@ impl Simulation {
 
     /// The row of connection `c` of pass `p`.
     pub(super) fn pass_row_mut(&mut self, p: u32, c: u32) -> &mut ConnRow {
-        let pf = &mut self.passes;
-        row_in(&mut pf.rows, &pf.row_of, &mut self.tasks.later, p, c)
+        let pf = &mut self.jobs.passes;
+        row_in(&mut pf.rows, &pf.row_of, &mut self.jobs.tasks.later, p, c)
     }
 
     /// The mean unloaded latency of pass `pi`'s network hops: each
     /// link's propagation and one full frame's time on it, over its
     /// connection's first path.
     pub(super) fn unloaded_net_hop_of(&self, pi: u32) -> SimTime {
-        let pass = self.tasks.pass(pi).expect("a pass");
+        let pass = self.jobs.tasks.pass(pi).expect("a pass");
         let frame = u64::from(self.scenario.transport.mtu);
         let (mut sum, mut n) = (0u64, 0u64);
         for c in 0..pass.conns.len() as u32 {
@@ -199,9 +199,9 @@ impl Simulation {
         let tc = &self.scenario.transport;
         let ack_every = tc.ack_every.max(1) as u64;
         let mut work = 0;
-        for (pi, pass) in self.tasks.graph.passes.iter().enumerate() {
+        for (pi, pass) in self.jobs.tasks.graph.passes.iter().enumerate() {
             for c in 0..pass.conns.len() as u32 {
-                let q = self.passes.first_qp[pi][c as usize];
+                let q = self.jobs.passes.first_qp[pi][c as usize];
                 let Some(spec) = pass.conn_spec(&self.topo, c, 0).filter(|_| q != u32::MAX) else {
                     continue;
                 };
@@ -216,13 +216,13 @@ impl Simulation {
 
     /// The pass message `g` belongs to, and its number within it.
     fn pass_of(&self, g: u64) -> (usize, u64) {
-        let passes = &self.tasks.graph.passes;
+        let passes = &self.jobs.tasks.graph.passes;
         let p = passes.partition_point(|x| x.first <= g).saturating_sub(1);
-        let p = match self.tasks.later.as_ref().filter(|l| g >= l.start.3) {
+        let p = match self.jobs.tasks.later.as_ref().filter(|l| g >= l.start.3) {
             Some(l) => l.pass_of_message(g).map_or(p, |p| p as usize),
             None => p,
         };
-        (p, g - self.tasks.pass(p as u32).expect("a pass").first)
+        (p, g - self.jobs.tasks.pass(p as u32).expect("a pass").first)
     }
 
     /// Position `pos` of pass `pass` enters it.
@@ -232,7 +232,7 @@ impl Simulation {
             return;
         }
         let mut out = Released::default();
-        self.tasks
+        self.jobs.tasks
             .pass_mut(pass)
             .expect("a pass")
             .enter(pos, &mut out);
@@ -246,8 +246,8 @@ impl Simulation {
             self.pass_send(pass, idx, entered);
         }
         for pos in out.done {
-            let exit = self.tasks.pass(pass as u32).expect("a pass").exit[pos as usize];
-            if self.tasks.release_one(exit) {
+            let exit = self.jobs.tasks.pass(pass as u32).expect("a pass").exit[pos as usize];
+            if self.jobs.tasks.release_one(exit) {
                 self.task_ready(exit);
             }
         }
@@ -256,10 +256,10 @@ impl Simulation {
     /// Message `idx` of pass `pass` goes: its copy or its write is ready
     /// once the pass's step time has passed.
     fn pass_send(&mut self, pass: usize, idx: u64, first: bool) {
-        let p = self.tasks.pass(pass as u32).expect("a pass");
+        let p = self.jobs.tasks.pass(pass as u32).expect("a pass");
         let m = p.message(idx);
         let g = p.first + idx;
-        let base = self.passes.base_task;
+        let base = self.jobs.passes.base_task;
         let hop = base + 2 * g as u32;
         let conn = p.conns[m.conn as usize];
         let at = self.now + p.latency.before(conn.via, first);
@@ -284,36 +284,36 @@ impl Simulation {
                 hop,
             ),
             Via::Net { lane } => (
-                TaskKind::Net(self.passes.base_flow + g as u32),
+                TaskKind::Net(self.jobs.passes.base_flow + g as u32),
                 lane,
                 hop + 1,
             ),
         };
-        self.tasks.add_dynamic(t, kind, lane, at);
+        self.jobs.tasks.add_dynamic(t, kind, lane, at);
         self.task_ready(t);
     }
 
     /// Pass task `t` is done: a PXN hop's write goes, or the message has
     /// arrived and its pass goes on.
     pub(super) fn pass_task_done(&mut self, t: u32, started: SimTime) {
-        self.passes.last_done = self.now;
-        let rel = t - self.passes.base_task;
+        self.jobs.passes.last_done = self.now;
+        let rel = t - self.jobs.passes.base_task;
         let g = u64::from(rel / 2);
         let (pass, idx) = self.pass_of(g);
-        let p = self.tasks.pass(pass as u32).expect("a pass");
+        let p = self.jobs.tasks.pass(pass as u32).expect("a pass");
         let m = p.message(idx);
         // Its NVLink copy (a copy, or a PXN hop), or its write.
         if rel.is_multiple_of(2) {
             match p.conns[m.conn as usize].via {
                 Via::Pxn { lane, .. } => {
-                    let f = self.passes.base_flow + g as u32;
-                    self.tasks
+                    let f = self.jobs.passes.base_flow + g as u32;
+                    self.jobs.tasks
                         .add_dynamic(t + 1, TaskKind::Net(f), lane, SimTime::ZERO);
                     self.task_ready(t + 1);
                     return;
                 }
                 Via::Local => {
-                    let ideal = self.tasks.nvlink.alone(m.bytes);
+                    let ideal = self.jobs.tasks.nvlink.alone(m.bytes);
                     let now = self.now;
                     let r = self.pass_row_mut(pass as u32, m.conn);
                     r.messages += 1;
@@ -328,7 +328,7 @@ impl Simulation {
             }
         }
         let mut out = Released::default();
-        self.tasks
+        self.jobs.tasks
             .pass_mut(pass as u32)
             .expect("a pass")
             .arrive(idx, &mut out);
@@ -339,22 +339,22 @@ impl Simulation {
     /// sender when it starts, at the receiver of a partitioned run when
     /// its first message is posted there).
     pub(super) fn flow_mut(&mut self, f: FlowId) -> &mut FlowState {
-        if !self.passes.is_pass_flow(f) {
-            if f.idx() < self.flows.len() {
-                return &mut self.flows[f.idx()];
+        if !self.jobs.passes.is_pass_flow(f) {
+            if f.idx() < self.jobs.flows.len() {
+                return &mut self.jobs.flows[f.idx()];
             }
             return self
                 .later_flow_mut(f)
                 .expect("a transfer of a later iteration");
         }
-        if !self.passes.live.contains_key(&f.0) {
+        if !self.jobs.passes.live.contains_key(&f.0) {
             let mut cache = std::mem::take(&mut self.ideal_cache);
             let flow = self.pass_flow(f, &mut cache);
             self.ideal_cache = cache;
-            self.passes
+            self.jobs.passes
                 .ideal
                 .insert((flow.first_qp, flow.spec.bytes), flow.ideal_fct);
-            self.passes.live.insert(
+            self.jobs.passes.live.insert(
                 f.0,
                 Live {
                     flow,
@@ -363,24 +363,24 @@ impl Simulation {
                 },
             );
         }
-        &mut self.passes.live.get_mut(&f.0).expect("inserted above").flow
+        &mut self.jobs.passes.live.get_mut(&f.0).expect("inserted above").flow
     }
 
     /// Transfer `f`'s bytes, first QP and QP count, made up front or a
     /// pass's (worked out from its number wherever it is).
     pub(super) fn write_of(&self, f: FlowId) -> Option<(u64, u32, u32)> {
-        if !self.passes.is_pass_flow(f) {
-            let fl = match self.flows.get(f.idx()) {
+        if !self.jobs.passes.is_pass_flow(f) {
+            let fl = match self.jobs.flows.get(f.idx()) {
                 Some(fl) => fl,
                 None => {
-                    let (part, i) = self.tasks.later.as_ref()?.part_of_flow(f.0)?;
+                    let (part, i) = self.jobs.tasks.later.as_ref()?.part_of_flow(f.0)?;
                     &part.flows[i]
                 }
             };
             return Some((fl.spec.bytes, fl.first_qp, fl.n_qps));
         }
-        let (pass, idx) = self.pass_of(u64::from(f.0 - self.passes.base_flow));
-        let p = self.tasks.pass(pass as u32)?;
+        let (pass, idx) = self.pass_of(u64::from(f.0 - self.jobs.passes.base_flow));
+        let p = self.jobs.tasks.pass(pass as u32)?;
         let spec = p.spec(&self.topo, idx)?;
         let first = self.pass_first_qp(pass as u32, p.message(idx).conn);
         Some((spec.bytes, first, spec.n_qps()))
@@ -388,9 +388,9 @@ impl Simulation {
 
     /// A pass message's write, as it starts.
     fn pass_flow(&self, f: FlowId, cache: &mut super::build::IdealCache) -> FlowState {
-        let g = u64::from(f.0 - self.passes.base_flow);
+        let g = u64::from(f.0 - self.jobs.passes.base_flow);
         let (pass, idx) = self.pass_of(g);
-        let p = self.tasks.pass(pass as u32).expect("a pass");
+        let p = self.jobs.tasks.pass(pass as u32).expect("a pass");
         let spec = p
             .spec(&self.topo, idx)
             .expect("only a pass's network messages are transfers");
@@ -401,7 +401,7 @@ impl Simulation {
             .map(|i| packets_of(super::build::share(spec.bytes, n_qps, i), mtu))
             .sum();
         let mut flow = FlowState::new(spec, first_qp, n_qps, true, pkts);
-        flow.ideal_fct = match self.passes.ideal.get(&(first_qp, flow.spec.bytes)) {
+        flow.ideal_fct = match self.jobs.passes.ideal.get(&(first_qp, flow.spec.bytes)) {
             Some(&t) => t,
             None => self.ideal_and_work(&flow, f.0, cache).0,
         };
@@ -412,7 +412,7 @@ impl Simulation {
     fn conn_of(&self, g: u64) -> (u32, u32) {
         let (pass, idx) = self.pass_of(g);
         let conn = self
-            .tasks
+            .jobs.tasks
             .pass(pass as u32)
             .expect("a pass")
             .message(idx)
@@ -424,9 +424,9 @@ impl Simulation {
     /// its receiver every byte: that half goes into its row, and the
     /// transfer is forgotten once nothing here needs it.
     pub(super) fn pass_flow_half(&mut self, f: FlowId, sender: bool) {
-        let (pass, conn) = self.conn_of(u64::from(f.0 - self.passes.base_flow));
+        let (pass, conn) = self.conn_of(u64::from(f.0 - self.jobs.passes.base_flow));
         let (other_here, both) = {
-            let l = &self.passes.live[&f.0];
+            let l = &self.jobs.passes.live[&f.0];
             let q = QpId(l.flow.first_qp);
             let qp = self.nics.qp(q);
             let other_port = if sender { qp.dst_port } else { qp.src_port };
@@ -438,11 +438,11 @@ impl Simulation {
         };
         let PassFlows {
             live, rows, row_of, ..
-        } = &mut self.passes;
+        } = &mut self.jobs.passes;
         let Some(l) = live.get_mut(&f.0) else {
             return;
         };
-        let r = row_in(rows, row_of, &mut self.tasks.later, pass, conn);
+        let r = row_in(rows, row_of, &mut self.jobs.tasks.later, pass, conn);
         let fl = &l.flow;
         if sender {
             l.sent = true;
@@ -462,14 +462,14 @@ impl Simulation {
             r.naks += u64::from(fl.naks);
         }
         if both || !other_here {
-            self.passes.live.remove(&f.0);
+            self.jobs.passes.live.remove(&f.0);
         }
         // In a partition, the sender of a write another partition
         // receives is done with its task (done there, on delivery).
         if sender && !other_here {
-            let t = self.tasks.of_flow(f);
+            let t = self.jobs.tasks.of_flow(f);
             if let Some(t) = t {
-                self.tasks.forget_dynamic(t);
+                self.jobs.tasks.forget_dynamic(t);
             }
         }
         self.later_progress(super::later::Loc::Pass(pass), 1);

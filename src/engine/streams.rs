@@ -100,15 +100,15 @@ impl Simulation {
     /// "streams"`, ring passes whose connections all copy over NVLink or
     /// all write over the network, each carrying bytes.
     pub(super) fn set_up_streams(&mut self) {
-        self.streams.channels = channels_of(&self.tasks.graph.passes);
+        self.jobs.streams.channels = channels_of(&self.jobs.tasks.graph.passes);
     }
 
     /// How many channels of pass `p`'s collective run over its GPUs.
     fn channels(&self, p: u32) -> u32 {
-        match self.streams.channels.get(p as usize) {
+        match self.jobs.streams.channels.get(p as usize) {
             Some(&n) => n,
             None => {
-                let (part, i) = self.tasks.later_pass(p);
+                let (part, i) = self.jobs.tasks.later_pass(p);
                 part.channels[i]
             }
         }
@@ -118,29 +118,29 @@ impl Simulation {
     pub(super) fn streamed(&self, pass: u32) -> bool {
         // The workload made them so (`Pass::can_stream`), numbering no
         // messages for them.
-        self.tasks.pass(pass).is_some_and(|p| p.streamed)
+        self.jobs.tasks.pass(pass).is_some_and(|p| p.streamed)
     }
 
     /// Position `pos` of streamed pass `pass` enters it: once every
     /// position has, the stream starts a step time later.
     pub(super) fn stream_enter(&mut self, pass: u32, _pos: u32) {
-        let n = self.tasks.pass(pass).expect("a pass").order.len() as u32;
-        let s = self.streams.under_way.entry(pass).or_default();
+        let n = self.jobs.tasks.pass(pass).expect("a pass").order.len() as u32;
+        let s = self.jobs.streams.under_way.entry(pass).or_default();
         s.entered += 1;
         if s.entered < n {
             return;
         }
-        let p = &self.tasks.pass(pass).expect("a pass");
+        let p = &self.jobs.tasks.pass(pass).expect("a pass");
         let via = p.conns[0].via;
         // Its window counts each step's time, the first one's too.
         let first = p.latency.launch;
         let hop = if via == Via::Local {
-            self.tasks.nvlink.latency
+            self.jobs.tasks.nvlink.latency
         } else {
             self.unloaded_net_hop_of(pass)
         };
         let now = self.now;
-        let s = self.streams.get(pass);
+        let s = self.jobs.streams.get(pass);
         s.start = now + first;
         s.hop = hop;
         self.queue.push(s.start, Event::Stream(pass));
@@ -149,7 +149,7 @@ impl Simulation {
     /// A stream's time has come: it starts sending, or its last position
     /// has everything.
     pub(super) fn stream_event(&mut self, pass: u32) {
-        let done = self.streams.under_way.get(&pass).and_then(|s| s.done);
+        let done = self.jobs.streams.under_way.get(&pass).and_then(|s| s.done);
         match done {
             None => self.stream_start(pass),
             Some(_) => self.stream_end(pass),
@@ -161,7 +161,7 @@ impl Simulation {
     /// its share), with one connection's wire bytes.
     fn stream_start(&mut self, pass: u32) {
         let pi = pass as usize;
-        let p = &self.tasks.pass(pi as u32).expect("a pass");
+        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
         if p.conns[0].via == Via::Local {
             return self.stream_copies(pass);
         }
@@ -198,7 +198,7 @@ impl Simulation {
         // next: the pipeline's window (see the module's notes).
         let (steps, slices) = p.ring_steps().expect("a streamed pass is a ring");
         let first_qp = QpId(self.pass_first_qp(pi as u32, 0));
-        let s = &self.streams.under_way[&pass];
+        let s = &self.jobs.streams.under_way[&pass];
         let dst = p
             .conn_spec(&self.topo, 0, 1)
             .expect("a streamed pass writes over the network")
@@ -227,7 +227,7 @@ impl Simulation {
         );
         sub.latency = s.hop;
         sub.pass = pass;
-        self.streams.begun(pass, window, gap);
+        self.jobs.streams.begun(pass, window, gap);
         let now = self.now;
         self.fluid.as_mut().expect("a fluid run").add(sub, now);
         self.fluid_share_later();
@@ -239,7 +239,7 @@ impl Simulation {
     /// connections cross carries each one's), by port.
     pub(super) fn stream_ports(&self, pass: u32) -> Vec<(u32, f64)> {
         let pi = pass as usize;
-        let p = &self.tasks.pass(pi as u32).expect("a pass");
+        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
         // Its messages take as many of a connection's QPs as the largest
         // of them does.
         let largest = p.ring_sizes().last().copied().unwrap_or(1);
@@ -266,7 +266,7 @@ impl Simulation {
     /// share the GPU's rate and arrive together.
     fn stream_copies(&mut self, pass: u32) {
         let pi = pass as usize;
-        let p = &self.tasks.pass(pi as u32).expect("a pass");
+        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
         let (steps, slices) = p.ring_steps().expect("a streamed pass is a ring");
         let topo = &self.topo;
         let pairs: Vec<(u32, u32, u64)> = p
@@ -279,10 +279,10 @@ impl Simulation {
             })
             .collect();
         let host = topo.gpus[p.order[0].idx()].host.idx();
-        let nv = &self.tasks.nvlink;
+        let nv = &self.jobs.tasks.nvlink;
         let msg = pairs[0].2 as f64 / (f64::from(steps) * f64::from(slices));
         let together = f64::from(self.channels(pi as u32));
-        let s = &self.streams.under_way[&pass];
+        let s = &self.jobs.streams.under_way[&pass];
         let side_by_side = together * f64::from(slices) * msg / nv.rate();
         let cycle = side_by_side + (s.hop.0 + p.latency.nvlink.0) as f64;
         let cap = if msg > 0.0 {
@@ -294,8 +294,8 @@ impl Simulation {
         let window = pairs.iter().map(|x| x.2).max().unwrap_or(0) as f64 / cap;
         let n = pairs.len() as u32;
         let now = self.now;
-        let next = self.tasks.nvlink.add_stream(host, pass, &pairs, cap, now);
-        self.streams.begun(pass, window, gap).copies = n;
+        let next = self.jobs.tasks.nvlink.add_stream(host, pass, &pairs, cap, now);
+        self.jobs.streams.begun(pass, window, gap).copies = n;
         if let Some((at, gen)) = next {
             self.queue.push(at, Event::Nvlink(host as u32, gen));
         }
@@ -305,7 +305,7 @@ impl Simulation {
     /// are, its last position has everything when the last step's latency
     /// has passed (see `Stream::overcount`).
     pub(super) fn stream_copied(&mut self, pass: u32) {
-        let s = self.streams.get(pass);
+        let s = self.jobs.streams.get(pass);
         s.copies -= 1;
         if s.copies == 0 {
             let gap = SimTime(s.step_gap.round() as u64);
@@ -320,7 +320,7 @@ impl Simulation {
     /// (see `Stream::overcount`).
     pub(super) fn stream_sent(&mut self, pass: u32) {
         let now = self.now;
-        let s = self.streams.get(pass);
+        let s = self.jobs.streams.get(pass);
         let done = now + SimTime(s.step_gap.round() as u64) - s.overcount(now);
         s.done = Some(done);
         self.queue.push(done, Event::Stream(pass));
@@ -331,20 +331,20 @@ impl Simulation {
     fn stream_end(&mut self, pass: u32) {
         let pi = pass as usize;
         let s = self
-            .streams
+            .jobs.streams
             .under_way
             .remove(&pass)
             .expect("a stream under way");
         let now = self.now;
         let mtu = self.scenario.transport.mtu;
-        let conns = self.tasks.pass(pi as u32).expect("a pass").conns.len() as u32;
-        let local = self.tasks.pass(pi as u32).expect("a pass").conns[0].via == Via::Local;
+        let conns = self.jobs.tasks.pass(pi as u32).expect("a pass").conns.len() as u32;
+        let local = self.jobs.tasks.pass(pi as u32).expect("a pass").conns[0].via == Via::Local;
         for c in 0..conns {
-            let p = &self.tasks.pass(pi as u32).expect("a pass");
+            let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
             let planned = p.sends_on(c);
             let bytes = p.bytes_on(c);
             let (pkts, ideal) = if local {
-                let nv = &self.tasks.nvlink;
+                let nv = &self.jobs.tasks.nvlink;
                 (
                     0,
                     SimTime(p.over_ring_messages(c, |m| if m == 0 { 0 } else { nv.alone(m).0 })),
@@ -368,8 +368,8 @@ impl Simulation {
             let halves = if local { planned } else { 2 * planned };
             self.later_progress(super::later::Loc::Pass(pass), halves);
         }
-        self.passes.last_done = self.passes.last_done.max(now);
-        let n = self.tasks.pass(pi as u32).expect("a pass").order.len() as u32;
+        self.jobs.passes.last_done = self.jobs.passes.last_done.max(now);
+        let n = self.jobs.tasks.pass(pi as u32).expect("a pass").order.len() as u32;
         let out = Released {
             send: Vec::new(),
             done: (0..n).collect(),
@@ -381,7 +381,7 @@ impl Simulation {
     /// `pi` carries, each alone on an idle fabric (a ring's messages have
     /// a few sizes).
     fn stream_ideal(&mut self, pi: usize, c: u32) -> SimTime {
-        let p = &self.tasks.pass(pi as u32).expect("a pass");
+        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
         let first_qp = self.pass_first_qp(pi as u32, c);
         let mut sizes: BTreeMap<u64, SimTime> = p
             .ring_sizes()
@@ -390,7 +390,7 @@ impl Simulation {
             .collect();
         let mut cache = std::mem::take(&mut self.ideal_cache);
         for (&m, t) in sizes.iter_mut() {
-            *t = match self.passes.ideal.get(&(first_qp, m)) {
+            *t = match self.jobs.passes.ideal.get(&(first_qp, m)) {
                 Some(&t) => t,
                 None => {
                     let spec = p
@@ -409,7 +409,7 @@ impl Simulation {
         }
         self.ideal_cache = cache;
         for (&m, &t) in &sizes {
-            self.passes.ideal.insert((first_qp, m), t);
+            self.jobs.passes.ideal.insert((first_qp, m), t);
         }
         SimTime(p.over_ring_messages(c, |m| sizes.get(&m).map_or(0, |t| t.0)))
     }

@@ -448,30 +448,30 @@ impl Simulation {
     /// Task `t`'s predecessors are done (or it has none) and its time has
     /// come: it waits for its lane or starts.
     pub(super) fn task_ready(&mut self, t: u32) {
-        let task = self.tasks.task(t);
+        let task = self.jobs.tasks.task(t);
         if self.now < task.not_before {
             self.queue.push(task.not_before, Event::TaskReady(t));
             return;
         }
         if task.lane != NO_LANE {
             let l = task.lane as usize;
-            if self.tasks.lane_busy[l] {
-                self.tasks.lane_wait[l].push_back(t);
+            if self.jobs.tasks.lane_busy[l] {
+                self.jobs.tasks.lane_wait[l].push_back(t);
                 return;
             }
-            self.tasks.lane_busy[l] = true;
+            self.jobs.tasks.lane_busy[l] = true;
         }
         self.task_begin(t);
     }
 
     fn task_begin(&mut self, t: u32) {
-        match self.tasks.started.get_mut(t as usize) {
+        match self.jobs.tasks.started.get_mut(t as usize) {
             Some(s) => *s = self.now,
             None => {
-                if let Some(d) = self.tasks.dynamic.get_mut(&t) {
+                if let Some(d) = self.jobs.tasks.dynamic.get_mut(&t) {
                     d.started = self.now;
                 } else if let Some(p) = self
-                    .tasks
+                    .jobs.tasks
                     .later
                     .as_mut()
                     .and_then(|l| l.part_of_task_mut(t))
@@ -481,7 +481,7 @@ impl Simulation {
             }
         }
 
-        match self.tasks.task(t).kind {
+        match self.jobs.tasks.task(t).kind {
             TaskKind::Join | TaskKind::Exit { .. } => self.task_done(t),
             TaskKind::Enter { pass, pos } => {
                 self.pass_enter(pass, pos);
@@ -498,7 +498,7 @@ impl Simulation {
                     self.topo.gpus[src.idx()].local,
                     self.topo.gpus[dst.idx()].local,
                 );
-                if let Some((at, gen)) = self.tasks.nvlink.add(host, t, a, b, bytes, self.now) {
+                if let Some((at, gen)) = self.jobs.tasks.nvlink.add(host, t, a, b, bytes, self.now) {
                     self.queue.push(at, Event::Nvlink(host as u32, gen));
                 }
             }
@@ -508,19 +508,19 @@ impl Simulation {
     /// Task `t` is done: its lane takes the next task, and successors whose
     /// predecessors are all done become ready.
     pub(super) fn task_done(&mut self, t: u32) {
-        self.tasks.work.push(t);
-        if self.tasks.releasing {
+        self.jobs.tasks.work.push(t);
+        if self.jobs.tasks.releasing {
             // Reached from a release further up the stack, which will
             // take it from `work`.
             return;
         }
-        self.tasks.releasing = true;
-        while let Some(t) = self.tasks.work.pop() {
-            if self.tasks.later.is_some() {
+        self.jobs.tasks.releasing = true;
+        while let Some(t) = self.jobs.tasks.work.pop() {
+            if self.jobs.tasks.later.is_some() {
                 self.later_due(t);
             }
-            if self.passes.is_pass_task(t) {
-                let task = self.tasks.dynamic.remove(&t);
+            if self.jobs.passes.is_pass_task(t) {
+                let task = self.jobs.tasks.dynamic.remove(&t);
                 let started = task.map_or(SimTime::MAX, |d| d.started);
                 if let Some(task) = task.filter(|d| d.lane != NO_LANE) {
                     if !matches!(task.kind, TaskKind::Net(_)) {
@@ -530,40 +530,40 @@ impl Simulation {
                 self.pass_task_done(t, started);
                 continue;
             }
-            if (t as usize) >= self.tasks.graph.tasks.len() {
+            if (t as usize) >= self.jobs.tasks.graph.tasks.len() {
                 self.later_task_done(t);
                 continue;
             }
-            let task = self.tasks.graph.tasks[t as usize];
-            self.tasks.done[t as usize] = self.now;
-            self.tasks.tasks_done += 1;
+            let task = self.jobs.tasks.graph.tasks[t as usize];
+            self.jobs.tasks.done[t as usize] = self.now;
+            self.jobs.tasks.tasks_done += 1;
             // A network task freed its lane when its last byte left.
             if task.lane != NO_LANE && !matches!(task.kind, TaskKind::Net(_)) {
                 self.lane_free(task.lane);
             }
-            for i in 0..self.tasks.graph.successors(t).len() {
-                let s = self.tasks.graph.successors(t)[i];
-                if self.tasks.release_one(s) {
+            for i in 0..self.jobs.tasks.graph.successors(t).len() {
+                let s = self.jobs.tasks.graph.successors(t)[i];
+                if self.jobs.tasks.release_one(s) {
                     self.task_ready(s);
                 }
             }
             self.later_successors(t);
         }
-        self.tasks.releasing = false;
+        self.jobs.tasks.releasing = false;
     }
 
     /// The lane's task no longer needs it: the next waiting one starts.
     pub(super) fn lane_free(&mut self, lane: u32) {
         let l = lane as usize;
-        match self.tasks.lane_wait[l].pop_front() {
+        match self.jobs.tasks.lane_wait[l].pop_front() {
             Some(next) => self.task_begin(next),
-            None => self.tasks.lane_busy[l] = false,
+            None => self.jobs.tasks.lane_busy[l] = false,
         }
     }
 
     /// Flow `f`'s sender has every acknowledgement.
     pub(super) fn flow_acked(&mut self, f: FlowId) {
-        if let Some(&t) = self.tasks.acked_task.get(&f.0) {
+        if let Some(&t) = self.jobs.tasks.acked_task.get(&f.0) {
             self.task_done(t);
         }
     }
@@ -607,7 +607,7 @@ impl Simulation {
             f.acked = Some(now);
             self.counters.flows_acked += 1;
             self.later_progress(super::later::Loc::Flow(flow.0), 1);
-            if self.passes.is_pass_flow(flow) {
+            if self.jobs.passes.is_pass_flow(flow) {
                 self.pass_flow_half(flow, true);
             } else {
                 self.flow_acked(flow);
@@ -637,8 +637,8 @@ impl Simulation {
             f.finish = Some(now);
             self.counters.flows_completed += 1;
             self.later_progress(super::later::Loc::Flow(flow.0), 1);
-            let task = self.tasks.of_flow(flow);
-            if self.passes.is_pass_flow(flow) {
+            let task = self.jobs.tasks.of_flow(flow);
+            if self.jobs.passes.is_pass_flow(flow) {
                 self.pass_flow_half(flow, false);
             }
             if let Some(t) = task {
@@ -651,16 +651,16 @@ impl Simulation {
     /// its QPs have, the connection may start its next message.
     #[inline(never)]
     pub(super) fn flow_sent(&mut self, f: FlowId) {
-        let Some(t) = self.tasks.of_flow(f) else {
+        let Some(t) = self.jobs.tasks.of_flow(f) else {
             return;
         };
-        let sent = match self.tasks.dynamic.get_mut(&t) {
+        let sent = match self.jobs.tasks.dynamic.get_mut(&t) {
             Some(d) => &mut d.sent_qps,
-            None => match self.tasks.flow_sent_qps.get_mut(f.idx()) {
+            None => match self.jobs.tasks.flow_sent_qps.get_mut(f.idx()) {
                 Some(s) => s,
                 None => {
                     let (part, i) = self
-                        .tasks
+                        .jobs.tasks
                         .later
                         .as_mut()
                         .and_then(|l| l.part_of_flow_mut(f.0))
@@ -672,7 +672,7 @@ impl Simulation {
         *sent += 1;
         let sent = *sent;
         if sent == self.flow_mut(f).n_qps {
-            let lane = self.tasks.task(t).lane;
+            let lane = self.jobs.tasks.task(t).lane;
             if lane != NO_LANE {
                 // From the event loop, not from inside a transmitter.
                 self.queue.push(self.now, Event::LaneFree(lane));
@@ -682,31 +682,31 @@ impl Simulation {
 
     /// Pass copies in `host` whose time has come are done.
     pub(super) fn landed(&mut self, host: u32) {
-        while let Some(&(at, t)) = self.tasks.landing[host as usize].front() {
+        while let Some(&(at, t)) = self.jobs.tasks.landing[host as usize].front() {
             if at > self.now {
                 break;
             }
-            self.tasks.landing[host as usize].pop_front();
+            self.jobs.tasks.landing[host as usize].pop_front();
             self.task_done(t);
         }
     }
 
     /// An NVLink copy may have finished in `host`.
     pub(super) fn nvlink_event(&mut self, host: u32, gen: u32) {
-        let latency = self.tasks.nvlink.latency;
-        let (done, next) = self.tasks.nvlink.on_event(host as usize, gen, self.now);
+        let latency = self.jobs.tasks.nvlink.latency;
+        let (done, next) = self.jobs.tasks.nvlink.on_event(host as usize, gen, self.now);
         for pass in done.streams {
             self.stream_copied(pass);
         }
         for t in done.tasks {
-            if self.passes.is_pass_task(t) {
+            if self.jobs.passes.is_pass_task(t) {
                 // Pass tasks are numbered past what an event's key holds:
                 // the host's copies land in order.
                 let h = host as usize;
-                if self.tasks.landing.len() <= h {
-                    self.tasks.landing.resize(h + 1, VecDeque::new());
+                if self.jobs.tasks.landing.len() <= h {
+                    self.jobs.tasks.landing.resize(h + 1, VecDeque::new());
                 }
-                self.tasks.landing[h].push_back((self.now + latency, t));
+                self.jobs.tasks.landing[h].push_back((self.now + latency, t));
                 self.queue.push(self.now + latency, Event::Landed(host));
             } else {
                 self.queue.push(self.now + latency, Event::TaskDone(t));

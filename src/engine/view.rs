@@ -123,7 +123,7 @@ impl Simulation {
     /// The transfers made up front (a pass's messages are not: see
     /// `pass_flows`).
     pub fn flows(&self) -> &Vec<FlowState> {
-        &self.flows
+        &self.jobs.flows
     }
 
     /// Every transfer in number order: those made before the run, then
@@ -134,7 +134,7 @@ impl Simulation {
             super::later::Record::Flow(f) => Some(std::borrow::Cow::Owned(f)),
             _ => None,
         });
-        self.flows
+        self.jobs.flows
             .iter()
             .map(std::borrow::Cow::Borrowed)
             .chain(later)
@@ -145,17 +145,17 @@ impl Simulation {
     /// as they were written out, not read back).
     pub fn messages_per_workload(&self) -> Vec<u64> {
         let mut out = vec![0u64; self.scenario.workloads.len()];
-        for r in self.passes.rows.iter().filter(|r| r.qps > 0) {
+        for r in self.jobs.passes.rows.iter().filter(|r| r.qps > 0) {
             if let Some(m) = out.get_mut(r.workload as usize) {
                 *m += r.planned;
             }
         }
-        for f in &self.flows {
+        for f in &self.jobs.flows {
             if let Some(m) = out.get_mut(f.spec.workload as usize) {
                 *m += 1;
             }
         }
-        if let Some(l) = &self.tasks.later {
+        if let Some(l) = &self.jobs.tasks.later {
             l.count_messages(&mut out);
         }
         out
@@ -170,7 +170,7 @@ impl Simulation {
             super::later::Record::Row(r) => Some(std::borrow::Cow::Owned(r)),
             _ => None,
         });
-        let rows = self.passes.rows.iter();
+        let rows = self.jobs.passes.rows.iter();
         rows.map(std::borrow::Cow::Borrowed).chain(later)
     }
 
@@ -188,7 +188,7 @@ impl Simulation {
         &self,
         kind: super::later::RecordKind,
     ) -> impl Iterator<Item = super::later::Record> + '_ {
-        self.tasks.later.iter().flat_map(move |l| l.records(kind))
+        self.jobs.tasks.later.iter().flat_map(move |l| l.records(kind))
     }
 
     /// Whether link `l` went down at some time of the run.
@@ -200,42 +200,42 @@ impl Simulation {
     /// once over, and the most held at once; `None` if every one was made
     /// before the run.
     pub fn later_counts(&self) -> Option<(u64, u64, u64)> {
-        let l = self.tasks.later.as_ref()?;
+        let l = self.jobs.tasks.later.as_ref()?;
         Some((l.made, l.retired, l.most_held))
     }
 
     /// Why a job's later iteration or a trace's later part could not be
     /// made, if one could not (the run stops there, as stalled).
     pub fn later_failed(&self) -> Option<&str> {
-        self.tasks.later.as_ref()?.failed.as_deref()
+        self.jobs.tasks.later.as_ref()?.failed.as_deref()
     }
 
     /// Whether rows of jobs' later iterations were lost on the way to
     /// the outputs (a temporary file that could not be written or read).
     pub fn later_rows_lost(&self) -> bool {
-        self.tasks.later.as_ref().is_some_and(|l| l.records_lost())
+        self.jobs.tasks.later.as_ref().is_some_and(|l| l.records_lost())
     }
 
     /// Collective passes' messages: their connections' rows and totals.
     pub fn pass_flows(&self) -> &super::passes::PassFlows {
-        &self.passes
+        &self.jobs.passes
     }
 
     /// Transfers in all: those made up front and the passes' writes.
     pub fn flows_total(&self) -> u64 {
-        (self.flows.len() + self.later_flows.0) as u64 + self.passes.net_messages
+        (self.jobs.flows.len() + self.jobs.later_flows.0) as u64 + self.jobs.passes.net_messages
     }
 
     /// Bytes the run's transfers and passes offer, those of jobs'
     /// iterations not yet made included.
     pub fn bytes_offered(&self) -> u64 {
-        self.flows.iter().map(|f| f.spec.bytes).sum::<u64>()
-            + self.later_flows.1
-            + self.passes.net_bytes
+        self.jobs.flows.iter().map(|f| f.spec.bytes).sum::<u64>()
+            + self.jobs.later_flows.1
+            + self.jobs.passes.net_bytes
     }
 
     pub fn tasks(&self) -> &tasks::TaskState {
-        &self.tasks
+        &self.jobs.tasks
     }
 
     /// At flow level: how often rates were shared anew, and over how
@@ -246,7 +246,7 @@ impl Simulation {
 
     /// At flow level: ring passes run as steady streams (`streams`).
     pub fn fluid_streams(&self) -> u64 {
-        self.streams.started
+        self.jobs.streams.started
     }
 
     /// How the run was spread over threads (after a run on more than
