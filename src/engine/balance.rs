@@ -297,7 +297,9 @@ impl Simulation {
     /// event while one is stopped.
     fn resting_changed(&mut self) {
         self.balance.resting.update();
-        self.idle.attend_every_event(self.balance.resting.any);
+        self.records
+            .idle
+            .attend_every_event(self.balance.resting.any);
     }
 
     /// Starts again the stopped periodic tasks before an event of the

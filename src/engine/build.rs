@@ -544,16 +544,16 @@ impl Simulation {
     /// Each transfer's ideal completion time, and the run's estimate of
     /// link transmissions and events.
     pub(super) fn estimate_and_ideal(&mut self) {
-        let mut cache = std::mem::take(&mut self.ideal_cache);
+        let mut cache = std::mem::take(&mut self.jobs.ideal_cache);
         for f in 0..self.jobs.flows.len() {
             let (ideal, work) = self.ideal_and_work(&self.jobs.flows[f], f as u32, &mut cache);
-            self.estimate.link_transmissions += work;
+            self.records.estimate.link_transmissions += work;
             self.jobs.flows[f].ideal_fct = ideal;
         }
-        self.ideal_cache = cache;
-        self.estimate.link_transmissions += self.pass_work();
-        self.estimate.events =
-            (self.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
+        self.jobs.ideal_cache = cache;
+        self.records.estimate.link_transmissions += self.pass_work();
+        self.records.estimate.events =
+            (self.records.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
     }
 
     /// Transfer `fl`'s (number `f`) completion time alone on an idle

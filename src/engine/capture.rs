@@ -499,7 +499,7 @@ impl Simulation {
         };
         let bytes = encode::encode(pkt, &ctx);
         if let Some(kept) = &mut c.recorded {
-            let event = (now.0, self.handling);
+            let event = (now.0, self.keying.handling);
             c.last = if (c.last.0, c.last.1) == event {
                 (event.0, event.1, c.last.2 + 1)
             } else {

@@ -282,7 +282,7 @@ impl Simulation {
             if pkt.opcode.is_data() {
                 if self.failures.partitioned {
                     self.failures.notices.push(LossNotice {
-                        at: (self.now, self.handling),
+                        at: (self.now, self.keying.handling),
                         q: pkt.qp,
                         psn: pkt.psn,
                         cause,
@@ -305,7 +305,7 @@ impl Simulation {
     pub(super) fn progressed(&mut self, q: QpId, before: u32) {
         if self.failures.partitioned {
             self.failures.deliveries.push(Delivery {
-                at: (self.now, self.handling),
+                at: (self.now, self.keying.handling),
                 q,
                 before,
                 after: self.nics.qp(q).resp.expected,

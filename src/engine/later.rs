@@ -743,12 +743,19 @@ impl Simulation {
     /// iteration), that iteration is made first, so that `t` lets its
     /// tasks go as it would if it had been made before the run.
     pub(super) fn later_due(&mut self, t: u32) {
-        let Some(&(j, upto)) = self.jobs.tasks.later.as_ref().and_then(|l| l.triggers.get(&t)) else {
+        let Some(&(j, upto)) = self
+            .jobs
+            .tasks
+            .later
+            .as_ref()
+            .and_then(|l| l.triggers.get(&t))
+        else {
             return;
         };
         // A job's trigger goes when its next iteration is made; a trace's
         // here, once every part that waits for `t` is made.
-        self.jobs.tasks
+        self.jobs
+            .tasks
             .later
             .as_mut()
             .expect("checked above")
@@ -765,7 +772,8 @@ impl Simulation {
     /// at `at` (when the run reached them).
     pub(super) fn make_up_to(&mut self, j: usize, upto: u32, at: SimTime) {
         while self
-            .jobs.tasks
+            .jobs
+            .tasks
             .later
             .as_ref()
             .is_some_and(|l| l.jobs[j].gen.next() <= upto && !l.jobs[j].gen.finished())
@@ -977,9 +985,9 @@ impl Simulation {
         part.channels = super::streams::channels_of(&part.graph.passes);
         for i in 0..part.flows.len() {
             let f = part.flow_base + i as u32;
-            let mut cache = std::mem::take(&mut self.ideal_cache);
+            let mut cache = std::mem::take(&mut self.jobs.ideal_cache);
             part.flows[i].ideal_fct = self.ideal_and_work(&part.flows[i], f, &mut cache).0;
-            self.ideal_cache = cache;
+            self.jobs.ideal_cache = cache;
         }
         let cross = std::mem::take(&mut part.graph.cross);
         let pass_base = part.graph.pass_base;
@@ -1012,7 +1020,8 @@ impl Simulation {
         let now = self.now;
         let (task, succ) = {
             let part = self
-                .jobs.tasks
+                .jobs
+                .tasks
                 .later
                 .as_mut()
                 .and_then(|l| l.part_of_task_mut(t))
@@ -1270,7 +1279,8 @@ impl Simulation {
         };
         for j in 0..jobs {
             if self
-                .jobs.tasks
+                .jobs
+                .tasks
                 .later
                 .as_ref()
                 .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())
@@ -1278,7 +1288,8 @@ impl Simulation {
                 self.retire_held(j);
             }
             while self
-                .jobs.tasks
+                .jobs
+                .tasks
                 .later
                 .as_ref()
                 .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())

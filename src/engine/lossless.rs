@@ -31,7 +31,7 @@ impl Simulation {
     /// The receiver of QP `q` sends a CNP back to the sender.
     pub(super) fn send_cnp(&mut self, q: QpId) {
         let f = self.nics.cnp(q, &mut self.packets);
-        first(&mut self.firsts.cnp_ps, self.now);
+        first(&mut self.records.firsts.cnp_ps, self.now);
         self.offer(f.port, f.queue, f.id);
     }
 }

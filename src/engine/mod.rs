@@ -130,6 +130,44 @@ macro_rules! io {
 }
 use io;
 
+/// In a partition of a parallel run (`keyed`): the key of the event
+/// being handled, which orders its frames and losses among the other
+/// partitions' (see `parallel::partition_event`).
+#[derive(Default)]
+struct Keying {
+    handling: u32,
+    keyed: bool,
+}
+
+/// When the run ends.
+struct Ending {
+    /// When every transfer was acknowledged and every task done (in a
+    /// partition: every transfer it sends).
+    finished_at: Option<SimTime>,
+    /// The transfers whose acknowledgement ends the run (in a partition,
+    /// those it sends).
+    finish_total: u64,
+    /// When the run ends: a tail after `finished_at` (in a partition,
+    /// after the last partition's).
+    end: Option<SimTime>,
+    /// How long the run goes on after that: the longest link delay.
+    tail: SimTime,
+}
+
+/// What the run records for its outputs, besides its counters.
+struct Records {
+    /// Where dynamic balancers sent each QP's packets.
+    paths: paths::PathLog,
+    /// Time series sampled as the run goes (see `series`).
+    series: series::Series,
+    /// What the run should cost, from its traffic and paths.
+    estimate: Estimate,
+    /// When the first mark, cut, pause... happened.
+    firsts: FirstEvents,
+    /// Long stretches with no event of the model.
+    idle: IdleGaps,
+}
+
 /// What the job runtime keeps: the transfers, the task graph (with
 /// NVLink copies and the parts made as the run reaches them), collectives'
 /// pass messages and, at flow level, ring passes as streams.
@@ -144,6 +182,9 @@ struct Jobs {
     later_flows: (usize, u64),
     /// At flow level, ring passes run as steady streams.
     streams: streams::Streams,
+    /// Ideal completion times of single-QP transfers by size and by their
+    /// hops' rates and delays (`build::ideal_and_work`).
+    ideal_cache: build::IdealCache,
 }
 
 pub struct Simulation {
@@ -158,12 +199,8 @@ pub struct Simulation {
     nics: Nics,
     /// Quality bands, GLB heartbeats and ALB ticks.
     balance: balance::BalanceState,
-    /// Where dynamic balancers sent each QP's packets.
-    paths: paths::PathLog,
     /// Failed links and switches and what they cost.
     failures: failures::FailureState,
-    /// Time series sampled as the run goes (see `series`).
-    series: series::Series,
     /// A packet capture in progress, if one was asked for.
     capture: Option<Box<capture::Capture>>,
     packets: PacketArena,
@@ -171,38 +208,21 @@ pub struct Simulation {
     /// passes, ring streams.
     jobs: Jobs,
     counters: Counters,
-    /// What the run should cost, from its traffic and paths.
-    estimate: Estimate,
+    /// When the run ends.
+    ending: Ending,
+    /// What the run records for its outputs besides its counters.
+    records: Records,
     /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
     deadlock: Vec<deadlock::Waiting>,
-    /// When every transfer was acknowledged and every task done (in a
-    /// partition: every transfer it sends).
-    finished_at: Option<SimTime>,
-    /// The transfers whose acknowledgement ends the run (in a partition,
-    /// those it sends).
-    finish_total: u64,
     /// The partition this simulation runs, in a parallel run.
     part: Option<Box<parallel::Part>>,
     /// The flow-level network, in a `fidelity = "flow"` run.
     fluid: Option<Box<crate::fluid::Fluid>>,
-    /// Ideal completion times of single-QP transfers by size and by their
-    /// hops' rates and delays (`build::ideal_and_work`).
-    ideal_cache: build::IdealCache,
     /// How the run was spread over threads, once it has been.
     parallel: Option<parallel::ParallelStats>,
-    /// In a partition of a parallel run (`keyed`): the key of the event
-    /// being handled, which orders its frames and losses among the other
-    /// partitions' (see `parallel::partition_event`).
-    handling: u32,
-    keyed: bool,
-    /// When the run ends: a tail after `finished_at` (in a partition,
-    /// after the last partition's).
-    end: Option<SimTime>,
-    /// How long the run goes on after that: the longest link delay.
-    tail: SimTime,
-    firsts: FirstEvents,
-    /// Long stretches with no event of the model.
-    idle: IdleGaps,
+    /// In a partition of a parallel run: the key of the event being
+    /// handled (see `Keying`).
+    keying: Keying,
 }
 
 impl Simulation {
@@ -345,10 +365,8 @@ impl Simulation {
             routes,
             egress,
             nics,
-            paths,
             failures,
             balance,
-            series,
             capture: None,
             packets,
             jobs: Jobs {
@@ -357,22 +375,27 @@ impl Simulation {
                 tasks,
                 later_flows: (0, 0),
                 streams: Default::default(),
+                ideal_cache: Default::default(),
             },
             counters: Counters::default(),
-            estimate: Estimate::default(),
+            ending: Ending {
+                finished_at: None,
+                finish_total: 0,
+                end: None,
+                tail: topo_tail,
+            },
+            records: Records {
+                paths,
+                series,
+                estimate: Estimate::default(),
+                firsts: FirstEvents::default(),
+                idle: IdleGaps::default(),
+            },
             deadlock: Vec::new(),
-            finished_at: None,
-            end: None,
-            finish_total: 0,
             part: None,
             fluid: None,
-            ideal_cache: Default::default(),
             parallel: None,
-            handling: 0,
-            keyed: false,
-            tail: topo_tail,
-            firsts: FirstEvents::default(),
-            idle: IdleGaps::default(),
+            keying: Keying::default(),
         };
         if !sim.jobs.tasks.graph.passes.is_empty() || sim.jobs.tasks.later.is_some() {
             sim.set_up_passes(pass_qps, (end_tasks, end_flows));
@@ -387,7 +410,7 @@ impl Simulation {
             sim.fluid = Some(Box::new(fluid));
             sim.set_up_streams();
         }
-        sim.finish_total = sim.flows_total();
+        sim.ending.finish_total = sim.flows_total();
         sim.estimate_and_ideal();
         sim
     }
@@ -461,7 +484,7 @@ impl Simulation {
     /// stretch's time (`due`) as it was.
     fn clockwork(&mut self, due: SimTime) {
         self.counters.events -= 1;
-        self.idle.due = due;
+        self.records.idle.due = due;
     }
 
     fn flow_start(&mut self, f: FlowId) {
@@ -543,7 +566,7 @@ impl Simulation {
                 }
                 let payload = self.packets.get(id).payload as u64;
                 self.counters.payload_sent += payload;
-                if let Some(sent) = self.series.qp_sent.get_mut(q.idx()) {
+                if let Some(sent) = self.records.series.qp_sent.get_mut(q.idx()) {
                     *sent += payload;
                 }
                 if let Some(f) = last {
@@ -629,8 +652,8 @@ impl Simulation {
                     self.lost(None, &pkt);
                     return;
                 };
-                if self.paths.enabled && pkt.opcode.is_data() {
-                    self.paths.qps[pkt.qp.idx()].record(s, to.0, (self.now, p));
+                if self.records.paths.enabled && pkt.opcode.is_data() {
+                    self.records.paths.qps[pkt.qp.idx()].record(s, to.0, (self.now, p));
                 }
                 self.egress.admit(&mut io!(self), si, p, to, id, &pkt);
                 self.settle();
@@ -677,8 +700,8 @@ impl Simulation {
             Rx::Nothing => {}
             Rx::Reply(f) => self.offer(f.port, f.queue, f.id),
             Rx::RateCut(port) => {
-                series::count_cnp(&mut self.series, port);
-                first(&mut self.firsts.rate_cut_ps, now);
+                series::count_cnp(&mut self.records.series, port);
+                first(&mut self.records.firsts.rate_cut_ps, now);
             }
             Rx::Acked(q) => {
                 self.messages_acked(q);

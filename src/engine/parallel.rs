@@ -155,13 +155,20 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if threads <= 1 {
         return Err("one thread was asked for".into());
     }
-    if let Some((t, kind)) = sim.jobs.tasks.later.as_ref().and_then(|l| l.begins_when_made()) {
+    if let Some((t, kind)) = sim
+        .jobs
+        .tasks
+        .later
+        .as_ref()
+        .and_then(|l| l.begins_when_made())
+    {
         return Err(format!(
             "a job's later iteration has a task ({t}, {kind:?}) that waits for nothing in it and begins on a host or takes time: made as the run reaches it, it would begin when each partition made it, not when the first did"
         ));
     }
     let homes = sim
-        .jobs.tasks
+        .jobs
+        .tasks
         .homes(&sim.topo, &sim.jobs.flows)
         .map_err(|why| format!("its task graph cannot be cut by host yet: {why}"))?;
     if let Some(l) = sim.jobs.tasks.later.as_ref() {
@@ -644,7 +651,7 @@ impl Simulation {
     #[cold]
     #[inline(never)]
     pub(super) fn partition_event(&mut self, ev: &Event) {
-        self.handling = super::queue::Keyed::key(ev);
+        self.keying.handling = super::queue::Keyed::key(ev);
         let Some(p) = self.part.as_deref() else {
             return;
         };
@@ -698,13 +705,15 @@ impl Simulation {
             self.queue.push(t, ev);
         }
         let gpu_part = |g: crate::topology::GpuId| host_of(self.topo.gpus[g.idx()].nic);
-        self.finish_total = self
-            .jobs.flows
+        self.ending.finish_total = self
+            .jobs
+            .flows
             .iter()
             .filter(|f| host_of(f.spec.src_nic) == me)
             .count() as u64
             + self
-                .jobs.passes
+                .jobs
+                .passes
                 .rows
                 .iter()
                 .filter(|r| r.qps > 0 && gpu_part(r.src) == me)
@@ -720,9 +729,11 @@ impl Simulation {
             |port| port_part[port.idx()] == me,
             |s| p.switch[s.idx()] == me,
         );
-        self.jobs.tasks.keep_only(&homes, |h| p.host[h as usize] == me);
+        self.jobs
+            .tasks
+            .keep_only(&homes, |h| p.host[h as usize] == me);
         self.failures.partitioned = self.failures.any();
-        self.keyed = true;
+        self.keying.keyed = true;
         self.part = Some(Box::new(Part {
             me,
             port_part,
@@ -789,7 +800,7 @@ impl Simulation {
         }
         part.homes = homes;
         self.jobs.tasks.own_total += own;
-        self.finish_total += flows;
+        self.ending.finish_total += flows;
         Ok(())
     }
 
@@ -847,7 +858,7 @@ impl Simulation {
                 Home::Host { .. } => {}
             }
         }
-        self.finish_total += planned;
+        self.ending.finish_total += planned;
         keep
     }
 
@@ -888,7 +899,9 @@ impl Simulation {
             let p = self.part.as_deref().expect("a partition");
             for s in theirs {
                 let them = |h: u32| p.host_part[h as usize] == s.me;
-                self.jobs.tasks.absorb_times(&s.started, &s.done, &p.homes, them);
+                self.jobs
+                    .tasks
+                    .absorb_times(&s.started, &s.done, &p.homes, them);
                 let mut shares = s.parts.into_iter();
                 for (parts, &n) in l.parts.iter_mut().zip(&over) {
                     for (mine, theirs) in parts[..n as usize].iter_mut().zip(&mut shares) {
@@ -994,7 +1007,7 @@ impl Simulation {
                 .peek_time()
                 .map_or(u64::MAX, |t| t.0)
                 .min(first_message),
-            finished: self.finished_at,
+            finished: self.ending.finished_at,
             now: self.now,
             bytes_delivered: c.bytes_delivered,
             events: c.events,
@@ -1011,7 +1024,8 @@ impl Simulation {
     fn own_network_waiting(&self) -> bool {
         let part = self.part();
         let later = self.jobs.tasks.later.iter().flat_map(|l| l.flows());
-        self.jobs.flows
+        self.jobs
+            .flows
             .iter()
             .chain(self.jobs.passes.live())
             .chain(later)
@@ -1062,7 +1076,8 @@ impl<'a> Lead<'a> {
             progress,
             started,
             shown_at: std::time::Duration::ZERO,
-            offered: sim.jobs.flows.iter().map(|f| f.spec.bytes).sum::<u64>() + sim.jobs.passes.net_bytes,
+            offered: sim.jobs.flows.iter().map(|f| f.spec.bytes).sum::<u64>()
+                + sim.jobs.passes.net_bytes,
             flows: sim.flows_total(),
             tasks: sim.jobs.tasks.graph.tasks.len() as u64,
             windows: 0,
@@ -1173,10 +1188,10 @@ fn drive_windows(
         if max_events.is_some_and(|m| g.events >= m) {
             return StopReason::EventLimit;
         }
-        if g.all_finished && sim.end.is_none() {
-            sim.end = Some(SimTime(g.last_finish.0.saturating_add(sim.tail.0)));
+        if g.all_finished && sim.ending.end.is_none() {
+            sim.ending.end = Some(SimTime(g.last_finish.0.saturating_add(sim.ending.tail.0)));
         }
-        if let Some(end) = sim.end {
+        if let Some(end) = sim.ending.end {
             if g.next == u64::MAX || g.next > end.0 {
                 // Nothing is left before the end: as one queue, `now` goes
                 // to the end unless the time limit comes first with events
@@ -1385,7 +1400,8 @@ impl Simulation {
             .map(|i| p.of_port(&self.topo, PortId(i as u32)))
             .collect();
         let homes: Arc<[Home]> = self
-            .jobs.tasks
+            .jobs
+            .tasks
             .homes(&self.topo, &self.jobs.flows)
             .expect("`plan` checked the task graph")
             .into();
@@ -1593,12 +1609,13 @@ impl Simulation {
             me: part.me,
             qp_mine: part.qp_mine,
             in_flight: self.packets.iter_live().copied().collect(),
-            series: self.series,
+            series: self.records.series,
             egress: self.egress,
             nics: self.nics,
             flows: self.jobs.flows.iter().map(FlowEnds::of).collect(),
             later: self
-                .jobs.tasks
+                .jobs
+                .tasks
                 .later
                 .iter()
                 .flat_map(|l| l.parts())
@@ -1606,11 +1623,11 @@ impl Simulation {
                 .collect(),
             passes: self.jobs.passes,
             counters: self.counters,
-            firsts: self.firsts,
-            idle: self.idle,
+            firsts: self.records.firsts,
+            idle: self.records.idle,
             now: self.now,
-            finished_at: self.finished_at,
-            paths: self.paths,
+            finished_at: self.ending.finished_at,
+            paths: self.records.paths,
             balance: self.balance,
             failures: self.failures,
             tasks: self.jobs.tasks,
@@ -1630,13 +1647,15 @@ impl Simulation {
         let port_theirs = |i: usize| port_part[i] == them;
         let switch_theirs = |s: usize| p.switch[s] == them;
         let qp_theirs = |q: u32| other.qp_mine[q as usize];
-        self.series
+        self.records
+            .series
             .absorb(&other.series, |i| port_theirs(i as usize), qp_theirs);
         for pkt in &other.in_flight {
             self.packets.alloc(*pkt);
         }
         let homes = self.part().homes.clone();
-        self.jobs.tasks
+        self.jobs
+            .tasks
             .absorb(other.tasks, &homes, |h| p.host[h as usize] == them);
         if let Some(mine) = self.capture.as_deref_mut() {
             if let Some(theirs) = other.capture {
@@ -1645,7 +1664,7 @@ impl Simulation {
                 mine.unpack(packed);
             }
         }
-        self.paths.absorb(other.paths);
+        self.records.paths.absorb(other.paths);
         self.balance.absorb(other.balance);
         self.failures.absorb(other.failures);
         self.egress
@@ -1666,9 +1685,9 @@ impl Simulation {
         }
         self.jobs.passes.absorb(&other.passes);
         self.counters = sum(&[self.counters, other.counters]);
-        self.firsts.absorb(&other.firsts);
-        self.idle.absorb(&other.idle);
-        self.finished_at = self.finished_at.max(other.finished_at);
+        self.records.firsts.absorb(&other.firsts);
+        self.records.idle.absorb(&other.idle);
+        self.ending.finished_at = self.ending.finished_at.max(other.finished_at);
         self.now = self.now.max(other.now);
     }
 }

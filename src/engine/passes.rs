@@ -232,7 +232,8 @@ impl Simulation {
             return;
         }
         let mut out = Released::default();
-        self.jobs.tasks
+        self.jobs
+            .tasks
             .pass_mut(pass)
             .expect("a pass")
             .enter(pos, &mut out);
@@ -307,7 +308,8 @@ impl Simulation {
             match p.conns[m.conn as usize].via {
                 Via::Pxn { lane, .. } => {
                     let f = self.jobs.passes.base_flow + g as u32;
-                    self.jobs.tasks
+                    self.jobs
+                        .tasks
                         .add_dynamic(t + 1, TaskKind::Net(f), lane, SimTime::ZERO);
                     self.task_ready(t + 1);
                     return;
@@ -328,7 +330,8 @@ impl Simulation {
             }
         }
         let mut out = Released::default();
-        self.jobs.tasks
+        self.jobs
+            .tasks
             .pass_mut(pass as u32)
             .expect("a pass")
             .arrive(idx, &mut out);
@@ -348,10 +351,11 @@ impl Simulation {
                 .expect("a transfer of a later iteration");
         }
         if !self.jobs.passes.live.contains_key(&f.0) {
-            let mut cache = std::mem::take(&mut self.ideal_cache);
+            let mut cache = std::mem::take(&mut self.jobs.ideal_cache);
             let flow = self.pass_flow(f, &mut cache);
-            self.ideal_cache = cache;
-            self.jobs.passes
+            self.jobs.ideal_cache = cache;
+            self.jobs
+                .passes
                 .ideal
                 .insert((flow.first_qp, flow.spec.bytes), flow.ideal_fct);
             self.jobs.passes.live.insert(
@@ -363,7 +367,13 @@ impl Simulation {
                 },
             );
         }
-        &mut self.jobs.passes.live.get_mut(&f.0).expect("inserted above").flow
+        &mut self
+            .jobs
+            .passes
+            .live
+            .get_mut(&f.0)
+            .expect("inserted above")
+            .flow
     }
 
     /// Transfer `f`'s bytes, first QP and QP count, made up front or a
@@ -412,7 +422,8 @@ impl Simulation {
     fn conn_of(&self, g: u64) -> (u32, u32) {
         let (pass, idx) = self.pass_of(g);
         let conn = self
-            .jobs.tasks
+            .jobs
+            .tasks
             .pass(pass as u32)
             .expect("a pass")
             .message(idx)

@@ -127,10 +127,10 @@ impl Simulation {
     /// The run ended: a long stretch since its last event of the model is
     /// idle too (in a partition, since its own last event).
     pub(super) fn close_idle(&mut self) {
-        let due = self.idle.model_due();
+        let due = self.records.idle.model_due();
         if self.now >= due {
             let last = SimTime(due.0 - IdleGaps::AT_LEAST.0);
-            self.idle.gaps.push((last, self.now));
+            self.records.idle.gaps.push((last, self.now));
         }
     }
 
@@ -201,7 +201,7 @@ impl Simulation {
             if self.queue.peek_time().is_none_or(|t| t > limit) {
                 // A workload done before the limit is finished, even when
                 // its tail would have gone past it.
-                return if self.queue.is_empty() || self.finished_at.is_some() {
+                return if self.queue.is_empty() || self.ending.finished_at.is_some() {
                     StopReason::Finished
                 } else {
                     StopReason::SimTimeLimit
@@ -290,7 +290,8 @@ impl Simulation {
     /// full, so that the run is waiting on the fabric.
     fn network_waiting(&self) -> bool {
         let later = self.jobs.tasks.later.iter().flat_map(|l| l.flows());
-        self.jobs.flows
+        self.jobs
+            .flows
             .iter()
             .chain(self.jobs.passes.live())
             .chain(later)
@@ -313,15 +314,15 @@ impl Simulation {
     /// link delay, stop where a single queue does.)
     pub fn run_until(&mut self, until: SimTime, max_events: u64) -> StopReason {
         let mut handled = 0;
-        let total = self.finish_total;
+        let total = self.ending.finish_total;
         while let Some(t) = self.queue.peek_time() {
-            if self.finished_at.is_none()
+            if self.ending.finished_at.is_none()
                 && self.counters.flows_acked == total
                 && self.jobs.tasks.all_done()
             {
                 self.workload_done();
             }
-            if let Some(end) = self.end {
+            if let Some(end) = self.ending.end {
                 if t > end && end <= until {
                     self.now = self.now.max(end);
                     return StopReason::Finished;
@@ -341,23 +342,25 @@ impl Simulation {
             debug_assert!(t >= self.now, "time ran backwards");
             self.now = t;
             // Clockwork puts `due` back (see `handle`).
-            let due = self.idle.due;
+            let due = self.records.idle.due;
             if t >= due {
                 self.attend(&ev);
             }
-            self.idle.due = SimTime(t.0 + IdleGaps::AT_LEAST.0);
+            self.records.idle.due = SimTime(t.0 + IdleGaps::AT_LEAST.0);
             self.counters.events += 1;
             handled += 1;
-            if self.keyed {
+            if self.keying.keyed {
                 self.partition_event(&ev);
             }
             self.handle(ev, due);
         }
-        if self.finished_at.is_none() && self.counters.flows_acked == total && self.jobs.tasks.all_done()
+        if self.ending.finished_at.is_none()
+            && self.counters.flows_acked == total
+            && self.jobs.tasks.all_done()
         {
             self.workload_done();
         }
-        if let Some(end) = self.end {
+        if let Some(end) = self.ending.end {
             // Nothing is left to happen before the tail's end.
             self.now = self.now.max(end);
         } else if self.part.is_some() {
@@ -376,10 +379,10 @@ impl Simulation {
         if ev.is_clockwork() {
             return;
         }
-        let due = self.idle.model_due();
+        let due = self.records.idle.model_due();
         if t >= due {
             let last = SimTime(due.0 - IdleGaps::AT_LEAST.0);
-            self.idle.gaps.push((last, t));
+            self.records.idle.gaps.push((last, t));
         }
         if self.balancers_resting() {
             self.wake_balancers(ev);
@@ -391,9 +394,9 @@ impl Simulation {
     /// once the run as a whole knows it, see `parallel`).
     #[cold]
     fn workload_done(&mut self) {
-        self.finished_at = Some(self.now);
+        self.ending.finished_at = Some(self.now);
         if self.part.is_none() {
-            self.end = Some(SimTime(self.now.0.saturating_add(self.tail.0)));
+            self.ending.end = Some(SimTime(self.now.0.saturating_add(self.ending.tail.0)));
         }
     }
 

@@ -357,37 +357,38 @@ impl Simulation {
     /// Closes the bucket that ends now and schedules the next.
     pub(super) fn sample(&mut self) {
         self.close_bucket();
-        if self.series.points == self.series.cap {
-            for g in self.series.groups_mut() {
+        if self.records.series.points == self.records.series.cap {
+            for g in self.records.series.groups_mut() {
                 g.halve();
             }
-            self.series.points /= 2;
-            self.series.interval = SimTime(self.series.interval.0.saturating_mul(2));
+            self.records.series.points /= 2;
+            self.records.series.interval =
+                SimTime(self.records.series.interval.0.saturating_mul(2));
         }
-        let next = SimTime(self.now.0.saturating_add(self.series.interval.0));
+        let next = SimTime(self.now.0.saturating_add(self.records.series.interval.0));
         self.queue.push(next, super::Event::Sample);
     }
 
     /// Closes the last, possibly shorter, bucket when the run ends.
     pub fn finish_series(&mut self) {
-        if self.series.enabled && self.now > self.series.last {
+        if self.records.series.enabled && self.now > self.records.series.last {
             self.close_bucket();
         }
-        for g in self.series.groups_mut() {
+        for g in self.records.series.groups_mut() {
             g.finish();
         }
     }
 
     fn close_bucket(&mut self) {
         let now = self.now;
-        let dt = now.saturating_sub(self.series.last).0.max(1) as f64;
+        let dt = now.saturating_sub(self.records.series.last).0.max(1) as f64;
         let per_s = 1e12 / dt;
         // In a partition, only its own ports and QPs (the others' series
         // come from their partitions).
         let part = self.part.as_deref();
         let port_mine = |i: usize| part.is_none_or(|p| p.port_part[i] == p.me);
         let qp_mine = |q: usize| part.is_none_or(|p| p.qp_mine[q]);
-        let s = &mut self.series;
+        let s = &mut self.records.series;
         for g in s.groups_mut() {
             g.begin();
         }
@@ -442,7 +443,7 @@ impl Simulation {
                 let at = i * self.egress.pfc_slots() + slot as usize;
                 let paused = self.paused_ps(at);
                 let sent = self.egress.pfc()[at].pauses_sent;
-                let s = &mut self.series;
+                let s = &mut self.records.series;
                 let key = i * QUEUES + prio;
                 let d = paused.saturating_sub(s.prev_paused[key]);
                 s.prev_paused[key] = paused;
@@ -454,7 +455,7 @@ impl Simulation {
             }
         }
         let params = &self.scenario.transport.dcqcn;
-        let s = &mut self.series;
+        let s = &mut self.records.series;
         for q in 0..s.qp_sent.len() {
             if !qp_mine(q) {
                 continue;

@@ -294,7 +294,11 @@ impl Simulation {
         let window = pairs.iter().map(|x| x.2).max().unwrap_or(0) as f64 / cap;
         let n = pairs.len() as u32;
         let now = self.now;
-        let next = self.jobs.tasks.nvlink.add_stream(host, pass, &pairs, cap, now);
+        let next = self
+            .jobs
+            .tasks
+            .nvlink
+            .add_stream(host, pass, &pairs, cap, now);
         self.jobs.streams.begun(pass, window, gap).copies = n;
         if let Some((at, gen)) = next {
             self.queue.push(at, Event::Nvlink(host as u32, gen));
@@ -331,7 +335,8 @@ impl Simulation {
     fn stream_end(&mut self, pass: u32) {
         let pi = pass as usize;
         let s = self
-            .jobs.streams
+            .jobs
+            .streams
             .under_way
             .remove(&pass)
             .expect("a stream under way");
@@ -388,7 +393,7 @@ impl Simulation {
             .into_iter()
             .map(|m| (m, SimTime::ZERO))
             .collect();
-        let mut cache = std::mem::take(&mut self.ideal_cache);
+        let mut cache = std::mem::take(&mut self.jobs.ideal_cache);
         for (&m, t) in sizes.iter_mut() {
             *t = match self.jobs.passes.ideal.get(&(first_qp, m)) {
                 Some(&t) => t,
@@ -407,7 +412,7 @@ impl Simulation {
                 }
             };
         }
-        self.ideal_cache = cache;
+        self.jobs.ideal_cache = cache;
         for (&m, &t) in &sizes {
             self.jobs.passes.ideal.insert((first_qp, m), t);
         }

@@ -471,7 +471,8 @@ impl Simulation {
                 if let Some(d) = self.jobs.tasks.dynamic.get_mut(&t) {
                     d.started = self.now;
                 } else if let Some(p) = self
-                    .jobs.tasks
+                    .jobs
+                    .tasks
                     .later
                     .as_mut()
                     .and_then(|l| l.part_of_task_mut(t))
@@ -498,7 +499,8 @@ impl Simulation {
                     self.topo.gpus[src.idx()].local,
                     self.topo.gpus[dst.idx()].local,
                 );
-                if let Some((at, gen)) = self.jobs.tasks.nvlink.add(host, t, a, b, bytes, self.now) {
+                if let Some((at, gen)) = self.jobs.tasks.nvlink.add(host, t, a, b, bytes, self.now)
+                {
                     self.queue.push(at, Event::Nvlink(host as u32, gen));
                 }
             }
@@ -660,7 +662,8 @@ impl Simulation {
                 Some(s) => s,
                 None => {
                     let (part, i) = self
-                        .jobs.tasks
+                        .jobs
+                        .tasks
                         .later
                         .as_mut()
                         .and_then(|l| l.part_of_flow_mut(f.0))
@@ -694,7 +697,11 @@ impl Simulation {
     /// An NVLink copy may have finished in `host`.
     pub(super) fn nvlink_event(&mut self, host: u32, gen: u32) {
         let latency = self.jobs.tasks.nvlink.latency;
-        let (done, next) = self.jobs.tasks.nvlink.on_event(host as usize, gen, self.now);
+        let (done, next) = self
+            .jobs
+            .tasks
+            .nvlink
+            .on_event(host as usize, gen, self.now);
         for pass in done.streams {
             self.stream_copied(pass);
         }

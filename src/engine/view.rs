@@ -26,7 +26,7 @@ impl Simulation {
 
     /// Long stretches in which nothing of the model happened.
     pub fn idle_gaps(&self) -> &super::IdleGaps {
-        &self.idle
+        &self.records.idle
     }
 
     pub fn now(&self) -> SimTime {
@@ -92,7 +92,7 @@ impl Simulation {
     }
 
     pub fn paths(&self) -> &paths::PathLog {
-        &self.paths
+        &self.records.paths
     }
 
     pub fn failures(&self) -> &failures::FailureState {
@@ -104,7 +104,7 @@ impl Simulation {
     }
 
     pub fn series(&self) -> &series::Series {
-        &self.series
+        &self.records.series
     }
 
     pub fn packets(&self) -> &PacketArena {
@@ -134,7 +134,8 @@ impl Simulation {
             super::later::Record::Flow(f) => Some(std::borrow::Cow::Owned(f)),
             _ => None,
         });
-        self.jobs.flows
+        self.jobs
+            .flows
             .iter()
             .map(std::borrow::Cow::Borrowed)
             .chain(later)
@@ -188,7 +189,11 @@ impl Simulation {
         &self,
         kind: super::later::RecordKind,
     ) -> impl Iterator<Item = super::later::Record> + '_ {
-        self.jobs.tasks.later.iter().flat_map(move |l| l.records(kind))
+        self.jobs
+            .tasks
+            .later
+            .iter()
+            .flat_map(move |l| l.records(kind))
     }
 
     /// Whether link `l` went down at some time of the run.
@@ -213,7 +218,11 @@ impl Simulation {
     /// Whether rows of jobs' later iterations were lost on the way to
     /// the outputs (a temporary file that could not be written or read).
     pub fn later_rows_lost(&self) -> bool {
-        self.jobs.tasks.later.as_ref().is_some_and(|l| l.records_lost())
+        self.jobs
+            .tasks
+            .later
+            .as_ref()
+            .is_some_and(|l| l.records_lost())
     }
 
     /// Collective passes' messages: their connections' rows and totals.
@@ -276,7 +285,7 @@ impl Simulation {
     }
 
     pub fn estimate(&self) -> &Estimate {
-        &self.estimate
+        &self.records.estimate
     }
 
     pub fn deadlock(&self) -> &Vec<deadlock::Waiting> {
@@ -285,7 +294,7 @@ impl Simulation {
 
     /// When each congestion mechanism first acted, egress's included.
     pub fn firsts(&self) -> FirstEvents {
-        self.firsts.with_egress(&self.egress.firsts)
+        self.records.firsts.with_egress(&self.egress.firsts)
     }
 
     /// Checks conservation of payload bytes: everything sent has arrived,
