@@ -247,3 +247,21 @@ fn main_rs_only_parses_and_dispatches() {
         );
     }
 }
+
+/// `Simulation` stays a kernel's worth of state: its fields group the
+/// components and the runtime's state, at most 20 of them.
+#[test]
+fn the_simulation_holds_at_most_twenty_fields() {
+    let text = std::fs::read_to_string("src/engine/mod.rs").unwrap();
+    let start = text.find("pub struct Simulation {").unwrap();
+    let end = start + text[start..].find("\n}\n").unwrap();
+    let fields = text[start..end]
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let l = l.trim_start();
+            !l.starts_with("//") && !l.starts_with("#[") && l.contains(':')
+        })
+        .count();
+    assert!(fields <= 20, "Simulation has {fields} fields");
+}
