@@ -246,3 +246,45 @@ pub fn same_on_threads(path: &str, threads: &[u32], sets: &[&str]) -> Vec<Simula
         })
         .collect()
 }
+
+/// Runs `path` on `threads` threads; every file it writes, by name
+/// (`perf.json`, wall-clock figures, apart), and its perf.
+pub fn threaded_outputs(
+    path: &std::path::Path,
+    threads: u32,
+    sets: &[&str],
+) -> (
+    std::collections::BTreeMap<String, Vec<u8>>,
+    fabricsim::report::Perf,
+) {
+    let text = std::fs::read_to_string(path).unwrap();
+    threaded_outputs_of(
+        path,
+        &text,
+        threads,
+        sets,
+        &fabricsim::engine::Limits::default(),
+    )
+}
+
+pub fn threaded_outputs_of(
+    path: &std::path::Path,
+    text: &str,
+    threads: u32,
+    sets: &[&str],
+    limits: &fabricsim::engine::Limits,
+) -> (
+    std::collections::BTreeMap<String, Vec<u8>>,
+    fabricsim::report::Perf,
+) {
+    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    sets.push(format!("simulation.threads={threads}"));
+    let prepared = fabricsim::scenario::prepare(&path.to_string_lossy(), text, &sets)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let source = Some(prepared.clone());
+    let sim = Simulation::new(prepared);
+    let (sim, stop) = fabricsim::engine::parallel::run_on_threads(sim, source, limits, &mut |_| {});
+    sim.check_conservation()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    written_files(&sim, stop)
+}

@@ -1,145 +1,16 @@
 //! A run cut into partitions on threads writes the files one thread
-//! writes, byte for byte: every example and benchmark scenario at 2
-//! threads against 1, and a quarter of them (chosen by the commit) at 3
-//! and 8 and through the bytes MPI ranks send, and packet captures. Scenarios whose mechanisms are not yet
-//! partitioned run on one thread and say why; the list of them is
-//! pinned here, so that one falling back unnoticed fails.
+//! writes, byte for byte: packet captures, limits, stalls, deadlocks,
+//! pause storms, jobs and traces made as the run goes. Every example and
+//! benchmark through the thread matrix is `tests/parallel_matrix.rs`.
 
 mod common;
 
-use common::{scenarios, written_files};
+use common::{threaded_outputs, threaded_outputs_of};
 use fabricsim::engine::parallel;
 use fabricsim::engine::Limits;
 use fabricsim::engine::Simulation;
-use fabricsim::report::{Perf, Summary};
-use std::collections::BTreeMap;
+use fabricsim::report::Summary;
 use std::path::Path;
-
-/// Runs `path` on `threads` threads; every file it writes, by name
-/// (`perf.json`, wall-clock figures, apart), and its perf.
-fn outputs(path: &Path, threads: u32, sets: &[&str]) -> (BTreeMap<String, Vec<u8>>, Perf) {
-    let text = std::fs::read_to_string(path).unwrap();
-    outputs_of(path, &text, threads, sets, &Limits::default())
-}
-
-fn outputs_of(
-    path: &Path,
-    text: &str,
-    threads: u32,
-    sets: &[&str],
-    limits: &Limits,
-) -> (BTreeMap<String, Vec<u8>>, Perf) {
-    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    sets.push(format!("simulation.threads={threads}"));
-    let prepared = fabricsim::scenario::prepare(&path.to_string_lossy(), text, &sets)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let source = Some(prepared.clone());
-    let sim = Simulation::new(prepared);
-    let (sim, stop) = parallel::run_on_threads(sim, source, limits, &mut |_| {});
-    sim.check_conservation()
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    written_files(&sim, stop)
-}
-
-/// Scenarios that run on one thread whatever is asked, and why (the
-/// start of the reason `parallel::plan` gives). None today: training
-/// jobs, checkpoints included, are cut like any collective.
-const ONE_THREAD: &[(&str, &str)] = &[];
-
-/// Whether `stem` gets the whole matrix this time (3 and 8 threads, and
-/// the bytes MPI ranks send, besides 2 threads): a quarter of the
-/// scenarios, chosen by the commit under test so that successive commits
-/// cover them all; `FABRICSIM_FULL_MATRIX=1` gives every one the whole
-/// matrix. Keeps this binary within CI's per-binary time.
-fn whole_matrix(stem: &str) -> bool {
-    if std::env::var_os("FABRICSIM_FULL_MATRIX").is_some() {
-        return true;
-    }
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .map(|o| o.stdout)
-        .unwrap_or_default();
-    // FNV-1a over the commit and the name.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in commit.iter().chain(stem.as_bytes()) {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h.is_multiple_of(4)
-}
-
-#[test]
-fn every_example_and_benchmark_writes_the_same_files_at_any_thread_count() {
-    let mut failures = Vec::new();
-    let mut cut = 0;
-    for path in scenarios("examples") {
-        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        // The flow level runs on one thread (more are refused, as
-        // tests/fluid.rs checks).
-        if std::fs::read_to_string(&path)
-            .unwrap()
-            .contains("fidelity = \"flow\"")
-        {
-            continue;
-        }
-        // Benchmarks are cut short, as in a smoke run (whose extra sets
-        // put the all-reduces' traffic on the network within it).
-        let mut sets = Vec::new();
-        if path.starts_with("examples/training") {
-            sets.push("simulation.max_sim_time=\"2ms\"");
-        }
-        if path.starts_with("examples/bench") {
-            sets.push("simulation.max_sim_time=\"20us\"");
-            let b = fabricsim::bench::BENCHMARKS.iter().find(|b| b.name == stem);
-            sets.extend(b.expect("every benchmark is listed").smoke);
-        }
-        let sets = &sets[..];
-        let (one, _) = outputs(&path, 1, sets);
-        // 2 again: the partitions' results handed over as the bytes MPI
-        // ranks send (`Fragment::encode`), as `run --mpi` does.
-        let through_bytes = Limits {
-            encode_partitions: true,
-            ..Limits::default()
-        };
-        let matrix = [
-            (2, Limits::default()),
-            (3, Limits::default()),
-            (8, Limits::default()),
-            (2, through_bytes),
-        ];
-        let whole = whole_matrix(&stem);
-        if whole {
-            eprintln!("{stem}: the whole matrix");
-        }
-        for (threads, limits) in matrix.into_iter().take(if whole { 4 } else { 1 }) {
-            let text = std::fs::read_to_string(&path).unwrap();
-            let (many, perf) = outputs_of(&path, &text, threads, sets, &limits);
-            let expected_one = ONE_THREAD.iter().find(|(s, _)| *s == stem);
-            match (perf.partitions, expected_one, &perf.one_partition_because) {
-                (1, Some((_, why)), Some(because)) if because.starts_with(why) => {}
-                (1, _, because) => failures.push(format!(
-                    "{stem}: ran on one thread of {threads}: {because:?}"
-                )),
-                (_, Some(_), _) => failures.push(format!(
-                    "{stem}: now runs on {} partitions: take it off ONE_THREAD",
-                    perf.partitions
-                )),
-                _ => cut += 1,
-            }
-            if many.keys().ne(one.keys()) {
-                failures.push(format!("{stem} at {threads} threads: other files"));
-            }
-            for (name, bytes) in &one {
-                if many.get(name) != Some(bytes) {
-                    failures.push(format!("{stem} at {threads} threads: {name} differs"));
-                }
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // Not a test of nothing: most scenarios were really cut.
-    assert!(cut >= 40, "only {cut} runs were cut into partitions");
-}
 
 /// Runs `path` on `threads` threads under `limits`.
 fn run_limited(path: &str, threads: u32, limits: &Limits) -> (Simulation, Summary) {
@@ -234,12 +105,12 @@ srcs = [5, 9, 13]
 bytes = "1MB"
 "#;
     let path = Path::new("storm.toml");
-    let (one, _) = outputs_of(path, text, 1, &[], &Limits::default());
+    let (one, _) = threaded_outputs_of(path, text, 1, &[], &Limits::default());
     let summary: serde_json::Value = serde_json::from_slice(&one["summary.json"]).unwrap();
     assert_eq!(summary["complete"], true);
     assert!(summary["watchdog_events"].as_u64().unwrap() > 0);
     for threads in [2, 3] {
-        let (many, perf) = outputs_of(path, text, threads, &[], &Limits::default());
+        let (many, perf) = threaded_outputs_of(path, text, threads, &[], &Limits::default());
         assert_eq!(perf.partitions, threads);
         for (name, bytes) in &one {
             assert!(many.get(name) == Some(bytes), "{name} at {threads} threads");
@@ -306,8 +177,8 @@ fn a_stall_is_found_at_the_same_time_cut() {
         "transport.rto=\"20us\"",
     ];
     let path = Path::new("examples/single-rail.toml");
-    let (one, _) = outputs(path, 1, &sets);
-    let (two, perf) = outputs(path, 2, &sets);
+    let (one, _) = threaded_outputs(path, 1, &sets);
+    let (two, perf) = threaded_outputs(path, 2, &sets);
     assert_eq!(perf.partitions, 2);
     let s: serde_json::Value = serde_json::from_slice(&two["summary.json"]).unwrap();
     assert!(s["stop_reason"].as_str().unwrap().starts_with("stalled"));
@@ -364,9 +235,9 @@ fn a_job_too_long_to_make_up_front_runs_cut_into_partitions() {
     // though their tasks are numbered past 8,388,608: the limit is on
     // the tasks a part holds (7 were made, and the rest left out of the
     // outputs without a word, when it was on the numbers).
-    let (one, perf) = outputs(path, 1, &sets);
+    let (one, perf) = threaded_outputs(path, 1, &sets);
     assert_eq!(perf.iterations_made, Some(11));
-    let (two, perf) = outputs(path, 2, &sets);
+    let (two, perf) = threaded_outputs(path, 2, &sets);
     assert_eq!(perf.partitions, 2, "{:?}", perf.one_partition_because);
     assert_eq!(perf.iterations_made, Some(11));
     assert!(one == two, "files differ");
@@ -393,10 +264,10 @@ fn jobs_made_as_they_run_on_threads_match_one_thread_wherever_the_run_stops() {
                 end_us * 1000 * k / 12 + 37 * k
             );
             let sets = [cut.as_str()];
-            let (one, perf) = outputs(path, 1, &sets);
+            let (one, perf) = threaded_outputs(path, 1, &sets);
             assert!(perf.iterations_made.is_some_and(|n| n > 0));
             for threads in [2, 8] {
-                let (many, perf) = outputs(path, threads, &sets);
+                let (many, perf) = threaded_outputs(path, threads, &sets);
                 assert!(
                     perf.partitions > 1,
                     "{file}: {:?}",
@@ -424,8 +295,8 @@ fn jobs_made_as_they_run_on_threads_match_one_thread_wherever_the_run_stops() {
 fn partitions_forget_iterations_once_over_everywhere() {
     let path = Path::new("examples/collectives/training-two-tenants.toml");
     let sets = ["workload.1.iterations=40"];
-    let (one, one_perf) = outputs(path, 1, &sets);
-    let (two, perf) = outputs(path, 2, &sets);
+    let (one, one_perf) = threaded_outputs(path, 1, &sets);
+    let (two, perf) = threaded_outputs(path, 2, &sets);
     assert_eq!(perf.partitions, 2, "{:?}", perf.one_partition_because);
     assert_eq!(perf.iterations_made, Some(41));
     assert!(
