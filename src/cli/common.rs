@@ -4,7 +4,7 @@
 use crate::LimitArgs;
 use fabricsim::report::{self};
 use fabricsim::scenario::{self, Prepared, ScenarioError};
-use fabricsim::{errln, input};
+use fabricsim::{errln, input, out, outln};
 use std::path::Path;
 
 /// A wall-clock duration: a number and ms, s, min or h.
@@ -182,4 +182,21 @@ pub(crate) struct How {
     pub(crate) strict: bool,
     pub(crate) mpi: bool,
     pub(crate) encode_partitions: bool,
+}
+
+/// Prints a report as pretty JSON, or as the text it renders to.
+pub(crate) fn print_json_or(
+    json: bool,
+    value: &impl serde::Serialize,
+    text: impl FnOnce() -> String,
+) -> Result<(), String> {
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
+        );
+    } else {
+        out!("{}", text());
+    }
+    Ok(())
 }

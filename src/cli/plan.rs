@@ -1,6 +1,6 @@
 //! `fabricsim plan`: the GPUs a model's parameters need.
 
-use fabricsim::{out, outln};
+use super::common::print_json_or;
 
 pub(crate) fn plan(
     params: &str,
@@ -31,13 +31,5 @@ pub(crate) fn plan(
         usable,
         gpus_per_server,
     })?;
-    if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&p).map_err(|e| e.to_string())?
-        );
-    } else {
-        out!("{}", p.render());
-    }
-    Ok(())
+    print_json_or(json, &p, || p.render())
 }

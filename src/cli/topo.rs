@@ -2,8 +2,9 @@
 //! listed.
 
 use super::common::load;
+use super::common::print_json_or;
+use fabricsim::outln;
 use fabricsim::topology::summary::TopologySummary;
-use fabricsim::{out, outln};
 use std::path::Path;
 
 pub(crate) fn topo(
@@ -34,15 +35,7 @@ pub(crate) fn topo(
         &p.topology,
         fabricsim::scenario::resolve::cross_rail(&p.topology),
     );
-    if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
-        );
-    } else {
-        out!("{}", summary.render());
-    }
-    Ok(())
+    print_json_or(json, &summary, || summary.render())
 }
 
 /// `fabricsim topo --ports PATTERN`: each port of the matching switches,
