@@ -17,6 +17,7 @@ pub mod fuzz;
 pub mod input;
 pub mod keys;
 pub mod nic;
+pub mod nvlink;
 pub mod output;
 pub mod plan;
 pub mod report;

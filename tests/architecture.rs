@@ -201,24 +201,31 @@ fn the_packet_path_has_no_floating_point_outside_the_listed_places() {
     assert_eq!(seen, integer_only.len(), "a listed file is missing");
 }
 
-/// The flow level's network is a leaf the engine drives: it knows ports,
-/// QPs and flows by id, and nothing of the engine, switches or NICs.
+/// The flow level's network and the NVLink copies are leaves the engine
+/// drives: they know ports, QPs, flows, hosts and GPUs by id, and nothing
+/// of the engine, switches or NICs.
 #[test]
-fn the_flow_level_network_imports_only_ids_and_units() {
-    for (top, path, code) in sources() {
-        if top != "fluid" {
-            continue;
+fn the_fluid_network_and_nvlink_import_only_ids_and_units() {
+    let leaves = [
+        ("fluid", ["topology", "units"].as_slice()),
+        ("nvlink", ["units"].as_slice()),
+    ];
+    for (leaf, may) in leaves {
+        let mut seen = false;
+        for (top, path, code) in sources() {
+            if top != leaf {
+                continue;
+            }
+            seen = true;
+            let used = crate_paths(&code);
+            let allowed: BTreeSet<String> = may.iter().map(|s| s.to_string()).collect();
+            assert!(
+                used.is_subset(&allowed),
+                "{} imports {used:?}",
+                path.display()
+            );
         }
-        let used = crate_paths(&code);
-        let allowed: BTreeSet<String> = ["topology", "units"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert!(
-            used.is_subset(&allowed),
-            "{} imports {used:?}",
-            path.display()
-        );
+        assert!(seen, "no src/{leaf}.rs");
     }
 }
 

@@ -45,7 +45,7 @@ pub enum Event {
     /// A connection's message is on the wire: its next one may start.
     LaneFree(u32),
     /// An NVLink copy in this host may be done (host, generation), or
-    /// (generation `tasks::RESHARE`) the copies that started in it at
+    /// (generation `nvlink::RESHARE`) the copies that started in it at
     /// this instant are all in and its rates are shared anew.
     Nvlink(u32, u32),
     /// Pass messages' NVLink copies in this host may have landed.

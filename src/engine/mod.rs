@@ -290,7 +290,7 @@ impl Simulation {
                 queue.push(t, e)
             });
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
-        let nvlink = tasks::Nvlink::new(
+        let nvlink = crate::nvlink::Nvlink::new(
             topo.hosts.len(),
             scenario.host.nvlink_bytes_per_s / 2,
             scenario.host.nvlink_latency,
