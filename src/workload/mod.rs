@@ -13,6 +13,7 @@ pub mod collective;
 pub mod graph;
 pub mod jobs;
 pub mod model;
+pub mod op;
 pub mod pass;
 mod permutation;
 pub mod training;
@@ -23,6 +24,11 @@ use crate::rng::Streams;
 use crate::topology::routing::Routes;
 use crate::topology::{GpuId, NicId, Topology};
 use crate::units::SimTime;
+
+/// `total` split into `parts` near-equal shares: share `i`.
+pub fn share(total: u64, parts: u64, i: u64) -> u64 {
+    total / parts + u64::from(i < total % parts)
+}
 
 /// A workload entry, resolved (GPU ids checked, units applied).
 #[derive(Clone, Debug)]

@@ -45,6 +45,7 @@
 //! kernels that need them, and the DP buckets overlap the backward.
 
 use super::collective::{self, share, Algorithm, Collective, CollectiveRun, Emitter, Op};
+pub use super::training::Dim;
 use super::training::{CommSpan, JobRun};
 use crate::topology::GpuId;
 use crate::units::SimTime;
@@ -78,28 +79,6 @@ pub struct Transformer {
 pub enum Schedule {
     GPipe,
     OneFOneB,
-}
-
-/// A dimension of parallelism.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Dim {
-    Tp,
-    Pp,
-    Dp,
-    Ep,
-}
-
-impl Dim {
-    pub const ALL: [Dim; 4] = [Dim::Tp, Dim::Pp, Dim::Dp, Dim::Ep];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Dim::Tp => "tp",
-            Dim::Pp => "pp",
-            Dim::Dp => "dp",
-            Dim::Ep => "ep",
-        }
-    }
 }
 
 /// The groups of a stage a collective runs in.

@@ -99,7 +99,6 @@ impl JobRun {
         done: &dyn Fn(u32) -> Option<SimTime>,
         ranks: usize,
     ) -> Option<StepReport> {
-        use super::model::Dim;
         let &(a, b) = self.iterations.get(it as usize)?;
         let (a, b) = (done(a)?, done(b)?);
         let mut kernels: Vec<Vec<(u64, u64)>> = vec![Vec::new(); ranks];
@@ -212,7 +211,7 @@ fn outside(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
 pub struct CommSpan {
     pub rank: u32,
     pub iteration: u32,
-    pub dim: super::model::Dim,
+    pub dim: Dim,
     pub from: u32,
     pub to: u32,
     pub bytes: u64,
@@ -286,7 +285,7 @@ impl TrainingGen {
                     job.comm.push(CommSpan {
                         rank: rank as u32,
                         iteration: it,
-                        dim: super::model::Dim::Dp,
+                        dim: Dim::Dp,
                         from,
                         to,
                         bytes: if rank == 0 { bytes } else { 0 },
@@ -314,5 +313,27 @@ impl TrainingGen {
             }
         }
         Ok(())
+    }
+}
+
+/// A dimension of parallelism.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Dim {
+    Tp,
+    Pp,
+    Dp,
+    Ep,
+}
+
+impl Dim {
+    pub const ALL: [Dim; 4] = [Dim::Tp, Dim::Pp, Dim::Dp, Dim::Ep];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dim::Tp => "tp",
+            Dim::Pp => "pp",
+            Dim::Dp => "dp",
+            Dim::Ep => "ep",
+        }
     }
 }

@@ -14,7 +14,8 @@
 //! is taken as x86 from Intel (it sets LL's ceiling and the network
 //! overhead of NCCL's model).
 
-use super::collective::{Algorithm, Op, Protocol};
+use super::op::{Algorithm, Op, Protocol};
+pub use super::pass::StepShape;
 
 /// GPU generation: NCCL's constants differ per compute capability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -119,16 +120,6 @@ const TREE_CORRECTION: [[f64; 23]; 3] = [
         0.7, 0.7, 0.8, 0.9, 0.9,
     ],
 ];
-
-/// The kind of pass a step latency is asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StepShape {
-    /// NCCL's ring (and the other ring-like passes: chains, halving,
-    /// all-to-all), with `servers` servers and `ranks` ranks.
-    Ring,
-    Tree,
-    Pat,
-}
 
 /// NCCL's software time per step of a pass, in microseconds, from its
 /// latency model (`tuning.cc`): an NVLink hop, a network hop, and once

@@ -1,7 +1,7 @@
 //! An all-to-all: every rank sends its share to every other at once.
 
 use super::{Base, Pass, Released, Route, Shape};
-use crate::workload::collective::share;
+use crate::workload::share;
 
 /// Every rank sends its share to every other at once, over the channels
 /// and in chunks.

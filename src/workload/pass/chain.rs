@@ -1,7 +1,7 @@
 //! A broadcast down a chain of positions from the first, chunk by chunk.
 
 use super::{Base, Pass, Released, Route, Shape};
-use crate::workload::collective::share;
+use crate::workload::share;
 
 /// A broadcast down a chain from position 0, chunk by chunk.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

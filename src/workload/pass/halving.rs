@@ -2,7 +2,7 @@
 //! its share to its partner at the stage's distance.
 
 use super::{Base, Pass, Released, Route, Shape};
-use crate::workload::collective::share;
+use crate::workload::share;
 
 /// Halving-doubling: stage after stage, each rank sends its share to its
 /// partner at the stage's distance, once it has what its partner of the

@@ -53,7 +53,7 @@ mod tree;
 pub use pat::pat_stages;
 pub use tree::{btree, dtree, nccl_trees};
 
-use super::collective::share;
+use super::share;
 use super::FlowSpec;
 use crate::topology::{GpuId, Topology};
 use crate::units::SimTime;
@@ -303,8 +303,7 @@ impl Pass {
     }
 
     /// Its shape as NCCL's latency model sees it.
-    pub fn step_shape(&self) -> crate::workload::tuner::StepShape {
-        use crate::workload::tuner::StepShape;
+    pub fn step_shape(&self) -> StepShape {
         match self.shape {
             Shape::Tree(_) => StepShape::Tree,
             Shape::Pat(_) => StepShape::Pat,
@@ -596,6 +595,16 @@ impl Pass {
             out.done.push(pos);
         }
     }
+}
+
+/// The kind of pass a step latency is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepShape {
+    /// NCCL's ring (and the other ring-like passes: chains, halving,
+    /// all-to-all), with `servers` servers and `ranks` ranks.
+    Ring,
+    Tree,
+    Pat,
 }
 
 #[cfg(test)]

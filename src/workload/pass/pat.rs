@@ -15,7 +15,7 @@
 //! `aggFactor`) is not modelled: each stage of a chunk is one message.
 
 use super::{Base, Pass, Released, Route, Shape};
-use crate::workload::collective::share;
+use crate::workload::share;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Pat {

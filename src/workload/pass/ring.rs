@@ -2,7 +2,7 @@
 //! i + 1, chunk by chunk, once it has entered and step k - 1 has come.
 
 use super::{Base, Pass, Released, Route, Shape};
-use crate::workload::collective::share;
+use crate::workload::share;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Ring {
