@@ -101,7 +101,7 @@ pub struct Sub {
     pub ack_latency: SimTime,
     gen: u32,
     live: bool,
-    /// The ring pass whose stream it is (`engine::streams`), or
+    /// The ring pass whose stream it is (`runtime::streams`), or
     /// `u32::MAX` for a QP's share of a transfer.
     pub pass: u32,
 }

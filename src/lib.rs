@@ -22,6 +22,7 @@ pub mod output;
 pub mod plan;
 pub mod report;
 pub mod rng;
+pub mod runtime;
 pub mod scenario;
 pub mod sweep;
 pub mod switch;

@@ -57,13 +57,13 @@ struct Copy {
     left: f64,
     rate: f64,
     /// Its rate cap (infinite for none), and the ring pass whose stream
-    /// it is part of (`engine::streams`; `u32::MAX` for a task's copy).
+    /// it is part of (`runtime::streams`; `u32::MAX` for a task's copy).
     cap: f64,
     stream: u32,
 }
 
 /// What an NVLink event finished: copies of tasks, and a copy of each of
-/// these streams (`engine::streams`).
+/// these streams (`runtime::streams`).
 #[derive(Debug, Default)]
 pub struct Finished {
     pub tasks: Vec<u32>,

@@ -91,8 +91,8 @@ fn top_level_modules_import_each_other_without_a_cycle() {
 #[test]
 fn only_the_output_side_writes_files() {
     let core = [
-        "engine", "switch", "nic", "topology", "wire", "workload", "scenario", "keys", "units",
-        "rng",
+        "engine", "runtime", "switch", "nic", "topology", "wire", "workload", "scenario", "keys",
+        "units", "rng",
     ];
     let writes = [
         "File::create",
@@ -117,7 +117,9 @@ fn only_the_output_side_writes_files() {
 /// lead partition, between windows, for `--max-wall` and progress.
 #[test]
 fn the_simulation_core_does_not_read_the_wall_clock() {
-    let core = ["engine", "switch", "nic", "topology", "wire", "workload"];
+    let core = [
+        "engine", "runtime", "switch", "nic", "topology", "wire", "workload",
+    ];
     for (top, path, code) in sources() {
         if !core.contains(&top.as_str()) {
             continue;
@@ -429,11 +431,9 @@ fn circles(deps: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Strin
     walk.out
 }
 
-/// No files of any layer import each other in a circle, but the job
-/// runtime's four, which are to leave the engine for a layer of their own
-/// (issue 56). A new circle, or a fifth file in this one, fails.
+/// No files of any layer import each other in a circle.
 #[test]
-fn no_files_import_each_other_in_a_circle_but_the_job_runtime_s() {
+fn no_files_import_each_other_in_a_circle() {
     let deps = file_imports();
     // Not a test of nothing: the reader sees `super::`, `crate::` and
     // `super::{..}` imports.
@@ -452,19 +452,40 @@ fn no_files_import_each_other_in_a_circle_but_the_job_runtime_s() {
         );
     }
     let found = circles(&deps);
-    let runtime = [
-        "engine/later",
-        "engine/passes",
-        "engine/streams",
-        "engine/tasks",
-    ]
-    .map(String::from)
-    .to_vec();
-    let others: Vec<&Vec<String>> = found.iter().filter(|c| **c != runtime).collect();
-    assert!(others.is_empty(), "files in an import circle: {others:?}");
-    // The pinned circle is still there to remove.
-    assert!(
-        found.contains(&runtime),
-        "no circle left: empty the list above"
-    );
+    assert!(found.is_empty(), "files in an import circle: {found:?}");
+}
+
+/// The job runtime is a layer of its own: it knows the engine only as the
+/// `Kernel` trait it defines (no path into `engine`), and the engine keeps
+/// none of its files.
+#[test]
+fn the_job_runtime_knows_the_engine_only_as_its_kernel() {
+    let deps = file_imports();
+    let mut seen = 0;
+    for (m, uses) in &deps {
+        if m.first().map(String::as_str) != Some("runtime") {
+            continue;
+        }
+        seen += 1;
+        let up: Vec<_> = uses
+            .iter()
+            .filter(|u| {
+                matches!(
+                    u.first().map(String::as_str),
+                    Some("engine" | "report" | "cli" | "sweep" | "output")
+                )
+            })
+            .collect();
+        assert!(up.is_empty(), "src/{} uses {up:?}", m.join("/"));
+    }
+    assert!(seen >= 6, "the runtime's files: {seen}");
+    for gone in ["tasks", "later", "passes", "streams", "flow", "ideal"] {
+        assert!(
+            !Path::new(&format!("src/engine/{gone}.rs")).exists(),
+            "src/engine/{gone}.rs is the runtime's"
+        );
+    }
+    // The engine reaches it through `Kernel` and `Runtime`'s calls.
+    let kernel = std::fs::read_to_string("src/engine/kernel.rs").unwrap();
+    assert!(kernel.contains("impl Kernel for Kern<'_>"));
 }

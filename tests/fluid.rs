@@ -277,7 +277,7 @@ fn the_memory_estimate_counts_sub_flows_not_packets() {
 const MESSAGES: &str = "simulation.flow_rings=\"messages\"";
 
 /// A ring all-reduce between servers runs as one steady stream per
-/// channel (`engine::streams`): the same collective time as its messages
+/// channel (`runtime::streams`): the same collective time as its messages
 /// run one by one as fluids (within 1%), the same rows in flows.csv with
 /// the same messages and bytes, the same bytes delivered, and a small
 /// fraction of the events.

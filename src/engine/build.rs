@@ -5,13 +5,14 @@
 //! planes, rate control). Then, on the assembled simulation, each
 //! transfer's ideal completion time and the run's estimate.
 
-use super::{ideal, mrc_sport, Estimate, Event, EventQueue, FlowState, QpState, Simulation};
+use super::{mrc_sport, Estimate, Event, EventQueue, FlowState, QpState, Simulation};
 use crate::nic::dcqcn::Dcqcn;
 use crate::nic::nics::Nics;
 use crate::nic::rate::RateControl;
 use crate::nic::transport::{packets_of, Requester, Responder};
 use crate::nic::Cc;
 use crate::rng::Streams;
+use crate::runtime::ideal;
 use crate::scenario::Scenario;
 use crate::switch::balance::{Ecmp, EcmpSeed};
 use crate::switch::classify::QUEUES;
@@ -332,8 +333,7 @@ pub fn qps_and_flows(
     }
 }
 
-/// Each connection's first QP, by (workload, sender, receiver, key).
-pub type Conns = std::collections::HashMap<(u32, u32, u32, u64), u32>;
+pub use crate::runtime::later::Conns;
 
 /// What `qps_and_flows` makes: every QP, each transfer's state, the first
 /// QP of each pass connection, and each connection's first QP.
@@ -409,10 +409,7 @@ pub fn path_settings(
     }
 }
 
-/// Share `i` of `bytes` over `n` QPs.
-pub fn share(bytes: u64, n: u32, i: u32) -> u64 {
-    bytes / n as u64 + u64::from((i as u64) < bytes % n as u64)
-}
+pub use crate::runtime::flow::share;
 
 /// QP `id`, the `k`-th of transfer `fi`'s (or of its connection's), with
 /// its write of `posted` bytes if it carries one from the start; `n_qps`
@@ -538,20 +535,22 @@ fn new_qp(
 /// hops' (rate in bits per second, delay in picoseconds): all such a
 /// transfer's ideal time depends on, and most transfers of a fabric share
 /// them.
-pub(super) type IdealCache = rustc_hash::FxHashMap<(u64, Vec<(u64, u64)>), SimTime>;
+pub(super) use crate::runtime::ideal::IdealCache;
 
 impl Simulation {
     /// Each transfer's ideal completion time, and the run's estimate of
     /// link transmissions and events.
     pub(super) fn estimate_and_ideal(&mut self) {
-        let mut cache = std::mem::take(&mut self.jobs.ideal_cache);
-        for f in 0..self.jobs.flows.len() {
-            let (ideal, work) = self.ideal_and_work(&self.jobs.flows[f], f as u32, &mut cache);
+        let mut rt = self.jobs.take().expect("the runtime is not in a call");
+        let mut cache = std::mem::take(&mut rt.ideal_cache);
+        for f in 0..rt.flows.len() {
+            let (ideal, work) = self.ideal_and_work(&rt.flows[f], f as u32, &mut cache);
             self.records.estimate.link_transmissions += work;
-            self.jobs.flows[f].ideal_fct = ideal;
+            rt.flows[f].ideal_fct = ideal;
         }
-        self.jobs.ideal_cache = cache;
-        self.records.estimate.link_transmissions += self.pass_work();
+        rt.ideal_cache = cache;
+        self.jobs = Some(rt);
+        self.records.estimate.link_transmissions += self.runtime(|rt, k| rt.pass_work(k));
         self.records.estimate.events =
             (self.records.estimate.link_transmissions as f64 * Estimate::EVENTS_PER_LINK_TX) as u64;
     }

@@ -389,11 +389,11 @@ impl Simulation {
         if !spec.flows.is_empty() {
             qps = vec![false; self.nics.qps().len()];
             for &f in &spec.flows {
-                let flow = self.jobs.flows.get(f as usize).ok_or_else(|| {
+                let flow = self.jobs().flows.get(f as usize).ok_or_else(|| {
                     format!(
                         "--capture flow={f}: there are {} transfers (0 to {})",
-                        self.jobs.flows.len(),
-                        self.jobs.flows.len().saturating_sub(1)
+                        self.jobs().flows.len(),
+                        self.jobs().flows.len().saturating_sub(1)
                     )
                 })?;
                 for q in flow.first_qp..flow.first_qp + flow.n_qps {
@@ -445,7 +445,8 @@ impl Simulation {
         }
         // The length of the write: its transfer's share on this QP.
         let write = if pkt.opcode.has_reth() {
-            self.write_of(crate::topology::FlowId(pkt.flow))
+            let f = crate::topology::FlowId(pkt.flow);
+            self.runtime(|rt, k| rt.write_of(k, f))
         } else {
             None
         };

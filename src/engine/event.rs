@@ -56,7 +56,7 @@ pub enum Event {
     FluidRx(QpId, FlowId),
     FluidAck(QpId, FlowId),
     /// Flow level: ring pass `p`'s stream starts sending, or its last
-    /// position has all its bytes (`engine::streams`).
+    /// position has all its bytes (`runtime::streams`).
     Stream(u32),
     /// Flow level: rates are shared anew where sub-flows started or
     /// ended, once everything else due at this time is handled.
@@ -132,5 +132,19 @@ impl queue::Keyed for Event {
         };
         debug_assert!(id < 1 << KEY_ID_BITS, "{self:?}: id past the key's bits");
         kind << KEY_ID_BITS | id
+    }
+}
+
+impl From<crate::runtime::Due> for Event {
+    fn from(due: crate::runtime::Due) -> Event {
+        use crate::runtime::Due;
+        match due {
+            Due::TaskReady(t) => Event::TaskReady(t),
+            Due::TaskDone(t) => Event::TaskDone(t),
+            Due::LaneFree(l) => Event::LaneFree(l),
+            Due::Nvlink(h, gen) => Event::Nvlink(h, gen),
+            Due::Landed(h) => Event::Landed(h),
+            Due::Stream(p) => Event::Stream(p),
+        }
     }
 }

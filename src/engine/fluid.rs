@@ -32,14 +32,14 @@ impl Simulation {
             let q = QpId(first + i);
             let share = super::build::share(bytes, n, i);
             let req = Requester::one(f.0, share, tc.mtu, tc.write_mode);
-            let wire = super::ideal::message_wire(&req, framing);
+            let wire = crate::runtime::ideal::message_wire(&req, framing);
             let route = self.route_of(q, dst);
             // Alone, one uncapped QP's share is the whole transfer, whose
             // ideal time the build worked out already.
             let alone = if n == 1 && cap.is_none() {
                 ideal
             } else {
-                super::ideal::ideal_fct(
+                crate::runtime::ideal::ideal_fct(
                     &self.topo,
                     framing,
                     &[&req],
@@ -136,10 +136,10 @@ impl Simulation {
         self.fluid_next_event();
         for s in done {
             if s.pass != u32::MAX {
-                self.stream_sent(s.pass);
+                self.runtime(|rt, k| rt.stream_sent(k, s.pass));
                 continue;
             }
-            self.flow_sent(s.flow);
+            self.runtime(|rt, k| rt.flow_sent(k, s.flow));
             let at = now + s.latency;
             self.queue.push(at, Event::FluidRx(s.qp, s.flow));
             self.queue
@@ -152,7 +152,7 @@ impl Simulation {
         let fl = self.flow_mut(f);
         let bytes = super::build::share(fl.spec.bytes, fl.n_qps, q.0 - fl.first_qp);
         self.counters.bytes_delivered += bytes;
-        self.qp_received(f, 0, 0);
+        self.runtime(|rt, k| rt.qp_received(k, f, 0, 0));
     }
 
     /// Links changed (down, back up or slower): each of their ports
@@ -197,7 +197,7 @@ impl Simulation {
                 continue;
             }
             if pass != u32::MAX {
-                moves.push((id, self.stream_ports(pass)));
+                moves.push((id, self.runtime(|rt, k| rt.stream_ports(k, pass))));
                 continue;
             }
             let dst = self.flow_mut(f).spec.dst_nic;

@@ -88,7 +88,7 @@ impl MemoryEstimate {
         }
         let ports = p.topology.ports.len() as u64;
         // Jobs made as the run goes hold two iterations at a time besides
-        // the first (`engine::later`).
+        // the first (`runtime::later`).
         let held: u64 = p
             .later
             .iter()

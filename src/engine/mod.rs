@@ -2,7 +2,8 @@
 //!
 //! `Simulation` holds the components (`switch::egress::Egress`: every
 //! port's egress and the switches; `nic::nics::Nics`: the QPs and what
-//! NICs do), the transfers and task graph, the packet arena and a queue of
+//! NICs do; `runtime::Runtime`: the transfers and the task graph, which
+//! sees this engine as its `Kernel`), the packet arena and a queue of
 //! events ordered by (time, key), the key naming the event's kind and the
 //! port, QP, task or host it is for (see `Event::key`). Each event is handled by handing the
 //! right component the time and what it needs; components return what
@@ -18,8 +19,8 @@
 //! answer with an ACK, NAK or CNP, which travels back the same way.
 //!
 //! `lossless` holds the NIC side of PFC storms and CNPs; `failures`,
-//! `balance` (DLB bands, GLB heartbeats, ALB), `tasks`, `series` and
-//! `capture` the other event handlers.
+//! `balance` (DLB bands, GLB heartbeats, ALB), `series` and `capture`
+//! the other event handlers; the runtime's timers go to `Runtime::due`.
 
 mod balance;
 pub mod build;
@@ -29,22 +30,17 @@ pub use capture::FrameSink;
 pub mod deadlock;
 mod event;
 pub mod failures;
-mod flow;
 pub mod fluid;
+mod kernel;
 mod memory;
 mod outcome;
 pub mod parallel;
-pub mod passes;
 mod run;
 pub use memory::MemoryEstimate;
-pub mod ideal;
-pub mod later;
 mod lossless;
 pub mod paths;
 pub mod queue;
 pub mod series;
-mod streams;
-pub mod tasks;
 
 use crate::cache::prefetch_read;
 use crate::nic::nics::{Nics, Pull, Rx};
@@ -64,7 +60,9 @@ use queue::EventQueue;
 pub use event::Event;
 
 pub use crate::nic::nics::{mrc_sport, QpState};
-pub use flow::FlowState;
+pub use crate::runtime::FlowState;
+use crate::runtime::{Due, Kernel, Runtime};
+use kernel::Kern;
 
 pub(crate) use crate::switch::egress::first;
 pub use outcome::{Counters, Estimate, FirstEvents, IdleGaps, Progress};
@@ -168,25 +166,6 @@ struct Records {
     idle: IdleGaps,
 }
 
-/// What the job runtime keeps: the transfers, the task graph (with
-/// NVLink copies and the parts made as the run reaches them), collectives'
-/// pass messages and, at flow level, ring passes as streams.
-struct Jobs {
-    flows: Vec<FlowState>,
-    /// Pass messages in flight and their connections' rows.
-    passes: passes::PassFlows,
-    /// The task graph of collectives and jobs, and NVLink copies.
-    tasks: tasks::TaskState,
-    /// Transfers of jobs' later iterations, and their bytes (counted in
-    /// what the run offers before they are made).
-    later_flows: (usize, u64),
-    /// At flow level, ring passes run as steady streams.
-    streams: streams::Streams,
-    /// Ideal completion times of single-QP transfers by size and by their
-    /// hops' rates and delays (`build::ideal_and_work`).
-    ideal_cache: build::IdealCache,
-}
-
 pub struct Simulation {
     now: SimTime,
     queue: EventQueue<Event>,
@@ -204,9 +183,10 @@ pub struct Simulation {
     /// A packet capture in progress, if one was asked for.
     capture: Option<Box<capture::Capture>>,
     packets: PacketArena,
-    /// The job runtime's state: transfers, the task graph, collectives'
-    /// passes, ring streams.
-    jobs: Jobs,
+    /// The job runtime (`crate::runtime`): transfers, the task graph,
+    /// collectives' passes, ring streams. Taken out while it runs a call
+    /// (`Simulation::runtime`).
+    jobs: Option<Box<Runtime>>,
     counters: Counters,
     /// When the run ends.
     ending: Ending,
@@ -295,10 +275,14 @@ impl Simulation {
             scenario.host.nvlink_bytes_per_s / 2,
             scenario.host.nvlink_latency,
         );
-        let mut tasks =
-            tasks::TaskState::new(graph, collectives, jobs, flows.len(), nvlink, |t, e| {
-                queue.push(t, e)
-            });
+        let mut tasks = crate::runtime::tasks::TaskState::new(
+            graph,
+            collectives,
+            jobs,
+            flows.len(),
+            nvlink,
+            |t, e| queue.push(t, Event::from(e)),
+        );
         let qp_tenant: Vec<u16> = qps
             .iter()
             .map(|q| {
@@ -335,9 +319,9 @@ impl Simulation {
             later_flows = (l.end.2 as usize - eager_flows, l.flow_bytes);
             later_messages = (l.net_messages, l.net_bytes);
             tasks.own_total = u64::from(end_tasks);
-            tasks.later = Some(Box::new(later::LaterState::from_layout(
+            tasks.later = Some(Box::new(crate::runtime::later::LaterState::from_layout(
                 *l,
-                &tasks,
+                &tasks.graph,
                 eager_flows as u32,
                 conns,
             )));
@@ -369,14 +353,11 @@ impl Simulation {
             balance,
             capture: None,
             packets,
-            jobs: Jobs {
+            jobs: Some(Box::new(Runtime {
                 flows,
-                passes: passes::PassFlows::default(),
                 tasks,
-                later_flows: (0, 0),
-                streams: Default::default(),
-                ideal_cache: Default::default(),
-            },
+                ..Runtime::default()
+            })),
             counters: Counters::default(),
             ending: Ending {
                 finished_at: None,
@@ -397,18 +378,20 @@ impl Simulation {
             parallel: None,
             keying: Keying::default(),
         };
-        if !sim.jobs.tasks.graph.passes.is_empty() || sim.jobs.tasks.later.is_some() {
-            sim.set_up_passes(pass_qps, (end_tasks, end_flows));
+        if !sim.jobs().tasks.graph.passes.is_empty() || sim.jobs().tasks.later.is_some() {
+            let end = (end_tasks, end_flows);
+            sim.runtime(|rt, k| rt.set_up_passes(k, pass_qps, end));
         }
-        sim.jobs.passes.net_messages += later_messages.0;
-        sim.jobs.passes.net_bytes += later_messages.1;
-        sim.jobs.later_flows = later_flows;
+        let jobs = sim.jobs_mut();
+        jobs.passes.net_messages += later_messages.0;
+        jobs.passes.net_bytes += later_messages.1;
+        jobs.later_flows = later_flows;
         if sim.scenario.fidelity == crate::scenario::Fidelity::Flow {
             let pcie = sim.nics.pcie_ps_per_byte().map(|ps| 1e12 / ps);
             let rates = sim.topo.ports.iter().map(|p| p.rate.bps());
             let fluid = crate::fluid::Fluid::new(rates, sim.topo.gpus.len(), pcie);
             sim.fluid = Some(Box::new(fluid));
-            sim.set_up_streams();
+            sim.jobs_mut().set_up_streams();
         }
         sim.ending.finish_total = sim.flows_total();
         sim.estimate_and_ideal();
@@ -467,16 +450,16 @@ impl Simulation {
             Event::Fail(i) => self.fail(i, false),
             Event::Recover(i) => self.fail(i, true),
             Event::Reconverge => self.reconverge(),
-            Event::TaskReady(t) => self.task_ready(t),
-            Event::TaskDone(t) => self.task_done(t),
-            Event::LaneFree(l) => self.lane_free(l),
-            Event::Nvlink(h, gen) => self.nvlink_event(h, gen),
-            Event::Landed(h) => self.landed(h),
+            Event::TaskReady(t) => self.due(Due::TaskReady(t)),
+            Event::TaskDone(t) => self.due(Due::TaskDone(t)),
+            Event::LaneFree(l) => self.due(Due::LaneFree(l)),
+            Event::Nvlink(h, gen) => self.due(Due::Nvlink(h, gen)),
+            Event::Landed(h) => self.due(Due::Landed(h)),
             Event::FluidNext => self.fluid_next(),
             Event::FluidRx(q, f) => self.fluid_rx(q, f),
-            Event::FluidAck(_, f) => self.qp_acked(f, 0, 0),
+            Event::FluidAck(_, f) => self.runtime(|rt, k| rt.qp_acked(k, f, 0, 0)),
             Event::FluidShare => self.fluid_share(),
-            Event::Stream(p) => self.stream_event(p),
+            Event::Stream(p) => self.due(Due::Stream(p)),
         }
     }
 
@@ -570,7 +553,7 @@ impl Simulation {
                     *sent += payload;
                 }
                 if let Some(f) = last {
-                    self.flow_sent(f);
+                    self.runtime(|rt, k| rt.flow_sent(k, f));
                 }
                 let e = Queued {
                     id,
@@ -737,6 +720,80 @@ impl Simulation {
                 }
             }
         }
+    }
+
+    /// Transfer `f`'s state (made on first use for a pass message's).
+    fn flow_mut(&mut self, f: FlowId) -> &mut FlowState {
+        self.runtime(|rt, k| rt.make_flow(k, f));
+        self.jobs_mut().flow_made(f)
+    }
+
+    /// Posts transfer `f`'s message on its connection's QPs (a share on
+    /// each), at the sender and at the receiver, which in a partitioned
+    /// run may be another partition's (`Part::post_elsewhere`).
+    fn post(&mut self, f: FlowId) {
+        let fl = self.flow_mut(f);
+        let (first, n, bytes) = (fl.first_qp, fl.n_qps, fl.spec.bytes);
+        for i in 0..n {
+            let q = QpId(first + i);
+            let b = build::share(bytes, n, i);
+            let at = self.nics.qp(q).dst_port;
+            let away = self
+                .part
+                .as_deref_mut()
+                .is_some_and(|part| part.post_elsewhere(q, at, f, b));
+            self.nics.post(q, f, b, (true, !away));
+        }
+    }
+
+    /// QP `q`'s sender has every acknowledgement of its oldest messages:
+    /// their transfers count them, and are acknowledged once every QP of
+    /// theirs is.
+    fn messages_acked(&mut self, q: QpId) {
+        while let Some(m) = self.nics.pop_acked(q) {
+            let f = FlowId(m.flow);
+            self.runtime(|rt, k| rt.qp_acked(k, f, m.again, m.stalls as u32));
+        }
+    }
+
+    /// QP `q`'s receiver has its oldest messages in full: their transfers
+    /// count them, and are done (with their tasks) once every QP of
+    /// theirs has.
+    fn messages_received(&mut self, q: QpId) {
+        while let Some(m) = self.nics.pop_received(q) {
+            let f = FlowId(m.flow);
+            self.runtime(|rt, k| rt.qp_received(k, f, m.again as u32, m.stalls as u32));
+        }
+    }
+
+    /// A timer the job runtime set is due.
+    fn due(&mut self, due: Due) {
+        self.runtime(|rt, k| rt.due(k, due))
+    }
+
+    /// Calls the job runtime with this simulation as its kernel, then
+    /// starts the transfers it started.
+    fn runtime<R>(&mut self, call: impl FnOnce(&mut Runtime, &mut dyn Kernel) -> R) -> R {
+        let mut rt = self.jobs.take().expect("the runtime is not in a call");
+        let mut k = Kern::new(self);
+        let out = call(&mut rt, &mut k);
+        let starts = std::mem::take(&mut k.starts);
+        self.jobs = Some(rt);
+        for f in starts {
+            self.flow_start(f);
+        }
+        out
+    }
+
+    /// The job runtime, between its calls.
+    fn jobs(&self) -> &Runtime {
+        self.jobs.as_deref().expect("the runtime is not in a call")
+    }
+
+    fn jobs_mut(&mut self) -> &mut Runtime {
+        self.jobs
+            .as_deref_mut()
+            .expect("the runtime is not in a call")
     }
 
     fn rto(&mut self, q: QpId) {

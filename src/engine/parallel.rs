@@ -40,8 +40,8 @@
 //! written from it as from any run.
 
 use super::failures::LossNotice;
-use super::tasks::Home;
 use super::{deadlock, Event, Limits, Progress, Simulation, StopReason, Wires};
+use crate::runtime::homes::Home;
 use crate::scenario::Prepared;
 use crate::topology::partition::{self, Partitioning};
 use crate::topology::{FlowId, NicId, PortId, QpId, Topology};
@@ -156,7 +156,7 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
         return Err("one thread was asked for".into());
     }
     if let Some((t, kind)) = sim
-        .jobs
+        .jobs()
         .tasks
         .later
         .as_ref()
@@ -167,11 +167,11 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
         ));
     }
     let homes = sim
-        .jobs
+        .jobs()
         .tasks
-        .homes(&sim.topo, &sim.jobs.flows)
+        .homes(&sim.topo, &sim.jobs().flows)
         .map_err(|why| format!("its task graph cannot be cut by host yet: {why}"))?;
-    if let Some(l) = sim.jobs.tasks.later.as_ref() {
+    if let Some(l) = sim.jobs().tasks.later.as_ref() {
         l.traces_cut(&sim.topo, &sim.routes, &homes)
             .map_err(|why| format!("a later part of a trace cannot be cut by host: {why}"))?;
     }
@@ -660,7 +660,7 @@ impl Simulation {
             Event::TaskReady(t) | Event::TaskDone(t) => match p.homes.get(t as usize) {
                 Some(h) => *h == Home::Everywhere,
                 None => {
-                    let later = self.jobs.tasks.later.as_ref().and_then(|l| l.home(t));
+                    let later = self.jobs().tasks.later.as_ref().and_then(|l| l.home(t));
                     later == Some(Home::Everywhere)
                 }
             },
@@ -689,7 +689,7 @@ impl Simulation {
                     Home::Everywhere => true,
                     Home::Last => false,
                 },
-                Event::FlowStart(f) => host_of(self.jobs.flows[f.idx()].spec.src_nic) == me,
+                Event::FlowStart(f) => host_of(self.jobs().flows[f.idx()].spec.src_nic) == me,
                 Event::Rto(q) => host_of(self.nics.qp(q).src_nic) == me,
                 Event::Storm(i, _) => {
                     let gpu = self.scenario.qos.pfc.storms[i as usize].gpu;
@@ -706,13 +706,13 @@ impl Simulation {
         }
         let gpu_part = |g: crate::topology::GpuId| host_of(self.topo.gpus[g.idx()].nic);
         self.ending.finish_total = self
-            .jobs
+            .jobs()
             .flows
             .iter()
             .filter(|f| host_of(f.spec.src_nic) == me)
             .count() as u64
             + self
-                .jobs
+                .jobs()
                 .passes
                 .rows
                 .iter()
@@ -729,7 +729,7 @@ impl Simulation {
             |port| port_part[port.idx()] == me,
             |s| p.switch[s.idx()] == me,
         );
-        self.jobs
+        self.jobs_mut()
             .tasks
             .keep_only(&homes, |h| p.host[h as usize] == me);
         self.failures.partitioned = self.failures.any();
@@ -746,122 +746,6 @@ impl Simulation {
         }));
     }
 
-    /// In a partition: cuts `part`, a job's iteration just made, as the
-    /// graph was cut (`make_partition`): where each task runs, the tasks
-    /// this partition begins, and the tasks and transfers it sees done.
-    pub(super) fn cut_part(&mut self, part: &mut super::later::Part) -> Result<(), String> {
-        let p = self.part.as_deref().expect("a partition");
-        let later = self.jobs.tasks.later.as_deref().expect("a later job");
-        let start = later.start.0;
-        let flow_base = part.flow_base;
-        let homes = super::tasks::homes_of(
-            &part.graph,
-            &self.topo,
-            |f| {
-                let i = f.checked_sub(flow_base)? as usize;
-                part.flows.get(i).map(|f| &f.spec)
-            },
-            &part.graph.cross,
-            |x| {
-                if x < start {
-                    p.homes.get(x as usize).copied()
-                } else {
-                    later.home(x)
-                }
-            },
-        )
-        .map_err(|why| format!("a job's iteration cannot be cut by host: {why}"))?;
-        let mine = |h: u32| p.host_part[h as usize] == p.me;
-        let mut own = 0;
-        for (i, h) in homes.iter().enumerate() {
-            match *h {
-                Home::Host { begin, done } => {
-                    own += u64::from(mine(done));
-                    if !mine(begin) {
-                        part.left[i] = u32::MAX;
-                    }
-                }
-                Home::Everywhere => own += 1,
-                Home::Last => part.left[i] = u32::MAX,
-            }
-        }
-        let host_of = |nic: NicId| p.host_part[self.topo.nics[nic.idx()].host.idx()];
-        let flows = part
-            .flows
-            .iter()
-            .filter(|f| host_of(f.spec.src_nic) == p.me)
-            .count() as u64;
-        // `plan` refuses a cut when a job's layout has such a task; a part
-        // is checked once more, as it is made.
-        if let Some((t, kind)) = part.graph.begins_when_made() {
-            return Err(format!(
-                "a job's iteration cannot be cut by host: its task {t} ({kind:?}) waits for nothing in it and begins on a host or takes time"
-            ));
-        }
-        part.homes = homes;
-        self.jobs.tasks.own_total += own;
-        self.ending.finish_total += flows;
-        Ok(())
-    }
-
-    /// In a partition, once job `j`'s newest part is kept: counts the
-    /// pass messages it sends, and keeps of the part's edges from earlier
-    /// tasks (`cross`) those to tasks it begins, and for the merge those
-    /// to the part's ends.
-    pub(super) fn cut_part_rows(&mut self, j: usize, cross: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
-        let p = self.part.as_deref().expect("a partition");
-        let mine = |h: u32| p.host_part[h as usize] == p.me;
-        let topo = &self.topo;
-        let l = self.jobs.tasks.later.as_deref_mut().expect("a later job");
-        let part = l.parts[j].last_mut().expect("kept");
-        let base = part.graph.task_base;
-        let planned: u64 = part
-            .rows
-            .iter()
-            .filter(|r| r.qps > 0 && mine(topo.gpus[r.src.idx()].host.0))
-            .map(|r| r.planned)
-            .sum();
-        // What happens here before it can be forgotten (as `keep_part`
-        // counts for the whole): its tasks done here, the sides of its
-        // transfers and of its pass messages that are here.
-        let nic_mine = |nic: NicId| mine(topo.nics[nic.idx()].host.0);
-        let gpu_mine = |g: crate::topology::GpuId| mine(topo.gpus[g.idx()].host.0);
-        let tasks = part
-            .homes
-            .iter()
-            .filter(|h| match **h {
-                Home::Host { done, .. } => mine(done),
-                Home::Everywhere => true,
-                Home::Last => false,
-            })
-            .count() as u64;
-        let flows: u64 = part
-            .flows
-            .iter()
-            .map(|f| u64::from(nic_mine(f.spec.src_nic)) + u64::from(nic_mine(f.spec.dst_nic)))
-            .sum();
-        let rows: u64 = part
-            .rows
-            .iter()
-            .map(|r| {
-                let halves = u64::from(gpu_mine(r.src)) + u64::from(r.qps > 0 && gpu_mine(r.dst));
-                halves * r.planned
-            })
-            .sum();
-        part.open = tasks + flows + rows;
-        let mut keep = Vec::with_capacity(cross.len());
-        for (a, b) in cross {
-            match part.homes[(b - base) as usize] {
-                Home::Host { begin, .. } if mine(begin) => keep.push((a, b)),
-                Home::Everywhere => keep.push((a, b)),
-                Home::Last => part.last_cross.push((a, b)),
-                Home::Host { .. } => {}
-            }
-        }
-        self.ending.finish_total += planned;
-        keep
-    }
-
     fn part(&self) -> &Part {
         self.part.as_deref().expect("a partition")
     }
@@ -872,7 +756,7 @@ impl Simulation {
     /// partitions forget their shares. Memory holds the parts under way,
     /// as on one queue.
     fn retire_over(&mut self, ex: &mut dyn Exchange) {
-        let Some(l) = self.jobs.tasks.later.as_deref() else {
+        let Some(l) = self.jobs().tasks.later.as_deref() else {
             return;
         };
         let over = ex.over(l.over());
@@ -890,18 +774,20 @@ impl Simulation {
                     .parts
                     .extend(parts[..n as usize].iter().map(PartEnds::of));
             }
-            share.started = self.jobs.tasks.started.clone();
-            share.done = self.jobs.tasks.done.clone();
+            share.started = self.jobs().tasks.started.clone();
+            share.done = self.jobs().tasks.done.clone();
         }
         let theirs = ex.share(share);
-        let mut l = self.jobs.tasks.later.take().expect("checked above");
+        let p = self.part.as_deref().expect("a partition");
+        let rt = self
+            .jobs
+            .as_deref_mut()
+            .expect("the runtime is not in a call");
+        let mut l = rt.tasks.later.take().expect("checked above");
         if me == 0 {
-            let p = self.part.as_deref().expect("a partition");
             for s in theirs {
                 let them = |h: u32| p.host_part[h as usize] == s.me;
-                self.jobs
-                    .tasks
-                    .absorb_times(&s.started, &s.done, &p.homes, them);
+                rt.tasks.absorb_times(&s.started, &s.done, &p.homes, them);
                 let mut shares = s.parts.into_iter();
                 for (parts, &n) in l.parts.iter_mut().zip(&over) {
                     for (mine, theirs) in parts[..n as usize].iter_mut().zip(&mut shares) {
@@ -913,20 +799,20 @@ impl Simulation {
         for (j, &n) in over.iter().enumerate() {
             for i in 0..n as usize {
                 if me == 0 {
-                    let done = &self.jobs.tasks.done;
+                    let done = &self.jobs().tasks.done;
                     l.settle_part(j, i, |t| done.get(t as usize).copied());
                 }
             }
             for _ in 0..n {
                 let part = l.parts[j].remove(0);
                 if me == 0 {
-                    self.retire(&mut l, j, part);
+                    self.runtime(|rt, k| rt.retire(k, &mut l, j, part));
                 } else {
-                    self.forget(&mut l, j, part);
+                    self.jobs_mut().forget(&mut l, j, part);
                 }
             }
         }
-        self.jobs.tasks.later = Some(l);
+        self.jobs_mut().tasks.later = Some(l);
     }
 
     /// Takes the mail other partitions sent here.
@@ -939,7 +825,7 @@ impl Simulation {
         made.sort_unstable();
         for (j, upto, at) in made {
             let at = at.max(self.now);
-            self.make_up_to(j as usize, upto, at);
+            self.runtime(|rt, k| rt.make_up_to(k, j as usize, upto, at));
             due = due.max(Some(at));
         }
         if let Some(due) = due {
@@ -1013,7 +899,7 @@ impl Simulation {
             events: c.events,
             link_transmissions: c.link_transmissions,
             flows_completed: c.flows_completed,
-            tasks_done: self.jobs.tasks.tasks_done,
+            tasks_done: self.jobs().tasks.tasks_done,
             later_failed: self.later_failed().is_some(),
             stop,
         }
@@ -1023,11 +909,11 @@ impl Simulation {
     /// yet acknowledged.
     fn own_network_waiting(&self) -> bool {
         let part = self.part();
-        let later = self.jobs.tasks.later.iter().flat_map(|l| l.flows());
-        self.jobs
+        let later = self.jobs().tasks.later.iter().flat_map(|l| l.flows());
+        self.jobs()
             .flows
             .iter()
-            .chain(self.jobs.passes.live())
+            .chain(self.jobs().passes.live())
             .chain(later)
             .any(|f| {
                 f.acked.is_none()
@@ -1046,7 +932,7 @@ impl Simulation {
             .filter(|(_, &mine)| mine)
             .map(|(q, _)| q.req.una as u64)
             .sum::<u64>()
-            + self.jobs.tasks.tasks_done
+            + self.jobs().tasks.tasks_done
     }
 }
 
@@ -1076,10 +962,10 @@ impl<'a> Lead<'a> {
             progress,
             started,
             shown_at: std::time::Duration::ZERO,
-            offered: sim.jobs.flows.iter().map(|f| f.spec.bytes).sum::<u64>()
-                + sim.jobs.passes.net_bytes,
+            offered: sim.jobs().flows.iter().map(|f| f.spec.bytes).sum::<u64>()
+                + sim.jobs().passes.net_bytes,
             flows: sim.flows_total(),
-            tasks: sim.jobs.tasks.graph.tasks.len() as u64,
+            tasks: sim.jobs().tasks.graph.tasks.len() as u64,
             windows: 0,
         }
     }
@@ -1400,9 +1286,9 @@ impl Simulation {
             .map(|i| p.of_port(&self.topo, PortId(i as u32)))
             .collect();
         let homes: Arc<[Home]> = self
-            .jobs
+            .jobs()
             .tasks
-            .homes(&self.topo, &self.jobs.flows)
+            .homes(&self.topo, &self.jobs().flows)
             .expect("`plan` checked the task graph")
             .into();
         (port_part, homes)
@@ -1433,7 +1319,7 @@ fn merge(
     }
     let homes = merged.part().homes.clone();
     if !homes.is_empty() {
-        merged.jobs.tasks.settle(&homes);
+        merged.jobs_mut().tasks.settle(&homes);
     }
     if merged.failures.partitioned {
         merged.failures.settle();
@@ -1446,7 +1332,7 @@ fn merge(
     merged.part = None;
     merged.parallel = Some(stats);
     // What a run that stopped early did not reach, as on one queue.
-    merged.make_rest();
+    merged.runtime(|rt, k| rt.make_rest(k));
     merged
 }
 
@@ -1467,7 +1353,7 @@ pub(super) struct Fragment {
     /// Its share of jobs' iterations made as the run went, in order.
     later: Vec<PartEnds>,
     /// Its halves of the passes' connection rows.
-    passes: super::passes::PassFlows,
+    passes: crate::runtime::pass_rows::PassFlows,
     counters: super::Counters,
     firsts: super::FirstEvents,
     idle: super::IdleGaps,
@@ -1476,7 +1362,7 @@ pub(super) struct Fragment {
     paths: super::paths::PathLog,
     balance: super::balance::BalanceState,
     failures: super::failures::FailureState,
-    tasks: super::tasks::TaskState,
+    tasks: crate::runtime::tasks::TaskState,
     /// The capture's frames, kept in its temporary files: moved between
     /// threads, packed into bytes between processes.
     #[serde(skip)]
@@ -1492,7 +1378,7 @@ struct PartEnds {
     started: Vec<SimTime>,
     done: Vec<SimTime>,
     flows: Vec<FlowEnds>,
-    rows: Vec<super::passes::ConnRow>,
+    rows: Vec<crate::runtime::pass_rows::ConnRow>,
 }
 
 /// What a partition knows of a transfer: when it started and was
@@ -1511,7 +1397,7 @@ struct FlowEnds {
 }
 
 impl PartEnds {
-    fn of(p: &super::later::Part) -> PartEnds {
+    fn of(p: &crate::runtime::later::Part) -> PartEnds {
         PartEnds {
             made_at: p.made_at,
             started: p.started.clone(),
@@ -1523,7 +1409,12 @@ impl PartEnds {
 
     /// Gives `mine`, the same part, what another partition, whose hosts
     /// `theirs` says, did of it.
-    fn give(self, mine: &mut super::later::Part, topo: &Topology, theirs: impl Fn(u32) -> bool) {
+    fn give(
+        self,
+        mine: &mut crate::runtime::later::Part,
+        topo: &Topology,
+        theirs: impl Fn(u32) -> bool,
+    ) {
         for (i, h) in mine.homes.iter().enumerate() {
             match *h {
                 Home::Host { begin, done } => {
@@ -1555,7 +1446,7 @@ impl PartEnds {
 }
 
 impl FlowEnds {
-    fn of(f: &super::FlowState) -> FlowEnds {
+    fn of(f: &crate::runtime::FlowState) -> FlowEnds {
         FlowEnds {
             start: f.start,
             tx_done_qps: f.tx_done_qps,
@@ -1571,7 +1462,7 @@ impl FlowEnds {
 
     /// Gives `f` the sides of it that ran on NICs `theirs` says are the
     /// other partition's.
-    fn give(self, f: &mut super::FlowState, theirs: impl Fn(NicId) -> bool) {
+    fn give(self, f: &mut crate::runtime::FlowState, theirs: impl Fn(NicId) -> bool) {
         if theirs(f.spec.src_nic) {
             f.start = self.start;
             f.tx_done_qps = self.tx_done_qps;
@@ -1605,6 +1496,7 @@ impl Simulation {
     /// This partition's part of the results.
     pub(super) fn into_fragment(self) -> Fragment {
         let part = self.part.expect("a partition");
+        let jobs = *self.jobs.expect("the runtime is not in a call");
         Fragment {
             me: part.me,
             qp_mine: part.qp_mine,
@@ -1612,16 +1504,15 @@ impl Simulation {
             series: self.records.series,
             egress: self.egress,
             nics: self.nics,
-            flows: self.jobs.flows.iter().map(FlowEnds::of).collect(),
-            later: self
-                .jobs
+            flows: jobs.flows.iter().map(FlowEnds::of).collect(),
+            later: jobs
                 .tasks
                 .later
                 .iter()
                 .flat_map(|l| l.parts())
                 .map(PartEnds::of)
                 .collect(),
-            passes: self.jobs.passes,
+            passes: jobs.passes,
             counters: self.counters,
             firsts: self.records.firsts,
             idle: self.records.idle,
@@ -1630,7 +1521,7 @@ impl Simulation {
             paths: self.records.paths,
             balance: self.balance,
             failures: self.failures,
-            tasks: self.jobs.tasks,
+            tasks: jobs.tasks,
             capture: self.capture,
             packed_capture: None,
         }
@@ -1654,8 +1545,11 @@ impl Simulation {
             self.packets.alloc(*pkt);
         }
         let homes = self.part().homes.clone();
-        self.jobs
-            .tasks
+        let jobs = self
+            .jobs
+            .as_deref_mut()
+            .expect("the runtime is not in a call");
+        jobs.tasks
             .absorb(other.tasks, &homes, |h| p.host[h as usize] == them);
         if let Some(mine) = self.capture.as_deref_mut() {
             if let Some(theirs) = other.capture {
@@ -1674,16 +1568,16 @@ impl Simulation {
             |q| host_of(q.src_nic) == them,
             |q| host_of(q.dst_nic) == them,
         );
-        for (mine, theirs) in self.jobs.flows.iter_mut().zip(other.flows) {
+        for (mine, theirs) in jobs.flows.iter_mut().zip(other.flows) {
             theirs.give(mine, |nic| host_of(nic) == them);
         }
         // Jobs' iterations made as the run went: every partition made the
         // same, in the same order.
-        let parts = self.jobs.tasks.later.iter_mut().flat_map(|l| l.parts_mut());
+        let parts = jobs.tasks.later.iter_mut().flat_map(|l| l.parts_mut());
         for (mine, theirs) in parts.zip(other.later) {
             theirs.give(mine, &self.topo, |h| p.host[h as usize] == them);
         }
-        self.jobs.passes.absorb(&other.passes);
+        jobs.passes.absorb(&other.passes);
         self.counters = sum(&[self.counters, other.counters]);
         self.records.firsts.absorb(&other.firsts);
         self.records.idle.absorb(&other.idle);

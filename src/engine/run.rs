@@ -117,7 +117,7 @@ impl Simulation {
     /// As `run`, stopping early at any of `limits`.
     pub fn run_limited(&mut self, limits: &Limits, progress: impl FnMut(&Progress)) -> StopReason {
         let stop = self.run_to_end(limits, progress);
-        self.make_rest();
+        self.runtime(|rt, k| rt.make_rest(k));
         self.fluid_stop();
         self.finish_series();
         self.close_idle();
@@ -248,11 +248,11 @@ impl Simulation {
         } else {
             self.counters.bytes_delivered as f64 / offered as f64
         };
-        let tasks = self.jobs.tasks.own_total;
+        let tasks = self.jobs().tasks.own_total;
         let tasks = if tasks == 0 {
             0.0
         } else {
-            self.jobs.tasks.tasks_done as f64 / tasks as f64
+            self.jobs().tasks.tasks_done as f64 / tasks as f64
         };
         let time = match self.scenario.max_sim_time {
             Some(limit) if limit.0 > 0 => self.now.0 as f64 / limit.0 as f64,
@@ -289,11 +289,11 @@ impl Simulation {
     /// Whether some transfer has started and is not yet acknowledged in
     /// full, so that the run is waiting on the fabric.
     fn network_waiting(&self) -> bool {
-        let later = self.jobs.tasks.later.iter().flat_map(|l| l.flows());
-        self.jobs
+        let later = self.jobs().tasks.later.iter().flat_map(|l| l.flows());
+        self.jobs()
             .flows
             .iter()
-            .chain(self.jobs.passes.live())
+            .chain(self.jobs().passes.live())
             .chain(later)
             .any(|f| f.acked.is_none() && f.start <= self.now)
     }
@@ -301,7 +301,7 @@ impl Simulation {
     /// Changes whenever a packet is acknowledged or a task is done.
     fn acked_mark(&self) -> u64 {
         let acked: u64 = self.nics.qps().iter().map(|q| q.req.una as u64).sum();
-        acked + self.jobs.tasks.tasks_done
+        acked + self.jobs().tasks.tasks_done
     }
 
     /// Handles events due at or before `until`, at most `max_events` of
@@ -318,7 +318,7 @@ impl Simulation {
         while let Some(t) = self.queue.peek_time() {
             if self.ending.finished_at.is_none()
                 && self.counters.flows_acked == total
-                && self.jobs.tasks.all_done()
+                && self.jobs().tasks.all_done()
             {
                 self.workload_done();
             }
@@ -356,7 +356,7 @@ impl Simulation {
         }
         if self.ending.finished_at.is_none()
             && self.counters.flows_acked == total
-            && self.jobs.tasks.all_done()
+            && self.jobs().tasks.all_done()
         {
             self.workload_done();
         }

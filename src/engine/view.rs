@@ -1,8 +1,8 @@
 //! The simulation as its readers see it: the report, the sweep, the bench
 //! and the tests read the engine's state through these, never its fields.
 
-use super::later::RecordKind as Kind;
 use super::*;
+use crate::runtime::later::RecordKind as Kind;
 use crate::switch::classify::QUEUES;
 use crate::switch::pfc::PfcPrio;
 use crate::switch::port::{PortDrops, PortState};
@@ -123,7 +123,7 @@ impl Simulation {
     /// The transfers made up front (a pass's messages are not: see
     /// `pass_flows`).
     pub fn flows(&self) -> &Vec<FlowState> {
-        &self.jobs.flows
+        &self.jobs().flows
     }
 
     /// Every transfer in number order: those made before the run, then
@@ -131,10 +131,10 @@ impl Simulation {
     /// not: see `every_pass_row`).
     pub fn every_flow(&self) -> impl Iterator<Item = std::borrow::Cow<'_, FlowState>> {
         let later = self.later_records(Kind::Flow).filter_map(|r| match r {
-            super::later::Record::Flow(f) => Some(std::borrow::Cow::Owned(f)),
+            crate::runtime::later::Record::Flow(f) => Some(std::borrow::Cow::Owned(f)),
             _ => None,
         });
-        self.jobs
+        self.jobs()
             .flows
             .iter()
             .map(std::borrow::Cow::Borrowed)
@@ -146,17 +146,17 @@ impl Simulation {
     /// as they were written out, not read back).
     pub fn messages_per_workload(&self) -> Vec<u64> {
         let mut out = vec![0u64; self.scenario.workloads.len()];
-        for r in self.jobs.passes.rows.iter().filter(|r| r.qps > 0) {
+        for r in self.jobs().passes.rows.iter().filter(|r| r.qps > 0) {
             if let Some(m) = out.get_mut(r.workload as usize) {
                 *m += r.planned;
             }
         }
-        for f in &self.jobs.flows {
+        for f in &self.jobs().flows {
             if let Some(m) = out.get_mut(f.spec.workload as usize) {
                 *m += 1;
             }
         }
-        if let Some(l) = &self.jobs.tasks.later {
+        if let Some(l) = &self.jobs().tasks.later {
             l.count_messages(&mut out);
         }
         out
@@ -166,19 +166,19 @@ impl Simulation {
     /// before the run, then those of jobs' later iterations.
     pub fn every_pass_row(
         &self,
-    ) -> impl Iterator<Item = std::borrow::Cow<'_, super::passes::ConnRow>> {
+    ) -> impl Iterator<Item = std::borrow::Cow<'_, crate::runtime::pass_rows::ConnRow>> {
         let later = self.later_records(Kind::Row).filter_map(|r| match r {
-            super::later::Record::Row(r) => Some(std::borrow::Cow::Owned(r)),
+            crate::runtime::later::Record::Row(r) => Some(std::borrow::Cow::Owned(r)),
             _ => None,
         });
-        let rows = self.jobs.passes.rows.iter();
+        let rows = self.jobs().passes.rows.iter();
         rows.map(std::borrow::Cow::Borrowed).chain(later)
     }
 
     /// The NVLink copies of jobs' later iterations, in number order.
-    pub fn later_copies(&self) -> impl Iterator<Item = super::later::CopyRow> + '_ {
+    pub fn later_copies(&self) -> impl Iterator<Item = crate::runtime::later::CopyRow> + '_ {
         self.later_records(Kind::Copy).filter_map(|r| match r {
-            super::later::Record::Copy(c) => Some(c),
+            crate::runtime::later::Record::Copy(c) => Some(c),
             _ => None,
         })
     }
@@ -187,9 +187,9 @@ impl Simulation {
     /// kind.
     fn later_records(
         &self,
-        kind: super::later::RecordKind,
-    ) -> impl Iterator<Item = super::later::Record> + '_ {
-        self.jobs
+        kind: crate::runtime::later::RecordKind,
+    ) -> impl Iterator<Item = crate::runtime::later::Record> + '_ {
+        self.jobs()
             .tasks
             .later
             .iter()
@@ -205,20 +205,20 @@ impl Simulation {
     /// once over, and the most held at once; `None` if every one was made
     /// before the run.
     pub fn later_counts(&self) -> Option<(u64, u64, u64)> {
-        let l = self.jobs.tasks.later.as_ref()?;
+        let l = self.jobs().tasks.later.as_ref()?;
         Some((l.made, l.retired, l.most_held))
     }
 
     /// Why a job's later iteration or a trace's later part could not be
     /// made, if one could not (the run stops there, as stalled).
     pub fn later_failed(&self) -> Option<&str> {
-        self.jobs.tasks.later.as_ref()?.failed.as_deref()
+        self.jobs().tasks.later.as_ref()?.failed.as_deref()
     }
 
     /// Whether rows of jobs' later iterations were lost on the way to
     /// the outputs (a temporary file that could not be written or read).
     pub fn later_rows_lost(&self) -> bool {
-        self.jobs
+        self.jobs()
             .tasks
             .later
             .as_ref()
@@ -226,25 +226,26 @@ impl Simulation {
     }
 
     /// Collective passes' messages: their connections' rows and totals.
-    pub fn pass_flows(&self) -> &super::passes::PassFlows {
-        &self.jobs.passes
+    pub fn pass_flows(&self) -> &crate::runtime::pass_rows::PassFlows {
+        &self.jobs().passes
     }
 
     /// Transfers in all: those made up front and the passes' writes.
     pub fn flows_total(&self) -> u64 {
-        (self.jobs.flows.len() + self.jobs.later_flows.0) as u64 + self.jobs.passes.net_messages
+        (self.jobs().flows.len() + self.jobs().later_flows.0) as u64
+            + self.jobs().passes.net_messages
     }
 
     /// Bytes the run's transfers and passes offer, those of jobs'
     /// iterations not yet made included.
     pub fn bytes_offered(&self) -> u64 {
-        self.jobs.flows.iter().map(|f| f.spec.bytes).sum::<u64>()
-            + self.jobs.later_flows.1
-            + self.jobs.passes.net_bytes
+        self.jobs().flows.iter().map(|f| f.spec.bytes).sum::<u64>()
+            + self.jobs().later_flows.1
+            + self.jobs().passes.net_bytes
     }
 
-    pub fn tasks(&self) -> &tasks::TaskState {
-        &self.jobs.tasks
+    pub fn tasks(&self) -> &crate::runtime::tasks::TaskState {
+        &self.jobs().tasks
     }
 
     /// At flow level: how often rates were shared anew, and over how
@@ -255,7 +256,7 @@ impl Simulation {
 
     /// At flow level: ring passes run as steady streams (`streams`).
     pub fn fluid_streams(&self) -> u64 {
-        self.jobs.streams.started
+        self.jobs().streams.started
     }
 
     /// How the run was spread over threads (after a run on more than

@@ -234,7 +234,7 @@ pub use crate::workload::training::{DimReport, StepReport};
 
 /// A job's iterations broken down by parallelism (see `StepReport`).
 fn steps(
-    t: &crate::engine::tasks::TaskState,
+    t: &crate::runtime::tasks::TaskState,
     j: &crate::workload::training::JobRun,
     ranks: usize,
 ) -> Vec<StepReport> {

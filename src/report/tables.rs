@@ -106,7 +106,7 @@ struct Cost {
     naks: u64,
 }
 
-fn message_costs(sim: &Simulation, i: usize, f: &crate::engine::FlowState) -> Cost {
+fn message_costs(sim: &Simulation, i: usize, f: &crate::runtime::FlowState) -> Cost {
     let mut c = Cost {
         retx_bytes: f.retx_bytes,
         timeouts: f.timeouts as u64,
@@ -195,7 +195,7 @@ pub fn flows_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
             .partition_point(|&(first, _)| first as usize <= t)
             .saturating_sub(1);
         let tasks = sim.tasks();
-        Some(crate::engine::later::CopyRow {
+        Some(crate::runtime::later::CopyRow {
             workload: regions.get(at).map_or(0, |r| r.1),
             src,
             dst,
@@ -422,7 +422,7 @@ fn four_places(x: f64, out: &mut String) {
 /// from its first message's start to its last one's delivery, against the
 /// sum of its messages' ideal times; no transfer number (its messages
 /// have theirs, but no row each).
-fn connection_row(sim: &Simulation, row: &mut FlowRow, r: &crate::engine::passes::ConnRow) {
+fn connection_row(sim: &Simulation, row: &mut FlowRow, r: &crate::runtime::pass_rows::ConnRow) {
     let start = (r.start != SimTime::MAX).then_some(r.start);
     row.head(
         None,

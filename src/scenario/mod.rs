@@ -115,7 +115,7 @@ pub enum JobIterations {
 pub enum FlowRings {
     /// One steady stream per ring for all its bytes, at the rate its
     /// slowest hop allows, with the pipeline's fill and drain added
-    /// (`engine::streams`).
+    /// (`runtime::streams`).
     #[default]
     Streams,
     /// Message by message, as the packet level sends them.

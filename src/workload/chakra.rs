@@ -1150,7 +1150,7 @@ pub fn emit(
 
 /// How much of the schedule a part of a trace holds: its nodes, a
 /// collective counting once per member. A part of this size holds a few
-/// megabytes of tasks; memory holds the parts under way (`engine::later`).
+/// megabytes of tasks; memory holds the parts under way (`runtime::later`).
 pub const PART_NODES: usize = 16_384;
 
 /// A trace put in the graph part by part, each a stretch of its order

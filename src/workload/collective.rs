@@ -73,7 +73,7 @@ pub struct CollectiveRun {
     /// The software time its steps were charged.
     pub step_latency: StepLatency,
     /// When it started and ended, once its tasks are forgotten
-    /// (`engine::later`).
+    /// (`runtime::later`).
     #[serde(skip)]
     pub resolved: Option<(SimTime, SimTime)>,
 }

@@ -59,7 +59,7 @@ pub struct JobRun {
     /// Each rank's kernels: (rank, iteration, task).
     pub kernels: Vec<(u32, u32, u32)>,
     /// Iterations whose tasks are forgotten (made as the run went and
-    /// done, `engine::later`): what the outputs need of each, worked out
+    /// done, `runtime::later`): what the outputs need of each, worked out
     /// before; their kernels and communication are no longer listed.
     #[serde(skip)]
     pub resolved: std::collections::BTreeMap<u32, Resolved>,

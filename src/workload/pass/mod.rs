@@ -101,7 +101,7 @@ pub struct Pass {
     pub exit: Vec<u32>,
     /// The number of its first message among every pass of the run.
     pub first: u64,
-    /// At flow level, it runs as one steady stream (`engine::streams`)
+    /// At flow level, it runs as one steady stream (`runtime::streams`)
     /// and its messages take no numbers (the next pass's first is its).
     pub streamed: bool,
     /// Software time of its steps (NCCL's kernel, proxy and flags, which
@@ -605,6 +605,43 @@ pub enum StepShape {
     Ring,
     Tree,
     Pat,
+}
+
+/// Per pass of `passes` (consecutive, as the workload made them): how many
+/// channels of its collective run over the same GPUs. A collective's
+/// channels are consecutive passes over the same GPUs, each on
+/// connections of its own: the next collective over them takes the first
+/// channel's connections again.
+pub fn channels_of(passes: &[Pass]) -> Vec<u32> {
+    let lane = |p: &Pass| match p.conns.first().map(|c| c.via) {
+        Some(Via::Net { lane }) => lane,
+        _ => u32::MAX,
+    };
+    let gpus = |p: &Pass| {
+        let mut g: Vec<u32> = p.order.iter().map(|g| g.0).collect();
+        g.sort_unstable();
+        g
+    };
+    let mut channels = vec![1u32; passes.len()];
+    let mut i = 0;
+    while i < passes.len() {
+        let mine = gpus(&passes[i]);
+        let mut lanes = vec![lane(&passes[i])];
+        let mut j = i + 1;
+        while j < passes.len()
+            && passes[i].streamed
+            && passes[j].streamed
+            && passes[j].workload == passes[i].workload
+            && !lanes.contains(&lane(&passes[j]))
+            && gpus(&passes[j]) == mine
+        {
+            lanes.push(lane(&passes[j]));
+            j += 1;
+        }
+        channels[i..j].fill((j - i) as u32);
+        i = j;
+    }
+    channels
 }
 
 #[cfg(test)]

@@ -203,6 +203,10 @@ fn first_hop_through_pcie(
     }
 }
 
+/// Ideal completion times of single-QP transfers by size and by their
+/// hops' rates and delays.
+pub type IdealCache = rustc_hash::FxHashMap<(u64, Vec<(u64, u64)>), SimTime>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

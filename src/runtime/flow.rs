@@ -1,8 +1,11 @@
-//! A transfer's state in the engine: one RDMA Write, from its start to
+//! A transfer's state in the job runtime: one RDMA Write, from its start to
 //! its delivery and last acknowledgement.
 
 use crate::units::SimTime;
 use crate::workload::FlowSpec;
+
+/// The task of a transfer that no task gates: it starts alone.
+pub const NO_TASK: u32 = u32::MAX;
 
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct FlowState {
@@ -39,13 +42,7 @@ pub struct FlowState {
 impl FlowState {
     /// A transfer not yet started, on QPs `first_qp..first_qp + n_qps`,
     /// taking `pkts` packets.
-    pub(super) fn new(
-        spec: FlowSpec,
-        first_qp: u32,
-        n_qps: u32,
-        posts: bool,
-        pkts: u32,
-    ) -> FlowState {
+    pub fn new(spec: FlowSpec, first_qp: u32, n_qps: u32, posts: bool, pkts: u32) -> FlowState {
         FlowState {
             start: if spec.gated { SimTime::MAX } else { spec.start },
             spec,
@@ -64,4 +61,9 @@ impl FlowState {
             naks: 0,
         }
     }
+}
+
+/// Share `i` of `bytes` over `n` QPs.
+pub fn share(bytes: u64, n: u32, i: u32) -> u64 {
+    bytes / n as u64 + u64::from((i as u64) < bytes % n as u64)
 }

@@ -33,14 +33,18 @@
 //! records and forgets it, and the others forget theirs
 //! (`parallel::retire_over`).
 
-use super::passes::ConnRow;
-use super::{Event, FlowState, Simulation};
+use super::homes::Home;
+use super::pass_rows::ConnRow;
+use super::{Count, Due, FlowState, Kernel, Loc, Runtime};
 use crate::nic::transport::packets_of;
-use crate::topology::FlowId;
+use crate::topology::{FlowId, NicId};
 use crate::units::SimTime;
 use crate::workload::graph::{GraphBuilder, TaskGraph, TaskKind};
 use crate::workload::jobs::{Later, LaterJob};
 use rustc_hash::FxHashMap as HashMap;
+
+/// Each connection's first QP, by (workload, sender, receiver, key).
+pub type Conns = std::collections::HashMap<(u32, u32, u32, u64), u32>;
 
 /// The later iterations: what makes them, and those made so far.
 pub struct LaterState {
@@ -48,7 +52,7 @@ pub struct LaterState {
     /// Each later job's record among the run's jobs.
     job_index: Vec<Option<usize>>,
     /// Per job: its iterations made so far (from 1), in order.
-    pub(super) parts: Vec<Vec<Part>>,
+    pub(crate) parts: Vec<Vec<Part>>,
     /// The tasks whose end makes a job's next iteration (each rank's
     /// last of its newest), or a trace's parts up to the last that waits
     /// for it; and the job, and the iteration (part) to make up to.
@@ -60,7 +64,7 @@ pub struct LaterState {
     extra: HashMap<u32, Vec<u32>>,
     /// Where the later numbers begin: tasks, passes, transfers, pass
     /// messages.
-    pub(super) start: (u32, u32, u32, u64),
+    pub(crate) start: (u32, u32, u32, u64),
     /// Each connection's first QP: (workload, sender, receiver, key).
     conns: HashMap<(u32, u32, u32, u64), u32>,
     /// Why an iteration could not be made, if one could not.
@@ -257,37 +261,37 @@ impl Iterator for Reader {
 pub struct Part {
     pub iteration: u32,
     pub graph: TaskGraph,
-    pub(super) left: Vec<u32>,
+    pub(crate) left: Vec<u32>,
     pub started: Vec<SimTime>,
     pub done: Vec<SimTime>,
     /// What is still to happen before it can be forgotten: tasks to be
     /// done, transfers to be delivered and acknowledged, pass messages'
     /// halves (delivery, acknowledgement) to be counted in their rows (in
     /// a partition, those that happen there).
-    pub(super) open: u64,
+    pub(crate) open: u64,
     /// Its collectives among the run's.
     runs: std::ops::Range<usize>,
     /// Its first transfer's number, its transfers, and per transfer its
     /// task and the QPs that sent their last packet once.
     pub flow_base: u32,
     pub flows: Vec<FlowState>,
-    pub(super) flow_task: Vec<u32>,
-    pub(super) flow_sent_qps: Vec<u32>,
+    pub(crate) flow_task: Vec<u32>,
+    pub(crate) flow_sent_qps: Vec<u32>,
     /// Per pass: the first QP of each connection, its first row, and
     /// how many channels of its collective share its NICs (streams).
-    pub(super) first_qp: Vec<Vec<u32>>,
-    pub(super) row_of: Vec<u32>,
+    pub(crate) first_qp: Vec<Vec<u32>>,
+    pub(crate) row_of: Vec<u32>,
     pub rows: Vec<ConnRow>,
-    pub(super) channels: Vec<u32>,
+    pub(crate) channels: Vec<u32>,
     /// The numbers of its pass messages.
     messages: std::ops::Range<u64>,
     /// In a partition of a parallel run: where each of its tasks runs,
     /// and its edges from earlier tasks to tasks done once the last of
     /// their predecessors is (`Home::Last`), for the merge.
-    pub(super) homes: Vec<super::tasks::Home>,
-    pub(super) last_cross: Vec<(u32, u32)>,
+    pub(crate) homes: Vec<Home>,
+    pub(crate) last_cross: Vec<(u32, u32)>,
     /// When it was made (in a partition, when this one made it).
-    pub(super) made_at: SimTime,
+    pub(crate) made_at: SimTime,
 }
 
 impl std::fmt::Debug for LaterState {
@@ -338,16 +342,16 @@ impl Part {
 
 impl LaterState {
     /// The state of `later`'s jobs, whose first iterations are in
-    /// `tasks`' graph (their records in `tasks.jobs`, in the same order);
+    /// `graph` (their records in the runtime's `tasks.jobs`, in that order);
     /// `conns`: each connection's first QP.
     pub fn from_layout(
         later: Later,
-        tasks: &super::tasks::TaskState,
+        graph: &TaskGraph,
         eager_flows: u32,
-        conns: super::build::Conns,
+        conns: Conns,
     ) -> LaterState {
         let n = later.jobs.len();
-        let g = &tasks.graph;
+        let g = graph;
         let retired_below = later.jobs.iter().map(|j| j.layout.first.0).collect();
         LaterState {
             triggers: later
@@ -473,7 +477,7 @@ impl LaterState {
         self.parts.iter().flatten()
     }
 
-    pub(super) fn parts_mut(&mut self) -> impl Iterator<Item = &mut Part> {
+    pub(crate) fn parts_mut(&mut self) -> impl Iterator<Item = &mut Part> {
         self.parts.iter_mut().flatten()
     }
 
@@ -486,7 +490,7 @@ impl LaterState {
     }
 
     /// Whether later task `t` is of a forgotten iteration (and so done).
-    pub(super) fn retired(&self, t: u32) -> bool {
+    pub(crate) fn retired(&self, t: u32) -> bool {
         self.jobs
             .iter()
             .zip(&self.retired_below)
@@ -558,11 +562,13 @@ impl LaterState {
     fn locate(&self, what: Loc) -> Option<(usize, usize)> {
         self.parts.iter().enumerate().find_map(|(j, parts)| {
             let i = parts.iter().position(|x| match what {
-                Loc::Task(t) => x.holds(t),
-                Loc::Pass(p) => {
+                super::Loc::Task(t) => x.holds(t),
+                super::Loc::Pass(p) => {
                     p >= x.graph.pass_base && p - x.graph.pass_base < x.graph.passes.len() as u32
                 }
-                Loc::Flow(f) => f >= x.flow_base && ((f - x.flow_base) as usize) < x.flows.len(),
+                super::Loc::Flow(f) => {
+                    f >= x.flow_base && ((f - x.flow_base) as usize) < x.flows.len()
+                }
             })?;
             Some((j, i))
         })
@@ -572,7 +578,7 @@ impl LaterState {
     /// (`Home::Last`) are done when their last predecessor was (`main`
     /// gives the done times of the graph's tasks); returns how many of
     /// their tasks are done.
-    pub(super) fn settle(&mut self, main: impl Fn(u32) -> Option<SimTime>) -> u64 {
+    pub(crate) fn settle(&mut self, main: impl Fn(u32) -> Option<SimTime>) -> u64 {
         let mut done = self.done_retired;
         for j in 0..self.parts.len() {
             for i in 0..self.parts[j].len() {
@@ -583,13 +589,13 @@ impl LaterState {
     }
 
     /// As `settle`, for job `j`'s part `i`.
-    pub(super) fn settle_part(
+    pub(crate) fn settle_part(
         &mut self,
         j: usize,
         i: usize,
         main: impl Fn(u32) -> Option<SimTime>,
     ) -> u64 {
-        use super::tasks::Home;
+        use super::homes::Home;
         let part = &self.parts[j][i];
         let base = part.graph.task_base;
         let n = part.graph.tasks.len();
@@ -641,7 +647,7 @@ impl LaterState {
 
     /// Per job: how many of its oldest parts have nothing left to happen
     /// (in a partition, to its share of them).
-    pub(super) fn over(&self) -> Vec<u32> {
+    pub(crate) fn over(&self) -> Vec<u32> {
         self.parts
             .iter()
             .map(|parts| parts.iter().take_while(|p| p.open == 0).count() as u32)
@@ -663,11 +669,11 @@ impl LaterState {
     /// graph is (`tasks::homes_of`; `first`: where the graph's tasks run).
     /// A part that could not would stop a parallel run midway, so each is
     /// made apart and let go before the run, once.
-    pub(super) fn traces_cut(
+    pub(crate) fn traces_cut(
         &self,
         topo: &crate::topology::Topology,
         routes: &crate::topology::routing::Routes,
-        first: &[super::tasks::Home],
+        first: &[Home],
     ) -> Result<(), String> {
         self.traces_cut
             .get_or_init(|| self.cut_traces(topo, routes, first))
@@ -678,11 +684,11 @@ impl LaterState {
         &self,
         topo: &crate::topology::Topology,
         routes: &crate::topology::routing::Routes,
-        first: &[super::tasks::Home],
+        first: &[Home],
     ) -> Result<(), String> {
         // Where the tasks that later parts wait for run: a part's homes
         // hang on those of the tasks it waits for.
-        let mut homes: HashMap<u32, super::tasks::Home> = HashMap::default();
+        let mut homes: HashMap<u32, Home> = HashMap::default();
         let start = self.start.0;
         for lj in self.jobs.iter().filter(|j| j.gen.is_trace()) {
             let waited: rustc_hash::FxHashSet<u32> = lj.gen.part_waits().map(|(t, _)| t).collect();
@@ -692,7 +698,7 @@ impl LaterState {
                         flows: Vec<crate::workload::FlowSpec>,
                         first_of: crate::workload::jobs::Numbers,
                         _| {
-                let mine = super::tasks::homes_of(
+                let mine = super::homes::homes_of(
                     &graph,
                     topo,
                     |f| flows.get(f.checked_sub(first_of.2)? as usize),
@@ -726,7 +732,7 @@ impl LaterState {
     }
 
     /// In a partition of a parallel run: where later task `t` runs.
-    pub(super) fn home(&self, t: u32) -> Option<super::tasks::Home> {
+    pub(crate) fn home(&self, t: u32) -> Option<Home> {
         let part = self.part_of_task(t)?;
         part.homes.get((t - part.graph.task_base) as usize).copied()
     }
@@ -737,49 +743,42 @@ impl LaterState {
     }
 }
 
-impl Simulation {
+impl Runtime {
     /// Task `t` is about to be done: if the next iteration of a job
     /// waits for it (it is a rank's last task of the job's newest
     /// iteration), that iteration is made first, so that `t` lets its
     /// tasks go as it would if it had been made before the run.
-    pub(super) fn later_due(&mut self, t: u32) {
-        let Some(&(j, upto)) = self
-            .jobs
-            .tasks
-            .later
-            .as_ref()
-            .and_then(|l| l.triggers.get(&t))
-        else {
+    pub(crate) fn later_due(&mut self, k: &mut dyn Kernel, t: u32) {
+        let Some(&(j, upto)) = self.tasks.later.as_ref().and_then(|l| l.triggers.get(&t)) else {
             return;
         };
         // A job's trigger goes when its next iteration is made; a trace's
         // here, once every part that waits for `t` is made.
-        self.jobs
-            .tasks
+        self.tasks
             .later
             .as_mut()
             .expect("checked above")
             .triggers
             .remove(&t);
-        self.make_up_to(j, upto, self.now);
+        let now = k.now();
+        self.make_up_to(k, j, upto, now);
         // The other partitions of a parallel run make them too.
-        if let Some(p) = self.part.as_deref_mut() {
-            p.made.push((j as u32, upto, self.now));
+        if k.cut().is_some() {
+            k.made(j as u32, upto, now);
         }
     }
 
     /// Makes job `j`'s iterations up to `upto`, if not yet made, as if
     /// at `at` (when the run reached them).
-    pub(super) fn make_up_to(&mut self, j: usize, upto: u32, at: SimTime) {
+    pub(crate) fn make_up_to(&mut self, k: &mut dyn Kernel, j: usize, upto: u32, at: SimTime) {
         while self
-            .jobs
             .tasks
             .later
             .as_ref()
             .is_some_and(|l| l.jobs[j].gen.next() <= upto && !l.jobs[j].gen.finished())
         {
-            if let Err(why) = self.make_iteration(j, at) {
-                let l = self.jobs.tasks.later.as_mut().expect("checked above");
+            if let Err(why) = self.make_iteration(k, j, at) {
+                let l = self.tasks.later.as_mut().expect("checked above");
                 l.failed.get_or_insert(why);
                 l.triggers.retain(|_, &mut (k, _)| k != j);
                 return;
@@ -789,20 +788,25 @@ impl Simulation {
 
     /// Makes job `j`'s next iteration and lets its tasks go, from `at`
     /// on.
-    fn make_iteration(&mut self, j: usize, at: SimTime) -> Result<(), String> {
-        let mut l = self.jobs.tasks.later.take().expect("a later job");
-        let made = self.make_part(&mut l, j);
-        self.jobs.tasks.later = Some(l);
+    fn make_iteration(&mut self, k: &mut dyn Kernel, j: usize, at: SimTime) -> Result<(), String> {
+        let mut l = self.tasks.later.take().expect("a later job");
+        let made = self.make_part(k, &mut l, j);
+        self.tasks.later = Some(l);
         let mut part = made?;
-        if self.part.is_some() {
-            self.cut_part(&mut part)?;
+        if k.cut().is_some() {
+            self.cut_part(k, &mut part)?;
         }
-        self.jobs.tasks.later.as_mut().expect("a later job").made += 1;
-        self.start_part(j, part, at);
+        self.tasks.later.as_mut().expect("a later job").made += 1;
+        self.start_part(k, j, part, at);
         Ok(())
     }
 
-    fn make_part(&mut self, l: &mut LaterState, j: usize) -> Result<Part, String> {
+    fn make_part(
+        &mut self,
+        k: &mut dyn Kernel,
+        l: &mut LaterState,
+        j: usize,
+    ) -> Result<Part, String> {
         let lj = &mut l.jobs[j];
         let it = lj.gen.next();
         let numbers = lj.gen.numbers(&lj.layout, it);
@@ -812,13 +816,13 @@ impl Simulation {
         // A trace's parts keep no job records.
         let mut none = crate::workload::training::JobRun::new(lj.gen.workload);
         let job = match l.job_index[j] {
-            Some(i) => &mut self.jobs.tasks.jobs[i],
+            Some(i) => &mut self.tasks.jobs[i],
             None => &mut none,
         };
         let mut runs = Vec::new();
         lj.gen.iteration(
-            &self.topo,
-            &self.routes,
+            k.topo(),
+            k.routes(),
             &mut builder,
             &mut specs,
             job,
@@ -848,11 +852,11 @@ impl Simulation {
                     .extend(lj.gen.ready().into_iter().map(|t| (t, (j, next))));
             }
         }
-        let run0 = self.jobs.tasks.collectives.len();
-        self.jobs.tasks.collectives.extend(runs);
-        let runs = run0..self.jobs.tasks.collectives.len();
+        let run0 = self.tasks.collectives.len();
+        self.tasks.collectives.extend(runs);
+        let runs = run0..self.tasks.collectives.len();
         let graph = builder.build();
-        let mtu = self.scenario.transport.mtu;
+        let mtu = k.scenario().transport.mtu;
         let mut flows = Vec::with_capacity(specs.len());
         for spec in specs {
             let key = (
@@ -867,17 +871,17 @@ impl Simulation {
                 .ok_or("a transfer on a connection that has no QPs")?;
             let n_qps = spec.n_qps();
             let pkts = (0..n_qps)
-                .map(|i| packets_of(super::build::share(spec.bytes, n_qps, i), mtu))
+                .map(|i| packets_of(super::flow::share(spec.bytes, n_qps, i), mtu))
                 .sum();
             flows.push(FlowState::new(spec, first, n_qps, true, pkts));
         }
-        let mut flow_task = vec![super::tasks::NO_TASK; flows.len()];
+        let mut flow_task = vec![super::flow::NO_TASK; flows.len()];
         for (i, t) in graph.tasks.iter().enumerate() {
             match t.kind {
                 TaskKind::Net(f) => {
                     flow_task[(f - numbers.2) as usize] = graph.task_base + i as u32
                 }
-                TaskKind::Acked(f) => self.jobs.tasks.add_acked(f, graph.task_base + i as u32),
+                TaskKind::Acked(f) => self.tasks.add_acked(f, graph.task_base + i as u32),
                 _ => {}
             }
         }
@@ -886,7 +890,7 @@ impl Simulation {
             let mut firsts = Vec::with_capacity(pass.conns.len());
             for c in 0..pass.conns.len() as u32 {
                 let spec = pass
-                    .spec(&self.topo, pass.first_on(c))
+                    .spec(k.topo(), pass.first_on(c))
                     .filter(|_| pass.sends_on(c) > 0);
                 let first = match spec {
                     Some(spec) => {
@@ -932,13 +936,13 @@ impl Simulation {
 
     /// Puts `part` among job `j`'s and lets go, from `at` on, the tasks
     /// that wait for nothing left.
-    fn start_part(&mut self, j: usize, mut part: Part, at: SimTime) {
+    fn start_part(&mut self, k: &mut dyn Kernel, j: usize, mut part: Part, at: SimTime) {
         part.made_at = at;
-        let mut cross = self.keep_part(j, part);
-        if self.part.is_some() {
-            cross = self.cut_part_rows(j, cross);
+        let mut cross = self.keep_part(k, j, part);
+        if k.cut().is_some() {
+            cross = self.cut_part_rows(k, j, cross);
         }
-        let l = self.jobs.tasks.later.as_ref().expect("a later job");
+        let l = self.tasks.later.as_ref().expect("a later job");
         let part = l.parts[j].last().expect("kept above");
         let base = part.graph.task_base;
         // What the new tasks wait for among those before them.
@@ -947,30 +951,30 @@ impl Simulation {
             .map(|(i, _)| base + i as u32)
             .collect();
         for (a, b) in cross {
-            if self.jobs.tasks.is_done(a) {
-                if self.jobs.tasks.release_one(b) {
+            if self.tasks.is_done(a) {
+                if self.tasks.release_one(b) {
                     ready.push(b);
                 }
             } else {
-                let l = self.jobs.tasks.later.as_mut().expect("a later job");
+                let l = self.tasks.later.as_mut().expect("a later job");
                 l.extra.entry(a).or_default().push(b);
             }
         }
         ready.sort_unstable();
         ready.dedup();
         for t in ready {
-            let at = self.jobs.tasks.task(t).not_before.max(at);
-            self.queue.push(at, Event::TaskReady(t));
+            let at = self.tasks.task(t).not_before.max(at);
+            k.at(at, Due::TaskReady(t));
         }
     }
 
     /// Puts `part` among job `j`'s, with its rows and its transfers'
     /// ideal times; returns its edges from earlier tasks.
-    fn keep_part(&mut self, j: usize, mut part: Part) -> Vec<(u32, u32)> {
+    fn keep_part(&mut self, k: &mut dyn Kernel, j: usize, mut part: Part) -> Vec<(u32, u32)> {
         // Its passes' rows, latency without the wire, and streams.
-        let (rows, row_of) = super::passes::pass_rows(
-            &self.topo,
-            &mut self.jobs.passes,
+        let (rows, row_of) = super::pass_rows::pass_rows(
+            k.topo(),
+            &mut self.passes,
             &part.graph.passes,
             &part.first_qp,
             // Counted in what the run offers when laid out.
@@ -982,45 +986,44 @@ impl Simulation {
         }
         part.rows = rows;
         part.row_of = row_of;
-        part.channels = super::streams::channels_of(&part.graph.passes);
+        part.channels = crate::workload::pass::channels_of(&part.graph.passes);
         for i in 0..part.flows.len() {
             let f = part.flow_base + i as u32;
-            let mut cache = std::mem::take(&mut self.jobs.ideal_cache);
-            part.flows[i].ideal_fct = self.ideal_and_work(&part.flows[i], f, &mut cache).0;
-            self.jobs.ideal_cache = cache;
+            let mut cache = std::mem::take(&mut self.ideal_cache);
+            part.flows[i].ideal_fct = k.ideal_and_work(&part.flows[i], f, &mut cache).0;
+            self.ideal_cache = cache;
         }
         let cross = std::mem::take(&mut part.graph.cross);
         let pass_base = part.graph.pass_base;
         let passes = part.graph.passes.len() as u32;
-        let l = self.jobs.tasks.later.as_mut().expect("a later job");
+        let l = self.tasks.later.as_mut().expect("a later job");
         l.parts[j].push(part);
         let held = l.parts.iter().map(Vec::len).sum::<usize>() as u64;
         l.most_held = l.most_held.max(held);
         for p in pass_base..pass_base + passes {
-            let net = self.unloaded_net_hop_of(p);
-            let nvlink = self.jobs.tasks.nvlink.latency;
-            let pass = self.jobs.tasks.pass_mut(p).expect("made above");
+            let net = self.unloaded_net_hop_of(k, p);
+            let nvlink = self.tasks.nvlink.latency;
+            let pass = self.tasks.pass_mut(p).expect("made above");
             pass.latency = pass.latency.without_wire(nvlink, net);
         }
         cross
     }
 
     /// Flow `f`, if a later part holds it.
-    pub(super) fn later_flow_mut(&mut self, f: FlowId) -> Option<&mut FlowState> {
-        let l = self.jobs.tasks.later.as_mut()?;
+    pub(crate) fn later_flow_mut(&mut self, f: FlowId) -> Option<&mut FlowState> {
+        let l = self.tasks.later.as_mut()?;
         let (part, i) = l.part_of_flow_mut(f.0)?;
         Some(&mut part.flows[i])
     }
 }
 
-impl Simulation {
+impl Runtime {
     /// Task `t` of a later iteration is done: as `task_done` does for the
     /// graph's tasks.
-    pub(super) fn later_task_done(&mut self, t: u32) {
-        let now = self.now;
+    pub(crate) fn later_task_done(&mut self, k: &mut dyn Kernel, t: u32) {
+        let now = k.now();
         let (task, succ) = {
             let part = self
-                .jobs
                 .tasks
                 .later
                 .as_mut()
@@ -1030,47 +1033,39 @@ impl Simulation {
             part.done[i] = now;
             (part.graph.tasks[i], part.graph.successors(t).to_vec())
         };
-        self.jobs.tasks.tasks_done += 1;
+        self.tasks.tasks_done += 1;
         if task.lane != crate::workload::graph::NO_LANE && !matches!(task.kind, TaskKind::Net(_)) {
-            self.lane_free(task.lane);
+            self.lane_free(k, task.lane);
         }
         for s in succ {
-            if self.jobs.tasks.release_one(s) {
-                self.task_ready(s);
+            if self.tasks.release_one(s) {
+                self.task_ready(k, s);
             }
         }
-        self.later_successors(t);
-        self.later_progress(Loc::Task(t), 1);
+        self.later_successors(k, t);
+        self.later_progress(k, super::Loc::Task(t), 1);
     }
 
     /// Tasks of later iterations that wait for task `t`, which is done.
-    pub(super) fn later_successors(&mut self, t: u32) {
-        let Some(succ) = self.jobs.tasks.later.as_mut().and_then(|l| l.take_extra(t)) else {
+    pub(crate) fn later_successors(&mut self, k: &mut dyn Kernel, t: u32) {
+        let Some(succ) = self.tasks.later.as_mut().and_then(|l| l.take_extra(t)) else {
             return;
         };
         for s in succ {
-            if self.jobs.tasks.release_one(s) {
-                self.task_ready(s);
+            if self.tasks.release_one(s) {
+                self.task_ready(k, s);
             }
         }
     }
 }
 
-/// A task, pass or transfer, by number.
-#[derive(Clone, Copy)]
-pub(super) enum Loc {
-    Task(u32),
-    Pass(u32),
-    Flow(u32),
-}
-
-impl Simulation {
+impl Runtime {
     /// `n` of what a later part waits for before it can be forgotten has
     /// happened to the task, pass or transfer `what` (if a later part
     /// holds it): once nothing is left there, nor in the parts before it,
     /// they are forgotten.
-    pub(super) fn later_progress(&mut self, what: Loc, n: u64) {
-        let Some(l) = self.jobs.tasks.later.as_mut() else {
+    pub(crate) fn later_progress(&mut self, k: &mut dyn Kernel, what: Loc, n: u64) {
+        let Some(l) = self.tasks.later.as_mut() else {
             return;
         };
         let Some((j, i)) = l.locate(what) else {
@@ -1081,15 +1076,15 @@ impl Simulation {
         // A partition of a parallel run sees only its share of a part:
         // the partitions forget a part together, once over in each
         // (`parallel::retire_over`).
-        if part.open == 0 && i == 0 && self.part.is_none() {
-            self.retire_parts(j);
+        if part.open == 0 && i == 0 && k.cut().is_none() {
+            self.retire_parts(k, j);
         }
     }
 
     /// Forgets job `j`'s oldest parts while nothing is left to happen in
     /// them.
-    fn retire_parts(&mut self, j: usize) {
-        let mut l = self.jobs.tasks.later.take().expect("a later job");
+    fn retire_parts(&mut self, k: &mut dyn Kernel, j: usize) {
+        let mut l = self.tasks.later.take().expect("a later job");
         // Nothing left to happen: its tasks done, its transfers and
         // messages over (counted, and the tasks checked once more).
         while l.parts[j]
@@ -1097,25 +1092,25 @@ impl Simulation {
             .is_some_and(|p| p.open == 0 && p.done.iter().all(|&d| d != SimTime::MAX))
         {
             let part = l.parts[j].remove(0);
-            self.retire(&mut l, j, part);
+            self.retire(k, &mut l, j, part);
         }
-        self.jobs.tasks.later = Some(l);
+        self.tasks.later = Some(l);
     }
 
     /// Forgets every part job `j` holds, oldest first, whatever is left
     /// in them: for when the run is over.
-    fn retire_held(&mut self, j: usize) {
-        let mut l = self.jobs.tasks.later.take().expect("a later job");
+    fn retire_held(&mut self, k: &mut dyn Kernel, j: usize) {
+        let mut l = self.tasks.later.take().expect("a later job");
         while !l.parts[j].is_empty() {
             let part = l.parts[j].remove(0);
-            self.retire(&mut l, j, part);
+            self.retire(k, &mut l, j, part);
         }
-        self.jobs.tasks.later = Some(l);
+        self.tasks.later = Some(l);
     }
 
     /// Works out what the outputs need of `part`, job `j`'s oldest, and
     /// writes out its rows (see the module's note).
-    pub(super) fn retire(&mut self, l: &mut LaterState, j: usize, part: Part) {
+    pub(crate) fn retire(&mut self, k: &mut dyn Kernel, l: &mut LaterState, j: usize, part: Part) {
         let base = part.graph.task_base;
         let it = part.iteration;
         let in_part = |t: u32| {
@@ -1126,7 +1121,7 @@ impl Simulation {
                 )
             })
         };
-        let tasks = &self.jobs.tasks;
+        let tasks = &self.tasks;
         let kept = &l.kept;
         let times = |t: u32| {
             in_part(t)
@@ -1138,7 +1133,7 @@ impl Simulation {
         let w = l.jobs[j].gen.workload as usize;
         // The job's records of the iteration (a trace has none).
         let records = l.job_index[j].map(|ji| {
-            let ranks = match &self.scenario.workloads[w].pattern {
+            let ranks = match &k.scenario().workloads[w].pattern {
                 crate::workload::Pattern::Training(t) => t.gpus.len(),
                 crate::workload::Pattern::Model(m) => m.gpus.len(),
                 _ => 0,
@@ -1170,21 +1165,21 @@ impl Simulation {
             };
             (ji, resolved, keep)
         });
-        let runs: Vec<(SimTime, SimTime)> = self.jobs.tasks.collectives[part.runs.clone()]
+        let runs: Vec<(SimTime, SimTime)> = self.tasks.collectives[part.runs.clone()]
             .iter()
             .map(|c| {
                 let (a, b) = (times(c.start).1, times(c.end).1);
                 (a, b)
             })
             .collect();
-        for (c, r) in self.jobs.tasks.collectives[part.runs.clone()]
+        for (c, r) in self.tasks.collectives[part.runs.clone()]
             .iter_mut()
             .zip(runs)
         {
             c.resolved = Some(r);
         }
         if let Some((ji, resolved, keep)) = records {
-            let job = &mut self.jobs.tasks.jobs[ji];
+            let job = &mut self.tasks.jobs[ji];
             job.resolved.insert(it, resolved);
             job.kernels.retain(|k| k.1 != it);
             job.comm.retain(|c| c.iteration != it);
@@ -1227,7 +1222,7 @@ impl Simulation {
                         done: part.done[i],
                     }));
                 }
-                TaskKind::Acked(f) => self.jobs.tasks.remove_acked(f),
+                TaskKind::Acked(f) => self.tasks.remove_acked(f),
                 _ => {}
             }
         }
@@ -1243,21 +1238,21 @@ impl Simulation {
     }
 }
 
-impl Simulation {
+impl Runtime {
     /// In a partition other than the first of a parallel run: forgets
     /// job `j`'s oldest part, whose share partition 0 took to work out
     /// what the outputs need of it (`parallel::retire_over`).
-    pub(super) fn forget(&mut self, l: &mut LaterState, j: usize, part: Part) {
+    pub(crate) fn forget(&mut self, l: &mut LaterState, j: usize, part: Part) {
         let it = part.iteration;
         if let Some(ji) = l.job_index[j] {
-            let job = &mut self.jobs.tasks.jobs[ji];
+            let job = &mut self.tasks.jobs[ji];
             job.kernels.retain(|k| k.1 != it);
             job.comm.retain(|c| c.iteration != it);
             job.checkpoints.retain(|c| c.0 != it);
         }
         for t in &part.graph.tasks {
             if let TaskKind::Acked(f) = t.kind {
-                self.jobs.tasks.remove_acked(f);
+                self.tasks.remove_acked(f);
             }
         }
         l.retired_below[j] = part.graph.task_base + part.graph.tasks.len() as u32;
@@ -1265,7 +1260,7 @@ impl Simulation {
     }
 }
 
-impl Simulation {
+impl Runtime {
     /// The run is over before every job's iterations were made: the rest
     /// are made (never run), so that the outputs list their collectives
     /// and transfers, not started, as a run with every iteration made
@@ -1273,54 +1268,176 @@ impl Simulation {
     /// forgotten as soon as it is made, the parts held before it first:
     /// memory holds one part at a time, not every one the run did not
     /// reach.
-    pub(super) fn make_rest(&mut self) {
-        let Some(jobs) = self.jobs.tasks.later.as_ref().map(|l| l.jobs.len()) else {
+    pub(crate) fn make_rest(&mut self, k: &mut dyn Kernel) {
+        let Some(jobs) = self.tasks.later.as_ref().map(|l| l.jobs.len()) else {
             return;
         };
         for j in 0..jobs {
             if self
-                .jobs
                 .tasks
                 .later
                 .as_ref()
                 .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())
             {
-                self.retire_held(j);
+                self.retire_held(k, j);
             }
             while self
-                .jobs
                 .tasks
                 .later
                 .as_ref()
                 .is_some_and(|l| !l.jobs[j].gen.finished() && l.failed.is_none())
             {
-                let mut l = self.jobs.tasks.later.take().expect("checked above");
-                let made = self.make_part(&mut l, j);
+                let mut l = self.tasks.later.take().expect("checked above");
+                let made = self.make_part(k, &mut l, j);
                 l.made += u64::from(made.is_ok());
-                self.jobs.tasks.later = Some(l);
+                self.tasks.later = Some(l);
                 match made {
                     Ok(part) => {
                         // A run with it made before would have let its
                         // tasks that wait for nothing go, an event each
                         // (joins, done at once; acknowledgements, done
                         // when their transfer is).
-                        let now = self.now;
-                        self.counters.events += part
+                        let now = k.now();
+                        let events = part
                             .graph
                             .tasks
                             .iter()
                             .zip(&part.left)
                             .filter(|(t, &left)| left == 0 && t.not_before <= now)
                             .count() as u64;
-                        self.keep_part(j, part);
-                        self.retire_held(j);
+                        k.count(Count::Events(events));
+                        self.keep_part(k, j, part);
+                        self.retire_held(k, j);
                     }
                     Err(why) => {
-                        let l = self.jobs.tasks.later.as_mut().expect("put back above");
+                        let l = self.tasks.later.as_mut().expect("put back above");
                         l.failed.get_or_insert(why);
                     }
                 }
             }
         }
+    }
+}
+
+impl Runtime {
+    /// In a partition: cuts `part`, a job's iteration just made, as the
+    /// graph was cut (`make_partition`): where each task runs, the tasks
+    /// this partition begins, and the tasks and transfers it sees done.
+    pub(crate) fn cut_part(&mut self, k: &mut dyn Kernel, part: &mut Part) -> Result<(), String> {
+        let p = k.cut().expect("a partition");
+        let later = self.tasks.later.as_deref().expect("a later job");
+        let start = later.start.0;
+        let flow_base = part.flow_base;
+        let homes = super::homes::homes_of(
+            &part.graph,
+            k.topo(),
+            |f| {
+                let i = f.checked_sub(flow_base)? as usize;
+                part.flows.get(i).map(|f| &f.spec)
+            },
+            &part.graph.cross,
+            |x| {
+                if x < start {
+                    p.homes.get(x as usize).copied()
+                } else {
+                    later.home(x)
+                }
+            },
+        )
+        .map_err(|why| format!("a job's iteration cannot be cut by host: {why}"))?;
+        let mine = |h: u32| p.host_part[h as usize] == p.me;
+        let mut own = 0;
+        for (i, h) in homes.iter().enumerate() {
+            match *h {
+                Home::Host { begin, done } => {
+                    own += u64::from(mine(done));
+                    if !mine(begin) {
+                        part.left[i] = u32::MAX;
+                    }
+                }
+                Home::Everywhere => own += 1,
+                Home::Last => part.left[i] = u32::MAX,
+            }
+        }
+        let host_of = |nic: NicId| p.host_part[k.topo().nics[nic.idx()].host.idx()];
+        let flows = part
+            .flows
+            .iter()
+            .filter(|f| host_of(f.spec.src_nic) == p.me)
+            .count() as u64;
+        // `plan` refuses a cut when a job's layout has such a task; a part
+        // is checked once more, as it is made.
+        if let Some((t, kind)) = part.graph.begins_when_made() {
+            return Err(format!(
+                "a job's iteration cannot be cut by host: its task {t} ({kind:?}) waits for nothing in it and begins on a host or takes time"
+            ));
+        }
+        part.homes = homes;
+        self.tasks.own_total += own;
+        k.count(Count::ToFinish(flows));
+        Ok(())
+    }
+
+    /// In a partition, once job `j`'s newest part is kept: counts the
+    /// pass messages it sends, and keeps of the part's edges from earlier
+    /// tasks (`cross`) those to tasks it begins, and for the merge those
+    /// to the part's ends.
+    pub(crate) fn cut_part_rows(
+        &mut self,
+        k: &mut dyn Kernel,
+        j: usize,
+        cross: Vec<(u32, u32)>,
+    ) -> Vec<(u32, u32)> {
+        let p = k.cut().expect("a partition");
+        let mine = |h: u32| p.host_part[h as usize] == p.me;
+        let topo = k.topo();
+        let l = self.tasks.later.as_deref_mut().expect("a later job");
+        let part = l.parts[j].last_mut().expect("kept");
+        let base = part.graph.task_base;
+        let planned: u64 = part
+            .rows
+            .iter()
+            .filter(|r| r.qps > 0 && mine(topo.gpus[r.src.idx()].host.0))
+            .map(|r| r.planned)
+            .sum();
+        // What happens here before it can be forgotten (as `keep_part`
+        // counts for the whole): its tasks done here, the sides of its
+        // transfers and of its pass messages that are here.
+        let nic_mine = |nic: NicId| mine(topo.nics[nic.idx()].host.0);
+        let gpu_mine = |g: crate::topology::GpuId| mine(topo.gpus[g.idx()].host.0);
+        let tasks = part
+            .homes
+            .iter()
+            .filter(|h| match **h {
+                Home::Host { done, .. } => mine(done),
+                Home::Everywhere => true,
+                Home::Last => false,
+            })
+            .count() as u64;
+        let flows: u64 = part
+            .flows
+            .iter()
+            .map(|f| u64::from(nic_mine(f.spec.src_nic)) + u64::from(nic_mine(f.spec.dst_nic)))
+            .sum();
+        let rows: u64 = part
+            .rows
+            .iter()
+            .map(|r| {
+                let halves = u64::from(gpu_mine(r.src)) + u64::from(r.qps > 0 && gpu_mine(r.dst));
+                halves * r.planned
+            })
+            .sum();
+        part.open = tasks + flows + rows;
+        let mut keep = Vec::with_capacity(cross.len());
+        for (a, b) in cross {
+            match part.homes[(b - base) as usize] {
+                Home::Host { begin, .. } if mine(begin) => keep.push((a, b)),
+                Home::Everywhere => keep.push((a, b)),
+                Home::Last => part.last_cross.push((a, b)),
+                Home::Host { .. } => {}
+            }
+        }
+        k.count(Count::ToFinish(planned));
+        keep
     }
 }

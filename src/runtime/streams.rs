@@ -28,7 +28,7 @@
 //! send ahead, positions finish together, and a stream has no congestion
 //! control of its own (as no fluid has).
 
-use super::{Event, Simulation};
+use super::{Count, Due, Kernel, Runtime};
 use crate::nic::transport::{packets_of, Requester};
 use crate::topology::QpId;
 use crate::units::SimTime;
@@ -95,86 +95,86 @@ struct Stream {
     done: Option<SimTime>,
 }
 
-impl Simulation {
+impl Runtime {
     /// Which passes run as streams: at flow level with `flow_rings =
     /// "streams"`, ring passes whose connections all copy over NVLink or
     /// all write over the network, each carrying bytes.
-    pub(super) fn set_up_streams(&mut self) {
-        self.jobs.streams.channels = channels_of(&self.jobs.tasks.graph.passes);
+    pub fn set_up_streams(&mut self) {
+        self.streams.channels = crate::workload::pass::channels_of(&self.tasks.graph.passes);
     }
 
     /// How many channels of pass `p`'s collective run over its GPUs.
     fn channels(&self, p: u32) -> u32 {
-        match self.jobs.streams.channels.get(p as usize) {
+        match self.streams.channels.get(p as usize) {
             Some(&n) => n,
             None => {
-                let (part, i) = self.jobs.tasks.later_pass(p);
+                let (part, i) = self.tasks.later_pass(p);
                 part.channels[i]
             }
         }
     }
 
     /// Whether pass `pass` runs as a stream.
-    pub(super) fn streamed(&self, pass: u32) -> bool {
+    pub(crate) fn streamed(&self, pass: u32) -> bool {
         // The workload made them so (`Pass::can_stream`), numbering no
         // messages for them.
-        self.jobs.tasks.pass(pass).is_some_and(|p| p.streamed)
+        self.tasks.pass(pass).is_some_and(|p| p.streamed)
     }
 
     /// Position `pos` of streamed pass `pass` enters it: once every
     /// position has, the stream starts a step time later.
-    pub(super) fn stream_enter(&mut self, pass: u32, _pos: u32) {
-        let n = self.jobs.tasks.pass(pass).expect("a pass").order.len() as u32;
-        let s = self.jobs.streams.under_way.entry(pass).or_default();
+    pub(crate) fn stream_enter(&mut self, k: &mut dyn Kernel, pass: u32, _pos: u32) {
+        let n = self.tasks.pass(pass).expect("a pass").order.len() as u32;
+        let s = self.streams.under_way.entry(pass).or_default();
         s.entered += 1;
         if s.entered < n {
             return;
         }
-        let p = &self.jobs.tasks.pass(pass).expect("a pass");
+        let p = &self.tasks.pass(pass).expect("a pass");
         let via = p.conns[0].via;
         // Its window counts each step's time, the first one's too.
         let first = p.latency.launch;
         let hop = if via == Via::Local {
-            self.jobs.tasks.nvlink.latency
+            self.tasks.nvlink.latency
         } else {
-            self.unloaded_net_hop_of(pass)
+            self.unloaded_net_hop_of(k, pass)
         };
-        let now = self.now;
-        let s = self.jobs.streams.get(pass);
+        let now = k.now();
+        let s = self.streams.get(pass);
         s.start = now + first;
         s.hop = hop;
-        self.queue.push(s.start, Event::Stream(pass));
+        k.at(s.start, Due::Stream(pass));
     }
 
     /// A stream's time has come: it starts sending, or its last position
     /// has everything.
-    pub(super) fn stream_event(&mut self, pass: u32) {
-        let done = self.jobs.streams.under_way.get(&pass).and_then(|s| s.done);
+    pub(crate) fn stream_event(&mut self, k: &mut dyn Kernel, pass: u32) {
+        let done = self.streams.under_way.get(&pass).and_then(|s| s.done);
         match done {
-            None => self.stream_start(pass),
-            Some(_) => self.stream_end(pass),
+            None => self.stream_start(k, pass),
+            Some(_) => self.stream_end(k, pass),
         }
     }
 
     /// The stream of pass `pass` goes on the fluid network: one sub-flow
     /// over every connection's paths (each QP of a connection carrying
     /// its share), with one connection's wire bytes.
-    fn stream_start(&mut self, pass: u32) {
+    fn stream_start(&mut self, k: &mut dyn Kernel, pass: u32) {
         let pi = pass as usize;
-        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
         if p.conns[0].via == Via::Local {
-            return self.stream_copies(pass);
+            return self.stream_copies(k, pass);
         }
-        let tc = &self.scenario.transport;
-        let framing = self.scenario.qos.framing;
-        let ports = self.topo.ports.len() as u32;
-        let pcie = self.nics.pcie_ps_per_byte();
-        let mut uses: BTreeMap<u32, f64> = self.stream_ports(pass).into_iter().collect();
+        let tc = &k.scenario().transport;
+        let framing = k.scenario().qos.framing;
+        let ports = k.topo().ports.len() as u32;
+        let pcie = k.pcie_ps_per_byte();
+        let mut uses: BTreeMap<u32, f64> = self.stream_ports(k, pass).into_iter().collect();
         let (mut wire, mut cap) = (0u64, f64::INFINITY);
         for c in 0..p.conns.len() as u32 {
             let bytes = p.bytes_on(c);
             let spec = p
-                .conn_spec(&self.topo, c, bytes)
+                .conn_spec(k.topo(), c, bytes)
                 .expect("a streamed pass writes over the network");
             let first = self.pass_first_qp(pi as u32, c);
             let c_wire = p.over_ring_messages(c, |m| {
@@ -185,7 +185,7 @@ impl Simulation {
             });
             wire = wire.max(c_wire);
             if pcie.is_some() && c_wire > 0 {
-                let gpu = self.nics.qp(QpId(first)).src_gpu;
+                let gpu = k.qp(QpId(first)).src_gpu;
                 *uses.entry(ports + gpu.0).or_default() += bytes as f64 / c_wire as f64;
             }
             if let Some(r) = spec.rate {
@@ -198,15 +198,15 @@ impl Simulation {
         // next: the pipeline's window (see the module's notes).
         let (steps, slices) = p.ring_steps().expect("a streamed pass is a ring");
         let first_qp = QpId(self.pass_first_qp(pi as u32, 0));
-        let s = &self.jobs.streams.under_way[&pass];
+        let s = &self.streams.under_way[&pass];
         let dst = p
-            .conn_spec(&self.topo, 0, 1)
+            .conn_spec(k.topo(), 0, 1)
             .expect("a streamed pass writes over the network")
             .dst_nic;
-        let narrowest = self
+        let narrowest = k
             .route_of(first_qp, dst)
             .iter()
-            .map(|&port| self.topo.port(port).rate.bps())
+            .map(|&port| k.topo().port(port).rate.bps())
             .min()
             .unwrap_or(1) as f64
             / 8e12;
@@ -227,32 +227,32 @@ impl Simulation {
         );
         sub.latency = s.hop;
         sub.pass = pass;
-        self.jobs.streams.begun(pass, window, gap);
-        let now = self.now;
-        self.fluid.as_mut().expect("a fluid run").add(sub, now);
-        self.fluid_share_later();
+        self.streams.begun(pass, window, gap);
+        let now = k.now();
+        k.fluid().add(sub, now);
+        k.fluid_share_later();
     }
 
     /// The ports a network stream of pass `pass` crosses, and how many of
     /// its connections' bytes each carries per byte of the stream (each
     /// QP of a connection carries its share; a port that several
     /// connections cross carries each one's), by port.
-    pub(super) fn stream_ports(&self, pass: u32) -> Vec<(u32, f64)> {
+    pub(crate) fn stream_ports(&self, k: &dyn Kernel, pass: u32) -> Vec<(u32, f64)> {
         let pi = pass as usize;
-        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
         // Its messages take as many of a connection's QPs as the largest
         // of them does.
         let largest = p.ring_sizes().last().copied().unwrap_or(1);
         let mut uses: BTreeMap<u32, f64> = BTreeMap::new();
         for c in 0..p.conns.len() as u32 {
-            let Some(spec) = p.conn_spec(&self.topo, c, largest) else {
+            let Some(spec) = p.conn_spec(k.topo(), c, largest) else {
                 continue;
             };
-            let k = spec.n_qps().max(1);
+            let n = spec.n_qps().max(1);
             let first = self.pass_first_qp(pi as u32, c);
-            for q in first..first + k {
-                for (port, share) in self.qp_split(QpId(q), spec.dst_nic) {
-                    *uses.entry(port.0).or_default() += share / f64::from(k);
+            for q in first..first + n {
+                for (port, share) in k.qp_split(QpId(q), spec.dst_nic) {
+                    *uses.entry(port.0).or_default() += share / f64::from(n);
                 }
             }
         }
@@ -264,11 +264,11 @@ impl Simulation {
     /// (as a network stream is). A step's slices are copied side by side
     /// (a copy waits for no lane, unlike a connection's writes), so they
     /// share the GPU's rate and arrive together.
-    fn stream_copies(&mut self, pass: u32) {
+    fn stream_copies(&mut self, k: &mut dyn Kernel, pass: u32) {
         let pi = pass as usize;
-        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
         let (steps, slices) = p.ring_steps().expect("a streamed pass is a ring");
-        let topo = &self.topo;
+        let topo = k.topo();
         let pairs: Vec<(u32, u32, u64)> = p
             .conns
             .iter()
@@ -279,10 +279,10 @@ impl Simulation {
             })
             .collect();
         let host = topo.gpus[p.order[0].idx()].host.idx();
-        let nv = &self.jobs.tasks.nvlink;
+        let nv = &self.tasks.nvlink;
         let msg = pairs[0].2 as f64 / (f64::from(steps) * f64::from(slices));
         let together = f64::from(self.channels(pi as u32));
-        let s = &self.jobs.streams.under_way[&pass];
+        let s = &self.streams.under_way[&pass];
         let side_by_side = together * f64::from(slices) * msg / nv.rate();
         let cycle = side_by_side + (s.hop.0 + p.latency.nvlink.0) as f64;
         let cap = if msg > 0.0 {
@@ -293,73 +293,68 @@ impl Simulation {
         let gap = (s.hop.0 + p.latency.nvlink.0) as f64;
         let window = pairs.iter().map(|x| x.2).max().unwrap_or(0) as f64 / cap;
         let n = pairs.len() as u32;
-        let now = self.now;
-        let next = self
-            .jobs
-            .tasks
-            .nvlink
-            .add_stream(host, pass, &pairs, cap, now);
-        self.jobs.streams.begun(pass, window, gap).copies = n;
+        let now = k.now();
+        let next = self.tasks.nvlink.add_stream(host, pass, &pairs, cap, now);
+        self.streams.begun(pass, window, gap).copies = n;
         if let Some((at, gen)) = next {
-            self.queue.push(at, Event::Nvlink(host as u32, gen));
+            k.at(at, Due::Nvlink(host as u32, gen));
         }
     }
 
     /// One of the NVLink copies of pass `pass`'s stream is done: once all
     /// are, its last position has everything when the last step's latency
     /// has passed (see `Stream::overcount`).
-    pub(super) fn stream_copied(&mut self, pass: u32) {
-        let s = self.jobs.streams.get(pass);
+    pub(crate) fn stream_copied(&mut self, k: &mut dyn Kernel, pass: u32) {
+        let s = self.streams.get(pass);
         s.copies -= 1;
         if s.copies == 0 {
             let gap = SimTime(s.step_gap.round() as u64);
-            let done = self.now + gap - s.overcount(self.now);
+            let done = k.now() + gap - s.overcount(k.now());
             s.done = Some(done);
-            self.queue.push(done, Event::Stream(pass));
+            k.at(done, Due::Stream(pass));
         }
     }
 
     /// The stream of pass `pass` has sent its last byte, now: its last
     /// position has everything when the last step's latency has passed
     /// (see `Stream::overcount`).
-    pub(super) fn stream_sent(&mut self, pass: u32) {
-        let now = self.now;
-        let s = self.jobs.streams.get(pass);
+    pub(crate) fn stream_sent(&mut self, k: &mut dyn Kernel, pass: u32) {
+        let now = k.now();
+        let s = self.streams.get(pass);
         let done = now + SimTime(s.step_gap.round() as u64) - s.overcount(now);
         s.done = Some(done);
-        self.queue.push(done, Event::Stream(pass));
+        k.at(done, Due::Stream(pass));
     }
 
     /// The stream of pass `pass` is over: its connections' rows take its
     /// messages, and every position's part is done.
-    fn stream_end(&mut self, pass: u32) {
+    fn stream_end(&mut self, k: &mut dyn Kernel, pass: u32) {
         let pi = pass as usize;
         let s = self
-            .jobs
             .streams
             .under_way
             .remove(&pass)
             .expect("a stream under way");
-        let now = self.now;
-        let mtu = self.scenario.transport.mtu;
-        let conns = self.jobs.tasks.pass(pi as u32).expect("a pass").conns.len() as u32;
-        let local = self.jobs.tasks.pass(pi as u32).expect("a pass").conns[0].via == Via::Local;
+        let now = k.now();
+        let mtu = k.scenario().transport.mtu;
+        let conns = self.tasks.pass(pi as u32).expect("a pass").conns.len() as u32;
+        let local = self.tasks.pass(pi as u32).expect("a pass").conns[0].via == Via::Local;
         for c in 0..conns {
-            let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
+            let p = &self.tasks.pass(pi as u32).expect("a pass");
             let planned = p.sends_on(c);
             let bytes = p.bytes_on(c);
             let (pkts, ideal) = if local {
-                let nv = &self.jobs.tasks.nvlink;
+                let nv = &self.tasks.nvlink;
                 (
                     0,
                     SimTime(p.over_ring_messages(c, |m| if m == 0 { 0 } else { nv.alone(m).0 })),
                 )
             } else {
-                self.counters.bytes_delivered += bytes;
-                self.counters.flows_completed += planned;
-                self.counters.flows_acked += planned;
+                k.count(Count::Delivered(bytes));
+                k.count(Count::Completed(planned));
+                k.count(Count::Acked(planned));
                 let pkts = p.over_ring_messages(c, |m| u64::from(packets_of(m, mtu)));
-                (pkts, self.stream_ideal(pi, c))
+                (pkts, self.stream_ideal(k, pi, c))
             };
             let r = self.pass_row_mut(pi as u32, c);
             r.messages += planned;
@@ -371,88 +366,51 @@ impl Simulation {
             r.acked = r.acked.max(Some(if local { now } else { now + s.hop }));
             r.ideal += ideal;
             let halves = if local { planned } else { 2 * planned };
-            self.later_progress(super::later::Loc::Pass(pass), halves);
+            self.later_progress(k, super::Loc::Pass(pass), halves);
         }
-        self.jobs.passes.last_done = self.jobs.passes.last_done.max(now);
-        let n = self.jobs.tasks.pass(pi as u32).expect("a pass").order.len() as u32;
+        self.passes.last_done = self.passes.last_done.max(now);
+        let n = self.tasks.pass(pi as u32).expect("a pass").order.len() as u32;
         let out = Released {
             send: Vec::new(),
             done: (0..n).collect(),
         };
-        self.pass_released(pi, out, false);
+        self.pass_released(k, pi, out, false);
     }
 
     /// The sum of the ideal times of the messages connection `c` of pass
     /// `pi` carries, each alone on an idle fabric (a ring's messages have
     /// a few sizes).
-    fn stream_ideal(&mut self, pi: usize, c: u32) -> SimTime {
-        let p = &self.jobs.tasks.pass(pi as u32).expect("a pass");
+    fn stream_ideal(&mut self, k: &mut dyn Kernel, pi: usize, c: u32) -> SimTime {
+        let p = &self.tasks.pass(pi as u32).expect("a pass");
         let first_qp = self.pass_first_qp(pi as u32, c);
         let mut sizes: BTreeMap<u64, SimTime> = p
             .ring_sizes()
             .into_iter()
             .map(|m| (m, SimTime::ZERO))
             .collect();
-        let mut cache = std::mem::take(&mut self.jobs.ideal_cache);
+        let mut cache = std::mem::take(&mut self.ideal_cache);
         for (&m, t) in sizes.iter_mut() {
-            *t = match self.jobs.passes.ideal.get(&(first_qp, m)) {
+            *t = match self.passes.ideal.get(&(first_qp, m)) {
                 Some(&t) => t,
                 None => {
                     let spec = p
-                        .conn_spec(&self.topo, c, m)
+                        .conn_spec(k.topo(), c, m)
                         .expect("a streamed pass writes over the network");
                     let n = spec.n_qps();
                     let pkts = (0..n)
                         .map(|i| {
-                            packets_of(super::build::share(m, n, i), self.scenario.transport.mtu)
+                            packets_of(super::flow::share(m, n, i), k.scenario().transport.mtu)
                         })
                         .sum();
                     let fl = super::FlowState::new(spec, first_qp, n, true, pkts);
-                    self.ideal_and_work(&fl, 0, &mut cache).0
+                    k.ideal_and_work(&fl, 0, &mut cache).0
                 }
             };
         }
-        self.jobs.ideal_cache = cache;
+        self.ideal_cache = cache;
         for (&m, &t) in &sizes {
-            self.jobs.passes.ideal.insert((first_qp, m), t);
+            self.passes.ideal.insert((first_qp, m), t);
         }
         SimTime(p.over_ring_messages(c, |m| sizes.get(&m).map_or(0, |t| t.0)))
     }
-}
-
-/// Per pass of `passes` (consecutive, as the workload made them): how many
-/// channels of its collective run over the same GPUs. A collective's
-/// channels are consecutive passes over the same GPUs, each on
-/// connections of its own: the next collective over them takes the first
-/// channel's connections again.
-pub(super) fn channels_of(passes: &[crate::workload::pass::Pass]) -> Vec<u32> {
-    let lane = |p: &crate::workload::pass::Pass| match p.conns.first().map(|c| c.via) {
-        Some(Via::Net { lane }) => lane,
-        _ => u32::MAX,
-    };
-    let gpus = |p: &crate::workload::pass::Pass| {
-        let mut g: Vec<u32> = p.order.iter().map(|g| g.0).collect();
-        g.sort_unstable();
-        g
-    };
-    let mut channels = vec![1u32; passes.len()];
-    let mut i = 0;
-    while i < passes.len() {
-        let mine = gpus(&passes[i]);
-        let mut lanes = vec![lane(&passes[i])];
-        let mut j = i + 1;
-        while j < passes.len()
-            && passes[i].streamed
-            && passes[j].streamed
-            && passes[j].workload == passes[i].workload
-            && !lanes.contains(&lane(&passes[j]))
-            && gpus(&passes[j]) == mine
-        {
-            lanes.push(lane(&passes[j]));
-            j += 1;
-        }
-        channels[i..j].fill((j - i) as u32);
-        i = j;
-    }
-    channels
 }

@@ -8,18 +8,18 @@
 //! in a host share those rates max-min fairly (progressive filling). A
 //! copy is done `latency` after its last byte has moved.
 
-use super::FlowState;
-use super::{Event, Simulation};
+use super::{Count, Due, FlowState, Kernel, Runtime};
 use crate::nvlink::Nvlink;
+use crate::topology::FlowId;
 use crate::topology::Topology;
-use crate::topology::{FlowId, QpId};
 use crate::units::SimTime;
 use crate::workload::collective::CollectiveRun;
-use crate::workload::graph::{Task, TaskGraph, TaskKind, NO_GPU, NO_LANE};
+use crate::workload::graph::{Task, TaskGraph, TaskKind, NO_LANE};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
-pub const NO_TASK: u32 = u32::MAX;
+pub use super::flow::NO_TASK;
+pub use super::homes::{homes_of, Home};
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TaskState {
@@ -46,7 +46,7 @@ pub struct TaskState {
     releasing: bool,
     /// Tasks done here when every task is (all of them, but in a
     /// partition of a parallel run: see `Home`).
-    pub(super) own_total: u64,
+    pub(crate) own_total: u64,
     /// In a partition: the tasks done when every task is, in the run as
     /// a whole (restored by the merge).
     all_total: u64,
@@ -58,10 +58,10 @@ pub struct TaskState {
     landing: Vec<VecDeque<(SimTime, u32)>>,
     /// The first task and transfer numbers of pass messages, if the run
     /// has passes.
-    pub(super) pass_base: Option<(u32, u32)>,
+    pub(crate) pass_base: Option<(u32, u32)>,
     /// Jobs' iterations made as the run reaches them, if any are.
     #[serde(skip)]
-    pub(super) later: Option<Box<super::later::LaterState>>,
+    pub(crate) later: Option<Box<super::later::LaterState>>,
 }
 
 /// A pass message's task.
@@ -76,23 +76,6 @@ struct Dynamic {
     not_before: SimTime,
 }
 
-/// Where a task runs when the fabric is cut into partitions by host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Home {
-    /// Begins on host `begin` and is done on host `done`: a transfer
-    /// begins at its sender and is done when its receiver has the last
-    /// byte; any other task begins and is done on one host.
-    Host { begin: u32, done: u32 },
-    /// Runs on no lane and waits for nothing, or only for tasks that run
-    /// everywhere: done at its time wherever something waits for it, so
-    /// every partition runs it.
-    Everywhere,
-    /// Waits for tasks of several hosts and nothing waits for it (the end
-    /// of a collective): done when the last of them is, worked out once
-    /// the partitions are merged.
-    Last,
-}
-
 impl TaskState {
     pub fn new(
         graph: TaskGraph,
@@ -100,7 +83,7 @@ impl TaskState {
         jobs: Vec<crate::workload::training::JobRun>,
         flows: usize,
         nvlink: Nvlink,
-        mut push: impl FnMut(SimTime, Event),
+        mut push: impl FnMut(SimTime, Due),
     ) -> Self {
         let n = graph.tasks.len();
         let mut flow_task = vec![NO_TASK; if n == 0 { 0 } else { flows }];
@@ -114,7 +97,7 @@ impl TaskState {
                 _ => {}
             }
             if graph.preds[i] == 0 {
-                push(t.not_before, Event::TaskReady(i as u32));
+                push(t.not_before, Due::TaskReady(i as u32));
             }
         }
         TaskState {
@@ -177,7 +160,7 @@ impl TaskState {
     }
 
     /// The later iteration holding pass `p`, and the pass's place in it.
-    pub(super) fn later_pass(&self, p: u32) -> (&super::later::Part, usize) {
+    pub(crate) fn later_pass(&self, p: u32) -> (&super::later::Part, usize) {
         let part = self
             .later
             .as_ref()
@@ -188,7 +171,7 @@ impl TaskState {
 
     /// Whether graph task `t` (made before the run or with a later
     /// iteration) is done.
-    pub(super) fn is_done(&self, t: u32) -> bool {
+    pub(crate) fn is_done(&self, t: u32) -> bool {
         match self.done.get(t as usize) {
             Some(&d) => d != SimTime::MAX,
             None => self
@@ -203,7 +186,7 @@ impl TaskState {
 
     /// Task `t` of a forgotten iteration no longer waits for its
     /// transfer's acknowledgement.
-    pub(super) fn remove_acked(&mut self, f: u32) {
+    pub(crate) fn remove_acked(&mut self, f: u32) {
         self.acked_task.remove(&f);
     }
 
@@ -279,7 +262,7 @@ impl TaskState {
     }
 
     /// Task `t` is done when flow `f`'s sender has every acknowledgement.
-    pub(super) fn add_acked(&mut self, f: u32, t: u32) {
+    pub(crate) fn add_acked(&mut self, f: u32, t: u32) {
         self.acked_task.insert(f, t);
     }
 
@@ -291,11 +274,11 @@ impl TaskState {
     }
 
     /// Forgets pass message task `t`, done in another partition.
-    pub(super) fn forget_dynamic(&mut self, t: u32) {
+    pub(crate) fn forget_dynamic(&mut self, t: u32) {
         self.dynamic.remove(&t);
     }
 
-    pub(super) fn add_dynamic(&mut self, t: u32, kind: TaskKind, lane: u32, not_before: SimTime) {
+    pub(crate) fn add_dynamic(&mut self, t: u32, kind: TaskKind, lane: u32, not_before: SimTime) {
         self.dynamic.insert(
             t,
             Dynamic {
@@ -310,7 +293,7 @@ impl TaskState {
 
     /// One of task `t`'s predecessors outside the graph is done: whether
     /// it has none left.
-    pub(super) fn release_one(&mut self, t: u32) -> bool {
+    pub(crate) fn release_one(&mut self, t: u32) -> bool {
         let left = match self.left.get_mut(t as usize) {
             Some(left) => left,
             None => {
@@ -341,7 +324,7 @@ impl TaskState {
     /// Makes this task state run the tasks of one partition: those that
     /// begin on `mine` hosts and those that run everywhere; the ends
     /// (`Home::Last`) are left to the merge.
-    pub(super) fn keep_only(&mut self, homes: &[Home], mine: impl Fn(u32) -> bool) {
+    pub(crate) fn keep_only(&mut self, homes: &[Home], mine: impl Fn(u32) -> bool) {
         self.all_total = self.own_total;
         self.own_total = 0;
         for (t, h) in homes.iter().enumerate() {
@@ -363,7 +346,7 @@ impl TaskState {
     /// Takes from `other`, another partition's tasks, when the tasks it
     /// began started and when those it finished were done, and the NVLink
     /// bytes its hosts copied.
-    pub(super) fn absorb(
+    pub(crate) fn absorb(
         &mut self,
         other: TaskState,
         homes: &[Home],
@@ -375,7 +358,7 @@ impl TaskState {
 
     /// Takes from another partition's times of the graph's tasks
     /// (`started`, `done`) those of the tasks it began and finished.
-    pub(super) fn absorb_times(
+    pub(crate) fn absorb_times(
         &mut self,
         started: &[SimTime],
         done: &[SimTime],
@@ -396,7 +379,7 @@ impl TaskState {
 
     /// Once every partition is absorbed: the ends are done when their last
     /// predecessor was; the count of tasks done.
-    pub(super) fn settle(&mut self, homes: &[Home]) {
+    pub(crate) fn settle(&mut self, homes: &[Home]) {
         let n = self.graph.tasks.len();
         let mut last = vec![SimTime::ZERO; n];
         let mut left = self.graph.preds.clone();
@@ -445,64 +428,62 @@ impl TaskState {
     }
 }
 
-impl Simulation {
+impl Runtime {
     /// Task `t`'s predecessors are done (or it has none) and its time has
     /// come: it waits for its lane or starts.
-    pub(super) fn task_ready(&mut self, t: u32) {
-        let task = self.jobs.tasks.task(t);
-        if self.now < task.not_before {
-            self.queue.push(task.not_before, Event::TaskReady(t));
+    pub(crate) fn task_ready(&mut self, k: &mut dyn Kernel, t: u32) {
+        let task = self.tasks.task(t);
+        if k.now() < task.not_before {
+            k.at(task.not_before, Due::TaskReady(t));
             return;
         }
         if task.lane != NO_LANE {
             let l = task.lane as usize;
-            if self.jobs.tasks.lane_busy[l] {
-                self.jobs.tasks.lane_wait[l].push_back(t);
+            if self.tasks.lane_busy[l] {
+                self.tasks.lane_wait[l].push_back(t);
                 return;
             }
-            self.jobs.tasks.lane_busy[l] = true;
+            self.tasks.lane_busy[l] = true;
         }
-        self.task_begin(t);
+        self.task_begin(k, t);
     }
 
-    fn task_begin(&mut self, t: u32) {
-        match self.jobs.tasks.started.get_mut(t as usize) {
-            Some(s) => *s = self.now,
+    fn task_begin(&mut self, k: &mut dyn Kernel, t: u32) {
+        match self.tasks.started.get_mut(t as usize) {
+            Some(s) => *s = k.now(),
             None => {
-                if let Some(d) = self.jobs.tasks.dynamic.get_mut(&t) {
-                    d.started = self.now;
+                if let Some(d) = self.tasks.dynamic.get_mut(&t) {
+                    d.started = k.now();
                 } else if let Some(p) = self
-                    .jobs
                     .tasks
                     .later
                     .as_mut()
                     .and_then(|l| l.part_of_task_mut(t))
                 {
-                    p.started[(t - p.graph.task_base) as usize] = self.now;
+                    p.started[(t - p.graph.task_base) as usize] = k.now();
                 }
             }
         }
 
-        match self.jobs.tasks.task(t).kind {
-            TaskKind::Join | TaskKind::Exit { .. } => self.task_done(t),
+        match self.tasks.task(t).kind {
+            TaskKind::Join | TaskKind::Exit { .. } => self.task_done(k, t),
             TaskKind::Enter { pass, pos } => {
-                self.pass_enter(pass, pos);
-                self.task_done(t)
+                self.pass_enter(k, pass, pos);
+                self.task_done(k, t)
             }
-            TaskKind::Delay(d) => self.queue.push(self.now + d, Event::TaskDone(t)),
-            TaskKind::Net(f) => self.flow_start(FlowId(f)),
+            TaskKind::Delay(d) => k.at(k.now() + d, Due::TaskDone(t)),
+            TaskKind::Net(f) => k.start(FlowId(f)),
             // Done when its flow's last acknowledgement comes (`flow_acked`).
             TaskKind::Acked(_) => {}
-            TaskKind::Local { src, dst, .. } if src == dst => self.task_done(t),
+            TaskKind::Local { src, dst, .. } if src == dst => self.task_done(k, t),
             TaskKind::Local { src, dst, bytes } => {
-                let host = self.topo.gpus[src.idx()].host.idx();
+                let host = k.topo().gpus[src.idx()].host.idx();
                 let (a, b) = (
-                    self.topo.gpus[src.idx()].local,
-                    self.topo.gpus[dst.idx()].local,
+                    k.topo().gpus[src.idx()].local,
+                    k.topo().gpus[dst.idx()].local,
                 );
-                if let Some((at, gen)) = self.jobs.tasks.nvlink.add(host, t, a, b, bytes, self.now)
-                {
-                    self.queue.push(at, Event::Nvlink(host as u32, gen));
+                if let Some((at, gen)) = self.tasks.nvlink.add(host, t, a, b, bytes, k.now()) {
+                    k.at(at, Due::Nvlink(host as u32, gen));
                 }
             }
         }
@@ -510,142 +491,106 @@ impl Simulation {
 
     /// Task `t` is done: its lane takes the next task, and successors whose
     /// predecessors are all done become ready.
-    pub(super) fn task_done(&mut self, t: u32) {
-        self.jobs.tasks.work.push(t);
-        if self.jobs.tasks.releasing {
+    pub(crate) fn task_done(&mut self, k: &mut dyn Kernel, t: u32) {
+        self.tasks.work.push(t);
+        if self.tasks.releasing {
             // Reached from a release further up the stack, which will
             // take it from `work`.
             return;
         }
-        self.jobs.tasks.releasing = true;
-        while let Some(t) = self.jobs.tasks.work.pop() {
-            if self.jobs.tasks.later.is_some() {
-                self.later_due(t);
+        self.tasks.releasing = true;
+        while let Some(t) = self.tasks.work.pop() {
+            if self.tasks.later.is_some() {
+                self.later_due(k, t);
             }
-            if self.jobs.passes.is_pass_task(t) {
-                let task = self.jobs.tasks.dynamic.remove(&t);
+            if self.passes.is_pass_task(t) {
+                let task = self.tasks.dynamic.remove(&t);
                 let started = task.map_or(SimTime::MAX, |d| d.started);
                 if let Some(task) = task.filter(|d| d.lane != NO_LANE) {
                     if !matches!(task.kind, TaskKind::Net(_)) {
-                        self.lane_free(task.lane);
+                        self.lane_free(k, task.lane);
                     }
                 }
-                self.pass_task_done(t, started);
+                self.pass_task_done(k, t, started);
                 continue;
             }
-            if (t as usize) >= self.jobs.tasks.graph.tasks.len() {
-                self.later_task_done(t);
+            if (t as usize) >= self.tasks.graph.tasks.len() {
+                self.later_task_done(k, t);
                 continue;
             }
-            let task = self.jobs.tasks.graph.tasks[t as usize];
-            self.jobs.tasks.done[t as usize] = self.now;
-            self.jobs.tasks.tasks_done += 1;
+            let task = self.tasks.graph.tasks[t as usize];
+            self.tasks.done[t as usize] = k.now();
+            self.tasks.tasks_done += 1;
             // A network task freed its lane when its last byte left.
             if task.lane != NO_LANE && !matches!(task.kind, TaskKind::Net(_)) {
-                self.lane_free(task.lane);
+                self.lane_free(k, task.lane);
             }
-            for i in 0..self.jobs.tasks.graph.successors(t).len() {
-                let s = self.jobs.tasks.graph.successors(t)[i];
-                if self.jobs.tasks.release_one(s) {
-                    self.task_ready(s);
+            for i in 0..self.tasks.graph.successors(t).len() {
+                let s = self.tasks.graph.successors(t)[i];
+                if self.tasks.release_one(s) {
+                    self.task_ready(k, s);
                 }
             }
-            self.later_successors(t);
+            self.later_successors(k, t);
         }
-        self.jobs.tasks.releasing = false;
+        self.tasks.releasing = false;
     }
 
     /// The lane's task no longer needs it: the next waiting one starts.
-    pub(super) fn lane_free(&mut self, lane: u32) {
+    pub(crate) fn lane_free(&mut self, k: &mut dyn Kernel, lane: u32) {
         let l = lane as usize;
-        match self.jobs.tasks.lane_wait[l].pop_front() {
-            Some(next) => self.task_begin(next),
-            None => self.jobs.tasks.lane_busy[l] = false,
+        match self.tasks.lane_wait[l].pop_front() {
+            Some(next) => self.task_begin(k, next),
+            None => self.tasks.lane_busy[l] = false,
         }
     }
 
     /// Flow `f`'s sender has every acknowledgement.
-    pub(super) fn flow_acked(&mut self, f: FlowId) {
-        if let Some(&t) = self.jobs.tasks.acked_task.get(&f.0) {
-            self.task_done(t);
-        }
-    }
-
-    /// Posts transfer `f`'s message on its connection's QPs (a share on
-    /// each), at the sender and at the receiver, which in a partitioned
-    /// run may be another partition's (`Part::post_elsewhere`).
-    pub(super) fn post(&mut self, f: FlowId) {
-        let fl = self.flow_mut(f);
-        let (first, n, bytes) = (fl.first_qp, fl.n_qps, fl.spec.bytes);
-        for i in 0..n {
-            let q = QpId(first + i);
-            let b = super::build::share(bytes, n, i);
-            let at = self.nics.qp(q).dst_port;
-            let away = self
-                .part
-                .as_deref_mut()
-                .is_some_and(|part| part.post_elsewhere(q, at, f, b));
-            self.nics.post(q, f, b, (true, !away));
-        }
-    }
-
-    /// QP `q`'s sender has every acknowledgement of its oldest messages:
-    /// their transfers count them, and are acknowledged once every QP of
-    /// theirs is.
-    pub(super) fn messages_acked(&mut self, q: QpId) {
-        while let Some(m) = self.nics.pop_acked(q) {
-            self.qp_acked(FlowId(m.flow), m.again, m.stalls as u32);
+    pub(crate) fn flow_acked(&mut self, k: &mut dyn Kernel, f: FlowId) {
+        if let Some(&t) = self.tasks.acked_task.get(&f.0) {
+            self.task_done(k, t);
         }
     }
 
     /// One QP's share of transfer `flow` is acknowledged (`again` bytes
     /// resent, `stalls` timeouts): the transfer is once every QP's is.
-    pub(super) fn qp_acked(&mut self, flow: FlowId, again: u64, stalls: u32) {
-        let now = self.now;
-        let f = self.flow_mut(flow);
+    pub fn qp_acked(&mut self, k: &mut dyn Kernel, flow: FlowId, again: u64, stalls: u32) {
+        let now = k.now();
+        let f = self.flow_mut(k, flow);
         f.retx_bytes += again;
         f.timeouts += stalls;
         f.tx_done_qps += 1;
         if f.tx_done_qps == f.n_qps {
             f.acked = Some(now);
-            self.counters.flows_acked += 1;
-            self.later_progress(super::later::Loc::Flow(flow.0), 1);
-            if self.jobs.passes.is_pass_flow(flow) {
-                self.pass_flow_half(flow, true);
+            k.count(Count::Acked(1));
+            self.later_progress(k, super::Loc::Flow(flow.0), 1);
+            if self.passes.is_pass_flow(flow) {
+                self.pass_flow_half(k, flow, true);
             } else {
-                self.flow_acked(flow);
+                self.flow_acked(k, flow);
             }
-        }
-    }
-
-    /// QP `q`'s receiver has its oldest messages in full: their transfers
-    /// count them, and are done (with their tasks) once every QP of
-    /// theirs has.
-    pub(super) fn messages_received(&mut self, q: QpId) {
-        while let Some(m) = self.nics.pop_received(q) {
-            self.qp_received(FlowId(m.flow), m.again as u32, m.stalls as u32);
         }
     }
 
     /// One QP's receiver has its share of transfer `flow` (`again`
     /// packets out of order, `stalls` NAKs sent): the transfer is done
     /// (with its task) once every QP's is.
-    pub(super) fn qp_received(&mut self, flow: FlowId, again: u32, stalls: u32) {
-        let now = self.now;
-        let f = self.flow_mut(flow);
+    pub fn qp_received(&mut self, k: &mut dyn Kernel, flow: FlowId, again: u32, stalls: u32) {
+        let now = k.now();
+        let f = self.flow_mut(k, flow);
         f.out_of_order += again;
         f.naks += stalls;
         f.rx_done_qps += 1;
         if f.rx_done_qps == f.n_qps {
             f.finish = Some(now);
-            self.counters.flows_completed += 1;
-            self.later_progress(super::later::Loc::Flow(flow.0), 1);
-            let task = self.jobs.tasks.of_flow(flow);
-            if self.jobs.passes.is_pass_flow(flow) {
-                self.pass_flow_half(flow, false);
+            k.count(Count::Completed(1));
+            self.later_progress(k, super::Loc::Flow(flow.0), 1);
+            let task = self.tasks.of_flow(flow);
+            if self.passes.is_pass_flow(flow) {
+                self.pass_flow_half(k, flow, false);
             }
             if let Some(t) = task {
-                self.task_done(t);
+                self.task_done(k, t);
             }
         }
     }
@@ -653,17 +598,16 @@ impl Simulation {
     /// A QP of flow `f` sent its last packet for the first time. Once all
     /// its QPs have, the connection may start its next message.
     #[inline(never)]
-    pub(super) fn flow_sent(&mut self, f: FlowId) {
-        let Some(t) = self.jobs.tasks.of_flow(f) else {
+    pub fn flow_sent(&mut self, k: &mut dyn Kernel, f: FlowId) {
+        let Some(t) = self.tasks.of_flow(f) else {
             return;
         };
-        let sent = match self.jobs.tasks.dynamic.get_mut(&t) {
+        let sent = match self.tasks.dynamic.get_mut(&t) {
             Some(d) => &mut d.sent_qps,
-            None => match self.jobs.tasks.flow_sent_qps.get_mut(f.idx()) {
+            None => match self.tasks.flow_sent_qps.get_mut(f.idx()) {
                 Some(s) => s,
                 None => {
                     let (part, i) = self
-                        .jobs
                         .tasks
                         .later
                         .as_mut()
@@ -675,180 +619,49 @@ impl Simulation {
         };
         *sent += 1;
         let sent = *sent;
-        if sent == self.flow_mut(f).n_qps {
-            let lane = self.jobs.tasks.task(t).lane;
+        if sent == self.flow_mut(k, f).n_qps {
+            let lane = self.tasks.task(t).lane;
             if lane != NO_LANE {
                 // From the event loop, not from inside a transmitter.
-                self.queue.push(self.now, Event::LaneFree(lane));
+                k.at(k.now(), Due::LaneFree(lane));
             }
         }
     }
 
     /// Pass copies in `host` whose time has come are done.
-    pub(super) fn landed(&mut self, host: u32) {
-        while let Some(&(at, t)) = self.jobs.tasks.landing[host as usize].front() {
-            if at > self.now {
+    pub(crate) fn landed(&mut self, k: &mut dyn Kernel, host: u32) {
+        while let Some(&(at, t)) = self.tasks.landing[host as usize].front() {
+            if at > k.now() {
                 break;
             }
-            self.jobs.tasks.landing[host as usize].pop_front();
-            self.task_done(t);
+            self.tasks.landing[host as usize].pop_front();
+            self.task_done(k, t);
         }
     }
 
     /// An NVLink copy may have finished in `host`.
-    pub(super) fn nvlink_event(&mut self, host: u32, gen: u32) {
-        let latency = self.jobs.tasks.nvlink.latency;
-        let (done, next) = self
-            .jobs
-            .tasks
-            .nvlink
-            .on_event(host as usize, gen, self.now);
+    pub(crate) fn nvlink_event(&mut self, k: &mut dyn Kernel, host: u32, gen: u32) {
+        let latency = self.tasks.nvlink.latency;
+        let (done, next) = self.tasks.nvlink.on_event(host as usize, gen, k.now());
         for pass in done.streams {
-            self.stream_copied(pass);
+            self.stream_copied(k, pass);
         }
         for t in done.tasks {
-            if self.jobs.passes.is_pass_task(t) {
+            if self.passes.is_pass_task(t) {
                 // Pass tasks are numbered past what an event's key holds:
                 // the host's copies land in order.
                 let h = host as usize;
-                if self.jobs.tasks.landing.len() <= h {
-                    self.jobs.tasks.landing.resize(h + 1, VecDeque::new());
+                if self.tasks.landing.len() <= h {
+                    self.tasks.landing.resize(h + 1, VecDeque::new());
                 }
-                self.jobs.tasks.landing[h].push_back((self.now + latency, t));
-                self.queue.push(self.now + latency, Event::Landed(host));
+                self.tasks.landing[h].push_back((k.now() + latency, t));
+                k.at(k.now() + latency, Due::Landed(host));
             } else {
-                self.queue.push(self.now + latency, Event::TaskDone(t));
+                k.at(k.now() + latency, Due::TaskDone(t));
             }
         }
         if let Some((at, gen)) = next {
-            self.queue.push(at, Event::Nvlink(host, gen));
+            k.at(at, Due::Nvlink(host, gen));
         }
     }
-}
-
-/// Where each task of `g` runs when the fabric is cut by host (`Home`),
-/// or why the graph cannot be cut: a task that waits, with no transfer
-/// between, for a task of another host (a barrier across hosts that
-/// something waits for), since a partition would learn of it only a
-/// window later. `flow` gives a transfer's spec by number; `cross` are
-/// `g`'s edges from tasks before it, whose homes `before` gives (a job's
-/// iteration made as the run reaches it).
-pub fn homes_of<'a>(
-    g: &TaskGraph,
-    topo: &Topology,
-    flow: impl Fn(u32) -> Option<&'a crate::workload::FlowSpec>,
-    cross: &[(u32, u32)],
-    before: impl Fn(u32) -> Option<Home>,
-) -> Result<Vec<Home>, String> {
-    let n = g.tasks.len();
-    let base = g.task_base;
-    let gpu_host = |gpu: u32| topo.gpus[gpu as usize].host.0;
-    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for x in base..base + n as u32 {
-        for &s in g.successors(x) {
-            preds[(s - base) as usize].push(x);
-        }
-    }
-    for &(a, b) in cross {
-        preds[(b - base) as usize].push(a);
-    }
-    let mut homes: Vec<Home> = Vec::with_capacity(n);
-    let done_of = |h: Home| match h {
-        Home::Host { done, .. } => Some(done),
-        _ => None,
-    };
-    let no_flow = |f: u32| format!("task of transfer {f}, which does not exist");
-    for (i, task) in g.tasks.iter().enumerate() {
-        let t = base + i as u32;
-        let lane_gpu = g
-            .lane_gpu
-            .get(task.lane as usize)
-            .copied()
-            .unwrap_or(NO_GPU);
-        let home = match task.kind {
-            TaskKind::Net(f) => {
-                let spec = flow(f).ok_or_else(|| no_flow(f))?;
-                Home::Host {
-                    begin: gpu_host(spec.src.0),
-                    done: gpu_host(spec.dst.0),
-                }
-            }
-            TaskKind::Local { src, .. } => {
-                let h = gpu_host(src.0);
-                Home::Host { begin: h, done: h }
-            }
-            TaskKind::Acked(f) => {
-                let h = gpu_host(flow(f).ok_or_else(|| no_flow(f))?.src.0);
-                Home::Host { begin: h, done: h }
-            }
-            TaskKind::Enter { pass, pos } | TaskKind::Exit { pass, pos } => {
-                let pass = g.pass(pass).ok_or("a task of a pass that does not exist")?;
-                let h = gpu_host(pass.order[pos as usize].0);
-                Home::Host { begin: h, done: h }
-            }
-            _ if lane_gpu != NO_GPU => {
-                let h = gpu_host(lane_gpu);
-                Home::Host { begin: h, done: h }
-            }
-            _ => {
-                let home_of = |x: u32| {
-                    if x >= base {
-                        Some(homes[(x - base) as usize])
-                    } else {
-                        before(x)
-                    }
-                };
-                let mut hosts: Vec<u32> = preds[i]
-                    .iter()
-                    .filter_map(|&x| home_of(x).and_then(done_of))
-                    .collect();
-                hosts.sort_unstable();
-                hosts.dedup();
-                match hosts[..] {
-                    // Nothing to wait for but time, here or on every
-                    // host alike.
-                    [] => Home::Everywhere,
-                    [h] => Home::Host { begin: h, done: h },
-                    _ if g.successors(t).is_empty() => Home::Last,
-                    _ => {
-                        return Err(format!(
-                            "task {t} waits for tasks of hosts {} and {} with no transfer between, and other tasks wait for it (a barrier across hosts)",
-                            hosts[0], hosts[1]
-                        ))
-                    }
-                }
-            }
-        };
-        homes.push(home);
-    }
-    let home_of = |x: u32| {
-        if x >= base {
-            Some(homes[(x - base) as usize])
-        } else {
-            before(x)
-        }
-    };
-    let edges = (base..base + n as u32)
-        .flat_map(|x| g.successors(x).iter().map(move |&y| (x, y)))
-        .chain(cross.iter().copied());
-    for (x, y) in edges {
-        // Within a graph an end has no successors; an edge from one is
-        // from an earlier part, which took it for an end.
-        if home_of(x) == Some(Home::Last) {
-            return Err(format!(
-                "task {x} waits for tasks of several hosts with no transfer between, and task {y} of a later part waits for it (a barrier across hosts)"
-            ));
-        }
-        let Some(done) = home_of(x).and_then(done_of) else {
-            continue;
-        };
-        if let Home::Host { begin, .. } = homes[(y - base) as usize] {
-            if begin != done {
-                return Err(format!(
-                    "task {y} on host {begin} waits for task {x} done on host {done} with no transfer between"
-                ));
-            }
-        }
-    }
-    Ok(homes)
 }
