@@ -489,3 +489,66 @@ fn the_job_runtime_knows_the_engine_only_as_its_kernel() {
     let kernel = std::fs::read_to_string("src/engine/kernel.rs").unwrap();
     assert!(kernel.contains("impl Kernel for Kern<'_>"));
 }
+
+/// The layers ARCHITECTURE.md lists, lowest first: every top-level module
+/// is in one row and imports (`crate::` in the library, `fabricsim::`
+/// from the binary) only modules of the rows above.
+#[test]
+fn every_module_imports_only_the_layers_below_it() {
+    let doc = std::fs::read_to_string("ARCHITECTURE.md").unwrap();
+    let start = doc
+        .find("## Layers")
+        .expect("ARCHITECTURE.md has a layer list");
+    let end = start + doc[start..].find("\n## Modules").unwrap();
+    let mut row_of: BTreeMap<String, usize> = BTreeMap::new();
+    let mut row = 0;
+    for line in doc[start..end].lines() {
+        let Some((n, rest)) = line.split_once(". ") else {
+            continue;
+        };
+        if n.parse::<usize>().is_err() {
+            continue;
+        }
+        row += 1;
+        let names = rest.split(':').next().unwrap();
+        for name in names.split(',') {
+            let name = name.trim().trim_matches('`');
+            assert!(
+                row_of.insert(name.to_string(), row).is_none(),
+                "{name} is in two rows"
+            );
+        }
+    }
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (top, _, code) in sources() {
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        let mut uses = crate_paths(&code);
+        uses.extend(crate_paths(&code.replace("fabricsim::", "crate::")));
+        let entry = deps.entry(top.clone()).or_default();
+        entry.extend(uses.into_iter().filter(|u| *u != top));
+    }
+    for (m, uses) in &deps {
+        let Some(&mine) = row_of.get(m) else {
+            panic!("src/{m} is in no row of ARCHITECTURE.md's layers");
+        };
+        for u in uses {
+            // Items of the binary's root (`crate::LimitArgs`) are not modules.
+            let Some(&theirs) = row_of.get(u) else {
+                assert!(!deps.contains_key(u), "{u} is in no row");
+                continue;
+            };
+            assert!(
+                theirs < mine,
+                "src/{m} (row {mine}) imports {u} (row {theirs}): a layer may use only those above it"
+            );
+        }
+    }
+    for m in row_of.keys() {
+        assert!(
+            deps.contains_key(m),
+            "ARCHITECTURE.md lists {m}, which src/ does not have"
+        );
+    }
+}
