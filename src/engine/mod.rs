@@ -91,7 +91,7 @@ impl Io for Wires<'_> {
         self.packets
     }
 
-    #[inline]
+    #[inline(always)]
     fn at(&mut self, t: SimTime, what: Timed) {
         let ev = match what {
             Timed::Arrive(p, id) => {
