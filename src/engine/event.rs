@@ -91,7 +91,7 @@ impl queue::Keyed for Event {
     /// the run is cut or on where a packet is stored, so every partitioning
     /// orders the same way (see `queue`). The scenario's limits on ports,
     /// QPs and tasks keep every id within its bits (checked below).
-    #[inline]
+    #[inline(always)]
     fn key(&self) -> u32 {
         let port = |p: PortId, prio: u8| p.0 << 3 | u32::from(prio & 7);
         let (kind, id): (u32, u32) = match *self {

@@ -364,7 +364,7 @@ impl Egress {
     /// Called when a port may have something new to send: starts the
     /// transmitter if idle, or asks to be woken when the current frame is
     /// done.
-    #[inline]
+    #[inline(always)]
     pub fn kick(&mut self, io: &mut impl Io, p: PortId) -> NicTurn {
         let port = &mut self.ports[p.idx()];
         if port.tx_event {
@@ -405,7 +405,7 @@ impl Egress {
     /// Offers a frame to an egress port: straight onto the wire if the
     /// port is idle with nothing waiting, else into its priority queue.
     /// `e.ingress` is the port it came in on (`LOCAL` if made here).
-    #[inline]
+    #[inline(always)]
     pub fn offer(&mut self, io: &mut impl Io, p: PortId, queue: u8, e: Queued) -> NicTurn {
         let port = &self.ports[p.idx()];
         if self.links_failed && port.down {
@@ -472,6 +472,7 @@ impl Egress {
     /// Puts the next waiting frame on the wire. The port must be idle with
     /// no `TxDone` pending. A NIC port with nothing queued and its data
     /// queue open hands the turn to its caller.
+    #[inline(always)]
     fn start_tx(&mut self, io: &mut impl Io, p: PortId) -> NicTurn {
         if self.links_failed && self.ports[p.idx()].down {
             // A dead port sends nothing: a NIC's QPs wait for the link
@@ -526,7 +527,7 @@ impl Egress {
     /// Serializes a frame on an idle port: schedules its arrival at the
     /// peer, and a `TxDone` only if more is waiting. A switch frees the
     /// frame's buffer as its transmission starts.
-    #[inline]
+    #[inline(always)]
     pub fn transmit(&mut self, io: &mut impl Io, p: PortId, e: Queued, queue: u8) {
         let owner = self.owners[p.idx()];
         let now = io.now();

@@ -337,7 +337,7 @@ impl EgressQueues {
     }
 
     /// The next frame: control first, then strict priority, then DRR.
-    #[inline]
+    #[inline(always)]
     pub fn dequeue(&mut self, now: SimTime) -> Dequeued {
         if self.n_control > 0 {
             self.n_control -= 1;
@@ -379,6 +379,7 @@ impl EgressQueues {
     }
 
     /// Deficit round robin among the eligible non-strict queues.
+    #[inline(always)]
     fn drr_pick(&mut self, eligible: u8) -> usize {
         let weighted = self.weighted;
         let set = if eligible & weighted != 0 {
