@@ -534,6 +534,7 @@ impl Simulation {
 
     /// NIC port `p` is idle with its data queue open: it sends the next
     /// data packet of its QPs, if one may go now.
+    #[inline(always)]
     fn nic_turn(&mut self, p: PortId, n: NicId) {
         let held = self.egress.held(p, self.now);
         match self.nics.pull(self.now, p, n, held, &mut self.packets) {
@@ -592,6 +593,7 @@ impl Simulation {
         self.egress.give_back_fates(fates);
     }
 
+    #[inline(always)]
     fn arrive(&mut self, p: PortId, id: PacketId) {
         if self.egress.is_down(p) {
             let pkt = self.packets.take(id);
