@@ -274,7 +274,7 @@ pub fn chakra_input(data: &[u8]) -> bool {
         protocol: crate::workload::collective::Protocol::Simple,
         auto: crate::workload::collective::Auto::default(),
         groups: Vec::new(),
-        shard_sizes: false,
+        sizes: crate::workload::chakra::CommSizes::AstraSim,
         window: chakra::WINDOW,
     };
     let mut graph = GraphBuilder::default();

@@ -34,8 +34,11 @@ fn trace_copies_match_the_shared_test_data() {
     }
 }
 
-/// Every trace set runs to the end as one collective of 1,048,576 B over
-/// 8 ranks, of the right type, with nccl-tests' figures.
+/// Every trace set (ASTRA-sim's 1 MB microbenchmarks) runs to the end as
+/// one collective over 8 ranks, of the right type, sized as ASTRA-sim
+/// reads its `comm_size` of 1,048,576 B: the all-gather's is one rank's
+/// share, so it gathers 8 MiB (ASTRA-sim's `Ring` and `HalvingDoubling`
+/// end an all-gather of d with 8 d); the others' is their buffer.
 #[test]
 fn every_trace_set_runs_with_its_collective_and_size() {
     let example = Path::new("examples/collectives/chakra-allreduce.toml");
@@ -45,7 +48,8 @@ fn every_trace_set_runs_with_its_collective_and_size() {
         assert_eq!(s.collectives.len(), 1, "{set}");
         let c = &s.collectives[0];
         assert_eq!(c.collective, op, "{set}");
-        assert_eq!((c.bytes, c.ranks), (1_048_576, 8), "{set}");
+        let bytes = if op == "all-gather" { 8 << 20 } else { 1 << 20 };
+        assert_eq!((c.bytes, c.ranks), (bytes, 8), "{set}");
         assert!(c.busbw_gbps.unwrap() > 5.0, "{set}: {c:?}");
         assert_eq!(s.flows_completed, s.flows_total);
         sim.check_conservation().unwrap();
@@ -539,33 +543,57 @@ fn ranks_of_a_communicator_must_agree_on_its_collectives() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `comm_size = "shard"`: an all-gather's comm_size is one rank's share,
-/// so the collective is that times its ranks; the default counts the
-/// whole buffer, as ASTRA-sim's own traces do.
+/// `comm_size` as ASTRA-sim reads it by default (an all-gather's is one
+/// rank's share, a reduce-scatter's its whole input), as nccl-tests
+/// counts it (`"buffer"`: both whole) or as shares (`"shard"`); anything
+/// else is refused with the three named.
 #[test]
-fn all_gather_sizes_follow_the_chosen_convention() {
+fn collective_sizes_follow_the_chosen_convention() {
     let dir = std::env::temp_dir().join(format!("fabricsim-chakra-size-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    // An all-gather (comm_type 2) then a reduce-scatter (7), 4,000 B each.
     let ranks: Vec<Vec<Vec<u8>>> = (0..4)
         .map(|_| {
-            vec![node_with(
-                1,
-                7,
-                &[],
-                &[("comm_type", 2), ("comm_size", 4000)],
-                &[],
-                None,
-            )]
+            vec![
+                node_with(
+                    1,
+                    7,
+                    &[],
+                    &[("comm_type", 2), ("comm_size", 4000)],
+                    &[],
+                    None,
+                ),
+                node_with(
+                    2,
+                    7,
+                    &[1],
+                    &[("comm_type", 7), ("comm_size", 4000)],
+                    &[],
+                    None,
+                ),
+            ]
         })
         .collect();
     write_long_trace(&dir, &ranks);
-    let (_, s) = run_named("x.toml", &four_ranks(&dir, ""), &[]);
-    assert_eq!(s.collectives[0].bytes, 4000);
-    let (_, s) = run_named("x.toml", &four_ranks(&dir, "comm_size = \"shard\""), &[]);
-    assert_eq!(s.collectives[0].bytes, 16000);
+    let sizes = |setting: &str| {
+        let (_, s) = run_named("x.toml", &four_ranks(&dir, setting), &[]);
+        let c = &s.collectives;
+        assert_eq!(
+            (c[0].collective.as_str(), c[1].collective.as_str()),
+            ("all-gather", "reduce-scatter")
+        );
+        (c[0].bytes, c[1].bytes)
+    };
+    assert_eq!(sizes(""), (16000, 4000));
+    assert_eq!(sizes("comm_size = \"astra-sim\""), (16000, 4000));
+    assert_eq!(sizes("comm_size = \"buffer\""), (4000, 4000));
+    assert_eq!(sizes("comm_size = \"shard\""), (16000, 16000));
     let e = error_of(&four_ranks(&dir, "comm_size = \"rank\""), &[]);
     assert!(
-        e.contains("workload[0].comm_size") && e.contains("\"shard\""),
+        e.contains("workload[0].comm_size")
+            && e.contains("\"astra-sim\"")
+            && e.contains("\"buffer\"")
+            && e.contains("\"shard\""),
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -329,7 +329,8 @@ pub struct RawWorkload {
     /// A Chakra trace's process groups (a JSON file of group name to
     /// ranks, relative to the scenario file).
     pub groups: Option<String>,
-    /// What a Chakra all-gather's or reduce-scatter's comm_size counts.
+    /// What a Chakra all-gather's or reduce-scatter's comm_size counts:
+    /// "astra-sim" (the default), "buffer" or "shard".
     pub comm_size: Option<String>,
     /// How far a Chakra trace's order looks ahead in each rank's file.
     pub window: Option<i64>,

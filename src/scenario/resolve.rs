@@ -2,6 +2,7 @@
 //! parsed, every value range-checked, so that nothing downstream sees an
 //! `Option` for a required value or an unchecked number.
 
+use crate::workload::chakra::CommSizes;
 use toml::Value;
 
 use super::error::{KeyError, KeyPath};
@@ -1353,13 +1354,14 @@ fn chakra(
         Some(f) => groups_file(&base.join(f), &p.key("groups"))?,
         None => Vec::new(),
     };
-    let shard_sizes = match w.comm_size.as_deref() {
-        None | Some("buffer") => false,
-        Some("shard") => true,
+    let sizes = match w.comm_size.as_deref() {
+        None | Some("astra-sim") => CommSizes::AstraSim,
+        Some("buffer") => CommSizes::Buffer,
+        Some("shard") => CommSizes::Shard,
         Some(other) => {
             return Err(KeyError::new(
                 &p.key("comm_size"),
-                format!("got \"{other}\", expected \"buffer\" (an all-gather's or reduce-scatter's comm_size is the whole buffer, as nccl-tests and ASTRA-sim's traces count it) or \"shard\" (one rank's share)"),
+                format!("got \"{other}\", expected \"astra-sim\" (as ASTRA-sim reads it: an all-gather's comm_size is one rank's share, a reduce-scatter's its whole input), \"buffer\" (both the whole buffer, as nccl-tests counts it) or \"shard\" (both one rank's share)"),
             ))
         }
     };
@@ -1394,7 +1396,7 @@ fn chakra(
             protocol: c.as_ref().map_or(Protocol::Simple, |c| c.protocol),
             auto: c.as_ref().map_or(Auto::default(), |c| c.auto),
             groups,
-            shard_sizes,
+            sizes,
             window,
         },
     ))

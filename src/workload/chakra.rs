@@ -13,9 +13,8 @@
 //!   list of `pg_name` and `ranks` in the node's input values) or given
 //!   beside the trace (ASTRA-sim's group file). The n-th collective node
 //!   of every member of a group together form the group's n-th
-//!   collective (`comm_type`, `comm_size` bytes as nccl-tests counts
-//!   them, or one rank's share for all-gather and reduce-scatter with
-//!   `Settings::shard_sizes`), run with the workload's algorithm
+//!   collective (`comm_type`, and `comm_size` bytes read as ASTRA-sim
+//!   reads them by default: see `CommSizes`), run with the workload's algorithm
 //!   settings; each rank takes part once its node's dependencies are
 //!   done and its node is done when its own part is (as its NCCL call
 //!   returns), a barrier when every member has reached it;
@@ -999,10 +998,8 @@ pub struct Settings {
     /// Process groups given beside the trace (ASTRA-sim's communicator
     /// group file): name and ranks, in communicator order.
     pub groups: Vec<(String, Vec<i64>)>,
-    /// All-gather and reduce-scatter nodes give one rank's share as
-    /// `comm_size` (the collective moves that times its ranks), instead
-    /// of the whole buffer as nccl-tests and ASTRA-sim's traces count it.
-    pub shard_sizes: bool,
+    /// What an all-gather's and a reduce-scatter's `comm_size` counts.
+    pub sizes: CommSizes,
     /// How far the order looks ahead in each rank's file, in nodes (see
     /// `order`).
     pub window: usize,
@@ -1399,10 +1396,34 @@ impl TraceGen {
     }
 }
 
+/// What a collective node's `comm_size` counts, for the collectives
+/// whose buffers differ in size from rank to result. A collective here
+/// is sized as nccl-tests counts it (an all-gather by its gathered
+/// output, a reduce-scatter by its input before the scatter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommSizes {
+    /// As ASTRA-sim's collectives read it (`Ring.cc` and
+    /// `HalvingDoubling.cc`: an all-gather of size d ends with d times
+    /// the ranks, a reduce-scatter of size d with d over the ranks): an
+    /// all-gather's `comm_size` is one rank's share, a reduce-scatter's
+    /// its whole input. The default, so that ASTRA-sim's traces move the
+    /// bytes ASTRA-sim moves.
+    AstraSim,
+    /// Both the whole buffer, as nccl-tests counts them.
+    Buffer,
+    /// Both one rank's share.
+    Shard,
+}
+
 /// The collective a communicator's collective node runs.
 fn collective_of(s: &Settings, g: &Group, first: &Comm, op: Op) -> Collective {
     let mut bytes = first.comm_size.unwrap_or(0);
-    if s.shard_sizes && matches!(op, Op::AllGather | Op::ReduceScatter) {
+    let share = match op {
+        Op::AllGather => s.sizes != CommSizes::Buffer,
+        Op::ReduceScatter => s.sizes == CommSizes::Shard,
+        _ => false,
+    };
+    if share {
         bytes = bytes.saturating_mul(g.ranks.len() as u64);
     }
     Collective {
@@ -1814,7 +1835,7 @@ mod tests {
             protocol: collective::Protocol::Simple,
             auto: collective::Auto::default(),
             groups: given.to_vec(),
-            shard_sizes: false,
+            sizes: CommSizes::AstraSim,
             window,
         };
         let groups: Arc<[Group]> = communicators(&trace, &settings).unwrap().into();
