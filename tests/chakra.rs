@@ -1032,3 +1032,51 @@ fn a_first_part_of_compute_alone_leaves_the_collectives_to_later_parts() {
     outputs(path, &["simulation.fidelity=\"flow\""]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// ASTRA-sim's 16-NPU, 1 MB microbenchmarks (one collective node per
+/// rank, `comm_size` 1,048,576), replayed on 16 single-GPU hosts with
+/// ring algorithms and NCCL's Simple protocol (ASTRA-sim has no LL or
+/// LL128 lines, whose flags add to the bytes on the wire), move over the
+/// network the bytes ASTRA-sim's `Ring` moves for each (its source: an
+/// all-gather of d sends d per step, the others d / N; all-reduce takes
+/// 2 (N - 1) steps, the others N - 1), N x that in all. Read as
+/// nccl-tests counts it, the all-gather would move a sixteenth of that.
+#[test]
+fn astra_sim_microbenchmarks_move_the_bytes_astra_sim_moves() {
+    let n = 16u64;
+    let d = 1u64 << 20;
+    for (comm_type, op, steps, per_step) in [
+        (0, "all-reduce", 2 * (n - 1), d / n),
+        (2, "all-gather", n - 1, d),
+        (7, "reduce-scatter", n - 1, d / n),
+        (6, "all-to-all", n - 1, d / n),
+    ] {
+        let dir = std::env::temp_dir().join(format!(
+            "fabricsim-chakra-astra-{comm_type}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ranks: Vec<Vec<Vec<u8>>> = (0..n)
+            .map(|_| {
+                vec![node_with(
+                    1,
+                    7,
+                    &[],
+                    &[("comm_type", comm_type), ("comm_size", d)],
+                    &[],
+                    None,
+                )]
+            })
+            .collect();
+        write_long_trace(&dir, &ranks);
+        let scenario = format!(
+            "[topology]\nkind = \"single-rail\"\nhosts = {n}\ngpus_per_host = 1\n\n[[workload]]\nkind = \"chakra\"\ntrace = \"{}\"\nalgorithm = \"ring\"\nprotocol = \"simple\"\n",
+            dir.display()
+        );
+        let (sim, s) = run_named("x.toml", &scenario, &[]);
+        assert_eq!(s.collectives[0].collective, op);
+        let moved: u64 = sim.pass_flows().rows.iter().map(|r| r.bytes).sum();
+        assert_eq!(moved, n * steps * per_step, "{op}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
