@@ -66,7 +66,9 @@ const VOCAB_BYTES: u64 = 32000 * 1024 / 2 * 2;
 /// twice forward and twice backward; each DP group all-reduces every
 /// gradient of its ranks once (here a bucket per layer, one for the
 /// embedding, one for the head); between the two stages each TP rank
-/// sends T h a / tp bytes forward and backward per micro-batch.
+/// sends T h a bytes forward and backward per micro-batch, as
+/// Megatron-Core does (T h a / tp in the papers' accounting, or with
+/// sequence parallelism).
 #[test]
 fn collectives_and_transfers_follow_the_formulas() {
     let (sim, s) = run(SMALL);
@@ -93,8 +95,17 @@ fn collectives_and_transfers_follow_the_formulas() {
     assert_eq!(census(&s2), c);
     let sends = sim.flows();
     assert_eq!(sends.len(), 2 * m * 8);
-    assert!(sends.iter().all(|f| f.spec.bytes == TP_BYTES / 2));
+    assert!(sends.iter().all(|f| f.spec.bytes == TP_BYTES));
     assert!(sends.iter().all(|f| f.finish.is_some()));
+    for set in [
+        "workload.0.parallel.accounting=\"paper\"",
+        "workload.0.parallel.sequence_parallel=true",
+    ] {
+        let (sim, _) = run_with(SMALL, &["workload.0.parallel.order=\"tp-dp-pp\"", set]);
+        let sends = sim.flows();
+        assert_eq!(sends.len(), 2 * m * 8, "{set}");
+        assert!(sends.iter().all(|f| f.spec.bytes == TP_BYTES / 2), "{set}");
+    }
     let job = &s.jobs[0];
     assert_eq!(job.ranks, 16);
     assert_eq!(job.iteration_ps.len(), 1);
@@ -171,7 +182,10 @@ fn overlap_shortens_the_step() {
 /// after the optimizer; ZeRO 3 also gathers each layer's parameters
 /// before its forward and its backward of every micro-batch; sequence
 /// parallelism turns each TP all-reduce into a reduce-scatter and an
-/// all-gather of the same size.
+/// all-gather of the same size, and Megatron-Core's backward gathers each
+/// column-parallel part's input again (6 all-gathers and 4
+/// reduce-scatters per layer and micro-batch; the papers' accounting has
+/// 4 and 4).
 #[test]
 fn zero_stages_and_sequence_parallelism() {
     let (_, s) = run_with(SMALL, &["workload.0.parallel.zero=1"]);
@@ -189,14 +203,26 @@ fn zero_stages_and_sequence_parallelism() {
         c3[&("all-gather".into(), 4, LAYER_BYTES)],
         2 * 2 * 2 * 2 * 2 + 8
     );
-    let (_, sp) = run_with(SMALL, &["workload.0.parallel.sequence_parallel=true"]);
-    let c = census(&sp);
-    assert!(!c.contains_key(&("all-reduce".into(), 2, TP_BYTES)));
-    assert_eq!(c[&("all-gather".into(), 2, TP_BYTES)], 4 * 2 * 2 * 2 * 4);
-    assert_eq!(
-        c[&("reduce-scatter".into(), 2, TP_BYTES)],
-        4 * 2 * 2 * 2 * 4
-    );
+    // Per TP group (4 DP x 2 stages), layer (2 per stage) and
+    // micro-batch (2).
+    let groups_layers_batches = 4 * 2 * 2 * 2;
+    let sp = "workload.0.parallel.sequence_parallel=true";
+    for (accounting, gathers) in [("megatron-core", 6), ("paper", 4)] {
+        let set = format!("workload.0.parallel.accounting=\"{accounting}\"");
+        let (_, run) = run_with(SMALL, &[sp, &set]);
+        let c = census(&run);
+        assert!(!c.contains_key(&("all-reduce".into(), 2, TP_BYTES)));
+        assert_eq!(
+            c[&("all-gather".into(), 2, TP_BYTES)],
+            groups_layers_batches * gathers,
+            "{accounting}"
+        );
+        assert_eq!(
+            c[&("reduce-scatter".into(), 2, TP_BYTES)],
+            groups_layers_batches * 4,
+            "{accounting}"
+        );
+    }
 }
 
 /// Bad settings name the key and what was expected.

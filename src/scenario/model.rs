@@ -7,7 +7,9 @@ use super::values::{choice, size, time};
 use crate::topology::{GpuId, Topology};
 use crate::units::{parse_byte_rate, SimTime};
 use crate::workload::collective::Algorithm;
-use crate::workload::model::{Dim, Gpu, KernelKind, ModelJob, Parallel, Schedule, Transformer};
+use crate::workload::model::{
+    Accounting, Dim, Gpu, KernelKind, ModelJob, Parallel, Schedule, Transformer,
+};
 use toml::Value;
 
 type R<T> = Result<T, KeyError>;
@@ -200,6 +202,15 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
         Schedule::OneFOneB,
     )?;
     let zero = int(r.zero, &pp_.key("zero"), Some(0), 0, 3)? as u8;
+    let accounting = choice(
+        r.accounting.as_deref(),
+        &pp_.key("accounting"),
+        &[
+            ("megatron-core", Accounting::MegatronCore),
+            ("paper", Accounting::Paper),
+        ],
+        Accounting::MegatronCore,
+    )?;
     let s = r.order.as_deref().unwrap_or("tp-pp-dp");
     let dims: Option<Vec<Dim>> = s
         .split('-')
@@ -234,6 +245,7 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
         schedule,
         zero,
         sequence_parallel: r.sequence_parallel.unwrap_or(false),
+        accounting,
         order,
         bucket,
         overlap: r.overlap.unwrap_or(true),

@@ -377,6 +377,7 @@ pub struct RawParallel {
     pub schedule: Option<String>,
     pub zero: Option<i64>,
     pub sequence_parallel: Option<bool>,
+    pub accounting: Option<String>,
     pub order: Option<String>,
     pub bucket: Option<Value>,
     pub overlap: Option<bool>,

@@ -14,9 +14,12 @@
 //! on the GPU's compute lane with a roofline time (`Gpu::time`); after
 //! each of the four, the TP group all-reduces T h a bytes (a bytes per
 //! activation), or with sequence parallelism all-gathers before and
-//! reduce-scatters after. Between stages each TP rank sends T h a / tp
-//! bytes (activations forward, gradients backward) to the rank of the
-//! next (previous) stage with the same TP and DP index. The micro-batches
+//! reduce-scatters after, and (as Megatron-Core does, `Accounting`)
+//! gathers a column-parallel part's input again before its backward.
+//! Between stages each TP rank sends T h a bytes (T h a / tp with
+//! sequence parallelism or in the papers' accounting; activations
+//! forward, gradients backward) to the rank of the next (previous) stage
+//! with the same TP and DP index. The micro-batches
 //! (global batch / (b dp)) run in the schedule's order: GPipe (every
 //! forward, then every backward) or 1F1B (pp - s - 1 forwards, then one
 //! forward and one backward in turn, then the last backwards).
@@ -105,6 +108,9 @@ pub struct Parallel {
     pub schedule: Schedule,
     pub zero: u8,
     pub sequence_parallel: bool,
+    /// Whose accounting of the communication: Megatron-Core's as it runs
+    /// or the papers'.
+    pub accounting: Accounting,
     /// Rank placement, fastest-varying first.
     pub order: [Dim; 3],
     /// DP gradient bucket, bytes.
@@ -112,6 +118,24 @@ pub struct Parallel {
     /// Buckets reduced as the backward fills them (false: all of them
     /// after the backward, as without overlap).
     pub overlap: bool,
+}
+
+/// Whose accounting of a job's communication the graph follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accounting {
+    /// Megatron-Core as it runs (its `schedules.get_tensor_shapes` and
+    /// `tensor_parallel/layers.py`): every TP rank sends the whole
+    /// micro-batch's activations to the next stage (a 1/tp share with
+    /// sequence parallelism), and with sequence parallelism the backward
+    /// of each column-parallel part gathers its saved input again for
+    /// the weight gradient (6 all-gathers and 4 reduce-scatters per layer
+    /// and micro-batch).
+    MegatronCore,
+    /// The 2021 and 2022 papers' (Narayanan et al., Korthikanti et al.):
+    /// a 1/tp share between stages (the scatter/gather optimization,
+    /// since removed), and 4 all-gathers and 4 reduce-scatters per layer
+    /// and micro-batch with sequence parallelism.
+    Paper,
 }
 
 /// A GPU's roofline.
@@ -363,9 +387,15 @@ impl Transformer {
         self.tokens() * self.hidden * self.act_bytes
     }
 
-    /// What each TP rank sends to the next stage per micro-batch.
-    pub fn pp_bytes(&self, tp: u64) -> u64 {
-        self.tp_bytes().div_ceil(tp)
+    /// What each TP rank sends to the next stage per micro-batch: the
+    /// whole micro-batch's activations, or a 1/tp share of them (`split`:
+    /// with sequence parallelism, or in the papers' accounting).
+    pub fn pp_bytes(&self, tp: u64, split: bool) -> u64 {
+        if split {
+            self.tp_bytes().div_ceil(tp)
+        } else {
+            self.tp_bytes()
+        }
     }
 }
 
@@ -798,6 +828,17 @@ impl Gen<'_, '_> {
         }
     }
 
+    /// Megatron-Core with sequence parallelism: a column-parallel part's
+    /// backward gathers its saved input again, for its weight gradient.
+    fn regather(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
+        let p = &self.j.parallel;
+        if !p.sequence_parallel || p.accounting != Accounting::MegatronCore {
+            return Ok(());
+        }
+        let bytes = self.j.model.tp_bytes();
+        self.collective(e, s, Group::Tp, Op::AllGather, bytes, cur)
+    }
+
     /// ZeRO 3: a layer's parameters gathered over the DP group first
     /// (and its experts' over the experts' DP group).
     fn gather_layer(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
@@ -883,9 +924,11 @@ impl Gen<'_, '_> {
         for _ in 0..j.stage_layers(s) {
             self.gather_layer(e, s, cur)?;
             self.tp_sync(e, s, true, cur)?;
+            self.regather(e, s, cur)?;
             self.mlp(e, s, true, cur)?;
             self.tp_sync(e, s, false, cur)?;
             self.tp_sync(e, s, true, cur)?;
+            self.regather(e, s, cur)?;
             self.kernel(e, s, attn, cur);
             self.tp_sync(e, s, false, cur)?;
             if let Some(g) = grads.as_mut() {
@@ -985,7 +1028,8 @@ impl Gen<'_, '_> {
             Step::B(_) if s > 0 => s - 1,
             _ => return Ok(()),
         };
-        let bytes = self.j.model.pp_bytes(p.tp);
+        let split = p.sequence_parallel || p.accounting == Accounting::Paper;
+        let bytes = self.j.model.pp_bytes(p.tp, split);
         for (k, &c) in cur.iter().enumerate() {
             let (a, b) = (self.gpu_at(s, k as u64), self.gpu_at(to, k as u64));
             let t = e.send(a, b, bytes, 0, &[c])?;
@@ -1063,6 +1107,7 @@ mod tests {
                 schedule: Schedule::OneFOneB,
                 zero: 0,
                 sequence_parallel: false,
+                accounting: Accounting::MegatronCore,
                 ep: 1,
                 order: [Dim::Tp, Dim::Pp, Dim::Dp],
                 bucket: 1,
