@@ -85,14 +85,17 @@ fn collectives_and_transfers_follow_the_formulas() {
     );
     assert_eq!(c[&("all-reduce".into(), 4, VOCAB_BYTES)], 2 * 2);
     assert_eq!(c.len(), 3, "{c:?}");
-    // "tp-pp-dp" places both stages of a TP pair in one server: the
-    // pipeline's transfers are NVLink copies; with "tp-dp-pp" the stages
-    // are two servers apart, the transfers writes over the network:
+    // With "tp-dp-pp" (the default, Megatron-Core's) the stages are two
+    // servers apart, the pipeline's transfers writes over the network:
     // forward and backward, per micro-batch, per rank of a stage (tp x dp
-    // = 8).
-    assert!(sim.flows().is_empty());
+    // = 8); "tp-pp-dp" places both stages of a TP pair in one server, and
+    // the transfers are NVLink copies.
+    let (sim_pp, s_pp) = run_with(SMALL, &["workload.0.parallel.order=\"tp-pp-dp\""]);
+    assert!(sim_pp.flows().is_empty());
+    assert_eq!(census(&s_pp), c);
     let (sim, s2) = run_with(SMALL, &["workload.0.parallel.order=\"tp-dp-pp\""]);
     assert_eq!(census(&s2), c);
+    assert_eq!(sim.flows().len(), 2 * m * 8);
     let sends = sim.flows();
     assert_eq!(sends.len(), 2 * m * 8);
     assert!(sends.iter().all(|f| f.spec.bytes == TP_BYTES));
@@ -151,10 +154,13 @@ fn compute_follows_the_roofline() {
 
 /// With the buckets reduced only after the backward, the step is longer:
 /// the same collectives, no longer hidden behind the backward's compute.
+/// The DP groups span servers here ("tp-pp-dp"), so that the buckets go
+/// over the network and do not share NVLink with the TP collectives.
 #[test]
 fn overlap_shortens_the_step() {
-    let (_, on) = run(SMALL);
-    let (_, off) = run_with(SMALL, &["workload.0.parallel.overlap=false"]);
+    let order = "workload.0.parallel.order=\"tp-pp-dp\"";
+    let (_, on) = run_with(SMALL, &[order]);
+    let (_, off) = run_with(SMALL, &[order, "workload.0.parallel.overlap=false"]);
     assert_eq!(census(&on), census(&off));
     let (a, b) = (on.jobs[0].iteration_ps[0], off.jobs[0].iteration_ps[0]);
     assert!(a < b, "overlap {a} ps, none {b} ps");

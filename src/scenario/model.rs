@@ -211,7 +211,8 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
         ],
         Accounting::MegatronCore,
     )?;
-    let s = r.order.as_deref().unwrap_or("tp-pp-dp");
+    // Megatron-Core's "tp-cp-ep-dp-pp", with EP inside DP and no CP.
+    let s = r.order.as_deref().unwrap_or("tp-dp-pp");
     let dims: Option<Vec<Dim>> = s
         .split('-')
         .map(|x| match x {
@@ -226,7 +227,7 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
         _ => {
             return Err(KeyError::new(
                 &pp_.key("order"),
-                format!("got \"{s}\", expected the three of tp, pp and dp, fastest-varying first, such as \"tp-pp-dp\""),
+                format!("got \"{s}\", expected the three of tp, pp and dp, fastest-varying first, such as \"tp-dp-pp\""),
             ))
         }
     };

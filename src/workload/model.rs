@@ -5,8 +5,9 @@
 //! kernels and collectives per rank.
 //!
 //! Ranks: `tp x pp x dp` GPUs, placed by `order` (the first dimension
-//! varies fastest: with "tp-pp-dp" a TP group is consecutive GPUs, so it
-//! sits inside a server). Stage s holds layers `share(L, pp, s)`, the
+//! varies fastest: with "tp-dp-pp", the default and Megatron-Core's
+//! order (its "tp-cp-ep-dp-pp" with EP inside DP), a TP group is
+//! consecutive GPUs, so it sits inside a server). Stage s holds layers `share(L, pp, s)`, the
 //! first stage the embedding and the last the LM head (untied).
 //!
 //! Per micro-batch (b sequences of s tokens, T = b s tokens), per layer,
