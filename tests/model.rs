@@ -93,9 +93,9 @@ fn collectives_and_transfers_follow_the_formulas() {
     let (sim_pp, s_pp) = run_with(SMALL, &["workload.0.parallel.order=\"tp-pp-dp\""]);
     assert!(sim_pp.flows().is_empty());
     assert_eq!(census(&s_pp), c);
+    assert_eq!(sim.flows().len(), 2 * m * 8, "the default is tp-dp-pp");
     let (sim, s2) = run_with(SMALL, &["workload.0.parallel.order=\"tp-dp-pp\""]);
     assert_eq!(census(&s2), c);
-    assert_eq!(sim.flows().len(), 2 * m * 8);
     let sends = sim.flows();
     assert_eq!(sends.len(), 2 * m * 8);
     assert!(sends.iter().all(|f| f.spec.bytes == TP_BYTES));
