@@ -22,6 +22,7 @@ pub mod flow;
 pub mod homes;
 pub mod ideal;
 pub mod later;
+pub mod merge;
 pub mod pass_rows;
 pub mod passes;
 mod streams;
