@@ -261,6 +261,11 @@ fn bad_model_settings_name_the_key() {
             "from 0 to 3",
         ),
         (
+            "workload.0.parallel.accounting=\"papers\"",
+            "workload[0].parallel.accounting",
+            "megatron-core, paper",
+        ),
+        (
             "workload.0.gpu.preset=\"a100\"",
             "workload[0].gpu.preset",
             "h100, b200",
