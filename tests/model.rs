@@ -40,7 +40,6 @@ global_batch = 8
 tp = 2
 pp = 2
 dp = 4
-bucket = "4MB"
 "#;
 
 /// (collective, ranks, bytes) -> count.
@@ -56,16 +55,24 @@ fn census(s: &fabricsim::report::Summary) -> HashMap<(String, usize, u64), usize
 
 // The model's figures: T = 1024 tokens, h = 1024, 2 bytes each.
 const TP_BYTES: u64 = 1024 * 1024 * 2;
-/// A layer's parameters (attention 4 h^2 with every head a KV head, a
-/// gated MLP 3 h f, two norms) on one of 2 TP ranks, at 2 bytes.
-const LAYER_BYTES: u64 = (4 * 1024 * 1024 + 3 * 1024 * 4096 + 2 * 1024) / 2 * 2;
-/// The embedding (first stage) and the LM head (last), each V h.
-const VOCAB_BYTES: u64 = 32000 * 1024 / 2 * 2;
+/// A layer's parameters on one of 2 TP ranks: its 1/2 of the attention
+/// (4 h^2 with every head a KV head) and of the gated MLP (3 h f), and
+/// two RMSNorm weights of h, whole.
+const LAYER: u64 = (4 * 1024 * 1024 + 3 * 1024 * 4096) / 2 + 2 * 1024;
+/// The word embedding (first stage) and the output layer (last, untied),
+/// each V h / 2 on a TP rank.
+const VOCAB: u64 = 32000 / 2 * 1024;
+/// Elements of a rank of each stage: the embedding and two layers; two
+/// layers, the final norm and the output layer.
+const STAGES: [u64; 2] = [VOCAB + 2 * LAYER, 2 * LAYER + 1024 + VOCAB];
 
 /// Per micro-batch and layer, each TP group all-reduces T h a bytes
-/// twice forward and twice backward; each DP group all-reduces every
-/// gradient of its ranks once (here a bucket per layer, one for the
-/// embedding, one for the head); between the two stages each TP rank
+/// twice forward and twice backward; the embedding's output is
+/// all-reduced too (first stage, forward) and the LM head's input
+/// gradient (last stage, backward), and the cross-entropy all-reduces T
+/// fp32 values three times. Without overlap (Megatron-Core's default) each
+/// DP group all-reduces its ranks' gradients once, in fp32 (bf16
+/// parameters), after the backward. Between the two stages each TP rank
 /// sends T h a bytes forward and backward per micro-batch, as
 /// Megatron-Core does (T h a / tp in the papers' accounting, or with
 /// sequence parallelism).
@@ -76,15 +83,33 @@ fn collectives_and_transfers_follow_the_formulas() {
     let (dp, pp, m, layers_per_stage) = (4, 2, 2, 2);
     assert_eq!(
         c[&("all-reduce".into(), 2, TP_BYTES)],
-        dp * pp * m * layers_per_stage * 4
+        dp * pp * m * layers_per_stage * 4 + dp * m * 2
     );
+    assert_eq!(c[&("all-reduce".into(), 2, 1024 * 4)], dp * m * 3);
     // Two DP groups (one per TP index) per stage.
+    for n in STAGES {
+        assert_eq!(c[&("all-reduce".into(), 4, n * 4)], 2, "{c:?}");
+    }
+    assert_eq!(c.len(), 4, "{c:?}");
+    // With overlap, Megatron-Core's buckets on the first stage (here of 1
+    // parameter: one per tensor, 13 of them) and one on the others; the
+    // same bytes.
+    let overlap = [
+        "workload.0.parallel.overlap=true",
+        "workload.0.parallel.bucket=1",
+    ];
+    let (_, o) = run_with(SMALL, &overlap);
+    let dp_reduces: Vec<u64> = o
+        .collectives
+        .iter()
+        .filter(|c| c.ranks == 4)
+        .map(|c| c.bytes)
+        .collect();
+    assert_eq!(dp_reduces.len(), 2 * (1 + 2 * 6) + 2);
     assert_eq!(
-        c[&("all-reduce".into(), 4, LAYER_BYTES)],
-        2 * pp * layers_per_stage
+        dp_reduces.iter().sum::<u64>(),
+        2 * 4 * (STAGES[0] + STAGES[1])
     );
-    assert_eq!(c[&("all-reduce".into(), 4, VOCAB_BYTES)], 2 * 2);
-    assert_eq!(c.len(), 3, "{c:?}");
     // With "tp-dp-pp" (the default, Megatron-Core's) the stages are two
     // servers apart, the pipeline's transfers writes over the network:
     // forward and backward, per micro-batch, per rank of a stage (tp x dp
@@ -116,6 +141,20 @@ fn collectives_and_transfers_follow_the_formulas() {
     assert!(share > 0.0 && share <= 1.0, "{share}");
 }
 
+/// Tied embeddings: with pipeline parallelism the last stage keeps a
+/// copy of the word embedding as its output layer, and after the DP
+/// reduction each rank of the first stage all-reduces its gradient with
+/// the rank of the last stage at the same place (V h / tp in fp32).
+#[test]
+fn tied_embeddings_are_reduced_between_the_first_and_last_stage() {
+    let (_, s) = run_with(SMALL, &["workload.0.model.tied=true"]);
+    let c = census(&s);
+    let pairs = c[&("all-reduce".into(), 2, VOCAB * 4)];
+    assert_eq!(pairs, 8, "one per place of a stage (tp x dp): {c:?}");
+    let (_, untied) = run(SMALL);
+    assert!(!census(&untied).contains_key(&("all-reduce".into(), 2, VOCAB * 4)));
+}
+
 /// The iteration takes at least the compute of the busiest stage (every
 /// micro-batch's forward and backward, the LM head included), from the
 /// roofline: twice as long on a GPU with half the peak.
@@ -133,8 +172,13 @@ fn compute_follows_the_roofline() {
         micro_batch: 1,
         global_batch: 8,
         param_bytes: 2,
+        grad_bytes: 2,
         act_bytes: 2,
         gated: true,
+        layernorm: false,
+        bias: false,
+        tied: false,
+        positions: 0,
         experts: 0,
         top_k: 0,
         expert_ffn: 0,
@@ -159,9 +203,13 @@ fn compute_follows_the_roofline() {
 #[test]
 fn overlap_shortens_the_step() {
     let order = "workload.0.parallel.order=\"tp-pp-dp\"";
-    let (_, on) = run_with(SMALL, &[order]);
-    let (_, off) = run_with(SMALL, &[order, "workload.0.parallel.overlap=false"]);
-    assert_eq!(census(&on), census(&off));
+    let on = [
+        order,
+        "workload.0.parallel.overlap=true",
+        "workload.0.parallel.bucket=4000000",
+    ];
+    let (_, on) = run_with(SMALL, &on);
+    let (_, off) = run_with(SMALL, &[order]);
     let (a, b) = (on.jobs[0].iteration_ps[0], off.jobs[0].iteration_ps[0]);
     assert!(a < b, "overlap {a} ps, none {b} ps");
     // The breakdown shows where: the DP buckets' time is partly hidden by
@@ -177,7 +225,7 @@ fn overlap_shortens_the_step() {
     assert!(dp_on.exposed_ps < dp_on.comm_ps, "{dp_on:?}");
     let tp = dim(&on, "tp");
     assert_eq!(tp.exposed_ps, tp.comm_ps);
-    assert_eq!(tp.bytes, 128 * TP_BYTES);
+    assert_eq!(tp.bytes, (128 + 16) * TP_BYTES + 24 * 1024 * 4);
     // Compute: every rank's kernels, the same in both.
     let st = &on.jobs[0].steps[0];
     assert_eq!(st.compute_ps, off.jobs[0].steps[0].compute_ps);
@@ -196,38 +244,45 @@ fn overlap_shortens_the_step() {
 fn zero_stages_and_sequence_parallelism() {
     let (_, s) = run_with(SMALL, &["workload.0.parallel.zero=1"]);
     let c = census(&s);
-    for op in ["reduce-scatter", "all-gather"] {
-        assert_eq!(c[&(op.into(), 4, LAYER_BYTES)], 8, "{op}");
-        assert_eq!(c[&(op.into(), 4, VOCAB_BYTES)], 4, "{op}");
+    // One bucket per stage; every tensor here is a multiple of 64
+    // elements and each stage's total of lcm(dp, 128) = 128, so nothing
+    // is padded. Gradients in fp32, parameters in bf16.
+    for n in STAGES {
+        assert_eq!(c[&("reduce-scatter".into(), 4, n * 4)], 2);
+        assert_eq!(c[&("all-gather".into(), 4, n * 2)], 2);
+        assert!(!c.contains_key(&("all-reduce".into(), 4, n * 4)));
     }
-    assert!(!c.contains_key(&("all-reduce".into(), 4, LAYER_BYTES)));
     let (_, s3) = run_with(SMALL, &["workload.0.parallel.zero=3"]);
     let c3 = census(&s3);
     // 2 DP groups x 2 stages x 2 layers x 2 micro-batches x (forward,
-    // backward), and the 8 after the optimizer.
-    assert_eq!(
-        c3[&("all-gather".into(), 4, LAYER_BYTES)],
-        2 * 2 * 2 * 2 * 2 + 8
-    );
+    // backward).
+    assert_eq!(c3[&("all-gather".into(), 4, LAYER * 2)], 2 * 2 * 2 * 2 * 2);
     // Per TP group (4 DP x 2 stages), layer (2 per stage) and
-    // micro-batch (2).
+    // micro-batch (2); and per TP group of one stage and micro-batch (8)
+    // the embedding's reduce-scatter (forward) and all-gather (backward)
+    // and the LM head's all-gather (forward), input gathered again
+    // (Megatron-Core) and reduce-scatter (backward).
     let groups_layers_batches = 4 * 2 * 2 * 2;
     let sp = "workload.0.parallel.sequence_parallel=true";
-    for (accounting, gathers) in [("megatron-core", 6), ("paper", 4)] {
+    for (accounting, gathers, head) in [("megatron-core", 6, 2), ("paper", 4, 1)] {
         let set = format!("workload.0.parallel.accounting=\"{accounting}\"");
         let (_, run) = run_with(SMALL, &[sp, &set]);
         let c = census(&run);
         assert!(!c.contains_key(&("all-reduce".into(), 2, TP_BYTES)));
         assert_eq!(
             c[&("all-gather".into(), 2, TP_BYTES)],
-            groups_layers_batches * gathers,
+            groups_layers_batches * gathers + 8 * (1 + head),
             "{accounting}"
         );
         assert_eq!(
             c[&("reduce-scatter".into(), 2, TP_BYTES)],
-            groups_layers_batches * 4,
+            groups_layers_batches * 4 + 8 * 2,
             "{accounting}"
         );
+        // The norms' gradients (2 per layer, and the final one), in fp32,
+        // over each TP group of a stage once.
+        assert_eq!(c[&("all-reduce".into(), 2, 4 * 1024 * 4)], 4);
+        assert_eq!(c[&("all-reduce".into(), 2, 5 * 1024 * 4)], 4);
     }
 }
 
@@ -299,29 +354,33 @@ fn experts_exchange_tokens_in_their_ep_group() {
         "workload.0.model.expert_ffn=1024",
     ];
     let a2a = 1024 * 2 * 1024 * 2 / 2;
-    // Attention, the router (h x experts) and the norms, per TP rank.
-    let dense = (4 * 1024 * 1024 + 1024 * 8 + 2 * 1024) / 2 * 2;
+    // A layer's attention (its 1/2), the router (h x experts) and the
+    // norms, per TP rank; fp32 gradients.
+    let dense = 4 * 1024 * 1024 / 2 + 1024 * 8 + 2 * 1024;
+    let stages = [VOCAB + 2 * dense, 2 * dense + 1024 + VOCAB];
     // EP 4: one EP group per TP index and stage; every rank holds 2
     // experts of its own, nothing to reduce them with.
     let (_, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=4"]].concat());
     let c = census(&s);
     assert_eq!(c[&("all-to-all".into(), 4, a2a)], 2 * 2 * 2 * 2 * 4);
-    assert_eq!(c[&("all-reduce".into(), 4, dense)], 2 * 2 * 2);
-    assert!(!c
-        .keys()
-        .any(|k| k.1 == 1 || (k.0 == "all-reduce" && k.1 == 2 && k.2 != TP_BYTES)));
+    for n in stages {
+        assert_eq!(c[&("all-reduce".into(), 4, n * 4)], 2);
+    }
+    assert!(!c.keys().any(
+        |k| k.1 == 1 || (k.0 == "all-reduce" && k.1 == 2 && k.2 != TP_BYTES && k.2 != 1024 * 4)
+    ));
     let st = &s.jobs[0].steps[0];
     let ep = st.dims.iter().find(|d| d.dim == "ep").unwrap();
     assert_eq!(ep.bytes, 64 * a2a);
     assert!(ep.comm_ps > 0.0);
     // EP 2: two EP groups per TP index; each expert's gradients are
-    // all-reduced by the 2 ranks that hold it, a layer at a time (4 experts
-    // of 3 x 1024 x 1024 per rank, halved by TP).
+    // all-reduced by the 2 ranks that hold it, after the backward (2
+    // layers of 4 experts of 3 x 1024 x 1024 per rank, halved by TP).
     let (_, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=2"]].concat());
     let c = census(&s);
     assert_eq!(c[&("all-to-all".into(), 2, a2a)], 2 * 4 * 2 * 2 * 4);
-    let experts = 4 * 3 * 1024 * 1024 / 2 * 2;
-    assert_eq!(c[&("all-reduce".into(), 2, experts)], 2 * 4 * 2);
+    let experts = 2 * 4 * 3 * 1024 * 1024 / 2 * 4;
+    assert_eq!(c[&("all-reduce".into(), 2, experts)], 2 * 4);
     let e = error_of(SMALL, &[&moe[..], &["workload.0.parallel.ep=3"]].concat());
     assert!(
         e.contains("workload[0].parallel.ep") && e.contains("divisor of dp"),

@@ -3,7 +3,7 @@
 
 use super::error::{KeyError, KeyPath};
 use super::raw::RawWorkload;
-use super::values::{choice, size, time};
+use super::values::{choice, time};
 use crate::topology::{GpuId, Topology};
 use crate::units::{parse_byte_rate, SimTime};
 use crate::workload::collective::Algorithm;
@@ -78,6 +78,9 @@ pub fn model(
             format!("got 0, expected 1 to {experts} experts per token"),
         ));
     }
+    let param_bytes = int(m.param_bytes, &mp.key("param_bytes"), Some(2), 1, 8)?;
+    // Megatron-Core with --bf16 reduces gradients in fp32.
+    let grad_default = if param_bytes == 2 { 4 } else { param_bytes };
     let model = Transformer {
         layers,
         hidden,
@@ -88,14 +91,41 @@ pub fn model(
         vocab: int(m.vocab, &mp.key("vocab"), None, 1, 1 << 24)?,
         micro_batch: int(m.micro_batch, &mp.key("micro_batch"), Some(1), 1, 4096)?,
         global_batch: int(m.global_batch, &mp.key("global_batch"), None, 1, 1 << 24)?,
-        param_bytes: int(m.param_bytes, &mp.key("param_bytes"), Some(2), 1, 8)?,
+        param_bytes,
+        grad_bytes: int(
+            m.grad_bytes,
+            &mp.key("grad_bytes"),
+            Some(grad_default),
+            1,
+            8,
+        )?,
         act_bytes: int(m.act_bytes, &mp.key("act_bytes"), Some(2), 1, 8)?,
         gated: m.gated.unwrap_or(true),
+        layernorm: choice(
+            m.norm.as_deref(),
+            &mp.key("norm"),
+            &[("rmsnorm", false), ("layernorm", true)],
+            false,
+        )?,
+        bias: m.bias.unwrap_or(false),
+        tied: m.tied.unwrap_or(false),
+        positions: int(m.positions, &mp.key("positions"), Some(0), 0, 1 << 24)?,
         experts,
         top_k,
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,
     };
+    let mut model = model;
     let parallel = parallel(w, &model, gpus.len() as u64, p)?;
+    // Megatron-Core pads the vocabulary to a multiple of
+    // --make-vocab-size-divisible-by times TP.
+    let divisible = int(
+        m.vocab_divisible_by,
+        &mp.key("vocab_divisible_by"),
+        Some(128),
+        1,
+        1 << 20,
+    )?;
+    model.vocab = model.vocab.next_multiple_of(divisible * parallel.tp);
     let gpu = gpu(w, p)?;
     let iterations = int(w.iterations, &p.key("iterations"), Some(1), 1, 1000)? as u32;
     let channels = match w.channels {
@@ -231,13 +261,14 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
             ))
         }
     };
-    let bucket = size(r.bucket.as_ref(), &pp_.key("bucket"), 80_000_000)?;
-    if bucket == 0 {
-        return Err(KeyError::new(
-            &pp_.key("bucket"),
-            "expected at least 1 byte",
-        ));
-    }
+    // Megatron-Core's default: max(40M, 1M x dp) parameters.
+    let bucket = int(
+        r.bucket,
+        &pp_.key("bucket"),
+        Some((1_000_000 * dp).max(40_000_000)),
+        1,
+        1 << 40,
+    )?;
     Ok(Parallel {
         tp,
         pp,
@@ -249,7 +280,7 @@ fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Paral
         accounting,
         order,
         bucket,
-        overlap: r.overlap.unwrap_or(true),
+        overlap: r.overlap.unwrap_or(false),
     })
 }
 

@@ -14,6 +14,7 @@ pub mod graph;
 pub mod jobs;
 pub mod model;
 pub mod op;
+pub mod params;
 pub mod pass;
 mod permutation;
 pub mod training;

@@ -7,8 +7,10 @@
 //! Ranks: `tp x pp x dp` GPUs, placed by `order` (the first dimension
 //! varies fastest: with "tp-dp-pp", the default and Megatron-Core's
 //! order (its "tp-cp-ep-dp-pp" with EP inside DP), a TP group is
-//! consecutive GPUs, so it sits inside a server). Stage s holds layers `share(L, pp, s)`, the
-//! first stage the embedding and the last the LM head (untied).
+//! consecutive GPUs, so it sits inside a server). Stage s holds layers
+//! `share(L, pp, s)`, the first stage the embedding and the last the
+//! final norm and output layer. The embedding's output and the LM head's
+//! input are TP collectives too, and the loss's three all-reduces.
 //!
 //! Per micro-batch (b sequences of s tokens, T = b s tokens), per layer,
 //! per TP rank: attention then MLP, forward and backward, each a kernel
@@ -25,12 +27,15 @@
 //! forward, then every backward) or 1F1B (pp - s - 1 forwards, then one
 //! forward and one backward in turn, then the last backwards).
 //!
-//! Data parallelism: during the last micro-batch's backward, each layer's
-//! gradients (its parameters / tp, at p bytes each) fill buckets of
-//! `bucket` bytes in backward order; a full bucket is all-reduced
-//! (ZeRO 0) or reduce-scattered (ZeRO 1 to 3) over the DP group, one
-//! bucket after another on the communication stream, while the backward
-//! goes on. Then the optimizer step (memory-bound: 16 bytes read and
+//! Data parallelism: each rank's gradients (its tensors, `params`, at
+//! `grad_bytes` each) are all-reduced (ZeRO 0) or reduce-scattered (ZeRO
+//! 1 to 3, the distributed optimizer) over the DP group: each buffer at
+//! once after the backward, or with `overlap` in Megatron-Core's buckets
+//! as the last micro-batch's backward fills them, one bucket after
+//! another on the communication stream. Then, as Megatron-Core's
+//! `finalize_model_grads`, the norms' gradients over the TP group
+//! (sequence parallelism) and a tied embedding's between the first and
+//! last stage; then the optimizer step (memory-bound: 16 bytes read and
 //! written per parameter it updates, its 1/dp share with ZeRO 1 to 3),
 //! then with ZeRO 1 to 3 an all-gather of the updated parameters per
 //! bucket. ZeRO 3 also all-gathers each layer's parameters over the DP
@@ -49,6 +54,7 @@
 //! kernels that need them, and the DP buckets overlap the backward.
 
 use super::collective::{self, share, Algorithm, Collective, CollectiveRun, Emitter, Op};
+use super::params::{self, Bucket, Param, Ready, Stage};
 pub use super::training::Dim;
 use super::training::{CommSpan, JobRun};
 use crate::topology::GpuId;
@@ -67,9 +73,23 @@ pub struct Transformer {
     pub vocab: u64,
     pub micro_batch: u64,
     pub global_batch: u64,
-    /// Bytes per parameter (and per gradient) and per activation.
+    /// Bytes per parameter (and per parameter all-gathered), per
+    /// gradient reduced (4 with Megatron-Core's `--bf16`: gradients are
+    /// reduced in fp32 unless `--grad-reduce-in-bf16`) and per
+    /// activation.
     pub param_bytes: u64,
+    pub grad_bytes: u64,
     pub act_bytes: u64,
+    /// Norms are LayerNorm (a weight and a bias) or RMSNorm (a weight).
+    pub layernorm: bool,
+    /// Linear layers have biases.
+    pub bias: bool,
+    /// The output layer is the word embedding (tied); with pipeline
+    /// parallelism the last stage keeps a copy, whose gradient is
+    /// all-reduced with the first stage's.
+    pub tied: bool,
+    /// Rows of learned position embeddings (0: rotary, no parameters).
+    pub positions: u64,
     /// A gated MLP (SwiGLU: three matrices) or a plain one (two).
     pub gated: bool,
     /// Mixture of experts in every layer's MLP (0: dense): experts, how
@@ -114,10 +134,12 @@ pub struct Parallel {
     pub accounting: Accounting,
     /// Rank placement, fastest-varying first.
     pub order: [Dim; 3],
-    /// DP gradient bucket, bytes.
+    /// Elements per DP gradient bucket (Megatron-Core's
+    /// `--ddp-bucket-size`; it buckets only with `overlap`, on the first
+    /// stage).
     pub bucket: u64,
-    /// Buckets reduced as the backward fills them (false: all of them
-    /// after the backward, as without overlap).
+    /// Buckets reduced as the backward fills them (false: each buffer in
+    /// one collective after the backward, Megatron-Core's default).
     pub overlap: bool,
 }
 
@@ -270,7 +292,7 @@ impl Transformer {
         h * (h + 2 * self.kv_hidden()) + h * h
     }
 
-    fn mats(&self) -> u64 {
+    pub(crate) fn mats(&self) -> u64 {
         if self.gated {
             3
         } else {
@@ -289,12 +311,6 @@ impl Transformer {
     /// One expert's parameters.
     pub fn expert_params(&self) -> u64 {
         self.mats() * self.hidden * self.expert_ffn
-    }
-
-    /// A layer's parameters reduced over the whole DP group: attention,
-    /// a dense MLP or the router, two norms.
-    pub fn layer_params(&self) -> u64 {
-        self.attn_params() + self.mlp_params() + self.hidden * self.experts + 2 * self.hidden
     }
 
     /// Tokens in a micro-batch.
@@ -478,36 +494,71 @@ impl ModelJob {
         share(self.model.layers, self.parallel.pp, s)
     }
 
-    /// Expert parameters a rank of stage `s` holds (its experts, 1/tp).
-    pub fn rank_expert_params(&self, s: u64) -> u64 {
-        let m = &self.model;
-        (self.stage_layers(s) * (m.experts / self.parallel.ep) * m.expert_params())
-            .div_ceil(self.parallel.tp)
+    /// What stage `s` holds.
+    fn stage(&self, s: u64) -> Stage {
+        let p = &self.parallel;
+        Stage {
+            tp: p.tp,
+            ep: p.ep,
+            pp: p.pp,
+            index: s,
+            layers: self.stage_layers(s),
+        }
     }
 
-    /// Parameters a rank of stage `s` holds, reduced over the whole DP
-    /// group (its 1/tp of them; experts aside).
-    pub fn rank_params(&self, s: u64) -> u64 {
-        let m = &self.model;
+    /// The parameters a rank of stage `s` holds, in Megatron-Core's
+    /// order.
+    pub fn params(&self, s: u64) -> Vec<Param> {
+        params::stage_params(&self.model, self.stage(s))
+    }
+
+    /// Elements a rank of stage `s` holds: those reduced over the whole
+    /// DP group, and its experts'.
+    pub fn rank_params(&self, s: u64) -> [u64; 2] {
+        let mut n = [0; 2];
+        for p in self.params(s) {
+            n[usize::from(p.expert)] += p.numel;
+        }
+        n
+    }
+
+    /// Elements of one layer on a rank: those reduced over the whole DP
+    /// group, and its experts'.
+    pub fn layer_params(&self) -> [u64; 2] {
+        let mut n = [0; 2];
+        let middle = Stage {
+            pp: 3,
+            index: 1,
+            layers: 1,
+            ..self.stage(0)
+        };
+        for p in params::stage_params(&self.model, middle) {
+            n[usize::from(p.expert)] += p.numel;
+        }
+        n
+    }
+
+    /// The gradient buckets of a rank of stage `s`, per buffer (the whole
+    /// DP group's, the experts' DP group's), in the backward's order.
+    /// Megatron-Core buckets only with the reduction overlapped, and
+    /// only on the first stage; elsewhere a buffer is one bucket.
+    pub fn buckets(&self, s: u64) -> [Vec<Bucket>; 2] {
         let p = &self.parallel;
-        let mut n = self.stage_layers(s) * m.layer_params();
-        if s == 0 {
-            n += m.vocab * m.hidden;
-        }
-        if s == p.pp - 1 {
-            n += m.vocab * m.hidden;
-        }
-        n.div_ceil(p.tp)
+        let ps = self.params(s);
+        let size = (p.overlap && s == 0).then_some(p.bucket);
+        let shard = |n: u64| (p.zero > 0).then_some(n);
+        [
+            params::buckets(&ps, false, size, shard(p.dp)),
+            params::buckets(&ps, true, size, shard(p.dp / p.ep)),
+        ]
     }
 
     /// The optimizer step of a rank of stage `s`: Adam reads and writes
     /// 16 bytes per parameter it updates (its 1/dp share with ZeRO).
     pub fn optimizer(&self, s: u64) -> Kernel {
         let p = &self.parallel;
-        let (mut n, mut x) = (
-            self.rank_params(s) as f64,
-            self.rank_expert_params(s) as f64,
-        );
+        let [n, x] = self.rank_params(s);
+        let (mut n, mut x) = (n as f64, x as f64);
         if p.zero > 0 {
             n /= p.dp as f64;
             x /= (p.dp / p.ep) as f64;
@@ -574,17 +625,15 @@ impl ModelGen {
     }
 }
 
-/// A stage's DP buckets while its last backward runs: gradient bytes not
-/// yet in a bucket, each rank's DP stream, and the buckets so far.
+/// A stage's DP buckets while its last backward runs: each buffer's
+/// buckets, how many are reduced so far, and each rank's DP stream.
 struct Grads<'a> {
-    /// Per group (the DP group's, the experts' DP group's): bytes not yet
-    /// in a bucket and the buckets so far.
-    pending: &'a mut [u64; 2],
+    plan: &'a [Vec<Bucket>; 2],
+    next: [usize; 2],
     dp_last: &'a mut Vec<u32>,
-    buckets: &'a mut [Vec<u64>; 2],
 }
 
-/// The DP groups gradients are reduced in.
+/// The DP groups gradients are reduced in, by buffer.
 const GRAD_GROUPS: [Group; 2] = [Group::Dp, Group::ExpertDp];
 
 /// Emits one iteration.
@@ -610,10 +659,7 @@ impl Gen<'_, '_> {
         let places = (p.tp * p.dp) as usize;
         // The DP stream of each rank: its last bucket's collective.
         let mut dp_last: Vec<Vec<u32>> = ready.to_vec();
-        // Gradients waiting for a full bucket: bytes, and per place the
-        // task after which they are ready.
-        let mut pending: Vec<[u64; 2]> = vec![[0; 2]; p.pp as usize];
-        let mut buckets: Vec<[Vec<u64>; 2]> = vec![[Vec::new(), Vec::new()]; p.pp as usize];
+        let buckets: Vec<[Vec<Bucket>; 2]> = (0..p.pp).map(|s| self.j.buckets(s)).collect();
         loop {
             let mut progress = false;
             for s in 0..p.pp {
@@ -644,9 +690,9 @@ impl Gen<'_, '_> {
                         Step::F(_) => self.forward(e, s, &mut cur)?,
                         Step::B(i) => {
                             let grads = (i + 1 == m).then_some(Grads {
-                                pending: &mut pending[su],
+                                plan: &buckets[su],
+                                next: [0; 2],
                                 dp_last: &mut dp_last[su],
-                                buckets: &mut buckets[su],
                             });
                             self.backward(e, s, &mut cur, grads)?
                         }
@@ -667,25 +713,67 @@ impl Gen<'_, '_> {
                 );
             }
         }
-        // The optimizer once the gradients are reduced, then (ZeRO) the
-        // updated parameters gathered back, bucket by bucket.
+        // Once the gradients are reduced (Megatron-Core's
+        // `finalize_model_grads`): sequence parallelism's norm gradients
+        // over the TP group, then a tied embedding's over its two stages.
+        for s in 0..p.pp {
+            let su = s as usize;
+            for (r, d) in ready[su].iter_mut().zip(&dp_last[su]) {
+                *r = e.join(&[*r, *d], SimTime::ZERO);
+            }
+            if p.sequence_parallel {
+                let n: u64 = self
+                    .j
+                    .params(s)
+                    .iter()
+                    .filter(|x| x.sequence)
+                    .map(|x| x.numel)
+                    .sum();
+                let bytes = n * self.j.model.grad_bytes;
+                self.collective(e, s, Group::Tp, Op::AllReduce, bytes, &mut ready[su])?;
+            }
+        }
+        self.embedding_sync(e, ready)?;
+        // The optimizer, then (ZeRO) the updated parameters gathered
+        // back, bucket by bucket.
         for s in 0..p.pp {
             let su = s as usize;
             let opt = self.j.gpu.kernel_time(self.j.optimizer(s));
             for (k, r) in ready[su].iter_mut().enumerate() {
                 let g = self.gpu_at(s, k as u64);
                 let lane = e.graph.gpu_lane(g);
-                *r = e.delay(opt, Some(lane), &[*r, dp_last[su][k]]);
+                *r = e.delay(opt, Some(lane), &[*r]);
                 let rank = self.rank_at(s, k as u64);
                 self.job.kernels.push((rank, self.it, *r));
             }
             if p.zero > 0 {
-                for (group, sizes) in GRAD_GROUPS.into_iter().zip(&buckets[su]) {
-                    for &b in sizes {
-                        self.collective(e, s, group, Op::AllGather, b, &mut ready[su])?;
+                for (group, plan) in GRAD_GROUPS.into_iter().zip(&buckets[su]) {
+                    for b in plan {
+                        let bytes = b.numel * self.j.model.param_bytes;
+                        self.collective(e, s, group, Op::AllGather, bytes, &mut ready[su])?;
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A tied embedding with pipeline parallelism: the first and the last
+    /// stage all-reduce its gradient, rank by rank (Megatron-Core's
+    /// embedding group).
+    fn embedding_sync(&mut self, e: &mut Emitter, ready: &mut [Vec<u32>]) -> Result<(), String> {
+        let (m, p) = (&self.j.model, &self.j.parallel);
+        if !m.tied || p.pp < 2 {
+            return Ok(());
+        }
+        let bytes = m.vocab / p.tp * m.hidden * m.grad_bytes;
+        let last = p.pp - 1;
+        for k in 0..p.tp * p.dp {
+            let members = [(0, k), (last, k)];
+            let at = [ready[0][k as usize], ready[last as usize][k as usize]];
+            let ends = self.emit(e, &members, Op::AllReduce, bytes, &at, Dim::Pp)?;
+            ready[0][k as usize] = ends[0];
+            ready[last as usize][k as usize] = ends[1];
         }
         Ok(())
     }
@@ -752,52 +840,70 @@ impl Gen<'_, '_> {
         if groups[0].len() < 2 || bytes == 0 {
             return Ok(());
         }
+        let dim = match group {
+            Group::Tp => Dim::Tp,
+            Group::Dp | Group::ExpertDp => Dim::Dp,
+            Group::Ep => Dim::Ep,
+        };
         for places in groups {
-            let gpus: Vec<GpuId> = places.iter().map(|&k| self.gpu_at(s, k)).collect();
-            let one_server = self.channels(e, &gpus) == 1 && self.j.channels.is_none();
-            let c = Collective {
-                op,
-                algorithm: if Algorithm::for_op(op).contains(&self.j.algorithm) {
-                    self.j.algorithm
-                } else {
-                    Algorithm::for_op(op)[0]
-                },
-                channels: self.channels(e, &gpus),
-                gpus,
-                bytes,
-                chunk: self.j.chunk,
-                pxn: self.j.pxn,
-                root: 0,
-                across: Algorithm::Ring,
-                protocol: self.j.protocol,
-                auto: collective::Auto {
-                    // One channel inside a server (see `channels`).
-                    channels: self.j.auto.channels && !one_server,
-                    ..self.j.auto
-                },
-            };
+            let members: Vec<(u64, u64)> = places.iter().map(|&k| (s, k)).collect();
             let at: Vec<u32> = places.iter().map(|&k| cur[k as usize]).collect();
-            let (mut run, ends) = collective::emit_per_rank(e, &c, &at)?;
-            run.iteration = Some(self.it);
-            self.runs.push(run);
-            let dim = match group {
-                Group::Tp => Dim::Tp,
-                Group::Dp | Group::ExpertDp => Dim::Dp,
-                Group::Ep => Dim::Ep,
-            };
-            for (i, ((&k, t), from)) in places.iter().zip(ends).zip(at).enumerate() {
+            let ends = self.emit(e, &members, op, bytes, &at, dim)?;
+            for (&k, t) in places.iter().zip(ends) {
                 cur[k as usize] = t;
-                self.job.comm.push(CommSpan {
-                    rank: self.rank_at(s, k),
-                    iteration: self.it,
-                    dim,
-                    from,
-                    to: t,
-                    bytes: if i == 0 { bytes } else { 0 },
-                });
             }
         }
         Ok(())
+    }
+
+    /// One collective of the ranks at `members` (stage, place), each
+    /// joining when its `at` is done; each rank's end.
+    fn emit(
+        &mut self,
+        e: &mut Emitter,
+        members: &[(u64, u64)],
+        op: Op,
+        bytes: u64,
+        at: &[u32],
+        dim: Dim,
+    ) -> Result<Vec<u32>, String> {
+        let gpus: Vec<GpuId> = members.iter().map(|&(s, k)| self.gpu_at(s, k)).collect();
+        let one_server = self.channels(e, &gpus) == 1 && self.j.channels.is_none();
+        let c = Collective {
+            op,
+            algorithm: if Algorithm::for_op(op).contains(&self.j.algorithm) {
+                self.j.algorithm
+            } else {
+                Algorithm::for_op(op)[0]
+            },
+            channels: self.channels(e, &gpus),
+            gpus,
+            bytes,
+            chunk: self.j.chunk,
+            pxn: self.j.pxn,
+            root: 0,
+            across: Algorithm::Ring,
+            protocol: self.j.protocol,
+            auto: collective::Auto {
+                // One channel inside a server (see `channels`).
+                channels: self.j.auto.channels && !one_server,
+                ..self.j.auto
+            },
+        };
+        let (mut run, ends) = collective::emit_per_rank(e, &c, at)?;
+        run.iteration = Some(self.it);
+        self.runs.push(run);
+        for (i, ((&(s, k), &t), &from)) in members.iter().zip(&ends).zip(at).enumerate() {
+            self.job.comm.push(CommSpan {
+                rank: self.rank_at(s, k),
+                iteration: self.it,
+                dim,
+                from,
+                to: t,
+                bytes: if i == 0 { bytes } else { 0 },
+            });
+        }
+        Ok(ends)
     }
 
     fn channels(&self, e: &Emitter, gpus: &[GpuId]) -> u32 {
@@ -846,19 +952,9 @@ impl Gen<'_, '_> {
         if self.j.parallel.zero < 3 {
             return Ok(());
         }
-        let [dense, experts] = self.layer_grads();
+        let [dense, experts] = self.j.layer_params().map(|n| n * self.j.model.param_bytes);
         self.collective(e, s, Group::Dp, Op::AllGather, dense, cur)?;
         self.collective(e, s, Group::ExpertDp, Op::AllGather, experts, cur)
-    }
-
-    /// A layer's bytes of parameters (and gradients) on a rank: those
-    /// reduced over the DP group, and its experts'.
-    fn layer_grads(&self) -> [u64; 2] {
-        let (m, p) = (&self.j.model, &self.j.parallel);
-        [
-            m.layer_params().div_ceil(p.tp) * m.param_bytes,
-            ((m.experts / p.ep) * m.expert_params()).div_ceil(p.tp) * m.param_bytes,
-        ]
     }
 
     /// The MLP part of a layer: a dense MLP kernel, or with experts the
@@ -884,9 +980,43 @@ impl Gen<'_, '_> {
         self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)
     }
 
+    /// The word embedding's output (first stage): a lookup in each TP
+    /// rank's share of the vocabulary, then all-reduced over the TP group
+    /// (reduce-scattered with sequence parallelism); its backward
+    /// all-gathers the gradient back with sequence parallelism.
+    fn embedding(
+        &mut self,
+        e: &mut Emitter,
+        backward: bool,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        let (sp, bytes) = (self.j.parallel.sequence_parallel, self.j.model.tp_bytes());
+        let op = match (sp, backward) {
+            (false, false) => Op::AllReduce,
+            (true, false) => Op::ReduceScatter,
+            (true, true) => Op::AllGather,
+            (false, true) => return Ok(()),
+        };
+        self.collective(e, 0, Group::Tp, op, bytes, cur)
+    }
+
+    /// The vocabulary-parallel cross-entropy (last stage): the maximum
+    /// logit, the target's logit and the sum of exponentials, each
+    /// all-reduced over the TP group in fp32 (T values).
+    fn cross_entropy(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
+        let bytes = self.j.model.tokens() * 4;
+        for _ in 0..3 {
+            self.collective(e, s, Group::Tp, Op::AllReduce, bytes, cur)?;
+        }
+        Ok(())
+    }
+
     fn forward(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
         let (m, tp) = (&self.j.model, self.j.parallel.tp);
         let (attn, head) = (m.attn(tp), m.head(tp));
+        if s == 0 {
+            self.embedding(e, false, cur)?;
+        }
         for _ in 0..self.j.stage_layers(s) {
             self.gather_layer(e, s, cur)?;
             self.tp_sync(e, s, true, cur)?;
@@ -897,14 +1027,18 @@ impl Gen<'_, '_> {
             self.tp_sync(e, s, false, cur)?;
         }
         if s + 1 == self.j.parallel.pp {
+            // The LM head is column-parallel: with sequence parallelism its
+            // input is gathered first; its logits stay split by vocabulary.
+            self.tp_sync(e, s, true, cur)?;
             self.kernel(e, s, head, cur);
+            self.cross_entropy(e, s, cur)?;
         }
         Ok(())
     }
 
     /// Backward of stage s's layers (twice the forward's work). With
-    /// `grads` (the last micro-batch), each layer's gradients go into the
-    /// stage's DP buckets as they are ready.
+    /// `grads` (the last micro-batch), the stage's DP buckets are
+    /// reduced as their gradients are ready.
     fn backward(
         &mut self,
         e: &mut Emitter,
@@ -915,89 +1049,77 @@ impl Gen<'_, '_> {
         let j = self.j;
         let (m, p) = (&j.model, &j.parallel);
         let (attn, head) = (m.attn(p.tp).backward(), m.head(p.tp).backward());
-        let per = |n: u64| n.div_ceil(p.tp) * m.param_bytes;
         if s + 1 == p.pp {
+            // The head's input gradient: reduce-scattered with sequence
+            // parallelism (its input gathered again for the weight
+            // gradient), all-reduced without.
+            self.regather(e, s, cur)?;
             self.kernel(e, s, head, cur);
-            if let Some(g) = grads.as_mut() {
-                self.gradients(e, s, 0, per(m.vocab * m.hidden), cur, g)?;
-            }
+            self.tp_sync(e, s, false, cur)?;
+            self.gradients(e, s, Ready::Head, cur, grads.as_mut())?;
         }
-        for _ in 0..j.stage_layers(s) {
+        let layers = j.stage_layers(s);
+        for i in 0..layers {
             self.gather_layer(e, s, cur)?;
             self.tp_sync(e, s, true, cur)?;
             self.regather(e, s, cur)?;
             self.mlp(e, s, true, cur)?;
             self.tp_sync(e, s, false, cur)?;
+            self.gradients(e, s, Ready::Layer(i, false), cur, grads.as_mut())?;
             self.tp_sync(e, s, true, cur)?;
             self.regather(e, s, cur)?;
             self.kernel(e, s, attn, cur);
             self.tp_sync(e, s, false, cur)?;
-            if let Some(g) = grads.as_mut() {
-                let [dense, experts] = self.layer_grads();
-                self.gradients(e, s, 1, experts, cur, g)?;
-                self.gradients(e, s, 0, dense, cur, g)?;
-            }
+            self.gradients(e, s, Ready::Layer(i, true), cur, grads.as_mut())?;
+        }
+        if s == 0 {
+            self.embedding(e, true, cur)?;
+            self.gradients(e, s, Ready::Embedding, cur, grads.as_mut())?;
         }
         if let Some(mut g) = grads {
-            if s == 0 {
-                self.gradients(e, s, 0, per(m.vocab * m.hidden), cur, &mut g)?;
-            }
+            // Without overlap, every bucket once the backward is done.
             for (gi, group) in GRAD_GROUPS.into_iter().enumerate() {
-                // What is left makes the last bucket.
-                if g.pending[gi] > 0 {
-                    let bytes = std::mem::take(&mut g.pending[gi]);
-                    if self.j.parallel.overlap {
-                        self.bucket(e, s, group, bytes, cur, g.dp_last)?;
-                    }
-                    g.buckets[gi].push(bytes);
-                }
-                if !self.j.parallel.overlap {
-                    for i in 0..g.buckets[gi].len() {
-                        let b = g.buckets[gi][i];
-                        self.bucket(e, s, group, b, cur, g.dp_last)?;
-                    }
+                while let Some(&b) = g.plan[gi].get(g.next[gi]) {
+                    g.next[gi] += 1;
+                    self.bucket(e, s, group, b, cur, g.dp_last)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// `bytes` more gradients of group `gi` (`GRAD_GROUPS`) are ready
-    /// once `cur` is: a full bucket goes to the group.
+    /// The gradients ready at `now` are in: with overlap, each bucket
+    /// whose last gradient that is goes to its group.
     fn gradients(
         &mut self,
         e: &mut Emitter,
         s: u64,
-        gi: usize,
-        bytes: u64,
+        now: Ready,
         cur: &[u32],
-        g: &mut Grads,
+        g: Option<&mut Grads>,
     ) -> Result<(), String> {
-        if bytes == 0 {
+        let Some(g) = g else { return Ok(()) };
+        if !self.j.parallel.overlap {
             return Ok(());
         }
-        g.pending[gi] += bytes;
-        if g.pending[gi] < self.j.parallel.bucket {
-            return Ok(());
+        for (gi, group) in GRAD_GROUPS.into_iter().enumerate() {
+            while let Some(&b) = g.plan[gi].get(g.next[gi]).filter(|b| b.ready <= now) {
+                g.next[gi] += 1;
+                self.bucket(e, s, group, b, cur, g.dp_last)?;
+            }
         }
-        let b = std::mem::take(&mut g.pending[gi]);
-        // Without overlap, the same buckets are kept for after the
-        // backward.
-        if self.j.parallel.overlap {
-            self.bucket(e, s, GRAD_GROUPS[gi], b, cur, g.dp_last)?;
-        }
-        g.buckets[gi].push(b);
         Ok(())
     }
 
     /// One bucket's reduction on the DP stream: after the gradients (at
-    /// `cur`) and the bucket before.
+    /// `cur`) and the bucket before; all-reduced, or reduce-scattered with
+    /// the distributed optimizer (ZeRO 1 to 3), at `grad_bytes` each.
     fn bucket(
         &mut self,
         e: &mut Emitter,
         s: u64,
         group: Group,
-        bytes: u64,
+        b: Bucket,
         cur: &[u32],
         dp_last: &mut [u32],
     ) -> Result<(), String> {
@@ -1015,6 +1137,7 @@ impl Gen<'_, '_> {
             .zip(dp_last.iter())
             .map(|(&c, &d)| e.join(&[c, d], SimTime::ZERO))
             .collect();
+        let bytes = b.numel * self.j.model.grad_bytes;
         self.collective(e, s, group, op, bytes, &mut at)?;
         dp_last.copy_from_slice(&at);
         Ok(())
@@ -1091,8 +1214,13 @@ mod tests {
             micro_batch: 1,
             global_batch: 2,
             param_bytes: 2,
+            grad_bytes: 2,
             act_bytes: 2,
             gated: true,
+            layernorm: false,
+            bias: false,
+            tied: false,
+            positions: 0,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
@@ -1150,15 +1278,31 @@ mod tests {
             micro_batch: 1,
             global_batch: 8,
             param_bytes: 2,
+            grad_bytes: 2,
             act_bytes: 2,
             gated: true,
+            layernorm: false,
+            bias: false,
+            tied: false,
+            positions: 0,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
         };
         assert_eq!(m.kv_hidden(), 1024);
         assert_eq!(m.attn_params(), 4096 * (4096 + 2048) + 4096 * 4096);
-        assert_eq!(m.layer_params(), 41_943_040 + 176_160_768 + 8192);
+        let layer = Stage {
+            tp: 1,
+            ep: 1,
+            pp: 3,
+            index: 1,
+            layers: 1,
+        };
+        let n: u64 = params::stage_params(&m, layer)
+            .iter()
+            .map(|p| p.numel)
+            .sum();
+        assert_eq!(n, 41_943_040 + 176_160_768 + 8192);
         let f = m.attn(1).flops + m.mlp(1).flops;
         let want = 2.0 * 4096.0 * (41_943_040.0 + 176_160_768.0) + 4.0 * 4096f64.powi(3);
         assert!((f - want).abs() < 1.0, "{f} {want}");
