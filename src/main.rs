@@ -88,6 +88,28 @@ struct ViewArgs {
 }
 
 #[derive(Subcommand)]
+enum ImportCommand {
+    /// Read Megatron-LM's launch arguments (or a launch script's) and
+    /// print the `kind = "model"` keys they map to, each with the flags
+    /// it comes from, then the flags not modelled. `kind = "megatron"`
+    /// reads the same flags in a scenario.
+    Megatron {
+        /// The arguments, as given to pretrain_gpt.py (quoted as one, or
+        /// after `--`).
+        #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
+        args: Vec<String>,
+        /// A launch script: the arguments it gives its Python program
+        /// come first.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// GPUs of the job (for the default global batch, micro-batch x
+        /// DP).
+        #[arg(long)]
+        gpus: Option<u64>,
+    },
+}
+
+#[derive(Subcommand)]
 enum ConfigCommand {
     /// Read an NX-OS configuration (classification, queuing, network-qos,
     /// system qos, interfaces' PFC, the PFC watchdog, DLB, hashing) and
@@ -179,6 +201,12 @@ enum Command {
     Config {
         #[command(subcommand)]
         what: ConfigCommand,
+    },
+    /// A training job's own settings: `import megatron ARGS` prints the
+    /// scenario keys Megatron-LM's arguments map to.
+    Import {
+        #[command(subcommand)]
+        what: ImportCommand,
     },
     /// Show what NCCL's tuner would pick (algorithm, protocol, channels)
     /// for a communicator of the scenario at sizes from 1 KiB to 4 GiB,
@@ -409,6 +437,9 @@ fn main() -> ExitCode {
         Command::Config {
             what: ConfigCommand::Import { file, strict },
         } => config_import(&file, strict),
+        Command::Import {
+            what: ImportCommand::Megatron { args, script, gpus },
+        } => cli::import::import_megatron(&args, script.as_deref(), gpus),
         Command::Topo {
             scenario,
             json,

@@ -424,3 +424,70 @@ fn kernel_times_can_be_given() {
     );
     assert!(e.contains("workload[0].gpu.kernels.mlp_forward"), "{e}");
 }
+
+/// The SMALL job as Megatron-LM's arguments (Megatron's defaults fill
+/// the rest: untied here, RMSNorm, no biases, rotary positions, bf16).
+const SMALL_ARGS: &str = "--num-layers 4 --hidden-size 1024 --ffn-hidden-size 4096 \
+    --num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 \
+    --position-embedding-type rope --vocab-size 32000 --micro-batch-size 1 \
+    --global-batch-size 8 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --swiglu --normalization RMSNorm \
+    --disable-bias-linear --untie-embeddings-and-output-weights --bf16 --lr 3e-4";
+
+/// `kind = "megatron"` reads a job from its launch script (arrays,
+/// variables, continued lines) or its arguments, and runs the same
+/// collectives as the same job given by its keys; a flag's bad value
+/// names the flag; a flag not modelled is a warning.
+#[test]
+fn megatron_jobs_read_their_launch_script() {
+    let topo = &SMALL[..SMALL.find("[[workload]]").unwrap()];
+    let (_, want) = run(SMALL);
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "#!/bin/bash\nTP=2\nMODEL=(\n  {}\n)\ntorchrun --nproc_per_node 4 pretrain_gpt.py \\\n  ${{MODEL[@]}} \\\n  --tensor-model-parallel-size $TP --save $1\n",
+        SMALL_ARGS.replace("--tensor-model-parallel-size 2 ", "")
+    );
+    std::fs::write(dir.path().join("train.sh"), script).unwrap();
+    let scenario = format!("{topo}[[workload]]\nkind = \"megatron\"\nscript = \"train.sh\"\n");
+    let path = dir.path().join("job.toml");
+    std::fs::write(&path, &scenario).unwrap();
+    let (_, got) = common::run_file(&path, &[]);
+    assert_eq!(census(&got), census(&want));
+    let args = format!("{topo}[[workload]]\nkind = \"megatron\"\nargs = \"{SMALL_ARGS}\"\n");
+    let (_, got) = run(&args);
+    assert_eq!(census(&got), census(&want));
+    // Tied (Megatron's default): the embedding all-reduce between stages.
+    let tied = args.replace(" --untie-embeddings-and-output-weights", "");
+    let (_, got) = run(&tied);
+    assert_eq!(census(&got)[&("all-reduce".into(), 2, VOCAB * 4)], 8);
+    let e = error_of(
+        &args.replace("--num-attention-heads 16", "--num-attention-heads 7"),
+        &[],
+    );
+    assert!(
+        e.contains("workload[0].args: --num-attention-heads 7 (model.heads)")
+            && e.contains("divisor of hidden"),
+        "{e}"
+    );
+    let e = error_of(&args.replace("--vocab-size 32000", ""), &[]);
+    assert!(e.contains("add --vocab-size"), "{e}");
+    let e = error_of(&scenario.replace("train.sh", "missing.sh"), &[]);
+    assert!(
+        e.contains("workload[0].script") && e.contains("missing.sh"),
+        "{e}"
+    );
+    let s = fabricsim::scenario::prepare(
+        "job.toml",
+        &args.replace("--lr 3e-4", "--tp-comm-overlap"),
+        &[],
+    )
+    .unwrap();
+    assert!(
+        s.scenario
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("--tp-comm-overlap: not modelled")),
+        "{:?}",
+        s.scenario.warnings
+    );
+}

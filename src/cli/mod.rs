@@ -4,6 +4,7 @@
 pub(crate) mod common;
 pub(crate) mod compare;
 pub(crate) mod config;
+pub(crate) mod import;
 pub(crate) mod nccl;
 pub(crate) mod plan;
 pub(crate) mod run;

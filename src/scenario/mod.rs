@@ -11,6 +11,7 @@ pub mod configs;
 pub use crate::keys as error;
 pub mod failures;
 pub mod lossless;
+pub mod megatron;
 mod model;
 pub mod raw;
 pub mod resolve;
@@ -443,6 +444,17 @@ pub fn prepare_within(
                 &root.key("workload"),
                 "missing; expected at least one [[workload]] entry",
             ));
+        }
+        // A Megatron-LM flag read but not modelled is said.
+        for w in &workloads {
+            if let crate::workload::Pattern::Model(job) = &w.pattern {
+                for note in &job.not_modelled {
+                    warnings.push(Finding {
+                        key: w.path.to_string(),
+                        message: note.clone(),
+                    });
+                }
+            }
         }
         // The congestion controls the workloads run, and their settings.
         let mut used: Vec<crate::nic::Cc> = workloads.iter().map(|w| w.cc).collect();

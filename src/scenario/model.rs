@@ -2,7 +2,7 @@
 //! parallelism and the GPU (`workload::model`).
 
 use super::error::{KeyError, KeyPath};
-use super::raw::RawWorkload;
+use super::raw::{RawModel, RawParallel, RawWorkload};
 use super::values::{choice, time};
 use crate::topology::{GpuId, Topology};
 use crate::units::{parse_byte_rate, SimTime};
@@ -34,6 +34,7 @@ fn int(v: Option<i64>, path: &KeyPath, default: Option<u64>, lo: u64, hi: u64) -
 /// (`algorithm`, `channels`, `chunk`, `pxn`) already checked.
 pub fn model(
     w: &RawWorkload,
+    tables: Option<(&RawModel, &RawParallel)>,
     topo: &Topology,
     gpus: Vec<GpuId>,
     algorithm: Algorithm,
@@ -41,7 +42,7 @@ pub fn model(
     p: &KeyPath,
 ) -> R<ModelJob> {
     let mp = p.key("model");
-    let Some(m) = &w.model else {
+    let Some(m) = tables.map(|t| t.0).or(w.model.as_ref()) else {
         return Err(KeyError::new(
             &mp,
             "missing; expected [workload.model] with layers, hidden, ffn, heads, seq, vocab and global_batch",
@@ -115,7 +116,12 @@ pub fn model(
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,
     };
     let mut model = model;
-    let parallel = parallel(w, &model, gpus.len() as u64, p)?;
+    let parallel = parallel(
+        tables.map(|t| t.1).or(w.parallel.as_ref()),
+        &model,
+        gpus.len() as u64,
+        p,
+    )?;
     // Megatron-Core pads the vocabulary to a multiple of
     // --make-vocab-size-divisible-by times TP.
     let divisible = int(
@@ -145,13 +151,14 @@ pub fn model(
         pxn: w.pxn.unwrap_or(true),
         protocol: crate::workload::collective::Protocol::Simple,
         auto: crate::workload::collective::Auto::default(),
+        not_modelled: Vec::new(),
     })
 }
 
-fn parallel(w: &RawWorkload, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Parallel> {
+fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Parallel> {
     let pp_ = p.key("parallel");
-    let d = super::raw::RawParallel::default();
-    let r = w.parallel.as_ref().unwrap_or(&d);
+    let d = RawParallel::default();
+    let r = r.unwrap_or(&d);
     let tp = int(r.tp, &pp_.key("tp"), Some(1), 1, 1024)?;
     let pp = int(r.pp, &pp_.key("pp"), Some(1), 1, 1024)?;
     for (key, what, n) in [("heads", "heads", m.heads), ("ffn", "ffn", m.ffn)] {

@@ -326,6 +326,11 @@ pub struct RawWorkload {
     pub root: Option<i64>,
     /// A Chakra trace folder, relative to the scenario file.
     pub trace: Option<String>,
+    /// `kind = "megatron"`: Megatron-LM's arguments, and a launch script
+    /// (relative to the scenario file) whose Python program's arguments
+    /// come first.
+    pub args: Option<String>,
+    pub script: Option<String>,
     /// A Chakra trace's process groups (a JSON file of group name to
     /// ranks, relative to the scenario file).
     pub groups: Option<String>,

@@ -861,7 +861,7 @@ pub fn workloads(
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
         let kinds =
-            "transfer, permutation, incast, all-to-all, collective, chakra, training, model or background";
+            "transfer, permutation, incast, all-to-all, collective, chakra, training, model, megatron or background";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -907,6 +907,19 @@ pub fn workloads(
                 "iterations",
                 "model",
                 "parallel",
+                "gpu",
+            ],
+            "megatron" => &[
+                "gpus",
+                "algorithm",
+                "channels",
+                "chunk",
+                "pxn",
+                "step_latency",
+                "protocol",
+                "iterations",
+                "args",
+                "script",
                 "gpu",
             ],
             "training" => &[
@@ -956,6 +969,8 @@ pub fn workloads(
             ("model", w.model.is_some()),
             ("parallel", w.parallel.is_some()),
             ("gpu", w.gpu.is_some()),
+            ("args", w.args.is_some()),
+            ("script", w.script.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -1010,7 +1025,7 @@ pub fn workloads(
                 Pattern::Chakra(Box::new((std::sync::Arc::new(trace), settings)))
             }
             "training" => Pattern::Training(Box::new(training(w, topo, &p)?)),
-            "model" => {
+            "model" | "megatron" => {
                 // The GPUs and collective settings, checked as for a
                 // collective.
                 let probe = RawWorkload {
@@ -1024,7 +1039,11 @@ pub fn workloads(
                     ..Default::default()
                 };
                 let c = collective(&probe, topo, &p)?;
-                let mut job = super::model::model(w, topo, c.gpus, c.algorithm, c.chunk, &p)?;
+                let mut job = if kind == "megatron" {
+                    megatron(w, topo, base, c.gpus, c.algorithm, c.chunk, &p)?
+                } else {
+                    super::model::model(w, None, topo, c.gpus, c.algorithm, c.chunk, &p)?
+                };
                 job.protocol = c.protocol;
                 job.auto = c.auto;
                 Pattern::Model(Box::new(job))
@@ -1035,12 +1054,23 @@ pub fn workloads(
             },
         };
         let bytes = match &w.bytes {
-            None if matches!(kind, "chakra" | "training" | "model" | "background") => 0,
-            Some(_) if matches!(kind, "chakra" | "training" | "model" | "background") => {
+            None if matches!(
+                kind,
+                "chakra" | "training" | "model" | "megatron" | "background"
+            ) =>
+            {
+                0
+            }
+            Some(_)
+                if matches!(
+                    kind,
+                    "chakra" | "training" | "model" | "megatron" | "background"
+                ) =>
+            {
                 let from = match kind {
                     "chakra" => "the trace",
                     "training" => "the phases",
-                    "model" => "the model",
+                    "model" | "megatron" => "the model",
                     _ => "the cdf file",
                 };
                 return Err(KeyError::new(
@@ -1673,4 +1703,79 @@ fn step_latency(v: Option<&Value>, path: &KeyPath) -> Result<StepLatency, KeyErr
         )),
         other => Ok(StepLatency::Fixed(time(other, path, SimTime::ZERO)?)),
     }
+}
+
+/// `kind = "megatron"`: the job's flags (its script's, then `args`),
+/// mapped onto the model's keys; an error in a value names the flag it
+/// came from.
+fn megatron(
+    w: &RawWorkload,
+    topo: &Topology,
+    base: &std::path::Path,
+    gpus: Vec<GpuId>,
+    algorithm: Algorithm,
+    chunk: u64,
+    p: &KeyPath,
+) -> R<crate::workload::model::ModelJob> {
+    use super::megatron::{import, script_args, Flags};
+    let mut words = Vec::new();
+    let mut at = p.key("args");
+    if let Some(file) = &w.script {
+        at = p.key("script");
+        let path = base.join(file);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| KeyError::new(&at, format!("cannot read {}: {e}", path.display())))?;
+        words = script_args(&text)
+            .map_err(|m| KeyError::new(&at, format!("{}: {m}", path.display())))?;
+    }
+    if let Some(args) = &w.args {
+        at = p.key("args");
+        let more = shell_words::split(args)
+            .map_err(|e| KeyError::new(&at, format!("{e}; expected Megatron-LM's arguments")))?;
+        words.extend(more);
+    }
+    if w.args.is_none() && w.script.is_none() {
+        return Err(KeyError::new(
+            &at,
+            "missing; kind = \"megatron\" needs args (Megatron-LM's arguments) or script (a launch script)",
+        ));
+    }
+    let flags = Flags::parse(&words);
+    let job = import(&flags, Some(gpus.len() as u64)).map_err(|m| KeyError::new(&at, m))?;
+    let (model, parallel) = job.raw().map_err(|m| KeyError::new(&at, m))?;
+    let mut out = super::model::model(
+        w,
+        Some((&model, &parallel)),
+        topo,
+        gpus,
+        algorithm,
+        chunk,
+        p,
+    )
+    .map_err(|e| {
+        // Name the flag behind the key.
+        let key = e.path.0[p.0.len()..]
+            .iter()
+            .map(|s| match s {
+                crate::keys::Seg::Key(k) => k.clone(),
+                crate::keys::Seg::Index(i) => i.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(".");
+        let from = job
+            .keys
+            .iter()
+            .find(|k| k.key == key)
+            .map(|k| k.from.clone());
+        match from {
+            Some(f) => KeyError::new(&at, format!("{f} ({key}): {}", e.message)),
+            None => e,
+        }
+    })?;
+    out.not_modelled = job
+        .not_modelled
+        .iter()
+        .map(|(flag, why)| format!("{flag}: not modelled ({why})"))
+        .collect();
+    Ok(out)
 }

@@ -434,6 +434,9 @@ pub struct ModelJob {
     pub protocol: collective::Protocol,
     /// What the scenario left to NCCL's tuner.
     pub auto: collective::Auto,
+    /// What the job's own settings ask for that is not modelled (a
+    /// Megatron-LM flag and why it matters), said as a warning.
+    pub not_modelled: Vec<String>,
 }
 
 /// One step of a stage's schedule: forward or backward of micro-batch i.
@@ -1249,6 +1252,7 @@ mod tests {
             pxn: true,
             protocol: collective::Protocol::Simple,
             auto: collective::Auto::default(),
+            not_modelled: Vec::new(),
         };
         assert_eq!(
             [j.gpu_of(1, 0, 0), j.gpu_of(0, 1, 0), j.gpu_of(0, 0, 1)],

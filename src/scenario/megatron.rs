@@ -1,0 +1,791 @@
+//! `kind = "megatron"`: a training job read from Megatron-LM's own
+//! launch arguments (`args`) or launch script (`script`), mapped onto the
+//! keys of `kind = "model"` with Megatron's defaults for every flag not
+//! given (`megatron/training/arguments.py`, `TransformerConfig`).
+//! `fabricsim import megatron` prints the mapping.
+//!
+//! Every flag that changes what the network carries or what the GPUs
+//! compute is read; a flag that changes something fabricsim does not
+//! model yet is refused when simulating without it would be wrong
+//! (context parallelism, virtual pipeline stages, uneven stages, expert
+//! TP other than TP) and listed as not modelled otherwise, with its
+//! reason; every other flag is listed as not changing the network.
+
+use super::raw::{RawModel, RawParallel};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Flags that take no value.
+const SWITCHES: &[&str] = &[
+    "sequence-parallel",
+    "use-distributed-optimizer",
+    "overlap-grad-reduce",
+    "overlap-param-gather",
+    "tp-comm-overlap",
+    "bf16",
+    "fp16",
+    "grad-reduce-in-bf16",
+    "accumulate-allreduce-grads-in-fp32",
+    "untie-embeddings-and-output-weights",
+    "disable-bias-linear",
+    "add-bias-linear",
+    "swiglu",
+    "group-query-attention",
+    "use-rotary-position-embeddings",
+    "recompute-activations",
+    "use-flash-attn",
+    "use-mcore-models",
+    "use-legacy-models",
+    "no-masked-softmax-fusion",
+    "no-bias-gelu-fusion",
+    "no-bias-dropout-fusion",
+    "no-gradient-accumulation-fusion",
+    "no-async-tensor-model-parallel-allreduce",
+    "no-rope-fusion",
+    "cross-entropy-loss-fusion",
+    "moe-grouped-gemm",
+    "moe-permute-fusion",
+    "mock-data",
+];
+
+/// Flags read but whose effect is not modelled yet, and why it matters.
+const NOT_MODELLED: &[(&str, &str)] = &[
+    (
+        "overlap-param-gather",
+        "the parameter all-gathers run after the optimizer, not under the next forward",
+    ),
+    (
+        "tp-comm-overlap",
+        "TP collectives stay exposed between the kernels, not overlapped with the GEMMs",
+    ),
+    (
+        "recompute-activations",
+        "the recomputed forward is not added to the backward",
+    ),
+    (
+        "recompute-granularity",
+        "the recomputed forward is not added to the backward",
+    ),
+    (
+        "recompute-method",
+        "the recomputed forward is not added to the backward",
+    ),
+    (
+        "recompute-num-layers",
+        "the recomputed forward is not added to the backward",
+    ),
+    (
+        "fp8-format",
+        "kernels run at the BF16 peak; set [workload.gpu] tflops for FP8",
+    ),
+    (
+        "fp8-recipe",
+        "kernels run at the BF16 peak; set [workload.gpu] tflops for FP8",
+    ),
+    (
+        "moe-shared-expert-intermediate-size",
+        "shared experts' compute and gradients are left out",
+    ),
+    (
+        "moe-expert-capacity-factor",
+        "routing is balanced, no token is dropped",
+    ),
+    (
+        "moe-token-dispatcher-type",
+        "tokens are dispatched by all-to-all, whatever the dispatcher",
+    ),
+    (
+        "moe-layer-freq",
+        "every layer's MLP is a mixture of experts",
+    ),
+    ("rampup-batch-size", "the final global batch is simulated"),
+    ("kv-channels", "attention is as wide as the hidden size"),
+];
+
+/// Flags refused: the job they describe is not one fabricsim can run yet.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "num-layers-per-virtual-pipeline-stage",
+        "interleaved (virtual-pipeline) 1F1B is not modelled yet",
+    ),
+    (
+        "num-virtual-stages-per-pipeline-rank",
+        "interleaved (virtual-pipeline) 1F1B is not modelled yet",
+    ),
+    (
+        "decoder-first-pipeline-num-layers",
+        "uneven pipeline stages are not modelled yet",
+    ),
+    (
+        "decoder-last-pipeline-num-layers",
+        "uneven pipeline stages are not modelled yet",
+    ),
+];
+
+/// The flags of a command line: name (without `--`) to value (`None`
+/// for a switch), the last one given winning, as argparse does.
+#[derive(Clone, Debug, Default)]
+pub struct Flags {
+    pub values: BTreeMap<String, Option<String>>,
+    /// Words that belong to no flag.
+    pub stray: Vec<String>,
+}
+
+impl Flags {
+    /// Reads `--name value`, `--name=value` and switches.
+    pub fn parse(words: &[String]) -> Flags {
+        let mut f = Flags::default();
+        let mut i = 0;
+        while i < words.len() {
+            let w = &words[i];
+            i += 1;
+            let Some(name) = w.strip_prefix("--") else {
+                f.stray.push(w.clone());
+                continue;
+            };
+            if let Some((n, v)) = name.split_once('=') {
+                f.values.insert(n.to_string(), Some(v.to_string()));
+                continue;
+            }
+            let takes = !SWITCHES.contains(&name)
+                && words.get(i).is_some_and(|next| !next.starts_with("--"));
+            let value = takes.then(|| {
+                i += 1;
+                words[i - 1].clone()
+            });
+            f.values.insert(name.to_string(), value);
+        }
+        f
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.values.contains_key(name)
+    }
+
+    fn text(&self, name: &str) -> Option<&str> {
+        self.values.get(name).and_then(|v| v.as_deref())
+    }
+
+    fn int(&self, name: &str) -> Result<Option<u64>, String> {
+        match self.values.get(name) {
+            None => Ok(None),
+            Some(None) => Err(format!("--{name}: expected a number after it")),
+            Some(Some(v)) => v.parse::<u64>().map(Some).map_err(|_| {
+                if v.contains('$') {
+                    format!("--{name} {v}: {v} is not set in the script; give the flag in args")
+                } else {
+                    format!("--{name}: got \"{v}\", expected a whole number")
+                }
+            }),
+        }
+    }
+
+    fn required(&self, name: &str) -> Result<u64, String> {
+        self.int(name)?
+            .ok_or_else(|| format!("--{name} is missing; Megatron-LM requires it"))
+    }
+}
+
+/// One scenario key a job's flags set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Key {
+    /// `model.hidden`, `parallel.tp`...
+    pub key: &'static str,
+    pub value: toml::Value,
+    /// The flags it comes from, or Megatron's default.
+    pub from: String,
+}
+
+/// A job read from its flags.
+#[derive(Clone, Debug, Default)]
+pub struct Import {
+    pub keys: Vec<Key>,
+    /// Flags whose effect is not modelled, with why it matters.
+    pub not_modelled: Vec<(String, &'static str)>,
+    /// Flags that change nothing the network carries or the GPUs compute.
+    pub no_effect: Vec<String>,
+}
+
+fn flag_text(f: &Flags, name: &str) -> String {
+    match f.values.get(name) {
+        Some(Some(v)) => format!("--{name} {v}"),
+        _ => format!("--{name}"),
+    }
+}
+
+/// Maps the flags of a job of `gpus` GPUs (if known: the default global
+/// batch is micro-batch x DP) onto scenario keys.
+pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
+    let mut out = Import::default();
+    let mut used: Vec<&str> = Vec::new();
+    for (name, why) in REFUSED {
+        if f.has(name) {
+            return Err(format!("{}: {why}", flag_text(f, name)));
+        }
+    }
+    for (name, what) in [
+        (
+            "context-parallel-size",
+            "context parallelism is not modelled yet",
+        ),
+        (
+            "expert-tensor-parallel-size",
+            "expert TP other than TP is not modelled yet",
+        ),
+    ] {
+        used.push(name);
+        let n = f.int(name)?;
+        let tp = f.int("tensor-model-parallel-size")?.unwrap_or(1);
+        let plain = if name.starts_with("context") { 1 } else { tp };
+        if n.is_some_and(|n| n != plain) {
+            return Err(format!("{}: {what}", flag_text(f, name)));
+        }
+    }
+    let mut set = |key: &'static str, value: toml::Value, from: &[&'static str], default: &str| {
+        let given: Vec<String> = from
+            .iter()
+            .filter(|n| f.has(n))
+            .map(|n| flag_text(f, n))
+            .collect();
+        used.extend(from);
+        out.keys.push(Key {
+            key,
+            value,
+            from: if given.is_empty() {
+                format!("Megatron's default ({default})")
+            } else {
+                given.join(" ")
+            },
+        });
+    };
+    let int = |n: u64| toml::Value::Integer(n as i64);
+    let hidden = f.required("hidden-size")?;
+    let heads = f.required("num-attention-heads")?;
+    set(
+        "model.layers",
+        int(f.required("num-layers")?),
+        &["num-layers"],
+        "",
+    );
+    set("model.hidden", int(hidden), &["hidden-size"], "");
+    let gated = f.has("swiglu");
+    let ffn = match f.int("ffn-hidden-size")? {
+        Some(n) => n,
+        None if gated => (4 * hidden * 2 / 3) / 64 * 64,
+        None => 4 * hidden,
+    };
+    set(
+        "model.ffn",
+        int(ffn),
+        &["ffn-hidden-size"],
+        if gated {
+            "4h x 2/3, rounded down to 64, with --swiglu"
+        } else {
+            "4h"
+        },
+    );
+    set("model.heads", int(heads), &["num-attention-heads"], "");
+    let kv = if f.has("group-query-attention") {
+        f.int("num-query-groups")?.unwrap_or(1)
+    } else {
+        heads
+    };
+    set(
+        "model.kv_heads",
+        int(kv),
+        &["group-query-attention", "num-query-groups"],
+        "every head a KV head",
+    );
+    let seq = f.required("seq-length")?;
+    set("model.seq", int(seq), &["seq-length"], "");
+    let vocab = match (f.int("vocab-size")?, f.text("tokenizer-type")) {
+        (Some(v), _) => v,
+        (None, Some("GPT2BPETokenizer")) | (None, None) if f.has("vocab-file") => 50257,
+        (None, t) => return Err(format!(
+            "the vocabulary size is not in the flags (tokenizer {}); add --vocab-size N to args",
+            t.unwrap_or("not given")
+        )),
+    };
+    set(
+        "model.vocab",
+        int(vocab),
+        &["vocab-size", "tokenizer-type", "vocab-file"],
+        "",
+    );
+    set(
+        "model.vocab_divisible_by",
+        int(f.int("make-vocab-size-divisible-by")?.unwrap_or(128)),
+        &["make-vocab-size-divisible-by"],
+        "128",
+    );
+    let micro = f.int("micro-batch-size")?.unwrap_or(1);
+    set("model.micro_batch", int(micro), &["micro-batch-size"], "1");
+    let tp = f.int("tensor-model-parallel-size")?.unwrap_or(1);
+    let pp = f.int("pipeline-model-parallel-size")?.unwrap_or(1);
+    let global = match (f.int("global-batch-size")?, gpus) {
+        (Some(g), _) => Some(g),
+        (None, Some(n)) if tp * pp > 0 && n % (tp * pp) == 0 => Some(micro * n / (tp * pp)),
+        _ => None,
+    };
+    if let Some(g) = global {
+        set(
+            "model.global_batch",
+            int(g),
+            &["global-batch-size"],
+            "micro-batch x DP",
+        );
+    }
+    let (param, grad) = if f.has("bf16") {
+        let grad = if f.has("grad-reduce-in-bf16") { 2 } else { 4 };
+        (2, grad)
+    } else if f.has("fp16") {
+        (
+            2,
+            if f.has("accumulate-allreduce-grads-in-fp32") {
+                4
+            } else {
+                2
+            },
+        )
+    } else {
+        (4, 4)
+    };
+    let precision = [
+        "bf16",
+        "fp16",
+        "grad-reduce-in-bf16",
+        "accumulate-allreduce-grads-in-fp32",
+    ];
+    set("model.param_bytes", int(param), &precision, "fp32");
+    set("model.grad_bytes", int(grad), &precision, "fp32");
+    set("model.act_bytes", int(param), &precision, "fp32");
+    set(
+        "model.gated",
+        toml::Value::Boolean(gated),
+        &["swiglu"],
+        "GeLU, 2 matrices",
+    );
+    let norm = match f.text("normalization").unwrap_or("LayerNorm") {
+        "LayerNorm" => "layernorm",
+        "RMSNorm" => "rmsnorm",
+        other => {
+            return Err(format!(
+                "--normalization {other}: expected LayerNorm or RMSNorm"
+            ))
+        }
+    };
+    set(
+        "model.norm",
+        toml::Value::String(norm.into()),
+        &["normalization"],
+        "LayerNorm",
+    );
+    let bias = !f.has("disable-bias-linear");
+    set(
+        "model.bias",
+        toml::Value::Boolean(bias),
+        &["disable-bias-linear", "add-bias-linear"],
+        "biases",
+    );
+    set(
+        "model.tied",
+        toml::Value::Boolean(!f.has("untie-embeddings-and-output-weights")),
+        &["untie-embeddings-and-output-weights"],
+        "tied",
+    );
+    let position = if f.has("use-rotary-position-embeddings") {
+        "rope"
+    } else {
+        f.text("position-embedding-type")
+            .unwrap_or("learned_absolute")
+    };
+    let rows = match position {
+        "learned_absolute" => f.int("max-position-embeddings")?.unwrap_or(seq),
+        _ => 0,
+    };
+    set(
+        "model.positions",
+        int(rows),
+        &[
+            "position-embedding-type",
+            "use-rotary-position-embeddings",
+            "max-position-embeddings",
+        ],
+        "learned absolute positions",
+    );
+    if let Some(e) = f.int("num-experts")? {
+        set("model.experts", int(e), &["num-experts"], "");
+        set(
+            "model.top_k",
+            int(f.int("moe-router-topk")?.unwrap_or(2)),
+            &["moe-router-topk"],
+            "2",
+        );
+        set(
+            "model.expert_ffn",
+            int(f.int("moe-ffn-hidden-size")?.unwrap_or(ffn)),
+            &["moe-ffn-hidden-size"],
+            "the FFN size",
+        );
+    }
+    set("parallel.tp", int(tp), &["tensor-model-parallel-size"], "1");
+    set(
+        "parallel.pp",
+        int(pp),
+        &["pipeline-model-parallel-size"],
+        "1",
+    );
+    if f.has("expert-model-parallel-size") {
+        let ep = f.int("expert-model-parallel-size")?.unwrap_or(1);
+        set("parallel.ep", int(ep), &["expert-model-parallel-size"], "1");
+    }
+    set(
+        "parallel.sequence_parallel",
+        toml::Value::Boolean(f.has("sequence-parallel")),
+        &["sequence-parallel"],
+        "off",
+    );
+    set(
+        "parallel.zero",
+        int(u64::from(f.has("use-distributed-optimizer"))),
+        &["use-distributed-optimizer"],
+        "no distributed optimizer",
+    );
+    set(
+        "parallel.overlap",
+        toml::Value::Boolean(f.has("overlap-grad-reduce")),
+        &["overlap-grad-reduce"],
+        "gradients reduced after the backward",
+    );
+    if let Some(b) = f.int("ddp-bucket-size")? {
+        set("parallel.bucket", int(b), &["ddp-bucket-size"], "");
+    }
+    set(
+        "parallel.order",
+        toml::Value::String("tp-dp-pp".into()),
+        &[],
+        "tp-cp-ep-dp-pp, with no CP and EP inside DP",
+    );
+    for (name, why) in NOT_MODELLED {
+        if f.has(name) {
+            used.push(name);
+            out.not_modelled.push((flag_text(f, name), why));
+        }
+    }
+    for name in f.values.keys() {
+        if !used.contains(&name.as_str()) {
+            out.no_effect.push(flag_text(f, name));
+        }
+    }
+    Ok(out)
+}
+
+impl Import {
+    /// The `[workload.model]` and `[workload.parallel]` tables.
+    pub fn raw(&self) -> Result<(RawModel, RawParallel), String> {
+        let mut model = toml::Table::new();
+        let mut parallel = toml::Table::new();
+        for k in &self.keys {
+            let (table, name) = k.key.split_once('.').unwrap_or(("model", k.key));
+            let t = if table == "model" {
+                &mut model
+            } else {
+                &mut parallel
+            };
+            t.insert(name.to_string(), k.value.clone());
+        }
+        let m = toml::Value::Table(model)
+            .try_into()
+            .map_err(|e| format!("the model's keys: {e}"))?;
+        let p = toml::Value::Table(parallel)
+            .try_into()
+            .map_err(|e| format!("the parallelism's keys: {e}"))?;
+        Ok((m, p))
+    }
+
+    /// The key a flag set, if one did.
+    pub fn key_of(&self, flag: &str) -> Option<&Key> {
+        self.keys.iter().find(|k| k.from.contains(flag))
+    }
+
+    /// The keys as TOML, each with the flags it comes from, then the
+    /// flags not modelled.
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        for table in ["model", "parallel"] {
+            if table == "parallel" {
+                s.push('\n');
+            }
+            let _ = writeln!(s, "[workload.{table}]");
+            for k in self.keys.iter().filter(|k| k.key.starts_with(table)) {
+                let line = format!("{} = {}", &k.key[table.len() + 1..], k.value);
+                let _ = writeln!(s, "{line:<26} # {}", k.from);
+            }
+        }
+        if !self.not_modelled.is_empty() {
+            let _ = writeln!(s, "\n# Read but not modelled:");
+            for (flag, why) in &self.not_modelled {
+                let _ = writeln!(s, "#   {flag}: {why}");
+            }
+        }
+        if !self.no_effect.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n# No effect on the network or the GPUs' compute: {}",
+                self.no_effect.join(" ")
+            );
+        }
+        s
+    }
+}
+
+/// The arguments a launch script gives its Python program
+/// (`pretrain_gpt.py` or another `.py`): its command line with the
+/// script's variables and arrays expanded (`$X`, `${X}`, `${X:-d}`,
+/// `${X[@]}`); lines continued with `\`; comments dropped. A variable
+/// the script does not set stays as written, and a flag that needs its
+/// value says so.
+pub fn script_args(text: &str) -> Result<Vec<String>, String> {
+    let mut vars: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut command: Option<Vec<String>> = None;
+    let mut lines = logical_lines(text).into_iter();
+    while let Some((n, line)) = lines.next() {
+        let words =
+            shell_words::split(&line).map_err(|e| format!("script line {n}: {e}: {line}"))?;
+        let Some(first) = words.first() else { continue };
+        let first = first.strip_prefix("export ").unwrap_or(first);
+        let first = if first == "export" {
+            match words.get(1) {
+                Some(w) => w.as_str(),
+                None => continue,
+            }
+        } else {
+            first
+        };
+        if let Some((name, value)) = assignment(first) {
+            if value.starts_with('(') {
+                // An array, on this line or over several up to its `)`.
+                let mut body = line[line.find('(').map_or(0, |i| i + 1)..].to_string();
+                if !body.trim_end().ends_with(')') {
+                    for (_, more) in lines.by_ref() {
+                        body.push(' ');
+                        body.push_str(&more);
+                        if more.trim_end().ends_with(')') {
+                            break;
+                        }
+                    }
+                }
+                let body = body.trim_end().trim_end_matches(')');
+                let words = shell_words::split(body)
+                    .map_err(|e| format!("script line {n}: {e}: array {name}"))?;
+                let words = expand_all(&words, &vars);
+                vars.insert(name.to_string(), words);
+            } else {
+                vars.insert(name.to_string(), vec![expand(value, &vars)]);
+            }
+            continue;
+        }
+        let words = expand_all(&words, &vars);
+        if let Some(at) = words.iter().position(|w| w.ends_with(".py")) {
+            let pretrain = words[at].contains("pretrain");
+            if pretrain || command.is_none() {
+                command = Some(words[at + 1..].to_vec());
+            }
+        }
+    }
+    command.ok_or_else(|| {
+        "no command running a Python program (such as pretrain_gpt.py) in the script".into()
+    })
+}
+
+/// `NAME=value` (a shell variable assignment).
+fn assignment(word: &str) -> Option<(&str, &str)> {
+    let (name, value) = word.split_once('=')?;
+    let ok = !name.is_empty()
+        && !name.starts_with("--")
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    ok.then_some((name, value))
+}
+
+/// The script's lines, `\`-continued lines joined and comments dropped,
+/// with their first line's number.
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut start = 0;
+    for (i, raw) in text.lines().enumerate() {
+        if cur.is_empty() {
+            start = i + 1;
+        }
+        let line = strip_comment(raw);
+        match line.trim_end().strip_suffix('\\') {
+            Some(body) => {
+                cur.push_str(body);
+                cur.push(' ');
+            }
+            None => {
+                cur.push_str(line);
+                if !cur.trim().is_empty() {
+                    out.push((start, std::mem::take(&mut cur)));
+                }
+                cur.clear();
+            }
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push((start, cur));
+    }
+    out
+}
+
+/// A line without its comment: a `#` that starts a word, outside quotes.
+fn strip_comment(line: &str) -> &str {
+    let (mut single, mut double, mut prev) = (false, false, ' ');
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev.is_whitespace() => return &line[..i],
+            _ => {}
+        }
+        prev = c;
+    }
+    line
+}
+
+/// Words with variables expanded: an array or an unquoted variable that
+/// is a whole word splices its words in.
+fn expand_all(words: &[String], vars: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in words {
+        let name = w
+            .strip_prefix("${")
+            .and_then(|r| r.strip_suffix("[@]}").or_else(|| r.strip_suffix("[*]}")))
+            .or_else(|| w.strip_prefix("${").and_then(|r| r.strip_suffix('}')))
+            .or_else(|| w.strip_prefix('$'));
+        match name.and_then(|n| vars.get(n)) {
+            Some(v) => out.extend(
+                v.iter()
+                    .flat_map(|x| x.split_whitespace().map(String::from)),
+            ),
+            None => out.push(expand(w, vars)),
+        }
+    }
+    out
+}
+
+/// A word with `$X`, `${X}` and `${X:-default}` replaced by the
+/// variables' values (those the script sets; others stay as written).
+fn expand(word: &str, vars: &BTreeMap<String, Vec<String>>) -> String {
+    let mut out = String::new();
+    let mut rest = word;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, default, len) = if let Some(body) = after.strip_prefix('{') {
+            match body.find('}') {
+                Some(end) => {
+                    let inner = &body[..end];
+                    let (n, d) = match inner.split_once(":-") {
+                        Some((n, d)) => (n, Some(d)),
+                        None => (inner, None),
+                    };
+                    (n, d, end + 2)
+                }
+                None => ("", None, 0),
+            }
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], None, end)
+        };
+        match (vars.get(name), default) {
+            (Some(v), _) if !name.is_empty() => out.push_str(&v.join(" ")),
+            (None, Some(d)) => out.push_str(d),
+            _ => out.push_str(&rest[i..i + 1 + len]),
+        }
+        rest = &after[len..];
+        if len == 0 && !after.is_empty() && name.is_empty() {
+            // A lone `$`: keep it and go on.
+            continue;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        shell_words::split(s).unwrap()
+    }
+
+    /// Megatron's defaults fill what the flags leave out: GeLU with a 4h
+    /// FFN, LayerNorm, biases, tied embeddings, learned positions, fp32.
+    #[test]
+    fn flags_map_onto_keys_with_megatrons_defaults() {
+        let f = Flags::parse(&words(
+            "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 \
+             --max-position-embeddings 2048 --vocab-size 50257 --micro-batch-size 4 \
+             --tensor-model-parallel-size 8 --lr 1e-4 --bf16",
+        ));
+        let i = import(&f, Some(64)).unwrap();
+        let get = |k: &str| i.keys.iter().find(|x| x.key == k).unwrap().value.clone();
+        assert_eq!(get("model.ffn").as_integer(), Some(8192));
+        assert_eq!(get("model.global_batch").as_integer(), Some(32));
+        assert_eq!(get("model.grad_bytes").as_integer(), Some(4));
+        assert_eq!(get("model.norm").as_str(), Some("layernorm"));
+        assert_eq!(get("model.positions").as_integer(), Some(2048));
+        assert_eq!(get("model.tied").as_bool(), Some(true));
+        assert_eq!(i.no_effect, ["--lr 1e-4"]);
+        let f = Flags::parse(&words(
+            "--hidden-size 4096 --swiglu --num-attention-heads 32",
+        ));
+        let e = import(&f, None).unwrap_err();
+        assert!(e.contains("--num-layers is missing"), "{e}");
+        let mut f = f;
+        f.values.insert("num-layers".into(), Some("2".into()));
+        f.values.insert("seq-length".into(), Some("4096".into()));
+        f.values.insert("vocab-size".into(), Some("128256".into()));
+        let i = import(&f, None).unwrap();
+        let ffn = i.keys.iter().find(|x| x.key == "model.ffn").unwrap();
+        assert_eq!(ffn.value.as_integer(), Some(10880));
+        let f = Flags::parse(&words("--context-parallel-size 2 --num-layers 2"));
+        assert!(import(&f, None)
+            .unwrap_err()
+            .contains("context parallelism"));
+    }
+
+    /// A script's arrays, string variables, defaults and continued lines
+    /// reach the Python program's command line; comments do not.
+    #[test]
+    fn a_launch_script_gives_its_programs_flags() {
+        let script = r#"#!/bin/bash
+GPUS_PER_NODE=8
+TP=${TP:-4}
+MODEL_ARGS=(
+    --num-layers 24   # the depth
+    --hidden-size 2048
+)
+OTHER="--seq-length 2048 --lr 3e-4"
+torchrun --nproc_per_node $GPUS_PER_NODE pretrain_gpt.py \
+    ${MODEL_ARGS[@]} \
+    --tensor-model-parallel-size $TP $OTHER \
+    --save $1
+"#;
+        let args = script_args(script).unwrap();
+        assert_eq!(
+            args,
+            words("--num-layers 24 --hidden-size 2048 --tensor-model-parallel-size 4 --seq-length 2048 --lr 3e-4 --save $1")
+        );
+        let e = script_args("echo hi\n").unwrap_err();
+        assert!(e.contains("pretrain_gpt.py"), "{e}");
+        let f = Flags::parse(&words("--tensor-model-parallel-size $TP"));
+        let e = f.int("tensor-model-parallel-size").unwrap_err();
+        assert!(e.contains("$TP is not set"), "{e}");
+    }
+}
