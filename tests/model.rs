@@ -179,6 +179,7 @@ fn compute_follows_the_roofline() {
         bias: false,
         tied: false,
         positions: 0,
+        loss_fusion: false,
         experts: 0,
         top_k: 0,
         expert_ffn: 0,

@@ -91,15 +91,18 @@ const NOT_MODELLED: &[(&str, &str)] = &[
         "routing is balanced, no token is dropped",
     ),
     (
-        "moe-token-dispatcher-type",
-        "tokens are dispatched by all-to-all, whatever the dispatcher",
-    ),
-    (
         "moe-layer-freq",
         "every layer's MLP is a mixture of experts",
     ),
     ("rampup-batch-size", "the final global batch is simulated"),
-    ("kv-channels", "attention is as wide as the hidden size"),
+    (
+        "fp8-param-gather",
+        "parameters are all-gathered at param_bytes, not in FP8",
+    ),
+    (
+        "cross-entropy-fusion-impl",
+        "the fused loss's all-reduces are Megatron's native ones",
+    ),
 ];
 
 /// Flags refused: the job they describe is not one fabricsim can run yet.
@@ -284,7 +287,18 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             "4h"
         },
     );
-    set("model.heads", int(heads), &["num-attention-heads"], "");
+    set(
+        "model.heads",
+        int(heads),
+        &["num-attention-heads", "kv-channels"],
+        "",
+    );
+    if f.int("kv-channels")?.is_some_and(|k| k * heads != hidden) {
+        out.not_modelled.push((
+            flag_text(f, "kv-channels"),
+            "attention is as wide as the hidden size (heads x kv-channels is not)",
+        ));
+    }
     let kv = if f.has("group-query-attention") {
         f.int("num-query-groups")?.unwrap_or(1)
     } else {
@@ -301,10 +315,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
     let vocab = match (f.int("vocab-size")?, f.text("tokenizer-type")) {
         (Some(v), _) => v,
         (None, Some("GPT2BPETokenizer")) | (None, None) if f.has("vocab-file") => 50257,
-        (None, t) => return Err(format!(
+        (None, t) => {
+            return Err(format!(
             "the vocabulary size is not in the flags (tokenizer {}); add --vocab-size N to args",
             t.unwrap_or("not given")
-        )),
+        ))
+        }
     };
     set(
         "model.vocab",
@@ -388,6 +404,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         "biases",
     );
     set(
+        "model.loss_fusion",
+        toml::Value::Boolean(f.has("cross-entropy-loss-fusion")),
+        &["cross-entropy-loss-fusion"],
+        "off",
+    );
+    set(
         "model.tied",
         toml::Value::Boolean(!f.has("untie-embeddings-and-output-weights")),
         &["untie-embeddings-and-output-weights"],
@@ -413,8 +435,20 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         ],
         "learned absolute positions",
     );
+    let dispatcher = f.text("moe-token-dispatcher-type").unwrap_or("allgather");
+    if f.has("num-experts") && dispatcher != "alltoall" {
+        out.not_modelled.push((
+            format!("--moe-token-dispatcher-type {dispatcher}"),
+            "tokens are dispatched by all-to-all (Megatron's alltoall dispatcher); this one's all-gather and reduce-scatter are not modelled yet",
+        ));
+    }
     if let Some(e) = f.int("num-experts")? {
-        set("model.experts", int(e), &["num-experts"], "");
+        set(
+            "model.experts",
+            int(e),
+            &["num-experts", "moe-token-dispatcher-type"],
+            "",
+        );
         set(
             "model.top_k",
             int(f.int("moe-router-topk")?.unwrap_or(2)),
@@ -439,9 +473,10 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         let ep = f.int("expert-model-parallel-size")?.unwrap_or(1);
         set("parallel.ep", int(ep), &["expert-model-parallel-size"], "1");
     }
+    // Megatron turns sequence parallelism off without TP.
     set(
         "parallel.sequence_parallel",
-        toml::Value::Boolean(f.has("sequence-parallel")),
+        toml::Value::Boolean(f.has("sequence-parallel") && tp > 1),
         &["sequence-parallel"],
         "off",
     );
@@ -550,8 +585,11 @@ pub fn script_args(text: &str) -> Result<Vec<String>, String> {
     let mut command: Option<Vec<String>> = None;
     let mut lines = logical_lines(text).into_iter();
     while let Some((n, line)) = lines.next() {
-        let words =
-            shell_words::split(&line).map_err(|e| format!("script line {n}: {e}: {line}"))?;
+        // A line the shell words cannot be read from (a here-document,
+        // a quote closed lines later) gives the program no flags.
+        let Ok(words) = shell_words::split(&line) else {
+            continue;
+        };
         let Some(first) = words.first() else { continue };
         let first = first.strip_prefix("export ").unwrap_or(first);
         let first = if first == "export" {
@@ -562,7 +600,12 @@ pub fn script_args(text: &str) -> Result<Vec<String>, String> {
         } else {
             first
         };
-        if let Some((name, value)) = assignment(first) {
+        if let Some((name, append, value)) = assignment(first) {
+            let mut old = if append {
+                vars.get(name).cloned().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
             if value.starts_with('(') {
                 // An array, on this line or over several up to its `)`.
                 let mut body = line[line.find('(').map_or(0, |i| i + 1)..].to_string();
@@ -578,15 +621,24 @@ pub fn script_args(text: &str) -> Result<Vec<String>, String> {
                 let body = body.trim_end().trim_end_matches(')');
                 let words = shell_words::split(body)
                     .map_err(|e| format!("script line {n}: {e}: array {name}"))?;
-                let words = expand_all(&words, &vars);
-                vars.insert(name.to_string(), words);
+                old.extend(expand_all(&words, &vars));
+            } else if append {
+                // `X+=more` appends to the string.
+                let mut v = old.join(" ");
+                v.push_str(&expand(value, &vars));
+                old = vec![v];
             } else {
-                vars.insert(name.to_string(), vec![expand(value, &vars)]);
+                old.push(expand(value, &vars));
             }
+            vars.insert(name.to_string(), old);
+            continue;
+        }
+        if matches!(first, "echo" | "printf") {
             continue;
         }
         let words = expand_all(&words, &vars);
-        if let Some(at) = words.iter().position(|w| w.ends_with(".py")) {
+        let program = |w: &String| w.ends_with(".py") && !w.contains(char::is_whitespace);
+        if let Some(at) = words.iter().position(program) {
             let pretrain = words[at].contains("pretrain");
             if pretrain || command.is_none() {
                 command = Some(words[at + 1..].to_vec());
@@ -598,14 +650,19 @@ pub fn script_args(text: &str) -> Result<Vec<String>, String> {
     })
 }
 
-/// `NAME=value` (a shell variable assignment).
-fn assignment(word: &str) -> Option<(&str, &str)> {
+/// `NAME=value` or `NAME+=value` (a shell variable assignment, or an
+/// append): the name, whether it appends, the value.
+fn assignment(word: &str) -> Option<(&str, bool, &str)> {
     let (name, value) = word.split_once('=')?;
+    let (name, append) = match name.strip_suffix('+') {
+        Some(n) => (n, true),
+        None => (name, false),
+    };
     let ok = !name.is_empty()
         && !name.starts_with("--")
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !name.starts_with(|c: char| c.is_ascii_digit());
-    ok.then_some((name, value))
+    ok.then_some((name, append, value))
 }
 
 /// The script's lines, `\`-continued lines joined and comments dropped,
@@ -772,15 +829,20 @@ MODEL_ARGS=(
     --hidden-size 2048
 )
 OTHER="--seq-length 2048 --lr 3e-4"
+EXTRA=()
+if [[ "$DTYPE" == "bf16" ]]; then
+    EXTRA+=("--bf16" --vocab-size 32000)
+fi
+echo "running pretrain_gpt.py"
 torchrun --nproc_per_node $GPUS_PER_NODE pretrain_gpt.py \
     ${MODEL_ARGS[@]} \
-    --tensor-model-parallel-size $TP $OTHER \
+    --tensor-model-parallel-size $TP $OTHER ${EXTRA[@]} \
     --save $1
 "#;
         let args = script_args(script).unwrap();
         assert_eq!(
             args,
-            words("--num-layers 24 --hidden-size 2048 --tensor-model-parallel-size 4 --seq-length 2048 --lr 3e-4 --save $1")
+            words("--num-layers 24 --hidden-size 2048 --tensor-model-parallel-size 4 --seq-length 2048 --lr 3e-4 --bf16 --vocab-size 32000 --save $1")
         );
         let e = script_args("echo hi\n").unwrap_err();
         assert!(e.contains("pretrain_gpt.py"), "{e}");

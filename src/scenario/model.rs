@@ -111,6 +111,7 @@ pub fn model(
         bias: m.bias.unwrap_or(false),
         tied: m.tied.unwrap_or(false),
         positions: int(m.positions, &mp.key("positions"), Some(0), 0, 1 << 24)?,
+        loss_fusion: m.loss_fusion.unwrap_or(false),
         experts,
         top_k,
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,

@@ -373,6 +373,7 @@ pub struct RawModel {
     pub bias: Option<bool>,
     pub tied: Option<bool>,
     pub positions: Option<i64>,
+    pub loss_fusion: Option<bool>,
     pub experts: Option<i64>,
     pub top_k: Option<i64>,
     pub expert_ffn: Option<i64>,

@@ -54,7 +54,7 @@
 //! kernels that need them, and the DP buckets overlap the backward.
 
 use super::collective::{self, share, Algorithm, Collective, CollectiveRun, Emitter, Op};
-use super::params::{self, Bucket, Param, Ready, Stage};
+use super::params::{self, Bucket, Param, Ready, Shape, Stage};
 pub use super::training::Dim;
 use super::training::{CommSpan, JobRun};
 use crate::topology::GpuId;
@@ -90,6 +90,9 @@ pub struct Transformer {
     pub tied: bool,
     /// Rows of learned position embeddings (0: rotary, no parameters).
     pub positions: u64,
+    /// Megatron's fused cross-entropy (`--cross-entropy-loss-fusion`):
+    /// two TP all-reduces of the loss, not three.
+    pub loss_fusion: bool,
     /// A gated MLP (SwiGLU: three matrices) or a plain one (two).
     pub gated: bool,
     /// Mixture of experts in every layer's MLP (0: dense): experts, how
@@ -292,7 +295,24 @@ impl Transformer {
         h * (h + 2 * self.kv_hidden()) + h * h
     }
 
-    pub(crate) fn mats(&self) -> u64 {
+    /// The shape the parameter list is made from.
+    pub fn shape(&self) -> Shape {
+        Shape {
+            hidden: self.hidden,
+            kv_hidden: self.kv_hidden(),
+            ffn: self.ffn,
+            mats: self.mats(),
+            experts: self.experts,
+            expert_ffn: self.expert_ffn,
+            vocab: self.vocab,
+            layernorm: self.layernorm,
+            bias: self.bias,
+            tied: self.tied,
+            positions: self.positions,
+        }
+    }
+
+    fn mats(&self) -> u64 {
         if self.gated {
             3
         } else {
@@ -512,7 +532,7 @@ impl ModelJob {
     /// The parameters a rank of stage `s` holds, in Megatron-Core's
     /// order.
     pub fn params(&self, s: u64) -> Vec<Param> {
-        params::stage_params(&self.model, self.stage(s))
+        params::stage_params(&self.model.shape(), self.stage(s))
     }
 
     /// Elements a rank of stage `s` holds: those reduced over the whole
@@ -535,7 +555,7 @@ impl ModelJob {
             layers: 1,
             ..self.stage(0)
         };
-        for p in params::stage_params(&self.model, middle) {
+        for p in params::stage_params(&self.model.shape(), middle) {
             n[usize::from(p.expert)] += p.numel;
         }
         n
@@ -1005,10 +1025,16 @@ impl Gen<'_, '_> {
 
     /// The vocabulary-parallel cross-entropy (last stage): the maximum
     /// logit, the target's logit and the sum of exponentials, each
-    /// all-reduced over the TP group in fp32 (T values).
+    /// all-reduced over the TP group in fp32 (T values); fused, the last
+    /// two in one all-reduce.
     fn cross_entropy(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
-        let bytes = self.j.model.tokens() * 4;
-        for _ in 0..3 {
+        let t = self.j.model.tokens() * 4;
+        let sizes: &[u64] = if self.j.model.loss_fusion {
+            &[t, 2 * t]
+        } else {
+            &[t, t, t]
+        };
+        for &bytes in sizes {
             self.collective(e, s, Group::Tp, Op::AllReduce, bytes, cur)?;
         }
         Ok(())
@@ -1224,6 +1250,7 @@ mod tests {
             bias: false,
             tied: false,
             positions: 0,
+            loss_fusion: false,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
@@ -1289,6 +1316,7 @@ mod tests {
             bias: false,
             tied: false,
             positions: 0,
+            loss_fusion: false,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
@@ -1302,7 +1330,7 @@ mod tests {
             index: 1,
             layers: 1,
         };
-        let n: u64 = params::stage_params(&m, layer)
+        let n: u64 = params::stage_params(&m.shape(), layer)
             .iter()
             .map(|p| p.numel)
             .sum();

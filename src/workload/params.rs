@@ -22,7 +22,23 @@
 //! ends on a multiple of lcm(dp, 128) elements, and a tied embedding
 //! copy gets a bucket of its own.
 
-use super::model::Transformer;
+/// The model's shape, as the parameter list needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub hidden: u64,
+    /// Width of the keys and values (grouped-query attention).
+    pub kv_hidden: u64,
+    pub ffn: u64,
+    /// Matrices of an MLP: 3 gated, 2 not.
+    pub mats: u64,
+    pub experts: u64,
+    pub expert_ffn: u64,
+    pub vocab: u64,
+    pub layernorm: bool,
+    pub bias: bool,
+    pub tied: bool,
+    pub positions: u64,
+}
 
 /// When a gradient is ready in the backward: after the LM head's
 /// backward, a layer's MLP or attention part (by its place in the
@@ -73,7 +89,7 @@ fn param(numel: u64, ready: Ready) -> Param {
 }
 
 /// A norm's parameters: a weight, and a bias for LayerNorm.
-fn norm(m: &Transformer, ready: Ready, out: &mut Vec<Param>) {
+fn norm(m: &Shape, ready: Ready, out: &mut Vec<Param>) {
     for _ in 0..if m.layernorm { 2 } else { 1 } {
         out.push(Param {
             sequence: true,
@@ -85,13 +101,7 @@ fn norm(m: &Transformer, ready: Ready, out: &mut Vec<Param>) {
 /// A linear layer's weight (its TP share) and bias (`split`: the bias is
 /// split too, as a column-parallel layer's is; a row-parallel layer's
 /// bias is whole and carried by sequence parallelism).
-fn linear(
-    m: &Transformer,
-    weight: u64,
-    bias: u64,
-    split: bool,
-    ready: Ready,
-) -> [Option<Param>; 2] {
+fn linear(m: &Shape, weight: u64, bias: u64, split: bool, ready: Ready) -> [Option<Param>; 2] {
     let b = m.bias.then_some(Param {
         sequence: !split,
         ..param(bias, ready)
@@ -100,7 +110,7 @@ fn linear(
 }
 
 /// The parameters of one stage's rank, in Megatron-Core's order.
-pub fn stage_params(m: &Transformer, st: Stage) -> Vec<Param> {
+pub fn stage_params(m: &Shape, st: Stage) -> Vec<Param> {
     let (h, tp) = (m.hidden, st.tp);
     let mut out = Vec::new();
     let first = st.index == 0;
@@ -115,7 +125,7 @@ pub fn stage_params(m: &Transformer, st: Stage) -> Vec<Param> {
             out.push(param(m.positions * h, Ready::Embedding));
         }
     }
-    let qkv = (h + 2 * m.kv_hidden()) / tp;
+    let qkv = (h + 2 * m.kv_hidden) / tp;
     for l in 0..st.layers {
         let back = st.layers - 1 - l;
         let attn = Ready::Layer(back, true);
@@ -124,7 +134,7 @@ pub fn stage_params(m: &Transformer, st: Stage) -> Vec<Param> {
         norm(m, attn, &mut out);
         out.extend(linear(m, qkv * h, qkv, true, attn).into_iter().flatten());
         if m.experts == 0 {
-            let up = (m.mats() - 1) * m.ffn / tp;
+            let up = (m.mats - 1) * m.ffn / tp;
             norm(m, mlp, &mut out);
             out.extend(linear(m, up * h, up, true, mlp).into_iter().flatten());
             let down = linear(m, h * m.ffn / tp, h, false, mlp);
@@ -133,7 +143,7 @@ pub fn stage_params(m: &Transformer, st: Stage) -> Vec<Param> {
             norm(m, mlp, &mut out);
             out.push(param(m.experts * h, mlp));
             let f = m.expert_ffn / tp;
-            let up = (m.mats() - 1) * f;
+            let up = (m.mats - 1) * f;
             // The local experts' first matrices, then their second ones.
             for (weight, bias) in [(up * h, up), (h * f, h)] {
                 for _ in 0..m.experts / st.ep {
