@@ -492,3 +492,63 @@ fn megatron_jobs_read_their_launch_script() {
         s.scenario.warnings
     );
 }
+
+/// A GPT as Megatron-LM's defaults make it (GeLU, LayerNorm, biases,
+/// learned positions, tied embeddings), 4 layers, on the SMALL fabric.
+const GPT_ARGS: &str = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 \
+    --seq-length 1024 --max-position-embeddings 1024 --vocab-size 32000 \
+    --micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --bf16";
+
+/// Every collective of one iteration, as (collective, ranks, bytes) ->
+/// count, against the counts and sizes Megatron-Core's code gives for the
+/// same job, worked out by hand from its sources (the table and its
+/// derivation are in VALIDATION.md, "Megatron-Core's collectives"):
+/// with sequence parallelism, the distributed optimizer and overlapped
+/// gradient buckets of 3,000,000 parameters; and without any of them.
+#[test]
+fn collectives_per_iteration_are_megatron_cores() {
+    let topo = &SMALL[..SMALL.find("[[workload]]").unwrap()];
+    let job = |extra: &str| format!("{topo}[[workload]]\nkind = \"megatron\"\nargs = \"{GPT_ARGS} {extra}\"\n");
+    let t_h_a: u64 = 1024 * 1024 * 2;
+    // The word embedding's gradient (V h / tp, fp32), the tied copy's.
+    let embedding = 32000 / 2 * 1024 * 4;
+    let table = |rows: &[(&str, usize, u64, usize)]| -> HashMap<(String, usize, u64), usize> {
+        rows.iter()
+            .map(|&(c, r, b, n)| ((c.to_string(), r, b), n))
+            .collect()
+    };
+    // Sequence parallelism, distributed optimizer, overlap.
+    let (sim, s) = run(&job(
+        "--sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 3000000",
+    ));
+    let mut want = table(&[
+        ("all-gather", 2, t_h_a, 216),
+        ("reduce-scatter", 2, t_h_a, 144),
+        ("all-reduce", 2, 1024 * 4, 24),
+        ("all-reduce", 2, 12288 * 4, 4),
+        ("all-reduce", 2, 14336 * 4, 4),
+        ("all-reduce", 2, embedding, 8),
+    ]);
+    // First stage: 5 buckets; last: the output layer's, and the rest.
+    for n in [4197376, 4201984, 3675648, 1575936, 16384000, 12604416] {
+        let k = if n == 16384000 { 2 * 2 } else { 2 };
+        want.insert(("reduce-scatter".into(), 4, n * 4), k);
+        want.insert(("all-gather".into(), 4, n * 2), k);
+    }
+    assert_eq!(census(&s), want);
+    let sends = sim.flows();
+    assert_eq!(sends.len(), 32);
+    assert!(sends.iter().all(|f| f.spec.bytes == t_h_a / 2));
+    // None of them.
+    let (sim, s) = run(&job(""));
+    let want = table(&[
+        ("all-reduce", 2, t_h_a, 144),
+        ("all-reduce", 2, 1024 * 4, 24),
+        ("all-reduce", 2, embedding, 8),
+        ("all-reduce", 4, 30034944 * 4, 2),
+        ("all-reduce", 4, 28988416 * 4, 2),
+    ]);
+    assert_eq!(census(&s), want);
+    assert!(sim.flows().iter().all(|f| f.spec.bytes == t_h_a));
+}
