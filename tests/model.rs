@@ -180,6 +180,7 @@ fn compute_follows_the_roofline() {
         tied: false,
         positions: 0,
         loss_fusion: false,
+        causal: false,
         experts: 0,
         top_k: 0,
         expert_ffn: 0,
@@ -509,7 +510,9 @@ const GPT_ARGS: &str = "--num-layers 4 --hidden-size 1024 --num-attention-heads 
 #[test]
 fn collectives_per_iteration_are_megatron_cores() {
     let topo = &SMALL[..SMALL.find("[[workload]]").unwrap()];
-    let job = |extra: &str| format!("{topo}[[workload]]\nkind = \"megatron\"\nargs = \"{GPT_ARGS} {extra}\"\n");
+    let job = |extra: &str| {
+        format!("{topo}[[workload]]\nkind = \"megatron\"\nargs = \"{GPT_ARGS} {extra}\"\n")
+    };
     let t_h_a: u64 = 1024 * 1024 * 2;
     // The word embedding's gradient (V h / tp, fp32), the tied copy's.
     let embedding = 32000 / 2 * 1024 * 4;
@@ -551,4 +554,36 @@ fn collectives_per_iteration_are_megatron_cores() {
     ]);
     assert_eq!(census(&s), want);
     assert!(sim.flows().iter().all(|f| f.spec.bytes == t_h_a));
+}
+
+/// Full recomputation runs each layer's forward again before its
+/// backward, TP collectives included (2 more all-reduces per layer and
+/// micro-batch); selective recomputation only the attention's scores,
+/// more compute and no more communication; causal attention (the
+/// default) computes half the scores.
+#[test]
+fn recomputation_and_causal_attention_change_the_work() {
+    let (_, none) = run(SMALL);
+    let (_, selective) = run_with(SMALL, &["workload.0.parallel.recompute=\"selective\""]);
+    let (_, full) = run_with(SMALL, &["workload.0.parallel.recompute=\"full\""]);
+    let (_, full_scores) = run_with(SMALL, &["workload.0.model.causal=false"]);
+    let ar = |s: &fabricsim::report::Summary| census(s)[&("all-reduce".into(), 2, TP_BYTES)];
+    assert_eq!(ar(&none), 144);
+    assert_eq!(ar(&selective), 144);
+    assert_eq!(ar(&full), 144 + 4 * 2 * 2 * 2 * 2);
+    let compute = |s: &fabricsim::report::Summary| s.jobs[0].steps[0].compute_ps;
+    assert!(
+        compute(&none) < compute(&selective),
+        "selective adds compute"
+    );
+    assert!(compute(&selective) < compute(&full), "full adds more");
+    assert!(
+        compute(&none) < compute(&full_scores),
+        "causal halves the scores"
+    );
+    let e = error_of(SMALL, &["workload.0.parallel.recompute=\"some\""]);
+    assert!(
+        e.contains("workload[0].parallel.recompute") && e.contains("selective"),
+        "{e}"
+    );
 }

@@ -59,22 +59,6 @@ const NOT_MODELLED: &[(&str, &str)] = &[
         "TP collectives stay exposed between the kernels, not overlapped with the GEMMs",
     ),
     (
-        "recompute-activations",
-        "the recomputed forward is not added to the backward",
-    ),
-    (
-        "recompute-granularity",
-        "the recomputed forward is not added to the backward",
-    ),
-    (
-        "recompute-method",
-        "the recomputed forward is not added to the backward",
-    ),
-    (
-        "recompute-num-layers",
-        "the recomputed forward is not added to the backward",
-    ),
-    (
         "fp8-format",
         "kernels run at the BF16 peak; set [workload.gpu] tflops for FP8",
     ),
@@ -95,6 +79,10 @@ const NOT_MODELLED: &[(&str, &str)] = &[
         "every layer's MLP is a mixture of experts",
     ),
     ("rampup-batch-size", "the final global batch is simulated"),
+    (
+        "recompute-modules",
+        "selective recomputation recomputes the attention's scores",
+    ),
     (
         "fp8-param-gather",
         "parameters are all-gathered at param_bytes, not in FP8",
@@ -485,6 +473,30 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         int(u64::from(f.has("use-distributed-optimizer"))),
         &["use-distributed-optimizer"],
         "no distributed optimizer",
+    );
+    let recompute = match (
+        f.text("recompute-granularity"),
+        f.has("recompute-activations"),
+    ) {
+        (Some("full"), _) => "full",
+        (Some("selective"), _) | (None, true) => "selective",
+        (None, false) => "none",
+        (Some(other), _) => {
+            return Err(format!(
+                "--recompute-granularity {other}: expected full or selective"
+            ))
+        }
+    };
+    set(
+        "parallel.recompute",
+        toml::Value::String(recompute.into()),
+        &[
+            "recompute-granularity",
+            "recompute-activations",
+            "recompute-method",
+            "recompute-num-layers",
+        ],
+        "none",
     );
     set(
         "parallel.overlap",

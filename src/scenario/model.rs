@@ -8,7 +8,7 @@ use crate::topology::{GpuId, Topology};
 use crate::units::{parse_byte_rate, SimTime};
 use crate::workload::collective::Algorithm;
 use crate::workload::model::{
-    Accounting, Dim, Gpu, KernelKind, ModelJob, Parallel, Schedule, Transformer,
+    Accounting, Dim, Gpu, KernelKind, ModelJob, Parallel, Recompute, Schedule, Transformer,
 };
 use toml::Value;
 
@@ -41,13 +41,46 @@ pub fn model(
     chunk: u64,
     p: &KeyPath,
 ) -> R<ModelJob> {
-    let mp = p.key("model");
     let Some(m) = tables.map(|t| t.0).or(w.model.as_ref()) else {
         return Err(KeyError::new(
-            &mp,
+            &p.key("model"),
             "missing; expected [workload.model] with layers, hidden, ffn, heads, seq, vocab and global_batch",
         ));
     };
+    let r = tables.map(|t| t.1).or(w.parallel.as_ref());
+    let (model, parallel) = model_and_parallel(m, r, gpus.len() as u64, p)?;
+    let gpu = gpu(w, p)?;
+    let iterations = int(w.iterations, &p.key("iterations"), Some(1), 1, 1000)? as u32;
+    let channels = match w.channels {
+        None => None,
+        Some(c) => Some(int(Some(c), &p.key("channels"), None, 1, 64)? as u32),
+    };
+    let _ = topo;
+    Ok(ModelJob {
+        gpus,
+        iterations,
+        model,
+        parallel,
+        gpu,
+        algorithm,
+        channels,
+        chunk,
+        pxn: w.pxn.unwrap_or(true),
+        protocol: crate::workload::collective::Protocol::Simple,
+        auto: crate::workload::collective::Auto::default(),
+        not_modelled: Vec::new(),
+    })
+}
+
+/// The model and its parallelism for a job of `gpus` GPUs, checked, with
+/// `p` the workload's key path.
+pub fn model_and_parallel(
+    m: &RawModel,
+    r: Option<&RawParallel>,
+    gpus: u64,
+    p: &KeyPath,
+) -> R<(Transformer, Parallel)> {
+    let mp = p.key("model");
     let layers = int(m.layers, &mp.key("layers"), None, 1, 10_000)?;
     let hidden = int(m.hidden, &mp.key("hidden"), None, 1, 1 << 20)?;
     let heads = int(m.heads, &mp.key("heads"), None, 1, 1 << 14)?;
@@ -112,17 +145,13 @@ pub fn model(
         tied: m.tied.unwrap_or(false),
         positions: int(m.positions, &mp.key("positions"), Some(0), 0, 1 << 24)?,
         loss_fusion: m.loss_fusion.unwrap_or(false),
+        causal: m.causal.unwrap_or(true),
         experts,
         top_k,
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,
     };
     let mut model = model;
-    let parallel = parallel(
-        tables.map(|t| t.1).or(w.parallel.as_ref()),
-        &model,
-        gpus.len() as u64,
-        p,
-    )?;
+    let parallel = parallel(r, &model, gpus, p)?;
     // Megatron-Core pads the vocabulary to a multiple of
     // --make-vocab-size-divisible-by times TP.
     let divisible = int(
@@ -133,27 +162,7 @@ pub fn model(
         1 << 20,
     )?;
     model.vocab = model.vocab.next_multiple_of(divisible * parallel.tp);
-    let gpu = gpu(w, p)?;
-    let iterations = int(w.iterations, &p.key("iterations"), Some(1), 1, 1000)? as u32;
-    let channels = match w.channels {
-        None => None,
-        Some(c) => Some(int(Some(c), &p.key("channels"), None, 1, 64)? as u32),
-    };
-    let _ = topo;
-    Ok(ModelJob {
-        gpus,
-        iterations,
-        model,
-        parallel,
-        gpu,
-        algorithm,
-        channels,
-        chunk,
-        pxn: w.pxn.unwrap_or(true),
-        protocol: crate::workload::collective::Protocol::Simple,
-        auto: crate::workload::collective::Auto::default(),
-        not_modelled: Vec::new(),
-    })
+    Ok((model, parallel))
 }
 
 fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Parallel> {
@@ -289,6 +298,16 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         order,
         bucket,
         overlap: r.overlap.unwrap_or(false),
+        recompute: choice(
+            r.recompute.as_deref(),
+            &pp_.key("recompute"),
+            &[
+                ("none", Recompute::None),
+                ("selective", Recompute::Selective),
+                ("full", Recompute::Full),
+            ],
+            Recompute::None,
+        )?,
     })
 }
 

@@ -374,6 +374,7 @@ pub struct RawModel {
     pub tied: Option<bool>,
     pub positions: Option<i64>,
     pub loss_fusion: Option<bool>,
+    pub causal: Option<bool>,
     pub experts: Option<i64>,
     pub top_k: Option<i64>,
     pub expert_ffn: Option<i64>,
@@ -393,6 +394,7 @@ pub struct RawParallel {
     pub order: Option<String>,
     pub bucket: Option<i64>,
     pub overlap: Option<bool>,
+    pub recompute: Option<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -93,6 +93,8 @@ pub struct Transformer {
     /// Megatron's fused cross-entropy (`--cross-entropy-loss-fusion`):
     /// two TP all-reduces of the loss, not three.
     pub loss_fusion: bool,
+    /// Causal attention: half the scores computed.
+    pub causal: bool,
     /// A gated MLP (SwiGLU: three matrices) or a plain one (two).
     pub gated: bool,
     /// Mixture of experts in every layer's MLP (0: dense): experts, how
@@ -144,6 +146,19 @@ pub struct Parallel {
     /// Buckets reduced as the backward fills them (false: each buffer in
     /// one collective after the backward, Megatron-Core's default).
     pub overlap: bool,
+    /// Activations recomputed in the backward.
+    pub recompute: Recompute,
+}
+
+/// Activation recomputation (Korthikanti et al. 2022; Megatron's
+/// `--recompute-granularity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recompute {
+    None,
+    /// The attention's scores and weighted sum, again in the backward.
+    Selective,
+    /// Every layer's forward, again before its backward, from its input.
+    Full,
 }
 
 /// Whose accounting of a job's communication the graph follows.
@@ -338,6 +353,20 @@ impl Transformer {
         self.micro_batch * self.seq
     }
 
+    /// The attention's scores and weighted sum on one of `tp` ranks:
+    /// 4 b s^2 h / tp FLOPs, half of them with a causal mask (a
+    /// FlashAttention kernel skips the masked blocks; Megatron's own
+    /// count, `num_floating_point_operations`, halves them too).
+    pub fn attn_core_flops(&self, tp: u64) -> f64 {
+        let (s, b, h) = (self.seq as f64, self.micro_batch as f64, self.hidden as f64);
+        let full = 4.0 * b * s * s * h / tp as f64;
+        if self.causal {
+            full / 2.0
+        } else {
+            full
+        }
+    }
+
     /// Forward attention of one layer on one of `tp` ranks: the
     /// projections (2 T P_attn / tp) and the scores and weighted sum
     /// (4 b s^2 h / tp); weights read once, activations in and out.
@@ -348,9 +377,7 @@ impl Transformer {
             self.act_bytes as f64,
         );
         let tpf = tp as f64;
-        let s = self.seq as f64;
-        let b = self.micro_batch as f64;
-        let flops = (2.0 * t * self.attn_params() as f64 + 4.0 * b * s * s * h) / tpf;
+        let flops = 2.0 * t * self.attn_params() as f64 / tpf + self.attn_core_flops(tp);
         let weights = self.attn_params() as f64 * self.param_bytes as f64 / tpf;
         let qkv = (self.hidden + 2 * self.kv_hidden()) as f64 / tpf;
         let acts = t * a * (2.0 * h + qkv + 2.0 * h / tpf);
@@ -466,6 +493,22 @@ pub enum Step {
     B(u64),
 }
 
+/// What stage `s` of a model split by `p` holds.
+fn stage_of(m: &Transformer, p: &Parallel, s: u64) -> Stage {
+    Stage {
+        tp: p.tp,
+        ep: p.ep,
+        pp: p.pp,
+        index: s,
+        layers: share(m.layers, p.pp, s),
+    }
+}
+
+/// The parameters a rank of stage `s` holds, in Megatron-Core's order.
+pub fn stage_params(m: &Transformer, p: &Parallel, s: u64) -> Vec<Param> {
+    params::stage_params(&m.shape(), stage_of(m, p, s))
+}
+
 /// The order stage `s` of `pp` runs `m` micro-batches in.
 pub fn schedule(kind: Schedule, pp: u64, s: u64, m: u64) -> Vec<Step> {
     match kind {
@@ -519,20 +562,13 @@ impl ModelJob {
 
     /// What stage `s` holds.
     fn stage(&self, s: u64) -> Stage {
-        let p = &self.parallel;
-        Stage {
-            tp: p.tp,
-            ep: p.ep,
-            pp: p.pp,
-            index: s,
-            layers: self.stage_layers(s),
-        }
+        stage_of(&self.model, &self.parallel, s)
     }
 
     /// The parameters a rank of stage `s` holds, in Megatron-Core's
     /// order.
     pub fn params(&self, s: u64) -> Vec<Param> {
-        params::stage_params(&self.model.shape(), self.stage(s))
+        stage_params(&self.model, &self.parallel, s)
     }
 
     /// Elements a rank of stage `s` holds: those reduced over the whole
@@ -1040,6 +1076,22 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
+    /// A layer's forward: attention and MLP with their TP collectives.
+    fn layer_forward(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        attn: Kernel,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        self.tp_sync(e, s, true, cur)?;
+        self.kernel(e, s, attn, cur);
+        self.tp_sync(e, s, false, cur)?;
+        self.tp_sync(e, s, true, cur)?;
+        self.mlp(e, s, false, cur)?;
+        self.tp_sync(e, s, false, cur)
+    }
+
     fn forward(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
         let (m, tp) = (&self.j.model, self.j.parallel.tp);
         let (attn, head) = (m.attn(tp), m.head(tp));
@@ -1048,12 +1100,7 @@ impl Gen<'_, '_> {
         }
         for _ in 0..self.j.stage_layers(s) {
             self.gather_layer(e, s, cur)?;
-            self.tp_sync(e, s, true, cur)?;
-            self.kernel(e, s, attn, cur);
-            self.tp_sync(e, s, false, cur)?;
-            self.tp_sync(e, s, true, cur)?;
-            self.mlp(e, s, false, cur)?;
-            self.tp_sync(e, s, false, cur)?;
+            self.layer_forward(e, s, attn, cur)?;
         }
         if s + 1 == self.j.parallel.pp {
             // The LM head is column-parallel: with sequence parallelism its
@@ -1077,7 +1124,11 @@ impl Gen<'_, '_> {
     ) -> Result<(), String> {
         let j = self.j;
         let (m, p) = (&j.model, &j.parallel);
-        let (attn, head) = (m.attn(p.tp).backward(), m.head(p.tp).backward());
+        let (mut attn, head) = (m.attn(p.tp).backward(), m.head(p.tp).backward());
+        if p.recompute == Recompute::Selective {
+            // The attention's scores and weighted sum computed again.
+            attn.flops += m.attn_core_flops(p.tp);
+        }
         if s + 1 == p.pp {
             // The head's input gradient: reduce-scattered with sequence
             // parallelism (its input gathered again for the weight
@@ -1090,6 +1141,10 @@ impl Gen<'_, '_> {
         let layers = j.stage_layers(s);
         for i in 0..layers {
             self.gather_layer(e, s, cur)?;
+            if p.recompute == Recompute::Full {
+                // The layer's forward again, from its saved input.
+                self.layer_forward(e, s, m.attn(p.tp), cur)?;
+            }
             self.tp_sync(e, s, true, cur)?;
             self.regather(e, s, cur)?;
             self.mlp(e, s, true, cur)?;
@@ -1251,6 +1306,7 @@ mod tests {
             tied: false,
             positions: 0,
             loss_fusion: false,
+            causal: false,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
@@ -1271,6 +1327,7 @@ mod tests {
                 order: [Dim::Tp, Dim::Pp, Dim::Dp],
                 bucket: 1,
                 overlap: true,
+                recompute: Recompute::None,
             },
             gpu: Gpu::H100,
             algorithm: Algorithm::Ring,
@@ -1317,6 +1374,7 @@ mod tests {
             tied: false,
             positions: 0,
             loss_fusion: false,
+            causal: false,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
