@@ -259,8 +259,21 @@ enum Command {
     /// GPUs and servers that hold them.
     Plan {
         /// Parameters: 405e9, 405B, 70B, 8B, 1.5T.
-        #[arg(long)]
-        params: String,
+        #[arg(long, required_unless_present_any = ["megatron", "script"])]
+        params: Option<String>,
+        /// A training job as Megatron-LM's arguments (quoted as one): its
+        /// memory per GPU (weights, gradients, optimizer, activations) for
+        /// its parallelism, whether it fits (an error if not, with by how
+        /// much), and the smallest TP x PP that does.
+        #[arg(long, allow_hyphen_values = true, conflicts_with = "params")]
+        megatron: Option<String>,
+        /// A launch script whose pretrain_gpt.py arguments give the job
+        /// (read before those --megatron gives).
+        #[arg(long, conflicts_with = "params")]
+        script: Option<PathBuf>,
+        /// GPUs of the job given by --megatron or --script.
+        #[arg(long, default_value_t = 8)]
+        gpus: u64,
         /// Bytes per parameter (default 2, BF16 weights; 16 with --training).
         #[arg(long)]
         bytes_per_param: Option<f64>,
@@ -519,13 +532,33 @@ fn main() -> ExitCode {
         ),
         Command::Merge { dir, quiet } => merge(&dir, quiet),
         Command::Plan {
-            params,
+            params: None,
+            megatron,
+            script,
+            gpus,
+            gpu_memory,
+            usable,
+            gpus_per_server,
+            json,
+            ..
+        } => cli::plan::plan_job(&cli::plan::JobPlan {
+            args: megatron.as_deref(),
+            script: script.as_deref(),
+            gpus,
+            gpu_memory: &gpu_memory,
+            usable,
+            gpus_per_server,
+            json,
+        }),
+        Command::Plan {
+            params: Some(params),
             bytes_per_param,
             training,
             gpu_memory,
             usable,
             gpus_per_server,
             json,
+            ..
         } => plan(
             &params,
             bytes_per_param,

@@ -411,6 +411,65 @@ fn plan_gives_memory_gpus_and_servers() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--params"));
 }
 
+/// `plan --megatron` counts a job's memory per GPU: bf16 weights (2 B
+/// per parameter), fp32 gradients (4 B), Adam's 12 B over DP with the
+/// distributed optimizer, and activations per Korthikanti et al. (34 s b
+/// h per layer and micro-batch without TP, FlashAttention keeping no
+/// scores) plus the fp32 logits; it fails, saying by how much, when that
+/// is more than the GPU's memory, and names the smallest TP x PP that
+/// fits.
+#[test]
+fn plan_says_whether_a_megatron_job_fits() {
+    let job = "--num-layers 2 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \
+               --max-position-embeddings 1024 --vocab-size 32000 --micro-batch-size 1 \
+               --global-batch-size 8 --bf16 --use-distributed-optimizer";
+    let plan = |memory: &str| {
+        fabricsim()
+            .args([
+                "plan",
+                "--megatron",
+                job,
+                "--gpus",
+                "8",
+                "--gpu-memory",
+                memory,
+                "--json",
+            ])
+            .output()
+            .unwrap()
+    };
+    let o = plan("80GB");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let st = &p["busiest_stage"];
+    let n = st["params"].as_f64().unwrap();
+    // Embedding, positions, two GPT layers (12 h^2 + 13 h), final norm.
+    let h = 1024.0;
+    assert_eq!(
+        n,
+        32000.0 * h + h * h + 2.0 * (12.0 * h * h + 13.0 * h) + 2.0 * h
+    );
+    assert_eq!(st["weights"].as_f64(), Some(2.0 * n));
+    assert_eq!(st["gradients"].as_f64(), Some(4.0 * n));
+    assert_eq!(st["optimizer"].as_f64(), Some(12.0 * n / 8.0));
+    let acts = 2.0 * 34.0 * 1024.0 * 1024.0 + 4.0 * 1024.0 * 32000.0;
+    assert_eq!(st["activations"].as_f64(), Some(acts));
+    assert_eq!(p["fits"], true);
+    let total = st["total"].as_f64().unwrap();
+    // Too small by a tenth: refused, with the shortfall.
+    let o = plan(&format!("{}B", (total * 0.9) as u64));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("does not fit") && err.contains("(11%) over"),
+        "{err}"
+    );
+    // TP 2 halves the layers' matrices and the logits: it fits there.
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["smallest_fit"]["tp"], 2, "{p}");
+    assert_eq!(p["smallest_fit"]["pp"], 1, "{p}");
+}
+
 /// The rows of a Markdown table `bench --markdown` printed, cell by cell.
 fn table_rows(stdout: &str) -> Vec<Vec<&str>> {
     stdout
@@ -1311,12 +1370,11 @@ fn messages_say_what_was_expected() {
         e.contains("expected a table of keys") && !e.contains("Raw"),
         "{e}"
     );
-    let e = err(&[
-        "validate",
-        "examples/training/dense-8b-tp8-dp8.toml",
-        "--set",
-        "workload.0.model.top_k=2",
-    ]);
+    let model = write(
+        "model.toml",
+        "[topology]\nkind = \"fat-tree\"\nk = 4\n[[workload]]\nkind = \"model\"\n[workload.model]\nlayers = 2\nhidden = 256\nheads = 4\nseq = 128\nvocab = 1000\nglobal_batch = 16\n",
+    );
+    let e = err(&["validate", &model, "--set", "workload.0.model.top_k=2"]);
     assert!(
         e.contains("top_k: given for a model without experts"),
         "{e}"

@@ -12,6 +12,8 @@
 //! reason; every other flag is listed as not changing the network.
 
 use super::raw::{RawModel, RawParallel};
+use crate::keys::{KeyError, KeyPath, Seg};
+use crate::workload::model::{Parallel, Transformer};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -548,6 +550,42 @@ impl Import {
             .try_into()
             .map_err(|e| format!("the parallelism's keys: {e}"))?;
         Ok((m, p))
+    }
+
+    /// An error in the keys these flags set, `p` the workload's path,
+    /// said at `at` with the flag behind the key.
+    pub fn flag_error(&self, e: KeyError, p: &KeyPath, at: &KeyPath) -> KeyError {
+        let key = e.path.0[p.0.len().min(e.path.0.len())..]
+            .iter()
+            .map(|s| match s {
+                Seg::Key(k) => k.clone(),
+                Seg::Index(i) => i.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(".");
+        match self.keys.iter().find(|k| k.key == key) {
+            Some(k) => KeyError::new(at, format!("{} ({key}): {}", k.from, e.message)),
+            None => e,
+        }
+    }
+
+    /// The model and its parallelism these flags give a job of `gpus`
+    /// GPUs, an error naming the flag.
+    pub fn resolve(&self, gpus: u64) -> Result<(Transformer, Parallel), String> {
+        let (m, r) = self.raw()?;
+        let p = KeyPath::root();
+        super::model::model_and_parallel(&m, Some(&r), gpus, &p)
+            .map_err(|e| self.flag_error(e, &p, &p).message)
+    }
+
+    /// These flags with a key set to another value (as if its flag had
+    /// been given so).
+    pub fn with(&self, key: &str, value: toml::Value) -> Import {
+        let mut out = self.clone();
+        for k in out.keys.iter_mut().filter(|k| k.key == key) {
+            k.value = value.clone();
+        }
+        out
     }
 
     /// The key a flag set, if one did.

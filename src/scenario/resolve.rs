@@ -1752,26 +1752,7 @@ fn megatron(
         chunk,
         p,
     )
-    .map_err(|e| {
-        // Name the flag behind the key.
-        let key = e.path.0[p.0.len()..]
-            .iter()
-            .map(|s| match s {
-                crate::keys::Seg::Key(k) => k.clone(),
-                crate::keys::Seg::Index(i) => i.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(".");
-        let from = job
-            .keys
-            .iter()
-            .find(|k| k.key == key)
-            .map(|k| k.from.clone());
-        match from {
-            Some(f) => KeyError::new(&at, format!("{f} ({key}): {}", e.message)),
-            None => e,
-        }
-    })?;
+    .map_err(|e| job.flag_error(e, p, &at))?;
     out.not_modelled = job
         .not_modelled
         .iter()

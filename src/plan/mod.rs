@@ -10,6 +10,8 @@
 
 use serde::Serialize;
 
+pub mod memory;
+
 #[derive(Clone, Copy, Debug)]
 pub struct PlanInput {
     pub params: f64,
