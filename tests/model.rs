@@ -181,6 +181,7 @@ fn compute_follows_the_roofline() {
         positions: 0,
         loss_fusion: false,
         causal: false,
+        aux_loss: false,
         experts: 0,
         top_k: 0,
         expert_ffn: 0,
@@ -344,36 +345,58 @@ fn bad_model_settings_name_the_key() {
 }
 
 /// Mixture of experts: 8 experts of FFN 1,024, 2 per token, over EP
-/// groups inside DP. Per layer and micro-batch each EP group all-to-alls
-/// the tokens out and back, forward and backward (4), each rank sending
-/// its T top_k h a / tp bytes; the experts' gradients are reduced over the
-/// ranks that hold the same experts (dp / ep of them), the rest over DP.
+/// groups inside DP, with sequence parallelism (as Megatron-Core asks of
+/// experts with TP), through Megatron-Core's alltoall dispatcher. Per
+/// MoE layer and micro-batch, forward: the counts of tokens per expert
+/// all-gathered over TP x EP (8 int64 per rank), the tokens (T top_k h a
+/// / tp a rank) and their probabilities (T top_k a / tp) all-to-all'ed
+/// over EP, gathered over TP for the experts (T top_k h a) and
+/// reduce-scattered back, the tokens all-to-all'ed home; backward the
+/// same without the counts. The router's gradient joins the norms' over
+/// TP. The experts' gradients are reduced over the ranks that hold the
+/// same experts (dp / ep of them), the rest over DP. This is
+/// VALIDATION.md's third table ("Megatron-Core's collectives").
 #[test]
 fn experts_exchange_tokens_in_their_ep_group() {
     let moe = [
         "workload.0.model.experts=8",
         "workload.0.model.top_k=2",
         "workload.0.model.expert_ffn=1024",
+        "workload.0.parallel.sequence_parallel=true",
     ];
     let a2a = 1024 * 2 * 1024 * 2 / 2;
     // A layer's attention (its 1/2), the router (h x experts) and the
     // norms, per TP rank; fp32 gradients.
     let dense = 4 * 1024 * 1024 / 2 + 1024 * 8 + 2 * 1024;
     let stages = [VOCAB + 2 * dense, 2 * dense + 1024 + VOCAB];
-    // EP 4: one EP group per TP index and stage; every rank holds 2
-    // experts of its own, nothing to reduce them with.
-    let (_, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=4"]].concat());
-    let c = census(&s);
-    assert_eq!(c[&("all-to-all".into(), 4, a2a)], 2 * 2 * 2 * 2 * 4);
+    // EP 4: one EP group per TP index and stage, one TP x EP group per
+    // stage; every rank holds 2 experts of its own, nothing to reduce
+    // them with.
+    let (sim, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=4"]].concat());
+    let mut want: HashMap<(String, usize, u64), usize> = [
+        ("all-gather", 2, TP_BYTES, 216),
+        ("reduce-scatter", 2, TP_BYTES, 144),
+        ("all-reduce", 2, 1024 * 4, 24),
+        ("all-reduce", 2, (2 * (2 * 1024 + 8 * 1024)) * 4, 4),
+        ("all-reduce", 2, (2 * (2 * 1024 + 8 * 1024) + 1024) * 4, 4),
+        ("all-gather", 8, 8 * 8 * 8, 8),
+        ("all-to-all", 4, a2a, 64),
+        ("all-to-all", 4, 1024 * 2 * 2 / 2, 32),
+        ("all-gather", 2, 2 * a2a, 64),
+        ("reduce-scatter", 2, 2 * a2a, 64),
+    ]
+    .into_iter()
+    .map(|(c, r, b, n)| ((c.to_string(), r, b), n))
+    .collect();
     for n in stages {
-        assert_eq!(c[&("all-reduce".into(), 4, n * 4)], 2);
+        want.insert(("all-reduce".into(), 4, n * 4), 2);
     }
-    assert!(!c.keys().any(
-        |k| k.1 == 1 || (k.0 == "all-reduce" && k.1 == 2 && k.2 != TP_BYTES && k.2 != 1024 * 4)
-    ));
+    assert_eq!(census(&s), want);
+    // Sequence parallelism: a 1/tp share between stages.
+    assert!(sim.flows().iter().all(|f| f.spec.bytes == TP_BYTES / 2));
     let st = &s.jobs[0].steps[0];
     let ep = st.dims.iter().find(|d| d.dim == "ep").unwrap();
-    assert_eq!(ep.bytes, 64 * a2a);
+    assert_eq!(ep.bytes, 64 * a2a + 32 * 2048 + 8 * 512);
     assert!(ep.comm_ps > 0.0);
     // EP 2: two EP groups per TP index; each expert's gradients are
     // all-reduced by the 2 ranks that hold it, after the backward (2
@@ -383,6 +406,14 @@ fn experts_exchange_tokens_in_their_ep_group() {
     assert_eq!(c[&("all-to-all".into(), 2, a2a)], 2 * 4 * 2 * 2 * 4);
     let experts = 2 * 4 * 3 * 1024 * 1024 / 2 * 4;
     assert_eq!(c[&("all-reduce".into(), 2, experts)], 2 * 4);
+    // The auxiliary loss: the counts all-reduced over TP too.
+    let aux = [
+        &moe[..],
+        &["workload.0.parallel.ep=2", "workload.0.model.aux_loss=true"],
+    ]
+    .concat();
+    let (_, s) = run_with(SMALL, &aux);
+    assert_eq!(census(&s)[&("all-reduce".into(), 2, 8 * 8)], 2 * 2 * 2 * 4);
     let e = error_of(SMALL, &[&moe[..], &["workload.0.parallel.ep=3"]].concat());
     assert!(
         e.contains("workload[0].parallel.ep") && e.contains("divisor of dp"),

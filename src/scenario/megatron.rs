@@ -82,6 +82,10 @@ const NOT_MODELLED: &[(&str, &str)] = &[
     ),
     ("rampup-batch-size", "the final global batch is simulated"),
     (
+        "moe-router-dtype",
+        "routing probabilities are exchanged at the activations' bytes",
+    ),
+    (
         "recompute-modules",
         "selective recomputation recomputes the attention's scores",
     ),
@@ -425,6 +429,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         ],
         "learned absolute positions",
     );
+    if f.has("num-experts") && tp > 1 && !f.has("sequence-parallel") {
+        out.not_modelled.push((
+            "--sequence-parallel (absent)".into(),
+            "Megatron-Core says experts with TP must use it; tokens are dispatched as if it were given",
+        ));
+    }
     let dispatcher = f.text("moe-token-dispatcher-type").unwrap_or("allgather");
     if f.has("num-experts") && dispatcher != "alltoall" {
         out.not_modelled.push((
@@ -438,6 +448,16 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             int(e),
             &["num-experts", "moe-token-dispatcher-type"],
             "",
+        );
+        let aux = f
+            .text("moe-aux-loss-coeff")
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|c| c > 0.0);
+        set(
+            "model.aux_loss",
+            toml::Value::Boolean(aux),
+            &["moe-aux-loss-coeff"],
+            "no auxiliary loss",
         );
         set(
             "model.top_k",

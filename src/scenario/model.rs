@@ -146,6 +146,7 @@ pub fn model_and_parallel(
         positions: int(m.positions, &mp.key("positions"), Some(0), 0, 1 << 24)?,
         loss_fusion: m.loss_fusion.unwrap_or(false),
         causal: m.causal.unwrap_or(true),
+        aux_loss: m.aux_loss.unwrap_or(false),
         experts,
         top_k,
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,

@@ -375,6 +375,7 @@ pub struct RawModel {
     pub positions: Option<i64>,
     pub loss_fusion: Option<bool>,
     pub causal: Option<bool>,
+    pub aux_loss: Option<bool>,
     pub experts: Option<i64>,
     pub top_k: Option<i64>,
     pub expert_ffn: Option<i64>,

@@ -95,6 +95,10 @@ pub struct Transformer {
     pub loss_fusion: bool,
     /// Causal attention: half the scores computed.
     pub causal: bool,
+    /// Experts with an auxiliary load-balancing loss (Megatron's
+    /// `--moe-aux-loss-coeff` above 0): its token counts all-reduced over
+    /// TP.
+    pub aux_loss: bool,
     /// A gated MLP (SwiGLU: three matrices) or a plain one (two).
     pub gated: bool,
     /// Mixture of experts in every layer's MLP (0: dense): experts, how
@@ -121,6 +125,8 @@ enum Group {
     Ep,
     /// Same TP index and place in the EP group: the experts' DP group.
     ExpertDp,
+    /// Every TP index of an EP group's ranks (Megatron's `tp_ep_group`).
+    TpEp,
 }
 
 /// How the model is split.
@@ -881,6 +887,9 @@ impl Gen<'_, '_> {
                     (0..ep).map(move |x| (0..dp / ep).map(|j| a + tp * (x + ep * j)).collect())
                 })
                 .collect(),
+            Group::TpEp => (0..dp / ep)
+                .map(|b| (0..ep * tp).map(|i| i + tp * ep * b).collect())
+                .collect(),
         }
     }
 
@@ -902,7 +911,7 @@ impl Gen<'_, '_> {
         let dim = match group {
             Group::Tp => Dim::Tp,
             Group::Dp | Group::ExpertDp => Dim::Dp,
-            Group::Ep => Dim::Ep,
+            Group::Ep | Group::TpEp => Dim::Ep,
         };
         for places in groups {
             let members: Vec<(u64, u64)> = places.iter().map(|&k| (s, k)).collect();
@@ -1034,9 +1043,42 @@ impl Gen<'_, '_> {
             return Ok(());
         }
         let (k, bytes) = (pass(m.experts_kernel(p.tp, p.ep)), m.ep_bytes(p.tp));
-        self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)?;
-        self.kernel(e, s, k, cur);
-        self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)
+        if p.accounting == Accounting::Paper {
+            self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)?;
+            self.kernel(e, s, k, cur);
+            return self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur);
+        }
+        // Megatron-Core's alltoall dispatcher (`moe/token_dispatcher.py`):
+        // the tokens' counts per expert all-gathered over TP x EP (E
+        // int64 per rank) and, with the auxiliary loss, all-reduced over
+        // TP (`moe/router.py`); the tokens and their routing
+        // probabilities all-to-all'ed over EP; gathered over TP for the
+        // experts (expert TP = TP) and reduce-scattered back; the tokens
+        // all-to-all'ed home. The backward runs the same in reverse,
+        // without the counts.
+        let counts = 8 * m.experts;
+        let probs = (m.tokens() * m.top_k * m.act_bytes).div_ceil(p.tp);
+        let gathered = m.tokens() * m.top_k * m.hidden * m.act_bytes;
+        let (ag, rs) = (Op::AllGather, Op::ReduceScatter);
+        if !backward {
+            self.collective(e, s, Group::TpEp, ag, counts * p.tp * p.ep, cur)?;
+            if m.aux_loss {
+                self.collective(e, s, Group::Tp, Op::AllReduce, counts, cur)?;
+            }
+            self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)?;
+            self.collective(e, s, Group::Ep, Op::AllToAll, probs, cur)?;
+            self.collective(e, s, Group::Tp, ag, gathered, cur)?;
+            self.kernel(e, s, k, cur);
+            self.collective(e, s, Group::Tp, rs, gathered, cur)?;
+            self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)
+        } else {
+            self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)?;
+            self.collective(e, s, Group::Tp, ag, gathered, cur)?;
+            self.kernel(e, s, k, cur);
+            self.collective(e, s, Group::Tp, rs, gathered, cur)?;
+            self.collective(e, s, Group::Ep, Op::AllToAll, probs, cur)?;
+            self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)
+        }
     }
 
     /// The word embedding's output (first stage): a lookup in each TP
@@ -1307,6 +1349,7 @@ mod tests {
             positions: 0,
             loss_fusion: false,
             causal: false,
+            aux_loss: false,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
@@ -1375,6 +1418,7 @@ mod tests {
             positions: 0,
             loss_fusion: false,
             causal: false,
+            aux_loss: false,
             experts: 0,
             top_k: 0,
             expert_ffn: 0,

@@ -141,7 +141,11 @@ pub fn stage_params(m: &Shape, st: Stage) -> Vec<Param> {
             out.extend(down.into_iter().flatten());
         } else {
             norm(m, mlp, &mut out);
-            out.push(param(m.experts * h, mlp));
+            // The router, carried by sequence parallelism.
+            out.push(Param {
+                sequence: true,
+                ..param(m.experts * h, mlp)
+            });
             let f = m.expert_ffn / tp;
             let up = (m.mats - 1) * f;
             // The local experts' first matrices, then their second ones.
