@@ -398,15 +398,18 @@ fn a_run_that_grows_past_its_memory_limit_stops_partial() {
 #[test]
 fn a_workload_is_refused_as_it_reaches_the_memory_limit() {
     let out = temp("expand");
-    let grown = [
-        "examples/training/moe-8x7b-ep8.toml",
-        "--set",
-        "workload.0.model.experts=128",
-        "--set",
-        "workload.0.parallel.ep=32",
-        "--set",
-        "workload.0.model.global_batch=4096",
-    ];
+    let file = "examples/training/moe-8x7b-ep8.toml";
+    let scenario = std::fs::read_to_string(file).unwrap();
+    let example: toml::Table = toml::from_str(&scenario).unwrap();
+    let args = example["workload"][0]["args"]
+        .as_str()
+        .unwrap()
+        .replace('\n', " ");
+    // The last of a flag wins.
+    let set = format!(
+        "workload.0.args=\"{args} --num-experts 128 --expert-model-parallel-size 32 --global-batch-size 4096\""
+    );
+    let grown = [file, "--set", &set];
     let o = run(&[&grown[..], &["--max-memory", "300MB"]].concat(), &out);
     assert_eq!(o.status.code(), Some(2));
     let e = text(&o.stderr);
@@ -418,14 +421,13 @@ fn a_workload_is_refused_as_it_reaches_the_memory_limit() {
     );
     assert!(!out.exists(), "nothing may be written");
     // The library's own bound: what was made stays under the limit.
-    let text = std::fs::read_to_string(grown[0]).unwrap();
     let sets: Vec<String> = grown[1..]
         .iter()
         .skip(1)
         .step_by(2)
         .map(|s| s.to_string())
         .collect();
-    let e = fabricsim::scenario::prepare_within(grown[0], &text, &sets, Some(200_000_000))
+    let e = fabricsim::scenario::prepare_within(grown[0], &scenario, &sets, Some(200_000_000))
         .err()
         .expect("refused")
         .to_string();
