@@ -618,3 +618,66 @@ fn recomputation_and_causal_attention_change_the_work() {
         "{e}"
     );
 }
+
+/// `kind = "deepspeed"`: the batch, precision and ZeRO come from the
+/// DeepSpeed configuration, the shape from `[workload.model]`. ZeRO 2
+/// reduce-scatters the gradients at every micro-batch (DeepSpeed keeps
+/// them as partitions), ZeRO 1 at the last only; both all-gather the
+/// bf16 parameters after the step. Without `overlap_comm` a full bucket
+/// is reduced on the compute stream, and the step is longer.
+#[test]
+fn deepspeed_zero_2_reduces_at_every_micro_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = &SMALL[..SMALL.find("[[workload]]").unwrap()];
+    let model = &SMALL
+        [SMALL.find("[workload.model]").unwrap()..SMALL.find("[workload.parallel]").unwrap()]
+        .replace("global_batch = 8\n", "");
+    let job = |stage: u32, bucket: u64, overlap: bool| {
+        let config = format!(
+            r#"{{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1,
+                "bf16": {{"enabled": true}}, "gradient_clipping": 1.0,
+                "zero_optimization": {{"stage": {stage}, "reduce_bucket_size": {bucket}, "overlap_comm": {overlap}}}}}"#
+        );
+        std::fs::write(dir.path().join("ds.json"), config).unwrap();
+        let text = format!(
+            "{topo}[[workload]]\nkind = \"deepspeed\"\nconfig = \"ds.json\"\n{model}[workload.parallel]\ntp = 2\npp = 2\n"
+        );
+        let path = dir.path().join("job.toml");
+        std::fs::write(&path, text).unwrap();
+        common::run_file(&path, &[]).1
+    };
+    let rs = |s: &fabricsim::report::Summary, n: u64| {
+        census(s).get(&("reduce-scatter".into(), 4, n * 2)).copied()
+    };
+    let ag = |s: &fabricsim::report::Summary, n: u64| {
+        census(s).get(&("all-gather".into(), 4, n * 2)).copied()
+    };
+    let two = job(2, 100_000_000, true);
+    let one = job(1, 100_000_000, true);
+    for n in STAGES {
+        // 2 DP groups a stage, 2 micro-batches; one bucket each.
+        assert_eq!(rs(&two, n), Some(4), "ZeRO 2");
+        assert_eq!(rs(&one, n), Some(2), "ZeRO 1");
+        assert_eq!(ag(&two, n), Some(2));
+        assert_eq!(ag(&one, n), Some(2));
+    }
+    let overlapped = job(2, 1_000_000, true).jobs[0].iteration_ps[0];
+    let blocking = job(2, 1_000_000, false).jobs[0].iteration_ps[0];
+    assert!(overlapped < blocking, "{overlapped} against {blocking}");
+    // A key both give is refused.
+    std::fs::write(
+        dir.path().join("both.toml"),
+        format!("{topo}[[workload]]\nkind = \"deepspeed\"\nconfig = \"ds.json\"\n{model}micro_batch = 1\n"),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(dir.path().join("both.toml")).unwrap();
+    let path = dir.path().join("both.toml").to_string_lossy().to_string();
+    let e = fabricsim::scenario::prepare(&path, &text, &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("workload[0].model.micro_batch") && e.contains("DeepSpeed configuration"),
+        "{e}"
+    );
+}

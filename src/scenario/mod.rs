@@ -9,6 +9,7 @@
 pub mod balance;
 pub mod configs;
 pub use crate::keys as error;
+pub mod deepspeed;
 pub mod failures;
 pub mod lossless;
 pub mod megatron;

@@ -8,7 +8,8 @@ use crate::topology::{GpuId, Topology};
 use crate::units::{parse_byte_rate, SimTime};
 use crate::workload::collective::Algorithm;
 use crate::workload::model::{
-    Accounting, Dim, Gpu, KernelKind, ModelJob, Parallel, Recompute, Schedule, Transformer,
+    Accounting, Dim, Framework, Gpu, KernelKind, ModelJob, Parallel, Recompute, Schedule,
+    Transformer,
 };
 use toml::Value;
 
@@ -299,6 +300,15 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         order,
         bucket,
         overlap: r.overlap.unwrap_or(false),
+        framework: choice(
+            r.framework.as_deref(),
+            &pp_.key("framework"),
+            &[
+                ("megatron", Framework::Megatron),
+                ("deepspeed", Framework::DeepSpeed),
+            ],
+            Framework::Megatron,
+        )?,
         recompute: choice(
             r.recompute.as_deref(),
             &pp_.key("recompute"),

@@ -331,6 +331,9 @@ pub struct RawWorkload {
     /// come first.
     pub args: Option<String>,
     pub script: Option<String>,
+    /// `kind = "deepspeed"`: the DeepSpeed configuration (JSON), relative
+    /// to the scenario file.
+    pub config: Option<String>,
     /// A Chakra trace's process groups (a JSON file of group name to
     /// ranks, relative to the scenario file).
     pub groups: Option<String>,
@@ -352,7 +355,7 @@ pub struct RawWorkload {
     pub gpu: Option<RawGpu>,
 }
 
-#[derive(Deserialize, Default, Debug)]
+#[derive(Deserialize, serde::Serialize, Default, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
     pub layers: Option<i64>,
@@ -381,7 +384,7 @@ pub struct RawModel {
     pub expert_ffn: Option<i64>,
 }
 
-#[derive(Deserialize, Default, Debug)]
+#[derive(Deserialize, serde::Serialize, Default, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawParallel {
     pub tp: Option<i64>,
@@ -396,6 +399,7 @@ pub struct RawParallel {
     pub bucket: Option<i64>,
     pub overlap: Option<bool>,
     pub recompute: Option<String>,
+    pub framework: Option<String>,
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -861,7 +861,7 @@ pub fn workloads(
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
         let kinds =
-            "transfer, permutation, incast, all-to-all, collective, chakra, training, model, megatron or background";
+            "transfer, permutation, incast, all-to-all, collective, chakra, training, model, megatron, deepspeed or background";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -922,6 +922,20 @@ pub fn workloads(
                 "script",
                 "gpu",
             ],
+            "deepspeed" => &[
+                "gpus",
+                "algorithm",
+                "channels",
+                "chunk",
+                "pxn",
+                "step_latency",
+                "protocol",
+                "iterations",
+                "config",
+                "model",
+                "parallel",
+                "gpu",
+            ],
             "training" => &[
                 "gpus",
                 "algorithm",
@@ -971,6 +985,7 @@ pub fn workloads(
             ("gpu", w.gpu.is_some()),
             ("args", w.args.is_some()),
             ("script", w.script.is_some()),
+            ("config", w.config.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -1025,7 +1040,7 @@ pub fn workloads(
                 Pattern::Chakra(Box::new((std::sync::Arc::new(trace), settings)))
             }
             "training" => Pattern::Training(Box::new(training(w, topo, &p)?)),
-            "model" | "megatron" => {
+            "model" | "megatron" | "deepspeed" => {
                 // The GPUs and collective settings, checked as for a
                 // collective.
                 let probe = RawWorkload {
@@ -1041,6 +1056,8 @@ pub fn workloads(
                 let c = collective(&probe, topo, &p)?;
                 let mut job = if kind == "megatron" {
                     megatron(w, topo, base, c.gpus, c.algorithm, c.chunk, &p)?
+                } else if kind == "deepspeed" {
+                    deepspeed(w, topo, base, c.gpus, c.algorithm, c.chunk, &p)?
                 } else {
                     super::model::model(w, None, topo, c.gpus, c.algorithm, c.chunk, &p)?
                 };
@@ -1056,7 +1073,7 @@ pub fn workloads(
         let bytes = match &w.bytes {
             None if matches!(
                 kind,
-                "chakra" | "training" | "model" | "megatron" | "background"
+                "chakra" | "training" | "model" | "megatron" | "deepspeed" | "background"
             ) =>
             {
                 0
@@ -1064,13 +1081,13 @@ pub fn workloads(
             Some(_)
                 if matches!(
                     kind,
-                    "chakra" | "training" | "model" | "megatron" | "background"
+                    "chakra" | "training" | "model" | "megatron" | "deepspeed" | "background"
                 ) =>
             {
                 let from = match kind {
                     "chakra" => "the trace",
                     "training" => "the phases",
-                    "model" | "megatron" => "the model",
+                    "model" | "megatron" | "deepspeed" => "the model",
                     _ => "the cdf file",
                 };
                 return Err(KeyError::new(
@@ -1759,4 +1776,84 @@ fn megatron(
         .map(|(flag, why)| format!("{flag}: not modelled ({why})"))
         .collect();
     Ok(out)
+}
+
+/// `kind = "deepspeed"`: the model's shape and parallelism from its
+/// tables, its batch, precision and ZeRO from the DeepSpeed
+/// configuration; a key both give is refused, naming both.
+fn deepspeed(
+    w: &RawWorkload,
+    topo: &Topology,
+    base: &std::path::Path,
+    gpus: Vec<GpuId>,
+    algorithm: Algorithm,
+    chunk: u64,
+    p: &KeyPath,
+) -> R<crate::workload::model::ModelJob> {
+    let at = p.key("config");
+    let Some(file) = &w.config else {
+        return Err(KeyError::new(
+            &at,
+            "missing; kind = \"deepspeed\" needs config (a DeepSpeed JSON file) and [workload.model]",
+        ));
+    };
+    let path = base.join(file);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| KeyError::new(&at, format!("cannot read {}: {e}", path.display())))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| KeyError::new(&at, format!("{}: not JSON: {e}", path.display())))?;
+    // Data parallelism as the tables split the GPUs.
+    let r = w.parallel.as_ref();
+    let tp = r.and_then(|r| r.tp).unwrap_or(1).max(1) as u64;
+    let pp = r.and_then(|r| r.pp).unwrap_or(1).max(1) as u64;
+    let dp = (gpus.len() as u64 / (tp * pp)).max(1);
+    let job = super::deepspeed::import(&json, dp)
+        .map_err(|m| KeyError::new(&at, format!("{}: {m}", path.display())))?;
+    let mut model = w.model.as_ref().map(raw_table).unwrap_or_default();
+    let mut parallel = w.parallel.as_ref().map(raw_table).unwrap_or_default();
+    for k in &job.keys {
+        let (table, name) = k.key.split_once('.').unwrap_or(("model", k.key));
+        let (t, tp) = if table == "model" {
+            (&mut model, p.key("model"))
+        } else {
+            (&mut parallel, p.key("parallel"))
+        };
+        if t.contains_key(name) {
+            return Err(KeyError::new(
+                &tp.key(name),
+                format!(
+                    "is set by the DeepSpeed configuration ({}); leave it out here",
+                    k.from
+                ),
+            ));
+        }
+        t.insert(name.to_string(), k.value.clone());
+    }
+    let model: RawModel = toml::Value::Table(model)
+        .try_into()
+        .map_err(|e| KeyError::new(&p.key("model"), e.to_string()))?;
+    let parallel: RawParallel = toml::Value::Table(parallel)
+        .try_into()
+        .map_err(|e| KeyError::new(&p.key("parallel"), e.to_string()))?;
+    let mut out = super::model::model(
+        w,
+        Some((&model, &parallel)),
+        topo,
+        gpus,
+        algorithm,
+        chunk,
+        p,
+    )
+    .map_err(|e| job.flag_error(e, p, &at))?;
+    out.not_modelled = job
+        .not_modelled
+        .iter()
+        .map(|(key, why)| format!("{key}: not modelled ({why})"))
+        .collect();
+    Ok(out)
+}
+
+/// A table of the scenario as TOML again.
+fn raw_table<T: serde::Serialize>(t: &T) -> toml::Table {
+    toml::Table::try_from(t).unwrap_or_default()
 }

@@ -154,6 +154,23 @@ pub struct Parallel {
     pub overlap: bool,
     /// Activations recomputed in the backward.
     pub recompute: Recompute,
+    /// Whose data parallelism: Megatron-Core's or DeepSpeed's.
+    pub framework: Framework,
+}
+
+/// Whose data parallelism reduces the gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framework {
+    /// Megatron-Core's DDP and distributed optimizer (ZeRO 1): buckets
+    /// only with overlap and on the first stage, padded; reduced after
+    /// the last micro-batch's backward.
+    Megatron,
+    /// DeepSpeed's ZeRO (`runtime/zero/stage_1_and_2.py`,
+    /// `stage3.py`): buckets of `reduce_bucket_size` elements on every
+    /// stage as the backward fills them, on the compute stream unless
+    /// `overlap_comm`; ZeRO 2 and 3 reduce at every micro-batch (the
+    /// gradients are kept as partitions), ZeRO 0 and 1 at the last.
+    DeepSpeed,
 }
 
 /// Activation recomputation (Korthikanti et al. 2022; Megatron's
@@ -610,8 +627,9 @@ impl ModelJob {
     pub fn buckets(&self, s: u64) -> [Vec<Bucket>; 2] {
         let p = &self.parallel;
         let ps = self.params(s);
-        let size = (p.overlap && s == 0).then_some(p.bucket);
-        let shard = |n: u64| (p.zero > 0).then_some(n);
+        let megatron = p.framework == Framework::Megatron;
+        let size = (!megatron || (p.overlap && s == 0)).then_some(p.bucket);
+        let shard = |n: u64| (p.zero > 0 && megatron).then_some(n);
         [
             params::buckets(&ps, false, size, shard(p.dp)),
             params::buckets(&ps, true, size, shard(p.dp / p.ep)),
@@ -754,7 +772,10 @@ impl Gen<'_, '_> {
                     match step {
                         Step::F(_) => self.forward(e, s, &mut cur)?,
                         Step::B(i) => {
-                            let grads = (i + 1 == m).then_some(Grads {
+                            // DeepSpeed's ZeRO 2 and 3 reduce every
+                            // micro-batch's gradients.
+                            let every = p.framework == Framework::DeepSpeed && p.zero >= 2;
+                            let grads = (i + 1 == m || every).then_some(Grads {
                                 plan: &buckets[su],
                                 next: [0; 2],
                                 dp_last: &mut dp_last[su],
@@ -1221,17 +1242,25 @@ impl Gen<'_, '_> {
         e: &mut Emitter,
         s: u64,
         now: Ready,
-        cur: &[u32],
+        cur: &mut [u32],
         g: Option<&mut Grads>,
     ) -> Result<(), String> {
         let Some(g) = g else { return Ok(()) };
-        if !self.j.parallel.overlap {
+        let p = &self.j.parallel;
+        // DeepSpeed reduces a full bucket as the backward fills it, on
+        // the compute stream without `overlap_comm`.
+        let deepspeed = p.framework == Framework::DeepSpeed;
+        let (overlap, blocking) = (p.overlap, deepspeed && !p.overlap);
+        if !overlap && !deepspeed {
             return Ok(());
         }
         for (gi, group) in GRAD_GROUPS.into_iter().enumerate() {
             while let Some(&b) = g.plan[gi].get(g.next[gi]).filter(|b| b.ready <= now) {
                 g.next[gi] += 1;
                 self.bucket(e, s, group, b, cur, g.dp_last)?;
+                if blocking {
+                    cur.copy_from_slice(g.dp_last);
+                }
             }
         }
         Ok(())
@@ -1371,6 +1400,7 @@ mod tests {
                 bucket: 1,
                 overlap: true,
                 recompute: Recompute::None,
+                framework: Framework::Megatron,
             },
             gpu: Gpu::H100,
             algorithm: Algorithm::Ring,
