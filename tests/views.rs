@@ -552,15 +552,16 @@ fn progress_rises_to_done_and_the_eta_follows_the_pace() {
 fn the_timeline_shows_each_ranks_kernels_and_communication() {
     let text = std::fs::read_to_string(example("training/dense-8b-tp8-dp8.toml")).unwrap();
     let small = text
-        .replace("layers = 32", "layers = 4")
-        .replace("hidden = 4096", "hidden = 1024")
-        .replace("ffn = 14336", "ffn = 4096")
-        .replace("seq = 4096", "seq = 1024")
+        .replace("--num-layers 32", "--num-layers 4")
+        .replace("--hidden-size 4096", "--hidden-size 1024")
+        .replace("--ffn-hidden-size 14336", "--ffn-hidden-size 4096")
+        .replace("--seq-length 4096", "--seq-length 1024")
         .replace(
-            "tp = 8\ndp = 8",
-            "tp = 2\npp = 2\ndp = 16\norder = \"tp-dp-pp\"",
+            "--tensor-model-parallel-size 8 --sequence-parallel",
+            "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2",
         )
-        .replace("global_batch = 16", "global_batch = 32");
+        .replace("--global-batch-size 16", "--global-batch-size 32");
+    assert!(small.contains("--pipeline-model-parallel-size 2"));
     let (sim, _) = run_with(&small, &[]);
     let svgs: std::collections::HashMap<&str, String> =
         plots::all(&sim).unwrap().into_iter().collect();
