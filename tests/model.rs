@@ -511,7 +511,7 @@ fn megatron_jobs_read_their_launch_script() {
     );
     let s = fabricsim::scenario::prepare(
         "job.toml",
-        &args.replace("--lr 3e-4", "--tp-comm-overlap"),
+        &args.replace("--lr 3e-4", "--overlap-param-gather"),
         &[],
     )
     .unwrap();
@@ -519,7 +519,7 @@ fn megatron_jobs_read_their_launch_script() {
         s.scenario
             .warnings
             .iter()
-            .any(|w| w.message.contains("--tp-comm-overlap: not modelled")),
+            .any(|w| w.message.contains("--overlap-param-gather: not modelled")),
         "{:?}",
         s.scenario.warnings
     );
@@ -679,5 +679,29 @@ fn deepspeed_zero_2_reduces_at_every_micro_batch() {
     assert!(
         e.contains("workload[0].model.micro_batch") && e.contains("DeepSpeed configuration"),
         "{e}"
+    );
+}
+
+/// With sequence parallelism, `tp_overlap` (Megatron's
+/// `--tp-comm-overlap`) runs each layer part's TP collectives beside its
+/// GEMMs: the same collectives, a shorter step, less of the TP time
+/// exposed.
+#[test]
+fn tp_overlap_hides_tp_collectives_behind_the_gemms() {
+    let sp = "workload.0.parallel.sequence_parallel=true";
+    let (_, plain) = run_with(SMALL, &[sp]);
+    let (_, over) = run_with(SMALL, &[sp, "workload.0.parallel.tp_overlap=true"]);
+    assert_eq!(census(&plain), census(&over));
+    let (a, b) = (plain.jobs[0].iteration_ps[0], over.jobs[0].iteration_ps[0]);
+    assert!(b < a, "overlapped {b} against {a}");
+    let tp = |s: &fabricsim::report::Summary| {
+        let st = &s.jobs[0].steps[0];
+        st.dims.iter().find(|d| d.dim == "tp").unwrap().exposed_ps
+    };
+    assert!(
+        tp(&over) < tp(&plain),
+        "{} against {}",
+        tp(&over),
+        tp(&plain)
     );
 }

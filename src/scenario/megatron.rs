@@ -57,10 +57,6 @@ const NOT_MODELLED: &[(&str, &str)] = &[
         "the parameter all-gathers run after the optimizer, not under the next forward",
     ),
     (
-        "tp-comm-overlap",
-        "TP collectives stay exposed between the kernels, not overlapped with the GEMMs",
-    ),
-    (
         "fp8-format",
         "kernels run at the BF16 peak; set [workload.gpu] tflops for FP8",
     ),
@@ -519,6 +515,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             "recompute-num-layers",
         ],
         "none",
+    );
+    set(
+        "parallel.tp_overlap",
+        toml::Value::Boolean(f.has("tp-comm-overlap")),
+        &["tp-comm-overlap"],
+        "off",
     );
     set(
         "parallel.overlap",

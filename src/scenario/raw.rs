@@ -400,6 +400,7 @@ pub struct RawParallel {
     pub overlap: Option<bool>,
     pub recompute: Option<String>,
     pub framework: Option<String>,
+    pub tp_overlap: Option<bool>,
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -156,6 +156,9 @@ pub struct Parallel {
     pub recompute: Recompute,
     /// Whose data parallelism: Megatron-Core's or DeepSpeed's.
     pub framework: Framework,
+    /// TP collectives beside the GEMMs they feed or drain (with sequence
+    /// parallelism; Megatron's `--tp-comm-overlap`).
+    pub tp_overlap: bool,
 }
 
 /// Whose data parallelism reduces the gradients.
@@ -1147,12 +1150,52 @@ impl Gen<'_, '_> {
         attn: Kernel,
         cur: &mut [u32],
     ) -> Result<(), String> {
-        self.tp_sync(e, s, true, cur)?;
-        self.kernel(e, s, attn, cur);
-        self.tp_sync(e, s, false, cur)?;
-        self.tp_sync(e, s, true, cur)?;
-        self.mlp(e, s, false, cur)?;
-        self.tp_sync(e, s, false, cur)
+        self.part(e, s, false, true, cur, |g, e, c| {
+            g.kernel(e, s, attn, c);
+            Ok(())
+        })?;
+        let gemms = self.j.model.experts == 0;
+        self.part(e, s, false, gemms, cur, |g, e, c| g.mlp(e, s, false, c))
+    }
+
+    /// One part of a layer (attention, or the MLP) between its TP
+    /// collectives: the gather before (and, in the backward, the input
+    /// gathered again: `regather`) and the reduction after. With
+    /// `tp_overlap` (Megatron's `--tp-comm-overlap`, Transformer Engine's
+    /// userbuffers) and sequence parallelism, the collectives of a part
+    /// whose work is GEMMs (`gemms`) run beside them, and the part ends
+    /// when all are done.
+    fn part(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        regather: bool,
+        gemms: bool,
+        cur: &mut [u32],
+        work: impl FnOnce(&mut Self, &mut Emitter, &mut [u32]) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let p = &self.j.parallel;
+        if !(p.tp_overlap && p.sequence_parallel && gemms) {
+            self.tp_sync(e, s, true, cur)?;
+            if regather {
+                self.regather(e, s, cur)?;
+            }
+            work(self, e, cur)?;
+            return self.tp_sync(e, s, false, cur);
+        }
+        let mut before = cur.to_vec();
+        self.tp_sync(e, s, true, &mut before)?;
+        if regather {
+            self.regather(e, s, &mut before)?;
+        }
+        let mut body = cur.to_vec();
+        work(self, e, &mut body)?;
+        let mut after = cur.to_vec();
+        self.tp_sync(e, s, false, &mut after)?;
+        for (i, c) in cur.iter_mut().enumerate() {
+            *c = e.join(&[before[i], body[i], after[i]], SimTime::ZERO);
+        }
+        Ok(())
     }
 
     fn forward(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
@@ -1208,15 +1251,13 @@ impl Gen<'_, '_> {
                 // The layer's forward again, from its saved input.
                 self.layer_forward(e, s, m.attn(p.tp), cur)?;
             }
-            self.tp_sync(e, s, true, cur)?;
-            self.regather(e, s, cur)?;
-            self.mlp(e, s, true, cur)?;
-            self.tp_sync(e, s, false, cur)?;
+            let gemms = m.experts == 0;
+            self.part(e, s, true, gemms, cur, |g, e, c| g.mlp(e, s, true, c))?;
             self.gradients(e, s, Ready::Layer(i, false), cur, grads.as_mut())?;
-            self.tp_sync(e, s, true, cur)?;
-            self.regather(e, s, cur)?;
-            self.kernel(e, s, attn, cur);
-            self.tp_sync(e, s, false, cur)?;
+            self.part(e, s, true, true, cur, |g, e, c| {
+                g.kernel(e, s, attn, c);
+                Ok(())
+            })?;
             self.gradients(e, s, Ready::Layer(i, true), cur, grads.as_mut())?;
         }
         if s == 0 {
@@ -1401,6 +1442,7 @@ mod tests {
                 overlap: true,
                 recompute: Recompute::None,
                 framework: Framework::Megatron,
+                tp_overlap: false,
             },
             gpu: Gpu::H100,
             algorithm: Algorithm::Ring,
