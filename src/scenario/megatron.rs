@@ -53,10 +53,6 @@ const SWITCHES: &[&str] = &[
 /// Flags read but whose effect is not modelled yet, and why it matters.
 const NOT_MODELLED: &[(&str, &str)] = &[
     (
-        "overlap-param-gather",
-        "the parameter all-gathers run after the optimizer, not under the next forward",
-    ),
-    (
         "fp8-format",
         "kernels run at the BF16 peak; set [workload.gpu] tflops for FP8",
     ),
@@ -215,6 +211,14 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         if f.has(name) {
             return Err(format!("{}: {why}", flag_text(f, name)));
         }
+    }
+    if f.has("overlap-param-gather")
+        && !(f.has("use-distributed-optimizer") && f.has("overlap-grad-reduce"))
+    {
+        return Err(
+            "--overlap-param-gather: Megatron-LM refuses it without --use-distributed-optimizer and --overlap-grad-reduce"
+                .into(),
+        );
     }
     for (name, what) in [
         (
@@ -515,6 +519,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             "recompute-num-layers",
         ],
         "none",
+    );
+    set(
+        "parallel.param_overlap",
+        toml::Value::Boolean(f.has("overlap-param-gather")),
+        &["overlap-param-gather"],
+        "off",
     );
     set(
         "parallel.tp_overlap",

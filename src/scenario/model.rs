@@ -301,6 +301,7 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         bucket,
         overlap: r.overlap.unwrap_or(false),
         tp_overlap: r.tp_overlap.unwrap_or(false),
+        param_overlap: r.param_overlap.unwrap_or(false),
         framework: choice(
             r.framework.as_deref(),
             &pp_.key("framework"),

@@ -401,6 +401,7 @@ pub struct RawParallel {
     pub recompute: Option<String>,
     pub framework: Option<String>,
     pub tp_overlap: Option<bool>,
+    pub param_overlap: Option<bool>,
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -159,6 +159,10 @@ pub struct Parallel {
     /// TP collectives beside the GEMMs they feed or drain (with sequence
     /// parallelism; Megatron's `--tp-comm-overlap`).
     pub tp_overlap: bool,
+    /// The distributed optimizer's parameter all-gathers overlapped with
+    /// the next iteration's first forward (Megatron's
+    /// `--overlap-param-gather`).
+    pub param_overlap: bool,
 }
 
 /// Whose data parallelism reduces the gradients.
@@ -697,16 +701,28 @@ impl ModelGen {
         self.next += 1;
         let all: Vec<u32> = self.ready.iter().flatten().copied().collect();
         let it_start = e.join(&all, SimTime::ZERO);
+        // Megatron's --overlap-param-gather: the updated parameters are
+        // gathered as the next iteration's forward needs them; after the
+        // last iteration, once it is over.
+        let defer = j.parallel.param_overlap && j.parallel.zero > 0;
         let mut g = Gen {
             j,
             it,
             runs,
             sends: HashMap::new(),
             job,
+            fetch: defer && it > 0,
+            defer,
         };
         g.iteration(e, &mut self.ready)?;
         let all: Vec<u32> = self.ready.iter().flatten().copied().collect();
-        job.iterations.push((it_start, e.join(&all, SimTime::ZERO)));
+        let end = e.join(&all, SimTime::ZERO);
+        if defer && it + 1 == j.iterations {
+            for (s, ready) in self.ready.iter_mut().enumerate() {
+                g.gather_params(e, s as u64, ready)?;
+            }
+        }
+        job.iterations.push((it_start, end));
         Ok(())
     }
 }
@@ -732,6 +748,11 @@ struct Gen<'j, 'r> {
     sends: HashMap<(u64, Step, u64), u32>,
     /// Where each rank's kernels and communication are recorded.
     job: &'r mut JobRun,
+    /// The first forward gathers the parameters the last iteration's
+    /// optimizer updated (`param_overlap`).
+    fetch: bool,
+    /// This iteration's parameter all-gathers are left to the next.
+    defer: bool,
 }
 
 impl Gen<'_, '_> {
@@ -773,7 +794,7 @@ impl Gen<'_, '_> {
                         }
                     }
                     match step {
-                        Step::F(_) => self.forward(e, s, &mut cur)?,
+                        Step::F(i) => self.forward(e, s, i == 0 && self.fetch, &mut cur)?,
                         Step::B(i) => {
                             // DeepSpeed's ZeRO 2 and 3 reduce every
                             // micro-batch's gradients.
@@ -835,16 +856,57 @@ impl Gen<'_, '_> {
                 let rank = self.rank_at(s, k as u64);
                 self.job.kernels.push((rank, self.it, *r));
             }
-            if p.zero > 0 {
-                for (group, plan) in GRAD_GROUPS.into_iter().zip(&buckets[su]) {
-                    for b in plan {
-                        let bytes = b.numel * self.j.model.param_bytes;
-                        self.collective(e, s, group, Op::AllGather, bytes, &mut ready[su])?;
-                    }
-                }
+            if p.zero > 0 && !self.defer {
+                self.gather_params(e, s, &mut ready[su])?;
             }
         }
         Ok(())
+    }
+
+    /// The distributed optimizer's updated parameters all-gathered over
+    /// the DP groups, bucket by bucket, after `cur`.
+    fn gather_params(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
+        for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s)) {
+            for b in plan {
+                let bytes = b.numel * self.j.model.param_bytes;
+                self.collective(e, s, group, Op::AllGather, bytes, cur)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// With `param_overlap`, the last iteration's parameter all-gathers
+    /// start with the first forward: every bucket's on the DP stream, in
+    /// the forward's order (the buckets' reverse); each bucket's end per
+    /// place.
+    fn fetch(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        cur: &[u32],
+    ) -> Result<Vec<(Bucket, Vec<u32>)>, String> {
+        let mut stream = cur.to_vec();
+        let mut out = Vec::new();
+        for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s)) {
+            for b in plan.into_iter().rev() {
+                let bytes = b.numel * self.j.model.param_bytes;
+                self.collective(e, s, group, Op::AllGather, bytes, &mut stream)?;
+                out.push((b, stream.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `cur` waits for the fetched buckets that hold parameters of the
+    /// parts at `parts`.
+    fn wait_for(e: &mut Emitter, fetched: &[(Bucket, Vec<u32>)], parts: &[Ready], cur: &mut [u32]) {
+        for (b, ends) in fetched {
+            if parts.iter().any(|&r| b.holds(r)) {
+                for (c, &t) in cur.iter_mut().zip(ends) {
+                    *c = e.join(&[*c, t], SimTime::ZERO);
+                }
+            }
+        }
     }
 
     /// A tied embedding with pipeline parallelism: the first and the last
@@ -1198,17 +1260,36 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
-    fn forward(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
+    /// The forward of stage s; `fetch`: its parameters are gathered first
+    /// (`param_overlap`), each layer waiting for its own.
+    fn forward(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        fetch: bool,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
         let (m, tp) = (&self.j.model, self.j.parallel.tp);
         let (attn, head) = (m.attn(tp), m.head(tp));
+        let fetched = if fetch {
+            self.fetch(e, s, cur)?
+        } else {
+            Vec::new()
+        };
         if s == 0 {
+            Self::wait_for(e, &fetched, &[Ready::Embedding], cur);
             self.embedding(e, false, cur)?;
         }
-        for _ in 0..self.j.stage_layers(s) {
+        let layers = self.j.stage_layers(s);
+        for l in 0..layers {
+            let back = layers - 1 - l;
+            let parts = [Ready::Layer(back, false), Ready::Layer(back, true)];
+            Self::wait_for(e, &fetched, &parts, cur);
             self.gather_layer(e, s, cur)?;
             self.layer_forward(e, s, attn, cur)?;
         }
         if s + 1 == self.j.parallel.pp {
+            Self::wait_for(e, &fetched, &[Ready::Head], cur);
             // The LM head is column-parallel: with sequence parallelism its
             // input is gathered first; its logits stay split by vocabulary.
             self.tp_sync(e, s, true, cur)?;
@@ -1443,6 +1524,7 @@ mod tests {
                 recompute: Recompute::None,
                 framework: Framework::Megatron,
                 tp_overlap: false,
+                param_overlap: false,
             },
             gpu: Gpu::H100,
             algorithm: Algorithm::Ring,

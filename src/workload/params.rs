@@ -178,7 +178,16 @@ pub fn stage_params(m: &Shape, st: Stage) -> Vec<Param> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bucket {
     pub numel: u64,
+    /// When its first and its last gradient are ready.
+    pub first: Ready,
     pub ready: Ready,
+}
+
+impl Bucket {
+    /// Whether it holds parameters of the part of the backward at `at`.
+    pub fn holds(&self, at: Ready) -> bool {
+        self.first <= at && at <= self.ready
+    }
 }
 
 fn round_up(x: u64, to: u64) -> u64 {
@@ -204,10 +213,12 @@ pub fn buckets(
 ) -> Vec<Bucket> {
     let mut out = Vec::new();
     let end_to = distributed.map(|dp| dp / gcd(dp, 128) * 128);
-    let close = |start: u64, end: u64, ready: Ready, out: &mut Vec<Bucket>| {
+    let mut first = Ready::Head;
+    let close = |start: u64, end: u64, first: Ready, ready: Ready, out: &mut Vec<Bucket>| {
         let end = end_to.map_or(end, |d| round_up(end, d));
         out.push(Bucket {
             numel: end - start,
+            first,
             ready,
         });
         end
@@ -220,15 +231,18 @@ pub fn buckets(
             // A tied embedding copy starts a bucket of its own.
             if p.shared {
                 if let Some(r) = open.take() {
-                    start = close(start, at, r, &mut out);
+                    start = close(start, at, first, r, &mut out);
                     at = start;
                 }
             }
         }
         let end = at + p.numel;
+        if open.is_none() {
+            first = p.ready;
+        }
         open = Some(p.ready);
         if size.is_some_and(|s| end - start >= s) || (distributed.is_some() && p.shared) {
-            start = close(start, end, p.ready, &mut out);
+            start = close(start, end, first, p.ready, &mut out);
             at = start;
             open = None;
         } else {
@@ -236,7 +250,7 @@ pub fn buckets(
         }
     }
     if let Some(r) = open {
-        close(start, at, r, &mut out);
+        close(start, at, first, r, &mut out);
     }
     out
 }
