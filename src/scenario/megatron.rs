@@ -620,11 +620,6 @@ impl Import {
         out
     }
 
-    /// The key a flag set, if one did.
-    pub fn key_of(&self, flag: &str) -> Option<&Key> {
-        self.keys.iter().find(|k| k.from.contains(flag))
-    }
-
     /// The keys as TOML, each with the flags it comes from, then the
     /// flags not modelled.
     pub fn to_toml(&self) -> String {

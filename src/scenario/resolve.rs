@@ -1760,16 +1760,24 @@ fn megatron(
     let flags = Flags::parse(&words);
     let job = import(&flags, Some(gpus.len() as u64)).map_err(|m| KeyError::new(&at, m))?;
     let (model, parallel) = job.raw().map_err(|m| KeyError::new(&at, m))?;
-    let mut out = super::model::model(
-        w,
-        Some((&model, &parallel)),
-        topo,
-        gpus,
-        algorithm,
-        chunk,
-        p,
-    )
-    .map_err(|e| job.flag_error(e, p, &at))?;
+    let tables = (&model, &parallel);
+    imported(w, &job, tables, topo, (gpus, algorithm, chunk), p, &at)
+}
+
+/// The model job of keys read from a job's own settings (`job`): an
+/// error in a key names the setting behind it (said at `at`), and what
+/// is not modelled becomes warnings.
+fn imported(
+    w: &RawWorkload,
+    job: &super::megatron::Import,
+    tables: (&RawModel, &RawParallel),
+    topo: &Topology,
+    (gpus, algorithm, chunk): (Vec<GpuId>, Algorithm, u64),
+    p: &KeyPath,
+    at: &KeyPath,
+) -> R<crate::workload::model::ModelJob> {
+    let mut out = super::model::model(w, Some(tables), topo, gpus, algorithm, chunk, p)
+        .map_err(|e| job.flag_error(e, p, at))?;
     out.not_modelled = job
         .not_modelled
         .iter()
@@ -1835,22 +1843,8 @@ fn deepspeed(
     let parallel: RawParallel = toml::Value::Table(parallel)
         .try_into()
         .map_err(|e| KeyError::new(&p.key("parallel"), e.to_string()))?;
-    let mut out = super::model::model(
-        w,
-        Some((&model, &parallel)),
-        topo,
-        gpus,
-        algorithm,
-        chunk,
-        p,
-    )
-    .map_err(|e| job.flag_error(e, p, &at))?;
-    out.not_modelled = job
-        .not_modelled
-        .iter()
-        .map(|(key, why)| format!("{key}: not modelled ({why})"))
-        .collect();
-    Ok(out)
+    let tables = (&model, &parallel);
+    imported(w, &job, tables, topo, (gpus, algorithm, chunk), p, &at)
 }
 
 /// A table of the scenario as TOML again.
