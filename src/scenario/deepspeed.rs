@@ -84,21 +84,29 @@ pub fn import(config: &Value, dp: u64) -> Result<Import, String> {
         });
     };
     let n = |x: u64| toml::Value::Integer(x as i64);
-    let micro = int("train_micro_batch_size_per_gpu")?;
-    let steps = int("gradient_accumulation_steps")?;
-    let total = int("train_batch_size")?;
+    let positive = |path: &str| -> Result<Option<u64>, String> {
+        match int(path)? {
+            Some(0) => Err(format!("{path}: got 0, expected at least 1")),
+            n => Ok(n),
+        }
+    };
+    let micro = positive("train_micro_batch_size_per_gpu")?;
+    let steps = positive("gradient_accumulation_steps")?;
+    let total = positive("train_batch_size")?;
     // DeepSpeed's rule: train_batch_size = micro x steps x dp, any two
     // giving the third.
+    let dp = dp.max(1);
+    let times = |a: u64, b: u64| a.saturating_mul(b).saturating_mul(dp);
     let (micro, global) = match (micro, steps, total) {
-        (Some(m), Some(g), Some(t)) if m * g * dp != t => {
+        (Some(m), Some(g), Some(t)) if times(m, g) != t => {
             return Err(format!(
                 "train_batch_size {t} is not train_micro_batch_size_per_gpu {m} x gradient_accumulation_steps {g} x {dp} data-parallel ranks"
             ))
         }
         (Some(m), _, Some(t)) => (m, t),
-        (Some(m), Some(g), None) => (m, m * g * dp),
-        (Some(m), None, None) => (m, m * dp),
-        (None, Some(g), Some(t)) if t % (g * dp) == 0 => (t / (g * dp), t),
+        (Some(m), Some(g), None) => (m, times(m, g)),
+        (Some(m), None, None) => (m, times(m, 1)),
+        (None, Some(g), Some(t)) if t % times(g, 1) == 0 => (t / times(g, 1), t),
         (None, None, Some(t)) if t % dp == 0 => (t / dp, t),
         _ => {
             return Err(
@@ -211,5 +219,11 @@ mod tests {
         assert!(import(&bad, 8)
             .unwrap_err()
             .contains("is not train_micro_batch_size_per_gpu"));
+        let zero: Value =
+            serde_json::from_str(r#"{"train_batch_size": 64, "gradient_accumulation_steps": 0}"#)
+                .unwrap();
+        assert!(import(&zero, 8)
+            .unwrap_err()
+            .contains("gradient_accumulation_steps: got 0"));
     }
 }

@@ -268,8 +268,8 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
     let gated = f.has("swiglu");
     let ffn = match f.int("ffn-hidden-size")? {
         Some(n) => n,
-        None if gated => (4 * hidden * 2 / 3) / 64 * 64,
-        None => 4 * hidden,
+        None if gated => hidden.saturating_mul(8) / 3 / 64 * 64,
+        None => hidden.saturating_mul(4),
     };
     set(
         "model.ffn",
@@ -334,7 +334,9 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
     let pp = f.int("pipeline-model-parallel-size")?.unwrap_or(1);
     let global = match (f.int("global-batch-size")?, gpus) {
         (Some(g), _) => Some(g),
-        (None, Some(n)) if tp * pp > 0 && n % (tp * pp) == 0 => Some(micro * n / (tp * pp)),
+        (None, Some(n)) if tp.saturating_mul(pp) > 0 && n % tp.saturating_mul(pp) == 0 => {
+            Some(micro.saturating_mul(n / (tp * pp)))
+        }
         _ => None,
     };
     if let Some(g) = global {
