@@ -53,14 +53,6 @@ const SWITCHES: &[&str] = &[
 /// Flags read but whose effect is not modelled yet, and why it matters.
 const NOT_MODELLED: &[(&str, &str)] = &[
     (
-        "fp8-format",
-        "kernels run at the BF16 peak; set [workload.gpu] tflops for FP8",
-    ),
-    (
-        "fp8-recipe",
-        "kernels run at the BF16 peak; set [workload.gpu] tflops for FP8",
-    ),
-    (
         "moe-shared-expert-intermediate-size",
         "shared experts' compute and gradients are left out",
     ),
@@ -398,6 +390,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         toml::Value::Boolean(bias),
         &["disable-bias-linear", "add-bias-linear"],
         "biases",
+    );
+    set(
+        "model.fp8",
+        toml::Value::Boolean(f.has("fp8-format")),
+        &["fp8-format"],
+        "bf16 GEMMs",
     );
     set(
         "model.loss_fusion",

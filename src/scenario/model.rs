@@ -147,6 +147,7 @@ pub fn model_and_parallel(
         positions: int(m.positions, &mp.key("positions"), Some(0), 0, 1 << 24)?,
         loss_fusion: m.loss_fusion.unwrap_or(false),
         causal: m.causal.unwrap_or(true),
+        fp8: m.fp8.unwrap_or(false),
         aux_loss: m.aux_loss.unwrap_or(false),
         experts,
         top_k,
@@ -343,6 +344,15 @@ fn gpu(w: &RawWorkload, p: &KeyPath) -> R<Gpu> {
             ));
         }
         out.flops = t * 1e12;
+    }
+    if let Some(t) = g.fp8_tflops {
+        if !(t.is_finite() && (1.0..=1e6).contains(&t)) {
+            return Err(KeyError::new(
+                &gp.key("fp8_tflops"),
+                format!("got {t}, expected dense FP8 TFLOP/s from 1 to 1000000"),
+            ));
+        }
+        out.fp8_flops = t * 1e12;
     }
     match &g.hbm {
         None => {}

@@ -378,6 +378,7 @@ pub struct RawModel {
     pub positions: Option<i64>,
     pub loss_fusion: Option<bool>,
     pub causal: Option<bool>,
+    pub fp8: Option<bool>,
     pub aux_loss: Option<bool>,
     pub experts: Option<i64>,
     pub top_k: Option<i64>,
@@ -409,6 +410,7 @@ pub struct RawParallel {
 pub struct RawGpu {
     pub preset: Option<String>,
     pub tflops: Option<f64>,
+    pub fp8_tflops: Option<f64>,
     pub hbm: Option<Value>,
     pub efficiency: Option<f64>,
     /// Times given per kernel, by `KernelKind` name.

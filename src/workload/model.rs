@@ -95,6 +95,9 @@ pub struct Transformer {
     pub loss_fusion: bool,
     /// Causal attention: half the scores computed.
     pub causal: bool,
+    /// The transformer layers' GEMMs in FP8 (Transformer Engine; the
+    /// attention's scores and the output layer stay in BF16).
+    pub fp8: bool,
     /// Experts with an auxiliary load-balancing loss (Megatron's
     /// `--moe-aux-loss-coeff` above 0): its token counts all-reduced over
     /// TP.
@@ -212,8 +215,10 @@ pub enum Accounting {
 /// A GPU's roofline.
 #[derive(Clone, Copy, Debug)]
 pub struct Gpu {
-    /// Peak dense FLOP/s at the model's precision.
+    /// Peak dense FLOP/s at the model's precision (BF16).
     pub flops: f64,
+    /// Peak dense FP8 FLOP/s, for the GEMMs of an FP8 model.
+    pub fp8_flops: f64,
     /// HBM bytes per second.
     pub hbm: f64,
     /// Share of both peaks a kernel reaches.
@@ -226,17 +231,19 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    /// H100 SXM: 989 TFLOP/s dense BF16, 3.35 TB/s HBM3.
+    /// H100 SXM: 989 TFLOP/s dense BF16, 1,979 FP8, 3.35 TB/s HBM3.
     pub const H100: Gpu = Gpu {
         flops: 989e12,
+        fp8_flops: 1979e12,
         hbm: 3.35e12,
         efficiency: 0.6,
         arch: crate::workload::tuner::Arch::Hopper,
         given: [None; 9],
     };
-    /// B200: 2.25 PFLOP/s dense BF16, 8 TB/s HBM3e.
+    /// B200: 2.25 PFLOP/s dense BF16, 4.5 FP8, 8 TB/s HBM3e.
     pub const B200: Gpu = Gpu {
         flops: 2.25e15,
+        fp8_flops: 4.5e15,
         hbm: 8e12,
         efficiency: 0.6,
         arch: crate::workload::tuner::Arch::Blackwell,
@@ -249,9 +256,11 @@ impl Gpu {
     }
 
     /// A kernel's roofline time: the slower of its FLOPs at the compute
-    /// peak and its bytes at the HBM bandwidth, both at `efficiency`.
+    /// peaks (its FP8 ones at the FP8 peak) and its bytes at the HBM
+    /// bandwidth, both at `efficiency`.
     pub fn time(&self, k: Kernel) -> SimTime {
-        let s = (k.flops / self.flops).max(k.bytes / self.hbm) / self.efficiency;
+        let compute = (k.flops - k.fp8) / self.flops + k.fp8 / self.fp8_flops;
+        let s = compute.max(k.bytes / self.hbm) / self.efficiency;
         SimTime((s * 1e12).ceil() as u64)
     }
 }
@@ -261,6 +270,8 @@ impl Gpu {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Kernel {
     pub flops: f64,
+    /// Of them, those run at the FP8 peak (GEMMs, with `fp8`).
+    pub fp8: f64,
     pub bytes: f64,
     pub kind: KernelKind,
 }
@@ -271,6 +282,7 @@ impl Kernel {
         use KernelKind::*;
         Kernel {
             flops: self.flops * 2.0,
+            fp8: self.fp8 * 2.0,
             bytes: self.bytes * 2.0,
             kind: match self.kind {
                 AttentionForward => AttentionBackward,
@@ -383,6 +395,15 @@ impl Transformer {
         self.micro_batch * self.seq
     }
 
+    /// Of a kernel's GEMM FLOPs, those at the FP8 peak: all with `fp8`.
+    fn fp8_share(&self, gemms: f64) -> f64 {
+        if self.fp8 {
+            gemms
+        } else {
+            0.0
+        }
+    }
+
     /// The attention's scores and weighted sum on one of `tp` ranks:
     /// 4 b s^2 h / tp FLOPs, half of them with a causal mask (a
     /// FlashAttention kernel skips the masked blocks; Megatron's own
@@ -407,12 +428,14 @@ impl Transformer {
             self.act_bytes as f64,
         );
         let tpf = tp as f64;
-        let flops = 2.0 * t * self.attn_params() as f64 / tpf + self.attn_core_flops(tp);
+        let gemms = 2.0 * t * self.attn_params() as f64 / tpf;
+        let flops = gemms + self.attn_core_flops(tp);
         let weights = self.attn_params() as f64 * self.param_bytes as f64 / tpf;
         let qkv = (self.hidden + 2 * self.kv_hidden()) as f64 / tpf;
         let acts = t * a * (2.0 * h + qkv + 2.0 * h / tpf);
         Kernel {
             flops,
+            fp8: self.fp8_share(gemms),
             bytes: weights + acts,
             kind: KernelKind::AttentionForward,
         }
@@ -433,6 +456,7 @@ impl Transformer {
         let f = self.expert_ffn as f64 / tpf;
         Kernel {
             flops: 2.0 * copies * self.expert_params() as f64 / tpf,
+            fp8: self.fp8_share(2.0 * copies * self.expert_params() as f64 / tpf),
             bytes: local * self.expert_params() as f64 * self.param_bytes as f64 / tpf
                 + copies * a * (2.0 * h + self.mats() as f64 * f),
             kind: KernelKind::ExpertsForward,
@@ -457,6 +481,7 @@ impl Transformer {
         let mats = if self.gated { 3.0 } else { 2.0 };
         Kernel {
             flops: 2.0 * t * (mats as u64 * self.hidden * self.ffn) as f64 / tpf,
+            fp8: self.fp8_share(2.0 * t * (mats as u64 * self.hidden * self.ffn) as f64 / tpf),
             bytes: (mats as u64 * self.hidden * self.ffn) as f64 * self.param_bytes as f64 / tpf
                 + t * a * (2.0 * h + mats * f),
             kind: KernelKind::MlpForward,
@@ -469,6 +494,9 @@ impl Transformer {
         let tpf = tp as f64;
         Kernel {
             flops: 2.0 * t * h * v / tpf,
+            // Megatron's output layer is not one of Transformer Engine's
+            // FP8 layers.
+            fp8: 0.0,
             bytes: h * v * self.param_bytes as f64 / tpf
                 + t * self.act_bytes as f64 * (h + v / tpf),
             kind: KernelKind::HeadForward,
@@ -656,6 +684,7 @@ impl ModelJob {
         let n = n + x;
         Kernel {
             flops: 10.0 * n,
+            fp8: 0.0,
             bytes: 16.0 * n,
             kind: KernelKind::Optimizer,
         }
@@ -1500,6 +1529,7 @@ mod tests {
             positions: 0,
             loss_fusion: false,
             causal: false,
+            fp8: false,
             aux_loss: false,
             experts: 0,
             top_k: 0,
@@ -1572,6 +1602,7 @@ mod tests {
             positions: 0,
             loss_fusion: false,
             causal: false,
+            fp8: false,
             aux_loss: false,
             experts: 0,
             top_k: 0,
@@ -1602,6 +1633,7 @@ mod tests {
         // The optimizer step is memory-bound.
         let opt = Kernel {
             flops: 10.0,
+            fp8: 0.0,
             bytes: 16.0,
             kind: KernelKind::Optimizer,
         };
