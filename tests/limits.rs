@@ -459,6 +459,8 @@ fn ctrl_c_stops_a_flow_level_run_too() {
     let s = summary(&out);
     assert_eq!(s["stop_reason"], "interrupted");
     assert_eq!(s["partial"], true);
+    // A gigabyte or two of outputs: not left behind.
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// SIGHUP (the terminal went away), SIGQUIT and SIGUSR1 stop the run as
