@@ -865,89 +865,31 @@ pub fn workloads(
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
-        let allowed: &[&str] = match kind {
-            "transfer" => &["src", "dst"],
-            "permutation" => &["gpus", "rail_aligned"],
-            "incast" => &["dst", "srcs", "senders"],
-            "all-to-all" => &["gpus"],
-            "collective" => &[
-                "gpus",
-                "op",
-                "algorithm",
-                "channels",
-                "chunk",
-                "pxn",
-                "step_latency",
-                "protocol",
-                "root",
-                "across",
-            ],
-            "chakra" => &[
-                "trace",
-                "groups",
-                "comm_size",
-                "window",
-                "gpus",
-                "algorithm",
-                "channels",
-                "chunk",
-                "pxn",
-                "step_latency",
-                "protocol",
-            ],
-            "background" => &["gpus", "cdf", "load", "duration"],
-            "model" => &[
-                "gpus",
-                "algorithm",
-                "channels",
-                "chunk",
-                "pxn",
-                "step_latency",
-                "protocol",
-                "iterations",
-                "model",
-                "parallel",
-                "gpu",
-            ],
-            "megatron" => &[
-                "gpus",
-                "algorithm",
-                "channels",
-                "chunk",
-                "pxn",
-                "step_latency",
-                "protocol",
-                "iterations",
-                "args",
-                "script",
-                "gpu",
-            ],
-            "deepspeed" => &[
-                "gpus",
-                "algorithm",
-                "channels",
-                "chunk",
-                "pxn",
-                "step_latency",
-                "protocol",
-                "iterations",
-                "config",
-                "model",
-                "parallel",
-                "gpu",
-            ],
-            "training" => &[
-                "gpus",
-                "algorithm",
-                "channels",
-                "chunk",
-                "pxn",
-                "step_latency",
-                "protocol",
-                "iterations",
-                "phase",
-                "checkpoint",
-            ],
+        // What every kind that runs collectives takes, then its own keys.
+        const COLLECTIVES: &[&str] = &[
+            "gpus",
+            "algorithm",
+            "channels",
+            "chunk",
+            "pxn",
+            "step_latency",
+            "protocol",
+        ];
+        let (shared, own): (&[&str], &[&str]) = match kind {
+            "transfer" => (&[], &["src", "dst"]),
+            "permutation" => (&[], &["gpus", "rail_aligned"]),
+            "incast" => (&[], &["dst", "srcs", "senders"]),
+            "all-to-all" => (&[], &["gpus"]),
+            "collective" => (COLLECTIVES, &["op", "root", "across"]),
+            "chakra" => (COLLECTIVES, &["trace", "groups", "comm_size", "window"]),
+            "background" => (&[], &["gpus", "cdf", "load", "duration"]),
+            "model" => (COLLECTIVES, &["iterations", "model", "parallel", "gpu"]),
+            "megatron" => (COLLECTIVES, &["iterations", "args", "script", "gpu"]),
+            "deepspeed" => (
+                COLLECTIVES,
+                &["iterations", "config", "model", "parallel", "gpu"],
+            ),
+            "training" => (COLLECTIVES, &["iterations", "phase", "checkpoint"]),
             other => {
                 return Err(KeyError::new(
                     &p.key("kind"),
@@ -955,6 +897,7 @@ pub fn workloads(
                 ));
             }
         };
+        let allowed: Vec<&str> = shared.iter().chain(own).copied().collect();
         let given = [
             ("src", w.src.is_some()),
             ("dst", w.dst.is_some()),
