@@ -760,3 +760,90 @@ fn fp8_gemms_run_at_the_fp8_peak() {
     assert!(compute(&fp8) > compute(&bf16) / 2.0);
     assert_eq!(census(&fp8), census(&bf16));
 }
+
+/// Four stages of one server (NVLink), TP 1, 8 layers, 4 micro-batches,
+/// with the kernels' times given: a stage's forward of one layer takes
+/// 300 us and its backward 700 us.
+const PIPELINE: &str = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 1
+gpus_per_host = 4
+hosts_per_leaf = 1
+rails_per_leaf = 4
+spines = 1
+nic_speed = "400G"
+uplink_speed = "400G"
+
+[[workload]]
+kind = "model"
+
+[workload.model]
+layers = 8
+hidden = 1024
+heads = 16
+seq = 1024
+vocab = 32000
+global_batch = 4
+
+[workload.parallel]
+pp = 4
+
+[workload.gpu.kernels]
+attention_forward = "100us"
+mlp_forward = "200us"
+attention_backward = "300us"
+mlp_backward = "400us"
+head_forward = "1us"
+head_backward = "1us"
+optimizer = "1us"
+"#;
+
+/// Interleaved 1F1B (Megatron's virtual pipeline): with v chunks per
+/// stage the pipeline's bubble is (pp - 1) / v of a micro-batch's work
+/// instead of pp - 1, so 4 micro-batches of 2 ms per stage take about
+/// (4 + 3) x 2 ms in one chunk and (4 + 3/2) x 2 ms in two; every
+/// micro-batch crosses pp v - 1 boundaries each way, so the pipeline
+/// carries 2 (pp v - 1) m activations. The importer reads Megatron's
+/// flags for it; a job Megatron would refuse is refused.
+#[test]
+fn interleaved_1f1b_shrinks_the_bubble() {
+    let ms = 1e9;
+    let (_, one) = run(PIPELINE);
+    let (_, two) = run_with(PIPELINE, &["workload.0.parallel.virtual_stages=2"]);
+    let t1 = one.jobs[0].iteration_ps[0] as f64;
+    let t2 = two.jobs[0].iteration_ps[0] as f64;
+    assert!(t1 >= 14.0 * ms && t1 < 14.3 * ms, "{t1}");
+    assert!(t2 >= 11.0 * ms && t2 < 11.3 * ms, "{t2}");
+    let pp_bytes = |s: &fabricsim::report::Summary| {
+        let d = s.jobs[0].steps[0].dims.iter().find(|d| d.dim == "pp");
+        d.unwrap().bytes
+    };
+    let act = 1024 * 1024 * 2;
+    assert_eq!(pp_bytes(&one), 2 * 3 * 4 * act);
+    assert_eq!(pp_bytes(&two), 2 * 7 * 4 * act);
+    for (set, want) in [
+        (
+            "workload.0.parallel.virtual_stages=3",
+            "pp x virtual_stages = 12 does not divide the model's 8 layers",
+        ),
+        (
+            "workload.0.model.global_batch=6",
+            "the iteration's 6 micro-batches are not a multiple of pp (4)",
+        ),
+    ] {
+        let e = error_of(PIPELINE, &["workload.0.parallel.virtual_stages=2", set]);
+        assert!(
+            e.contains("workload[0].parallel.virtual_stages: got"),
+            "{e}"
+        );
+        assert!(e.contains(want), "{e}");
+    }
+    let args = "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \
+        --vocab-size 32000 --global-batch-size 4 --pipeline-model-parallel-size 4 --bf16 \
+        --num-layers-per-virtual-pipeline-stage 1";
+    let f = fabricsim::scenario::megatron::Flags::parse(&shell_words::split(args).unwrap());
+    let i = fabricsim::scenario::megatron::import(&f, Some(4)).unwrap();
+    let v = i.keys.iter().find(|k| k.key == "parallel.virtual_stages");
+    assert_eq!(v.unwrap().value.as_integer(), Some(2));
+}

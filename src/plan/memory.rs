@@ -27,10 +27,13 @@
 //! recomputation holds the same; full recomputation keeps each layer's
 //! input, 2 s b h (/ t with sequence parallelism). The first stage of
 //! 1F1B holds min(pp, micro-batches) micro-batches' activations, stage s
-//! min(pp - s, m) (GPipe: all m); the last stage also holds its logits in
-//! fp32 for the loss, 4 s b V / t. Not counted: the CUDA context,
-//! communication buffers and fragmentation (leave them room with
-//! `usable`).
+//! min(pp - s, m) (GPipe: all m); interleaved over v chunks of L / (pp v)
+//! layers, stage s holds its warm-up's forwards and one more, that is
+//! 2 (pp - s - 1) + (v - 1) pp + 1 chunks (the first stage's are
+//! L (1 + (pp - 1) / (pp v)) layers' worth, as the paper says). The last
+//! stage also holds its logits in fp32 for the loss, 4 s b V / t. Not
+//! counted: the CUDA context, communication buffers and fragmentation
+//! (leave them room with `usable`).
 
 use crate::workload::model::{self, Parallel, Recompute, Schedule, Transformer};
 use crate::workload::share;
@@ -45,7 +48,8 @@ pub struct StageMemory {
     pub weights: f64,
     pub gradients: f64,
     pub optimizer: f64,
-    /// Micro-batches whose activations it holds at once.
+    /// Micro-batches whose activations it holds at once (interleaved:
+    /// micro-batches times chunks).
     pub in_flight: u64,
     pub activations: f64,
     pub total: f64,
@@ -85,11 +89,14 @@ pub fn layer_activations(m: &Transformer, p: &Parallel) -> f64 {
     whole + split / t
 }
 
-/// Micro-batches stage `s` holds activations of at once.
+/// Micro-batches (through one chunk) stage `s` holds activations of at
+/// once.
 pub fn in_flight(p: &Parallel, s: u64, micro_batches: u64) -> u64 {
+    let v = p.virtual_stages;
     match p.schedule {
         Schedule::GPipe => micro_batches,
-        Schedule::OneFOneB => (p.pp - s).min(micro_batches),
+        Schedule::OneFOneB if v == 1 => (p.pp - s).min(micro_batches),
+        Schedule::OneFOneB => (2 * (p.pp - s - 1) + (v - 1) * p.pp + 1).min(micro_batches * v),
     }
 }
 
@@ -112,7 +119,8 @@ pub fn stages(m: &Transformer, p: &Parallel) -> Vec<StageMemory> {
             let gradients = shard(dense * gb, d, 2) + shard(experts * gb, de, 2);
             let optimizer = shard(dense * opt, d, 1) + shard(experts * opt, de, 1);
             let flight = in_flight(p, s, micro_batches);
-            let mut activations = layer * share(m.layers, p.pp, s) as f64 * flight as f64;
+            let chunk = share(m.layers, p.pp * p.virtual_stages, s);
+            let mut activations = layer * chunk as f64 * flight as f64;
             if s + 1 == p.pp {
                 let (sq, b) = (m.seq as f64, m.micro_batch as f64);
                 activations += 4.0 * sq * b * m.vocab as f64 / p.tp as f64;
@@ -151,5 +159,44 @@ mod tests {
         assert_eq!(2.0 + 4.0 + optimizer_bytes(2, 4), 18.0);
         assert_eq!(2.0 + 2.0 + optimizer_bytes(2, 2), 20.0);
         assert_eq!(4.0 + 4.0 + optimizer_bytes(4, 4), 16.0);
+    }
+}
+
+#[cfg(test)]
+mod interleaving {
+    use super::*;
+    use crate::scenario::megatron::{import, Flags};
+
+    /// Interleaved 1F1B over v chunks: the first stage holds the
+    /// activations of L (1 + (pp - 1) / (pp v)) layers (Korthikanti et
+    /// al., section 4.2.3), more than the L of 1F1B with one chunk; the
+    /// last stage holds (v - 1) pp + 1 chunks, not 1F1B's one
+    /// micro-batch.
+    #[test]
+    fn the_first_stage_holds_more_with_chunks() {
+        let job = |v: &str| {
+            let args = format!(
+                "--num-layers 16 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \
+                 --vocab-size 32000 --global-batch-size 16 --pipeline-model-parallel-size 4 \
+                 --bf16 {v}"
+            );
+            let words = shell_words::split(&args).unwrap();
+            let (m, p) = import(&Flags::parse(&words), Some(4))
+                .unwrap()
+                .resolve(4)
+                .unwrap();
+            let layer = layer_activations(&m, &p);
+            let s = stages(&m, &p);
+            let logits = 4.0 * 1024.0 * 32000.0;
+            let last = (s[3].activations - logits) / layer;
+            (s[0].activations / layer, last, s[0].in_flight)
+        };
+        let (first, _, flight) = job("");
+        assert_eq!((first, flight), (16.0, 4));
+        let (first, last, flight) = job("--num-virtual-stages-per-pipeline-rank 2");
+        assert_eq!(first, 16.0 * (1.0 + 3.0 / 8.0));
+        assert_eq!(flight, 11);
+        // The last stage: (v - 1) pp + 1 = 5 chunks of 2 layers.
+        assert_eq!(last, 10.0);
     }
 }

@@ -7,8 +7,7 @@
 //! Every flag that changes what the network carries or what the GPUs
 //! compute is read; a flag that changes something fabricsim does not
 //! model yet is refused when simulating without it would be wrong
-//! (context parallelism, virtual pipeline stages, uneven stages, expert
-//! TP other than TP) and listed as not modelled otherwise, with its
+//! (context parallelism, uneven stages, expert TP other than TP) and listed as not modelled otherwise, with its
 //! reason; every other flag is listed as not changing the network.
 
 use super::raw::{RawModel, RawParallel};
@@ -86,12 +85,12 @@ const NOT_MODELLED: &[(&str, &str)] = &[
 /// Flags refused: the job they describe is not one fabricsim can run yet.
 const REFUSED: &[(&str, &str)] = &[
     (
-        "num-layers-per-virtual-pipeline-stage",
-        "interleaved (virtual-pipeline) 1F1B is not modelled yet",
+        "microbatch-group-size-per-virtual-pipeline-stage",
+        "interleaved 1F1B is modelled with Megatron's default groups of pp micro-batches",
     ),
     (
-        "num-virtual-stages-per-pipeline-rank",
-        "interleaved (virtual-pipeline) 1F1B is not modelled yet",
+        "pipeline-model-parallel-layout",
+        "uneven pipeline stages are not modelled yet",
     ),
     (
         "decoder-first-pipeline-num-layers",
@@ -479,6 +478,40 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         &["pipeline-model-parallel-size"],
         "1",
     );
+    // Interleaved 1F1B: chunks per stage, given or from the layers per
+    // chunk.
+    let virtual_stages = match (
+        f.int("num-virtual-stages-per-pipeline-rank")?,
+        f.int("num-layers-per-virtual-pipeline-stage")?,
+    ) {
+        (Some(_), Some(_)) => {
+            return Err("--num-virtual-stages-per-pipeline-rank and --num-layers-per-virtual-pipeline-stage: Megatron-LM takes one of them, not both".into())
+        }
+        (Some(v), None) => Some(v),
+        (None, Some(n)) => {
+            let layers = f.required("num-layers")?;
+            let per = n.saturating_mul(pp);
+            if per == 0 || !layers.is_multiple_of(per) {
+                return Err(format!(
+                    "{}: --num-layers {layers} is not a multiple of it times the {pp} pipeline stages",
+                    flag_text(f, "num-layers-per-virtual-pipeline-stage")
+                ));
+            }
+            Some(layers / per)
+        }
+        (None, None) => None,
+    };
+    if let Some(v) = virtual_stages {
+        set(
+            "parallel.virtual_stages",
+            int(v),
+            &[
+                "num-virtual-stages-per-pipeline-rank",
+                "num-layers-per-virtual-pipeline-stage",
+            ],
+            "1",
+        );
+    }
     if f.has("expert-model-parallel-size") {
         let ep = f.int("expert-model-parallel-size")?.unwrap_or(1);
         set("parallel.ep", int(ep), &["expert-model-parallel-size"], "1");

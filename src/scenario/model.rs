@@ -251,6 +251,25 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         &[("1f1b", Schedule::OneFOneB), ("gpipe", Schedule::GPipe)],
         Schedule::OneFOneB,
     )?;
+    let virtual_stages = int(
+        r.virtual_stages,
+        &pp_.key("virtual_stages"),
+        Some(1),
+        1,
+        m.layers,
+    )?;
+    let framework = choice(
+        r.framework.as_deref(),
+        &pp_.key("framework"),
+        &[
+            ("megatron", Framework::Megatron),
+            ("deepspeed", Framework::DeepSpeed),
+        ],
+        Framework::Megatron,
+    )?;
+    if virtual_stages > 1 {
+        interleaving(m, pp, dp, virtual_stages, schedule, framework, &pp_)?;
+    }
     let zero = int(r.zero, &pp_.key("zero"), Some(0), 0, 3)? as u8;
     let accounting = choice(
         r.accounting.as_deref(),
@@ -295,6 +314,7 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         dp,
         ep,
         schedule,
+        virtual_stages,
         zero,
         sequence_parallel: r.sequence_parallel.unwrap_or(false),
         accounting,
@@ -303,15 +323,7 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         overlap: r.overlap.unwrap_or(false),
         tp_overlap: r.tp_overlap.unwrap_or(false),
         param_overlap: r.param_overlap.unwrap_or(false),
-        framework: choice(
-            r.framework.as_deref(),
-            &pp_.key("framework"),
-            &[
-                ("megatron", Framework::Megatron),
-                ("deepspeed", Framework::DeepSpeed),
-            ],
-            Framework::Megatron,
-        )?,
+        framework,
         recompute: choice(
             r.recompute.as_deref(),
             &pp_.key("recompute"),
@@ -323,6 +335,43 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
             Recompute::None,
         )?,
     })
+}
+
+/// Interleaved 1F1B with `v` chunks per stage, as Megatron-Core accepts
+/// it: with 1F1B and more than one stage, an equal number of layers per
+/// chunk, and micro-batches in whole groups of pp (its
+/// `microbatch_group_size_per_vp_stage`, pp by default).
+fn interleaving(
+    m: &Transformer,
+    pp: u64,
+    dp: u64,
+    v: u64,
+    schedule: Schedule,
+    framework: Framework,
+    pp_: &KeyPath,
+) -> R<()> {
+    let key = pp_.key("virtual_stages");
+    let micro = m.global_batch / (m.micro_batch * dp);
+    let why = if schedule != Schedule::OneFOneB {
+        "the interleaved schedule is 1F1B's; set schedule = \"1f1b\"".to_string()
+    } else if framework != Framework::Megatron {
+        "DeepSpeed's pipeline has no interleaved schedule".to_string()
+    } else if pp < 2 {
+        "it needs more than one pipeline stage (pp)".to_string()
+    } else if !m.layers.is_multiple_of(pp * v) {
+        format!(
+            "pp x virtual_stages = {} does not divide the model's {} layers",
+            pp * v,
+            m.layers
+        )
+    } else if !micro.is_multiple_of(pp) {
+        format!(
+            "the iteration's {micro} micro-batches are not a multiple of pp ({pp}), as Megatron-Core's interleaved schedule requires"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(KeyError::new(&key, format!("got {v}, but {why}")))
 }
 
 fn gpu(w: &RawWorkload, p: &KeyPath) -> R<Gpu> {

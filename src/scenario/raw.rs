@@ -393,6 +393,7 @@ pub struct RawParallel {
     pub dp: Option<i64>,
     pub ep: Option<i64>,
     pub schedule: Option<String>,
+    pub virtual_stages: Option<i64>,
     pub zero: Option<i64>,
     pub sequence_parallel: Option<bool>,
     pub accounting: Option<String>,

@@ -25,7 +25,10 @@
 //! with the same TP and DP index. The micro-batches
 //! (global batch / (b dp)) run in the schedule's order: GPipe (every
 //! forward, then every backward) or 1F1B (pp - s - 1 forwards, then one
-//! forward and one backward in turn, then the last backwards).
+//! forward and one backward in turn, then the last backwards), or with
+//! `virtual_stages` chunks per stage Megatron-Core's interleaved 1F1B
+//! (`schedule`): a micro-batch goes through every stage once per chunk,
+//! the last stage handing it back to the first.
 //!
 //! Data parallelism: each rank's gradients (its tensors, `params`, at
 //! `grad_bytes` each) are all-reduced (ZeRO 0) or reduce-scattered (ZeRO
@@ -141,6 +144,10 @@ pub struct Parallel {
     /// Expert parallelism, inside DP: experts spread over `ep` ranks.
     pub ep: u64,
     pub schedule: Schedule,
+    /// Model chunks per stage (Megatron's virtual pipeline, with 1F1B:
+    /// the interleaved schedule). Chunk c of stage s is the model's piece
+    /// c pp + s of pp v.
+    pub virtual_stages: u64,
     pub zero: u8,
     pub sequence_parallel: bool,
     /// Whose accounting of the communication: Megatron-Core's as it runs
@@ -544,44 +551,77 @@ pub struct ModelJob {
     pub not_modelled: Vec<String>,
 }
 
-/// One step of a stage's schedule: forward or backward of micro-batch i.
+/// One step of a stage's schedule: forward or backward of micro-batch i
+/// through the stage's model chunk c.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
-    F(u64),
-    B(u64),
+    F(u64, u64),
+    B(u64, u64),
 }
 
-/// What stage `s` of a model split by `p` holds.
-fn stage_of(m: &Transformer, p: &Parallel, s: u64) -> Stage {
+/// What chunk `c` of stage `s` of a model split by `p` holds: the
+/// model's piece c pp + s of pp v.
+fn chunk_of(m: &Transformer, p: &Parallel, s: u64, c: u64) -> Stage {
+    let pieces = p.pp * p.virtual_stages;
+    let index = c * p.pp + s;
     Stage {
         tp: p.tp,
         ep: p.ep,
-        pp: p.pp,
-        index: s,
-        layers: share(m.layers, p.pp, s),
+        pp: pieces,
+        index,
+        layers: share(m.layers, pieces, index),
     }
 }
 
-/// The parameters a rank of stage `s` holds, in Megatron-Core's order.
+/// The parameters a rank of stage `s` holds, chunk after chunk, each in
+/// Megatron-Core's order.
 pub fn stage_params(m: &Transformer, p: &Parallel, s: u64) -> Vec<Param> {
-    params::stage_params(&m.shape(), stage_of(m, p, s))
+    (0..p.virtual_stages)
+        .flat_map(|c| params::stage_params(&m.shape(), chunk_of(m, p, s, c)))
+        .collect()
 }
 
-/// The order stage `s` of `pp` runs `m` micro-batches in.
-pub fn schedule(kind: Schedule, pp: u64, s: u64, m: u64) -> Vec<Step> {
-    match kind {
-        Schedule::GPipe => (0..m).map(Step::F).chain((0..m).map(Step::B)).collect(),
-        Schedule::OneFOneB => {
-            let warm = (pp - s - 1).min(m);
-            let mut out: Vec<Step> = (0..warm).map(Step::F).collect();
-            for i in 0..m - warm {
-                out.push(Step::F(warm + i));
-                out.push(Step::B(i));
-            }
-            out.extend((m - warm..m).map(Step::B));
-            out
-        }
+/// The order stage `s` of `pp`, with `v` model chunks each, runs `m`
+/// micro-batches in. 1F1B as Megatron-Core's schedules run it: with one
+/// chunk, pp - s - 1 forwards then one forward and one backward in turn;
+/// interleaved (`get_schedule_table`, `get_pp_rank_microbatches`), the
+/// micro-batches in groups of pp, each group through every chunk in turn
+/// (the backward through the chunks in reverse), 2 (pp - s - 1) + (v - 1)
+/// pp forwards first.
+pub fn schedule(kind: Schedule, pp: u64, v: u64, s: u64, m: u64) -> Vec<Step> {
+    if kind == Schedule::GPipe {
+        let f = (0..m).map(|i| Step::F(i, 0));
+        return f.chain((0..m).map(|i| Step::B(i, 0))).collect();
     }
+    let table: Vec<(u64, u64)> = (0..m)
+        .step_by(pp as usize)
+        .flat_map(|lo| {
+            let hi = if lo + pp >= m { m } else { lo + pp };
+            (0..v).flat_map(move |c| (lo..hi).map(move |i| (i, c)))
+        })
+        .collect();
+    let total = m * v;
+    let warm = if v == 1 {
+        pp - s - 1
+    } else {
+        (pp - s - 1) * 2 + (v - 1) * pp
+    }
+    .min(total);
+    let f = |k: u64| {
+        let (i, c) = table[k as usize];
+        Step::F(i, c)
+    };
+    let b = |k: u64| {
+        let (i, c) = table[k as usize];
+        Step::B(i, v - 1 - c)
+    };
+    let mut out: Vec<Step> = (0..warm).map(f).collect();
+    for k in 0..total - warm {
+        out.push(f(warm + k));
+        out.push(b(k));
+    }
+    out.extend((total - warm..total).map(b));
+    out
 }
 
 impl ModelJob {
@@ -613,14 +653,16 @@ impl ModelJob {
         rank
     }
 
-    /// Layers of stage `s`.
-    pub fn stage_layers(&self, s: u64) -> u64 {
-        share(self.model.layers, self.parallel.pp, s)
+    /// What chunk `c` of stage `s` holds.
+    fn chunk(&self, s: u64, c: u64) -> Stage {
+        chunk_of(&self.model, &self.parallel, s, c)
     }
 
-    /// What stage `s` holds.
-    fn stage(&self, s: u64) -> Stage {
-        stage_of(&self.model, &self.parallel, s)
+    /// Whether chunk `c` of stage `s` is the model's first piece (the
+    /// embedding) or its last (the LM head).
+    fn ends(&self, s: u64, c: u64) -> (bool, bool) {
+        let x = self.chunk(s, c);
+        (x.index == 0, x.index + 1 == x.pp)
     }
 
     /// The parameters a rank of stage `s` holds, in Megatron-Core's
@@ -647,7 +689,7 @@ impl ModelJob {
             pp: 3,
             index: 1,
             layers: 1,
-            ..self.stage(0)
+            ..self.chunk(0, 0)
         };
         for p in params::stage_params(&self.model.shape(), middle) {
             n[usize::from(p.expert)] += p.numel;
@@ -655,15 +697,16 @@ impl ModelJob {
         n
     }
 
-    /// The gradient buckets of a rank of stage `s`, per buffer (the whole
-    /// DP group's, the experts' DP group's), in the backward's order.
-    /// Megatron-Core buckets only with the reduction overlapped, and
-    /// only on the first stage; elsewhere a buffer is one bucket.
-    pub fn buckets(&self, s: u64) -> [Vec<Bucket>; 2] {
+    /// The gradient buckets of chunk `c` of a rank of stage `s`, per
+    /// buffer (the whole DP group's, the experts' DP group's), in the
+    /// backward's order. Megatron-Core buckets only with the reduction
+    /// overlapped, and only the first stage's first chunk; elsewhere a
+    /// buffer is one bucket.
+    pub fn buckets(&self, s: u64, c: u64) -> [Vec<Bucket>; 2] {
         let p = &self.parallel;
-        let ps = self.params(s);
+        let ps = params::stage_params(&self.model.shape(), self.chunk(s, c));
         let megatron = p.framework == Framework::Megatron;
-        let size = (!megatron || (p.overlap && s == 0)).then_some(p.bucket);
+        let size = (!megatron || (p.overlap && s == 0 && c == 0)).then_some(p.bucket);
         let shard = |n: u64| (p.zero > 0 && megatron).then_some(n);
         [
             params::buckets(&ps, false, size, shard(p.dp)),
@@ -788,28 +831,32 @@ impl Gen<'_, '_> {
     fn iteration(&mut self, e: &mut Emitter, ready: &mut [Vec<u32>]) -> Result<(), String> {
         let p = &self.j.parallel;
         let m = self.j.micro_batches();
+        let v = p.virtual_stages;
         let plans: Vec<Vec<Step>> = (0..p.pp)
-            .map(|s| schedule(p.schedule, p.pp, s, m))
+            .map(|s| schedule(p.schedule, p.pp, v, s, m))
             .collect();
         let mut next = vec![0usize; p.pp as usize];
         let places = (p.tp * p.dp) as usize;
         // The DP stream of each rank: its last bucket's collective.
         let mut dp_last: Vec<Vec<u32>> = ready.to_vec();
-        let buckets: Vec<[Vec<Bucket>; 2]> = (0..p.pp).map(|s| self.j.buckets(s)).collect();
+        // Each chunk's buckets, and (Megatron-Core without overlap,
+        // `finalize_model_grads`) every chunk's in turn once the stage's
+        // last backward is done.
+        let buckets: Vec<Vec<[Vec<Bucket>; 2]>> = (0..p.pp)
+            .map(|s| (0..v).map(|c| self.j.buckets(s, c)).collect())
+            .collect();
+        let at_end = p.framework == Framework::Megatron && !p.overlap;
+        let whole: Vec<[Vec<Bucket>; 2]> = buckets
+            .iter()
+            .map(|chunks| [0, 1].map(|gi| chunks.iter().flat_map(|b| b[gi].clone()).collect()))
+            .collect();
         loop {
             let mut progress = false;
             for s in 0..p.pp {
                 let su = s as usize;
                 while let Some(&step) = plans[su].get(next[su]) {
-                    // A step waits for what the stage before (forward) or
-                    // after (backward) sends it.
-                    let from = match step {
-                        Step::F(_) if s > 0 => true,
-                        Step::B(_) if s + 1 < p.pp => true,
-                        _ => false,
-                    };
                     let mut cur = ready[su].clone();
-                    if from {
+                    if self.receives(s, step) {
                         // Every place's send is made at once, or none yet.
                         if !self.sends.contains_key(&(s, step, 0)) {
                             break;
@@ -823,17 +870,22 @@ impl Gen<'_, '_> {
                         }
                     }
                     match step {
-                        Step::F(i) => self.forward(e, s, i == 0 && self.fetch, &mut cur)?,
-                        Step::B(i) => {
+                        Step::F(i, c) => self.forward(e, s, c, i == 0 && self.fetch, &mut cur)?,
+                        Step::B(i, c) => {
                             // DeepSpeed's ZeRO 2 and 3 reduce every
                             // micro-batch's gradients.
                             let every = p.framework == Framework::DeepSpeed && p.zero >= 2;
-                            let grads = (i + 1 == m || every).then_some(Grads {
-                                plan: &buckets[su],
+                            let plan = match (i + 1 == m || every, at_end) {
+                                (false, _) => None,
+                                (true, false) => Some(&buckets[su][c as usize]),
+                                (true, true) => (c == 0).then_some(&whole[su]),
+                            };
+                            let grads = plan.map(|plan| Grads {
+                                plan,
                                 next: [0; 2],
                                 dp_last: &mut dp_last[su],
                             });
-                            self.backward(e, s, &mut cur, grads)?
+                            self.backward(e, s, c, &mut cur, grads)?
                         }
                     }
                     self.send_on(e, s, step, &cur)?;
@@ -895,28 +947,31 @@ impl Gen<'_, '_> {
     /// The distributed optimizer's updated parameters all-gathered over
     /// the DP groups, bucket by bucket, after `cur`.
     fn gather_params(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
-        for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s)) {
-            for b in plan {
-                let bytes = b.numel * self.j.model.param_bytes;
-                self.collective(e, s, group, Op::AllGather, bytes, cur)?;
+        for c in 0..self.j.parallel.virtual_stages {
+            for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s, c)) {
+                for b in plan {
+                    let bytes = b.numel * self.j.model.param_bytes;
+                    self.collective(e, s, group, Op::AllGather, bytes, cur)?;
+                }
             }
         }
         Ok(())
     }
 
     /// With `param_overlap`, the last iteration's parameter all-gathers
-    /// start with the first forward: every bucket's on the DP stream, in
-    /// the forward's order (the buckets' reverse); each bucket's end per
-    /// place.
+    /// of chunk c start with its first forward: every bucket's on the DP
+    /// stream, in the forward's order (the buckets' reverse); each
+    /// bucket's end per place.
     fn fetch(
         &mut self,
         e: &mut Emitter,
         s: u64,
+        c: u64,
         cur: &[u32],
     ) -> Result<Vec<(Bucket, Vec<u32>)>, String> {
         let mut stream = cur.to_vec();
         let mut out = Vec::new();
-        for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s)) {
+        for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s, c)) {
             for b in plan.into_iter().rev() {
                 let bytes = b.numel * self.j.model.param_bytes;
                 self.collective(e, s, group, Op::AllGather, bytes, &mut stream)?;
@@ -1289,27 +1344,29 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
-    /// The forward of stage s; `fetch`: its parameters are gathered first
-    /// (`param_overlap`), each layer waiting for its own.
+    /// The forward of chunk c of stage s; `fetch`: its parameters are
+    /// gathered first (`param_overlap`), each layer waiting for its own.
     fn forward(
         &mut self,
         e: &mut Emitter,
         s: u64,
+        c: u64,
         fetch: bool,
         cur: &mut [u32],
     ) -> Result<(), String> {
         let (m, tp) = (&self.j.model, self.j.parallel.tp);
         let (attn, head) = (m.attn(tp), m.head(tp));
         let fetched = if fetch {
-            self.fetch(e, s, cur)?
+            self.fetch(e, s, c, cur)?
         } else {
             Vec::new()
         };
-        if s == 0 {
+        let (first, last) = self.j.ends(s, c);
+        if first {
             Self::wait_for(e, &fetched, &[Ready::Embedding], cur);
             self.embedding(e, false, cur)?;
         }
-        let layers = self.j.stage_layers(s);
+        let layers = self.j.chunk(s, c).layers;
         for l in 0..layers {
             let back = layers - 1 - l;
             let parts = [Ready::Layer(back, false), Ready::Layer(back, true)];
@@ -1317,7 +1374,7 @@ impl Gen<'_, '_> {
             self.gather_layer(e, s, cur)?;
             self.layer_forward(e, s, attn, cur)?;
         }
-        if s + 1 == self.j.parallel.pp {
+        if last {
             Self::wait_for(e, &fetched, &[Ready::Head], cur);
             // The LM head is column-parallel: with sequence parallelism its
             // input is gathered first; its logits stay split by vocabulary.
@@ -1328,13 +1385,14 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
-    /// Backward of stage s's layers (twice the forward's work). With
-    /// `grads` (the last micro-batch), the stage's DP buckets are
-    /// reduced as their gradients are ready.
+    /// Backward of chunk c of stage s (twice the forward's work). With
+    /// `grads` (the last micro-batch), its DP buckets are reduced as
+    /// their gradients are ready.
     fn backward(
         &mut self,
         e: &mut Emitter,
         s: u64,
+        c: u64,
         cur: &mut [u32],
         mut grads: Option<Grads>,
     ) -> Result<(), String> {
@@ -1345,7 +1403,8 @@ impl Gen<'_, '_> {
             // The attention's scores and weighted sum computed again.
             attn.flops += m.attn_core_flops(p.tp);
         }
-        if s + 1 == p.pp {
+        let (first, last) = j.ends(s, c);
+        if last {
             // The head's input gradient: reduce-scattered with sequence
             // parallelism (its input gathered again for the weight
             // gradient), all-reduced without.
@@ -1354,8 +1413,7 @@ impl Gen<'_, '_> {
             self.tp_sync(e, s, false, cur)?;
             self.gradients(e, s, Ready::Head, cur, grads.as_mut())?;
         }
-        let layers = j.stage_layers(s);
-        for i in 0..layers {
+        for i in 0..j.chunk(s, c).layers {
             self.gather_layer(e, s, cur)?;
             if p.recompute == Recompute::Full {
                 // The layer's forward again, from its saved input.
@@ -1370,7 +1428,7 @@ impl Gen<'_, '_> {
             })?;
             self.gradients(e, s, Ready::Layer(i, true), cur, grads.as_mut())?;
         }
-        if s == 0 {
+        if first {
             self.embedding(e, true, cur)?;
             self.gradients(e, s, Ready::Embedding, cur, grads.as_mut())?;
         }
@@ -1449,21 +1507,47 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
-    /// After step `step` of stage s: activations to the next stage
+    /// Whether step `step` of stage s waits for what another stage sends
+    /// it: the chunk's input from the piece before (forward), or its
+    /// output's gradient from the piece after (backward).
+    fn receives(&self, s: u64, step: Step) -> bool {
+        let (first, last) = match step {
+            Step::F(_, c) | Step::B(_, c) => self.j.ends(s, c),
+        };
+        match step {
+            Step::F(..) => !first,
+            Step::B(..) => !last,
+        }
+    }
+
+    /// Where step `step` of stage s sends its result: the stage, and the
+    /// step it feeds there (the next piece's forward, the previous
+    /// piece's backward; the wrap from the last stage to the first, and
+    /// back, changes chunk).
+    fn destination(&self, s: u64, step: Step) -> Option<(u64, Step)> {
+        let (pp, v) = (self.j.parallel.pp, self.j.parallel.virtual_stages);
+        match step {
+            Step::F(i, c) if s + 1 < pp => Some((s + 1, Step::F(i, c))),
+            Step::F(i, c) if c + 1 < v => Some((0, Step::F(i, c + 1))),
+            Step::B(i, c) if s > 0 => Some((s - 1, Step::B(i, c))),
+            Step::B(i, c) if c > 0 => Some((pp - 1, Step::B(i, c - 1))),
+            _ => None,
+        }
+    }
+
+    /// After step `step` of stage s: activations to the next piece
     /// (forward) or gradients to the one before (backward).
     fn send_on(&mut self, e: &mut Emitter, s: u64, step: Step, cur: &[u32]) -> Result<(), String> {
         let p = &self.j.parallel;
-        let to = match step {
-            Step::F(_) if s + 1 < p.pp => s + 1,
-            Step::B(_) if s > 0 => s - 1,
-            _ => return Ok(()),
+        let Some((to, fed)) = self.destination(s, step) else {
+            return Ok(());
         };
         let split = p.sequence_parallel || p.accounting == Accounting::Paper;
         let bytes = self.j.model.pp_bytes(p.tp, split);
         for (k, &c) in cur.iter().enumerate() {
             let (a, b) = (self.gpu_at(s, k as u64), self.gpu_at(to, k as u64));
             let t = e.send(a, b, bytes, 0, &[c])?;
-            self.sends.insert((to, step, k as u64), t);
+            self.sends.insert((to, fed, k as u64), t);
             for (rank, b) in [
                 (self.rank_at(s, k as u64), bytes),
                 (self.rank_at(to, k as u64), 0),
@@ -1492,18 +1576,73 @@ mod tests {
     fn one_f_one_b_order() {
         use Step::*;
         assert_eq!(
-            schedule(Schedule::OneFOneB, 4, 3, 3),
-            [F(0), B(0), F(1), B(1), F(2), B(2)]
+            schedule(Schedule::OneFOneB, 4, 1, 3, 3),
+            [F(0, 0), B(0, 0), F(1, 0), B(1, 0), F(2, 0), B(2, 0)]
         );
         assert_eq!(
-            schedule(Schedule::OneFOneB, 4, 0, 4),
-            [F(0), F(1), F(2), F(3), B(0), B(1), B(2), B(3)]
+            schedule(Schedule::OneFOneB, 4, 1, 0, 4),
+            [
+                F(0, 0),
+                F(1, 0),
+                F(2, 0),
+                F(3, 0),
+                B(0, 0),
+                B(1, 0),
+                B(2, 0),
+                B(3, 0)
+            ]
         );
         assert_eq!(
-            schedule(Schedule::OneFOneB, 4, 1, 4),
-            [F(0), F(1), F(2), B(0), F(3), B(1), B(2), B(3)]
+            schedule(Schedule::OneFOneB, 4, 1, 1, 4),
+            [
+                F(0, 0),
+                F(1, 0),
+                F(2, 0),
+                B(0, 0),
+                F(3, 0),
+                B(1, 0),
+                B(2, 0),
+                B(3, 0)
+            ]
         );
-        assert_eq!(schedule(Schedule::GPipe, 2, 0, 2), [F(0), F(1), B(0), B(1)]);
+        assert_eq!(
+            schedule(Schedule::GPipe, 2, 1, 0, 2),
+            [F(0, 0), F(1, 0), B(0, 0), B(1, 0)]
+        );
+    }
+
+    /// Interleaved 1F1B as Megatron-Core's table lays it out: with pp 2,
+    /// 2 chunks and 4 micro-batches, the micro-batches go in groups of 2
+    /// through chunk 0 then chunk 1; stage 0 runs 2 (2 - 0 - 1) + (2 - 1)
+    /// 2 = 4 forwards first, stage 1 runs 2; the backward takes the
+    /// chunks in reverse.
+    #[test]
+    fn interleaved_order() {
+        use Step::*;
+        assert_eq!(
+            schedule(Schedule::OneFOneB, 2, 2, 0, 4),
+            [
+                F(0, 0),
+                F(1, 0),
+                F(0, 1),
+                F(1, 1),
+                F(2, 0),
+                B(0, 1),
+                F(3, 0),
+                B(1, 1),
+                F(2, 1),
+                B(0, 0),
+                F(3, 1),
+                B(1, 0),
+                B(2, 1),
+                B(3, 1),
+                B(2, 0),
+                B(3, 0)
+            ]
+        );
+        let last = schedule(Schedule::OneFOneB, 2, 2, 1, 4);
+        assert_eq!(last[..4], [F(0, 0), F(1, 0), F(0, 1), B(0, 1)]);
+        assert_eq!(last.len(), 16);
     }
 
     /// Placement: the first dimension of `order` varies fastest.
@@ -1544,6 +1683,7 @@ mod tests {
                 pp: 2,
                 dp: 2,
                 schedule: Schedule::OneFOneB,
+                virtual_stages: 1,
                 zero: 0,
                 sequence_parallel: false,
                 accounting: Accounting::MegatronCore,
