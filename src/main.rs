@@ -224,7 +224,7 @@ enum Command {
         #[arg(long, value_name = "N")]
         workload: Option<usize>,
         /// For a model workload: the first group of this dimension of
-        /// parallelism (tp, dp or ep) instead of the whole job.
+        /// parallelism (tp, dp, ep or cp) instead of the whole job.
         #[arg(long, value_name = "DIM")]
         group: Option<String>,
         #[command(flatten)]

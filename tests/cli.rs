@@ -938,9 +938,8 @@ fn nccl_prints_the_tuners_picks_by_size() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--group: got \"pp\", expected tp, dp or ep")
-    );
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("--group: got \"pp\", expected tp, dp, ep or cp"));
 }
 
 /// `compare --fidelity packet,flow` on 45 examples: each

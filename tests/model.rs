@@ -171,6 +171,7 @@ fn compute_follows_the_roofline() {
         vocab: 32000,
         micro_batch: 1,
         global_batch: 8,
+        cp: 1,
         param_bytes: 2,
         grad_bytes: 2,
         act_bytes: 2,
@@ -845,5 +846,55 @@ fn interleaved_1f1b_shrinks_the_bubble() {
     let f = fabricsim::scenario::megatron::Flags::parse(&shell_words::split(args).unwrap());
     let i = fabricsim::scenario::megatron::import(&f, Some(4)).unwrap();
     let v = i.keys.iter().find(|k| k.key == "parallel.virtual_stages");
+    assert_eq!(v.unwrap().value.as_integer(), Some(2));
+}
+
+/// Context parallelism (CP 2 of SMALL's DP 4): a rank holds half of
+/// each sequence, so the TP collectives carry T h a / 2; its attention
+/// runs as Transformer Engine's ring, each rank passing its keys and
+/// values (2 x 512 tokens x 1024 / 2 wide x 2 B = 1 MiB) to the next CP
+/// rank once per layer and micro-batch forward (cp - 1 = 1 step), and
+/// with their gradients (2 MiB) backward; the gradients are reduced over
+/// CP x DP = 4 ranks, as before. Megatron's --context-parallel-size
+/// gives it; a sequence CP cannot split in mirrored chunks is refused.
+#[test]
+fn context_parallelism_splits_the_sequence_and_rings_the_keys() {
+    let cp = ["workload.0.parallel.cp=2", "workload.0.parallel.dp=2"];
+    let (_, s) = run_with(SMALL, &cp);
+    let c = census(&s);
+    let (pp, m, layers_per_stage, data) = (2, 4, 2, 2 * 2);
+    assert_eq!(
+        c[&("all-reduce".into(), 2, TP_BYTES / 2)],
+        data * pp * m * layers_per_stage * 4 + data * m * 2
+    );
+    for n in STAGES {
+        assert_eq!(c[&("all-reduce".into(), 4, n * 4)], 2, "{c:?}");
+    }
+    let step = &s.jobs[0].steps[0];
+    let bytes = |d: &str| step.dims.iter().find(|x| x.dim == d).map_or(0, |x| x.bytes);
+    let (mib, m, layers) = (1 << 20, m as u64, layers_per_stage as u64);
+    assert_eq!(bytes("cp"), 16 * layers * m * (mib + 2 * mib));
+    assert_eq!(bytes("pp"), 2 * m * 8 * TP_BYTES / 2);
+    let (_, plain) = run(SMALL);
+    assert_eq!(
+        plain.jobs[0].steps[0]
+            .dims
+            .iter()
+            .find(|x| x.dim == "cp")
+            .map(|x| x.bytes),
+        None
+    );
+    let e = error_of(
+        SMALL,
+        &["workload.0.parallel.cp=3", "workload.0.parallel.dp=1"],
+    );
+    assert!(
+        e.contains("workload[0].parallel.cp: got 3, expected a divisor of half the sequence"),
+        "{e}"
+    );
+    let args = format!("{SMALL_ARGS} --context-parallel-size 2");
+    let f = fabricsim::scenario::megatron::Flags::parse(&shell_words::split(&args).unwrap());
+    let i = fabricsim::scenario::megatron::import(&f, Some(16)).unwrap();
+    let v = i.keys.iter().find(|k| k.key == "parallel.cp");
     assert_eq!(v.unwrap().value.as_integer(), Some(2));
 }

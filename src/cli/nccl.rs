@@ -33,15 +33,23 @@ pub(crate) fn nccl(
         Some("tp") => Some(Dim::Tp),
         Some("dp") => Some(Dim::Dp),
         Some("ep") => Some(Dim::Ep),
-        Some(other) => return Err(format!("--group: got \"{other}\", expected tp, dp or ep")),
+        Some("cp") => Some(Dim::Cp),
+        Some(other) => {
+            return Err(format!(
+                "--group: got \"{other}\", expected tp, dp, ep or cp"
+            ))
+        }
     };
     let comm = |w: &fabricsim::workload::Workload| match (&w.pattern, dim) {
         (Pattern::Model(m), Some(d)) => {
             let p = &m.parallel;
             let ranks: Vec<u64> = match d {
-                Dim::Tp => (0..p.tp).map(|i| m.rank_of(i, 0, 0)).collect(),
-                Dim::Dp => (0..p.dp).map(|i| m.rank_of(0, 0, i)).collect(),
-                _ => (0..p.ep).map(|i| m.rank_of(0, 0, i)).collect(),
+                Dim::Tp => (0..p.tp).map(|i| m.rank_at(0, i)).collect(),
+                Dim::Dp => (0..m.data_ranks())
+                    .map(|j| m.rank_at(0, p.tp * j))
+                    .collect(),
+                Dim::Cp => (0..p.cp).map(|c| m.rank_at(0, p.tp * c)).collect(),
+                _ => (0..p.ep).map(|j| m.rank_at(0, p.tp * j)).collect(),
             };
             let gpus = ranks.iter().map(|&r| m.gpus[r as usize]).collect();
             Some((gpus, m.gpu.arch))

@@ -10,9 +10,10 @@
 //! master copy of weights kept in less than fp32, and an fp32 copy of
 //! gradients reduced in less than fp32 (bf16 weights with fp32
 //! gradients: 2 + 4 + 12 = 18 bytes; 6 + 12 / d with the distributed
-//! optimizer over d data-parallel ranks). ZeRO 2 shards the gradients
-//! too, ZeRO 3 the weights as well. Experts' state is sharded over their
-//! own DP group (dp / ep).
+//! optimizer over d data-parallel ranks, CP x DP with context
+//! parallelism). ZeRO 2 shards the gradients too, ZeRO 3 the weights as
+//! well. Experts' state is sharded over their own DP group (cp dp / ep).
+//! With context parallelism every activation is of s / cp tokens.
 //!
 //! Activations per layer and micro-batch, after Korthikanti et al. 2022
 //! ("Reducing activation recomputation in large transformer models",
@@ -64,7 +65,9 @@ pub fn optimizer_bytes(p: u64, g: u64) -> f64 {
 
 /// Activation bytes of one layer and one micro-batch on a TP rank.
 pub fn layer_activations(m: &Transformer, p: &Parallel) -> f64 {
-    let (s, b, h) = (m.seq as f64, m.micro_batch as f64, m.hidden as f64);
+    // A rank's share of the sequence (context parallelism).
+    let s = (m.seq / m.cp) as f64;
+    let (b, h) = (m.micro_batch as f64, m.hidden as f64);
     let t = p.tp as f64;
     let scale = m.act_bytes as f64 / 2.0;
     if p.recompute == Recompute::Full {
@@ -113,7 +116,9 @@ pub fn stages(m: &Transformer, p: &Parallel) -> Vec<StageMemory> {
                 n[usize::from(t.expert)] += t.numel;
             }
             let [dense, experts] = n.map(|x| x as f64);
-            let (d, de) = (p.dp as f64, (p.dp / p.ep) as f64);
+            // Sharded over CP x DP (Megatron-Core's dp_cp group).
+            let data = p.dp * p.cp;
+            let (d, de) = (data as f64, (data / p.ep) as f64);
             let shard = |x: f64, by: f64, from: u8| if p.zero >= from { x / by } else { x };
             let weights = shard(dense * pb, d, 3) + shard(experts * pb, de, 3);
             let gradients = shard(dense * gb, d, 2) + shard(experts * gb, de, 2);
@@ -122,7 +127,7 @@ pub fn stages(m: &Transformer, p: &Parallel) -> Vec<StageMemory> {
             let chunk = share(m.layers, p.pp * p.virtual_stages, s);
             let mut activations = layer * chunk as f64 * flight as f64;
             if s + 1 == p.pp {
-                let (sq, b) = (m.seq as f64, m.micro_batch as f64);
+                let (sq, b) = ((m.seq / m.cp) as f64, m.micro_batch as f64);
                 activations += 4.0 * sq * b * m.vocab as f64 / p.tp as f64;
             }
             StageMemory {

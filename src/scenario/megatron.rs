@@ -7,7 +7,7 @@
 //! Every flag that changes what the network carries or what the GPUs
 //! compute is read; a flag that changes something fabricsim does not
 //! model yet is refused when simulating without it would be wrong
-//! (context parallelism, uneven stages, expert TP other than TP) and listed as not modelled otherwise, with its
+//! (uneven stages, expert TP other than TP) and listed as not modelled otherwise, with its
 //! reason; every other flag is listed as not changing the network.
 
 use super::raw::{RawModel, RawParallel};
@@ -211,23 +211,15 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
                 .into(),
         );
     }
-    for (name, what) in [
-        (
-            "context-parallel-size",
-            "context parallelism is not modelled yet",
-        ),
-        (
-            "expert-tensor-parallel-size",
-            "expert TP other than TP is not modelled yet",
-        ),
-    ] {
-        used.push(name);
-        let n = f.int(name)?;
-        let tp = f.int("tensor-model-parallel-size")?.unwrap_or(1);
-        let plain = if name.starts_with("context") { 1 } else { tp };
-        if n.is_some_and(|n| n != plain) {
-            return Err(format!("{}: {what}", flag_text(f, name)));
-        }
+    used.extend(["expert-tensor-parallel-size", "cp-comm-type"]);
+    let tp = f.int("tensor-model-parallel-size")?.unwrap_or(1);
+    if f.int("expert-tensor-parallel-size")?
+        .is_some_and(|n| n != tp)
+    {
+        return Err(format!(
+            "{}: expert TP other than TP is not modelled yet",
+            flag_text(f, "expert-tensor-parallel-size")
+        ));
     }
     let mut set = |key: &'static str, value: toml::Value, from: &[&'static str], default: &str| {
         let given: Vec<String> = from
@@ -321,13 +313,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
     );
     let micro = f.int("micro-batch-size")?.unwrap_or(1);
     set("model.micro_batch", int(micro), &["micro-batch-size"], "1");
-    let tp = f.int("tensor-model-parallel-size")?.unwrap_or(1);
     let pp = f.int("pipeline-model-parallel-size")?.unwrap_or(1);
+    let cp = f.int("context-parallel-size")?.unwrap_or(1);
+    let split = tp.saturating_mul(pp).saturating_mul(cp);
     let global = match (f.int("global-batch-size")?, gpus) {
         (Some(g), _) => Some(g),
-        (None, Some(n)) if tp.saturating_mul(pp) > 0 && n % tp.saturating_mul(pp) == 0 => {
-            Some(micro.saturating_mul(n / (tp * pp)))
-        }
+        (None, Some(n)) if split > 0 && n % split == 0 => Some(micro.saturating_mul(n / split)),
         _ => None,
     };
     if let Some(g) = global {
@@ -472,6 +463,13 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         );
     }
     set("parallel.tp", int(tp), &["tensor-model-parallel-size"], "1");
+    set("parallel.cp", int(cp), &["context-parallel-size"], "1");
+    if cp > 1 && f.text("cp-comm-type").is_some_and(|t| t != "p2p") {
+        out.not_modelled.push((
+            flag_text(f, "cp-comm-type"),
+            "the keys and values go round the CP ring (p2p), not as this exchange",
+        ));
+    }
     set(
         "parallel.pp",
         int(pp),
@@ -578,7 +576,7 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         "parallel.order",
         toml::Value::String("tp-dp-pp".into()),
         &[],
-        "tp-cp-ep-dp-pp, with no CP and EP inside DP",
+        "tp-cp-ep-dp-pp: CP next to TP, EP inside CP x DP",
     );
     for (name, why) in NOT_MODELLED {
         if f.has(name) {
@@ -921,10 +919,8 @@ mod tests {
         let i = import(&f, None).unwrap();
         let ffn = i.keys.iter().find(|x| x.key == "model.ffn").unwrap();
         assert_eq!(ffn.value.as_integer(), Some(10880));
-        let f = Flags::parse(&words("--context-parallel-size 2 --num-layers 2"));
-        assert!(import(&f, None)
-            .unwrap_err()
-            .contains("context parallelism"));
+        let f = Flags::parse(&words("--expert-tensor-parallel-size 2 --num-layers 2"));
+        assert!(import(&f, None).unwrap_err().contains("expert TP"));
     }
 
     /// A script's arrays, string variables, defaults and continued lines

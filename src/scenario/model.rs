@@ -126,6 +126,7 @@ pub fn model_and_parallel(
         vocab: int(m.vocab, &mp.key("vocab"), None, 1, 1 << 24)?,
         micro_batch: int(m.micro_batch, &mp.key("micro_batch"), Some(1), 1, 4096)?,
         global_batch: int(m.global_batch, &mp.key("global_batch"), None, 1, 1 << 24)?,
+        cp: 1,
         param_bytes,
         grad_bytes: int(
             m.grad_bytes,
@@ -155,6 +156,7 @@ pub fn model_and_parallel(
     };
     let mut model = model;
     let parallel = parallel(r, &model, gpus, p)?;
+    model.cp = parallel.cp;
     // Megatron-Core pads the vocabulary to a multiple of
     // --make-vocab-size-divisible-by times TP.
     let divisible = int(
@@ -191,22 +193,30 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
             ),
         ));
     }
-    if !gpus.is_multiple_of(tp * pp) {
+    let cp = int(r.cp, &pp_.key("cp"), Some(1), 1, 1024)?;
+    if !m.seq.is_multiple_of(2 * cp) && cp > 1 {
         return Err(KeyError::new(
-            &pp_,
+            &pp_.key("cp"),
             format!(
-                "tp x pp = {} does not divide the job's {gpus} GPUs",
-                tp * pp
+                "got {cp}, expected a divisor of half the sequence ({} tokens; model.seq): each CP rank takes two mirrored chunks of it",
+                m.seq
             ),
         ));
     }
-    let dp = int(r.dp, &pp_.key("dp"), Some(gpus / (tp * pp)), 1, 1 << 20)?;
-    if tp * pp * dp != gpus {
+    let ranks = tp * cp * pp;
+    if !gpus.is_multiple_of(ranks) {
+        return Err(KeyError::new(
+            &pp_,
+            format!("tp x cp x pp = {ranks} does not divide the job's {gpus} GPUs"),
+        ));
+    }
+    let dp = int(r.dp, &pp_.key("dp"), Some(gpus / ranks), 1, 1 << 20)?;
+    if ranks * dp != gpus {
         return Err(KeyError::new(
             &pp_.key("dp"),
             format!(
-                "got {dp}, but tp x pp x dp must be the job's {gpus} GPUs (dp = {})",
-                gpus / (tp * pp)
+                "got {dp}, but tp x cp x pp x dp must be the job's {gpus} GPUs (dp = {})",
+                gpus / ranks
             ),
         ));
     }
@@ -217,11 +227,12 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
             format!("got {ep}, but the model has no experts (model.experts)"),
         ));
     }
-    if !dp.is_multiple_of(ep) || !m.experts.is_multiple_of(ep) {
+    if !(cp * dp).is_multiple_of(ep) || !m.experts.is_multiple_of(ep) {
         return Err(KeyError::new(
             &pp_.key("ep"),
             format!(
-                "got {ep}, expected a divisor of dp ({dp}) and of the experts ({})",
+                "got {ep}, expected a divisor of cp x dp ({}) and of the experts ({})",
+                cp * dp,
                 m.experts
             ),
         ));
@@ -267,6 +278,12 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         ],
         Framework::Megatron,
     )?;
+    if cp > 1 && framework == Framework::DeepSpeed {
+        return Err(KeyError::new(
+            &pp_.key("cp"),
+            format!("got {cp}, but DeepSpeed's sequence parallelism (Ulysses) is not modelled"),
+        ));
+    }
     if virtual_stages > 1 {
         interleaving(m, pp, dp, virtual_stages, schedule, framework, &pp_)?;
     }
@@ -300,16 +317,18 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
             ))
         }
     };
-    // Megatron-Core's default: max(40M, 1M x dp) parameters.
+    // Megatron-Core's default: max(40M, 1M x dp) parameters, its dp
+    // counting CP.
     let bucket = int(
         r.bucket,
         &pp_.key("bucket"),
-        Some((1_000_000 * dp).max(40_000_000)),
+        Some((1_000_000 * dp * cp).max(40_000_000)),
         1,
         1 << 40,
     )?;
     Ok(Parallel {
         tp,
+        cp,
         pp,
         dp,
         ep,

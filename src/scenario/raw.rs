@@ -389,6 +389,7 @@ pub struct RawModel {
 #[serde(deny_unknown_fields)]
 pub struct RawParallel {
     pub tp: Option<i64>,
+    pub cp: Option<i64>,
     pub pp: Option<i64>,
     pub dp: Option<i64>,
     pub ep: Option<i64>,

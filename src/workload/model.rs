@@ -30,6 +30,11 @@
 //! (`schedule`): a micro-batch goes through every stage once per chunk,
 //! the last stage handing it back to the first.
 //!
+//! Context parallelism (`cp`): each rank holds s / cp tokens of each
+//! sequence; its attention runs in cp steps while the keys and values
+//! go round the CP ring (`attention`); the gradients are reduced over
+//! the cp x dp ranks of a stage with the same TP index.
+//!
 //! Data parallelism: each rank's gradients (its tensors, `params`, at
 //! `grad_bytes` each) are all-reduced (ZeRO 0) or reduce-scattered (ZeRO
 //! 1 to 3, the distributed optimizer) over the DP group: each buffer at
@@ -76,6 +81,10 @@ pub struct Transformer {
     pub vocab: u64,
     pub micro_batch: u64,
     pub global_batch: u64,
+    /// Ranks each sequence is split over (context parallelism, set from
+    /// `Parallel::cp`): a rank holds s / cp of each sequence's tokens,
+    /// and its queries attend to all s keys.
+    pub cp: u64,
     /// Bytes per parameter (and per parameter all-gathered), per
     /// gradient reduced (4 with Megatron-Core's `--bf16`: gradients are
     /// reduced in fp32 unless `--grad-reduce-in-bf16`) and per
@@ -125,9 +134,12 @@ pub enum Schedule {
 enum Group {
     /// Same DP index: the TP group.
     Tp,
-    /// Same TP index: the DP group (dense gradients).
+    /// Same TP index: the DP group (dense gradients; Megatron-Core's
+    /// `dp_cp` group).
     Dp,
-    /// Same TP index, `ep` consecutive DP indices: the EP group.
+    /// Same TP and DP index: the CP group.
+    Cp,
+    /// Same TP index, `ep` consecutive CP x DP indices: the EP group.
     Ep,
     /// Same TP index and place in the EP group: the experts' DP group.
     ExpertDp,
@@ -139,9 +151,13 @@ enum Group {
 #[derive(Clone, Debug)]
 pub struct Parallel {
     pub tp: u64,
+    /// Context parallelism: each micro-batch's sequence split over `cp`
+    /// ranks, placed next to TP (Megatron-Core's "tp-cp-..." orders); the
+    /// gradients are reduced over cp x dp ranks.
+    pub cp: u64,
     pub pp: u64,
     pub dp: u64,
-    /// Expert parallelism, inside DP: experts spread over `ep` ranks.
+    /// Expert parallelism, inside CP x DP: experts spread over `ep` ranks.
     pub ep: u64,
     pub schedule: Schedule,
     /// Model chunks per stage (Megatron's virtual pipeline, with 1F1B:
@@ -397,9 +413,9 @@ impl Transformer {
         self.mats() * self.hidden * self.expert_ffn
     }
 
-    /// Tokens in a micro-batch.
+    /// A rank's tokens of a micro-batch: b s / cp.
     pub fn tokens(&self) -> u64 {
-        self.micro_batch * self.seq
+        self.micro_batch * self.seq / self.cp
     }
 
     /// Of a kernel's GEMM FLOPs, those at the FP8 peak: all with `fp8`.
@@ -411,13 +427,16 @@ impl Transformer {
         }
     }
 
-    /// The attention's scores and weighted sum on one of `tp` ranks:
-    /// 4 b s^2 h / tp FLOPs, half of them with a causal mask (a
-    /// FlashAttention kernel skips the masked blocks; Megatron's own
-    /// count, `num_floating_point_operations`, halves them too).
+    /// The attention's scores and weighted sum on one of `tp` ranks (and
+    /// of `cp`, its s / cp queries against all s keys): 4 b s^2 h / (tp
+    /// cp) FLOPs, half of them with a causal mask (a FlashAttention
+    /// kernel skips the masked blocks; Megatron's own count,
+    /// `num_floating_point_operations`, halves them too; with CP,
+    /// Megatron gives each rank two mirrored chunks of the sequence so
+    /// that every rank has half).
     pub fn attn_core_flops(&self, tp: u64) -> f64 {
         let (s, b, h) = (self.seq as f64, self.micro_batch as f64, self.hidden as f64);
-        let full = 4.0 * b * s * s * h / tp as f64;
+        let full = 4.0 * b * s * s * h / (tp * self.cp) as f64;
         if self.causal {
             full / 2.0
         } else {
@@ -630,27 +649,42 @@ impl ModelJob {
         self.model.global_batch / (self.model.micro_batch * self.parallel.dp)
     }
 
+    /// Ranks that share a stage's data: CP x DP (Megatron-Core's
+    /// `dp_cp`), over which the gradients are reduced.
+    pub fn data_ranks(&self) -> u64 {
+        self.parallel.cp * self.parallel.dp
+    }
+
     /// The GPU of the rank with these indices.
     pub fn gpu_of(&self, tp: u64, pp: u64, dp: u64) -> GpuId {
         self.gpus[self.rank_of(tp, pp, dp) as usize]
     }
 
-    /// The rank with these indices.
+    /// The rank with these indices, `tp` the TP and CP index (tp index +
+    /// tp x cp index: CP is placed next to TP).
     pub fn rank_of(&self, tp: u64, pp: u64, dp: u64) -> u64 {
         let p = &self.parallel;
         let (mut rank, mut stride) = (0, 1);
         for d in p.order {
             let (i, n) = match d {
-                Dim::Tp => (tp, p.tp),
+                Dim::Tp => (tp, p.tp * p.cp),
                 Dim::Pp => (pp, p.pp),
                 Dim::Dp => (dp, p.dp),
-                // Inside DP: not a placement dimension of its own.
-                Dim::Ep => (0, 1),
+                // Inside DP, and next to TP: not placement dimensions of
+                // their own.
+                Dim::Ep | Dim::Cp => (0, 1),
             };
             rank += i * stride;
             stride *= n;
         }
         rank
+    }
+
+    /// The rank at place k (tp index + tp (cp index + cp dp index)) of
+    /// stage s.
+    pub fn rank_at(&self, s: u64, k: u64) -> u64 {
+        let tc = self.parallel.tp * self.parallel.cp;
+        self.rank_of(k % tc, s, k / tc)
     }
 
     /// What chunk `c` of stage `s` holds.
@@ -709,8 +743,8 @@ impl ModelJob {
         let size = (!megatron || (p.overlap && s == 0 && c == 0)).then_some(p.bucket);
         let shard = |n: u64| (p.zero > 0 && megatron).then_some(n);
         [
-            params::buckets(&ps, false, size, shard(p.dp)),
-            params::buckets(&ps, true, size, shard(p.dp / p.ep)),
+            params::buckets(&ps, false, size, shard(self.data_ranks())),
+            params::buckets(&ps, true, size, shard(self.data_ranks() / p.ep)),
         ]
     }
 
@@ -721,8 +755,8 @@ impl ModelJob {
         let [n, x] = self.rank_params(s);
         let (mut n, mut x) = (n as f64, x as f64);
         if p.zero > 0 {
-            n /= p.dp as f64;
-            x /= (p.dp / p.ep) as f64;
+            n /= self.data_ranks() as f64;
+            x /= (self.data_ranks() / p.ep) as f64;
         }
         let n = n + x;
         Kernel {
@@ -755,7 +789,7 @@ impl ModelGen {
         let begin = e.join(&[], start);
         ModelGen {
             ready: (0..p.pp)
-                .map(|_| vec![begin; (p.tp * p.dp) as usize])
+                .map(|_| vec![begin; (p.tp * j.data_ranks()) as usize])
                 .collect(),
             next: 0,
         }
@@ -836,7 +870,7 @@ impl Gen<'_, '_> {
             .map(|s| schedule(p.schedule, p.pp, v, s, m))
             .collect();
         let mut next = vec![0usize; p.pp as usize];
-        let places = (p.tp * p.dp) as usize;
+        let places = (p.tp * self.j.data_ranks()) as usize;
         // The DP stream of each rank: its last bucket's collective.
         let mut dp_last: Vec<Vec<u32>> = ready.to_vec();
         // Each chunk's buckets, and (Megatron-Core without overlap,
@@ -1003,7 +1037,7 @@ impl Gen<'_, '_> {
         }
         let bytes = m.vocab / p.tp * m.hidden * m.grad_bytes;
         let last = p.pp - 1;
-        for k in 0..p.tp * p.dp {
+        for k in 0..p.tp * self.j.data_ranks() {
             let members = [(0, k), (last, k)];
             let at = [ready[0][k as usize], ready[last as usize][k as usize]];
             let ends = self.emit(e, &members, Op::AllReduce, bytes, &at, Dim::Pp)?;
@@ -1013,15 +1047,15 @@ impl Gen<'_, '_> {
         Ok(())
     }
 
-    /// The GPU at place k (tp index + tp * dp index) of stage s.
+    /// The GPU at place k (tp index + tp (cp index + cp dp index)) of
+    /// stage s.
     fn gpu_at(&self, s: u64, k: u64) -> GpuId {
         self.j.gpus[self.rank_at(s, k) as usize]
     }
 
     /// The rank at place k of stage s.
     fn rank_at(&self, s: u64, k: u64) -> u32 {
-        let tp = self.j.parallel.tp;
-        self.j.rank_of(k % tp, s, k / tp) as u32
+        self.j.rank_at(s, k) as u32
     }
 
     /// One kernel on every rank of stage s.
@@ -1039,8 +1073,13 @@ impl Gen<'_, '_> {
     /// The places (tp index + tp x dp index) of each group of a stage.
     fn groups(&self, group: Group) -> Vec<Vec<u64>> {
         let p = &self.j.parallel;
-        let (tp, dp, ep) = (p.tp, p.dp, p.ep);
+        let (tp, dp, ep) = (p.tp, self.j.data_ranks(), p.ep);
         match group {
+            Group::Cp => (0..tp)
+                .flat_map(|a| {
+                    (0..p.dp).map(move |d| (0..p.cp).map(|c| a + tp * (c + p.cp * d)).collect())
+                })
+                .collect(),
             Group::Tp => (0..dp)
                 .map(|d| (0..tp).map(|i| i + d * tp).collect())
                 .collect(),
@@ -1082,6 +1121,7 @@ impl Gen<'_, '_> {
             Group::Tp => Dim::Tp,
             Group::Dp | Group::ExpertDp => Dim::Dp,
             Group::Ep | Group::TpEp => Dim::Ep,
+            Group::Cp => Dim::Cp,
         };
         for places in groups {
             let members: Vec<(u64, u64)> = places.iter().map(|&k| (s, k)).collect();
@@ -1297,8 +1337,7 @@ impl Gen<'_, '_> {
         cur: &mut [u32],
     ) -> Result<(), String> {
         self.part(e, s, false, true, cur, |g, e, c| {
-            g.kernel(e, s, attn, c);
-            Ok(())
+            g.attention(e, s, attn, false, c)
         })?;
         let gemms = self.j.model.experts == 0;
         self.part(e, s, false, gemms, cur, |g, e, c| g.mlp(e, s, false, c))
@@ -1423,8 +1462,7 @@ impl Gen<'_, '_> {
             self.part(e, s, true, gemms, cur, |g, e, c| g.mlp(e, s, true, c))?;
             self.gradients(e, s, Ready::Layer(i, false), cur, grads.as_mut())?;
             self.part(e, s, true, true, cur, |g, e, c| {
-                g.kernel(e, s, attn, c);
-                Ok(())
+                g.attention(e, s, attn, true, c)
             })?;
             self.gradients(e, s, Ready::Layer(i, true), cur, grads.as_mut())?;
         }
@@ -1545,22 +1583,92 @@ impl Gen<'_, '_> {
         let split = p.sequence_parallel || p.accounting == Accounting::Paper;
         let bytes = self.j.model.pp_bytes(p.tp, split);
         for (k, &c) in cur.iter().enumerate() {
-            let (a, b) = (self.gpu_at(s, k as u64), self.gpu_at(to, k as u64));
-            let t = e.send(a, b, bytes, 0, &[c])?;
-            self.sends.insert((to, fed, k as u64), t);
-            for (rank, b) in [
-                (self.rank_at(s, k as u64), bytes),
-                (self.rank_at(to, k as u64), 0),
-            ] {
-                self.job.comm.push(CommSpan {
-                    rank,
-                    iteration: self.it,
-                    dim: Dim::Pp,
-                    from: c,
-                    to: t,
-                    bytes: b,
-                });
+            let k = k as u64;
+            let t = self.transfer(e, (s, k), (to, k), bytes, c, Dim::Pp)?;
+            self.sends.insert((to, fed, k), t);
+        }
+        Ok(())
+    }
+
+    /// A write of `bytes` from the rank at `from` (stage, place) to the
+    /// one at `to`, after `after`; the task done when it has arrived.
+    fn transfer(
+        &mut self,
+        e: &mut Emitter,
+        from: (u64, u64),
+        to: (u64, u64),
+        bytes: u64,
+        after: u32,
+        dim: Dim,
+    ) -> Result<u32, String> {
+        let (a, b) = (self.gpu_at(from.0, from.1), self.gpu_at(to.0, to.1));
+        let t = e.send(a, b, bytes, 0, &[after])?;
+        for (rank, b) in [
+            (self.rank_at(from.0, from.1), bytes),
+            (self.rank_at(to.0, to.1), 0),
+        ] {
+            self.job.comm.push(CommSpan {
+                rank,
+                iteration: self.it,
+                dim,
+                from: after,
+                to: t,
+                bytes: b,
+            });
+        }
+        Ok(t)
+    }
+
+    /// A layer's attention kernel `k`; with context parallelism as
+    /// Transformer Engine's ring (`cp_comm_type = "p2p"`, Megatron's
+    /// default) runs it: in cp steps, each the rank's queries against one
+    /// rank's keys and values (1/cp of the work), while that block goes
+    /// on to the next rank of the CP ring: 2 T h_kv a / tp bytes, twice
+    /// that in the backward, where the keys' and values' gradients travel
+    /// with them.
+    fn attention(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        k: Kernel,
+        backward: bool,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        let (m, p) = (&self.j.model, &self.j.parallel);
+        let cp = p.cp;
+        if cp == 1 {
+            self.kernel(e, s, k, cur);
+            return Ok(());
+        }
+        let passes = if backward { 2 } else { 1 };
+        let block = passes * 2 * m.tokens() * (m.kv_hidden() / p.tp) * m.act_bytes;
+        let n = cp as f64;
+        let piece = Kernel {
+            flops: k.flops / n,
+            fp8: k.fp8 / n,
+            bytes: k.bytes / n,
+            kind: k.kind,
+        };
+        let ring = self.groups(Group::Cp);
+        // When the block each place works on next has arrived.
+        let mut have = cur.to_vec();
+        for step in 0..cp {
+            let mut next = have.clone();
+            if step + 1 < cp {
+                for g in &ring {
+                    for (i, &a) in g.iter().enumerate() {
+                        let b = g[(i + 1) % g.len()];
+                        let t =
+                            self.transfer(e, (s, a), (s, b), block, have[a as usize], Dim::Cp)?;
+                        next[b as usize] = t;
+                    }
+                }
             }
+            for (c, &h) in cur.iter_mut().zip(&have) {
+                *c = e.join(&[*c, h], SimTime::ZERO);
+            }
+            self.kernel(e, s, piece, cur);
+            have = next;
         }
         Ok(())
     }
@@ -1658,6 +1766,7 @@ mod tests {
             vocab: 100,
             micro_batch: 1,
             global_batch: 2,
+            cp: 1,
             param_bytes: 2,
             grad_bytes: 2,
             act_bytes: 2,
@@ -1680,6 +1789,7 @@ mod tests {
             model: m,
             parallel: Parallel {
                 tp: 2,
+                cp: 1,
                 pp: 2,
                 dp: 2,
                 schedule: Schedule::OneFOneB,
@@ -1732,6 +1842,7 @@ mod tests {
             vocab: 128_256,
             micro_batch: 1,
             global_batch: 8,
+            cp: 1,
             param_bytes: 2,
             grad_bytes: 2,
             act_bytes: 2,

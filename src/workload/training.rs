@@ -323,10 +323,11 @@ pub enum Dim {
     Pp,
     Dp,
     Ep,
+    Cp,
 }
 
 impl Dim {
-    pub const ALL: [Dim; 4] = [Dim::Tp, Dim::Pp, Dim::Dp, Dim::Ep];
+    pub const ALL: [Dim; 5] = [Dim::Tp, Dim::Pp, Dim::Dp, Dim::Ep, Dim::Cp];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -334,6 +335,7 @@ impl Dim {
             Dim::Pp => "pp",
             Dim::Dp => "dp",
             Dim::Ep => "ep",
+            Dim::Cp => "cp",
         }
     }
 }
