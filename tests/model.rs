@@ -187,6 +187,8 @@ fn compute_follows_the_roofline() {
         experts: 0,
         top_k: 0,
         expert_ffn: 0,
+        capacity_factor: None,
+        pad_to_capacity: false,
     };
     let g = Gpu::H100;
     let layer = g.time(m.attn(2)).0 + g.time(m.mlp(2)).0;
@@ -418,11 +420,55 @@ fn experts_exchange_tokens_in_their_ep_group() {
     assert_eq!(census(&s)[&("all-reduce".into(), 2, 8 * 8)], 2 * 2 * 2 * 4);
     let e = error_of(SMALL, &[&moe[..], &["workload.0.parallel.ep=3"]].concat());
     assert!(
-        e.contains("workload[0].parallel.ep") && e.contains("divisor of dp"),
+        e.contains("workload[0].parallel.ep") && e.contains("divisor of cp x dp"),
         "{e}"
     );
     let e = error_of(SMALL, &["workload.0.parallel.ep=2"]);
     assert!(e.contains("no experts"), "{e}");
+}
+
+/// A capacity factor (Megatron's `--moe-expert-capacity-factor`): a
+/// rank's 1,024 token copies (1,024 tokens / TP 2, top-2) over 8
+/// experts are 128 per expert; at factor 0.5 an expert takes 64, the
+/// rest dropped, so the tokens' all-to-alls and the experts' work
+/// halve; padded to a factor of 2.0 (`--moe-pad-expert-input-to-capacity`)
+/// every expert gets 256, twice the bytes, and the counts are not
+/// exchanged (they are known).
+#[test]
+fn a_capacity_factor_drops_or_pads_the_tokens() {
+    let moe = [
+        "workload.0.model.experts=8",
+        "workload.0.model.top_k=2",
+        "workload.0.model.expert_ffn=1024",
+        "workload.0.parallel.sequence_parallel=true",
+        "workload.0.parallel.ep=4",
+    ];
+    let a2a = 1024 * 2 * 1024 * 2 / 2;
+    let counts = ("all-gather".to_string(), 8, 8 * 8 * 8);
+    let with = |extra: &[&str]| census(&run_with(SMALL, &[&moe[..], extra].concat()).1);
+    let full = with(&[]);
+    assert_eq!(full[&("all-to-all".into(), 4, a2a)], 64);
+    let half = with(&["workload.0.model.capacity_factor=0.5"]);
+    assert_eq!(half[&("all-to-all".into(), 4, a2a / 2)], 64);
+    // The experts' TP gathers are of a2a bytes now, as large as the
+    // sequence-parallel ones (216 of them).
+    assert_eq!(half[&("all-gather".into(), 2, a2a)], 216 + 64);
+    assert!(!half.contains_key(&("all-gather".into(), 2, 2 * a2a)));
+    assert_eq!(half[&counts], 8);
+    let padded = with(&[
+        "workload.0.model.capacity_factor=2.0",
+        "workload.0.model.pad_to_capacity=true",
+    ]);
+    assert_eq!(padded[&("all-to-all".into(), 4, 2 * a2a)], 64);
+    assert!(!padded.contains_key(&counts));
+    // Without padding, a factor above 1 drops nothing here.
+    let roomy = with(&["workload.0.model.capacity_factor=2.0"]);
+    assert_eq!(roomy, full);
+    let e = error_of(SMALL, &["workload.0.model.capacity_factor=1.0"]);
+    assert!(
+        e.contains("workload[0].model.capacity_factor: given for a model without experts"),
+        "{e}"
+    );
 }
 
 /// Kernel times given per kernel replace the roofline's: the compute of

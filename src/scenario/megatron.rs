@@ -46,6 +46,7 @@ const SWITCHES: &[&str] = &[
     "cross-entropy-loss-fusion",
     "moe-grouped-gemm",
     "moe-permute-fusion",
+    "moe-pad-expert-input-to-capacity",
     "mock-data",
 ];
 
@@ -54,10 +55,6 @@ const NOT_MODELLED: &[(&str, &str)] = &[
     (
         "moe-shared-expert-intermediate-size",
         "shared experts' compute and gradients are left out",
-    ),
-    (
-        "moe-expert-capacity-factor",
-        "routing is balanced, no token is dropped",
     ),
     (
         "moe-layer-freq",
@@ -460,6 +457,23 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             int(f.int("moe-ffn-hidden-size")?.unwrap_or(ffn)),
             &["moe-ffn-hidden-size"],
             "the FFN size",
+        );
+        if let Some(c) = f.text("moe-expert-capacity-factor") {
+            let c: f64 = c.parse().map_err(|_| {
+                format!("--moe-expert-capacity-factor {c}: expected a number such as 1.25")
+            })?;
+            set(
+                "model.capacity_factor",
+                toml::Value::Float(c),
+                &["moe-expert-capacity-factor"],
+                "",
+            );
+        }
+        set(
+            "model.pad_to_capacity",
+            toml::Value::Boolean(f.has("moe-pad-expert-input-to-capacity")),
+            &["moe-pad-expert-input-to-capacity"],
+            "dropless",
         );
     }
     set("parallel.tp", int(tp), &["tensor-model-parallel-size"], "1");

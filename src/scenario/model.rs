@@ -153,7 +153,15 @@ pub fn model_and_parallel(
         experts,
         top_k,
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,
+        capacity_factor: capacity(m, experts, &mp)?,
+        pad_to_capacity: m.pad_to_capacity.unwrap_or(false),
     };
+    if model.pad_to_capacity && model.capacity_factor.is_none() {
+        return Err(KeyError::new(
+            &mp.key("pad_to_capacity"),
+            "true without a capacity to pad to; set model.capacity_factor too",
+        ));
+    }
     let mut model = model;
     let parallel = parallel(r, &model, gpus, p)?;
     model.cp = parallel.cp;
@@ -168,6 +176,27 @@ pub fn model_and_parallel(
     )?;
     model.vocab = model.vocab.next_multiple_of(divisible * parallel.tp);
     Ok((model, parallel))
+}
+
+/// An expert's capacity factor: for a model with experts, above 0.
+fn capacity(m: &RawModel, experts: u64, mp: &KeyPath) -> R<Option<f64>> {
+    let Some(f) = m.capacity_factor else {
+        return Ok(None);
+    };
+    let key = mp.key("capacity_factor");
+    if experts == 0 {
+        return Err(KeyError::new(
+            &key,
+            "given for a model without experts (model.experts)",
+        ));
+    }
+    if !(f > 0.0 && f <= 1e6) {
+        return Err(KeyError::new(
+            &key,
+            format!("got {f}, expected a factor above 0 (1.0: an expert takes its even share)"),
+        ));
+    }
+    Ok(Some(f))
 }
 
 fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) -> R<Parallel> {

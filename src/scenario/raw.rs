@@ -383,6 +383,8 @@ pub struct RawModel {
     pub experts: Option<i64>,
     pub top_k: Option<i64>,
     pub expert_ffn: Option<i64>,
+    pub capacity_factor: Option<f64>,
+    pub pad_to_capacity: Option<bool>,
 }
 
 #[derive(Deserialize, serde::Serialize, Default, Debug)]

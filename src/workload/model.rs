@@ -121,6 +121,12 @@ pub struct Transformer {
     pub experts: u64,
     pub top_k: u64,
     pub expert_ffn: u64,
+    /// Megatron's `--moe-expert-capacity-factor`: an expert takes at most
+    /// ceil(k T' / E x factor) of a rank's T' tokens, the rest dropped.
+    pub capacity_factor: Option<f64>,
+    /// `--moe-pad-expert-input-to-capacity`: and every expert's input is
+    /// padded to that capacity.
+    pub pad_to_capacity: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -467,17 +473,32 @@ impl Transformer {
         }
     }
 
+    /// The token copies one of `tp` ranks dispatches to the experts, of
+    /// its T / tp tokens (with sequence parallelism; routing balanced):
+    /// k T / tp; with a capacity factor at most E x the capacity
+    /// (Megatron's `get_capacity`: ceil(k T / tp / E x factor)), and
+    /// exactly that padded.
+    pub fn routed(&self, tp: u64) -> u64 {
+        let copies = (self.tokens() * self.top_k).div_ceil(tp);
+        let Some(factor) = self.capacity_factor else {
+            return copies;
+        };
+        let capacity = (copies as f64 / self.experts as f64 * factor).ceil() as u64;
+        let full = capacity.saturating_mul(self.experts);
+        if self.pad_to_capacity {
+            full
+        } else {
+            copies.min(full)
+        }
+    }
+
     /// Forward of the experts one of `tp` ranks of an EP group of `ep`
-    /// holds: its share of the T top_k token copies (routing balanced)
-    /// through its experts.
+    /// holds: its share of the token copies the TP group routes (routing
+    /// balanced) through its experts.
     pub fn experts_kernel(&self, tp: u64, ep: u64) -> Kernel {
-        let (t, h, a) = (
-            self.tokens() as f64,
-            self.hidden as f64,
-            self.act_bytes as f64,
-        );
+        let (h, a) = (self.hidden as f64, self.act_bytes as f64);
         let tpf = tp as f64;
-        let copies = t * self.top_k as f64;
+        let copies = (self.routed(tp) * tp) as f64;
         let local = (self.experts / ep) as f64;
         let f = self.expert_ffn as f64 / tpf;
         Kernel {
@@ -490,9 +511,9 @@ impl Transformer {
     }
 
     /// What a rank sends in one all-to-all of the EP group (dispatch or
-    /// combine): its T top_k token copies of h activations, its 1/tp.
+    /// combine): its routed token copies of h activations.
     pub fn ep_bytes(&self, tp: u64) -> u64 {
-        (self.tokens() * self.top_k * self.hidden * self.act_bytes).div_ceil(tp)
+        self.routed(tp) * self.hidden * self.act_bytes
     }
 
     /// Forward MLP of one layer on one of `tp` ranks.
@@ -1267,11 +1288,14 @@ impl Gen<'_, '_> {
         // all-to-all'ed home. The backward runs the same in reverse,
         // without the counts.
         let counts = 8 * m.experts;
-        let probs = (m.tokens() * m.top_k * m.act_bytes).div_ceil(p.tp);
-        let gathered = m.tokens() * m.top_k * m.hidden * m.act_bytes;
+        let probs = m.routed(p.tp) * m.act_bytes;
+        let gathered = m.routed(p.tp) * p.tp * m.hidden * m.act_bytes;
         let (ag, rs) = (Op::AllGather, Op::ReduceScatter);
         if !backward {
-            self.collective(e, s, Group::TpEp, ag, counts * p.tp * p.ep, cur)?;
+            // Padded to capacity, every count is known: none exchanged.
+            if !m.pad_to_capacity {
+                self.collective(e, s, Group::TpEp, ag, counts * p.tp * p.ep, cur)?;
+            }
             if m.aux_loss {
                 self.collective(e, s, Group::Tp, Op::AllReduce, counts, cur)?;
             }
@@ -1782,6 +1806,8 @@ mod tests {
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
+            capacity_factor: None,
+            pad_to_capacity: false,
         };
         let mut j = ModelJob {
             gpus: (0..8).map(GpuId).collect(),
@@ -1858,6 +1884,8 @@ mod tests {
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
+            capacity_factor: None,
+            pad_to_capacity: false,
         };
         assert_eq!(m.kv_hidden(), 1024);
         assert_eq!(m.attn_params(), 4096 * (4096 + 2048) + 4096 * 4096);
