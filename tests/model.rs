@@ -944,3 +944,37 @@ fn context_parallelism_splits_the_sequence_and_rings_the_keys() {
     let v = i.keys.iter().find(|k| k.key == "parallel.cp");
     assert_eq!(v.unwrap().value.as_integer(), Some(2));
 }
+
+/// ZeRO 3 with DeepSpeed's prefetch (`stage3_prefetch_bucket_size`,
+/// 50M elements by default, here more than a layer): each layer's
+/// parameter all-gather runs on its own stream ahead of the layer, so
+/// the same gathers leave the step shorter and less of their time
+/// exposed than gathering each layer as it comes (prefetch = 0).
+#[test]
+fn zero_3_prefetch_gathers_ahead_of_the_layers() {
+    let z3 = [
+        "workload.0.parallel.zero=3",
+        "workload.0.parallel.framework=\"deepspeed\"",
+    ];
+    let (_, ahead) = run_with(SMALL, &z3);
+    let (_, inline) = run_with(
+        SMALL,
+        &[&z3[..], &["workload.0.parallel.prefetch=0"]].concat(),
+    );
+    assert_eq!(census(&ahead), census(&inline));
+    let (a, b) = (
+        ahead.jobs[0].iteration_ps[0],
+        inline.jobs[0].iteration_ps[0],
+    );
+    assert!(a < b, "{a} against {b}");
+    let exposed = |s: &fabricsim::report::Summary| {
+        let d = s.jobs[0].steps[0].dims.iter().find(|d| d.dim == "dp");
+        d.unwrap().exposed_ps
+    };
+    assert!(
+        exposed(&ahead) < exposed(&inline),
+        "{} {}",
+        exposed(&ahead),
+        exposed(&inline)
+    );
+}

@@ -12,10 +12,6 @@ use serde_json::Value;
 /// matters.
 const NOT_MODELLED: &[(&str, &str)] = &[
     (
-        "zero_optimization.stage3_prefetch_bucket_size",
-        "ZeRO 3 gathers each layer's parameters as it needs them, not ahead",
-    ),
-    (
         "zero_optimization.offload_optimizer",
         "the optimizer's state stays on the GPU: no PCIe traffic to the host",
     ),
@@ -154,6 +150,12 @@ pub fn import(config: &Value, dp: u64) -> Result<Import, String> {
         toml::Value::Boolean(overlap),
         &["zero_optimization.overlap_comm"],
         if stage == 3 { "on with ZeRO 3" } else { "off" },
+    );
+    set(
+        "parallel.prefetch",
+        n(int("zero_optimization.stage3_prefetch_bucket_size")?.unwrap_or(50_000_000)),
+        &["zero_optimization.stage3_prefetch_bucket_size"],
+        "50,000,000",
     );
     set(
         "parallel.framework",

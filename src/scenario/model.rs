@@ -371,6 +371,18 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         overlap: r.overlap.unwrap_or(false),
         tp_overlap: r.tp_overlap.unwrap_or(false),
         param_overlap: r.param_overlap.unwrap_or(false),
+        // DeepSpeed's default stage3_prefetch_bucket_size.
+        prefetch: int(
+            r.prefetch,
+            &pp_.key("prefetch"),
+            Some(if framework == Framework::DeepSpeed {
+                50_000_000
+            } else {
+                0
+            }),
+            0,
+            1 << 40,
+        )?,
         framework,
         recompute: choice(
             r.recompute.as_deref(),

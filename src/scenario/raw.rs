@@ -407,6 +407,7 @@ pub struct RawParallel {
     pub framework: Option<String>,
     pub tp_overlap: Option<bool>,
     pub param_overlap: Option<bool>,
+    pub prefetch: Option<i64>,
 }
 
 #[derive(Deserialize, Default, Debug)]

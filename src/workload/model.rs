@@ -195,6 +195,10 @@ pub struct Parallel {
     /// the next iteration's first forward (Megatron's
     /// `--overlap-param-gather`).
     pub param_overlap: bool,
+    /// ZeRO 3: parameter elements gathered ahead of the layer that needs
+    /// them (DeepSpeed's `stage3_prefetch_bucket_size`; 0: each layer's
+    /// as it comes).
+    pub prefetch: u64,
 }
 
 /// Whose data parallelism reduces the gradients.
@@ -862,6 +866,15 @@ struct Grads<'a> {
     dp_last: &'a mut Vec<u32>,
 }
 
+/// ZeRO 3's parameter gathers of one pass over a stage's layers, when
+/// they are prefetched: each layer's start, and the end of the last
+/// gather per place.
+#[derive(Default)]
+struct Prefetch {
+    starts: Vec<Vec<u32>>,
+    stream: Option<Vec<u32>>,
+}
+
 /// The DP groups gradients are reduced in, by buffer.
 const GRAD_GROUPS: [Group; 2] = [Group::Dp, Group::ExpertDp];
 
@@ -1246,14 +1259,45 @@ impl Gen<'_, '_> {
     }
 
     /// ZeRO 3: a layer's parameters gathered over the DP group first
-    /// (and its experts' over the experts' DP group).
-    fn gather_layer(&mut self, e: &mut Emitter, s: u64, cur: &mut [u32]) -> Result<(), String> {
-        if self.j.parallel.zero < 3 {
+    /// (and its experts' over the experts' DP group). Without prefetch,
+    /// on the compute stream as the layer comes; with it (DeepSpeed's
+    /// `stage3_prefetch_bucket_size`), on a stream of their own, each
+    /// layer's gather starting once the one before is done and the layer
+    /// `depth` before this one has begun, so that up to `prefetch`
+    /// elements are fetched ahead of the compute.
+    fn gather_layer(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        ahead: &mut Prefetch,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        let p = &self.j.parallel;
+        if p.zero < 3 {
             return Ok(());
         }
-        let [dense, experts] = self.j.layer_params().map(|n| n * self.j.model.param_bytes);
-        self.collective(e, s, Group::Dp, Op::AllGather, dense, cur)?;
-        self.collective(e, s, Group::ExpertDp, Op::AllGather, experts, cur)
+        let params = self.j.layer_params();
+        let [dense, experts] = params.map(|n| n * self.j.model.param_bytes);
+        let depth = (p.prefetch / (params[0] + params[1]).max(1)).max(1) as usize;
+        if p.prefetch == 0 {
+            self.collective(e, s, Group::Dp, Op::AllGather, dense, cur)?;
+            return self.collective(e, s, Group::ExpertDp, Op::AllGather, experts, cur);
+        }
+        ahead.starts.push(cur.to_vec());
+        let from = ahead.starts.len().saturating_sub(1 + depth);
+        let stream = ahead.stream.get_or_insert_with(|| cur.to_vec());
+        let mut at: Vec<u32> = stream
+            .iter()
+            .zip(&ahead.starts[from])
+            .map(|(&a, &b)| e.join(&[a, b], SimTime::ZERO))
+            .collect();
+        self.collective(e, s, Group::Dp, Op::AllGather, dense, &mut at)?;
+        self.collective(e, s, Group::ExpertDp, Op::AllGather, experts, &mut at)?;
+        for (c, &t) in cur.iter_mut().zip(&at) {
+            *c = e.join(&[*c, t], SimTime::ZERO);
+        }
+        ahead.stream = Some(at);
+        Ok(())
     }
 
     /// The MLP part of a layer: a dense MLP kernel, or with experts the
@@ -1430,11 +1474,12 @@ impl Gen<'_, '_> {
             self.embedding(e, false, cur)?;
         }
         let layers = self.j.chunk(s, c).layers;
+        let mut ahead = Prefetch::default();
         for l in 0..layers {
             let back = layers - 1 - l;
             let parts = [Ready::Layer(back, false), Ready::Layer(back, true)];
             Self::wait_for(e, &fetched, &parts, cur);
-            self.gather_layer(e, s, cur)?;
+            self.gather_layer(e, s, &mut ahead, cur)?;
             self.layer_forward(e, s, attn, cur)?;
         }
         if last {
@@ -1476,8 +1521,9 @@ impl Gen<'_, '_> {
             self.tp_sync(e, s, false, cur)?;
             self.gradients(e, s, Ready::Head, cur, grads.as_mut())?;
         }
+        let mut ahead = Prefetch::default();
         for i in 0..j.chunk(s, c).layers {
-            self.gather_layer(e, s, cur)?;
+            self.gather_layer(e, s, &mut ahead, cur)?;
             if p.recompute == Recompute::Full {
                 // The layer's forward again, from its saved input.
                 self.layer_forward(e, s, m.attn(p.tp), cur)?;
@@ -1831,6 +1877,7 @@ mod tests {
                 framework: Framework::Megatron,
                 tp_overlap: false,
                 param_overlap: false,
+                prefetch: 0,
             },
             gpu: Gpu::H100,
             algorithm: Algorithm::Ring,
