@@ -442,7 +442,11 @@ fn gpu(w: &RawWorkload, p: &KeyPath) -> R<Gpu> {
     let mut out = choice(
         g.preset.as_deref(),
         &gp.key("preset"),
-        &[("h100", Gpu::H100), ("b200", Gpu::B200)],
+        &[
+            ("h100", Gpu::H100),
+            ("b200", Gpu::B200),
+            ("a100", Gpu::A100),
+        ],
         Gpu::H100,
     )?;
     if let Some(t) = g.tflops {

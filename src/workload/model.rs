@@ -264,6 +264,16 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// A100 SXM 80 GB: 312 TFLOP/s dense BF16, no FP8 (its GEMMs at the
+    /// BF16 peak), 2.039 TB/s HBM2e.
+    pub const A100: Gpu = Gpu {
+        flops: 312e12,
+        fp8_flops: 312e12,
+        hbm: 2.039e12,
+        efficiency: 0.6,
+        arch: crate::workload::tuner::Arch::Ampere,
+        given: [None; 9],
+    };
     /// H100 SXM: 989 TFLOP/s dense BF16, 1,979 FP8, 3.35 TB/s HBM3.
     pub const H100: Gpu = Gpu {
         flops: 989e12,

@@ -20,6 +20,7 @@ pub use super::pass::StepShape;
 /// GPU generation: NCCL's constants differ per compute capability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Arch {
+    Ampere,
     Hopper,
     Blackwell,
 }
@@ -81,6 +82,14 @@ pub struct Graph {
     pub bw: f64,
 }
 
+/// Before Hopper (`search.cc`'s `speedArrayIntra`, `speedArrayInter`).
+const SM80_INTRA: &[f64] = &[
+    40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+];
+const SM80_INTER: &[f64] = &[
+    48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
+    0.24, 0.12,
+];
 const SM90_INTRA: &[f64] = &[
     60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
 ];
@@ -183,12 +192,14 @@ impl CommShape {
     pub fn graph(&self) -> Graph {
         let (speeds, total, per_nic) = if self.nodes <= 1 {
             let s = match self.arch {
+                Arch::Ampere => SM80_INTRA,
                 Arch::Hopper => SM90_INTRA,
                 Arch::Blackwell => SM100_INTRA,
             };
             (s, self.nvlink_gbs, self.nvlink_gbs)
         } else {
             let s = match self.arch {
+                Arch::Ampere => SM80_INTER,
                 Arch::Hopper => SM90_INTER,
                 Arch::Blackwell => SM100_INTER,
             };
@@ -226,7 +237,7 @@ impl CommShape {
     pub fn comm_channels(&self) -> u32 {
         let g = self.graph();
         let mut n = (2 * g.channels).min(MAX_CHANNELS);
-        if self.nodes > 1 && g.bw > 45.0 && n < 16 {
+        if self.arch != Arch::Ampere && self.nodes > 1 && g.bw > 45.0 && n < 16 {
             n = (2 * n).min(MAX_CHANNELS);
         }
         n
@@ -254,28 +265,23 @@ impl CommShape {
             Op::AllGather | Op::ReduceScatter => n - 1.0,
             _ => n,
         };
-        let (hopper, idx2) = (self.arch == Arch::Hopper, (nodes.min(3) - 1) as usize);
-        // NCCL's per-channel ceilings for Hopper and Blackwell.
+        let idx2 = (nodes.min(3) - 1) as usize;
+        // NCCL's per-channel ceilings (`tuning.cc`) per generation.
         let ll_max = if nodes == 1 {
-            if hopper {
-                141.0
-            } else {
-                2.0 * 141.0
+            match self.arch {
+                Arch::Ampere => 87.7,
+                Arch::Hopper => 141.0,
+                Arch::Blackwell => 2.0 * 141.0,
             }
         } else {
             [39.0, 39.0, 20.4][idx2]
         };
-        let ring_ll128 = if hopper { 36.7 } else { 40.0 };
-        let tree_ll128 = if hopper {
-            [36.7, 36.7, 29.0][idx2]
-        } else {
-            [55.6, 31.67, 20.0][idx2]
+        let (ring_ll128, tree_ll128, tree_max) = match self.arch {
+            Arch::Ampere => (20.0, [20.0; 3], [24.0, 23.6, 17.8]),
+            Arch::Hopper => (36.7, [36.7, 36.7, 29.0], [38.7, 41.4, 36.0]),
+            Arch::Blackwell => (40.0, [55.6, 31.67, 20.0], [70.0, 42.8, 24.0]),
         };
-        let tree_max = if hopper {
-            [38.7, 41.4, 36.0][idx2]
-        } else {
-            [70.0, 42.8, 24.0][idx2]
-        };
+        let (tree_ll128, tree_max) = (tree_ll128[idx2], tree_max[idx2]);
         let ch = f64::from(g.channels);
         let mut bus = ch * g.bw;
         if a == Algorithm::Ring && p == Protocol::Ll {
@@ -582,6 +588,56 @@ mod tests {
                 bw: 30.0
             }
         );
+    }
+
+    /// A100s (NCCL's pre-Hopper constants): one DGX A100's NVLink (300
+    /// GB/s each way) gives 40 GB/s channels from the older speed table,
+    /// 7 doubled to 14 of 20; across 8 servers of 200G NICs the tree's
+    /// bus bandwidth is capped at Ampere's 17.8 GB/s per channel (Hopper's
+    /// is 36 there), then LL128's at 20 (Hopper's 29).
+    #[test]
+    fn ampere_uses_nccls_older_constants() {
+        let a100 = |nodes: u32| CommShape {
+            nic_gbs: 25.0,
+            pcie_gbs: 32.0,
+            nvlink_gbs: 300.0,
+            arch: Arch::Ampere,
+            ..dgx(nodes)
+        };
+        let one = CommShape {
+            ranks: 8,
+            ..a100(1)
+        };
+        assert_eq!(
+            one.graph(),
+            Graph {
+                channels: 14,
+                bw: 20.0
+            }
+        );
+        let g = a100(8).graph();
+        assert_eq!(
+            g,
+            Graph {
+                channels: 8,
+                bw: 24.0
+            }
+        );
+        let bytes = 64_000_000;
+        let tree = |s: CommShape| {
+            s.time_us(Op::AllReduce, Algorithm::Tree, Protocol::Ll128, bytes)
+                .unwrap()
+        };
+        let tree_bus = (8.0 * 24.0 * 0.92f64).min(8.0 * 17.8);
+        let bus = (tree_bus * 120.0 / 128.0).min(8.0 * 20.0) * 0.85;
+        let want = 14.0 + 2.0 * (7.0 * 1.25 + 3.0 * 8.5) + 64e6 / (1000.0 * bus * 0.5 * 0.9);
+        let got = tree(a100(8));
+        assert!((got - want).abs() < 1e-6 * want, "{got} against {want}");
+        let hopper = CommShape {
+            arch: Arch::Hopper,
+            ..a100(8)
+        };
+        assert!(tree(hopper) < got);
     }
 
     /// The model's figures worked by hand from tuning.cc for 64 MB on 8
