@@ -187,6 +187,7 @@ fn compute_follows_the_roofline() {
         experts: 0,
         top_k: 0,
         expert_ffn: 0,
+        shared_ffn: 0,
         capacity_factor: None,
         pad_to_capacity: false,
     };
@@ -328,9 +329,9 @@ fn bad_model_settings_name_the_key() {
             "megatron-core, paper",
         ),
         (
-            "workload.0.gpu.preset=\"a100\"",
+            "workload.0.gpu.preset=\"v100\"",
             "workload[0].gpu.preset",
-            "h100, b200",
+            "h100, b200, a100",
         ),
         (
             "workload.0.model.heads=7",
@@ -976,5 +977,45 @@ fn zero_3_prefetch_gathers_ahead_of_the_layers() {
         "{} {}",
         exposed(&ahead),
         exposed(&inline)
+    );
+}
+
+/// Shared experts (Megatron's `--moe-shared-expert-intermediate-size`):
+/// a dense MLP 1,024 wide every token goes through beside the routed
+/// experts, with sequence parallelism its own TP gather before and
+/// reduce-scatter after (and backward a gather of the output gradient,
+/// the input gathered again, and a reduce-scatter): 3 more all-gathers
+/// and 2 more reduce-scatters per layer and micro-batch in each of the 8
+/// TP groups-stages; its weights (a 2 x 1,024 x 1,024 first matrix and
+/// a 1,024 x 1,024 second one, halved by TP) join the DP reduction.
+#[test]
+fn shared_experts_run_a_dense_mlp_beside_the_routed_ones() {
+    let moe = [
+        "workload.0.model.experts=8",
+        "workload.0.model.top_k=2",
+        "workload.0.model.expert_ffn=1024",
+        "workload.0.parallel.sequence_parallel=true",
+        "workload.0.parallel.ep=4",
+    ];
+    let (_, plain) = run_with(SMALL, &moe);
+    let (_, shared) = run_with(
+        SMALL,
+        &[&moe[..], &["workload.0.model.shared_ffn=1024"]].concat(),
+    );
+    let (a, b) = (census(&plain), census(&shared));
+    let n = 4 * 2 * 2 * 2;
+    let ag = ("all-gather".to_string(), 2, TP_BYTES);
+    let rs = ("reduce-scatter".to_string(), 2, TP_BYTES);
+    assert_eq!(b[&ag], a[&ag] + 3 * n);
+    assert_eq!(b[&rs], a[&rs] + 2 * n);
+    let dense = 4 * 1024 * 1024 / 2 + 1024 * 8 + 2 * 1024;
+    let extra = (2 * 1024 * 1024 + 1024 * 1024) / 2;
+    let first = VOCAB + 2 * (dense + extra);
+    assert_eq!(b[&("all-reduce".into(), 4, first * 4)], 2, "{b:?}");
+    assert!(shared.jobs[0].iteration_ps[0] > plain.jobs[0].iteration_ps[0]);
+    let e = error_of(SMALL, &["workload.0.model.shared_ffn=1024"]);
+    assert!(
+        e.contains("workload[0].model.shared_ffn: given for a model without experts"),
+        "{e}"
     );
 }

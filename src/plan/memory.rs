@@ -82,8 +82,10 @@ pub fn layer_activations(m: &Transformer, p: &Parallel) -> f64 {
     let mats = if m.gated { 3.0 } else { 2.0 };
     let kv = m.kv_hidden() as f64;
     let whole = 10.0 * s * b * h * scale;
-    let split =
-        s * b * (4.0 * h + 4.0 * kv + copies * (2.0 * (mats - 1.0) * ffn + 2.0 * ffn)) * scale;
+    // The shared experts: a dense MLP's activations too.
+    let shared = m.shared_ffn as f64;
+    let mlp = copies * (2.0 * (mats - 1.0) * ffn + 2.0 * ffn) + 2.0 * mats * shared;
+    let split = s * b * (4.0 * h + 4.0 * kv + mlp) * scale;
     let whole = if p.sequence_parallel {
         whole / t
     } else {

@@ -53,8 +53,8 @@ const SWITCHES: &[&str] = &[
 /// Flags read but whose effect is not modelled yet, and why it matters.
 const NOT_MODELLED: &[(&str, &str)] = &[
     (
-        "moe-shared-expert-intermediate-size",
-        "shared experts' compute and gradients are left out",
+        "moe-shared-expert-overlap",
+        "the shared experts run before the tokens' dispatch, not beside it",
     ),
     (
         "moe-layer-freq",
@@ -457,6 +457,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             int(f.int("moe-ffn-hidden-size")?.unwrap_or(ffn)),
             &["moe-ffn-hidden-size"],
             "the FFN size",
+        );
+        set(
+            "model.shared_ffn",
+            int(f.int("moe-shared-expert-intermediate-size")?.unwrap_or(0)),
+            &["moe-shared-expert-intermediate-size"],
+            "no shared experts",
         );
         if let Some(c) = f.text("moe-expert-capacity-factor") {
             let c: f64 = c.parse().map_err(|_| {

@@ -154,8 +154,15 @@ pub fn model_and_parallel(
         top_k,
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,
         capacity_factor: capacity(m, experts, &mp)?,
+        shared_ffn: int(m.shared_ffn, &mp.key("shared_ffn"), Some(0), 0, 1 << 22)?,
         pad_to_capacity: m.pad_to_capacity.unwrap_or(false),
     };
+    if model.shared_ffn > 0 && experts == 0 {
+        return Err(KeyError::new(
+            &mp.key("shared_ffn"),
+            "given for a model without experts (model.experts)",
+        ));
+    }
     if model.pad_to_capacity && model.capacity_factor.is_none() {
         return Err(KeyError::new(
             &mp.key("pad_to_capacity"),
@@ -272,6 +279,15 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
             format!(
                 "got {tp}, expected a divisor of model.expert_ffn ({})",
                 m.expert_ffn
+            ),
+        ));
+    }
+    if !m.shared_ffn.is_multiple_of(tp) {
+        return Err(KeyError::new(
+            &pp_.key("tp"),
+            format!(
+                "got {tp}, expected a divisor of model.shared_ffn ({})",
+                m.shared_ffn
             ),
         ));
     }

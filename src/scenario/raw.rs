@@ -384,6 +384,7 @@ pub struct RawModel {
     pub top_k: Option<i64>,
     pub expert_ffn: Option<i64>,
     pub capacity_factor: Option<f64>,
+    pub shared_ffn: Option<i64>,
     pub pad_to_capacity: Option<bool>,
 }
 

@@ -121,6 +121,10 @@ pub struct Transformer {
     pub experts: u64,
     pub top_k: u64,
     pub expert_ffn: u64,
+    /// The shared experts' FFN width (Megatron's
+    /// `--moe-shared-expert-intermediate-size`; 0: none): a dense MLP
+    /// every token goes through beside the routed experts.
+    pub shared_ffn: u64,
     /// Megatron's `--moe-expert-capacity-factor`: an expert takes at most
     /// ceil(k T' / E x factor) of a rank's T' tokens, the rest dropped.
     pub capacity_factor: Option<f64>,
@@ -404,6 +408,7 @@ impl Transformer {
             mats: self.mats(),
             experts: self.experts,
             expert_ffn: self.expert_ffn,
+            shared_ffn: self.shared_ffn,
             vocab: self.vocab,
             layernorm: self.layernorm,
             bias: self.bias,
@@ -532,19 +537,25 @@ impl Transformer {
 
     /// Forward MLP of one layer on one of `tp` ranks.
     pub fn mlp(&self, tp: u64) -> Kernel {
+        self.dense_mlp(tp, self.ffn)
+    }
+
+    /// Forward of a dense MLP `ffn` wide (a layer's, or the shared
+    /// experts') on one of `tp` ranks.
+    pub fn dense_mlp(&self, tp: u64, ffn: u64) -> Kernel {
         let (t, h, a) = (
             self.tokens() as f64,
             self.hidden as f64,
             self.act_bytes as f64,
         );
         let tpf = tp as f64;
-        let f = self.ffn as f64 / tpf;
+        let f = ffn as f64 / tpf;
         let mats = if self.gated { 3.0 } else { 2.0 };
+        let params = (mats as u64 * self.hidden * ffn) as f64;
         Kernel {
-            flops: 2.0 * t * (mats as u64 * self.hidden * self.ffn) as f64 / tpf,
-            fp8: self.fp8_share(2.0 * t * (mats as u64 * self.hidden * self.ffn) as f64 / tpf),
-            bytes: (mats as u64 * self.hidden * self.ffn) as f64 * self.param_bytes as f64 / tpf
-                + t * a * (2.0 * h + mats * f),
+            flops: 2.0 * t * params / tpf,
+            fp8: self.fp8_share(2.0 * t * params / tpf),
+            bytes: params * self.param_bytes as f64 / tpf + t * a * (2.0 * h + mats * f),
             kind: KernelKind::MlpForward,
         }
     }
@@ -1341,6 +1352,17 @@ impl Gen<'_, '_> {
         // experts (expert TP = TP) and reduce-scattered back; the tokens
         // all-to-all'ed home. The backward runs the same in reverse,
         // without the counts.
+        if m.shared_ffn > 0 {
+            // The shared experts first (Megatron-Core's MoE layer runs
+            // them before the dispatch, without
+            // `--moe-shared-expert-overlap`): a dense MLP with its own
+            // TP gather and reduction.
+            let k = pass(m.dense_mlp(p.tp, m.shared_ffn));
+            self.part(e, s, backward, true, cur, |g, e, c| {
+                g.kernel(e, s, k, c);
+                Ok(())
+            })?;
+        }
         let counts = 8 * m.experts;
         let probs = m.routed(p.tp) * m.act_bytes;
         let gathered = m.routed(p.tp) * p.tp * m.hidden * m.act_bytes;
@@ -1862,6 +1884,7 @@ mod tests {
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
+            shared_ffn: 0,
             capacity_factor: None,
             pad_to_capacity: false,
         };
@@ -1941,6 +1964,7 @@ mod tests {
             experts: 0,
             top_k: 0,
             expert_ffn: 0,
+            shared_ffn: 0,
             capacity_factor: None,
             pad_to_capacity: false,
         };

@@ -33,6 +33,8 @@ pub struct Shape {
     pub mats: u64,
     pub experts: u64,
     pub expert_ffn: u64,
+    /// The shared experts' FFN width (0: none).
+    pub shared_ffn: u64,
     pub vocab: u64,
     pub layernorm: bool,
     pub bias: bool,
@@ -158,6 +160,14 @@ pub fn stage_params(m: &Shape, st: Stage) -> Vec<Param> {
                         });
                     }
                 }
+            }
+            // The shared experts (`SharedExpertMLP`): a dense MLP on
+            // every token, reduced over the whole DP group.
+            if m.shared_ffn > 0 {
+                let up = (m.mats - 1) * m.shared_ffn / tp;
+                out.extend(linear(m, up * h, up, true, mlp).into_iter().flatten());
+                let down = linear(m, h * m.shared_ffn / tp, h, false, mlp);
+                out.extend(down.into_iter().flatten());
             }
         }
     }
