@@ -1019,3 +1019,41 @@ fn shared_experts_run_a_dense_mlp_beside_the_routed_ones() {
         "{e}"
     );
 }
+
+/// Uneven stages (Megatron's `--decoder-first-pipeline-num-layers` and
+/// `--decoder-last-pipeline-num-layers`): 8 layers over 4 stages with 1
+/// on the first and 1 on the last leave 3 on each of the two between;
+/// the busiest stage sets the pace, so the step is longer than the even
+/// split's 2 per stage, and the first stage's gradients (embedding and
+/// one layer) shrink. A split the other stages cannot share evenly is
+/// refused.
+#[test]
+fn uneven_stages_take_their_layers() {
+    let uneven = [
+        "workload.0.parallel.first_stage_layers=1",
+        "workload.0.parallel.last_stage_layers=1",
+    ];
+    let (_, even) = run(PIPELINE);
+    let (_, s) = run_with(PIPELINE, &uneven);
+    let (t_even, t) = (even.jobs[0].iteration_ps[0], s.jobs[0].iteration_ps[0]);
+    // At least the busiest stage's 4 micro-batches of 3 ms (3 layers of
+    // 300 us forward and 700 us backward), at most 1F1B's bound: every
+    // stage's one micro-batch (8 ms) and 3 more of the busiest's.
+    assert!(t as f64 >= 12e9 && (t as f64) <= 17e9, "{t}");
+    assert!(t > t_even + 1_000_000_000, "{t} against {t_even}");
+    let e = error_of(PIPELINE, &["workload.0.parallel.first_stage_layers=3"]);
+    assert!(
+        e.contains("workload[0].parallel.first_stage_layers: the other 3 stages cannot share the remaining 5 layers evenly"),
+        "{e}"
+    );
+    let args = "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \
+        --vocab-size 32000 --global-batch-size 4 --pipeline-model-parallel-size 4 --bf16 \
+        --decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 1";
+    let f = fabricsim::scenario::megatron::Flags::parse(&shell_words::split(args).unwrap());
+    let i = fabricsim::scenario::megatron::import(&f, Some(4)).unwrap();
+    let (m, p) = i.resolve(4).unwrap();
+    let layers: Vec<u64> = (0..4)
+        .map(|s| fabricsim::workload::model::piece_layers(m.layers, &p, s))
+        .collect();
+    assert_eq!(layers, [1, 3, 3, 1]);
+}

@@ -37,7 +37,6 @@
 //! (leave them room with `usable`).
 
 use crate::workload::model::{self, Parallel, Recompute, Schedule, Transformer};
-use crate::workload::share;
 use serde::Serialize;
 
 /// One stage's memory per GPU, bytes.
@@ -126,7 +125,7 @@ pub fn stages(m: &Transformer, p: &Parallel) -> Vec<StageMemory> {
             let gradients = shard(dense * gb, d, 2) + shard(experts * gb, de, 2);
             let optimizer = shard(dense * opt, d, 1) + shard(experts * opt, de, 1);
             let flight = in_flight(p, s, micro_batches);
-            let chunk = share(m.layers, p.pp * p.virtual_stages, s);
+            let chunk = model::piece_layers(m.layers, p, s);
             let mut activations = layer * chunk as f64 * flight as f64;
             if s + 1 == p.pp {
                 let (sq, b) = ((m.seq / m.cp) as f64, m.micro_batch as f64);

@@ -48,6 +48,8 @@ const SWITCHES: &[&str] = &[
     "moe-permute-fusion",
     "moe-pad-expert-input-to-capacity",
     "mock-data",
+    "account-for-embedding-in-pipeline-split",
+    "account-for-loss-in-pipeline-split",
 ];
 
 /// Flags read but whose effect is not modelled yet, and why it matters.
@@ -90,12 +92,12 @@ const REFUSED: &[(&str, &str)] = &[
         "uneven pipeline stages are not modelled yet",
     ),
     (
-        "decoder-first-pipeline-num-layers",
-        "uneven pipeline stages are not modelled yet",
+        "account-for-embedding-in-pipeline-split",
+        "the pipeline split counts layers only",
     ),
     (
-        "decoder-last-pipeline-num-layers",
-        "uneven pipeline stages are not modelled yet",
+        "account-for-loss-in-pipeline-split",
+        "the pipeline split counts layers only",
     ),
 ];
 
@@ -529,6 +531,20 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             ],
             "1",
         );
+    }
+    for (key, flag) in [
+        (
+            "parallel.first_stage_layers",
+            "decoder-first-pipeline-num-layers",
+        ),
+        (
+            "parallel.last_stage_layers",
+            "decoder-last-pipeline-num-layers",
+        ),
+    ] {
+        if let Some(n) = f.int(flag)? {
+            set(key, int(n), &[flag], "");
+        }
     }
     if f.has("expert-model-parallel-size") {
         let ep = f.int("expert-model-parallel-size")?.unwrap_or(1);

@@ -332,6 +332,7 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
     if virtual_stages > 1 {
         interleaving(m, pp, dp, virtual_stages, schedule, framework, &pp_)?;
     }
+    let (first_layers, last_layers) = uneven(r, m, pp, virtual_stages, &pp_)?;
     let zero = int(r.zero, &pp_.key("zero"), Some(0), 0, 3)? as u8;
     let accounting = choice(
         r.accounting.as_deref(),
@@ -379,6 +380,8 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
         ep,
         schedule,
         virtual_stages,
+        first_layers,
+        last_layers,
         zero,
         sequence_parallel: r.sequence_parallel.unwrap_or(false),
         accounting,
@@ -411,6 +414,81 @@ fn parallel(r: Option<&RawParallel>, m: &Transformer, gpus: u64, p: &KeyPath) ->
             Recompute::None,
         )?,
     })
+}
+
+/// Uneven first and last stages: their layers, the stages between
+/// sharing the rest evenly, as Megatron-Core requires.
+fn uneven(
+    r: &RawParallel,
+    m: &Transformer,
+    pp: u64,
+    v: u64,
+    pp_: &KeyPath,
+) -> R<(Option<u64>, Option<u64>)> {
+    let first = r
+        .first_stage_layers
+        .map(|_| {
+            int(
+                r.first_stage_layers,
+                &pp_.key("first_stage_layers"),
+                None,
+                0,
+                m.layers,
+            )
+        })
+        .transpose()?;
+    let last = r
+        .last_stage_layers
+        .map(|_| {
+            int(
+                r.last_stage_layers,
+                &pp_.key("last_stage_layers"),
+                None,
+                0,
+                m.layers,
+            )
+        })
+        .transpose()?;
+    let Some(key) = (match (first, last) {
+        (Some(_), _) => Some("first_stage_layers"),
+        (None, Some(_)) => Some("last_stage_layers"),
+        _ => None,
+    }) else {
+        return Ok((None, None));
+    };
+    let given = [first, last];
+    let n = given.iter().flatten().count() as u64;
+    let ends: u64 = given.iter().flatten().sum();
+    let why = if pp < 2 {
+        Some("it needs more than one pipeline stage (pp)".to_string())
+    } else if v > 1 {
+        Some("uneven stages are not modelled with virtual_stages".to_string())
+    } else if ends > m.layers {
+        Some(format!(
+            "the first and last stages' {ends} layers are more than the model's {}",
+            m.layers
+        ))
+    } else if n == pp && ends != m.layers {
+        Some(format!(
+            "the two stages hold {ends} of the model's {} layers",
+            m.layers
+        ))
+    } else if n < pp && !(m.layers - ends).is_multiple_of(pp - n) {
+        Some(format!(
+            "the other {} stages cannot share the remaining {} layers evenly",
+            pp - n,
+            m.layers - ends
+        ))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(KeyError::new(
+            &pp_.key(key),
+            format!("{why} (model.layers = {}, pp = {pp})", m.layers),
+        )),
+        None => Ok((first, last)),
+    }
 }
 
 /// Interleaved 1F1B with `v` chunks per stage, as Megatron-Core accepts

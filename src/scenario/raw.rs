@@ -398,6 +398,8 @@ pub struct RawParallel {
     pub ep: Option<i64>,
     pub schedule: Option<String>,
     pub virtual_stages: Option<i64>,
+    pub first_stage_layers: Option<i64>,
+    pub last_stage_layers: Option<i64>,
     pub zero: Option<i64>,
     pub sequence_parallel: Option<bool>,
     pub accounting: Option<String>,

@@ -174,6 +174,12 @@ pub struct Parallel {
     /// the interleaved schedule). Chunk c of stage s is the model's piece
     /// c pp + s of pp v.
     pub virtual_stages: u64,
+    /// Layers of the first and of the last stage when they differ from
+    /// the others' (Megatron's `--decoder-first-pipeline-num-layers`,
+    /// `--decoder-last-pipeline-num-layers`); the stages between share the
+    /// rest evenly.
+    pub first_layers: Option<u64>,
+    pub last_layers: Option<u64>,
     pub zero: u8,
     pub sequence_parallel: bool,
     /// Whose accounting of the communication: Megatron-Core's as it runs
@@ -634,7 +640,29 @@ fn chunk_of(m: &Transformer, p: &Parallel, s: u64, c: u64) -> Stage {
         ep: p.ep,
         pp: pieces,
         index,
-        layers: share(m.layers, pieces, index),
+        layers: piece_layers(m.layers, p, index),
+    }
+}
+
+/// Layers of the model's piece `index` of pp x virtual_stages: an even
+/// share, or with uneven first and last stages (one chunk each) theirs,
+/// the stages between sharing the rest.
+pub fn piece_layers(layers: u64, p: &Parallel, index: u64) -> u64 {
+    let pieces = p.pp * p.virtual_stages;
+    if p.first_layers.is_none() && p.last_layers.is_none() {
+        return share(layers, pieces, index);
+    }
+    let last = pieces - 1;
+    match (index, p.first_layers, p.last_layers) {
+        (0, Some(f), _) => f,
+        (i, _, Some(l)) if i == last => l,
+        _ => {
+            let ends = [p.first_layers, p.last_layers];
+            let rest = layers - ends.iter().flatten().sum::<u64>();
+            let between = pieces - ends.iter().flatten().count() as u64;
+            let offset = u64::from(p.first_layers.is_some());
+            share(rest, between, index - offset)
+        }
     }
 }
 
@@ -1899,6 +1927,8 @@ mod tests {
                 dp: 2,
                 schedule: Schedule::OneFOneB,
                 virtual_stages: 1,
+                first_layers: None,
+                last_layers: None,
                 zero: 0,
                 sequence_parallel: false,
                 accounting: Accounting::MegatronCore,
