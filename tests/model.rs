@@ -188,6 +188,7 @@ fn compute_follows_the_roofline() {
         top_k: 0,
         expert_ffn: 0,
         shared_ffn: 0,
+        dispatcher: fabricsim::workload::model::Dispatcher::AllToAll,
         capacity_factor: None,
         pad_to_capacity: false,
     };
@@ -1056,4 +1057,39 @@ fn uneven_stages_take_their_layers() {
         .map(|s| fabricsim::workload::model::piece_layers(m.layers, &p, s))
         .collect();
     assert_eq!(layers, [1, 3, 3, 1]);
+}
+
+/// Megatron-Core's allgather dispatcher (its default): over the 8 ranks
+/// of the TP x EP group, each of its 512 tokens (1,024 / TP 2) is
+/// gathered to every rank with its routing probabilities and its row of
+/// the routing map, and the experts' results are reduce-scattered back;
+/// no all-to-all. Per layer and micro-batch (2 x 2 x 2 of them): the
+/// tokens gathered and scattered forward and backward, the map and the
+/// probabilities gathered forward, the probabilities' gradient
+/// scattered backward.
+#[test]
+fn the_allgather_dispatcher_gathers_every_token() {
+    let moe = [
+        "workload.0.model.experts=8",
+        "workload.0.model.top_k=2",
+        "workload.0.model.expert_ffn=1024",
+        "workload.0.model.dispatcher=\"allgather\"",
+        "workload.0.parallel.sequence_parallel=true",
+        "workload.0.parallel.ep=4",
+    ];
+    let c = census(&run_with(SMALL, &moe).1);
+    let n = 2 * 2 * 2;
+    let tokens = 512 * 8 * 1024 * 2;
+    assert_eq!(c[&("all-gather".into(), 8, tokens)], 2 * n);
+    assert_eq!(c[&("reduce-scatter".into(), 8, tokens)], 2 * n);
+    assert_eq!(c[&("all-gather".into(), 8, 512 * 8 * 8)], n);
+    assert_eq!(c[&("all-gather".into(), 8, 512 * 8 * 8 * 2)], n);
+    assert_eq!(c[&("reduce-scatter".into(), 8, 512 * 8 * 8 * 2)], n);
+    assert!(!c.keys().any(|k| k.0 == "all-to-all"), "{c:?}");
+    let f = fabricsim::scenario::megatron::Flags::parse(
+        &shell_words::split(&format!("{SMALL_ARGS} --num-experts 8")).unwrap(),
+    );
+    let i = fabricsim::scenario::megatron::import(&f, Some(16)).unwrap();
+    let d = i.keys.iter().find(|k| k.key == "model.dispatcher").unwrap();
+    assert_eq!(d.value.as_str(), Some("allgather"), "Megatron's default");
 }

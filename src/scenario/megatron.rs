@@ -425,10 +425,10 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         ));
     }
     let dispatcher = f.text("moe-token-dispatcher-type").unwrap_or("allgather");
-    if f.has("num-experts") && dispatcher != "alltoall" {
+    if f.has("num-experts") && !["alltoall", "allgather"].contains(&dispatcher) {
         out.not_modelled.push((
             format!("--moe-token-dispatcher-type {dispatcher}"),
-            "tokens are dispatched by all-to-all (Megatron's alltoall dispatcher); this one's all-gather and reduce-scatter are not modelled yet",
+            "tokens are dispatched by all-to-all (Megatron's alltoall dispatcher); this one's exchange is not modelled yet",
         ));
     }
     if let Some(e) = f.int("num-experts")? {
@@ -459,6 +459,19 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
             int(f.int("moe-ffn-hidden-size")?.unwrap_or(ffn)),
             &["moe-ffn-hidden-size"],
             "the FFN size",
+        );
+        set(
+            "model.dispatcher",
+            toml::Value::String(
+                if dispatcher == "allgather" {
+                    "allgather"
+                } else {
+                    "alltoall"
+                }
+                .into(),
+            ),
+            &["moe-token-dispatcher-type"],
+            "allgather",
         );
         set(
             "model.shared_ffn",

@@ -8,8 +8,8 @@ use crate::topology::{GpuId, Topology};
 use crate::units::{parse_byte_rate, SimTime};
 use crate::workload::collective::Algorithm;
 use crate::workload::model::{
-    Accounting, Dim, Framework, Gpu, KernelKind, ModelJob, Parallel, Recompute, Schedule,
-    Transformer,
+    Accounting, Dim, Dispatcher, Framework, Gpu, KernelKind, ModelJob, Parallel, Recompute,
+    Schedule, Transformer,
 };
 use toml::Value;
 
@@ -155,6 +155,15 @@ pub fn model_and_parallel(
         expert_ffn: int(m.expert_ffn, &mp.key("expert_ffn"), Some(ffn), 1, 1 << 22)?,
         capacity_factor: capacity(m, experts, &mp)?,
         shared_ffn: int(m.shared_ffn, &mp.key("shared_ffn"), Some(0), 0, 1 << 22)?,
+        dispatcher: choice(
+            m.dispatcher.as_deref(),
+            &mp.key("dispatcher"),
+            &[
+                ("alltoall", Dispatcher::AllToAll),
+                ("allgather", Dispatcher::AllGather),
+            ],
+            Dispatcher::AllToAll,
+        )?,
         pad_to_capacity: m.pad_to_capacity.unwrap_or(false),
     };
     if model.shared_ffn > 0 && experts == 0 {

@@ -385,6 +385,7 @@ pub struct RawModel {
     pub expert_ffn: Option<i64>,
     pub capacity_factor: Option<f64>,
     pub shared_ffn: Option<i64>,
+    pub dispatcher: Option<String>,
     pub pad_to_capacity: Option<bool>,
 }
 

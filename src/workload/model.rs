@@ -125,12 +125,26 @@ pub struct Transformer {
     /// `--moe-shared-expert-intermediate-size`; 0: none): a dense MLP
     /// every token goes through beside the routed experts.
     pub shared_ffn: u64,
+    /// How the tokens reach their experts (Megatron's
+    /// `--moe-token-dispatcher-type`).
+    pub dispatcher: Dispatcher,
     /// Megatron's `--moe-expert-capacity-factor`: an expert takes at most
     /// ceil(k T' / E x factor) of a rank's T' tokens, the rest dropped.
     pub capacity_factor: Option<f64>,
     /// `--moe-pad-expert-input-to-capacity`: and every expert's input is
     /// padded to that capacity.
     pub pad_to_capacity: bool,
+}
+
+/// Megatron-Core's token dispatchers (`moe/token_dispatcher.py`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatcher {
+    /// Tokens all-to-all'ed over EP to their experts and back.
+    AllToAll,
+    /// Every token of the TP x EP group gathered to every rank, each
+    /// keeping those of its own experts, the results reduce-scattered
+    /// back (Megatron's default).
+    AllGather,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1391,6 +1405,9 @@ impl Gen<'_, '_> {
                 Ok(())
             })?;
         }
+        if m.dispatcher == Dispatcher::AllGather {
+            return self.gathered_experts(e, s, k, backward, cur);
+        }
         let counts = 8 * m.experts;
         let probs = m.routed(p.tp) * m.act_bytes;
         let gathered = m.routed(p.tp) * p.tp * m.hidden * m.act_bytes;
@@ -1416,6 +1433,42 @@ impl Gen<'_, '_> {
             self.collective(e, s, Group::Tp, rs, gathered, cur)?;
             self.collective(e, s, Group::Ep, Op::AllToAll, probs, cur)?;
             self.collective(e, s, Group::Ep, Op::AllToAll, bytes, cur)
+        }
+    }
+
+    /// Megatron-Core's allgather dispatcher: forward, over the TP x EP
+    /// group, the routing map (a byte per token and expert), the routing
+    /// probabilities and the tokens all-gathered from every rank's T /
+    /// tp, the local experts' kernel on the tokens routed to them, the
+    /// results reduce-scattered back; backward, the output's gradient
+    /// gathered, the kernel, the tokens' and the probabilities'
+    /// gradients reduce-scattered.
+    fn gathered_experts(
+        &mut self,
+        e: &mut Emitter,
+        s: u64,
+        k: Kernel,
+        backward: bool,
+        cur: &mut [u32],
+    ) -> Result<(), String> {
+        let (m, p) = (&self.j.model, &self.j.parallel);
+        let (ag, rs) = (Op::AllGather, Op::ReduceScatter);
+        let group = p.tp * p.ep;
+        let local = m.tokens().div_ceil(p.tp);
+        let tokens = local * group * m.hidden * m.act_bytes;
+        let probs = local * group * m.experts * m.act_bytes;
+        let map = local * group * m.experts;
+        if !backward {
+            self.collective(e, s, Group::TpEp, ag, map, cur)?;
+            self.collective(e, s, Group::TpEp, ag, probs, cur)?;
+            self.collective(e, s, Group::TpEp, ag, tokens, cur)?;
+            self.kernel(e, s, k, cur);
+            self.collective(e, s, Group::TpEp, rs, tokens, cur)
+        } else {
+            self.collective(e, s, Group::TpEp, ag, tokens, cur)?;
+            self.kernel(e, s, k, cur);
+            self.collective(e, s, Group::TpEp, rs, tokens, cur)?;
+            self.collective(e, s, Group::TpEp, rs, probs, cur)
         }
     }
 
@@ -1913,6 +1966,7 @@ mod tests {
             top_k: 0,
             expert_ffn: 0,
             shared_ffn: 0,
+            dispatcher: Dispatcher::AllToAll,
             capacity_factor: None,
             pad_to_capacity: false,
         };
@@ -1995,6 +2049,7 @@ mod tests {
             top_k: 0,
             expert_ffn: 0,
             shared_ffn: 0,
+            dispatcher: Dispatcher::AllToAll,
             capacity_factor: None,
             pad_to_capacity: false,
         };
