@@ -183,6 +183,7 @@ fn compute_follows_the_roofline() {
         loss_fusion: false,
         causal: false,
         fp8: false,
+        fp8_param_gather: false,
         aux_loss: false,
         experts: 0,
         top_k: 0,
@@ -1092,4 +1093,35 @@ fn the_allgather_dispatcher_gathers_every_token() {
     let i = fabricsim::scenario::megatron::import(&f, Some(16)).unwrap();
     let d = i.keys.iter().find(|k| k.key == "model.dispatcher").unwrap();
     assert_eq!(d.value.as_str(), Some("allgather"), "Megatron's default");
+}
+
+/// `--fp8-param-gather`: the distributed optimizer's parameter
+/// all-gathers carry a byte per parameter, half the bf16 ones; the
+/// gradients' reduce-scatters do not change. It needs FP8 GEMMs.
+#[test]
+fn fp8_param_gather_halves_the_parameter_gathers() {
+    let z1 = ["workload.0.parallel.zero=1", "workload.0.model.fp8=true"];
+    let dp_bytes = |s: &fabricsim::report::Summary, op: &str| -> u64 {
+        s.collectives
+            .iter()
+            .filter(|c| c.ranks == 4 && c.collective == op)
+            .map(|c| c.bytes)
+            .sum()
+    };
+    let (_, bf16) = run_with(SMALL, &z1);
+    let (_, fp8) = run_with(
+        SMALL,
+        &[&z1[..], &["workload.0.model.fp8_param_gather=true"]].concat(),
+    );
+    assert!(dp_bytes(&bf16, "all-gather") > 0);
+    assert_eq!(
+        dp_bytes(&fp8, "all-gather") * 2,
+        dp_bytes(&bf16, "all-gather")
+    );
+    assert_eq!(
+        dp_bytes(&fp8, "reduce-scatter"),
+        dp_bytes(&bf16, "reduce-scatter")
+    );
+    let e = error_of(SMALL, &["workload.0.model.fp8_param_gather=true"]);
+    assert!(e.contains("workload[0].model.fp8_param_gather"), "{e}");
 }

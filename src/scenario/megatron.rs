@@ -47,6 +47,7 @@ const SWITCHES: &[&str] = &[
     "moe-grouped-gemm",
     "moe-permute-fusion",
     "moe-pad-expert-input-to-capacity",
+    "fp8-param-gather",
     "mock-data",
     "account-for-embedding-in-pipeline-split",
     "account-for-loss-in-pipeline-split",
@@ -70,10 +71,6 @@ const NOT_MODELLED: &[(&str, &str)] = &[
     (
         "recompute-modules",
         "selective recomputation recomputes the attention's scores",
-    ),
-    (
-        "fp8-param-gather",
-        "parameters are all-gathered at param_bytes, not in FP8",
     ),
     (
         "cross-entropy-fusion-impl",
@@ -385,6 +382,12 @@ pub fn import(f: &Flags, gpus: Option<u64>) -> Result<Import, String> {
         toml::Value::Boolean(f.has("fp8-format")),
         &["fp8-format"],
         "bf16 GEMMs",
+    );
+    set(
+        "model.fp8_param_gather",
+        toml::Value::Boolean(f.has("fp8-param-gather") && f.has("fp8-format")),
+        &["fp8-param-gather"],
+        "off",
     );
     set(
         "model.loss_fusion",

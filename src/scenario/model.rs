@@ -149,6 +149,7 @@ pub fn model_and_parallel(
         loss_fusion: m.loss_fusion.unwrap_or(false),
         causal: m.causal.unwrap_or(true),
         fp8: m.fp8.unwrap_or(false),
+        fp8_param_gather: m.fp8_param_gather.unwrap_or(false),
         aux_loss: m.aux_loss.unwrap_or(false),
         experts,
         top_k,
@@ -166,6 +167,12 @@ pub fn model_and_parallel(
         )?,
         pad_to_capacity: m.pad_to_capacity.unwrap_or(false),
     };
+    if model.fp8_param_gather && !model.fp8 {
+        return Err(KeyError::new(
+            &mp.key("fp8_param_gather"),
+            "true for a model without FP8 GEMMs; set model.fp8 too",
+        ));
+    }
     if model.shared_ffn > 0 && experts == 0 {
         return Err(KeyError::new(
             &mp.key("shared_ffn"),

@@ -386,6 +386,7 @@ pub struct RawModel {
     pub capacity_factor: Option<f64>,
     pub shared_ffn: Option<i64>,
     pub dispatcher: Option<String>,
+    pub fp8_param_gather: Option<bool>,
     pub pad_to_capacity: Option<bool>,
 }
 

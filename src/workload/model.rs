@@ -110,6 +110,9 @@ pub struct Transformer {
     /// The transformer layers' GEMMs in FP8 (Transformer Engine; the
     /// attention's scores and the output layer stay in BF16).
     pub fp8: bool,
+    /// The distributed optimizer's parameter all-gathers in FP8, a byte
+    /// per parameter (Megatron's `--fp8-param-gather`).
+    pub fp8_param_gather: bool,
     /// Experts with an auxiliary load-balancing loss (Megatron's
     /// `--moe-aux-loss-coeff` above 0): its token counts all-reduced over
     /// TP.
@@ -408,6 +411,15 @@ impl KernelKind {
 }
 
 impl Transformer {
+    /// Bytes per parameter the distributed optimizer all-gathers.
+    pub fn gathered_bytes(&self) -> u64 {
+        if self.fp8_param_gather {
+            1
+        } else {
+            self.param_bytes
+        }
+    }
+
     /// Width of the keys and values (grouped-query attention).
     pub fn kv_hidden(&self) -> u64 {
         self.hidden * self.kv_heads / self.heads
@@ -1081,7 +1093,7 @@ impl Gen<'_, '_> {
         for c in 0..self.j.parallel.virtual_stages {
             for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s, c)) {
                 for b in plan {
-                    let bytes = b.numel * self.j.model.param_bytes;
+                    let bytes = b.numel * self.j.model.gathered_bytes();
                     self.collective(e, s, group, Op::AllGather, bytes, cur)?;
                 }
             }
@@ -1104,7 +1116,7 @@ impl Gen<'_, '_> {
         let mut out = Vec::new();
         for (group, plan) in GRAD_GROUPS.into_iter().zip(self.j.buckets(s, c)) {
             for b in plan.into_iter().rev() {
-                let bytes = b.numel * self.j.model.param_bytes;
+                let bytes = b.numel * self.j.model.gathered_bytes();
                 self.collective(e, s, group, Op::AllGather, bytes, &mut stream)?;
                 out.push((b, stream.clone()));
             }
@@ -1961,6 +1973,7 @@ mod tests {
             loss_fusion: false,
             causal: false,
             fp8: false,
+            fp8_param_gather: false,
             aux_loss: false,
             experts: 0,
             top_k: 0,
@@ -2044,6 +2057,7 @@ mod tests {
             loss_fusion: false,
             causal: false,
             fp8: false,
+            fp8_param_gather: false,
             aux_loss: false,
             experts: 0,
             top_k: 0,
