@@ -562,15 +562,14 @@ fn megatron_jobs_read_their_launch_script() {
     );
     let s = fabricsim::scenario::prepare(
         "job.toml",
-        &args.replace("--lr 3e-4", "--fp8-param-gather"),
+        &args.replace("--lr 3e-4", "--recompute-modules core_attn"),
         &[],
     )
     .unwrap();
     assert!(
-        s.scenario
-            .warnings
-            .iter()
-            .any(|w| w.message.contains("--fp8-param-gather: not modelled")),
+        s.scenario.warnings.iter().any(|w| w
+            .message
+            .contains("--recompute-modules core_attn: not modelled")),
         "{:?}",
         s.scenario.warnings
     );
