@@ -1152,3 +1152,47 @@ fn a_configured_value_the_scenario_refuses_names_the_configuration_line() {
         "{e}"
     );
 }
+
+/// NX-OS modes are found by their commands, as the switch finds them:
+/// the seed configuration with no indentation at all, framed the way a
+/// pasted session is (`configure terminal`, `exit` after each block,
+/// `end`, `copy running-config startup-config`), imports to exactly the
+/// same keys and interfaces as the indented file, and `--strict`
+/// (nothing not modelled) accepts it: the framing configures nothing.
+#[test]
+fn a_flat_configuration_with_exit_and_end_reads_as_the_indented_one() {
+    let indented = import_nxos("leaf.nxos", &leaf()).unwrap();
+    let mut flat = String::from("configure terminal\n");
+    let mut first = true;
+    for line in leaf().lines() {
+        let text = line.trim_start();
+        let top = !line.starts_with(' ') && !text.is_empty() && !text.starts_with('!');
+        if top && !first {
+            flat.push_str("exit\n");
+        }
+        first &= !top;
+        flat.push_str(text);
+        flat.push('\n');
+    }
+    flat.push_str("end\ncopy running-config startup-config\n");
+    assert!(!flat.lines().any(|l| l.starts_with(' ')));
+    let read = import_nxos("flat.nxos", &flat).unwrap();
+    assert_eq!(read.table(), indented.table());
+    assert_eq!(read.interfaces.len(), indented.interfaces.len());
+    for (a, b) in read.interfaces.iter().zip(&indented.interfaces) {
+        assert_eq!(a.names, b.names);
+        assert_eq!(a.pfc.map(|p| p.1), b.pfc.map(|p| p.1));
+    }
+    assert_eq!(read.dlb_ports.len(), 8);
+    read.strict().unwrap();
+    // Without the exits too: each line goes to the innermost mode that
+    // reads it.
+    let bare: String = flat
+        .lines()
+        .filter(|l| *l != "exit")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let read = import_nxos("bare.nxos", &bare).unwrap();
+    assert_eq!(read.table(), indented.table());
+    read.strict().unwrap();
+}

@@ -814,30 +814,140 @@ pub fn lines(text: &str) -> Vec<Line<'_>> {
 /// A line read: its number, the block it is in, what it was, its text.
 pub type Read = (usize, Block, Parsed, String);
 
+/// Configuration-mode boilerplate: a line that moves between modes or
+/// frames a pasted configuration, and configures nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `configure terminal`, `copy running-config startup-config`.
+    Frame,
+    /// `exit`: back to the mode around this one.
+    Exit,
+    /// `end`: back to the top.
+    End,
+}
+
+fn mode_line(text: &str) -> Option<Mode> {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    match w.as_slice() {
+        ["exit"] => Some(Mode::Exit),
+        ["end"] => Some(Mode::End),
+        ["conf" | "config" | "configure"]
+        | ["conf" | "config" | "configure", "t" | "term" | "terminal"] => Some(Mode::Frame),
+        ["copy", "run" | "running-config", "start" | "startup-config"] => Some(Mode::Frame),
+        _ => None,
+    }
+}
+
+/// A block open while reading: the indentation of the line that opened
+/// it, its grammar, and whether lines indented under it were read (its
+/// extent is then the indentation's).
+struct Open {
+    indent: usize,
+    block: Block,
+    indented: bool,
+}
+
 /// Every line read; an error is a line's number and what is wrong.
+///
+/// A line's mode (block) is found by its command, as the switch finds
+/// it, so that flat text (`show running-config` snippets, generators'
+/// output, `exit` and `end` lines) reads as indented text does: an
+/// indented line belongs to the block above it with less indentation; a
+/// line at the margin belongs to the innermost open block whose grammar
+/// reads it, else to the top (the switch falls through to the global
+/// mode the same way), unless that block's extent was set by indented
+/// lines. A line no grammar reads is "not modelled" and keeps the open
+/// blocks (it may be a command of theirs fabricsim does not read); the
+/// lines indented under it are not read.
 pub fn read(text: &str) -> Result<Vec<Read>, (usize, String)> {
-    // The open blocks, innermost last: (indentation, block).
-    let mut open: Vec<(usize, Block)> = Vec::new();
+    let mut open: Vec<Open> = Vec::new();
     let mut out = Vec::new();
+    let error = |line: &Line, e: String| {
+        let shown: String = line.text.chars().take(120).collect();
+        (line.no, format!("\"{shown}\": {e}"))
+    };
     for line in lines(text) {
-        while open.last().is_some_and(|&(i, _)| i >= line.indent) {
-            open.pop();
+        if line.indent > 0 {
+            while open.last().is_some_and(|o| o.indent >= line.indent) {
+                open.pop();
+            }
+            if let Some(o) = open.last_mut() {
+                o.indented = true;
+            }
+        } else {
+            // The margin closes what indentation opened, and an unknown
+            // command's (nothing under it is read).
+            while open
+                .last()
+                .is_some_and(|o| o.indented || o.block == Block::Unknown)
+            {
+                open.pop();
+            }
         }
-        let block = open.last().map_or(Block::Top, |&(_, b)| b);
-        let parsed = parse_line(block, line.text).map_err(|e| {
-            (
-                line.no,
-                format!(
-                    "\"{}\": {e}",
-                    line.text.chars().take(120).collect::<String>()
-                ),
-            )
-        })?;
+        match mode_line(line.text) {
+            Some(Mode::Frame) => continue,
+            Some(Mode::End) => {
+                open.clear();
+                continue;
+            }
+            Some(Mode::Exit) => {
+                while open.last().is_some_and(|o| o.block == Block::Unknown) {
+                    open.pop();
+                }
+                open.pop();
+                continue;
+            }
+            None => {}
+        }
+        let (depth, block, parsed) = if line.indent > 0 {
+            let block = open.last().map_or(Block::Top, |o| o.block);
+            let parsed = parse_line(block, line.text).map_err(|e| error(&line, e))?;
+            (open.len(), block, parsed)
+        } else {
+            // The innermost block that reads it, else the top.
+            let mut found = None;
+            let mut first_error = None;
+            let tries = open
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(d, o)| (d + 1, o.block))
+                .chain([(0, Block::Top)]);
+            for (depth, block) in tries {
+                match parse_line(block, line.text) {
+                    Ok(Parsed::Cmd(c)) => {
+                        found = Some((depth, block, Parsed::Cmd(c)));
+                        break;
+                    }
+                    Ok(Parsed::NotModelled) => {}
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            match (found, first_error) {
+                (Some(f), _) => f,
+                (None, Some(e)) => return Err(error(&line, e)),
+                (None, None) => {
+                    let block = open.last().map_or(Block::Top, |o| o.block);
+                    (open.len(), block, Parsed::NotModelled)
+                }
+            }
+        };
+        open.truncate(depth);
         let under = match &parsed {
             Parsed::Cmd(c) => block_under(c, block),
             Parsed::NotModelled => Block::Unknown,
         };
-        open.push((line.indent, under));
+        open.push(Open {
+            indent: line.indent,
+            block: under,
+            indented: false,
+        });
         out.push((line.no, block, parsed, line.text.to_string()));
     }
     Ok(out)
