@@ -812,9 +812,14 @@ fn match_cos_classifies_tagged_frames_by_the_priority_their_nic_stamps() {
         "{}",
         finding.message
     );
-    assert!(untagged.scenario.warnings.iter().any(|w| w
-        .message
-        .contains("lands in class \"class-default\", which is lossy")));
+    // The warning names the key the NICs' DSCP is set by.
+    assert!(untagged
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.message.contains(
+            "the NICs' data (transport.dscp = 24) lands in class \"class-default\", which is lossy"
+        )));
 
     // The runs: tagged pauses and loses nothing; untagged drops.
     let run = run_summary(file, &["qos.vlan_tagging=true"]);
@@ -1195,4 +1200,45 @@ fn a_flat_configuration_with_exit_and_end_reads_as_the_indented_one() {
     let read = import_nxos("bare.nxos", &bare).unwrap();
     assert_eq!(read.table(), indented.table());
     read.strict().unwrap();
+}
+
+/// The dialect is decided by the weight of the lines, not by one: flat
+/// NX-OS, whose `set qos-group` lines start at the margin, is read as
+/// NX-OS; Junos `set` lines and braces are read as Junos.
+#[test]
+fn one_set_line_does_not_make_nxos_junos() {
+    let dir = tempfile::tempdir().unwrap();
+    let flat: String = leaf()
+        .lines()
+        .map(|l| format!("{}\n", l.trim_start()))
+        .collect();
+    assert!(flat.lines().any(|l| l.starts_with("set qos-group")));
+    let path = dir.path().join("leaf.cfg");
+    std::fs::write(&path, &flat).unwrap();
+    let read = fabricsim::config::import_file(&path).unwrap();
+    assert_eq!(
+        read.dialect,
+        import_nxos("leaf.nxos", &leaf()).unwrap().dialect
+    );
+    assert_eq!(
+        read.table(),
+        import_nxos("leaf.nxos", &leaf()).unwrap().table()
+    );
+    // Junos in both forms, under a name that does not say: read as the
+    // same files named .junos are.
+    for name in ["spine.junos", "leaf.junos"] {
+        let junos = fabricsim::config::import_file(std::path::Path::new(&format!(
+            "examples/configs/{name}"
+        )))
+        .unwrap();
+        let path = dir.path().join(name.replace(".junos", ".txt"));
+        std::fs::copy(format!("examples/configs/{name}"), &path).unwrap();
+        let read = fabricsim::config::import_file(&path).unwrap();
+        assert_eq!(read.dialect, junos.dialect, "{name}");
+        assert_ne!(
+            read.dialect,
+            import_nxos("leaf.nxos", &leaf()).unwrap().dialect
+        );
+        assert_eq!(read.table(), junos.table(), "{name}");
+    }
 }

@@ -111,13 +111,81 @@ pub fn import_file(path: &std::path::Path) -> Result<Import, ConfigError> {
     }
 }
 
-/// Junos's two forms: `set` lines (NX-OS's `set` commands are indented
-/// under a class), or statements in braces. NX-OS has neither.
+/// Whether text is Junos rather than NX-OS, by the weight of evidence,
+/// so that no single line decides: a Junos line is a `set` of a Junos
+/// hierarchy (`set class-of-service ...`, `set interfaces ...`) or a
+/// statement in braces; an NX-OS line starts with one of its commands
+/// (its own `set qos-group`, `set dscp` and `set cos` among them).
 fn looks_like_junos(text: &str) -> bool {
-    text.lines().any(|l| {
+    const JUNOS: &[&str] = &[
+        "class-of-service",
+        "interfaces",
+        "system",
+        "protocols",
+        "chassis",
+        "groups",
+        "apply-groups",
+        "policy-options",
+        "firewall",
+        "routing-options",
+        "forwarding-options",
+        "routing-instances",
+        "snmp",
+        "vlans",
+        "security",
+        "services",
+        "version",
+    ];
+    const NXOS: &[&str] = &[
+        "class-map",
+        "policy-map",
+        "class",
+        "match",
+        "system",
+        "interface",
+        "hostname",
+        "priority-flow-control",
+        "hardware",
+        "feature",
+        "service-policy",
+        "bandwidth",
+        "priority",
+        "random-detect",
+        "pause",
+        "mtu",
+        "queue-limit",
+        "port-channel",
+        "dlb-interface",
+        "ip",
+        "vlan",
+        "spanning-tree",
+        "description",
+        "switchport",
+        "no",
+        "exit",
+        "end",
+    ];
+    let (mut junos, mut nxos) = (0usize, 0usize);
+    for l in text.lines() {
         let t = l.trim();
-        l.starts_with("set ") || (t.ends_with('{') && !t.starts_with('!')) || t == "}"
-    })
+        if t.is_empty() || t.starts_with('!') || t.starts_with('#') {
+            continue;
+        }
+        let mut words = t.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if t.ends_with('{') || t == "}" || t == "};" {
+            junos += 1;
+        } else if first == "set" {
+            match words.next() {
+                Some(w) if JUNOS.contains(&w) => junos += 1,
+                Some("qos-group" | "dscp" | "cos" | "precedence") => nxos += 1,
+                _ => {}
+            }
+        } else if NXOS.contains(&first) {
+            nxos += 1;
+        }
+    }
+    junos > nxos
 }
 
 /// `*` matches any run of characters, the rest itself (switch names,

@@ -879,7 +879,7 @@ impl SwitchConfigs {
         ));
         if !lossless.is_empty() && !data.lossless {
             out.findings.push(finding(format!(
-                "the NICs' data (transport.data_dscp = {}) lands in class \"{}\", which is lossy ({}); the lossless class is {}",
+                "the NICs' data (transport.dscp = {}) lands in class \"{}\", which is lossy ({}); the lossless class is {}",
                 transport.data_dscp,
                 data.name,
                 first.at(first.class_line(&data.name, "name")),
