@@ -613,8 +613,15 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
             ),
             cmd!(
                 kw("priority"),
-                opt(preceded(kw("level"), small(3, "a level from 1 to 3")))
-                    .map(|l| Cmd::Priority(l.unwrap_or(1) as u8))
+                opt(preceded(
+                    kw("level"),
+                    cut_err(
+                        small(7, "a level from 1 to 7")
+                            .verify(|&l| l >= 1)
+                            .context(expected("a level from 1 to 7"))
+                    )
+                ))
+                .map(|l| Cmd::Priority(l.unwrap_or(1) as u8))
             ),
             cmd!(kw("random-detect"), random_detect),
             cmd!(
@@ -666,7 +673,10 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
                     cmd!(
                         kws(&["priority-flow-control", "mode"]),
                         alt((
-                            kw("on").value(PfcMode::On),
+                            // `send-tlv` advertises PFC in DCBX too; the
+                            // NICs here take PFC from the scenario, so it
+                            // changes nothing simulated.
+                            terminated(kw("on"), opt(kw("send-tlv"))).value(PfcMode::On),
                             kw("off").value(PfcMode::Off),
                             kw("auto").value(PfcMode::Auto),
                         ))
@@ -962,6 +972,23 @@ mod tests {
             Ok(Parsed::Cmd(c)) => c,
             other => panic!("{text}: {other:?}"),
         }
+    }
+
+    /// Forms of current releases: a PFC mode with its DCBX TLV, and
+    /// strict priority levels up to 7 (more than one is noted, as the
+    /// simulator has one strict level); a bad level names the range.
+    #[test]
+    fn current_release_forms_parse() {
+        assert_eq!(
+            cmd(Block::Interface, "priority-flow-control mode on send-tlv"),
+            Cmd::PfcMode(PfcMode::On)
+        );
+        assert_eq!(
+            cmd(Block::PolicyClass(Kind::Queuing), "priority level 4"),
+            Cmd::Priority(4)
+        );
+        let e = parse_line(Block::PolicyClass(Kind::Queuing), "priority level 9").unwrap_err();
+        assert!(e.contains("a level from 1 to 7"), "{e}");
     }
 
     #[test]
