@@ -351,6 +351,15 @@ fn bad_model_settings_name_the_key() {
     );
 }
 
+/// SMALL with 8 experts of 1,024, top-2, sequence parallelism and EP 4.
+const MOE: [&str; 5] = [
+    "workload.0.model.experts=8",
+    "workload.0.model.top_k=2",
+    "workload.0.model.expert_ffn=1024",
+    "workload.0.parallel.sequence_parallel=true",
+    "workload.0.parallel.ep=4",
+];
+
 /// Mixture of experts: 8 experts of FFN 1,024, 2 per token, over EP
 /// groups inside DP, with sequence parallelism (as Megatron-Core asks of
 /// experts with TP), through Megatron-Core's alltoall dispatcher. Per
@@ -365,12 +374,7 @@ fn bad_model_settings_name_the_key() {
 /// VALIDATION.md's third table ("Megatron-Core's collectives").
 #[test]
 fn experts_exchange_tokens_in_their_ep_group() {
-    let moe = [
-        "workload.0.model.experts=8",
-        "workload.0.model.top_k=2",
-        "workload.0.model.expert_ffn=1024",
-        "workload.0.parallel.sequence_parallel=true",
-    ];
+    let moe = &MOE[..4];
     let a2a = 1024 * 2 * 1024 * 2 / 2;
     // A layer's attention (its 1/2), the router (h x experts) and the
     // norms, per TP rank; fp32 gradients.
@@ -379,7 +383,7 @@ fn experts_exchange_tokens_in_their_ep_group() {
     // EP 4: one EP group per TP index and stage, one TP x EP group per
     // stage; every rank holds 2 experts of its own, nothing to reduce
     // them with.
-    let (sim, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=4"]].concat());
+    let (sim, s) = run_with(SMALL, &[moe, &["workload.0.parallel.ep=4"]].concat());
     let mut want: HashMap<(String, usize, u64), usize> = [
         ("all-gather", 2, TP_BYTES, 216),
         ("reduce-scatter", 2, TP_BYTES, 144),
@@ -408,20 +412,20 @@ fn experts_exchange_tokens_in_their_ep_group() {
     // EP 2: two EP groups per TP index; each expert's gradients are
     // all-reduced by the 2 ranks that hold it, after the backward (2
     // layers of 4 experts of 3 x 1024 x 1024 per rank, halved by TP).
-    let (_, s) = run_with(SMALL, &[&moe[..], &["workload.0.parallel.ep=2"]].concat());
+    let (_, s) = run_with(SMALL, &[moe, &["workload.0.parallel.ep=2"]].concat());
     let c = census(&s);
     assert_eq!(c[&("all-to-all".into(), 2, a2a)], 2 * 4 * 2 * 2 * 4);
     let experts = 2 * 4 * 3 * 1024 * 1024 / 2 * 4;
     assert_eq!(c[&("all-reduce".into(), 2, experts)], 2 * 4);
     // The auxiliary loss: the counts all-reduced over TP too.
     let aux = [
-        &moe[..],
+        moe,
         &["workload.0.parallel.ep=2", "workload.0.model.aux_loss=true"],
     ]
     .concat();
     let (_, s) = run_with(SMALL, &aux);
     assert_eq!(census(&s)[&("all-reduce".into(), 2, 8 * 8)], 2 * 2 * 2 * 4);
-    let e = error_of(SMALL, &[&moe[..], &["workload.0.parallel.ep=3"]].concat());
+    let e = error_of(SMALL, &[moe, &["workload.0.parallel.ep=3"]].concat());
     assert!(
         e.contains("workload[0].parallel.ep") && e.contains("divisor of cp x dp"),
         "{e}"
@@ -439,13 +443,7 @@ fn experts_exchange_tokens_in_their_ep_group() {
 /// exchanged (they are known).
 #[test]
 fn a_capacity_factor_drops_or_pads_the_tokens() {
-    let moe = [
-        "workload.0.model.experts=8",
-        "workload.0.model.top_k=2",
-        "workload.0.model.expert_ffn=1024",
-        "workload.0.parallel.sequence_parallel=true",
-        "workload.0.parallel.ep=4",
-    ];
+    let moe = MOE;
     let a2a = 1024 * 2 * 1024 * 2 / 2;
     let counts = ("all-gather".to_string(), 8, 8 * 8 * 8);
     let with = |extra: &[&str]| census(&run_with(SMALL, &[&moe[..], extra].concat()).1);
@@ -991,13 +989,7 @@ fn zero_3_prefetch_gathers_ahead_of_the_layers() {
 /// a 1,024 x 1,024 second one, halved by TP) join the DP reduction.
 #[test]
 fn shared_experts_run_a_dense_mlp_beside_the_routed_ones() {
-    let moe = [
-        "workload.0.model.experts=8",
-        "workload.0.model.top_k=2",
-        "workload.0.model.expert_ffn=1024",
-        "workload.0.parallel.sequence_parallel=true",
-        "workload.0.parallel.ep=4",
-    ];
+    let moe = MOE;
     let (_, plain) = run_with(SMALL, &moe);
     let (_, shared) = run_with(
         SMALL,
@@ -1069,14 +1061,7 @@ fn uneven_stages_take_their_layers() {
 /// scattered backward.
 #[test]
 fn the_allgather_dispatcher_gathers_every_token() {
-    let moe = [
-        "workload.0.model.experts=8",
-        "workload.0.model.top_k=2",
-        "workload.0.model.expert_ffn=1024",
-        "workload.0.model.dispatcher=\"allgather\"",
-        "workload.0.parallel.sequence_parallel=true",
-        "workload.0.parallel.ep=4",
-    ];
+    let moe = [&MOE[..], &["workload.0.model.dispatcher=\"allgather\""]].concat();
     let c = census(&run_with(SMALL, &moe).1);
     let n = 2 * 2 * 2;
     let tokens = 512 * 8 * 1024 * 2;
