@@ -4,8 +4,10 @@
 //!
 //! A configuration is lines; a line indented under another belongs to
 //! its block (`class-map`, `policy-map`, a policy's `class`, `system
-//! qos`, `interface`, `hardware profile dlb`). Each line is parsed by the
-//! grammar of the block it is in. A line whose first words name no
+//! qos`, `interface`, `hardware profile dlb`), and a line at the margin
+//! to the innermost open block whose grammar reads it, else to the top
+//! (`read`: flat text, `exit` and `end`, as the switch's modes). Each
+//! line is parsed by the grammar of the block it is in. A line whose first words name no
 //! command of that block is kept as "not modelled" with its number; a
 //! line that starts a known command and then goes wrong is an error
 //! naming the line and what was expected there.
