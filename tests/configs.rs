@@ -1242,3 +1242,30 @@ fn one_set_line_does_not_make_nxos_junos() {
         assert_eq!(read.table(), junos.table(), "{name}");
     }
 }
+
+/// `random-detect` without `drop-probability` is not lost silently: it
+/// is read as 0% at the maximum, and a note on its line says so.
+#[test]
+fn random_detect_without_a_probability_is_noted() {
+    let text = leaf().replace("drop-probability 7 ", "");
+    let read = import_nxos("leaf.nxos", &text).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("random-detect"))
+        .unwrap()
+        + 1;
+    assert!(
+        read.notes
+            .iter()
+            .any(|(l, n)| *l == line && n.contains("without drop-probability: read as 0%")),
+        "{:?}",
+        read.notes
+    );
+    let printed = read.to_toml();
+    assert!(printed.contains("max_probability = 0.0"), "{printed}");
+    let seed = import_nxos("leaf.nxos", &leaf()).unwrap();
+    assert!(!seed
+        .notes
+        .iter()
+        .any(|(_, n)| n.contains("drop-probability")));
+}

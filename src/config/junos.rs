@@ -1212,7 +1212,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                     Wred {
                         min: (u64::from(lo), Unit::Percent),
                         max: (u64::from(hi), Unit::Percent),
-                        probability: top,
+                        probability: Some(top),
                         weight: 0,
                         ecn: s.ecn.is_some(),
                     },

@@ -724,7 +724,15 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                         ));
                         queue.percent = Some((*no, *p));
                     }
-                    Cmd::RandomDetect(w) => queue.wred = Some((*no, *w)),
+                    Cmd::RandomDetect(w) => {
+                        if w.probability.is_none() {
+                            notes.push((
+                                *no,
+                                "random-detect without drop-probability: read as 0% (nothing marked between the thresholds, everything above the maximum); give drop-probability to mark between them".into(),
+                            ));
+                        }
+                        queue.wred = Some((*no, *w));
+                    }
                     Cmd::Shape(bps) => queue.shape = Some((*no, *bps)),
                     _ => {}
                 }
@@ -1058,7 +1066,7 @@ fn class_sections(
                 t.insert("max".into(), Value::String(w.max.1.show(w.max.0)));
                 t.insert(
                     "max_probability".into(),
-                    Value::Float(f64::from(w.probability) / 100.0),
+                    Value::Float(f64::from(w.probability.unwrap_or(0)) / 100.0),
                 );
                 t.insert("weight".into(), Value::Integer(i64::from(w.weight)));
                 if w.min.1.bytes(w.min.0) > w.max.1.bytes(w.max.0) {

@@ -50,7 +50,8 @@ pub enum PfcMode {
 pub struct Wred {
     pub min: (u64, Unit),
     pub max: (u64, Unit),
-    pub probability: u8,
+    /// The marking probability at the maximum, percent, if given.
+    pub probability: Option<u8>,
     pub weight: u8,
     pub ecn: bool,
 }
@@ -434,7 +435,7 @@ fn random_detect(input: &mut &str) -> PResult<Cmd> {
     Ok(Cmd::RandomDetect(Wred {
         min,
         max,
-        probability: probability.unwrap_or(0) as u8,
+        probability: probability.map(|p| p as u8),
         weight: weight.unwrap_or(0) as u8,
         ecn,
     }))
@@ -1031,7 +1032,7 @@ mod tests {
             Cmd::RandomDetect(Wred {
                 min: (150, Unit::Kbytes),
                 max: (3000, Unit::Kbytes),
-                probability: 7,
+                probability: Some(7),
                 weight: 0,
                 ecn: true
             })
