@@ -1269,3 +1269,182 @@ fn random_detect_without_a_probability_is_noted() {
         .iter()
         .any(|(_, n)| n.contains("drop-probability")));
 }
+
+/// A scenario with `[switch] config` naming the corpus file `name`,
+/// prepared.
+fn with_corpus(name: &str, extra: &str) -> fabricsim::scenario::Prepared {
+    let file = format!("fuzz/corpus/nxos/{name}");
+    fabricsim::scenario::prepare(
+        &file.replace(name, "t.toml"),
+        &format!("{SCENARIO}[switch]\nconfig = \"{name}\"\n{extra}"),
+        &[],
+    )
+    .unwrap()
+}
+
+/// `random-detect threshold burst-optimized ecn` and `random-detect ecn`
+/// (Nexus 9000 forms that name no thresholds) mark ECN from the switch's
+/// own thresholds, which Cisco does not publish: the keys leave them out,
+/// so they follow the DCQCN preset, and a note says so at the line.
+#[test]
+fn wred_without_thresholds_marks_ecn_from_the_preset() {
+    for (name, form) in [
+        ("pasted-flat.nxos", "threshold burst-optimized"),
+        ("user-classes.nxos", "ecn"),
+    ] {
+        let text = std::fs::read_to_string(format!("fuzz/corpus/nxos/{name}")).unwrap();
+        let read = import_nxos(name, &text).unwrap();
+        let line = text
+            .lines()
+            .position(|l| l.contains("random-detect"))
+            .unwrap()
+            + 1;
+        let class = &read.table()["qos"]["class"][0];
+        assert_eq!(class["queue"].as_integer(), Some(3), "{name}");
+        assert_eq!(class["ecn"].as_bool(), Some(true), "{name}");
+        assert_eq!(class["wred"].as_table().map(|t| t.len()), Some(0), "{name}");
+        assert!(
+            read.notes.iter().any(|(l, n)| *l == line
+                && n.contains(&format!(
+                    "random-detect {form}: the switch's own thresholds"
+                ))),
+            "{name}: {:?}",
+            read.notes
+        );
+        let p = with_corpus(name, "");
+        let q = &p.scenario.qos.queues[3];
+        let w = q.wred.as_ref().unwrap();
+        assert!(q.ecn && q.lossless, "{name}");
+        assert_eq!((w.min, w.max, w.max_probability), (None, None, None));
+        // Marking at the preset's thresholds for a 200G port.
+        let at = p.pfc.wred_at(fabricsim::units::Rate::gbps(200), 3).unwrap();
+        assert_eq!((at.min, at.max), (800_000, 3_200_000), "{name}");
+    }
+    let e = nxos::parse_line(
+        nxos::Block::PolicyClass(nxos::Kind::Queuing),
+        "random-detect threshold fast ecn",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("burst-optimized or mesh-optimized") && e.contains("\"fast\""),
+        "{e}"
+    );
+    let e = nxos::parse_line(
+        nxos::Block::PolicyClass(nxos::Kind::Queuing),
+        "random-detect max 3",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("minimum-threshold, threshold burst-optimized|mesh-optimized or ecn"),
+        "{e}"
+    );
+}
+
+/// Queuing and network-qos class maps of the user's name their queue by
+/// `match qos-group`; an input queuing policy's `pause buffer-size B
+/// pause-threshold X resume-threshold Y` is the no-drop queue's xOFF, xON
+/// and headroom (B - X), and every port pauses at it.
+#[test]
+fn user_classes_name_queues_by_qos_group_and_pause_thresholds_reach_the_run() {
+    let text = std::fs::read_to_string("fuzz/corpus/nxos/user-classes.nxos").unwrap();
+    let read = import_nxos("user-classes.nxos", &text).unwrap();
+    let printed = read.to_toml();
+    for want in [
+        "bandwidth_percent = 70  # line 24",
+        "mtu = 9216  # line 20",
+        "lossless = true  # line 21",
+        "xoff = \"204800B\"  # line 30",
+        "xon = \"184320B\"  # line 30",
+        "headroom = \"204800B\"  # line 30",
+    ] {
+        assert!(printed.contains(want), "{want}\n{printed}");
+    }
+    assert!(read.not_modelled.is_empty(), "{:?}", read.not_modelled);
+    let p = with_corpus("user-classes.nxos", "");
+    let port = p.topology.switches[0].ports[0];
+    let pfc = p.pfc.get(port, 3).unwrap();
+    assert_eq!(
+        (pfc.xoff, pfc.xon, pfc.headroom),
+        (204_800, 184_320, 204_800)
+    );
+    // Without the input policy, the thresholds are the preset's.
+    let without = text.replace("  service-policy type queuing input INGRESS\n", "");
+    let read = import_nxos("x.nxos", &without).unwrap();
+    assert!(!read.to_toml().contains("xoff"));
+    // A class map of the wrong kind, or matching nothing, is named.
+    let bad = text.replace(
+        "class-map type queuing Q_ROCE\n  match qos-group 3\n",
+        "class-map type queuing Q_ROCE\n",
+    );
+    let e = import_nxos("x.nxos", &bad).unwrap_err().to_string();
+    assert!(
+        e.contains("class Q_ROCE (class-map at line") && e.contains("matches no qos-group"),
+        "{e}"
+    );
+    let bad = text.replace(
+        "class-map type network-qos NQ_ROCE\n  match qos-group 3",
+        "class-map type network-qos NQ_ROCE\n  match dscp 24",
+    );
+    let e = import_nxos("x.nxos", &bad).unwrap_err().to_string();
+    assert!(
+        e.contains("line 10") && e.contains("match qos-group N"),
+        "{e}"
+    );
+    let bad = text.replace("pause-threshold 204800", "pause-threshold 504800");
+    let e = import_nxos("x.nxos", &bad).unwrap_err().to_string();
+    assert!(
+        e.contains("line 30") && e.contains("not above the buffer size"),
+        "{e}"
+    );
+}
+
+/// `dlb-interface all` puts DLB on every port of the switch;
+/// `mode policy-driven per-packet` sprays, with a note that the selecting
+/// policy is not read.
+#[test]
+fn dlb_on_every_interface_and_policy_driven_mode() {
+    let text = std::fs::read_to_string("fuzz/corpus/nxos/dlb-all.nxos").unwrap();
+    let read = import_nxos("dlb-all.nxos", &text).unwrap();
+    assert_eq!(read.dlb_ports, [(6, "*".to_string())]);
+    let balance = &read.table()["switch"]["balance"];
+    assert_eq!(balance["dlb_mode"].as_str(), Some("per-packet"));
+    assert_eq!(balance["flowlet_timeout"].as_str(), Some("500us"));
+    assert!(read
+        .notes
+        .iter()
+        .any(|(l, n)| *l == 7 && n.contains("policy-driven per-packet")));
+    let p = fabricsim::scenario::prepare(
+        "fuzz/corpus/nxos/t.toml",
+        &format!("{SCENARIO}[[switch.config]]\nfile = \"dlb-all.nxos\"\ntier = \"spine\"\n"),
+        &[],
+    )
+    .unwrap();
+    let configs = p.scenario.configs.as_ref().unwrap();
+    let dlb = configs.dlb_ports();
+    for s in &p.topology.switches {
+        for q in &s.ports {
+            assert_eq!(dlb[q.idx()], s.tier == 1, "{}", s.name);
+        }
+    }
+}
+
+/// `bandwidth remaining percent 0` on every weighted queue is said, not
+/// run silently as an equal split.
+#[test]
+fn every_share_zero_is_noted() {
+    let text = leaf().replace(
+        "bandwidth remaining percent 50",
+        "bandwidth remaining percent 0",
+    );
+    let read = import_nxos("leaf.nxos", &text).unwrap();
+    assert!(
+        read.notes
+            .iter()
+            .any(|(l, n)| *l == 25
+                && n.contains("every class's bandwidth share is 0% (lines 25, 32)")),
+        "{:?}",
+        read.notes
+    );
+    let seed = import_nxos("leaf.nxos", &leaf()).unwrap();
+    assert!(!seed.notes.iter().any(|(_, n)| n.contains("share is 0%")));
+}

@@ -1210,8 +1210,9 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 queue.wred = Some((
                     p.line,
                     Wred {
-                        min: (u64::from(lo), Unit::Percent),
-                        max: (u64::from(hi), Unit::Percent),
+                        min: Some((u64::from(lo), Unit::Percent)),
+                        max: Some((u64::from(hi), Unit::Percent)),
+                        preset: None,
                         probability: Some(top),
                         weight: 0,
                         ecn: s.ecn.is_some(),

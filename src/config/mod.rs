@@ -272,6 +272,9 @@ struct Queue {
     shape: Option<(usize, u64)>,
     mtu: Option<(usize, u32)>,
     pfc: Option<usize>,
+    /// An ingress queuing policy's `pause buffer-size`: its line, the
+    /// no-drop buffer, xOFF and xON, as written.
+    pause: Option<(usize, [(u64, nxos::Unit); 3])>,
 }
 
 /// A file none of whose lines is a command the reader knows is not a
@@ -348,6 +351,12 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut notes = Vec::new();
     let mut not_modelled = Vec::new();
     let mut class_map: Option<String> = None;
+    // User-defined queuing and network-qos class maps: the qos-groups
+    // (queues) each matches, by kind and name.
+    let mut system_maps: BTreeMap<(Kind, String), (usize, Vec<u8>)> = BTreeMap::new();
+    let mut system_map: Option<(Kind, String)> = None;
+    // Input queuing policies applied on interfaces: line and name.
+    let mut interface_input: Vec<(usize, String)> = Vec::new();
     let mut read = 0usize;
     for (no, block, parsed, line) in lines {
         let cmd = match parsed {
@@ -361,11 +370,23 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
         match (block, cmd) {
             (_, Cmd::Hostname(h)) => hostname = Some(h),
             (_, Cmd::ClassMap { kind, all, name }) => {
+                class_map = None;
+                system_map = None;
                 if kind != Kind::Qos {
-                    // Queuing and network-qos class maps are the
-                    // switch's own, fixed ones.
-                    not_modelled.push((no, line));
-                    class_map = None;
+                    // A queuing or network-qos class map of the user's:
+                    // it names queues by the qos-groups it matches.
+                    if let Some((old, _)) = system_maps.get(&(kind, name.clone())) {
+                        return Err(err(
+                            file,
+                            no,
+                            format!(
+                                "class-map type {} {name} is defined again (first at line {old})",
+                                kind.name()
+                            ),
+                        ));
+                    }
+                    system_maps.insert((kind, name.clone()), (no, Vec::new()));
+                    system_map = Some((kind, name));
                     continue;
                 }
                 if let Some(old) = class_maps.get(&name) {
@@ -387,6 +408,21 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                     },
                 );
                 class_map = Some(name);
+            }
+            (Block::ClassMap, Cmd::MatchQosGroup(g)) => match &system_map {
+                Some(key) => {
+                    if let Some(m) = system_maps.get_mut(key) {
+                        m.1.extend(g);
+                    }
+                }
+                None => not_modelled.push((no, line)),
+            },
+            (Block::ClassMap, Cmd::MatchDscp(_) | Cmd::MatchCos(_)) if system_map.is_some() => {
+                return Err(err(
+                    file,
+                    no,
+                    "a queuing or network-qos class-map matches qos-groups (match qos-group N); DSCP and CoS are matched by a class-map type qos".to_string(),
+                ))
             }
             (Block::ClassMap, Cmd::MatchDscp(d)) => {
                 if let Some(cm) = class_map.as_ref().and_then(|n| class_maps.get_mut(n)) {
@@ -483,6 +519,11 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                         output: false,
                         name,
                     } => i.classification = Some((no, name)),
+                    Cmd::ServicePolicy {
+                        kind: Kind::Queuing,
+                        output: false,
+                        name,
+                    } => interface_input.push((no, name)),
                     _ => not_modelled.push((no, line)),
                 }
             }
@@ -500,7 +541,16 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                 }
                 dlb_ports.extend(n.into_iter().map(|n| (no, n)))
             }
-            (Block::Dlb, Cmd::DlbMode(m)) => dlb_mode = Some((no, m)),
+            (Block::Dlb, Cmd::DlbAll) => dlb_ports.push((no, "*".to_string())),
+            (Block::Dlb, Cmd::DlbMode(m, policy)) => {
+                if policy {
+                    notes.push((
+                        no,
+                        format!("policy-driven {m}: the switch balances the traffic its qos policy selects this way and the rest by flowlet; fabricsim does not read that selection and balances all of it {m} (to select, give [[switch.balance.select]] rules by traffic_class)"),
+                    ));
+                }
+                dlb_mode = Some((no, m))
+            }
             (Block::Dlb, Cmd::FlowletAging(us)) => dlb_aging = Some((no, us)),
             (Block::Dlb, Cmd::DlbMac(_)) => notes.push((
                 no,
@@ -689,52 +739,134 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
             q.name = Some((0, "class-default".into()));
         }
     }
+    // The queues a queuing or network-qos class names: the switch's own
+    // (`c-out-8q-q3`) or a class map of the user's (`match qos-group`).
+    let queues_of = |kind: Kind, pc: &PolicyClass, prefixes: &[&str], example: &str| {
+        if let Some(q) = queue_of(&pc.name, prefixes) {
+            return Ok(vec![q]);
+        }
+        match system_maps.get(&(kind, pc.name.clone())) {
+            Some((_, groups)) if !groups.is_empty() => Ok(groups.clone()),
+            Some((l, _)) => Err(err(
+                file,
+                pc.line,
+                format!(
+                    "class {} (class-map at line {l}) matches no qos-group: give it match qos-group N",
+                    pc.name
+                ),
+            )),
+            None => Err(err(
+                file,
+                pc.line,
+                format!(
+                    "expected a {} class such as {example}, or a class-map type {} of the configuration, got {}",
+                    kind.name(),
+                    kind.name(),
+                    pc.name
+                ),
+            )),
+        }
+    };
     if let Some((line, name)) = system_policy(Kind::Queuing, true) {
         let policy = find(Kind::Queuing, &name, line)?;
         for pc in &policy.classes {
-            let Some(q) = queue_of(&pc.name, &["c-out-8q-q", "c-out-q"]) else {
+            for q in queues_of(
+                Kind::Queuing,
+                pc,
+                &["c-out-8q-q", "c-out-q"],
+                "c-out-8q-q3 or c-out-8q-q-default",
+            )? {
+                let queue = &mut queues[q as usize];
+                for (no, c) in &pc.cmds {
+                    match c {
+                        Cmd::Priority(level) => {
+                            if *level > 1 {
+                                notes.push((
+                                    *no,
+                                    format!(
+                                        "priority level {level}: the simulator has one strict level"
+                                    ),
+                                ));
+                            }
+                            queue.strict = Some(*no);
+                        }
+                        Cmd::BandwidthRemaining(p) => queue.percent = Some((*no, *p)),
+                        Cmd::Bandwidth(p) => {
+                            notes.push((
+                                *no,
+                                "bandwidth percent is read as a share of what strict priority leaves (bandwidth remaining percent)".into(),
+                            ));
+                            queue.percent = Some((*no, *p));
+                        }
+                        Cmd::RandomDetect(w) => {
+                            if w.min.is_none() {
+                                notes.push((
+                                    *no,
+                                    format!(
+                                        "random-detect {}: the switch's own thresholds, which Cisco does not publish; the simulation marks from the DCQCN preset's (qos.class wred min, max and max_probability left out); give them in the scenario to pin them",
+                                        w.preset.map_or("ecn".to_string(), |p| format!("threshold {p}"))
+                                    ),
+                                ));
+                            } else if w.probability.is_none() {
+                                notes.push((
+                                    *no,
+                                    "random-detect without drop-probability: read as 0% (nothing marked between the thresholds, everything above the maximum); give drop-probability to mark between them".into(),
+                                ));
+                            }
+                            queue.wred = Some((*no, *w));
+                        }
+                        Cmd::Shape(bps) => queue.shape = Some((*no, *bps)),
+                        Cmd::PauseBuffer { .. } => notes.push((
+                            *no,
+                            "pause buffer-size in an output queuing policy: the switch reads it in an input one; not used".into(),
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    // The ingress queuing policy: per no-drop queue, the buffer, xOFF and
+    // xON (`pause buffer-size`), from system qos or, the same one, on
+    // interfaces.
+    let input = match (system_policy(Kind::Queuing, false), interface_input.first()) {
+        (Some(s), _) => {
+            if let Some((l, _)) = interface_input.first() {
+                notes.push((*l, "an interface's input queuing policy: the simulator gives every port system qos's".into()));
+            }
+            Some(s)
+        }
+        (None, Some((first, name))) => {
+            if let Some((l, other)) = interface_input.iter().find(|(_, n)| n != name) {
                 return Err(err(
                     file,
-                    pc.line,
-                    format!(
-                        "expected an egress queue class such as c-out-8q-q3 or c-out-8q-q-default, got {}",
-                        pc.name
-                    ),
+                    *l,
+                    format!("applies input queuing policy {other}, but line {first} {name}; the simulator gives every port the same pause thresholds"),
                 ));
-            };
-            let queue = &mut queues[q as usize];
-            for (no, c) in &pc.cmds {
-                match c {
-                    Cmd::Priority(level) => {
-                        if *level > 1 {
-                            notes.push((
-                                *no,
-                                format!(
-                                    "priority level {level}: the simulator has one strict level"
-                                ),
-                            ));
+            }
+            Some((*first, name.clone()))
+        }
+        (None, None) => None,
+    };
+    if let Some((line, name)) = input {
+        let policy = find(Kind::Queuing, &name, line)?;
+        for pc in &policy.classes {
+            for q in queues_of(
+                Kind::Queuing,
+                pc,
+                &["c-in-8q-q", "c-in-q"],
+                "c-in-q3 or c-in-q-default",
+            )? {
+                for (no, c) in &pc.cmds {
+                    match c {
+                        Cmd::PauseBuffer { size, xoff, xon } => {
+                            queues[q as usize].pause = Some((*no, [*size, *xoff, *xon]))
                         }
-                        queue.strict = Some(*no);
-                    }
-                    Cmd::BandwidthRemaining(p) => queue.percent = Some((*no, *p)),
-                    Cmd::Bandwidth(p) => {
-                        notes.push((
+                        _ => notes.push((
                             *no,
-                            "bandwidth percent is read as a share of what strict priority leaves (bandwidth remaining percent)".into(),
-                        ));
-                        queue.percent = Some((*no, *p));
+                            "in an input queuing policy the simulator reads pause buffer-size only; scheduling is the output policy's".into(),
+                        )),
                     }
-                    Cmd::RandomDetect(w) => {
-                        if w.probability.is_none() {
-                            notes.push((
-                                *no,
-                                "random-detect without drop-probability: read as 0% (nothing marked between the thresholds, everything above the maximum); give drop-probability to mark between them".into(),
-                            ));
-                        }
-                        queue.wred = Some((*no, *w));
-                    }
-                    Cmd::Shape(bps) => queue.shape = Some((*no, *bps)),
-                    _ => {}
                 }
             }
         }
@@ -742,30 +874,27 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
     if let Some((line, name)) = system_policy(Kind::NetworkQos, false) {
         let policy = find(Kind::NetworkQos, &name, line)?;
         for pc in &policy.classes {
-            let Some(q) = queue_of(&pc.name, &["c-8q-nq", "c-nq"]) else {
-                return Err(err(
-                    file,
-                    pc.line,
-                    format!(
-                        "expected a network-qos class such as c-8q-nq3 or c-8q-nq-default, got {}",
-                        pc.name
-                    ),
-                ));
-            };
-            let queue = &mut queues[q as usize];
-            for (no, c) in &pc.cmds {
-                match c {
-                    Cmd::Mtu(m) => queue.mtu = Some((*no, *m)),
-                    Cmd::PausePfcCos(cos) => {
-                        if cos.iter().any(|&c| c != q) {
-                            notes.push((
-                                *no,
-                                format!("pause pfc-cos {cos:?} in the class of queue {q}: the simulator pauses queue {q} by priority {q}"),
-                            ));
+            for q in queues_of(
+                Kind::NetworkQos,
+                pc,
+                &["c-8q-nq", "c-nq"],
+                "c-8q-nq3 or c-8q-nq-default",
+            )? {
+                let queue = &mut queues[q as usize];
+                for (no, c) in &pc.cmds {
+                    match c {
+                        Cmd::Mtu(m) => queue.mtu = Some((*no, *m)),
+                        Cmd::PausePfcCos(cos) => {
+                            if cos.iter().any(|&c| c != q) {
+                                notes.push((
+                                    *no,
+                                    format!("pause pfc-cos {cos:?} in the class of queue {q}: the simulator pauses queue {q} by priority {q}"),
+                                ));
+                            }
+                            queue.pfc = Some(*no);
                         }
-                        queue.pfc = Some(*no);
+                        _ => {}
                     }
-                    _ => {}
                 }
             }
         }
@@ -866,7 +995,7 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                 l,
                 format!(
                     "DLB on {} (dlb-interface): the simulator balances every equal-cost group of the switch with it",
-                    dlb_ports.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ")
+                    dlb_ports.iter().map(|(_, n)| if n == "*" { "every interface" } else { n.as_str() }).collect::<Vec<_>>().join(", ")
                 ),
             ));
         }
@@ -970,6 +1099,24 @@ fn class_sections(
             ),
         ));
     }
+    // Every share 0: weight 0 is served only when no weighted queue has
+    // frames, so with no weighted queue at all they split the port equally
+    // -- said, as the configuration cannot have meant that.
+    let mut named_shares: Vec<(usize, u8)> = queues
+        .iter()
+        .filter(|q| q.name.is_some() && q.strict.is_none())
+        .filter_map(|q| q.percent)
+        .collect();
+    named_shares.sort_unstable();
+    if named_shares.len() > 1 && named_shares.iter().all(|&(_, p)| p == 0) {
+        notes.push((
+            named_shares[0].0,
+            format!(
+                "every class's bandwidth share is 0% (lines {}): the simulator then splits what strict priority leaves equally among them; give the shares the classes should have",
+                named_shares.iter().map(|(l, _)| l.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
     let mut sections = Vec::new();
     let mut lossless = None;
     let mut order: Vec<usize> = (0..queues.len()).collect();
@@ -1061,20 +1208,25 @@ fn class_sections(
                     value: Value::Boolean(w.ecn),
                     note: line_note(&[l]),
                 });
+                // What the line leaves out follows the DCQCN preset.
                 let mut t = Table::new();
-                t.insert("min".into(), Value::String(w.min.1.show(w.min.0)));
-                t.insert("max".into(), Value::String(w.max.1.show(w.max.0)));
-                t.insert(
-                    "max_probability".into(),
-                    Value::Float(f64::from(w.probability.unwrap_or(0)) / 100.0),
-                );
-                t.insert("weight".into(), Value::Integer(i64::from(w.weight)));
-                if w.min.1.bytes(w.min.0) > w.max.1.bytes(w.max.0) {
-                    return Err(err(
-                        file,
-                        l,
-                        "the minimum threshold is above the maximum".to_string(),
-                    ));
+                if let (Some(min), Some(max)) = (w.min, w.max) {
+                    if min.1.bytes(min.0) > max.1.bytes(max.0) {
+                        return Err(err(
+                            file,
+                            l,
+                            "the minimum threshold is above the maximum".to_string(),
+                        ));
+                    }
+                    t.insert("min".into(), Value::String(min.1.show(min.0)));
+                    t.insert("max".into(), Value::String(max.1.show(max.0)));
+                    t.insert(
+                        "max_probability".into(),
+                        Value::Float(f64::from(w.probability.unwrap_or(0)) / 100.0),
+                    );
+                }
+                if w.min.is_some() {
+                    t.insert("weight".into(), Value::Integer(i64::from(w.weight)));
                 }
                 keys.push(Key {
                     name: "wred",
@@ -1101,6 +1253,23 @@ fn class_sections(
                 value: Value::Integer(i64::from(m)),
                 note: line_note(&[l]),
             });
+        }
+        if let Some((l, [size, xoff, xon])) = queue.pause {
+            let bytes = |(n, u): (u64, nxos::Unit)| u.bytes(n);
+            for (name, value) in [
+                ("xoff", xoff.1.show(xoff.0)),
+                ("xon", xon.1.show(xon.0)),
+                ("headroom", format!("{}B", bytes(size) - bytes(xoff))),
+            ] {
+                keys.push(Key {
+                    name,
+                    value: Value::String(value),
+                    note: line_note(&[l]),
+                });
+            }
+            if queue.pfc.is_none() {
+                notes.push((l, format!("queue {q} has pause thresholds but no pause pfc-cos: it is not lossless, so they are not used")));
+            }
         }
         if let Some((l, bps)) = queue.shape {
             keys.push(Key {

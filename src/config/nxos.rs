@@ -19,7 +19,7 @@ use winnow::prelude::*;
 use winnow::token::{literal, take_till, take_while};
 
 /// The three kinds of class and policy maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Qos,
     Queuing,
@@ -48,8 +48,14 @@ pub enum PfcMode {
 /// and whether it marks ECN instead of dropping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wred {
-    pub min: (u64, Unit),
-    pub max: (u64, Unit),
+    /// The thresholds, if the line gives them (`random-detect ecn` and
+    /// `random-detect threshold burst-optimized` leave them to the
+    /// switch).
+    pub min: Option<(u64, Unit)>,
+    pub max: Option<(u64, Unit)>,
+    /// The switch's predefined threshold set the line names
+    /// (`burst-optimized`, `mesh-optimized`).
+    pub preset: Option<&'static str>,
     /// The marking probability at the maximum, percent, if given.
     pub probability: Option<u8>,
     pub weight: u8,
@@ -145,6 +151,15 @@ pub enum Cmd {
     Shape(u64),
     Mtu(u32),
     PausePfcCos(Vec<u8>),
+    /// `pause buffer-size B pause-threshold X resume-threshold Y` in an
+    /// ingress queuing class: the no-drop buffer, xOFF and xON.
+    PauseBuffer {
+        size: (u64, Unit),
+        xoff: (u64, Unit),
+        xon: (u64, Unit),
+    },
+    /// `match qos-group N` in a queuing or network-qos class-map.
+    MatchQosGroup(Vec<u8>),
     // In system qos and interfaces.
     ServicePolicy {
         kind: Kind,
@@ -158,7 +173,11 @@ pub enum Cmd {
     Description,
     // In hardware profile dlb.
     DlbInterface(Vec<String>),
-    DlbMode(&'static str),
+    /// `dlb-interface all`.
+    DlbAll,
+    /// `mode [policy-driven] flowlet|per-packet`: the mode, and whether a
+    /// qos policy chooses the traffic it applies to.
+    DlbMode(&'static str, bool),
     /// `flowlet-aging N` (microseconds).
     FlowletAging(u32),
     DlbMac(String),
@@ -300,6 +319,14 @@ fn cos(input: &mut &str) -> PResult<u8> {
         .parse_next(input)
 }
 
+fn qos_group(input: &mut &str) -> PResult<u8> {
+    digit1
+        .parse_to::<u8>()
+        .verify(|&n| n < 8)
+        .context(expected("a qos-group from 0 to 7"))
+        .parse_next(input)
+}
+
 fn size(input: &mut &str) -> PResult<(u64, Unit)> {
     (
         number,
@@ -310,6 +337,20 @@ fn size(input: &mut &str) -> PResult<(u64, Unit)> {
         ))
         .context(expected("bytes, kbytes or mbytes")),
     )
+        .parse_next(input)
+}
+
+/// A size whose unit may be left out: bytes.
+fn size_or_bytes(input: &mut &str) -> PResult<(u64, Unit)> {
+    (
+        number,
+        opt(alt((
+            kw("bytes").value(Unit::Bytes),
+            kw("kbytes").value(Unit::Kbytes),
+            kw("mbytes").value(Unit::Mbytes),
+        ))),
+    )
+        .map(|(n, u)| (n, u.unwrap_or(Unit::Bytes)))
         .parse_next(input)
 }
 
@@ -410,31 +451,85 @@ fn interfaces(input: &mut &str) -> PResult<Vec<String>> {
     Ok(names)
 }
 
+/// `random-detect`: thresholds given (`minimum-threshold ...
+/// maximum-threshold ...`), a predefined set (`threshold
+/// burst-optimized`, `threshold mesh-optimized`) or the switch's own
+/// (`ecn` alone); then ECN.
 fn random_detect(input: &mut &str) -> PResult<Cmd> {
-    let min = preceded(kw("minimum-threshold"), size).parse_next(input)?;
-    let at_max = *input;
-    let max = preceded(kw("maximum-threshold"), size).parse_next(input)?;
-    // A scenario refuses these: said here, at the line.
-    let bytes = |(n, unit): (u64, Unit)| unit.bytes(n);
-    if bytes(max) == 0 || bytes(min) > bytes(max) {
-        *input = at_max;
-        return cut_err(winnow::combinator::fail)
-            .context(expected(
-                "a maximum threshold above 0 and not below the minimum",
+    let preset = opt(preceded(
+        kw("threshold"),
+        cut_err(
+            alt((
+                kw("burst-optimized").value("burst-optimized"),
+                kw("mesh-optimized").value("mesh-optimized"),
             ))
-            .parse_next(input);
-    }
-    let probability = opt(preceded(
-        kw("drop-probability"),
-        small(100, "a percentage from 0 to 100"),
+            .context(expected("burst-optimized or mesh-optimized")),
+        ),
     ))
     .parse_next(input)?;
-    let weight =
-        opt(preceded(kw("weight"), small(15, "a weight from 0 to 15"))).parse_next(input)?;
+    let given = if preset.is_some() {
+        None
+    } else {
+        let start = *input;
+        match opt(preceded(kw("minimum-threshold"), cut_err(size))).parse_next(input)? {
+            None if opt(kw("ecn")).parse_next(input)?.is_some() => {
+                return Ok(Cmd::RandomDetect(Wred {
+                    min: None,
+                    max: None,
+                    preset: None,
+                    probability: None,
+                    weight: 0,
+                    ecn: true,
+                }))
+            }
+            None => {
+                *input = start;
+                return cut_err(winnow::combinator::fail)
+                    .context(expected(
+                        "minimum-threshold, threshold burst-optimized|mesh-optimized or ecn",
+                    ))
+                    .parse_next(input);
+            }
+            Some(min) => Some(min),
+        }
+    };
+    let (min, max) = match given {
+        None => (None, None),
+        Some(min) => {
+            let at_max = *input;
+            let max = preceded(kw("maximum-threshold"), size).parse_next(input)?;
+            // A scenario refuses these: said here, at the line.
+            let bytes = |(n, unit): (u64, Unit)| unit.bytes(n);
+            if bytes(max) == 0 || bytes(min) > bytes(max) {
+                *input = at_max;
+                return cut_err(winnow::combinator::fail)
+                    .context(expected(
+                        "a maximum threshold above 0 and not below the minimum",
+                    ))
+                    .parse_next(input);
+            }
+            (Some(min), Some(max))
+        }
+    };
+    let probability = if min.is_some() {
+        opt(preceded(
+            kw("drop-probability"),
+            small(100, "a percentage from 0 to 100"),
+        ))
+        .parse_next(input)?
+    } else {
+        None
+    };
+    let weight = if min.is_some() {
+        opt(preceded(kw("weight"), small(15, "a weight from 0 to 15"))).parse_next(input)?
+    } else {
+        None
+    };
     let ecn = opt(kw("ecn")).parse_next(input)?.is_some();
     Ok(Cmd::RandomDetect(Wred {
         min,
         max,
+        preset,
         probability: probability.map(|p| p as u8),
         weight: weight.unwrap_or(0) as u8,
         ecn,
@@ -587,6 +682,10 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
         Block::ClassMap => alt((
             cmd!(kws(&["match", "dscp"]), list(dscp).map(Cmd::MatchDscp)),
             cmd!(kws(&["match", "cos"]), list(cos).map(Cmd::MatchCos)),
+            cmd!(
+                kws(&["match", "qos-group"]),
+                list(qos_group).map(Cmd::MatchQosGroup)
+            ),
         ))
         .map(Some)
         .parse_next(input),
@@ -627,6 +726,22 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
                 .map(|l| Cmd::Priority(l.unwrap_or(1) as u8))
             ),
             cmd!(kw("random-detect"), random_detect),
+            cmd!(
+                kws(&["pause", "buffer-size"]),
+                (
+                    size_or_bytes,
+                    preceded(kw("pause-threshold"), size_or_bytes),
+                    preceded(kw("resume-threshold"), size_or_bytes),
+                )
+                    .verify(|&(b, x, r)| {
+                        let n = |(n, u): (u64, Unit)| u.bytes(n);
+                        n(r) <= n(x) && n(x) <= n(b)
+                    })
+                    .context(expected(
+                        "a resume threshold not above the pause threshold, and that not above the buffer size",
+                    ))
+                    .map(|(size, xoff, xon)| Cmd::PauseBuffer { size, xoff, xon })
+            ),
             cmd!(
                 kw("shape"),
                 (
@@ -704,15 +819,19 @@ fn command(block: Block, input: &mut &str) -> PResult<Option<Cmd>> {
             }
         }
         Block::Dlb => alt((
+            cmd!(kws(&["dlb-interface", "all"]), eof.value(Cmd::DlbAll)),
             cmd!(kw("dlb-interface"), interfaces.map(Cmd::DlbInterface)),
             cmd!(
                 kw("mode"),
-                alt((
-                    kw("flowlet").value("flowlet"),
-                    kw("per-packet").value("per-packet"),
-                ))
-                .context(expected("flowlet or per-packet"))
-                .map(Cmd::DlbMode)
+                (
+                    opt(kw("policy-driven")),
+                    alt((
+                        kw("flowlet").value("flowlet"),
+                        kw("per-packet").value("per-packet"),
+                    ))
+                    .context(expected("flowlet, per-packet or policy-driven"))
+                )
+                    .map(|(policy, mode)| Cmd::DlbMode(mode, policy.is_some()))
             ),
             cmd!(
                 kw("flowlet-aging"),
@@ -1030,8 +1149,9 @@ mod tests {
                 "random-detect minimum-threshold 150 kbytes maximum-threshold 3000 kbytes drop-probability 7 weight 0 ecn"
             ),
             Cmd::RandomDetect(Wred {
-                min: (150, Unit::Kbytes),
-                max: (3000, Unit::Kbytes),
+                min: Some((150, Unit::Kbytes)),
+                max: Some((3000, Unit::Kbytes)),
+                preset: None,
                 probability: Some(7),
                 weight: 0,
                 ecn: true

@@ -483,8 +483,13 @@ impl SwitchConfigs {
                 }
             }
             let mut dlb_named: HashMap<&str, Vec<usize>> = HashMap::new();
+            let mut dlb_wild: Vec<(usize, &str)> = Vec::new();
             for (j, (_, n)) in a.import.dlb_ports.iter().enumerate() {
-                dlb_named.entry(n).or_default().push(j);
+                if n.contains('*') {
+                    dlb_wild.push((j, n));
+                } else {
+                    dlb_named.entry(n).or_default().push(j);
+                }
             }
             for s in &a.switches {
                 let sw = &topo.switches[s.idx()];
@@ -546,7 +551,17 @@ impl SwitchConfigs {
                                 setting.line = line;
                             }
                         }
-                        for &j in dlb_named.get(name.as_str()).into_iter().flatten() {
+                        let wild_dlb = dlb_wild
+                            .iter()
+                            .filter(|(_, n)| crate::config::glob(n, name))
+                            .map(|&(j, _)| j);
+                        for j in dlb_named
+                            .get(name.as_str())
+                            .into_iter()
+                            .flatten()
+                            .copied()
+                            .chain(wild_dlb)
+                        {
                             dlb_used[j] = true;
                             setting.dlb = Some(a.import.dlb_ports[j].0);
                         }
