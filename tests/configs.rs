@@ -1448,3 +1448,59 @@ fn every_share_zero_is_noted() {
     let seed = import_nxos("leaf.nxos", &leaf()).unwrap();
     assert!(!seed.notes.iter().any(|(_, n)| n.contains("share is 0%")));
 }
+
+/// Juniper's JVD binds the classifier per logical unit on `all`
+/// interfaces and the notification profile through an applied group:
+/// RoCEv2 (DSCP 26) lands in its lossless queue and every port pauses.
+/// Without the per-unit binding every packet would be in queue 0; without
+/// the group, every port would be lossy.
+#[test]
+fn junos_per_unit_bindings_and_applied_groups_classify_roce_as_lossless() {
+    const FILE: &str = "fuzz/corpus/junos/jvd-per-unit.junos";
+    let read = fabricsim::config::import_file(std::path::Path::new(FILE)).unwrap();
+    assert!(read.not_modelled.is_empty(), "{:?}", read.not_modelled);
+    let classes = read.table()["qos"]["class"].as_array().unwrap().clone();
+    let roce = classes
+        .iter()
+        .find(|c| c["name"].as_str() == Some("NO-LOSS"))
+        .unwrap();
+    assert_eq!(roce["dscp"].as_array().unwrap()[0].as_integer(), Some(26));
+    assert_eq!(roce["queue"].as_integer(), Some(3));
+    assert_eq!(roce["lossless"].as_bool(), Some(true));
+    assert_eq!(read.interfaces.len(), 1);
+    assert_eq!(read.interfaces[0].names, ["et-*"]);
+    assert_eq!(
+        read.interfaces[0].classification,
+        Some((16, "dscp-ai".to_string()))
+    );
+    let p = fabricsim::scenario::prepare(
+        "fuzz/corpus/junos/t.toml",
+        &format!("{SCENARIO}[switch]\nconfig = \"jvd-per-unit.junos\"\n"),
+        &[],
+    )
+    .unwrap();
+    let configs = p.scenario.configs.as_ref().unwrap();
+    assert!(configs.pfc_off_ports().next().is_none());
+    let q = &p.scenario.qos.queues[3];
+    assert!(q.lossless && q.ecn);
+    // The same in braces, with the group's interface as <*>; and a group
+    // no level applies configures nothing (listed, not read).
+    let braces = "groups { g { class-of-service { interfaces { <*> { congestion-notification-profile c; } } } } }\napply-groups g;\nclass-of-service {\n forwarding-classes { class R queue-num 3 no-loss; }\n classifiers { dscp d { forwarding-class R { loss-priority low code-points 011010; } } }\n congestion-notification-profile { c { input { dscp { code-point 011010 { pfc; } } } } }\n interfaces { all { unit 0 { classifiers { dscp d; } } } }\n}\ngroups { unused { class-of-service { interfaces { <*> { scheduler-map nothing; } } } } }\n";
+    let read = fabricsim::config::junos::import("b.junos", braces).unwrap();
+    assert_eq!(read.interfaces[0].names, ["*"]);
+    assert_eq!(
+        read.interfaces[0].classification,
+        Some((7, "d".to_string()))
+    );
+    assert_eq!(read.not_modelled.len(), 1, "{:?}", read.not_modelled);
+    assert!(read.not_modelled[0]
+        .1
+        .contains("its group is applied nowhere"));
+    let e = fabricsim::config::junos::import("b.junos", "apply-groups nope;\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 1") && e.contains("no group nope is defined"),
+        "{e}"
+    );
+}

@@ -317,6 +317,18 @@ pub fn statements(text: &str) -> Result<Vec<Statement>, (usize, String)> {
     Ok(out)
 }
 
+/// An interface as a pattern the ports are matched against: `all` is
+/// every one, and a group's `<et-*>` is `et-*`.
+fn interface_name(name: String) -> String {
+    if name.eq_ignore_ascii_case("all") {
+        return "*".into();
+    }
+    match name.strip_prefix('<').and_then(|n| n.strip_suffix('>')) {
+        Some(inner) => inner.to_string(),
+        None => name,
+    }
+}
+
 fn word(input: &mut &str) -> PResult<String> {
     nxos::word.map(String::from).parse_next(input)
 }
@@ -586,7 +598,10 @@ fn class_of_service(input: &mut &str) -> PResult<Option<Stmt>> {
     };
     let interfaces = |input: &mut &str| -> PResult<Stmt> {
         kw("interfaces").parse_next(input)?;
-        let iface = cut_err(word).parse_next(input)?;
+        let iface = interface_name(cut_err(word).parse_next(input)?);
+        // Classifiers bind per logical unit (`unit 0`, `unit *`); the
+        // simulator's ports have one, so the unit names the port.
+        opt(preceded(kw("unit"), cut_err(word))).parse_next(input)?;
         let stmt = alt((
             preceded(kw("congestion-notification-profile"), cut_err(word)).map(|n| (0, n)),
             preceded(kw("scheduler-map"), cut_err(word)).map(|n| (1, n)),
@@ -625,7 +640,7 @@ fn statement(input: &mut &str) -> PResult<Option<Stmt>> {
     let dcbx = preceded(
         (kw("protocols"), kw("dcbx"), kw("interface")),
         (word, kw("priority-flow-control"), kw("no-auto-negotiation"))
-            .map(|(i, _, _)| Stmt::DcbxNoAutoNegotiation(i)),
+            .map(|(i, _, _)| Stmt::DcbxNoAutoNegotiation(interface_name(i))),
     );
     let mtu = preceded(
         kw("interfaces"),
@@ -639,7 +654,7 @@ fn statement(input: &mut &str) -> PResult<Option<Stmt>> {
             ),
         )
             .map(|(iface, _, m)| Stmt::Mtu {
-                iface,
+                iface: interface_name(iface),
                 mtu: m as u32,
             }),
     );
@@ -902,9 +917,79 @@ fn one_for_all(
     Ok(Some((*first, name.clone())))
 }
 
+/// Configuration groups applied where `apply-groups` names them, as
+/// Junos inherits them: a group's statement (`groups G class-of-service
+/// interfaces <*> unit * classifiers dscp X`) joins the configuration,
+/// with its own line, under every hierarchy level that applies the group
+/// (`apply-groups G` at the top, `class-of-service apply-groups G`
+/// below). The statements of a group no level applies are returned
+/// apart, as they configure nothing.
+pub fn apply_groups(
+    stmts: Vec<Statement>,
+) -> Result<(Vec<Statement>, Vec<Statement>), (usize, String)> {
+    let mut groups: BTreeMap<String, Vec<Statement>> = BTreeMap::new();
+    let mut applied: Vec<(usize, Vec<String>, Vec<String>)> = Vec::new();
+    let mut out = Vec::new();
+    for s in stmts {
+        let words: Vec<&str> = s.text.split(' ').collect();
+        if words.first() == Some(&"groups") && words.len() > 2 {
+            groups
+                .entry(words[1].to_string())
+                .or_default()
+                .push(Statement {
+                    line: s.line,
+                    text: words[2..].join(" "),
+                });
+        } else if let Some(at) = words.iter().position(|w| *w == "apply-groups") {
+            let names: Vec<String> = words[at + 1..]
+                .iter()
+                .filter(|w| !matches!(**w, "[" | "]"))
+                .map(|w| w.to_string())
+                .collect();
+            if names.is_empty() {
+                return Err((s.line, "apply-groups names no group".into()));
+            }
+            let prefix = words[..at].iter().map(|w| w.to_string()).collect();
+            applied.push((s.line, prefix, names));
+        } else {
+            out.push(s);
+        }
+    }
+    let mut used = std::collections::BTreeSet::new();
+    for (line, prefix, names) in &applied {
+        for name in names {
+            let Some(group) = groups.get(name) else {
+                return Err((
+                    *line,
+                    format!("apply-groups {name}: no group {name} is defined"),
+                ));
+            };
+            used.insert(name.clone());
+            for g in group {
+                let words: Vec<&str> = g.text.split(' ').collect();
+                if words.len() > prefix.len() && words.iter().zip(prefix).all(|(a, b)| a == b) {
+                    out.push(g.clone());
+                }
+            }
+        }
+    }
+    let unused = groups
+        .into_iter()
+        .filter(|(n, _)| !used.contains(n))
+        .flat_map(|(n, g)| {
+            g.into_iter().map(move |s| Statement {
+                line: s.line,
+                text: format!("groups {n} {}", s.text),
+            })
+        })
+        .collect();
+    Ok((out, unused))
+}
+
 /// Reads Junos text; `file` names it in messages.
 pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     let stmts = statements(text).map_err(|(line, m)| err(file, line, m))?;
+    let (stmts, unapplied) = apply_groups(stmts).map_err(|(line, m)| err(file, line, m))?;
     let mut hostname = None;
     let mut fcs: BTreeMap<String, (usize, Option<u8>, bool, Option<u8>)> = BTreeMap::new();
     let mut classifiers: BTreeMap<String, Vec<(usize, String, Vec<u8>)>> = BTreeMap::new();
@@ -920,7 +1005,10 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut dlb: Option<(usize, Dlb)> = None;
     let mut glb: Option<(usize, bool)> = None;
     let mut notes = Vec::new();
-    let mut not_modelled = Vec::new();
+    let mut not_modelled: Vec<(usize, String)> = unapplied
+        .into_iter()
+        .map(|s| (s.line, format!("{} (its group is applied nowhere)", s.text)))
+        .collect();
     let mut read = 0usize;
     for s in &stmts {
         let no = s.line;
@@ -1054,8 +1142,10 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
         }
     }
     if queues[0].name.is_none() {
-        // Junos's default class for what nothing classifies.
+        // Junos's default class for what nothing classifies, which a
+        // scheduler map may name without defining it.
         queues[0].name = Some((0, "best-effort".into()));
+        queue_of.entry("best-effort".into()).or_insert(0);
     }
     queues[0].catch_all = true;
     let classifier = one_for_all(file, "classifier", &if_class)?;
