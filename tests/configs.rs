@@ -415,7 +415,13 @@ fn each_tier_runs_its_own_configuration_and_balancing() {
         assert_eq!(spec.uses(Algo::Dlb), s.tier == 0, "{}", s.name);
     }
     assert!(configs.pfc_off_ports().next().is_none());
-    let audit = configs.audit(topo, &p.scenario.qos, &p.scenario.transport, &p.pfc);
+    let audit = configs.audit(
+        topo,
+        &p.scenario.qos,
+        &p.scenario.transport,
+        &p.pfc,
+        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
+    );
     assert!(
         audit.lines[0]
             .contains("96 of 96 configured links carry \"ROCEv2\" (CoS 3) with PFC on both ends"),
@@ -575,7 +581,13 @@ fn junos_fill_levels_are_shares_of_the_queue_limit_and_pfc_follows_the_profiles(
     for q in &off {
         assert_eq!(topo.links[topo.port(*q).link.idx()].tier, 1);
     }
-    let audit = configs.audit(topo, &p.scenario.qos, &p.scenario.transport, &p.pfc);
+    let audit = configs.audit(
+        topo,
+        &p.scenario.qos,
+        &p.scenario.transport,
+        &p.pfc,
+        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
+    );
     assert!(audit.lines[0].contains("64 of 96"), "{:?}", audit.lines);
     assert!(
         audit.findings[0]
@@ -1501,6 +1513,101 @@ fn junos_per_unit_bindings_and_applied_groups_classify_roce_as_lossless() {
         .to_string();
     assert!(
         e.contains("line 1") && e.contains("no group nope is defined"),
+        "{e}"
+    );
+}
+
+/// The audit sets each threshold against the buffer it lives in, and a
+/// leaf and a spine that disagree on a class's MTU are refused with both
+/// values and both lines.
+#[test]
+fn thresholds_above_the_buffer_and_mtu_mismatches_name_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let leaf = leaf();
+    // A 40 MB WRED maximum on a 16 MB buffer.
+    std::fs::write(
+        dir.path().join("big.nxos"),
+        leaf.replace(
+            "maximum-threshold 3000 kbytes",
+            "maximum-threshold 40 mbytes",
+        ),
+    )
+    .unwrap();
+    let file = dir.path().join("t.toml");
+    let p = fabricsim::scenario::prepare(
+        file.to_str().unwrap(),
+        &format!("{SCENARIO}[switch]\nconfig = \"big.nxos\"\nbuffer = \"16MB\"\n"),
+        &[],
+    )
+    .unwrap();
+    let configs = p.scenario.configs.as_ref().unwrap();
+    let audit = configs.audit(
+        &p.topology,
+        &p.scenario.qos,
+        &p.scenario.transport,
+        &p.pfc,
+        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
+    );
+    let line = audit
+        .lines
+        .iter()
+        .find(|l| l.starts_with("thresholds of \"ROCEv2\""))
+        .unwrap();
+    assert!(
+        line.contains("holds at 128 of 128")
+            && line.contains("fit the 16.00 MB buffer at 0 of them"),
+        "{line}"
+    );
+    let finding = audit
+        .findings
+        .iter()
+        .find(|f| f.message.contains("WRED max 40.00 MB"))
+        .unwrap();
+    assert!(
+        finding.message.contains("big.nxos line 26")
+            && finding.message.contains("128 ports in all"),
+        "{}",
+        finding.message
+    );
+    // The checks every scenario gets say it too, by key.
+    assert!(
+        p.scenario
+            .warnings
+            .iter()
+            .any(|w| w.key.contains("wred")
+                && w.message.contains("above the most the queue can hold"))
+    );
+    // The seed's fits.
+    let seed = fabricsim::scenario::prepare(
+        "examples/configs/t.toml",
+        &format!("{SCENARIO}[switch]\nconfig = \"leaf.nxos\"\n"),
+        &[],
+    )
+    .unwrap();
+    assert!(!seed
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("above the most the queue can hold")));
+
+    std::fs::write(dir.path().join("leaf.nxos"), &leaf).unwrap();
+    std::fs::write(
+        dir.path().join("spine.nxos"),
+        leaf.replace("mtu 9216", "mtu 4200"),
+    )
+    .unwrap();
+    let e = fabricsim::scenario::prepare(
+        file.to_str().unwrap(),
+        &format!("{SCENARIO}[[switch.config]]\nfile = \"leaf.nxos\"\ntier = \"leaf\"\n[[switch.config]]\nfile = \"spine.nxos\"\ntier = \"spine\"\n"),
+        &[],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("differ in qos.class[0].mtu (class \"ROCEv2\"): 9216 (")
+            && e.contains("leaf.nxos line 38) and 4200 (")
+            && e.contains("spine.nxos line 38)"),
         "{e}"
     );
 }

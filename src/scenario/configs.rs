@@ -243,11 +243,22 @@ pub fn read(
         match &fabric {
             None => fabric = Some((i, keys)),
             Some((first, theirs)) => {
-                if let Some(k) = differs(theirs, &keys) {
+                if let Some((k, va, vb)) = differs(theirs, &keys) {
+                    // Which class, by name, when the key is a class's.
+                    let class = k
+                        .strip_prefix("qos.class[")
+                        .and_then(|r| r.split(']').next())
+                        .and_then(|i| i.parse::<usize>().ok())
+                        .and_then(|i| theirs.get("qos")?.get("class")?.get(i))
+                        .and_then(|c| c.get("name"))
+                        .map_or(String::new(), |n| format!(" (class {n})"));
                     return Err((
                         format!(
-                            "{} and {} differ in {k}; fabricsim runs one QoS, PFC and hash policy across the fabric, so the configurations must agree on it (balancing may differ)",
-                            applied[*first].file, a.file
+                            "{} and {} differ in {k}{class}: {} and {}; fabricsim runs one QoS, PFC and hash policy across the fabric, so the configurations must agree on it (balancing may differ)",
+                            applied[*first].file,
+                            a.file,
+                            said(&applied[*first], &k, va),
+                            said(a, &k, vb)
                         ),
                         a.key.clone(),
                     ));
@@ -306,18 +317,53 @@ pub fn read(
 }
 
 /// The first key (dotted) whose value differs between two tables.
-fn differs(a: &Table, b: &Table) -> Option<String> {
+/// The first key two tables differ in: its path (`qos.class[0].mtu`)
+/// and each side's value, if it has one.
+fn differs<'a>(
+    a: &'a Table,
+    b: &'a Table,
+) -> Option<(String, Option<&'a Value>, Option<&'a Value>)> {
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
-    keys.into_iter()
-        .find(|k| a.get(*k) != b.get(*k))
-        .map(|k| match (a.get(k), b.get(k)) {
-            (Some(Value::Table(x)), Some(Value::Table(y))) => {
-                differs(x, y).map_or(k.clone(), |sub| format!("{k}.{sub}"))
+    let k = keys.into_iter().find(|k| a.get(*k) != b.get(*k))?;
+    Some(match (a.get(k), b.get(k)) {
+        (Some(Value::Table(x)), Some(Value::Table(y))) => {
+            let (sub, va, vb) = differs(x, y)?;
+            (format!("{k}.{sub}"), va, vb)
+        }
+        (Some(Value::Array(x)), Some(Value::Array(y))) if x.len() == y.len() => {
+            let (i, sub) = x
+                .iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, pair)| match pair {
+                    (Value::Table(x), Value::Table(y)) => differs(x, y).map(|d| (i, Some(d))),
+                    (x, y) if x != y => Some((i, None)),
+                    _ => None,
+                })?;
+            match sub {
+                Some((sub, va, vb)) => (format!("{k}[{i}].{sub}"), va, vb),
+                None => (format!("{k}[{i}]"), x.get(i), y.get(i)),
             }
-            _ => k.clone(),
-        })
+        }
+        (va, vb) => (k.clone(), va, vb),
+    })
+}
+
+/// A value as the messages show it, and the line a configuration set it
+/// on (`qos.class[0].mtu` from its origins).
+fn said(a: &Applied, path: &str, v: Option<&Value>) -> String {
+    let line = a
+        .import
+        .origins()
+        .into_iter()
+        .find(|(k, _)| k.to_string() == path)
+        .map(|(_, l)| l);
+    match v {
+        Some(v) => format!("{v} ({})", a.at(line)),
+        None => format!("not set ({})", a.file),
+    }
 }
 
 fn merge(into: &mut Table, from: Table, at: &str, file: &str) -> Result<(), String> {
@@ -747,6 +793,7 @@ impl SwitchConfigs {
         qos: &crate::switch::qos::QosConfig,
         transport: &crate::nic::TransportConfig,
         table: &crate::switch::qos::PfcTable,
+        (buffer, alpha_256): (u64, Option<u64>),
     ) -> Audit {
         use crate::units::fmt_bytes;
         let mut out = Audit::default();
@@ -926,6 +973,8 @@ impl SwitchConfigs {
             let qc = &qos.queues[q];
             let (mut order_bad, mut room_bad, mut ports) = (0usize, 0usize, 0usize);
             let mut example = None;
+            let (mut over, mut over_example) = (0usize, None);
+            let room = super::lossless::queue_room(buffer, alpha_256, true);
             for (i, port) in topo.ports.iter().enumerate() {
                 let p = PortId(i as u32);
                 if !matches!(port.owner, Owner::Switch(_)) || !self.pfc_on(p) {
@@ -951,14 +1000,40 @@ impl SwitchConfigs {
                 if pfc.headroom < pfc.headroom_needed {
                     room_bad += 1;
                 }
+                // Thresholds the buffer cannot reach never act.
+                let wred_max = table.wred_at(port.rate, q).map_or(0, |w| w.max as u64);
+                if wred_max > room || pfc.xoff as u64 > buffer {
+                    over += 1;
+                    over_example.get_or_insert_with(|| {
+                        let (what, value, line) = if wred_max > room {
+                            ("WRED max", wred_max, first.class_line(&qc.name, "wred"))
+                        } else {
+                            ("xOFF", pfc.xoff as u64, first.class_line(&qc.name, "xoff"))
+                        };
+                        format!(
+                            "{what} {} of \"{}\" is above the {} switch buffer at {} ({}): the buffer fills before it acts",
+                            fmt_bytes(value),
+                            qc.name,
+                            fmt_bytes(buffer),
+                            self.port_name(topo, p),
+                            first.at(line)
+                        )
+                    });
+                }
             }
             out.lines.push(format!(
-                "thresholds of \"{}\": xON < WRED min < WRED max < xOFF holds at {} of {ports} ports with PFC ({}); headroom covers the cable's round trip at {} of them",
+                "thresholds of \"{}\": xON < WRED min < WRED max < xOFF holds at {} of {ports} ports with PFC ({}); WRED max and xOFF fit the {} buffer at {} of them; headroom covers the cable's round trip at {} of them",
                 qc.name,
                 ports - order_bad,
                 first.at(first.class_line(&qc.name, "wred")),
+                fmt_bytes(buffer),
+                ports - over,
                 ports - room_bad
             ));
+            if let Some(e) = over_example {
+                out.findings
+                    .push(finding(format!("{e}, and at {over} ports in all")));
+            }
             if let Some(e) = example {
                 out.findings
                     .push(finding(format!("{e}, and at {} ports in all", order_bad)));

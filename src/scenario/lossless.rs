@@ -613,12 +613,51 @@ pub fn check(
     topo: &Topology,
     cfg: &QosConfig,
     table: &PfcTable,
-    buffer: u64,
+    (buffer, alpha_256): (u64, Option<u64>),
 ) -> (Vec<Finding>, Option<KeyError>) {
     let mut warnings: Vec<Finding> = Vec::new();
     let mut error = None;
     let max_frame = cfg.max_wire_frame();
     let names = topo.kind.tier_names();
+    // Thresholds against the buffer they live in, per port speed.
+    let mut rates: Vec<Rate> = topo.ports.iter().map(|p| p.rate).collect();
+    rates.sort_by_key(|r| r.bps());
+    rates.dedup();
+    for (q, qc) in cfg.queues.iter().enumerate() {
+        let room = queue_room(buffer, alpha_256, qc.lossless);
+        let key = format!("qos.class \"{}\"", qc.name);
+        for &rate in &rates {
+            if let Some(w) = table.wred_at(rate, q).filter(|w| w.max as u64 > room) {
+                warnings.push(Finding {
+                    key: format!("{key}.wred"),
+                    message: format!(
+                        "{rate} ports: WRED max {} is above the most the queue can hold ({}{}), so it overflows before marking reaches its max_probability",
+                        fmt_bytes(w.max as u64),
+                        fmt_bytes(room),
+                        room_why(buffer, alpha_256, qc.lossless)
+                    ),
+                });
+                break;
+            }
+        }
+        if qc.lossless {
+            let xoff = (0..topo.ports.len() as u32)
+                .filter_map(|p| table.get(PortId(p), q))
+                .map(|p| p.xoff as u64)
+                .max()
+                .unwrap_or(0);
+            if xoff > buffer {
+                warnings.push(Finding {
+                    key: format!("{key}.xoff"),
+                    message: format!(
+                        "xOFF {} is above the switch buffer ({}): the buffer fills before a port pauses, and lossless packets are dropped",
+                        fmt_bytes(xoff),
+                        fmt_bytes(buffer)
+                    ),
+                });
+            }
+        }
+    }
     for (q, qc) in cfg.queues.iter().enumerate() {
         if !qc.lossless {
             continue;
@@ -719,6 +758,29 @@ pub fn check(
         }
     }
     (warnings, error)
+}
+
+/// The most one queue can hold on a switch with `buffer` bytes: a lossy
+/// queue alpha/(1+alpha) of it under the dynamic threshold (the whole
+/// without one), a lossless one the whole (PFC bounds it, not the
+/// threshold).
+pub fn queue_room(buffer: u64, alpha_256: Option<u64>, lossless: bool) -> u64 {
+    match alpha_256 {
+        Some(a) if !lossless => (buffer as u128 * a as u128 / (256 + a) as u128) as u64,
+        _ => buffer,
+    }
+}
+
+/// What `queue_room` is, in words.
+pub fn room_why(buffer: u64, alpha_256: Option<u64>, lossless: bool) -> String {
+    match alpha_256 {
+        Some(a) if !lossless => format!(
+            ": alpha {}/(1 + alpha) of the {} switch buffer",
+            a as f64 / 256.0,
+            fmt_bytes(buffer)
+        ),
+        _ => ": the switch buffer".into(),
+    }
 }
 
 /// A pause is re-sent every refresh while congestion lasts. A refresh

@@ -423,10 +423,24 @@ pub fn prepare_within(
         for p in configs.iter().flat_map(|c| c.pfc_off_ports()) {
             pfc.set_off(p);
         }
-        let (found, error) = lossless::check(&topology, &qos, &pfc, switch.buffer_bytes);
+        let (found, error) = lossless::check(
+            &topology,
+            &qos,
+            &pfc,
+            (switch.buffer_bytes, switch.alpha_256),
+        );
         warnings.extend(found);
         if let Some(c) = &configs {
-            warnings.extend(c.audit(&topology, &qos, &transport, &pfc).findings);
+            warnings.extend(
+                c.audit(
+                    &topology,
+                    &qos,
+                    &transport,
+                    &pfc,
+                    (switch.buffer_bytes, switch.alpha_256),
+                )
+                .findings,
+            );
         }
         warnings.extend(balance::check(&topology, &switch.ecmp, &switch.balance));
         if let Some(e) = error {
