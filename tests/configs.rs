@@ -843,16 +843,13 @@ fn match_cos_classifies_tagged_frames_by_the_priority_their_nic_stamps() {
     assert_eq!(run["lossless_drops"], 0);
 }
 
-/// `[qos.nic_priority]` is refused where frames carry no tag, and names
-/// a bad DSCP or priority.
+/// `[qos.nic_priority]` names a bad DSCP or priority; tagged or not,
+/// data whose priority is not the one its lossless class's pauses name
+/// is warned about.
 #[test]
-fn nic_priorities_need_tagged_frames_and_valid_values() {
+fn nic_priorities_are_valid_values_and_match_the_pauses() {
     let base = SCENARIO;
     for (extra, want) in [
-        (
-            "[qos.nic_priority]\n24 = 5\n",
-            "qos.nic_priority: given, but frames are untagged",
-        ),
         (
             "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n64 = 5\n",
             "expected a DSCP from 0 to 63",
@@ -878,11 +875,12 @@ fn nic_priorities_need_tagged_frames_and_valid_values() {
         p.scenario
             .warnings
             .iter()
-            .any(|w| w.key == "qos.nic_priority" && w.message.contains("with priority 5"))
+            .any(|w| w.key == "qos.nic_priority" && w.message.contains("priority 5, but"))
     };
     assert!(warned(
         "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n24 = 5\n"
     ));
+    assert!(warned("[qos.nic_priority]\n24 = 5\n"));
     assert!(!warned(
         "[qos]\nvlan_tagging = true\n[qos.nic_priority]\n24 = 3\n"
     ));
@@ -1610,4 +1608,151 @@ fn thresholds_above_the_buffer_and_mtu_mismatches_name_their_lines() {
             && e.contains("spine.nxos line 38)"),
         "{e}"
     );
+}
+
+/// `pause pfc-cos 4` in the class of queue 3 makes the switches pause
+/// priority 4. Between switches, configured alike, that still stops
+/// queue 3; but the NICs give RoCEv2 (DSCP 24) priority 3 and do not stop
+/// for a pause of 4: in a seven-to-one incast under one leaf (no DCQCN, so
+/// that PFC has the work) the leaf's headroom overflows and lossless
+/// packets are lost, as on a real fabric. The NICs giving DSCP 24
+/// priority 4 repairs it; validate says why.
+#[test]
+fn a_pfc_priority_other_than_the_nics_is_simulated_as_the_mistake_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = r#"
+name = "seven to one under a leaf"
+[topology]
+kind = "rail-optimized"
+hosts = 8
+gpus_per_host = 1
+nic_speed = "400G"
+hosts_per_leaf = 8
+spines = 1
+uplink_speed = "800G"
+uplinks_per_spine = 1
+[switch]
+buffer = "32MB"
+[[switch.config]]
+file = "spine.nxos"
+tier = "spine"
+[[switch.config]]
+file = "leaf.nxos"
+tier = "leaf"
+up = "Ethernet1/49"
+[transport]
+mtu = 4096
+congestion_control = "none"
+rto = "1ms"
+[[workload]]
+kind = "incast"
+dst = 0
+srcs = [1, 2, 3, 4, 5, 6, 7]
+bytes = "4MB"
+[host]
+pcie = "128GB/s"
+"#;
+    let file = dir.path().join("incast.toml");
+    std::fs::write(&file, scenario).unwrap();
+    let file = file.to_str().unwrap();
+    for name in ["leaf.nxos", "spine.nxos"] {
+        let text = std::fs::read_to_string(format!("examples/configs/{name}")).unwrap();
+        std::fs::write(dir.path().join(name), &text).unwrap();
+        std::fs::write(
+            dir.path().join(format!("wrong-{name}")),
+            text.replace("pause pfc-cos 3", "pause pfc-cos 4"),
+        )
+        .unwrap();
+    }
+    let wrong = [
+        "switch.config[0].file=\"wrong-spine.nxos\"",
+        "switch.config[1].file=\"wrong-leaf.nxos\"",
+    ];
+    let read = import_nxos(
+        "wrong-leaf.nxos",
+        &std::fs::read_to_string(dir.path().join("wrong-leaf.nxos")).unwrap(),
+    )
+    .unwrap();
+    assert!(read.to_toml().contains("pfc_priority = 4  # line 39"));
+    let meant = run_summary(file, &[]);
+    assert_eq!(meant["lossless_drops"], 0);
+    assert!(meant["pfc_pause_frames"].as_u64().unwrap() > 0);
+    let mistake = run_summary(file, &wrong);
+    assert!(
+        mistake["lossless_drops"].as_u64().unwrap() > 100,
+        "{}",
+        mistake["lossless_drops"]
+    );
+    let mut repaired = wrong.to_vec();
+    repaired.push("qos.nic_priority.24=4");
+    let repaired = run_summary(file, &repaired);
+    assert_eq!(repaired["lossless_drops"], 0);
+    assert_eq!(repaired["ecn_marks"], meant["ecn_marks"]);
+    // validate says why, with the key to set.
+    let mut sets: Vec<String> = wrong.iter().map(|s| s.to_string()).collect();
+    let p = fabricsim::scenario::prepare(file, scenario, &sets).unwrap();
+    assert!(p
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.key == "qos.nic_priority"
+            && w.message
+                .contains("priority 3, but its class \"ROCEv2\" (queue 3) pauses priority 4")));
+    sets.push("qos.nic_priority.24=4".into());
+    let p = fabricsim::scenario::prepare(file, scenario, &sets).unwrap();
+    assert!(!p
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.key == "qos.nic_priority"));
+}
+
+/// The audit states each lossless class's PFC priority against the one
+/// the NICs give its data, naming the configuration line.
+#[test]
+fn the_audit_checks_pfc_priorities_against_the_nics() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("leaf.nxos"),
+        leaf().replace("pause pfc-cos 3", "pause pfc-cos 4"),
+    )
+    .unwrap();
+    let file = dir.path().join("t.toml");
+    let p = fabricsim::scenario::prepare(
+        file.to_str().unwrap(),
+        &format!("{SCENARIO}[switch]\nconfig = \"leaf.nxos\"\n"),
+        &[],
+    )
+    .unwrap();
+    let configs = p.scenario.configs.as_ref().unwrap();
+    let audit = configs.audit(
+        &p.topology,
+        &p.scenario.qos,
+        &p.scenario.transport,
+        &p.pfc,
+        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
+    );
+    assert!(
+        audit.lines.iter().any(
+            |l| l.starts_with("PFC priority: \"ROCEv2\" pauses priority 4 (")
+                && l.contains("leaf.nxos line 39); the NICs give its data priority 3")
+        ),
+        "{:?}",
+        audit.lines
+    );
+    assert!(audit
+        .findings
+        .iter()
+        .any(|f| f.message.contains("do not stop for its pauses")));
+    let seed = fabricsim::scenario::prepare(
+        "examples/configs/t.toml",
+        &format!("{SCENARIO}[switch]\nconfig = \"leaf.nxos\"\n"),
+        &[],
+    )
+    .unwrap();
+    assert!(!seed
+        .scenario
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("do not stop for its pauses")));
 }

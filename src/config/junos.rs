@@ -1133,11 +1133,8 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
         queue_of.insert(fc.clone(), q);
         if no_loss {
             queues[q as usize].pfc = Some(line);
-            if pfc_priority.is_some_and(|p| p != q) {
-                notes.push((
-                    line,
-                    format!("pfc-priority {} for queue {q}: the simulator pauses queue {q} by priority {q}", pfc_priority.unwrap_or(q)),
-                ));
+            if let Some(p) = pfc_priority.filter(|&p| p != q) {
+                queues[q as usize].pfc_priority = Some((line, p));
             }
         }
     }

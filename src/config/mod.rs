@@ -272,6 +272,9 @@ struct Queue {
     shape: Option<(usize, u64)>,
     mtu: Option<(usize, u32)>,
     pfc: Option<usize>,
+    /// The priority the queue's pauses name, where it is not the queue's
+    /// number, and its line.
+    pfc_priority: Option<(usize, u8)>,
     /// An ingress queuing policy's `pause buffer-size`: its line, the
     /// no-drop buffer, xOFF and xON, as written.
     pause: Option<(usize, [(u64, nxos::Unit); 3])>,
@@ -885,11 +888,18 @@ pub fn import_nxos(file: &str, text: &str) -> Result<Import, ConfigError> {
                     match c {
                         Cmd::Mtu(m) => queue.mtu = Some((*no, *m)),
                         Cmd::PausePfcCos(cos) => {
-                            if cos.iter().any(|&c| c != q) {
+                            // The priority its pauses name: where it is
+                            // not the queue's, the NICs' traffic of the
+                            // class may not stop (simulated, and audited).
+                            let named = if cos.contains(&q) { q } else { cos[0] };
+                            if cos.len() > 1 {
                                 notes.push((
                                     *no,
-                                    format!("pause pfc-cos {cos:?} in the class of queue {q}: the simulator pauses queue {q} by priority {q}"),
+                                    format!("pause pfc-cos {cos:?}: the simulator pauses a queue by one priority, here {named}"),
                                 ));
+                            }
+                            if named != q {
+                                queue.pfc_priority = Some((*no, named));
                             }
                             queue.pfc = Some(*no);
                         }
@@ -1200,6 +1210,13 @@ fn class_sections(
         });
         if queue.pfc.is_some() && lossless.is_none() {
             lossless = queue.pfc;
+        }
+        if let (Some((l, p)), Some(_)) = (queue.pfc_priority, queue.pfc) {
+            keys.push(Key {
+                name: "pfc_priority",
+                value: Value::Integer(i64::from(p)),
+                note: line_note(&[l]),
+            });
         }
         match queue.wred {
             Some((l, w)) => {

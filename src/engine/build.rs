@@ -49,6 +49,10 @@ pub fn egress(
         .map_or_else(Vec::new, |c| c.dlb_ports());
     let queues = egress_queues(topo, qos, table, max_frame, &dlb);
     let switches = switches(topo, routes, scenario, streams, &reserved);
+    let mut nic_dscps: Vec<u8> = scenario.workloads.iter().map(|w| w.dscp).collect();
+    nic_dscps.push(scenario.transport.data_dscp);
+    nic_dscps.push(scenario.transport.cnp_dscp);
+    let (pause_priority, paused_by) = EgressConfig::priorities(qos, &nic_dscps);
     let cfg = EgressConfig {
         mark_on: qos.mark_on,
         pfc: qos.pfc.clone(),
@@ -60,6 +64,8 @@ pub fn egress(
             .workloads
             .iter()
             .fold(0, |m, w| m | 1 << qos.map.queue_of(w.dscp)),
+        pause_priority,
+        paused_by,
     };
     Egress::new(topo, cfg, queues, switches, pfc)
 }

@@ -960,6 +960,28 @@ impl SwitchConfigs {
                 }
             }
         }
+        // PFC priorities: the one a lossless class's pauses name against
+        // the one the NICs give its data.
+        if data.lossless {
+            let named = data.pfc_priority.unwrap_or(dq as u8);
+            let given = qos.map.pcp_of(transport.data_dscp);
+            let line = first
+                .class_line(&data.name, "pfc_priority")
+                .or(first.class_line(&data.name, "lossless"));
+            out.lines.push(format!(
+                "PFC priority: \"{}\" pauses priority {named} ({}); the NICs give its data priority {given}",
+                data.name,
+                first.at(line)
+            ));
+            if named != given {
+                out.findings.push(finding(format!(
+                    "class \"{}\" pauses priority {named} ({}), but the NICs give its data (DSCP {}) priority {given}: they do not stop for its pauses, and the switches drop what their headroom cannot hold; the run does the same",
+                    data.name,
+                    first.at(line),
+                    transport.data_dscp
+                )));
+            }
+        }
         if !cnp.strict && cq == dq {
             out.findings.push(finding(format!(
                 "CNPs (transport.cnp_dscp = {}) share class \"{}\" with the data they slow down ({}): they wait behind it",

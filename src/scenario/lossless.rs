@@ -243,6 +243,7 @@ fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Match, bool, 
         ("xoff", c.xoff.is_some()),
         ("xon", c.xon.is_some()),
         ("headroom", c.headroom.is_some()),
+        ("pfc_priority", c.pfc_priority.is_some()),
     ] {
         if given && !lossless {
             return Err(KeyError::new(
@@ -258,7 +259,18 @@ fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Match, bool, 
             format!("got {mtu}, expected a frame size from 256 to 9216 bytes (jumbo)"),
         ));
     }
+    let pfc_priority = match c.pfc_priority {
+        None => None,
+        Some(p @ 0..=7) => Some(p as u8),
+        Some(p) => {
+            return Err(KeyError::new(
+                &path.key("pfc_priority"),
+                format!("got {p}, expected a priority from 0 to 7"),
+            ))
+        }
+    };
     let cfg = QueueConfig {
+        pfc_priority,
         name,
         strict,
         percent,
@@ -292,20 +304,15 @@ fn class(c: &RawClass, path: &KeyPath, queue_limit: u64) -> R<(u8, Match, bool, 
     Ok((queue, rule, catch_all, cfg))
 }
 
-/// `[qos.nic_priority]`: the priority the NICs stamp per DSCP, given
-/// only where frames are tagged.
+/// `[qos.nic_priority]`: the priority the NICs give each DSCP: the
+/// PCP they stamp on tagged frames, and, tagged or not, the priority
+/// whose pauses stop that traffic (a NIC's DSCP-to-priority map).
 fn nic_priority(q: &RawQos, path: &KeyPath) -> R<[u8; 64]> {
     let mut pcp = default_pcp();
     let Some(map) = &q.nic_priority else {
         return Ok(pcp);
     };
     let path = path.key("nic_priority");
-    if !q.vlan_tagging.unwrap_or(false) {
-        return Err(KeyError::new(
-            &path,
-            "given, but frames are untagged and carry no priority; set vlan_tagging = true",
-        ));
-    }
     for (dscp, &p) in map {
         let at = path.key(dscp);
         let d = match dscp.parse::<u8>() {

@@ -590,24 +590,25 @@ pub fn prepare_within(
                 w.swift.base_target
             ));
         }
-        // Tagged data in a lossless class must carry that class's
-        // priority, the one PFC pauses.
-        if qos.framing.vlan_tag {
-            let mut dscps: Vec<u8> = workloads.iter().map(|w| w.dscp).collect();
-            dscps.push(transport.data_dscp);
-            dscps.sort_unstable();
-            dscps.dedup();
-            for d in dscps {
-                let (q, pcp) = (qos.map.queue_of(d), qos.map.pcp_of(d));
-                if qos.queues[q as usize].lossless && pcp != q {
-                    warnings.push(Finding {
-                        key: "qos.nic_priority".into(),
-                        message: format!(
-                            "the NICs tag data with DSCP {d} with priority {pcp}, but its class \"{}\" is lossless on priority {q}: a real NIC stops only the priority a pause names, so these frames would not stop for PFC (the simulation pauses them by class); set [qos.nic_priority] {d} = {q}",
-                            qos.queues[q as usize].name
-                        ),
-                    });
-                }
+        // Data in a lossless class must carry the priority that class's
+        // pauses name: a NIC stops only that priority (tagged or not, it
+        // gives each DSCP a priority, [qos.nic_priority]).
+        let mut dscps: Vec<u8> = workloads.iter().map(|w| w.dscp).collect();
+        dscps.push(transport.data_dscp);
+        dscps.sort_unstable();
+        dscps.dedup();
+        for d in dscps {
+            let (q, pcp) = (qos.map.queue_of(d), qos.map.pcp_of(d));
+            let named = qos.queues[q as usize].pfc_priority.unwrap_or(q);
+            if qos.queues[q as usize].lossless && pcp != named {
+                warnings.push(Finding {
+                    key: "qos.nic_priority".into(),
+                    message: format!(
+                        "the NICs give data with DSCP {d} priority {pcp}, but its class \"{}\" (queue {q}) pauses priority {named}: a NIC stops only the priority a pause names, so it keeps sending into the switch's full queue, and the switch drops what its headroom cannot hold (as the run does); set [qos.nic_priority] {d} = {named}{}",
+                        qos.queues[q as usize].name,
+                        if named != q { String::new() } else { format!(" or the class's pfc_priority = {pcp}") }
+                    ),
+                });
             }
         }
         // A workload in a class of its own: that class must carry its frames.

@@ -97,6 +97,8 @@ pub struct RawClass {
     pub xoff: Option<Value>,
     pub xon: Option<Value>,
     pub headroom: Option<Value>,
+    /// The priority the class's pause frames name (default: the queue).
+    pub pfc_priority: Option<i64>,
     /// Most the class may send out of a port, as a rate ("100G").
     pub shape: Option<Value>,
 }

@@ -101,6 +101,45 @@ pub struct EgressConfig {
     /// The queues NIC data packets go out of (a bit each): one per
     /// traffic class the workloads use.
     pub nic_data_classes: u8,
+    /// PFC priorities, for switch ports ([0]) and NIC ports ([1]): the
+    /// priority a port's pause frames name for each queue, and the queues
+    /// (a bit each) a pause naming each priority stops.
+    pub pause_priority: [[u8; QUEUES]; 2],
+    pub paused_by: [[u8; QUEUES]; 2],
+}
+
+impl EgressConfig {
+    /// Switches name and obey each lossless queue's `pfc_priority`; a NIC
+    /// names and obeys the priority it gives the traffic of each queue
+    /// (`pcp` of the DSCPs it sends there, `nic_dscps`), as a NIC stops
+    /// only the priority a pause names. Where both agree with the queue
+    /// numbers, every pause names its queue and stops it.
+    pub fn priorities(
+        qos: &super::qos::QosConfig,
+        nic_dscps: &[u8],
+    ) -> ([[u8; QUEUES]; 2], [[u8; QUEUES]; 2]) {
+        let switch: [u8; QUEUES] =
+            std::array::from_fn(|q| qos.queues[q].pfc_priority.unwrap_or(q as u8));
+        let mut nic = switch;
+        let mut paused_by = [[0u8; QUEUES]; 2];
+        for q in 0..QUEUES {
+            paused_by[0][switch[q] as usize] |= 1 << q;
+        }
+        let mut given = [false; QUEUES];
+        for &d in nic_dscps {
+            let q = qos.map.queue_of(d) as usize;
+            let p = qos.map.pcp_of(d);
+            if !given[q] {
+                nic[q] = p;
+                given[q] = true;
+            }
+            paused_by[1][p as usize] |= 1 << q;
+        }
+        for q in (0..QUEUES).filter(|&q| !given[q]) {
+            paused_by[1][nic[q] as usize] |= 1 << q;
+        }
+        ([switch, nic], paused_by)
+    }
 }
 
 /// Fabric-wide counts of what egress did.
@@ -260,6 +299,11 @@ impl Egress {
     #[inline]
     pub fn owner(&self, p: PortId) -> Owner {
         self.owners[p.idx()]
+    }
+
+    /// Whether port `p` is a NIC's.
+    fn is_nic(&self, p: PortId) -> bool {
+        matches!(self.owners[p.idx()], Owner::Nic(_))
     }
 
     pub fn owners(&self) -> &[Owner] {
@@ -861,7 +905,7 @@ impl Egress {
             header_crc: 0,
             udp_sport: 0,
             opcode: Opcode::Pause,
-            tos: 1 << prio,
+            tos: 1 << self.cfg.pause_priority[self.is_nic(p) as usize][prio as usize],
             flow: crate::wire::packet::NO_FLOW,
         };
         let i = self
@@ -940,8 +984,13 @@ impl Egress {
         let quanta = pkt.psn as u16;
         let now = io.now();
         let mut turn = NicTurn::NONE;
+        // The queues the priorities it names stop here.
+        let by = &self.cfg.paused_by[self.is_nic(p) as usize];
+        let stopped = (0..QUEUES)
+            .filter(|&b| pkt.tos & (1 << b) != 0)
+            .fold(0u8, |m, b| m | by[b]);
         for prio in 0..QUEUES as u8 {
-            if pkt.tos & (1 << prio) == 0 {
+            if stopped & (1 << prio) == 0 {
                 continue;
             }
             let Some(i) = self.pfc_index(p, prio) else {

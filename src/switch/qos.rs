@@ -74,6 +74,9 @@ pub struct QueueConfig {
     /// At most this many bits per second out of each switch port (a
     /// shaper: frames wait in the queue), if set.
     pub shape_bps: Option<u64>,
+    /// The priority a switch's pause frames name for this lossless queue,
+    /// and whose pauses stop it (`None`: the queue's number).
+    pub pfc_priority: Option<u8>,
 }
 
 impl QueueConfig {
@@ -91,6 +94,7 @@ impl QueueConfig {
             xon: Bytes::Auto,
             headroom: Bytes::Auto,
             shape_bps: None,
+            pfc_priority: None,
         }
     }
 }
