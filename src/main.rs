@@ -121,6 +121,22 @@ enum ConfigCommand {
         #[arg(long)]
         strict: bool,
     },
+    /// Write the NX-OS or Junos configuration that makes a switch of the
+    /// scenario classify, queue, mark, pause and balance as the scenario
+    /// says (the reverse of import; what the language cannot say is
+    /// listed in a comment at the top).
+    Export {
+        scenario: PathBuf,
+        /// nxos or junos.
+        #[arg(long)]
+        os: String,
+        /// The switch, by name (default: the first, e.g. leaf0).
+        #[arg(long)]
+        switch: Option<String>,
+        /// Change a scenario key first (repeatable), as with run.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -450,6 +466,15 @@ fn main() -> ExitCode {
         Command::Config {
             what: ConfigCommand::Import { file, strict },
         } => config_import(&file, strict),
+        Command::Config {
+            what:
+                ConfigCommand::Export {
+                    scenario,
+                    os,
+                    switch,
+                    sets,
+                },
+        } => cli::config::config_export(&scenario, &os, switch.as_deref(), &sets),
         Command::Import {
             what: ImportCommand::Megatron { args, script, gpus },
         } => cli::import::import_megatron(&args, script.as_deref(), gpus),

@@ -1756,3 +1756,105 @@ fn the_audit_checks_pfc_priorities_against_the_nics() {
         .iter()
         .any(|w| w.message.contains("do not stop for its pauses")));
 }
+
+/// `config export` writes what the scenario's switches do in the
+/// language of each; importing that gives back the keys the scenario
+/// had: the identity on every example configuration (and the JVD-style
+/// corpus file), run through the command as a user runs it.
+#[test]
+fn export_then_import_is_the_identity_on_every_example() {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir("examples/configs")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "nxos" || e == "junos"))
+        .collect();
+    files.sort();
+    files.push("fuzz/corpus/junos/jvd-per-unit.junos".into());
+    assert!(files.len() >= 8, "{files:?}");
+    for f in files {
+        let dir = tempfile::tempdir().unwrap();
+        let name = f.file_name().unwrap().to_str().unwrap();
+        std::fs::copy(&f, dir.path().join(name)).unwrap();
+        let scenario = dir.path().join("t.toml");
+        std::fs::write(
+            &scenario,
+            format!("{SCENARIO}[switch]\nconfig = \"{name}\"\n"),
+        )
+        .unwrap();
+        let os = if name.ends_with(".junos") {
+            "junos"
+        } else {
+            "nxos"
+        };
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+            .args(["config", "export", "--os", os, scenario.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let written = String::from_utf8(out.stdout).unwrap();
+        let back = dir.path().join(format!("back.{os}"));
+        std::fs::write(&back, &written).unwrap();
+        let again = fabricsim::config::import_file(&back)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{written}"));
+        let first = fabricsim::config::import_file(&f).unwrap();
+        assert_eq!(again.table(), first.table(), "{name}\n{written}");
+        assert!(
+            again.not_modelled.is_empty(),
+            "{name}: {:?}",
+            again.not_modelled
+        );
+        assert!(!written.contains("Not exported"), "{name}\n{written}");
+    }
+}
+
+/// What a language cannot say is listed at the top, not dropped: an
+/// NX-OS watchdog of 200 us, a hash on QP numbers; thresholds the
+/// scenario leaves to the preset are written as the preset gives them.
+#[test]
+fn export_lists_what_the_language_cannot_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("t.toml");
+    std::fs::write(
+        &scenario,
+        format!("{SCENARIO}[pfc.watchdog]\ninterval = \"200us\"\n[switch.ecmp]\nfields = [\"src_ip\", \"dst_ip\", \"dst_qp\"]\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "config",
+            "export",
+            "--os",
+            "nxos",
+            scenario.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("! Not exported: the PFC watchdog (200.000 us interval"),
+        "{text}"
+    );
+    assert!(text.contains("! Not exported: the hash fields"), "{text}");
+    // The default classes, with the preset's thresholds at 400G.
+    assert!(
+        text.contains("random-detect minimum-threshold 1600 kbytes maximum-threshold 6400 kbytes drop-probability 20 weight 0 ecn"),
+        "{text}"
+    );
+    let e = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "config",
+            "export",
+            "--os",
+            "eos",
+            scenario.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("expected nxos or junos"));
+}

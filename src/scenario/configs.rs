@@ -44,7 +44,7 @@ pub struct Applied {
     pub down: Option<Vec<String>>,
     pub up: Option<Vec<String>>,
     /// Balance keys of its own, when the configurations differ in them.
-    balance: Option<Value>,
+    pub balance: Option<Value>,
     /// The key it was given at (`switch.config` or `switch.config[i]`).
     pub key: KeyPath,
     /// The switches it applies to, once the fabric is built.

@@ -69,6 +69,10 @@ pub struct Scenario {
     pub host: HostConfig,
     /// The switch configurations `[switch] config` names, as applied.
     pub configs: Option<configs::SwitchConfigs>,
+    /// The keys a switch configuration can set (`qos`, `pfc`,
+    /// `switch.ecmp`, `switch.balance`) as the scenario and its
+    /// configurations give them, for `config export`.
+    pub switch_keys: Table,
 }
 
 /// How the network is simulated.
@@ -257,6 +261,21 @@ pub fn prepare_within(
     // Keys a switch configuration gave, with the file and line each came
     // from: an error about one names them, not a key the user never
     // wrote.
+    let mut switch_keys = Table::new();
+    for k in ["qos", "pfc"] {
+        if let Some(v) = table.get(k) {
+            switch_keys.insert(k.into(), v.clone());
+        }
+    }
+    if let Some(Value::Table(sw)) = table.get("switch") {
+        let mut t = Table::new();
+        for k in ["ecmp", "balance"] {
+            if let Some(v) = sw.get(k) {
+                t.insert(k.into(), v.clone());
+            }
+        }
+        switch_keys.insert("switch".into(), Value::Table(t));
+    }
     let origins: Vec<(String, KeyPath, usize)> = applied
         .iter()
         .flat_map(|a| {
@@ -749,6 +768,7 @@ pub fn prepare_within(
             warnings,
             host,
             configs,
+            switch_keys,
         };
         Ok(Prepared {
             scenario,
