@@ -1481,7 +1481,7 @@ fn junos_per_unit_bindings_and_applied_groups_classify_roce_as_lossless() {
     assert_eq!(read.interfaces[0].names, ["et-*"]);
     assert_eq!(
         read.interfaces[0].classification,
-        Some((16, "dscp-ai".to_string()))
+        Some((19, "dscp-ai".to_string()))
     );
     let p = fabricsim::scenario::prepare(
         "fuzz/corpus/junos/t.toml",
@@ -1857,4 +1857,101 @@ fn export_lists_what_the_language_cannot_say() {
         .unwrap();
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("expected nxos or junos"));
+}
+
+/// Junos's `shared-buffer` partitions become `switch.partitions` (the
+/// smaller of each kind's ingress and egress shares), and a run holds
+/// each kind of class to its partition: a lossy seven-to-one incast that
+/// fills 24 MB of a 32 MB buffer holds under 10% of it with a 10% lossy
+/// partition.
+#[test]
+fn shared_buffer_partitions_cap_each_kind_of_class() {
+    let read = fabricsim::config::import_file(std::path::Path::new(
+        "fuzz/corpus/junos/jvd-per-unit.junos",
+    ))
+    .unwrap();
+    let parts = &read.table()["switch"]["partitions"];
+    assert_eq!(parts["lossless"].as_str(), Some("66%"));
+    assert_eq!(parts["lossy"].as_str(), Some("10%"));
+    assert!(read
+        .notes
+        .iter()
+        .any(|(_, n)| n.contains("lossless-headroom partition")));
+    let p = fabricsim::scenario::prepare(
+        "fuzz/corpus/junos/t.toml",
+        &format!("{SCENARIO}[switch]\nconfig = \"jvd-per-unit.junos\"\nbuffer = \"32MB\"\n"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        p.scenario.switch.partitions,
+        (Some(21_120_000), Some(3_200_000))
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lossy.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "seven to one, lossy"
+[topology]
+kind = "rail-optimized"
+hosts = 8
+gpus_per_host = 1
+nic_speed = "400G"
+hosts_per_leaf = 8
+spines = 1
+uplink_speed = "800G"
+uplinks_per_spine = 1
+[switch]
+buffer = "32MB"
+[pfc]
+enabled = false
+[transport]
+mtu = 4096
+congestion_control = "none"
+rto = "1ms"
+[[workload]]
+kind = "incast"
+dst = 0
+srcs = [1, 2, 3, 4, 5, 6, 7]
+bytes = "4MB"
+[host]
+pcie = "128GB/s"
+"#,
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let whole = run_summary(file, &[]);
+    let capped = run_summary(file, &["switch.partitions={lossy=\"10%\"}"]);
+    let peak = |s: &serde_json::Value| s["max_switch_buffer_bytes"].as_u64().unwrap();
+    assert!(peak(&whole) > 20_000_000, "{}", peak(&whole));
+    assert!(peak(&capped) <= 3_200_000, "{}", peak(&capped));
+    assert!(capped["drops"].as_u64().unwrap() > whole["drops"].as_u64().unwrap());
+    for (set, want) in [
+        (
+            "switch.partitions={lossless=\"80%\",lossy=\"30%\"}",
+            "more than switch.buffer",
+        ),
+        (
+            "switch.partitions={shared=\"10%\"}",
+            "expected lossless or lossy",
+        ),
+        (
+            "switch.partitions={lossy=\"120%\"}",
+            "percentage of switch.buffer",
+        ),
+    ] {
+        let e = fabricsim::scenario::prepare(
+            file,
+            &std::fs::read_to_string(file).unwrap(),
+            &[set.into()],
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("switch.partitions") && e.contains(want),
+            "{set}: {e}"
+        );
+    }
 }

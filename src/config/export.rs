@@ -214,6 +214,35 @@ fn micros(v: Option<&Value>) -> Option<u64> {
     (t.0 % 1_000_000 == 0).then_some(t.0 / 1_000_000)
 }
 
+/// `switch.partitions` as given: each kind's share in whole percent, or
+/// what cannot be written so.
+fn partitions(d: &Design) -> (Vec<(&'static str, u64)>, Option<String>) {
+    let Some(t) = d
+        .keys
+        .get("switch")
+        .and_then(|s| s.get("partitions"))
+        .and_then(Value::as_table)
+    else {
+        return (Vec::new(), None);
+    };
+    let mut out = Vec::new();
+    for kind in ["lossless", "lossy"] {
+        match t.get(kind).map(|v| spelled(Some(v))) {
+            None => {}
+            Some(Some((n, "%"))) => out.push((kind, n)),
+            Some(_) => {
+                return (
+                    Vec::new(),
+                    Some(format!(
+                        "switch.partitions {kind}: Junos gives a partition in whole percent of the buffer"
+                    )),
+                )
+            }
+        }
+    }
+    (out, None)
+}
+
 fn header(out: &mut String, d: &Design, comment: &str, not_said: &[String]) {
     let _ = writeln!(
         out,
@@ -419,6 +448,16 @@ fn nxos(d: &Design) -> String {
                 ),
             }
         }
+    }
+    if d.keys
+        .get("switch")
+        .and_then(|s| s.get("partitions"))
+        .is_some()
+    {
+        not_said.push(
+            "switch.partitions: NX-OS does not partition its buffer by lossless and lossy classes"
+                .into(),
+        );
     }
     // DLB on the uplinks.
     if let Some(b) = balance(d) {
@@ -632,6 +671,17 @@ fn junos(d: &Design) -> String {
             if by_dscp { "dscp" } else { "ieee-802.1" }
         ),
     );
+    let (parts, cannot) = partitions(d);
+    not_said.extend(cannot);
+    if !parts.is_empty() {
+        set(&mut w, format!("{cos} shared-buffer ingress percent 100"));
+        for (kind, n) in parts {
+            set(
+                &mut w,
+                format!("{cos} shared-buffer ingress buffer-partition {kind} percent {n}"),
+            );
+        }
+    }
     if d.qos.pfc.watchdog.is_some() {
         not_said.push("the PFC watchdog (not read from Junos either)".into());
     }

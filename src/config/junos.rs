@@ -148,6 +148,14 @@ pub enum Stmt {
         mtu: u32,
     },
     Dlb(Dlb),
+    /// `class-of-service shared-buffer ingress|egress [buffer-partition
+    /// P] percent N`: a direction's share of the buffer, or a
+    /// partition's share of that.
+    SharedBuffer {
+        egress: bool,
+        partition: Option<&'static str>,
+        percent: u8,
+    },
     /// `protocols bgp global-load-balancing [load-balancer-only |
     /// helper-only]`: true when the switch balances (not a helper only).
     Glb(bool),
@@ -559,6 +567,33 @@ fn class_of_service(input: &mut &str) -> PResult<Option<Stmt>> {
         let name = cut_err(word).parse_next(input)?;
         scheduler(name, input)
     };
+    let shared_buffer = |input: &mut &str| -> PResult<Stmt> {
+        kw("shared-buffer").parse_next(input)?;
+        let egress = cut_err(
+            alt((kw("ingress").value(false), kw("egress").value(true)))
+                .context(expected("ingress or egress")),
+        )
+        .parse_next(input)?;
+        let partition = opt(preceded(
+            kw("buffer-partition"),
+            cut_err(
+                alt((
+                    kw("lossless-headroom").value("lossless-headroom"),
+                    kw("lossless").value("lossless"),
+                    kw("lossy").value("lossy"),
+                    kw("multicast").value("multicast"),
+                ))
+                .context(expected("lossless, lossless-headroom, lossy or multicast")),
+            ),
+        ))
+        .parse_next(input)?;
+        let percent = preceded(cut_err(kw("percent")), cut_err(percent)).parse_next(input)?;
+        Ok(Stmt::SharedBuffer {
+            egress,
+            partition,
+            percent,
+        })
+    };
     let scheduler_map = |input: &mut &str| -> PResult<Stmt> {
         kw("scheduler-maps").parse_next(input)?;
         let name = cut_err(word).parse_next(input)?;
@@ -626,6 +661,7 @@ fn class_of_service(input: &mut &str) -> PResult<Option<Stmt>> {
         drop_profile.map(Some),
         schedulers,
         scheduler_map.map(Some),
+        shared_buffer.map(Some),
         cnp.map(Some),
         interfaces.map(Some),
     ))
@@ -1003,6 +1039,9 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
     let mut no_auto: Vec<(usize, String)> = Vec::new();
     let mut mtus: Vec<(usize, String, u32)> = Vec::new();
     let mut dlb: Option<(usize, Dlb)> = None;
+    // `shared-buffer`: each direction's share and its partitions', with
+    // their lines.
+    let mut shared: BTreeMap<(bool, Option<&'static str>), (usize, u8)> = BTreeMap::new();
     let mut glb: Option<(usize, bool)> = None;
     let mut notes = Vec::new();
     let mut not_modelled: Vec<(usize, String)> = unapplied
@@ -1103,6 +1142,13 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
             Stmt::DcbxNoAutoNegotiation(iface) => no_auto.push((no, iface)),
             Stmt::Mtu { iface, mtu } => mtus.push((no, iface, mtu)),
             Stmt::Dlb(d) => dlb = Some((no, d)),
+            Stmt::SharedBuffer {
+                egress,
+                partition,
+                percent,
+            } => {
+                shared.insert((egress, partition), (no, percent));
+            }
             Stmt::Glb(balances) => glb = Some((no, balances)),
         }
     }
@@ -1383,6 +1429,7 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
                 .into(),
         ));
     }
+    partitions(&shared, &mut sections, &mut notes);
     if let Some((gl, false)) = glb {
         notes.push((
             gl,
@@ -1446,6 +1493,58 @@ pub fn import(file: &str, text: &str) -> Result<Import, ConfigError> {
         notes,
         not_modelled,
     })
+}
+
+/// `shared-buffer`'s partitions as `switch.partitions`: what lossless and
+/// lossy classes may hold, the smaller of their ingress and egress
+/// partitions (each a direction's share times the partition's), in
+/// percent of the buffer. The headroom and multicast partitions are
+/// noted: headroom is reserved per port and priority here
+/// (`qos.class headroom`), and the simulated traffic is unicast.
+fn partitions(
+    shared: &BTreeMap<(bool, Option<&'static str>), (usize, u8)>,
+    sections: &mut Vec<Section>,
+    notes: &mut Vec<(usize, String)>,
+) {
+    let mut keys = Vec::new();
+    for kind in ["lossless", "lossy"] {
+        let mut best: Option<(f64, Vec<usize>)> = None;
+        for egress in [false, true] {
+            let Some(&(pl, p)) = shared.get(&(egress, Some(kind))) else {
+                continue;
+            };
+            let (dl, d) = shared.get(&(egress, None)).copied().unwrap_or((pl, 100));
+            let share = f64::from(d) * f64::from(p) / 100.0;
+            if best.as_ref().is_none_or(|b| share < b.0) {
+                best = Some((share, vec![dl.min(pl), dl.max(pl)]));
+            }
+        }
+        if let Some((share, mut lines)) = best {
+            lines.dedup();
+            let text = format!("{share:.2}");
+            let text = text.trim_end_matches('0').trim_end_matches('.');
+            keys.push(Key {
+                name: kind,
+                value: Value::String(format!("{text}%")),
+                note: line_note(&lines),
+            });
+        }
+    }
+    for ((egress, part), (l, _)) in shared {
+        match part {
+            Some("lossless-headroom") => notes.push((*l, "the lossless-headroom partition: the simulator reserves headroom per port and lossless priority (qos.class headroom, by default what the port's cable needs); this partition is not used".into())),
+            Some("multicast") => notes.push((*l, "the multicast partition: the simulated traffic is unicast".into())),
+            None if !shared.keys().any(|k| k.0 == *egress && k.1.is_some()) => notes.push((*l, format!("shared-buffer {} percent without partitions: no partition caps a kind of class", if *egress { "egress" } else { "ingress" }))),
+            _ => {}
+        }
+    }
+    if !keys.is_empty() {
+        sections.push(Section {
+            path: "switch.partitions",
+            repeated: false,
+            keys,
+        });
+    }
 }
 
 fn sched(all: &mut BTreeMap<String, Scheduler>, name: String) -> &mut Scheduler {

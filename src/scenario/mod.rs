@@ -70,7 +70,7 @@ pub struct Scenario {
     /// The switch configurations `[switch] config` names, as applied.
     pub configs: Option<configs::SwitchConfigs>,
     /// The keys a switch configuration can set (`qos`, `pfc`,
-    /// `switch.ecmp`, `switch.balance`) as the scenario and its
+    /// `switch.ecmp`, `switch.balance`, `switch.partitions`) as the scenario and its
     /// configurations give them, for `config export`.
     pub switch_keys: Table,
 }
@@ -269,7 +269,7 @@ pub fn prepare_within(
     }
     if let Some(Value::Table(sw)) = table.get("switch") {
         let mut t = Table::new();
-        for k in ["ecmp", "balance"] {
+        for k in ["ecmp", "balance", "partitions"] {
             if let Some(v) = sw.get(k) {
                 t.insert(k.into(), v.clone());
             }

@@ -202,6 +202,9 @@ pub struct RawTopology {
 pub struct RawSwitch {
     pub buffer: Option<Value>,
     pub dynamic_threshold: Option<Value>,
+    /// `{ lossless = "80%", lossy = "10%" }`: the most each kind of class
+    /// may hold of the buffer.
+    pub partitions: Option<Value>,
     pub ecmp: Option<RawEcmp>,
     pub balance: Option<RawBalance>,
 }

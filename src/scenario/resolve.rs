@@ -350,12 +350,77 @@ pub fn switch(raw: Option<&RawSwitch>, path: &KeyPath, topo: &Topology) -> R<Swi
             Some((a * ALPHA_ONE as f64).round() as u64)
         }
     };
+    let partitions = partitions(s.partitions.as_ref(), &path.key("partitions"), buffer_bytes)?;
     Ok(SwitchConfig {
         buffer_bytes,
         alpha_256,
+        partitions,
         ecmp,
         balance: super::balance::balance(s.balance.as_ref(), &path.key("balance"), topo)?,
     })
+}
+
+/// `switch.partitions`: the most lossless and lossy classes may each hold
+/// of the buffer, as "N%" of it or a size; together at most all of it.
+fn partitions(v: Option<&Value>, path: &KeyPath, buffer: u64) -> R<(Option<u64>, Option<u64>)> {
+    let Some(v) = v else {
+        return Ok((None, None));
+    };
+    let Value::Table(t) = v else {
+        return Err(KeyError::new(
+            path,
+            format!(
+                "got {}, expected a table such as {{ lossless = \"80%\", lossy = \"10%\" }}",
+                show(v)
+            ),
+        ));
+    };
+    let mut out = [None, None];
+    for (k, v) in t {
+        let i = match k.as_str() {
+            "lossless" => 0,
+            "lossy" => 1,
+            _ => {
+                return Err(KeyError::new(
+                    &path.key(k),
+                    "is not a partition; expected lossless or lossy",
+                ))
+            }
+        };
+        let at = path.key(k);
+        let bytes = match v.as_str().and_then(|s| s.trim().strip_suffix('%')) {
+            Some(p) => match p.trim().parse::<f64>() {
+                Ok(p) if (0.0..=100.0).contains(&p) => (buffer as f64 * p / 100.0).round() as u64,
+                _ => return Err(KeyError::new(
+                    &at,
+                    format!(
+                        "got {}, expected a percentage of switch.buffer from 0% to 100%, or a size",
+                        show(v)
+                    ),
+                )),
+            },
+            None => super::values::size(Some(v), &at, 0)?,
+        };
+        if bytes > buffer {
+            return Err(KeyError::new(
+                &at,
+                format!("got {bytes} B, above switch.buffer ({buffer} B)"),
+            ));
+        }
+        out[i] = Some(bytes);
+    }
+    if let [Some(a), Some(b)] = out {
+        if a + b > buffer {
+            return Err(KeyError::new(
+                path,
+                format!(
+                    "the partitions come to {} B, more than switch.buffer ({buffer} B)",
+                    a + b
+                ),
+            ));
+        }
+    }
+    Ok((out[0], out[1]))
 }
 
 pub fn transport(raw: Option<&RawTransport>, path: &KeyPath) -> R<TransportConfig> {

@@ -9,6 +9,11 @@
 //! per-queue limit, and the headroom reserved per port and lossless
 //! priority, which is set aside from the buffer, when it is full.
 
+//!
+//! Partitions (Junos's `shared-buffer` ones) cap what the lossless and
+//! the lossy classes may hold of the pool, each apart; a lossy queue's
+//! dynamic threshold is then alpha times what is free in its partition.
+
 /// Dynamic-threshold alpha in 1/256 units (alpha 8 = 2048).
 pub const ALPHA_ONE: u64 = 256;
 
@@ -23,6 +28,11 @@ pub struct SharedBuffer {
     pub headroom_peak: u64,
     /// `None`: a queue may take the whole buffer.
     pub alpha_256: Option<u64>,
+    /// The most lossless and lossy classes may hold of the pool
+    /// (`u64::MAX`: no partition), and what lossless classes hold.
+    pub lossless_cap: u64,
+    pub lossy_cap: u64,
+    pub lossless_used: u64,
 }
 
 impl SharedBuffer {
@@ -34,7 +44,18 @@ impl SharedBuffer {
             headroom_used: 0,
             headroom_peak: 0,
             alpha_256,
+            lossless_cap: u64::MAX,
+            lossy_cap: u64::MAX,
+            lossless_used: 0,
         }
+    }
+
+    /// The same with partitions: lossless and lossy classes may hold at
+    /// most these many bytes of the pool.
+    pub fn partitioned(mut self, (lossless, lossy): (Option<u64>, Option<u64>)) -> Self {
+        self.lossless_cap = lossless.unwrap_or(u64::MAX);
+        self.lossy_cap = lossy.unwrap_or(u64::MAX);
+        self
     }
 
     /// Takes `bytes` for a queue now holding `queue_bytes`, if they fit;
@@ -42,11 +63,15 @@ impl SharedBuffer {
     #[inline]
     pub fn admit(&mut self, bytes: u32, queue_bytes: u32) -> bool {
         let b = bytes as u64;
-        if self.used + b > self.capacity {
+        // What the lossy partition has free (all that is free without one).
+        let free = (self.capacity - self.used).min(
+            self.lossy_cap
+                .saturating_sub(self.used - self.lossless_used),
+        );
+        if b > free {
             return false;
         }
         if let Some(a) = self.alpha_256 {
-            let free = self.capacity - self.used;
             if (queue_bytes as u64 + b) * ALPHA_ONE > free * a {
                 return false;
             }
@@ -61,12 +86,20 @@ impl SharedBuffer {
     #[inline]
     pub fn take(&mut self, bytes: u32) -> bool {
         let b = bytes as u64;
-        if self.used + b > self.capacity {
+        if self.used + b > self.capacity || self.lossless_used + b > self.lossless_cap {
             return false;
         }
         self.used += b;
+        self.lossless_used += b;
         self.peak = self.peak.max(self.used);
         true
+    }
+
+    /// Gives back `bytes` a lossless class took (`take`).
+    #[inline]
+    pub fn release_lossless(&mut self, bytes: u32) {
+        self.lossless_used -= bytes as u64;
+        self.release(bytes);
     }
 
     #[inline]
@@ -91,6 +124,34 @@ mod tests {
         b.release(6_000);
         assert!(b.admit(6_000, 0));
         assert_eq!(b.peak, 6_000);
+    }
+
+    /// Partitions cap each kind apart: lossy traffic cannot take what the
+    /// lossless partition keeps, and its dynamic threshold sees only its
+    /// own partition's free bytes.
+    #[test]
+    fn partitions_cap_lossless_and_lossy_apart() {
+        let mut b = SharedBuffer::new(100_000, None).partitioned((Some(60_000), Some(30_000)));
+        let mut lossy = 0;
+        while b.admit(1_000, 0) {
+            lossy += 1_000;
+        }
+        assert_eq!(lossy, 30_000);
+        let mut lossless = 0;
+        while b.take(1_000) {
+            lossless += 1_000;
+        }
+        assert_eq!(lossless, 60_000);
+        b.release_lossless(10_000);
+        assert!(!b.admit(1_000, 0), "the lossy partition is full");
+        assert!(b.take(1_000));
+        // Alpha 1 in a 30 KB partition: a lone queue settles at 15 KB.
+        let mut b = SharedBuffer::new(100_000, Some(ALPHA_ONE)).partitioned((None, Some(30_000)));
+        let mut q = 0;
+        while b.admit(1_000, q) {
+            q += 1_000;
+        }
+        assert_eq!(q, 15_000);
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct SwitchConfig {
     /// Dynamic-threshold alpha in 1/256 units; `None` turns the per-queue
     /// limit off.
     pub alpha_256: Option<u64>,
+    /// Buffer partitions: the most lossless and lossy classes may hold,
+    /// bytes (`None`: no cap).
+    pub partitions: (Option<u64>, Option<u64>),
     pub ecmp: EcmpConfig,
     pub balance: BalanceConfig,
 }
@@ -83,7 +86,8 @@ impl SwitchState {
             buffer: admit::SharedBuffer::new(
                 cfg.buffer_bytes.saturating_sub(reserved),
                 cfg.alpha_256,
-            ),
+            )
+            .partitioned(cfg.partitions),
             rng: wred,
         }
     }

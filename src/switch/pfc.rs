@@ -101,7 +101,7 @@ impl PfcPrio {
         let h = self.headroom_used.min(b);
         self.headroom_used -= h;
         shared.headroom_used -= h as u64;
-        shared.release(b - h);
+        shared.release_lossless(b - h);
         self.bytes -= b;
         self.pausing && !self.storm && self.bytes <= self.cfg.xon && self.headroom_used == 0
     }
