@@ -1955,3 +1955,67 @@ pcie = "128GB/s"
         );
     }
 }
+
+/// The guide's "Not modelled" table is true: each form it lists is read,
+/// listed as not modelled with its line, and refused by --strict.
+#[test]
+fn the_forms_the_guide_lists_as_not_modelled_are_listed_so() {
+    let guide = std::fs::read_to_string("docs/src/howto/switch-configs.md").unwrap();
+    let table = guide
+        .split("**Not modelled.**")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .find(|p| p.starts_with("| line"))
+        .unwrap();
+    let nxos_base = leaf();
+    let mut checked = 0;
+    for row in table.lines().skip(2) {
+        let cell = row.split('|').nth(1).unwrap().trim();
+        let (dialect, forms) = cell.split_once(' ').unwrap();
+        for form in forms.split(", ") {
+            let form = form.trim_matches('`').replace(" ...", "");
+            let (read, line) = if dialect == "NX-OS" {
+                // A queuing or qos class's command goes in such a class.
+                let text = match form.as_str() {
+                    "afd queue-desired" | "queue-limit" => nxos_base.replace(
+                        "    bandwidth remaining percent 50\n    random-detect",
+                        &format!("    bandwidth remaining percent 50\n    {form} 150 kbytes\n    random-detect"),
+                    ),
+                    "set dscp" | "set cos" | "police" => nxos_base.replace(
+                        "    set qos-group 3\n",
+                        &format!("    set qos-group 3\n    {form} 5\n"),
+                    ),
+                    _ => format!("{nxos_base}{form} ing-racl 0\n"),
+                };
+                let line = text
+                    .lines()
+                    .position(|l| l.trim().starts_with(&form))
+                    .unwrap()
+                    + 1;
+                (import_nxos("x.nxos", &text).unwrap(), line)
+            } else {
+                let junos = std::fs::read_to_string("examples/configs/spine.junos").unwrap();
+                let stmt = if form.starts_with("forwarding-options") {
+                    format!("set {form} ipv4-source-address\n")
+                } else {
+                    format!("set class-of-service {form} x y\n")
+                };
+                let text = format!("{junos}{stmt}");
+                let line = text.lines().count();
+                (
+                    fabricsim::config::junos::import("x.junos", &text).unwrap(),
+                    line,
+                )
+            };
+            assert!(
+                read.not_modelled.iter().any(|(l, _)| *l == line),
+                "{dialect} {form}: {:?}",
+                read.not_modelled
+            );
+            assert!(read.strict().is_err(), "{dialect} {form}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 10);
+}

@@ -391,13 +391,15 @@ fn partitions(v: Option<&Value>, path: &KeyPath, buffer: u64) -> R<(Option<u64>,
         let bytes = match v.as_str().and_then(|s| s.trim().strip_suffix('%')) {
             Some(p) => match p.trim().parse::<f64>() {
                 Ok(p) if (0.0..=100.0).contains(&p) => (buffer as f64 * p / 100.0).round() as u64,
-                _ => return Err(KeyError::new(
-                    &at,
-                    format!(
+                _ => {
+                    return Err(KeyError::new(
+                        &at,
+                        format!(
                         "got {}, expected a percentage of switch.buffer from 0% to 100%, or a size",
                         show(v)
                     ),
-                )),
+                    ))
+                }
             },
             None => super::values::size(Some(v), &at, 0)?,
         };
