@@ -250,8 +250,21 @@ enum Command {
     /// balancers) and print their headline figures side by side.
     Compare {
         /// Scenario files: two or more, or one with --fidelity.
-        #[arg(required = true, num_args = 1..)]
+        #[arg(required_unless_present = "random", num_args = 1..)]
         scenarios: Vec<PathBuf>,
+        /// With --fidelity: instead of files, this many scenarios drawn
+        /// at random (fabric, balancing, congestion control, PFC,
+        /// workloads), and the distribution of each figure's error.
+        #[arg(
+            long,
+            value_name = "N",
+            conflicts_with = "scenarios",
+            requires = "fidelity"
+        )]
+        random: Option<u64>,
+        /// The draw of --random: the same seed, the same scenarios.
+        #[arg(long, value_name = "S", default_value_t = 1, requires = "random")]
+        seed: u64,
         /// Run each scenario at each of these fidelities (e.g.
         /// `packet,flow`) and print, besides the side-by-side table, each
         /// one's error against the first.
@@ -503,6 +516,8 @@ fn main() -> ExitCode {
         ),
         Command::Compare {
             scenarios,
+            random,
+            seed,
             fidelity,
             markdown,
             out,
@@ -517,7 +532,12 @@ fn main() -> ExitCode {
                 .as_deref()
                 .map(fidelity_list)
                 .transpose()
-                .and_then(|f| compare(&scenarios, f.as_deref(), markdown, &sets, &out, &limits))
+                .and_then(|f| match (random, f) {
+                    (Some(n), Some(f)) => {
+                        cli::compare::compare_random((n, seed), &f, markdown, &sets, &out, &limits)
+                    }
+                    (_, f) => compare(&scenarios, f.as_deref(), markdown, &sets, &out, &limits),
+                })
         }
         Command::Bench {
             only,

@@ -159,3 +159,72 @@ pub(crate) fn fidelity_list(list: &str) -> Result<Vec<String>, String> {
     }
     Ok(names)
 }
+
+/// `compare --fidelity packet,flow --random N --seed S`: N scenarios the
+/// generator draws (`scenario::random`), each run at every fidelity;
+/// prints each one's errors against the first fidelity and their
+/// distribution. The scenarios are kept in `OUT/scenarios/` so that any
+/// can be run again.
+pub(crate) fn compare_random(
+    (n, seed): (u64, u64),
+    fidelities: &[String],
+    markdown: bool,
+    sets: &[String],
+    out: &Path,
+    limit_args: &LimitArgs,
+) -> Result<(), String> {
+    let (limits, max_memory) = engine_limits(limit_args)?;
+    if fidelities.len() < 2 {
+        return Err(
+            "--random compares fidelities: give --fidelity with two or more (e.g. packet,flow)"
+                .into(),
+        );
+    }
+    fabricsim::output::check_writable(out)?;
+    let dir = out.join("scenarios");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut groups = Vec::new();
+    let mut errors = Vec::new();
+    let mut interrupted = false;
+    'scenarios: for i in 0..n {
+        let (name, text) = fabricsim::scenario::random::scenario(seed, i);
+        let path = dir.join(format!("{name}.toml"));
+        fabricsim::output::write_atomic(&path, text.as_bytes())
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        let mut figures = Vec::new();
+        for f in fidelities {
+            let mut sets = sets.to_vec();
+            sets.push(format!("simulation.fidelity={f:?}"));
+            let pr = load_within(Some(&path), &sets, max_memory)?;
+            check_memory(Some(&path), &pr, max_memory, pr.scenario.threads)?;
+            let building = Instant::now();
+            let source = (pr.scenario.threads > 1).then(|| pr.clone());
+            let sim = Simulation::new(pr);
+            let build_seconds = building.elapsed().as_secs_f64();
+            let start = Instant::now();
+            let (sim, stop) =
+                fabricsim::engine::parallel::run_on_threads(sim, source, &limits, &mut |_| {});
+            let summary = Summary::of(&sim, stop);
+            let perf = Perf::of(&sim, start.elapsed().as_secs_f64()).built_in(build_seconds);
+            figures.push(report::fidelity::Figures::of(&sim, &summary, &perf));
+            if stop == fabricsim::engine::StopReason::Interrupted {
+                interrupted = true;
+                break 'scenarios;
+            }
+        }
+        errln!("{}/{n} {name}", i + 1);
+        for other in &figures[1..] {
+            errors.push(report::fidelity::Errors::of(other, &figures[0]));
+        }
+        groups.push((name, figures));
+    }
+    out!("{}", report::fidelity::table(&groups, markdown));
+    outln!();
+    out!("{}", report::fidelity::distribution(&errors, markdown));
+    outln!("scenarios {}/", dir.display());
+    if interrupted {
+        errln!("interrupted: {} of {n} scenarios ran", groups.len());
+        std::process::exit(130);
+    }
+    Ok(())
+}

@@ -28,7 +28,7 @@ pub(crate) fn config_export(
     switch: Option<&str>,
     sets: &[String],
 ) -> Result<(), String> {
-    use fabricsim::config::export::{export, Design, Os};
+    use fabricsim::scenario::export::{export, Design, Os};
     let os = match os {
         "nxos" | "nx-os" => Os::Nxos,
         "junos" => Os::Junos,

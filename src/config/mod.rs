@@ -12,7 +12,6 @@
 //! came from; lines the simulator has nothing for are listed as not
 //! modelled, never dropped in silence.
 
-pub mod export;
 pub mod junos;
 pub mod nxos;
 

@@ -211,6 +211,86 @@ fn mean_util(f: &Figures) -> f64 {
     used.iter().sum::<f64>() / used.len().max(1) as f64
 }
 
+/// The distribution of each figure's error over many scenarios (the
+/// absolute errors' median, 90th percentile and maximum, over the
+/// scenarios that have the figure), and of the speedup.
+pub fn distribution(errors: &[Errors], markdown: bool) -> String {
+    fn quantile(sorted: &[f64], q: f64) -> f64 {
+        // Nearest rank.
+        let at = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+        sorted[at]
+    }
+    type Get = fn(&Errors) -> Option<f64>;
+    let figures: [(&str, Get); 6] = [
+        ("makespan", |e| e.makespan),
+        ("mean FCT", |e| e.mean_fct),
+        ("p99 FCT", |e| e.p99_fct),
+        ("collective", |e| e.collective),
+        ("iteration", |e| e.iteration),
+        ("link util.", |e| e.link_util),
+    ];
+    let mut rows = Vec::new();
+    for (name, get) in figures {
+        let mut v: Vec<f64> = errors.iter().filter_map(get).map(f64::abs).collect();
+        if v.is_empty() {
+            continue;
+        }
+        v.sort_by(f64::total_cmp);
+        let pct = |x: f64| format!("{:.1}%", x * 100.0);
+        rows.push(vec![
+            name.to_string(),
+            v.len().to_string(),
+            pct(quantile(&v, 0.5)),
+            pct(quantile(&v, 0.9)),
+            pct(quantile(&v, 1.0)),
+        ]);
+    }
+    let mut s: Vec<f64> = errors.iter().map(|e| e.speedup).collect();
+    s.sort_by(f64::total_cmp);
+    if !s.is_empty() {
+        let x = |v: f64| format!("{v:.0}x");
+        rows.push(vec![
+            "speedup".into(),
+            s.len().to_string(),
+            x(quantile(&s, 0.5)),
+            x(quantile(&s, 0.1)),
+            x(s[0]),
+        ]);
+    }
+    let header = ["figure", "scenarios", "median", "90th pct.", "worst"];
+    let mut o = String::new();
+    if markdown {
+        let _ = writeln!(o, "| {} |", header.join(" | "));
+        let _ = writeln!(o, "|{}", "---|".repeat(header.len()));
+        for r in &rows {
+            let _ = writeln!(o, "| {} |", r.join(" | "));
+        }
+        return o;
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    for r in std::iter::once(&head).chain(&rows) {
+        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(o, "{c:<w$}");
+            } else {
+                let _ = write!(o, "  {c:>w$}");
+            }
+        }
+        o.push('\n');
+    }
+    o.push_str("absolute errors against the first fidelity (speedup: the median, the 10th percentile and the least)\n");
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
