@@ -329,4 +329,30 @@ mod tests {
             "{t}"
         );
     }
+
+    /// The distribution takes absolute errors, by nearest rank, over the
+    /// scenarios that have each figure.
+    #[test]
+    fn the_distribution_is_of_absolute_errors_by_nearest_rank() {
+        let errors: Vec<Errors> = (1..=10)
+            .map(|i| Errors {
+                makespan: Some(if i % 2 == 0 {
+                    0.01 * i as f64
+                } else {
+                    -0.01 * i as f64
+                }),
+                mean_fct: (i <= 4).then_some(0.1),
+                speedup: 10.0 * i as f64,
+                ..Errors::default()
+            })
+            .collect();
+        let d = distribution(&errors, true);
+        assert!(d.contains("| makespan | 10 | 5.0% | 9.0% | 10.0% |"), "{d}");
+        assert!(
+            d.contains("| mean FCT | 4 | 10.0% | 10.0% | 10.0% |"),
+            "{d}"
+        );
+        assert!(d.contains("| speedup | 10 | 50x | 10x | 10x |"), "{d}");
+        assert!(!d.contains("p99 FCT"), "{d}");
+    }
 }
