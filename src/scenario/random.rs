@@ -3,9 +3,9 @@
 //! --seed S`): a seeded generator draws a fabric (fat-tree, rail pod or
 //! pods, speeds, oversubscription, cable delays, buffer), its balancing
 //! (ECMP, DLB flowlets or per packet, spraying), congestion control
-//! (DCQCN, DCTCP or none), PFC on or off, and a workload mix of
-//! permutations, incasts, collectives (ring, tree, hierarchical, auto)
-//! and training jobs. Every draw is a scenario each fidelity runs; the
+//! (DCQCN, DCTCP or none), PFC on or off, a link that fails and heals
+//! (one in six), and a workload mix of permutations, incasts,
+//! collectives (ring, tree, hierarchical, auto) and training jobs. Every draw is a scenario each fidelity runs; the
 //! same seed gives the same scenarios.
 
 use crate::rng::{Stream, Streams};
@@ -78,6 +78,21 @@ pub fn scenario(seed: u64, i: u64) -> (String, String) {
         "\n[transport]\nmtu = 4096\ncongestion_control = \"{cc}\"\nrto = \"1ms\"\n\n[pfc]\nenabled = {}\n",
         r.below(2) == 0
     );
+    if r.below(6) == 0 {
+        // A link that fails and heals, so that every transfer finishes.
+        let target = match kind {
+            "fat-tree" => "link = [\"pod0-edge0\", \"pod0-agg0\"]",
+            "multi-pod" => "link = [\"pod0-leaf0\", \"pod0-spine0\"]",
+            _ => "link = [\"leaf0\", \"spine0\"]",
+        };
+        let at = 10 + r.below(200);
+        let _ = writeln!(
+            t,
+            "[routing]\nreconverge = \"{}us\"\n\n[[failure]]\n{target}\nat = \"{at}us\"\nrecover = \"{}us\"\n",
+            5 + r.below(50),
+            at + 50 + r.below(500)
+        );
+    }
     let bytes = |r: &mut Stream| ["256KB", "1MB", "4MB", "16MB"][r.below(4) as usize];
     let n = 1 + r.below(2);
     for _ in 0..n {
