@@ -415,13 +415,7 @@ fn each_tier_runs_its_own_configuration_and_balancing() {
         assert_eq!(spec.uses(Algo::Dlb), s.tier == 0, "{}", s.name);
     }
     assert!(configs.pfc_off_ports().next().is_none());
-    let audit = configs.audit(
-        topo,
-        &p.scenario.qos,
-        &p.scenario.transport,
-        &p.pfc,
-        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
-    );
+    let audit = p.audit().unwrap();
     assert!(
         audit.lines[0]
             .contains("96 of 96 configured links carry \"ROCEv2\" (CoS 3) with PFC on both ends"),
@@ -581,13 +575,7 @@ fn junos_fill_levels_are_shares_of_the_queue_limit_and_pfc_follows_the_profiles(
     for q in &off {
         assert_eq!(topo.links[topo.port(*q).link.idx()].tier, 1);
     }
-    let audit = configs.audit(
-        topo,
-        &p.scenario.qos,
-        &p.scenario.transport,
-        &p.pfc,
-        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
-    );
+    let audit = p.audit().unwrap();
     assert!(audit.lines[0].contains("64 of 96"), "{:?}", audit.lines);
     assert!(
         audit.findings[0]
@@ -1538,14 +1526,7 @@ fn thresholds_above_the_buffer_and_mtu_mismatches_name_their_lines() {
         &[],
     )
     .unwrap();
-    let configs = p.scenario.configs.as_ref().unwrap();
-    let audit = configs.audit(
-        &p.topology,
-        &p.scenario.qos,
-        &p.scenario.transport,
-        &p.pfc,
-        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
-    );
+    let audit = p.audit().unwrap();
     let line = audit
         .lines
         .iter()
@@ -1724,14 +1705,7 @@ fn the_audit_checks_pfc_priorities_against_the_nics() {
         &[],
     )
     .unwrap();
-    let configs = p.scenario.configs.as_ref().unwrap();
-    let audit = configs.audit(
-        &p.topology,
-        &p.scenario.qos,
-        &p.scenario.transport,
-        &p.pfc,
-        (p.scenario.switch.buffer_bytes, p.scenario.switch.alpha_256),
-    );
+    let audit = p.audit().unwrap();
     assert!(
         audit.lines.iter().any(
             |l| l.starts_with("PFC priority: \"ROCEv2\" pauses priority 4 (")

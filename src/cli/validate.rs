@@ -55,16 +55,7 @@ pub(crate) fn validate(path: &Path, sets: &[String], strict: bool) -> Result<(),
             }
         }
         outln!("  audit of the configured fabric (findings are the warnings above):");
-        for line in c
-            .audit(
-                &p.topology,
-                &s.qos,
-                &s.transport,
-                &p.pfc,
-                (s.switch.buffer_bytes, s.switch.alpha_256),
-            )
-            .lines
-        {
+        for line in p.audit().map(|a| a.lines).unwrap_or_default() {
             outln!("    {line}");
         }
     }

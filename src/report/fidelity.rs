@@ -161,13 +161,28 @@ pub fn table(scenarios: &[(String, Vec<Figures>)], markdown: bool) -> String {
             ]);
         }
     }
-    let mut o = String::new();
     if markdown {
         header[3] = "makespan error".to_string();
+    }
+    let mut o = render(&header, &rows, markdown);
+    if markdown {
+        return o;
+    }
+    o.push_str(
+        "errors against the first fidelity; FCT of transfers made up front; collective and iteration: the mean of each one's error; link util.: per-link utilization, sum of differences over the sum of the first's\n",
+    );
+    o
+}
+
+/// Rows under a header, as a Markdown table or in aligned columns (the
+/// first to the left, the others to the right).
+fn render(header: &[String], rows: &[Vec<String>], markdown: bool) -> String {
+    let mut o = String::new();
+    if markdown {
         let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
-        o.push_str(&line(&header));
+        o.push_str(&line(header));
         o.push_str(&line(&vec!["---".to_string(); header.len()]));
-        for r in &rows {
+        for r in rows {
             o.push_str(&line(r));
         }
         return o;
@@ -181,7 +196,7 @@ pub fn table(scenarios: &[(String, Vec<Figures>)], markdown: bool) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    for r in std::iter::once(&header).chain(&rows) {
+    for r in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
         for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
             if i == 0 {
                 let _ = write!(o, "{c:<w$}");
@@ -191,9 +206,6 @@ pub fn table(scenarios: &[(String, Vec<Figures>)], markdown: bool) -> String {
         }
         o.push('\n');
     }
-    o.push_str(
-        "errors against the first fidelity; FCT of transfers made up front; collective and iteration: the mean of each one's error; link util.: per-link utilization, sum of differences over the sum of the first's\n",
-    );
     o
 }
 
@@ -257,35 +269,12 @@ pub fn distribution(errors: &[Errors], markdown: bool) -> String {
             x(s[0]),
         ]);
     }
-    let header = ["figure", "scenarios", "median", "90th pct.", "worst"];
-    let mut o = String::new();
+    let header: Vec<String> = ["figure", "scenarios", "median", "90th pct.", "worst"]
+        .map(String::from)
+        .to_vec();
+    let mut o = render(&header, &rows, markdown);
     if markdown {
-        let _ = writeln!(o, "| {} |", header.join(" | "));
-        let _ = writeln!(o, "|{}", "---|".repeat(header.len()));
-        for r in &rows {
-            let _ = writeln!(o, "| {} |", r.join(" | "));
-        }
         return o;
-    }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    for r in std::iter::once(&head).chain(&rows) {
-        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
-            if i == 0 {
-                let _ = write!(o, "{c:<w$}");
-            } else {
-                let _ = write!(o, "  {c:>w$}");
-            }
-        }
-        o.push('\n');
     }
     o.push_str("absolute errors against the first fidelity (speedup: the median, the 10th percentile and the least)\n");
     o

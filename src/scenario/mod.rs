@@ -193,6 +193,23 @@ pub struct Prepared {
     pub pfc: crate::switch::qos::PfcTable,
 }
 
+impl Prepared {
+    /// The audit of the switch configurations the scenario runs
+    /// (`SwitchConfigs::audit`), if it names any.
+    pub fn audit(&self) -> Option<configs::Audit> {
+        let s = &self.scenario;
+        s.configs.as_ref().map(|c| {
+            c.audit(
+                &self.topology,
+                &s.qos,
+                &s.transport,
+                &self.pfc,
+                (s.switch.buffer_bytes, s.switch.alpha_256),
+            )
+        })
+    }
+}
+
 /// Loads a scenario from text. `file` names it in error messages.
 pub fn prepare(file: &str, text: &str, sets: &[String]) -> Result<Prepared, ScenarioError> {
     prepare_within(file, text, sets, None)
