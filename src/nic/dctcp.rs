@@ -96,12 +96,13 @@ impl Dctcp {
     /// `newly` packets further, carrying the receiver's CE count `ce`;
     /// `next` is the next PSN to send.
     pub fn on_ack(&mut self, p: &DctcpParams, newly: u32, ce: u32, una: u32, next: u32) {
-        // A running count: what this acknowledgement adds (ACKs of a QP
-        // come back in order, on one path).
-        let marked_now = ce.wrapping_sub(self.ce_seen);
-        self.ce_seen = ce;
-        self.acked += newly;
-        self.marked += marked_now;
+        // A running count: what this acknowledgement adds. Sprayed or
+        // rebalanced ACKs may come back out of order, so a late one
+        // carries an older, smaller count: it adds nothing.
+        let marked_now = ce.saturating_sub(self.ce_seen);
+        self.ce_seen = self.ce_seen.max(ce);
+        self.acked = self.acked.saturating_add(newly);
+        self.marked = self.marked.saturating_add(marked_now);
         if marked_now > 0 {
             if una > self.cut_end || self.cuts == 0 {
                 self.cwnd = (self.cwnd * (1.0 - self.alpha / 2.0)).max(f64::from(p.min_window));
@@ -188,6 +189,22 @@ mod tests {
         let a2 = a1 * 15.0 / 16.0 + 1.0 / 16.0;
         assert!((d.alpha - a2).abs() < 1e-12, "{}", d.alpha);
         assert_eq!(d.cuts, 2, "a new window may cut again");
+    }
+
+    /// An ACK that overtook an earlier one carries a larger CE count; the
+    /// earlier one, arriving after, adds no marks (and no overflow).
+    #[test]
+    fn a_late_ack_with_an_older_count_adds_nothing() {
+        let p = DctcpParams::default();
+        let mut d = Dctcp::new(&p);
+        d.on_ack(&p, 1, 5, 1, 10);
+        let (cwnd, cuts) = (d.cwnd, d.cuts);
+        d.on_ack(&p, 1, 3, 2, 10);
+        assert_eq!((d.ce_seen, d.marked), (5, 0));
+        // No cut: the window grows by one packet's share, as for an
+        // unmarked ACK.
+        assert_eq!(d.cuts, cuts);
+        assert!((d.cwnd - (cwnd + 1.0 / cwnd)).abs() < 1e-12, "{}", d.cwnd);
     }
 
     #[test]
