@@ -1993,3 +1993,43 @@ fn the_forms_the_guide_lists_as_not_modelled_are_listed_so() {
     }
     assert_eq!(checked, 10);
 }
+
+/// `pfc_priority` is a priority from 0 to 7 and belongs to a lossless
+/// class; either mistake names the key.
+#[test]
+fn a_pfc_priority_out_of_range_or_on_a_lossy_class_is_refused() {
+    let class = "[[qos.class]]\nname = \"r\"\ndscp = [24]\nqueue = 3\nlossless = true\n";
+    for (extra, want) in [
+        (
+            "pfc_priority = 8\n",
+            "got 8, expected a priority from 0 to 7",
+        ),
+        (
+            "pfc_priority = 4\nlossless = false\n",
+            "is only used by a lossless class",
+        ),
+    ] {
+        let text = format!(
+            "{SCENARIO}{}{extra}",
+            class.replace(
+                "lossless = true\n",
+                if extra.contains("lossless") {
+                    ""
+                } else {
+                    "lossless = true\n"
+                }
+            )
+        );
+        let e = fabricsim::scenario::prepare("t.toml", &text, &[])
+            .err()
+            .unwrap_or_else(|| panic!("{extra} was accepted"))
+            .to_string();
+        assert!(
+            e.contains("qos.class[0].pfc_priority") && e.contains(want),
+            "{extra}: {e}"
+        );
+    }
+    let ok = format!("{SCENARIO}{class}pfc_priority = 4\n");
+    let p = fabricsim::scenario::prepare("t.toml", &ok, &[]).unwrap();
+    assert_eq!(p.scenario.qos.queues[3].pfc_priority, Some(4));
+}
