@@ -122,6 +122,56 @@ fn egress_queues(
         .collect()
 }
 
+/// The flow level's network over this fabric: its ports, the GPUs'
+/// PCIe, and where DCQCN runs and `simulation.flow_cc = "dcqcn"` asks,
+/// its congestion control: WRED with ECN on
+/// the data queue of each switch port (none where DLB takes the egress
+/// QoS away), the virtual queues up to the switch's buffer.
+pub(super) fn fluid(
+    topo: &Topology,
+    scenario: &Scenario,
+    table: &PfcTable,
+    nics: &Nics,
+) -> crate::fluid::Fluid {
+    let pcie = nics.pcie_ps_per_byte().map(|ps| 1e12 / ps);
+    let rates = topo.ports.iter().map(|p| p.rate.bps());
+    let mut fluid = crate::fluid::Fluid::new(rates, topo.gpus.len(), pcie);
+    let dcqcn = scenario.workloads.iter().any(|w| w.cc == Cc::Dcqcn);
+    if dcqcn && scenario.flow_cc == crate::scenario::FlowCc::Dcqcn {
+        let queue = nics.data_queue() as usize;
+        let limit = scenario.switch.buffer_bytes as f64;
+        let dlb = scenario
+            .configs
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.dlb_ports());
+        let marking = topo
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match p.owner {
+                Owner::Switch(_) if !dlb.get(i).copied().unwrap_or(false) => table
+                    .wred_at(p.rate, queue)
+                    .filter(|w| w.ecn)
+                    .map(|w| crate::fluid::Marking {
+                        min: f64::from(w.min),
+                        max: f64::from(w.max),
+                        pmax: w.pmax_u32 as f64 / 4_294_967_296.0,
+                    }),
+                _ => None,
+            })
+            .collect();
+        let sender = topo
+            .ports
+            .iter()
+            .map(|p| matches!(p.owner, Owner::Nic(_)))
+            .collect();
+        let mtu = scenario.transport.mtu;
+        let packet = scenario.qos.framing.wire_bytes(Opcode::WriteMiddle, mtu);
+        fluid.enable_cc(marking, sender, limit, f64::from(packet));
+    }
+    fluid
+}
+
 /// Every switch's pipeline state: its ECMP seed (per switch from the run's
 /// streams, or the scenario's fixed one), its WRED and balancer streams,
 /// and the headroom `reserved` from its pool.

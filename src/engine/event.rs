@@ -58,6 +58,8 @@ pub enum Event {
     /// Flow level: ring pass `p`'s stream starts sending, or its last
     /// position has all its bytes (`runtime::streams`).
     Stream(u32),
+    /// Flow level: congestion control counts marks and moves QP rates.
+    FluidCc,
     /// Flow level: rates are shared anew where sub-flows started or
     /// ended, once everything else due at this time is handled.
     FluidShare,
@@ -127,8 +129,9 @@ impl queue::Keyed for Event {
             Event::FluidRx(q, _) => (22, q.0),
             Event::FluidAck(q, _) => (23, q.0),
             Event::Stream(p) => (24, p),
+            Event::FluidCc => (25, 0),
             // The last kind: after every start and end of this instant.
-            Event::FluidShare => (25, 0),
+            Event::FluidShare => (26, 0),
         };
         debug_assert!(id < 1 << KEY_ID_BITS, "{self:?}: id past the key's bits");
         kind << KEY_ID_BITS | id

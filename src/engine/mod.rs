@@ -387,9 +387,7 @@ impl Simulation {
         jobs.passes.net_bytes += later_messages.1;
         jobs.later_flows = later_flows;
         if sim.scenario.fidelity == crate::scenario::Fidelity::Flow {
-            let pcie = sim.nics.pcie_ps_per_byte().map(|ps| 1e12 / ps);
-            let rates = sim.topo.ports.iter().map(|p| p.rate.bps());
-            let fluid = crate::fluid::Fluid::new(rates, sim.topo.gpus.len(), pcie);
+            let fluid = build::fluid(&sim.topo, &sim.scenario, &pfc, &sim.nics);
             sim.fluid = Some(Box::new(fluid));
             sim.jobs_mut().set_up_streams();
         }
@@ -459,6 +457,7 @@ impl Simulation {
             Event::FluidRx(q, f) => self.fluid_rx(q, f),
             Event::FluidAck(_, f) => self.runtime(|rt, k| rt.qp_acked(k, f, 0, 0)),
             Event::FluidShare => self.fluid_share(),
+            Event::FluidCc => self.fluid_cc(),
             Event::Stream(p) => self.due(Due::Stream(p)),
         }
     }

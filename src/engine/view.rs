@@ -254,6 +254,11 @@ impl Simulation {
         self.fluid.as_ref().map(|f| (f.shares, f.shared_subs))
     }
 
+    /// At flow level under DCQCN: how many ticks counted marks.
+    pub fn fluid_cc_ticks(&self) -> Option<u64> {
+        self.fluid.as_ref().map(|f| f.cc_ticks()).filter(|&n| n > 0)
+    }
+
     /// At flow level: ring passes run as steady streams (`streams`).
     pub fn fluid_streams(&self) -> u64 {
         self.jobs().streams.started

@@ -485,14 +485,40 @@ impl Dcqcn {
             return;
         }
         self.advance(now, p);
-        self.bc_bytes += wire_bytes as u64;
+        self.count_bytes(wire_bytes as u64, p);
+        self.last_send = now;
+        self.last_bytes = wire_bytes;
+    }
+
+    /// The byte counter hears of `bytes` more sent.
+    fn count_bytes(&mut self, bytes: u64, p: &DcqcnParams) {
+        self.bc_bytes += bytes;
         while self.bc_bytes >= p.byte_counter {
             self.bc_bytes -= p.byte_counter;
             self.increase(p);
             self.bc_stage += 1;
         }
-        self.last_send = now;
-        self.last_bytes = wire_bytes;
+    }
+
+    /// At flow level, where no packet is sent one by one: `sent` more wire
+    /// bytes have left since the last call, and `cnps` CNPs arrived, the
+    /// last now and the others `gap` apart before it. Returns the rate
+    /// (bits per second) and when it next changes by itself.
+    pub fn on_fluid(
+        &mut self,
+        now: SimTime,
+        (sent, cnps, gap): (u64, u32, SimTime),
+        p: &DcqcnParams,
+    ) -> (f64, Option<SimTime>) {
+        for k in (0..cnps).rev() {
+            let at = SimTime(now.0.saturating_sub(u64::from(k) * gap.0));
+            self.on_cnp(at.max(self.alpha_epoch.min(now)), p);
+        }
+        self.advance(now, p);
+        if self.last_cut.is_some() && sent > 0 {
+            self.count_bytes(sent, p);
+        }
+        (self.rc, self.next_change(p))
     }
 
     /// The current rate in bits per second (timers replayed to `now`).

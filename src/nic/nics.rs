@@ -10,6 +10,7 @@
 //! progress (`Rx`). The caller (the engine) owns the ports' egress, the
 //! transfers and the task graph.
 
+use super::rate::RateControl;
 use super::transport::{Msg, ReorderPool, TimerAction};
 use super::TransportConfig;
 use crate::topology::{FlowId, GpuId, NicId, PortId, QpId};
@@ -229,6 +230,28 @@ impl Nics {
     #[inline]
     pub fn qp(&self, q: QpId) -> &QpState {
         &self.qps[q.idx()]
+    }
+
+    /// Flow level: QP `q`'s DCQCN hears of `sent` more wire bytes and of
+    /// `cnps` CNPs (its receiver sent them, `gap` apart up to now).
+    /// Returns its rate (bits per second) and when that next changes by
+    /// itself; `None` for a QP without DCQCN.
+    pub fn fluid_dcqcn(
+        &mut self,
+        q: QpId,
+        now: SimTime,
+        (sent, cnps, gap): (u64, u32, SimTime),
+    ) -> Option<(f64, Option<SimTime>)> {
+        let qp = &mut self.qps[q.idx()];
+        let RateControl::Dcqcn(d) = &mut qp.req.rate else {
+            return None;
+        };
+        let n = u64::from(cnps);
+        qp.cnps_sent += n;
+        qp.cnps_received += n;
+        self.counters.cnps_sent += n;
+        self.counters.cnps_received += n;
+        Some(d.on_fluid(now, (sent, cnps, gap), &self.cfg.dcqcn))
     }
 
     /// Tenant of each QP.

@@ -475,6 +475,10 @@ pub struct Perf {
     pub fluid_shares: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fluid_mean_component: Option<f64>,
+    /// At flow level under DCQCN: ticks of its congestion control, each
+    /// counting marks on the queues that hold bytes (`fluid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fluid_cc_ticks: Option<u64>,
     /// At flow level: ring passes run as one steady stream each
     /// (`simulation.flow_rings = "streams"`) instead of message by message.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1022,6 +1026,7 @@ impl Perf {
             fluid_mean_component: sim
                 .fluid_shares()
                 .map(|(n, subs)| subs as f64 / n.max(1) as f64),
+            fluid_cc_ticks: sim.fluid_cc_ticks(),
             fluid_streams: sim.fluid_shares().map(|_| sim.fluid_streams()),
             iterations_made: sim.later_counts().map(|c| c.0),
             iterations_forgotten: sim.later_counts().map(|c| c.1),

@@ -55,6 +55,10 @@ pub struct Scenario {
     pub fidelity: Fidelity,
     /// At flow level: how ring passes between servers run.
     pub flow_rings: FlowRings,
+    /// At flow level: whether DCQCN's QPs follow their rate controller
+    /// over virtual queues and marks (`fluid::cc`), or take their fair
+    /// shares at once.
+    pub flow_cc: FlowCc,
     /// When jobs' iterations after their first are made.
     pub job_iterations: JobIterations,
     pub topology: TopologySpec,
@@ -128,6 +132,17 @@ pub enum FlowRings {
     Streams,
     /// Message by message, as the packet level sends them.
     Messages,
+}
+
+/// At flow level, what sets a DCQCN QP's rate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlowCc {
+    /// Its max-min fair share, at once.
+    #[default]
+    FairShare,
+    /// Its own DCQCN reaction point, hearing CNPs from the switch ports'
+    /// virtual queues and their WRED marks.
+    Dcqcn,
 }
 
 /// Inside each server.
@@ -689,6 +704,12 @@ pub fn prepare_within(
             ],
             FlowRings::Streams,
         )?;
+        let flow_cc = values::choice(
+            sim.and_then(|s| s.flow_cc.as_deref()),
+            &sp.key("flow_cc"),
+            &[("fair-share", FlowCc::FairShare), ("dcqcn", FlowCc::Dcqcn)],
+            FlowCc::FairShare,
+        )?;
         // At flow level, rings may run as streams, whose messages are
         // not numbered.
         let stream_rings = fidelity == Fidelity::Flow && flow_rings == FlowRings::Streams;
@@ -776,6 +797,7 @@ pub fn prepare_within(
             threads,
             fidelity,
             flow_rings,
+            flow_cc,
             job_iterations,
             topology: tspec,
             switch,

@@ -168,6 +168,7 @@ pub struct RawSimulation {
     pub threads: Option<i64>,
     pub fidelity: Option<String>,
     pub flow_rings: Option<String>,
+    pub flow_cc: Option<String>,
     pub job_iterations: Option<String>,
 }
 

@@ -4,8 +4,6 @@
 //! and nothing of the engine, which drives it (`engine::fluid`) as it
 //! would a fabric of queues.
 //!
-//! move as fluids on their paths instead of packet by packet.
-//!
 //! Each QP's share of a transfer is a sub-flow on the path its packets
 //! would take (the same QPs, the same ECMP hash, so the same collisions).
 //! The sub-flows share every link and each GPU's PCIe max-min fairly
@@ -29,11 +27,28 @@
 //! rate changes or it finishes, and a heap holds when each will have
 //! sent its last byte at the rates in force.
 //!
-//! Not modelled, by construction: queues, ECN, PFC, drops and
-//! retransmissions, the congestion controls (a fluid is at its fair share
-//! at once), ACK traffic on the reverse links. The task graph, NVLink and
-//! collectives' passes run as in the packet simulation, over this
-//! network.
+//! Congestion control (`enable_cc`, DCQCN's QPs): a sub-flow under a rate
+//! controller is capped at its QP's rate, and each switch port keeps a
+//! virtual queue, the bytes its senders' rates put into it beyond its
+//! capacity (`d q / d t = D - C`, at least 0, at most the buffer), where D
+//! counts each sub-flow at its sending rate: its QP's rate, and its share
+//! of its NIC port and PCIe. WRED on that queue marks a sub-flow's
+//! packets with the probability its depth gives (combined over its
+//! ports), and the expected marks add up; each whole one is a CNP, which
+//! the engine hands to the QP's own reaction point (`nic::dcqcn`) on a
+//! tick (`tick`). While a port's queue holds bytes the port is busy
+//! whatever its senders' rates: the sub-flows through it are not held to
+//! their QPs' rates until it has drained.
+//!
+//! Not modelled, by construction: PFC, drops and retransmissions, the
+//! window-based congestion controls and TIMELY (a fluid under them is at
+//! its fair share at once), ACK traffic on the reverse links. The task
+//! graph, NVLink and collectives' passes run as in the packet
+//! simulation, over this network.
+
+mod cc;
+
+pub use cc::{Marking, Tick};
 
 use crate::topology::{FlowId, PortId, QpId};
 use crate::units::SimTime;
@@ -74,6 +89,10 @@ pub struct Fluid {
     /// (`perf.json`).
     pub shares: u64,
     pub shared_subs: u64,
+    /// Congestion control's state, when a rate controller runs, and when
+    /// its next tick is due (the engine keeps it, as `next`).
+    cc: Option<Box<cc::Cc>>,
+    pub cc_next: SimTime,
 }
 
 /// One sub-flow: a QP's share of a transfer.
@@ -104,6 +123,16 @@ pub struct Sub {
     /// The ring pass whose stream it is (`runtime::streams`), or
     /// `u32::MAX` for a QP's share of a transfer.
     pub pass: u32,
+    /// Under a rate controller: its QP's rate (wire bytes per picosecond)
+    /// and when that next moves by itself, its sending rate, its marks not
+    /// yet turned into a CNP, and its bytes left at the last tick.
+    pub cc: bool,
+    pub cc_rate: f64,
+    cc_next: SimTime,
+    cnp_at: Option<SimTime>,
+    demand: f64,
+    marks: f64,
+    left_at_tick: f64,
 }
 
 impl Sub {
@@ -126,6 +155,13 @@ impl Sub {
             gen: 0,
             live: false,
             pass: u32::MAX,
+            cc: false,
+            cc_rate: f64::INFINITY,
+            cc_next: SimTime::MAX,
+            cnp_at: None,
+            demand: 0.0,
+            marks: 0.0,
+            left_at_tick: wire as f64,
         }
     }
 }
@@ -198,6 +234,7 @@ impl Fluid {
             seen_res: vec![0; n],
             local: vec![u32::MAX; n],
             next: SimTime::MAX,
+            cc_next: SimTime::MAX,
             ..Fluid::default()
         }
     }
@@ -367,13 +404,10 @@ impl Fluid {
         if self.dirty.is_empty() {
             return;
         }
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.seen_res.iter_mut().for_each(|m| *m = 0);
-            self.seen_sub.iter_mut().for_each(|m| *m = 0);
-            self.epoch = 1;
+        if self.cc.is_some() {
+            return self.share_cc(now, &mut sent);
         }
-        let epoch = self.epoch;
+        let epoch = self.next_epoch();
         let mut stack = std::mem::take(&mut self.dirty);
         let mut res: Vec<u32> = Vec::new();
         stack.retain(|&r| {
@@ -407,19 +441,37 @@ impl Fluid {
         }
         self.fill(&res, &comp);
         for &i in &comp {
-            let s = &mut self.subs[i as usize];
-            s.gen = s.gen.wrapping_add(1);
-            let at = if s.left <= 0.5 {
-                now
-            } else if s.rate > 0.0 {
-                SimTime(now.0.saturating_add((s.left / s.rate).ceil() as u64))
-            } else {
-                continue;
-            };
-            self.due.push(Reverse((at, i, s.gen)));
+            self.due_at(i, now);
         }
         self.shares += 1;
         self.shared_subs += comp.len() as u64;
+    }
+
+    /// A new mark for resources and sub-flows seen (`seen_res`,
+    /// `seen_sub`).
+    fn next_epoch(&mut self) -> u32 {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.seen_res.iter_mut().for_each(|m| *m = 0);
+            self.seen_sub.iter_mut().for_each(|m| *m = 0);
+            self.epoch = 1;
+        }
+        self.epoch
+    }
+
+    /// Sub-flow `i` has a new rate at `now`: when it will have sent its
+    /// last byte at it goes on the heap (older entries are stale).
+    fn due_at(&mut self, i: u32, now: SimTime) {
+        let s = &mut self.subs[i as usize];
+        s.gen = s.gen.wrapping_add(1);
+        let at = if s.left <= 0.5 {
+            now
+        } else if s.rate > 0.0 {
+            SimTime(now.0.saturating_add((s.left / s.rate).ceil() as u64))
+        } else {
+            return;
+        };
+        self.due.push(Reverse((at, i, s.gen)));
         let live = self.subs.len() - self.free.len();
         if self.due.len() > 4 * live + 4096 {
             let subs = &self.subs;
