@@ -577,3 +577,26 @@ fn dcqcn_cuts_rates_at_flow_level_as_in_packets() {
         assert!(f < 0.9 * b, "{name}: fair shares {f} ps, packet {b} ps");
     }
 }
+
+/// `simulation.flow_cc` is checked, and the guide's tick is the code's.
+#[test]
+fn flow_cc_is_checked_and_its_tick_documented() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/congestion/permutation-dcqcn.toml"),
+    )
+    .unwrap();
+    let e = error_of(&text, &["simulation.flow_cc=\"dctcp\""]);
+    assert!(
+        e.contains("simulation.flow_cc") && e.contains("\"dctcp\"") && e.contains("fair-share"),
+        "{e}"
+    );
+    let guide = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/howto/flow-level.md"),
+    )
+    .unwrap();
+    let us = fabricsim::fluid::TICK.0 / 1_000_000;
+    assert!(
+        guide.contains(&format!("as CNPs every {us} us")),
+        "the guide's tick"
+    );
+}

@@ -122,13 +122,9 @@ impl Simulation {
         self.fluid_share_later();
     }
 
-    /// How often marks are counted while a queue holds bytes: 10 us,
-    /// within which each QP takes up to one CNP per rate-decrease
-    /// interval (`fluid::Fluid::tick`). Ticks of 5 and 20 us moved the
-    /// errors in ACCURACY.md by a few percent, and 10 us runs the k = 16
-    /// permutation twice as fast as 4 us.
+    /// How often marks are counted while a queue holds bytes.
     fn fluid_cc_interval(&self) -> SimTime {
-        SimTime::from_us(10)
+        crate::fluid::TICK
     }
 
     /// A `FluidCc` when the next tick is due, unless one is due by then.

@@ -48,7 +48,7 @@
 
 mod cc;
 
-pub use cc::{Marking, Tick};
+pub use cc::{Marking, Tick, TICK};
 
 use crate::topology::{FlowId, PortId, QpId};
 use crate::units::SimTime;
