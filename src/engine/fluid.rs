@@ -99,9 +99,9 @@ impl Simulation {
 
     /// A tick of the flow level's congestion control: marks counted, the
     /// CNPs and bytes sent handed to each QP's DCQCN, the rates it sets
-    /// taken up at the next share. The next tick is due a decrease
-    /// interval later while a queue holds bytes, or else when the first
-    /// QP's rate moves by itself (a recovery stage).
+    /// taken up at the next share. The next tick is due `fluid::TICK`
+    /// later while a queue holds bytes, or else when the first QP's rate
+    /// moves by itself (a recovery stage).
     pub(super) fn fluid_cc(&mut self) {
         let now = self.now;
         let fluid = self.fluid.as_mut().expect("a fluid run");
