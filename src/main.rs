@@ -162,9 +162,11 @@ enum Command {
         /// (as simulation.threads); the outputs are the same at any count.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
-        /// `packet` (default) or `flow`: transfers as fluids at max-min
-        /// fair rates on the same paths (as simulation.fidelity).
-        #[arg(long, value_name = "packet|flow")]
+        /// `packet` (default), `flow`: transfers as fluids at max-min
+        /// fair rates on the same paths, or `hybrid`: packets through the
+        /// switches where queues build, fluids elsewhere (as
+        /// simulation.fidelity).
+        #[arg(long, value_name = "packet|flow|hybrid")]
         fidelity: Option<String>,
         /// Run as one of the MPI ranks started by `mpirun -np N` or `srun`,
         /// each simulating a partition; rank 0 writes the outputs, the same

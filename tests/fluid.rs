@@ -600,3 +600,117 @@ fn flow_cc_is_checked_and_its_tick_documented() {
         "the guide's tick"
     );
 }
+
+const HYBRID: &str = "simulation.fidelity=\"hybrid\"";
+
+/// The hybrid on four pods with one hot: the flow-level pre-run finds
+/// pod 0's switches and no other; the transfers through them run as
+/// packets and end exactly as in a packet run (the rest share no link
+/// with them), where the flow level alone is off by more than 10%; and
+/// the run takes a fraction of the packet run's events.
+#[test]
+fn a_hybrid_runs_the_hot_pod_as_packets_and_the_rest_as_fluids() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hot-pod.toml");
+    let (hsim, hybrid) = run_file(&path, &[HYBRID]);
+    let (_, packet) = run_file(&path, &[]);
+    let (_, flow) = run_file(&path, &[FLOW]);
+    let h = hsim.hybrid().expect("a hybrid run");
+    assert!(!h.region.is_empty(), "no packet region");
+    assert!(
+        h.region.iter().all(|s| s.starts_with("pod0-")),
+        "{:?}",
+        h.region
+    );
+    // The permutation and the incast of pod 0 as packets, the three
+    // all-reduces' messages as fluids.
+    assert_eq!(h.packet_flows, 64 + 8);
+    assert!(h.fluid_flows > 1000, "{}", h.fluid_flows);
+    assert_eq!(hybrid.makespan_ps, packet.makespan_ps);
+    assert_eq!(
+        hybrid.fct_ps.as_ref().map(|d| d.mean),
+        packet.fct_ps.as_ref().map(|d| d.mean)
+    );
+    let off = |a: u64, b: u64| (a as f64 / b as f64 - 1.0).abs();
+    assert!(off(flow.makespan_ps, packet.makespan_ps) > 0.1);
+    assert!(
+        hybrid.events * 3 < packet.events,
+        "{} {}",
+        hybrid.events,
+        packet.events
+    );
+    assert!(
+        hybrid.ecn_marks > 0 && hybrid.max_queue_bytes > 0,
+        "packets queue"
+    );
+}
+
+/// A NIC sends one transfer through the packet region (the spine) and one
+/// that stays on its leaf, as a fluid: they share the NIC's link, each at
+/// about half, and end within 3% of the packet run; were the link not
+/// shared, both would end near their ideal time, half as late.
+#[test]
+fn packets_and_fluids_share_the_links_both_cross() {
+    let text = r#"
+[simulation]
+packet_region = ["spine*"]
+[topology]
+kind = "rail-optimized"
+hosts = 4
+gpus_per_host = 1
+nic_speed = "100G"
+hosts_per_leaf = 2
+spines = 1
+uplink_speed = "100G"
+uplinks_per_spine = 2
+[transport]
+congestion_control = "none"
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 1
+bytes = "4MB"
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 2
+bytes = "4MB"
+"#;
+    let (sim, hybrid) = run_with(text, &[HYBRID]);
+    let h = sim.hybrid().expect("a hybrid run");
+    assert_eq!((h.packet_flows, h.fluid_flows), (1, 1));
+    assert_eq!(h.region, ["spine0"]);
+    for f in sim.flows() {
+        let fct = (f.finish.unwrap() - f.start).0;
+        assert!(
+            fct > 18 * f.ideal_fct.0 / 10,
+            "{fct} ps, ideal {}",
+            f.ideal_fct.0
+        );
+    }
+    let (_, packet) = run_with(text, &[]);
+    let (a, b) = (hybrid.makespan_ps as f64, packet.makespan_ps as f64);
+    assert!((a / b - 1.0).abs() < 0.03, "hybrid {a} ps, packet {b} ps");
+}
+
+/// `simulation.packet_region` names switches that exist, or is "auto".
+#[test]
+fn packet_region_is_checked() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hot-pod.toml"),
+    )
+    .unwrap();
+    let e = error_of(&text, &["simulation.packet_region=[\"pod9-*\"]"]);
+    assert!(
+        e.contains("simulation.packet_region[0]")
+            && e.contains("\"pod9-*\"")
+            && e.contains("pod0-leaf0"),
+        "{e}"
+    );
+    let e = error_of(&text, &["simulation.packet_region=\"everywhere\""]);
+    assert!(
+        e.contains("simulation.packet_region") && e.contains("\"auto\""),
+        "{e}"
+    );
+    let e = error_of(&text, &[HYBRID, "simulation.threads=2"]);
+    assert!(e.contains("\"hybrid\"") && e.contains("threads"), "{e}");
+}

@@ -153,7 +153,7 @@ pub(crate) fn fidelity_list(list: &str) -> Result<Vec<String>, String> {
     for f in &names {
         if fabricsim::scenario::Fidelity::from_name(f).is_none() {
             return Err(format!(
-                "--fidelity: got {f:?} in {list:?}, expected a list of packet and flow (e.g. packet,flow)"
+                "--fidelity: got {f:?} in {list:?}, expected a list of packet, flow and hybrid (e.g. packet,flow,hybrid)"
             ));
         }
     }

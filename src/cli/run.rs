@@ -76,16 +76,20 @@ pub(crate) fn run(
             }
         }
         let prepared = load_within(path, &sets, max_memory)?;
-        if prepared.scenario.fidelity == scenario::Fidelity::Flow {
-            if capture.is_some() {
-                return Err("--capture: a flow-level run (simulation.fidelity = \"flow\") has no packets to capture".into());
-            }
-            if ranks.is_some_and(|r| r.size() > 1) {
-                return Err(
-                    "--mpi: a flow-level run (simulation.fidelity = \"flow\") runs on one rank"
-                        .into(),
-                );
-            }
+        let fidelity = prepared.scenario.fidelity;
+        if fidelity == scenario::Fidelity::Flow && capture.is_some() {
+            return Err("--capture: a flow-level run (simulation.fidelity = \"flow\") has no packets to capture".into());
+        }
+        if fidelity != scenario::Fidelity::Packet && ranks.is_some_and(|r| r.size() > 1) {
+            return Err(format!(
+                "--mpi: a {} run (simulation.fidelity = \"{}\") runs on one rank",
+                if fidelity == scenario::Fidelity::Flow {
+                    "flow-level"
+                } else {
+                    "hybrid"
+                },
+                fidelity.name()
+            ));
         }
         if lead {
             warnings(path, &prepared, how.strict)?;

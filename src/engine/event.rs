@@ -60,6 +60,8 @@ pub enum Event {
     Stream(u32),
     /// Flow level: congestion control counts marks and moves QP rates.
     FluidCc,
+    /// Hybrid: links both packets and fluids cross are shared anew.
+    HybridSync,
     /// Flow level: rates are shared anew where sub-flows started or
     /// ended, once everything else due at this time is handled.
     FluidShare,
@@ -130,8 +132,9 @@ impl queue::Keyed for Event {
             Event::FluidAck(q, _) => (23, q.0),
             Event::Stream(p) => (24, p),
             Event::FluidCc => (25, 0),
+            Event::HybridSync => (26, 0),
             // The last kind: after every start and end of this instant.
-            Event::FluidShare => (26, 0),
+            Event::FluidShare => (27, 0),
         };
         debug_assert!(id < 1 << KEY_ID_BITS, "{self:?}: id past the key's bits");
         kind << KEY_ID_BITS | id

@@ -75,6 +75,7 @@ impl Simulation {
                 t + port.delay + port.rate.serialize(ack_frame)
             });
             let mut sub = Sub::new(f, q, wire, sub_cap, uses);
+            sub.src = self.nics.qp(q).src_nic.0;
             sub.latency = SimTime(alone.0.saturating_sub(busy.ceil() as u64));
             sub.ack_latency = ack_latency;
             // Under DCQCN it starts at its QP's rate (a cut carries over).
@@ -158,6 +159,7 @@ impl Simulation {
         if fluid.hot() {
             self.fluid_cc_next();
         }
+        self.hybrid_packet_rates();
         self.fluid_next_event();
     }
 

@@ -31,6 +31,7 @@ pub mod deadlock;
 mod event;
 pub mod failures;
 pub mod fluid;
+mod hybrid;
 mod kernel;
 mod memory;
 mod outcome;
@@ -198,6 +199,9 @@ pub struct Simulation {
     part: Option<Box<parallel::Part>>,
     /// The flow-level network, in a `fidelity = "flow"` run.
     fluid: Option<Box<crate::fluid::Fluid>>,
+    /// In a hybrid run, the packet region and the links shared with the
+    /// fluids (`hybrid`).
+    hybrid: Option<Box<hybrid::Hybrid>>,
     /// How the run was spread over threads, once it has been.
     parallel: Option<parallel::ParallelStats>,
     /// In a partition of a parallel run: the key of the event being
@@ -207,6 +211,8 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(prepared: Prepared) -> Simulation {
+        let region = (prepared.scenario.fidelity == crate::scenario::Fidelity::Hybrid)
+            .then(|| hybrid::region(&prepared));
         let Prepared {
             scenario,
             topology: topo,
@@ -375,6 +381,7 @@ impl Simulation {
             deadlock: Vec::new(),
             part: None,
             fluid: None,
+            hybrid: None,
             parallel: None,
             keying: Keying::default(),
         };
@@ -386,10 +393,14 @@ impl Simulation {
         jobs.passes.net_messages += later_messages.0;
         jobs.passes.net_bytes += later_messages.1;
         jobs.later_flows = later_flows;
-        if sim.scenario.fidelity == crate::scenario::Fidelity::Flow {
+        if sim.scenario.fidelity != crate::scenario::Fidelity::Packet {
             let fluid = build::fluid(&sim.topo, &sim.scenario, &pfc, &sim.nics);
             sim.fluid = Some(Box::new(fluid));
             sim.jobs_mut().set_up_streams();
+        }
+        if let Some(region) = region {
+            let ports = sim.topo.ports.len();
+            sim.hybrid = Some(Box::new(hybrid::Hybrid::new(region, ports)));
         }
         sim.ending.finish_total = sim.flows_total();
         sim.estimate_and_ideal();
@@ -458,6 +469,7 @@ impl Simulation {
             Event::FluidAck(_, f) => self.runtime(|rt, k| rt.qp_acked(k, f, 0, 0)),
             Event::FluidShare => self.fluid_share(),
             Event::FluidCc => self.fluid_cc(),
+            Event::HybridSync => self.hybrid_sync(),
             Event::Stream(p) => self.due(Due::Stream(p)),
         }
     }
@@ -473,7 +485,7 @@ impl Simulation {
         let now = self.now;
         let fl = self.flow_mut(f);
         fl.start = now;
-        if self.fluid.is_some() {
+        if self.fluid.is_some() && !self.hybrid_packets(f) {
             return self.fluid_start(f);
         }
         let fl = self.flow_mut(f);

@@ -259,6 +259,18 @@ impl Simulation {
         self.fluid.as_ref().map(|f| f.cc_ticks()).filter(|&n| n > 0)
     }
 
+    /// In a hybrid run: its packet region and how transfers went.
+    pub fn hybrid(&self) -> Option<HybridView> {
+        self.hybrid.as_deref().map(|h| HybridView {
+            region: h
+                .region()
+                .map(|s| self.topo.switches[s].name.clone())
+                .collect(),
+            packet_flows: h.packet_flows,
+            fluid_flows: h.fluid_flows,
+        })
+    }
+
     /// At flow level: ring passes run as steady streams (`streams`).
     pub fn fluid_streams(&self) -> u64 {
         self.jobs().streams.started
@@ -322,4 +334,13 @@ impl Simulation {
         }
         self.egress.check_buffers()
     }
+}
+
+/// A hybrid run's packet region (its switches' names) and the transfers
+/// that went as packets and as fluids.
+#[derive(Clone, Debug)]
+pub struct HybridView {
+    pub region: Vec<String>,
+    pub packet_flows: u64,
+    pub fluid_flows: u64,
 }

@@ -93,6 +93,18 @@ pub struct Fluid {
     /// its next tick is due (the engine keeps it, as `next`).
     cc: Option<Box<cc::Cc>>,
     pub cc_next: SimTime,
+    /// Which switch ports would queue in packets (`watch`), when asked.
+    watch: Option<Box<Watch>>,
+}
+
+/// Switch ports a run has saturated with transfers from two or more NICs,
+/// or from one NIC faster than the port: where packets would queue
+/// (`engine::hybrid` makes their switches its packet region).
+struct Watch {
+    switch_port: Vec<bool>,
+    /// Each NIC's line rate (wire bytes per picosecond), by `Sub::src`.
+    line: Vec<f64>,
+    hot: Vec<bool>,
 }
 
 /// One sub-flow: a QP's share of a transfer.
@@ -123,6 +135,9 @@ pub struct Sub {
     /// The ring pass whose stream it is (`runtime::streams`), or
     /// `u32::MAX` for a QP's share of a transfer.
     pub pass: u32,
+    /// The NIC it leaves from (`u32::MAX` for a ring stream), which
+    /// `watch` tells apart.
+    pub src: u32,
     /// Under a rate controller: its QP's rate (wire bytes per picosecond)
     /// and when that next moves by itself, its sending rate, its marks not
     /// yet turned into a CNP, and its bytes left at the last tick.
@@ -155,6 +170,7 @@ impl Sub {
             gen: 0,
             live: false,
             pass: u32::MAX,
+            src: u32::MAX,
             cc: false,
             cc_rate: f64::INFINITY,
             cc_next: SimTime::MAX,
@@ -443,8 +459,74 @@ impl Fluid {
         for &i in &comp {
             self.due_at(i, now);
         }
+        if self.watch.is_some() {
+            self.note_hot(&res);
+        }
         self.shares += 1;
         self.shared_subs += comp.len() as u64;
+    }
+
+    /// From now on, note the switch ports (`switch_port`, by port id) that
+    /// rates saturate where packets would queue: with sub-flows from two
+    /// or more NICs, or with one from a NIC whose line rate (`line`, by
+    /// NIC) is above the port's.
+    pub fn watch(&mut self, switch_port: Vec<bool>, line: Vec<f64>) {
+        let hot = vec![false; switch_port.len()];
+        self.watch = Some(Box::new(Watch {
+            switch_port,
+            line,
+            hot,
+        }));
+    }
+
+    /// The ports `watch` found saturated so far.
+    pub fn hot_ports(&self) -> Vec<PortId> {
+        let Some(w) = self.watch.as_deref() else {
+            return Vec::new();
+        };
+        (0..w.hot.len() as u32)
+            .filter(|&p| w.hot[p as usize])
+            .map(PortId)
+            .collect()
+    }
+
+    fn note_hot(&mut self, res: &[u32]) {
+        let w = self.watch.as_deref_mut().expect("watching");
+        for &r in res {
+            let ru = r as usize;
+            if r >= self.ports || !w.switch_port[ru] || w.hot[ru] || self.cap[ru] <= 0.0 {
+                continue;
+            }
+            let cap = self.cap[ru];
+            let (mut load, mut first, mut two, mut faster) = (0.0, None, false, false);
+            for &i in &self.users[ru] {
+                let s = &self.subs[i as usize];
+                let share = s.uses.iter().find(|u| u.0 == r).map_or(1.0, |u| u.1);
+                load += s.rate * share;
+                match first {
+                    None => first = Some(s.src),
+                    Some(f) => two |= f != s.src || s.src == u32::MAX,
+                }
+                faster |= w.line.get(s.src as usize).is_some_and(|&l| l > cap * 1.001);
+            }
+            if load >= cap * 0.999 && (two || faster) {
+                w.hot[ru] = true;
+            }
+        }
+    }
+
+    /// Sub-flows on resource `r` now, and the wire bytes per picosecond
+    /// they send through it.
+    pub fn load_at(&self, r: u32) -> (usize, f64) {
+        let users = &self.users[r as usize];
+        let load = users
+            .iter()
+            .map(|&i| {
+                let s = &self.subs[i as usize];
+                s.rate * s.uses.iter().find(|u| u.0 == r).map_or(1.0, |u| u.1)
+            })
+            .sum();
+        (users.len(), load)
     }
 
     /// A new mark for resources and sub-flows seen (`seen_res`,

@@ -126,6 +126,17 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
              read zero. ACCURACY.md gives this level's error against the packet level.</p>",
         );
     }
+    if let Some(h) = sim.hybrid() {
+        let _ = write!(
+            o,
+            "<p class=\"partial\"><strong>Hybrid</strong>: the {} transfers that crossed the packet region ({}) ran \
+             as packets, the other {} as fluids at the flow level, sharing the links both crossed. The queue, \
+             pause and QP tables count the packets alone.</p>",
+            h.packet_flows,
+            esc(&h.region.join(", ")),
+            h.fluid_flows
+        );
+    }
     headline(&mut o, s);
     o.push_str("<h2>Summary</h2>");
     let _ = write!(o, "<pre>{}</pre>", esc(&super::render(sim, s)));

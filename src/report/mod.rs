@@ -483,6 +483,14 @@ pub struct Perf {
     /// (`simulation.flow_rings = "streams"`) instead of message by message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fluid_streams: Option<u64>,
+    /// In a hybrid run: the packet region's switches, and the transfers
+    /// that went as packets and as fluids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid_region: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid_packet_flows: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid_fluid_flows: Option<u64>,
     /// Jobs' iterations and traces' parts made as the run went
     /// (`simulation.job_iterations = "as-they-run"`), those forgotten once
     /// over, and the most held at once (absent when every one was made
@@ -1028,6 +1036,9 @@ impl Perf {
                 .map(|(n, subs)| subs as f64 / n.max(1) as f64),
             fluid_cc_ticks: sim.fluid_cc_ticks(),
             fluid_streams: sim.fluid_shares().map(|_| sim.fluid_streams()),
+            hybrid_region: sim.hybrid().map(|h| h.region),
+            hybrid_packet_flows: sim.hybrid().map(|h| h.packet_flows),
+            hybrid_fluid_flows: sim.hybrid().map(|h| h.fluid_flows),
             iterations_made: sim.later_counts().map(|c| c.0),
             iterations_forgotten: sim.later_counts().map(|c| c.1),
             iterations_held_at_most: sim.later_counts().map(|c| c.2),
@@ -1127,7 +1138,7 @@ pub fn write_outputs(
         put("flows.csv", &mut |w| tables::flows_csv(sim, w))?;
         put("links.csv", &mut |w| tables::links_csv(sim, w))?;
         // A flow-level run has no packets: nothing queues, marks, pauses.
-        let packets = sim.scenario().fidelity == crate::scenario::Fidelity::Packet;
+        let packets = sim.scenario().fidelity != crate::scenario::Fidelity::Flow;
         if packets {
             put("queues.csv", &mut |w| tables::queues_csv(sim, w))?;
             put("pfc.csv", &mut |w| tables::pfc_csv(sim, w))?;

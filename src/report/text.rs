@@ -106,6 +106,18 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             );
         }
     }
+    if let Some(h) = sim.hybrid() {
+        let region = match h.region.len() {
+            0 => "no switch".to_string(),
+            1..=6 => h.region.join(", "),
+            n => format!("{n} switches ({}, ...)", h.region[..3].join(", ")),
+        };
+        let _ = writeln!(
+            o,
+            "fidelity  hybrid: packets through {region}: {} transfers as packets, {} as fluids (the flow level) sharing the links both cross",
+            h.packet_flows, h.fluid_flows
+        );
+    }
     let _ = writeln!(
         o,
         "result    {}/{} transfers complete; last at {}; {} events, {} link transmissions",

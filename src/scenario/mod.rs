@@ -59,6 +59,8 @@ pub struct Scenario {
     /// over virtual queues and marks (`fluid::cc`), or take their fair
     /// shares at once.
     pub flow_cc: FlowCc,
+    /// In a hybrid run, the switches whose transfers go as packets.
+    pub packet_region: PacketRegion,
     /// When jobs' iterations after their first are made.
     pub job_iterations: JobIterations,
     pub topology: TopologySpec,
@@ -89,6 +91,9 @@ pub enum Fidelity {
     Packet,
     /// Transfers as fluids at their max-min fair rates.
     Flow,
+    /// Transfers that cross the packet region (`Scenario::packet_region`)
+    /// as packets, the rest as fluids (`engine::hybrid`).
+    Hybrid,
 }
 
 impl Fidelity {
@@ -96,6 +101,7 @@ impl Fidelity {
         match self {
             Fidelity::Packet => "packet",
             Fidelity::Flow => "flow",
+            Fidelity::Hybrid => "hybrid",
         }
     }
 
@@ -103,6 +109,7 @@ impl Fidelity {
         match s {
             "packet" => Some(Fidelity::Packet),
             "flow" => Some(Fidelity::Flow),
+            "hybrid" => Some(Fidelity::Hybrid),
             _ => None,
         }
     }
@@ -143,6 +150,20 @@ pub enum FlowCc {
     /// Its own DCQCN reaction point, hearing CNPs from the switch ports'
     /// virtual queues and their WRED marks.
     Dcqcn,
+}
+
+/// In a hybrid run, which switches are simulated packet by packet: a
+/// transfer whose path crosses one of them runs as packets end to end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PacketRegion {
+    /// Wherever queues would build: the switches with a port that a
+    /// flow-level run of the same scenario saturates with transfers from
+    /// two or more NICs, or with one faster than the port
+    /// (`engine::hybrid::hot_switches`).
+    #[default]
+    Auto,
+    /// These switches.
+    Switches(Vec<crate::topology::SwitchId>),
 }
 
 /// Inside each server.
@@ -691,7 +712,11 @@ pub fn prepare_within(
         let fidelity = values::choice(
             sim.and_then(|s| s.fidelity.as_deref()),
             &sp.key("fidelity"),
-            &[("packet", Fidelity::Packet), ("flow", Fidelity::Flow)],
+            &[
+                ("packet", Fidelity::Packet),
+                ("flow", Fidelity::Flow),
+                ("hybrid", Fidelity::Hybrid),
+            ],
             Fidelity::Packet,
         )?;
         // Read at either fidelity, so that one scenario runs at both.
@@ -769,11 +794,17 @@ pub fn prepare_within(
             ));
         }
         let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
-        if fidelity == Fidelity::Flow {
+        let packet_region = packet_region(
+            sim.and_then(|s| s.packet_region.as_ref()),
+            &sp.key("packet_region"),
+            &topology,
+        )?;
+        if fidelity != Fidelity::Packet {
+            let name = fidelity.name();
             let refuse = |why: String| {
                 Err(KeyError::new(
                     &sp.key("fidelity"),
-                    format!("got \"flow\", which does not model {why} yet; use \"packet\""),
+                    format!("got \"{name}\", which does not model {why} yet; use \"packet\""),
                 ))
             };
             if threads > 1 {
@@ -798,6 +829,7 @@ pub fn prepare_within(
             fidelity,
             flow_rings,
             flow_cc,
+            packet_region,
             job_iterations,
             topology: tspec,
             switch,
@@ -884,6 +916,59 @@ fn set_in(cur: &mut Value, segs: &[Seg], value: Value, full: &KeyPath) -> Result
 
 /// A warning when a GPU's PCIe link (one way) is slower than its NIC, so
 /// that the GPU cannot fill the NIC.
+/// `simulation.packet_region`: `"auto"`, or a list of switch names in
+/// which `*` matches any run of characters (`["pod1-*"]`); each name
+/// must match a switch.
+fn packet_region(
+    v: Option<&Value>,
+    path: &KeyPath,
+    topo: &Topology,
+) -> Result<PacketRegion, KeyError> {
+    let expected =
+        "expected \"auto\" or a list of switch names (\"*\" matches any run of characters)";
+    let names = match v {
+        None => return Ok(PacketRegion::Auto),
+        Some(Value::String(s)) if s == "auto" => return Ok(PacketRegion::Auto),
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(v) => {
+            return Err(KeyError::new(
+                path,
+                format!("got {}, {expected}", values::show(v)),
+            ))
+        }
+    };
+    let mut picked = vec![false; topo.switches.len()];
+    for (i, v) in names.iter().enumerate() {
+        let Value::String(pattern) = v else {
+            return Err(KeyError::new(
+                &path.index(i),
+                format!("got {}, expected a switch name", values::show(v)),
+            ));
+        };
+        let mut any = false;
+        for (s, sw) in topo.switches.iter().enumerate() {
+            if crate::config::glob(pattern, &sw.name) {
+                picked[s] = true;
+                any = true;
+            }
+        }
+        if !any {
+            return Err(KeyError::new(
+                &path.index(i),
+                format!(
+                    "\"{pattern}\" names no switch in this topology (e.g. \"{}\")",
+                    topo.switches.first().map_or("", |s| s.name.as_str())
+                ),
+            ));
+        }
+    }
+    let ids = (0..picked.len() as u32)
+        .filter(|&s| picked[s as usize])
+        .map(crate::topology::SwitchId)
+        .collect();
+    Ok(PacketRegion::Switches(ids))
+}
+
 fn pcie_check(topo: &Topology, host: &HostConfig) -> Option<Finding> {
     let one_way = host.pcie_bytes_per_s / 2 * 8;
     let nic = topo

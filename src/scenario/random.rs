@@ -164,7 +164,7 @@ mod tests {
         for seed in [1, 2] {
             for i in 0..60 {
                 let (name, text) = scenario(seed, i);
-                for f in ["packet", "flow"] {
+                for f in ["packet", "flow", "hybrid"] {
                     let sets = [format!("simulation.fidelity=\"{f}\"")];
                     if let Err(e) = crate::scenario::prepare(&name, &text, &sets) {
                         panic!("{name} at {f}: {e}\n{text}");

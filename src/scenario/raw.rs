@@ -169,6 +169,7 @@ pub struct RawSimulation {
     pub fidelity: Option<String>,
     pub flow_rings: Option<String>,
     pub flow_cc: Option<String>,
+    pub packet_region: Option<Value>,
     pub job_iterations: Option<String>,
 }
 

@@ -201,6 +201,12 @@ pub struct Egress {
     /// Each port's line rate, for rates with no exact `ps_per_byte` and
     /// for pause times.
     rates: Vec<Rate>,
+    /// Each port's link rate: `rates` unless a hybrid run gave part of it
+    /// to fluids (`set_packet_rate`); pauses and fluids count at it.
+    line_rates: Vec<Rate>,
+    /// Wire bytes fluids moved out of each port (`fluid_sent`), once any
+    /// has: the rest of `tx_wire_bytes` went as packets.
+    fluid_tx: Vec<u64>,
     switches: Vec<SwitchState>,
     /// Tier of each switch (which tier paused first).
     tiers: Vec<u8>,
@@ -252,6 +258,8 @@ impl Egress {
             drops: vec![PortDrops::default(); n],
             owners: topo.ports.iter().map(|p| p.owner).collect(),
             rates: topo.ports.iter().map(|p| p.rate).collect(),
+            line_rates: topo.ports.iter().map(|p| p.rate).collect(),
+            fluid_tx: Vec::new(),
             switches,
             tiers: topo.switches.iter().map(|s| s.tier).collect(),
             pfc,
@@ -281,10 +289,20 @@ impl Egress {
     /// `p` as a fluid: its byte and busy-time counters take them, as if
     /// serialized.
     pub fn fluid_sent(&mut self, p: PortId, bytes: u64) {
-        let rate = self.rates[p.idx()];
+        let rate = self.line_rates[p.idx()];
         let port = &mut self.ports[p.idx()];
         port.tx_wire_bytes += bytes;
         port.busy_ps += rate.serialize(bytes).0;
+        if self.fluid_tx.is_empty() {
+            self.fluid_tx = vec![0; self.ports.len()];
+        }
+        self.fluid_tx[p.idx()] += bytes;
+    }
+
+    /// Wire bytes packets have sent out of port `p` so far.
+    pub fn packet_tx_bytes(&self, p: PortId) -> u64 {
+        let fluid = self.fluid_tx.get(p.idx()).copied().unwrap_or(0);
+        self.ports[p.idx()].tx_wire_bytes - fluid
     }
 
     pub fn queues(&self) -> &[EgressQueues] {
@@ -874,8 +892,20 @@ impl Egress {
 
     /// Port `p`'s link now runs at `rate`.
     pub fn set_rate(&mut self, p: PortId, rate: Rate) {
+        self.line_rates[p.idx()] = rate;
+        self.set_packet_rate(p, rate);
+    }
+
+    /// Packets leave port `p` at `rate`, part of its link's (a hybrid
+    /// run's fluids take the rest): they serialize at it.
+    pub fn set_packet_rate(&mut self, p: PortId, rate: Rate) {
         self.rates[p.idx()] = rate;
         self.ports[p.idx()].ps_per_byte = rate.exact_ps_per_byte().unwrap_or(0);
+    }
+
+    /// Port `p`'s link rate.
+    pub fn line_rate(&self, p: PortId) -> Rate {
+        self.line_rates[p.idx()]
     }
 
     /// A frame that was (or was about to be) queued at port `p` is lost
@@ -936,7 +966,7 @@ impl Egress {
         let turn = self.send_pfc(io, p, prio, self.cfg.pfc.quanta);
         if !self.pfc[i].refresh_pending {
             self.pfc[i].refresh_pending = true;
-            let span = pause_time(self.cfg.pfc.quanta, self.rates[p.idx()]);
+            let span = pause_time(self.cfg.pfc.quanta, self.line_rates[p.idx()]);
             let every = self
                 .cfg
                 .pfc
@@ -1016,7 +1046,7 @@ impl Egress {
             if st.watchdog_until > now {
                 continue;
             }
-            let until = now + pause_time(quanta, self.rates[p.idx()]);
+            let until = now + pause_time(quanta, self.line_rates[p.idx()]);
             if !qs.is_paused(prio, now) {
                 // The previous stretch, if any, ended when it expired.
                 let end = qs.paused_until[prio as usize].min(now);
@@ -1172,6 +1202,7 @@ impl Egress {
             std::mem::swap(&mut self.queues[i], &mut other.queues[i]);
             std::mem::swap(&mut self.drops[i], &mut other.drops[i]);
             self.rates[i] = other.rates[i];
+            self.line_rates[i] = other.line_rates[i];
             self.wake_at[i] = other.wake_at[i];
             for k in i * n..(i + 1) * n {
                 std::mem::swap(&mut self.pfc[k], &mut other.pfc[k]);
