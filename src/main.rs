@@ -268,7 +268,7 @@ enum Command {
         #[arg(long, value_name = "S", default_value_t = 1, requires = "random")]
         seed: u64,
         /// Run each scenario at each of these fidelities (e.g.
-        /// `packet,flow`) and print, besides the side-by-side table, each
+        /// `packet,flow,hybrid`) and print, besides the side-by-side table, each
         /// one's error against the first.
         #[arg(long, value_name = "LIST")]
         fidelity: Option<String>,
