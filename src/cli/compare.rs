@@ -184,7 +184,8 @@ pub(crate) fn compare_random(
     let dir = out.join("scenarios");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut groups = Vec::new();
-    let mut errors = Vec::new();
+    // Each other fidelity's errors against the first.
+    let mut errors = vec![Vec::new(); fidelities.len() - 1];
     let mut interrupted = false;
     'scenarios: for i in 0..n {
         let (name, text) = fabricsim::scenario::random::scenario(seed, i);
@@ -213,14 +214,18 @@ pub(crate) fn compare_random(
             }
         }
         errln!("{}/{n} {name}", i + 1);
-        for other in &figures[1..] {
-            errors.push(report::fidelity::Errors::of(other, &figures[0]));
+        for (k, other) in figures[1..].iter().enumerate() {
+            errors[k].push(report::fidelity::Errors::of(other, &figures[0]));
         }
         groups.push((name, figures));
     }
     out!("{}", report::fidelity::table(&groups, markdown));
     outln!();
-    out!("{}", report::fidelity::distribution(&errors, markdown));
+    for (k, errors) in errors.iter().enumerate() {
+        outln!("{} against {}:", fidelities[k + 1], fidelities[0]);
+        out!("{}", report::fidelity::distribution(errors, markdown));
+        outln!();
+    }
     outln!("scenarios {}/", dir.display());
     if interrupted {
         errln!("interrupted: {} of {n} scenarios ran", groups.len());

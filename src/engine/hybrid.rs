@@ -30,7 +30,7 @@ pub(super) struct Hybrid {
     /// Per port: QPs of packet transfers through it still sending.
     packet_qps: Vec<u32>,
     /// Packet transfers still sending, with the ports of their QPs.
-    live: Vec<(FlowId, Vec<PortId>)>,
+    live: rustc_hash::FxHashMap<FlowId, Vec<PortId>>,
     /// Ports any packet transfer crossed (`in_touched` marks them), and
     /// the packet bytes each had sent at the last sync.
     touched: Vec<PortId>,
@@ -46,14 +46,16 @@ pub(super) struct Hybrid {
     /// Transfers run as packets and as fluids (`perf.json`).
     pub packet_flows: u64,
     pub fluid_flows: u64,
+    /// Wall seconds of the flow-level pre-run that found the region.
+    pub pre_run_seconds: Option<f64>,
 }
 
 impl Hybrid {
-    pub(super) fn new(region: Vec<bool>, ports: usize) -> Hybrid {
+    pub(super) fn new((region, pre_run_seconds): (Vec<bool>, Option<f64>), ports: usize) -> Hybrid {
         Hybrid {
             region,
             packet_qps: vec![0; ports],
-            live: Vec::new(),
+            live: Default::default(),
             touched: Vec::new(),
             in_touched: vec![false; ports],
             last_bytes: vec![0; ports],
@@ -63,6 +65,7 @@ impl Hybrid {
             next: SimTime::MAX,
             packet_flows: 0,
             fluid_flows: 0,
+            pre_run_seconds,
         }
     }
 
@@ -73,8 +76,9 @@ impl Hybrid {
 }
 
 /// The packet region of a hybrid run, one flag per switch: the switches
-/// the scenario names, or those a flow-level run of it finds hot.
-pub(super) fn region(prepared: &Prepared) -> Vec<bool> {
+/// the scenario names, or those a flow-level run of it finds hot (and
+/// the wall seconds that run took).
+pub(super) fn region(prepared: &Prepared) -> (Vec<bool>, Option<f64>) {
     let switches = prepared.topology.switches.len();
     match &prepared.scenario.packet_region {
         PacketRegion::Switches(ids) => {
@@ -82,9 +86,13 @@ pub(super) fn region(prepared: &Prepared) -> Vec<bool> {
             for s in ids {
                 region[s.idx()] = true;
             }
-            region
+            (region, None)
         }
-        PacketRegion::Auto => hot_switches(prepared),
+        PacketRegion::Auto => {
+            let start = std::time::Instant::now();
+            let region = hot_switches(prepared);
+            (region, Some(start.elapsed().as_secs_f64()))
+        }
     }
 }
 
@@ -156,7 +164,7 @@ impl Simulation {
                 hy.last_bytes[p.idx()] = self.egress.packet_tx_bytes(p);
             }
         }
-        hy.live.push((f, ports));
+        hy.live.insert(f, ports);
         if hy.next == SimTime::MAX {
             hy.last_sync = self.now;
             hy.next = self.now + SYNC;
@@ -165,9 +173,19 @@ impl Simulation {
         true
     }
 
-    /// A sync: packet transfers done sending leave their ports; on each
-    /// port packets crossed, the fluids' capacity is what packets left
-    /// since the last sync, and at least their share by number.
+    /// Packet transfer `f` has sent its last packet: its QPs leave its
+    /// ports (the next sync gives the fluids their room).
+    pub(super) fn hybrid_sent(&mut self, f: FlowId) {
+        if let Some(hy) = self.hybrid.as_deref_mut() {
+            for p in hy.live.remove(&f).unwrap_or_default() {
+                hy.packet_qps[p.idx()] -= 1;
+            }
+        }
+    }
+
+    /// A sync: on each port packets crossed, the fluids' capacity is what
+    /// packets left since the last sync, and at least their share by
+    /// number.
     pub(super) fn hybrid_sync(&mut self) {
         let now = self.now;
         let mut hy = self.hybrid.take().expect("a hybrid run");
@@ -175,18 +193,6 @@ impl Simulation {
             self.hybrid = Some(hy);
             return;
         }
-        let mut live = std::mem::take(&mut hy.live);
-        live.retain(|(f, ports)| {
-            let fl = self.flow_mut(*f);
-            let done = fl.tx_done_qps >= fl.n_qps;
-            if done {
-                for p in ports {
-                    hy.packet_qps[p.idx()] -= 1;
-                }
-            }
-            !done
-        });
-        hy.live = live;
         let span = (now.0 - hy.last_sync.0).max(1) as f64;
         hy.last_sync = now;
         let fluid = self.fluid.as_deref_mut().expect("a hybrid run");

@@ -566,6 +566,7 @@ impl Simulation {
                 }
                 if let Some(f) = last {
                     self.runtime(|rt, k| rt.flow_sent(k, f));
+                    self.hybrid_sent(f);
                 }
                 let e = Queued {
                     id,

@@ -41,7 +41,8 @@ impl Figures {
                 .iter()
                 .map(|p| (p.busy_ps as f64 / span).min(1.0))
                 .collect(),
-            wall_seconds: perf.wall_seconds,
+            // A hybrid run's flow-level pre-run is part of what it costs.
+            wall_seconds: perf.wall_seconds + perf.hybrid_pre_run_seconds.unwrap_or(0.0),
         }
     }
 }
@@ -260,7 +261,13 @@ pub fn distribution(errors: &[Errors], markdown: bool) -> String {
     let mut s: Vec<f64> = errors.iter().map(|e| e.speedup).collect();
     s.sort_by(f64::total_cmp);
     if !s.is_empty() {
-        let x = |v: f64| format!("{v:.0}x");
+        let x = |v: f64| {
+            if v < 10.0 {
+                format!("{v:.1}x")
+            } else {
+                format!("{v:.0}x")
+            }
+        };
         rows.push(vec![
             "speedup".into(),
             s.len().to_string(),
