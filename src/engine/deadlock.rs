@@ -168,7 +168,7 @@ impl Simulation {
         match &watch.suspect {
             Some((since, c)) if *c == cycle => {
                 if now.saturating_sub(*since) >= self.watch_interval() {
-                    self.deadlock = cycle;
+                    self.records.deadlock = cycle;
                     return true;
                 }
             }

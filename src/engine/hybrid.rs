@@ -46,12 +46,10 @@ pub(super) struct Hybrid {
     /// Transfers run as packets and as fluids (`perf.json`).
     pub packet_flows: u64,
     pub fluid_flows: u64,
-    /// Wall seconds of the flow-level pre-run that found the region.
-    pub pre_run_seconds: Option<f64>,
 }
 
 impl Hybrid {
-    pub(super) fn new((region, pre_run_seconds): (Vec<bool>, Option<f64>), ports: usize) -> Hybrid {
+    pub(super) fn new(region: Vec<bool>, ports: usize) -> Hybrid {
         Hybrid {
             region,
             packet_qps: vec![0; ports],
@@ -65,7 +63,6 @@ impl Hybrid {
             next: SimTime::MAX,
             packet_flows: 0,
             fluid_flows: 0,
-            pre_run_seconds,
         }
     }
 
@@ -76,9 +73,8 @@ impl Hybrid {
 }
 
 /// The packet region of a hybrid run, one flag per switch: the switches
-/// the scenario names, or those a flow-level run of it finds hot (and
-/// the wall seconds that run took).
-pub(super) fn region(prepared: &Prepared) -> (Vec<bool>, Option<f64>) {
+/// the scenario names, or those a flow-level run of it finds hot.
+pub(super) fn region(prepared: &Prepared) -> Vec<bool> {
     let switches = prepared.topology.switches.len();
     match &prepared.scenario.packet_region {
         PacketRegion::Switches(ids) => {
@@ -86,13 +82,9 @@ pub(super) fn region(prepared: &Prepared) -> (Vec<bool>, Option<f64>) {
             for s in ids {
                 region[s.idx()] = true;
             }
-            (region, None)
+            region
         }
-        PacketRegion::Auto => {
-            let start = std::time::Instant::now();
-            let region = hot_switches(prepared);
-            (region, Some(start.elapsed().as_secs_f64()))
-        }
+        PacketRegion::Auto => hot_switches(prepared),
     }
 }
 

@@ -165,6 +165,8 @@ struct Records {
     firsts: FirstEvents,
     /// Long stretches with no event of the model.
     idle: IdleGaps,
+    /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
+    deadlock: Vec<deadlock::Waiting>,
 }
 
 pub struct Simulation {
@@ -193,11 +195,9 @@ pub struct Simulation {
     ending: Ending,
     /// What the run records for its outputs besides its counters.
     records: Records,
-    /// The cycle of a PFC deadlock, once found (`StopReason::Deadlock`).
-    deadlock: Vec<deadlock::Waiting>,
     /// The partition this simulation runs, in a parallel run.
     part: Option<Box<parallel::Part>>,
-    /// The flow-level network, in a `fidelity = "flow"` run.
+    /// The flow-level network, in a `fidelity = "flow"` or `"hybrid"` run.
     fluid: Option<Box<crate::fluid::Fluid>>,
     /// In a hybrid run, the packet region and the links shared with the
     /// fluids (`hybrid`).
@@ -377,8 +377,8 @@ impl Simulation {
                 estimate: Estimate::default(),
                 firsts: FirstEvents::default(),
                 idle: IdleGaps::default(),
+                deadlock: Vec::new(),
             },
-            deadlock: Vec::new(),
             part: None,
             fluid: None,
             hybrid: None,

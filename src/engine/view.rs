@@ -268,7 +268,6 @@ impl Simulation {
                 .collect(),
             packet_flows: h.packet_flows,
             fluid_flows: h.fluid_flows,
-            pre_run_seconds: h.pre_run_seconds,
         })
     }
 
@@ -308,7 +307,7 @@ impl Simulation {
     }
 
     pub fn deadlock(&self) -> &Vec<deadlock::Waiting> {
-        &self.deadlock
+        &self.records.deadlock
     }
 
     /// When each congestion mechanism first acted, egress's included.
@@ -344,6 +343,4 @@ pub struct HybridView {
     pub region: Vec<String>,
     pub packet_flows: u64,
     pub fluid_flows: u64,
-    /// Wall seconds of the flow-level pre-run that found the region.
-    pub pre_run_seconds: Option<f64>,
 }

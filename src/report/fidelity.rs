@@ -41,8 +41,13 @@ impl Figures {
                 .iter()
                 .map(|p| (p.busy_ps as f64 / span).min(1.0))
                 .collect(),
-            // A hybrid run's flow-level pre-run is part of what it costs.
-            wall_seconds: perf.wall_seconds + perf.hybrid_pre_run_seconds.unwrap_or(0.0),
+            // A hybrid run's flow-level pre-run (in its build) is part of
+            // what it costs.
+            wall_seconds: perf.wall_seconds
+                + perf
+                    .hybrid_region
+                    .as_ref()
+                    .map_or(0.0, |_| perf.build_seconds.unwrap_or(0.0)),
         }
     }
 }

@@ -489,10 +489,6 @@ pub struct Perf {
     pub hybrid_region: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hybrid_packet_flows: Option<u64>,
-    /// The flow-level pre-run that found the packet region (`"auto"`), in
-    /// wall seconds (within `build_seconds`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hybrid_pre_run_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hybrid_fluid_flows: Option<u64>,
     /// Jobs' iterations and traces' parts made as the run went
@@ -1042,7 +1038,6 @@ impl Perf {
             fluid_streams: sim.fluid_shares().map(|_| sim.fluid_streams()),
             hybrid_region: sim.hybrid().map(|h| h.region),
             hybrid_packet_flows: sim.hybrid().map(|h| h.packet_flows),
-            hybrid_pre_run_seconds: sim.hybrid().and_then(|h| h.pre_run_seconds),
             hybrid_fluid_flows: sim.hybrid().map(|h| h.fluid_flows),
             iterations_made: sim.later_counts().map(|c| c.0),
             iterations_forgotten: sim.later_counts().map(|c| c.1),
