@@ -5,19 +5,14 @@
 //! switches the scenario names, or, by default, those where queues would
 //! build: the switches with a port that a flow-level run of the same
 //! scenario saturates with transfers from two or more NICs or from one
-//! faster than the port (`hot_switches`).
-//!
-//! Where packets and fluids cross one link they share it, sync by sync
-//! (every `SYNC`): the fluids' capacity there is what the packets left
-//! over the last sync, and at least the share of it their number gives
-//! them beside the packet QPs through it; the packets serialize at the
-//! link's rate less what the fluids send through it (`Egress::
-//! set_packet_rate`). A link only fluids or only packets cross keeps its
-//! whole rate for them.
+//! faster than the port (`hot_switches`). Links both cross are shared
+//! every `SYNC` as `fluid::boundary` says; packets serialize at what the
+//! fluids leave them (`Egress::set_packet_rate`).
 
 use super::{Event, Simulation};
+use crate::fluid::boundary::Boundary;
 use crate::scenario::{Fidelity, FlowCc, PacketRegion, Prepared};
-use crate::topology::{FlowId, Owner, PortId, QpId};
+use crate::topology::{FlowId, Owner, QpId};
 use crate::units::{Rate, SimTime};
 
 /// How often links both kinds cross are shared anew.
@@ -27,42 +22,17 @@ pub const SYNC: SimTime = SimTime::from_us(10);
 pub(super) struct Hybrid {
     /// Per switch: in the packet region.
     region: Vec<bool>,
-    /// Per port: QPs of packet transfers through it still sending.
-    packet_qps: Vec<u32>,
-    /// Packet transfers still sending, with the ports of their QPs.
-    live: rustc_hash::FxHashMap<FlowId, Vec<PortId>>,
-    /// Ports any packet transfer crossed (`in_touched` marks them), and
-    /// the packet bytes each had sent at the last sync.
-    touched: Vec<PortId>,
-    in_touched: Vec<bool>,
-    last_bytes: Vec<u64>,
-    /// Ports both kinds cross, as of the last sync (`is_shared` marks
-    /// them): their packets leave at what the fluids leave them.
-    shared: Vec<PortId>,
-    is_shared: Vec<bool>,
-    last_sync: SimTime,
+    pub boundary: Boundary,
     /// When the next sync is due (`SimTime::MAX`: none).
     next: SimTime,
-    /// Transfers run as packets and as fluids (`perf.json`).
-    pub packet_flows: u64,
-    pub fluid_flows: u64,
 }
 
 impl Hybrid {
     pub(super) fn new(region: Vec<bool>, ports: usize) -> Hybrid {
         Hybrid {
             region,
-            packet_qps: vec![0; ports],
-            live: Default::default(),
-            touched: Vec::new(),
-            in_touched: vec![false; ports],
-            last_bytes: vec![0; ports],
-            shared: Vec::new(),
-            is_shared: vec![false; ports],
-            last_sync: SimTime::ZERO,
+            boundary: Boundary::new(ports),
             next: SimTime::MAX,
-            packet_flows: 0,
-            fluid_flows: 0,
         }
     }
 
@@ -137,96 +107,54 @@ impl Simulation {
         for q in first..first + n {
             ports.extend(self.qp_split(QpId(q), dst).into_iter().map(|(p, _)| p));
         }
-        let hy = self.hybrid.as_deref().expect("a hybrid run");
+        let hy = self.hybrid.as_deref_mut().expect("a hybrid run");
         let crosses = ports.iter().any(|&p| match self.topo.port(p).owner {
             Owner::Switch(s) => hy.region[s.idx()],
             Owner::Nic(_) => false,
         });
-        let hy = self.hybrid.as_deref_mut().expect("a hybrid run");
         if !crosses {
-            hy.fluid_flows += 1;
+            hy.boundary.fluid_flows += 1;
             return false;
         }
-        hy.packet_flows += 1;
-        for &p in &ports {
-            hy.packet_qps[p.idx()] += 1;
-            if !hy.in_touched[p.idx()] {
-                hy.in_touched[p.idx()] = true;
-                hy.touched.push(p);
-                hy.last_bytes[p.idx()] = self.egress.packet_tx_bytes(p);
-            }
-        }
-        hy.live.insert(f, ports);
-        if hy.next == SimTime::MAX {
-            hy.last_sync = self.now;
+        let egress = &self.egress;
+        let bytes = |p| egress.packet_tx_bytes(p);
+        if hy.boundary.packets(self.now, f, ports, bytes) && hy.next == SimTime::MAX {
             hy.next = self.now + SYNC;
             self.queue.push(hy.next, Event::HybridSync);
         }
         true
     }
 
-    /// Packet transfer `f` has sent its last packet: its QPs leave its
-    /// ports (the next sync gives the fluids their room).
+    /// Packet transfer `f` has sent its last packet.
     pub(super) fn hybrid_sent(&mut self, f: FlowId) {
         if let Some(hy) = self.hybrid.as_deref_mut() {
-            for p in hy.live.remove(&f).unwrap_or_default() {
-                hy.packet_qps[p.idx()] -= 1;
-            }
+            hy.boundary.sent(f);
         }
     }
 
-    /// A sync: on each port packets crossed, the fluids' capacity is what
-    /// packets left since the last sync, and at least their share by
-    /// number.
+    /// A sync: the fluids' capacity anew on every port packets crossed,
+    /// and the packets' rates on those both cross.
     pub(super) fn hybrid_sync(&mut self) {
         let now = self.now;
-        let mut hy = self.hybrid.take().expect("a hybrid run");
+        let hy = self.hybrid.as_deref_mut().expect("a hybrid run");
         if hy.next != now {
-            self.hybrid = Some(hy);
             return;
         }
-        let span = (now.0 - hy.last_sync.0).max(1) as f64;
-        hy.last_sync = now;
         let fluid = self.fluid.as_deref_mut().expect("a hybrid run");
-        let before = std::mem::take(&mut hy.shared);
-        for &p in &before {
-            hy.is_shared[p.idx()] = false;
+        let egress = &self.egress;
+        let (freed, more) = hy.boundary.sync(
+            now,
+            fluid,
+            |p| (!egress.is_down(p)).then(|| egress.packet_tx_bytes(p)),
+            |p| egress.line_rate(p).bps() as f64 / 8e12,
+        );
+        for p in freed {
+            self.egress.set_packet_rate(p, self.egress.line_rate(p));
         }
-        for &p in &hy.touched {
-            if self.egress.is_down(p) {
-                continue; // its fluids have nothing (`fluid_links`)
-            }
-            let bytes = self.egress.packet_tx_bytes(p);
-            let sent = (bytes - hy.last_bytes[p.idx()]) as f64;
-            hy.last_bytes[p.idx()] = bytes;
-            let link = self.egress.line_rate(p).bps() as f64 / 8e12;
-            let (n_fluid, _) = fluid.load_at(p.0);
-            let n_packet = hy.packet_qps[p.idx()];
-            let cap = if n_packet == 0 || n_fluid == 0 {
-                link
-            } else {
-                hy.shared.push(p);
-                hy.is_shared[p.idx()] = true;
-                let by_number = link * n_fluid as f64 / (n_fluid as f64 + f64::from(n_packet));
-                (link - sent / span).max(by_number)
-            };
-            fluid.set_cap(p.0, cap);
-        }
-        // Ports no longer shared: packets have the whole link again.
-        for &p in &before {
-            if !hy.is_shared[p.idx()] {
-                self.egress.set_packet_rate(p, self.egress.line_rate(p));
-            }
-        }
-        hy.next = if hy.live.is_empty() && hy.shared.is_empty() {
-            SimTime::MAX
-        } else {
-            now + SYNC
-        };
-        if hy.next != SimTime::MAX {
+        hy.next = if more { now + SYNC } else { SimTime::MAX };
+        if more {
             self.queue.push(hy.next, Event::HybridSync);
         }
-        self.hybrid = Some(hy);
         self.hybrid_packet_rates();
         self.fluid_share_later();
     }
@@ -238,12 +166,11 @@ impl Simulation {
             return;
         };
         let fluid = self.fluid.as_deref().expect("a hybrid run");
-        for &p in &hy.shared {
-            let link = self.egress.line_rate(p).bps() as f64;
-            let (_, load) = fluid.load_at(p.0);
-            // Packets keep at least a hundredth of the link.
-            let left = (link - load * 8e12).max(link / 100.0);
-            self.egress.set_packet_rate(p, Rate(left as u64));
+        let egress = &self.egress;
+        let line = |p| egress.line_rate(p).bps() as f64;
+        let rates: Vec<_> = hy.boundary.packet_rates(fluid, line).collect();
+        for (p, bps) in rates {
+            self.egress.set_packet_rate(p, Rate(bps as u64));
         }
     }
 }

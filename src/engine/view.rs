@@ -266,8 +266,8 @@ impl Simulation {
                 .region()
                 .map(|s| self.topo.switches[s].name.clone())
                 .collect(),
-            packet_flows: h.packet_flows,
-            fluid_flows: h.fluid_flows,
+            packet_flows: h.boundary.packet_flows,
+            fluid_flows: h.boundary.fluid_flows,
         })
     }
 

@@ -46,6 +46,7 @@
 //! graph, NVLink and collectives' passes run as in the packet
 //! simulation, over this network.
 
+pub mod boundary;
 mod cc;
 
 pub use cc::{Marking, Tick, TICK};
