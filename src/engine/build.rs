@@ -144,22 +144,7 @@ pub(super) fn fluid(
             .configs
             .as_ref()
             .map_or_else(Vec::new, |c| c.dlb_ports());
-        let marking = topo
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| match p.owner {
-                Owner::Switch(_) if !dlb.get(i).copied().unwrap_or(false) => table
-                    .wred_at(p.rate, queue)
-                    .filter(|w| w.ecn)
-                    .map(|w| crate::fluid::Marking {
-                        min: f64::from(w.min),
-                        max: f64::from(w.max),
-                        pmax: w.pmax_u32 as f64 / 4_294_967_296.0,
-                    }),
-                _ => None,
-            })
-            .collect();
+        let marking = table.fluid_marking(topo, queue, &dlb);
         let sender = topo
             .ports
             .iter()

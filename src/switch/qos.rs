@@ -387,6 +387,36 @@ impl PfcTable {
             .and_then(|(_, w)| w[queue])
     }
 
+    /// The flow level's WRED with ECN (`fluid::cc`) on `queue` of each
+    /// port of `topo`: a switch port's, where it marks; none on NIC ports
+    /// nor on the ports `dlb` flags (DLB takes their egress QoS away).
+    pub fn fluid_marking(
+        &self,
+        topo: &crate::topology::Topology,
+        queue: usize,
+        dlb: &[bool],
+    ) -> Vec<Option<crate::fluid::Marking>> {
+        let marks = |p: &crate::topology::Port| {
+            self.wred_at(p.rate, queue)
+                .filter(|w| w.ecn)
+                .map(|w| crate::fluid::Marking {
+                    min: f64::from(w.min),
+                    max: f64::from(w.max),
+                    pmax: w.pmax_u32 as f64 / 4_294_967_296.0,
+                })
+        };
+        topo.ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match p.owner {
+                crate::topology::Owner::Switch(_) if !dlb.get(i).copied().unwrap_or(false) => {
+                    marks(p)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Turns PFC off on port `p` for every lossless priority.
     pub fn set_off(&mut self, p: PortId) {
         for e in &mut self.ports[p.idx() * self.slots..(p.idx() + 1) * self.slots] {
