@@ -8,6 +8,11 @@ use std::path::Path;
 
 const FLOW: &str = "simulation.fidelity=\"flow\"";
 
+/// The text of an example scenario, by its path in the repository.
+fn example_text(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
 /// Two senders into one 100G port: each gets half of it, so both end at
 /// about twice the time one alone takes, as in the packet simulation
 /// without congestion control (within 2%); alone, a transfer takes its
@@ -171,10 +176,7 @@ fn a_collective_runs_over_fluids() {
 /// What the fluid does not model is refused with the key named.
 #[test]
 fn what_the_flow_level_does_not_model_is_refused() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rail-optimized-pod.toml"),
-    )
-    .unwrap();
+    let text = example_text("examples/rail-optimized-pod.toml");
     let e = error_of(&text, &[FLOW, "simulation.threads=2"]);
     assert!(
         e.contains("simulation.fidelity") && e.contains("2 threads"),
@@ -383,10 +385,7 @@ fn nvlink_rings_run_as_streams_too() {
 /// `flow_rings` takes "streams" or "messages" and nothing else.
 #[test]
 fn flow_rings_is_checked() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/collectives/ring-allreduce.toml"),
-    )
-    .unwrap();
+    let text = example_text("examples/collectives/ring-allreduce.toml");
     let e = error_of(&text, &["simulation.flow_rings=\"fast\""]);
     assert!(
         e.contains("simulation.flow_rings") && e.contains("\"fast\""),
@@ -581,10 +580,7 @@ fn dcqcn_cuts_rates_at_flow_level_as_in_packets() {
 /// `simulation.flow_cc` is checked, and the guide's tick is the code's.
 #[test]
 fn flow_cc_is_checked_and_its_tick_documented() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/congestion/permutation-dcqcn.toml"),
-    )
-    .unwrap();
+    let text = example_text("examples/congestion/permutation-dcqcn.toml");
     let e = error_of(&text, &["simulation.flow_cc=\"dctcp\""]);
     assert!(
         e.contains("simulation.flow_cc") && e.contains("\"dctcp\"") && e.contains("fair-share"),
@@ -695,10 +691,7 @@ bytes = "4MB"
 /// `simulation.packet_region` names switches that exist, or is "auto".
 #[test]
 fn packet_region_is_checked() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hot-pod.toml"),
-    )
-    .unwrap();
+    let text = example_text("examples/hot-pod.toml");
     let e = error_of(&text, &["simulation.packet_region=[\"pod9-*\"]"]);
     assert!(
         e.contains("simulation.packet_region[0]")
