@@ -126,7 +126,8 @@ fn egress_queues(
 /// PCIe, and where DCQCN runs and `simulation.flow_cc = "dcqcn"` asks,
 /// its congestion control: WRED with ECN on
 /// the data queue of each switch port (none where DLB takes the egress
-/// QoS away), the virtual queues up to the switch's buffer.
+/// QoS away), the virtual queues up to the switch's buffer. Where a
+/// class is lossless, the devices each port joins, for PFC.
 pub(super) fn fluid(
     topo: &Topology,
     scenario: &Scenario,
@@ -153,6 +154,34 @@ pub(super) fn fluid(
         let mtu = scenario.transport.mtu;
         let packet = scenario.qos.framing.wire_bytes(Opcode::WriteMiddle, mtu);
         fluid.enable_cc(marking, sender, limit, f64::from(packet));
+    }
+    if scenario.qos.lossless_mask() != 0 {
+        let device = |o: Owner| match o {
+            Owner::Switch(s) => s.0,
+            Owner::Nic(n) => topo.switches.len() as u32 + n.0,
+        };
+        let owner = topo.ports.iter().map(|p| device(p.owner)).collect();
+        let peer = topo
+            .ports
+            .iter()
+            .map(|p| device(topo.port(p.peer).owner))
+            .collect();
+        // The first lossless priority's xOFF at the ingress each port's
+        // link enters (none where that is a NIC or PFC is off).
+        let slot = table.slot.iter().copied().find(|&s| s != u8::MAX);
+        let xoff = topo
+            .ports
+            .iter()
+            .map(|p| {
+                let at =
+                    slot.and_then(|s| table.ports.get(p.peer.idx() * table.slots + s as usize));
+                match (topo.port(p.peer).owner, at) {
+                    (Owner::Switch(_), Some(c)) if !c.off => f64::from(c.xoff),
+                    _ => f64::INFINITY,
+                }
+            })
+            .collect();
+        fluid.enable_pfc(owner, peer, xoff);
     }
     fluid
 }

@@ -75,7 +75,10 @@ impl Simulation {
                 t + port.delay + port.rate.serialize(ack_frame)
             });
             let mut sub = Sub::new(f, q, wire, sub_cap, uses);
-            sub.src = self.nics.qp(q).src_nic.0;
+            let qp = self.nics.qp(q);
+            sub.src = qp.src_nic.0;
+            sub.pfc = self.scenario.qos.queues[qp.queue as usize].lossless
+                && matches!(qp.req.rate, crate::nic::rate::RateControl::LineRate);
             sub.latency = SimTime(alone.0.saturating_sub(busy.ceil() as u64));
             sub.ack_latency = ack_latency;
             // Under DCQCN it starts at its QP's rate (a cut carries over).

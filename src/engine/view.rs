@@ -254,6 +254,15 @@ impl Simulation {
         self.fluid.as_ref().map(|f| (f.shares, f.shared_subs))
     }
 
+    /// At flow level: how many shares found their lossless senders
+    /// paused (`fluid::pfc`).
+    pub fn fluid_pfc_shares(&self) -> Option<u64> {
+        self.fluid
+            .as_ref()
+            .map(|f| f.pfc_solves())
+            .filter(|&n| n > 0)
+    }
+
     /// At flow level under DCQCN: how many ticks counted marks.
     pub fn fluid_cc_ticks(&self) -> Option<u64> {
         self.fluid.as_ref().map(|f| f.cc_ticks()).filter(|&n| n > 0)

@@ -40,7 +40,13 @@
 //! whatever its senders' rates: the sub-flows through it are not held to
 //! their QPs' rates until it has drained.
 //!
-//! Not modelled, by construction: PFC, drops and retransmissions, the
+//! PFC (`pfc`): lossless QPs without congestion control send until they
+//! are paused. Where a component's ingress counters would reach xOFF
+//! within the first half of what its senders have left, its rates are
+//! PFC's steady state instead of max-min: each egress serves its ingress
+//! ports equally, and a paused port slows everything in its FIFO.
+//!
+//! Not modelled, by construction: drops and retransmissions, the
 //! window-based congestion controls and TIMELY (a fluid under them is at
 //! its fair share at once), ACK traffic on the reverse links. The task
 //! graph, NVLink and collectives' passes run as in the packet
@@ -48,6 +54,7 @@
 
 pub mod boundary;
 mod cc;
+mod pfc;
 
 pub use cc::{Marking, Tick, TICK};
 
@@ -96,6 +103,9 @@ pub struct Fluid {
     pub cc_next: SimTime,
     /// Which switch ports would queue in packets (`watch`), when asked.
     watch: Option<Box<Watch>>,
+    /// The fabric's devices, where lossless senders without congestion
+    /// control are paused rather than shared (`pfc`).
+    pfc: Option<Box<pfc::Pfc>>,
 }
 
 /// Switch ports a run has saturated with transfers from two or more NICs,
@@ -139,6 +149,9 @@ pub struct Sub {
     /// The NIC it leaves from (`u32::MAX` for a ring stream), which
     /// `watch` tells apart.
     pub src: u32,
+    /// A lossless QP without congestion control: it sends until paused
+    /// (`pfc`).
+    pub pfc: bool,
     /// Under a rate controller: its QP's rate (wire bytes per picosecond)
     /// and when that next moves by itself, its sending rate, its marks not
     /// yet turned into a CNP, and its bytes left at the last tick.
@@ -172,6 +185,7 @@ impl Sub {
             live: false,
             pass: u32::MAX,
             src: u32::MAX,
+            pfc: false,
             cc: false,
             cc_rate: f64::INFINITY,
             cc_next: SimTime::MAX,
@@ -456,7 +470,9 @@ impl Fluid {
         for &i in &comp {
             self.settle(i, now, &mut sent);
         }
-        self.fill(&res, &comp);
+        if !self.fill_pfc(&res, &comp) {
+            self.fill(&res, &comp);
+        }
         for &i in &comp {
             self.due_at(i, now);
         }

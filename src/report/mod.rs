@@ -479,6 +479,10 @@ pub struct Perf {
     /// counting marks on the queues that hold bytes (`fluid`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fluid_cc_ticks: Option<u64>,
+    /// At flow level: shares that found lossless senders without
+    /// congestion control paused (PFC's steady state, `fluid::pfc`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fluid_pfc_shares: Option<u64>,
     /// At flow level: ring passes run as one steady stream each
     /// (`simulation.flow_rings = "streams"`) instead of message by message.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1035,6 +1039,7 @@ impl Perf {
                 .fluid_shares()
                 .map(|(n, subs)| subs as f64 / n.max(1) as f64),
             fluid_cc_ticks: sim.fluid_cc_ticks(),
+            fluid_pfc_shares: sim.fluid_pfc_shares(),
             fluid_streams: sim.fluid_shares().map(|_| sim.fluid_streams()),
             hybrid_region: sim.hybrid().map(|h| h.region),
             hybrid_packet_flows: sim.hybrid().map(|h| h.packet_flows),
