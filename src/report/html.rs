@@ -120,8 +120,9 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
     if s.fidelity == "flow" {
         o.push_str(
             "<p class=\"partial\"><strong>Flow level</strong>: transfers moved as fluids at max-min fair rates \
-             on the paths their packets would take. Queues, ECN marks, DCQCN and the other congestion controls, \
-             PFC pauses and losses are not modelled, so the queue, pause and QP tables and the time-series \
+             on the paths their packets would take; where lossless senders without congestion control would be paused, \
+             at PFC's steady state. Queues, ECN marks, DCQCN and the other congestion controls, \
+             pause frames and losses are not modelled, so the queue, pause and QP tables and the time-series \
              charts are absent (queues.csv, pfc.csv, qps.csv and ts_*.csv are not written) and their figures \
              read zero. ACCURACY.md gives this level's error against the packet level.</p>",
         );

@@ -91,7 +91,7 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
     if sim.scenario().fidelity == crate::scenario::Fidelity::Flow {
         let _ = writeln!(
             o,
-            "fidelity  flow level: transfers as fluids at max-min fair rates on the packets' paths; no queues, ECN, PFC or losses (no queues.csv, pfc.csv, qps.csv or time series)"
+            "fidelity  flow level: transfers as fluids at max-min fair rates on the packets' paths (where lossless senders without congestion control would be paused, at PFC's steady state); no queues, ECN, pause frames or losses (no queues.csv, pfc.csv, qps.csv or time series)"
         );
         let dynamic = sim
             .scenario()
