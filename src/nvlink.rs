@@ -17,6 +17,9 @@ pub const RESHARE: u32 = u32::MAX;
 pub struct Nvlink {
     /// Bytes per picosecond a GPU sends (and receives) over NVLink.
     rate: f64,
+    /// Where GPUs are a mesh (`ScaleUp::Mesh`): what the one link between
+    /// two of them carries each way, bytes per picosecond.
+    mesh: Option<f64>,
     pub latency: SimTime,
     hosts: Vec<HostCopies>,
     /// Bytes copied over NVLink in all.
@@ -26,6 +29,8 @@ pub struct Nvlink {
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct HostCopies {
     copies: Vec<Copy>,
+    /// The part of each GPU's rate its failed switch chips took.
+    lost: f64,
     last: SimTime,
     gen: u32,
     /// Copies with a rate cap (streams'), so that sharing skips caps
@@ -86,10 +91,29 @@ impl Nvlink {
     pub fn new(hosts: usize, bytes_per_s: u64, latency: SimTime) -> Self {
         Nvlink {
             rate: bytes_per_s as f64 / 1e12,
+            mesh: None,
             latency,
             hosts: (0..hosts).map(|_| HostCopies::default()).collect(),
             bytes: 0,
         }
+    }
+
+    /// GPUs linked pair by pair, each link carrying `bytes_per_s` each
+    /// way: a copy goes no faster, and copies between one pair share it.
+    pub fn with_mesh(mut self, bytes_per_s: u64) -> Self {
+        self.mesh = Some(bytes_per_s as f64 / 1e12);
+        self
+    }
+
+    /// `lost` of every GPU's rate in `host` is gone (its failed switch
+    /// chips' share; 0 when all are up) from `now`: returns the event to
+    /// schedule for the host's copies at their new rates.
+    pub fn set_lost(&mut self, host: usize, lost: f64, now: SimTime) -> Option<(SimTime, u32)> {
+        let h = &mut self.hosts[host];
+        h.advance(now);
+        h.lost = lost.clamp(0.0, 1.0);
+        h.share(self.rate, self.mesh);
+        h.next(now)
     }
 
     /// Starts a copy; returns the event to schedule (time and
@@ -171,7 +195,7 @@ impl Nvlink {
         if h.started_at != Some(now) {
             // The first to start at this instant: shared at once.
             h.started_at = Some(now);
-            h.share(self.rate);
+            h.share(self.rate, self.mesh);
             return h.next(now);
         }
         // More start at this instant (a collective starts hundreds in a
@@ -197,7 +221,7 @@ impl Nvlink {
         if gen == RESHARE {
             debug_assert!(h.dirty, "one sharing event per instant with new copies");
             h.dirty = false;
-            h.share(self.rate);
+            h.share(self.rate, self.mesh);
             return (done, h.next(now));
         }
         if gen != h.gen {
@@ -217,7 +241,7 @@ impl Nvlink {
             !over
         });
         h.capped -= uncapped;
-        h.share(self.rate);
+        h.share(self.rate, self.mesh);
         (done, h.next(now))
     }
 }
@@ -232,9 +256,11 @@ impl HostCopies {
     }
 
     /// Max-min fair rates: every GPU's send and receive side is a
-    /// resource of capacity `rate`; the most contended resource fixes the
-    /// rate of the copies through it, and so on.
-    fn share(&mut self, rate: f64) {
+    /// resource of capacity `rate` (less what failed switch chips took),
+    /// and in a mesh each pair's link one of capacity `mesh`; the most
+    /// contended resource fixes the rate of the copies through it, and so
+    /// on.
+    fn share(&mut self, rate: f64, mesh: Option<f64>) {
         let g = self
             .copies
             .iter()
@@ -247,17 +273,24 @@ impl HostCopies {
             fixed,
             now_fixed,
         } = &mut self.scratch;
-        // Resources: sending side of GPU i is i, receiving side g + i.
+        // Resources: sending side of GPU i is i, receiving side g + i,
+        // and in a mesh the link from i to j 2g + i g + j.
+        let n = if mesh.is_some() { 2 * g + g * g } else { 2 * g };
+        let pair = |c: &Copy| 2 * g + c.src as usize * g + c.dst as usize;
         cap.clear();
-        cap.resize(2 * g, rate);
+        cap.resize(2 * g, rate * (1.0 - self.lost));
+        cap.resize(n, mesh.unwrap_or(0.0));
         fixed.clear();
         fixed.resize(self.copies.len(), false);
         loop {
             users.clear();
-            users.resize(2 * g, 0);
+            users.resize(n, 0);
             for (c, _) in self.copies.iter().zip(fixed.iter()).filter(|(_, f)| !**f) {
                 users[c.src as usize] += 1;
                 users[g + c.dst as usize] += 1;
+                if mesh.is_some() {
+                    users[pair(c)] += 1;
+                }
             }
             let capped = if self.capped == 0 {
                 f64::INFINITY
@@ -269,7 +302,7 @@ impl HostCopies {
                     .map(|(c, _)| c.cap)
                     .fold(f64::INFINITY, f64::min)
             };
-            let best = (0..2 * g)
+            let best = (0..n)
                 .filter(|&r| users[r] > 0)
                 .map(|r| cap[r] / users[r] as f64)
                 .fold(capped, f64::min);
@@ -283,6 +316,7 @@ impl HostCopies {
                 !fixed[i]
                     && (tight(c.src as usize)
                         || tight(g + c.dst as usize)
+                        || (mesh.is_some() && tight(pair(c)))
                         || c.cap <= best * (1.0 + 1e-12))
             }));
             for &i in now_fixed.iter() {
@@ -291,6 +325,9 @@ impl HostCopies {
                 fixed[i] = true;
                 cap[c.src as usize] -= best;
                 cap[g + c.dst as usize] -= best;
+                if mesh.is_some() {
+                    cap[2 * g + c.src as usize * g + c.dst as usize] -= best;
+                }
             }
         }
     }

@@ -1204,3 +1204,109 @@ fn hopper(
         arch: fabricsim::workload::tuner::Arch::Hopper,
     }
 }
+
+/// Host presets: a GB200 NVL72 is one host of 72 GPUs with a 400G NIC
+/// each, a GB300 NVL72 the same with 800G; a topology that says
+/// otherwise is refused, naming both keys.
+#[test]
+fn host_presets_set_the_domain_and_its_nics() {
+    let rack = |preset: &str| {
+        format!(
+            "[topology]\nkind = \"rail-optimized\"\nhosts = 2\nspines = 2\nuplink_speed = \"800G\"\n[host]\npreset = \"{preset}\"\n[[workload]]\nkind = \"transfer\"\nsrc = 0\ndst = 72\nbytes = \"1MB\"\n"
+        )
+    };
+    for (preset, gpus, nic) in [
+        ("gb200-nvl72", 72, 400),
+        ("gb300-nvl72", 72, 800),
+        ("dgx-h100", 8, 400),
+    ] {
+        let sim = common::prepare(
+            &rack(preset).replace("dst = 72", &format!("dst = {gpus}")),
+            &[],
+        );
+        let topo = sim.topo();
+        assert_eq!(topo.hosts[0].gpus.len(), gpus, "{preset}");
+        assert_eq!(topo.nics.len(), 2 * gpus, "{preset}: a NIC per GPU");
+        let nic_port = topo.nics[0].ports[0];
+        assert_eq!(
+            topo.port(nic_port).rate.bps(),
+            nic * 1_000_000_000,
+            "{preset}"
+        );
+    }
+    let e = error_of(
+        &rack("gb200-nvl72").replace("hosts = 2", "hosts = 2\ngpus_per_host = 8"),
+        &[],
+    );
+    assert!(
+        e.contains("topology.gpus_per_host") && e.contains("gb200-nvl72"),
+        "{e}"
+    );
+    let e = error_of(&rack("dgx-b300"), &[]);
+    assert!(
+        e.contains("host.preset") && e.contains("gb300-nvl72"),
+        "{e}"
+    );
+}
+
+/// Two copies out of one GPU at once: through NVSwitch chips (DGX H100)
+/// they share its 450 GB/s each way; in AMD's Infinity Fabric mesh
+/// (MI300X) each has a link of its own, 64 GB/s, and neither slows the
+/// other, but a pair never goes faster than its link.
+#[test]
+fn a_mesh_gives_each_pair_one_link_and_switches_share_the_gpu() {
+    let two = |preset: &str| {
+        format!(
+            "[topology]\nkind = \"rail-optimized\"\nhosts = 2\nspines = 2\nuplink_speed = \"800G\"\n[host]\npreset = \"{preset}\"\nnvlink_latency = \"0us\"\n[[workload]]\nkind = \"transfer\"\nsrc = 0\ndst = 1\nbytes = \"64MB\"\n[[workload]]\nkind = \"transfer\"\nsrc = 0\ndst = 2\nbytes = \"64MB\"\n"
+        )
+    };
+    let (_, s) = run_with(&two("dgx-h100"), &[]);
+    // 128 MB through one GPU's 450 GB/s.
+    assert_eq!(s.makespan_ps, (128e6 / 450e9 * 1e12_f64).ceil() as u64);
+    let (_, s) = run_with(&two("mi300x"), &[]);
+    // 64 MB over each 64 GB/s link, side by side.
+    assert_eq!(s.makespan_ps, 1_000_000_000);
+}
+
+/// The README's table of host presets says what the presets set.
+#[test]
+fn the_readme_gives_each_presets_figures() {
+    use fabricsim::scenario::hosts::{HostPreset, ScaleUp};
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let table = &readme[readme.find("## Hosts").expect("a Hosts section")..];
+    for &name in HostPreset::NAMES {
+        let f = HostPreset::from_name(name).unwrap().figures();
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("no README row for {name}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[2], f.gpus.to_string(), "{name}: GPUs per host");
+        assert_eq!(cells[3], f.gpus_per_tray.to_string(), "{name}: per tray");
+        match f.scale_up {
+            ScaleUp::Switched { switches } => {
+                assert!(
+                    cells[4].starts_with(&format!("{switches} ")),
+                    "{name}: {}",
+                    cells[4]
+                )
+            }
+            ScaleUp::Mesh => assert!(cells[4].starts_with("a mesh"), "{name}: {}", cells[4]),
+        }
+        assert_eq!(
+            cells[5],
+            format!("{} GB/s", f.nvlink_bytes_per_s / 1_000_000_000),
+            "{name}"
+        );
+        assert_eq!(
+            cells[6],
+            format!("{}G", f.nic.bps() / 1_000_000_000),
+            "{name}: NIC"
+        );
+        assert_eq!(
+            cells[7],
+            format!("{} GB/s", f.pcie_bytes_per_s / 1_000_000_000),
+            "{name}: PCIe"
+        );
+    }
+}

@@ -314,3 +314,80 @@ fn overlapping_failures_of_one_target_are_refused() {
     with("[{switch=\"core0\", at=\"10us\", recover=\"100us\"}, {switch=\"core1\", at=\"50us\"}]")
         .unwrap();
 }
+
+/// An NVL72 rack: 72 GPUs of one NVLink domain through 18 switch chips.
+const NVL72: &str = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 2
+spines = 2
+uplink_speed = "800G"
+[host]
+preset = "gb200-nvl72"
+[[workload]]
+kind = "transfer"
+src = 0
+dst = 37
+bytes = "90MB"
+"#;
+
+/// A GB200 NVL72 switch tray (two of the domain's 18 switch chips) fails
+/// halfway through a copy: from then on each GPU of that rack keeps 16/18
+/// of its 900 GB/s each way, and the copy's second half takes 9/8 as
+/// long; back up, the rate returns. The other rack is untouched.
+#[test]
+fn a_failed_nvlink_switch_tray_lowers_its_racks_bandwidth_by_its_share() {
+    let us = |x: f64| (x * 1e6).round() as u64;
+    let (_, s) = run_with(NVL72, &[]);
+    // 90 MB at 900 GB/s, and 1 us of NVLink latency.
+    assert_eq!(s.makespan_ps, us(101.0));
+
+    let tray = format!("{NVL72}\n[[failure]]\nhost = 0\nnvlink_switches = 2\nat = \"50us\"\n");
+    let (_, s) = run_with(&tray, &[]);
+    // 45 MB left at 800 GB/s: 56.25 us.
+    assert!(s.makespan_ps.abs_diff(us(107.25)) <= 1, "{}", s.makespan_ps);
+    assert_eq!(s.failures[0].target, "host0 NVLink switches x2");
+    assert_eq!(s.failures[0].nvlink_kept, Some(16.0 / 18.0));
+
+    let back = tray.replace("at = \"50us\"", "at = \"50us\"\nrecover = \"60us\"");
+    let (_, s) = run_with(&back, &[]);
+    // 10 us at 800 GB/s, then the 37 MB left at 900 GB/s again.
+    let want = 60.0 + (90e6 - 45e6 - 8e6) / 900e3 + 1.0;
+    assert!(
+        s.makespan_ps.abs_diff(us(want)) <= 1,
+        "{} against {want} us",
+        s.makespan_ps
+    );
+
+    let other = tray.replace("host = 0", "host = 1");
+    let (_, s) = run_with(&other, &[]);
+    assert_eq!(s.makespan_ps, us(101.0));
+}
+
+/// Switch chips the domain does not have, or a mesh with none, are
+/// refused, naming the key.
+#[test]
+fn nvlink_switch_failures_name_what_is_wrong() {
+    let bad = |extra: &str, sets: &[&str]| {
+        common::error_of(
+            &format!("{NVL72}\n[[failure]]\nat = \"5us\"\n{extra}\n"),
+            sets,
+        )
+    };
+    let e = bad("host = 0\nnvlink_switches = 18", &[]);
+    assert!(
+        e.contains("failure[0].nvlink_switches") && e.contains("1 to 17"),
+        "{e}"
+    );
+    let e = bad("nvlink_switches = 2", &[]);
+    assert!(
+        e.contains("failure[0].host") && e.contains("missing"),
+        "{e}"
+    );
+    let e = bad("host = 2\nnvlink_switches = 2", &[]);
+    assert!(e.contains("below 2"), "{e}");
+    let e = bad("host = 0\nnvlink_switches = 2", &["host.scale_up=\"mesh\""]);
+    assert!(e.contains("mesh"), "{e}");
+    let e = bad("host = 0\nnvlink_switches = 1\nswitch = \"spine0\"", &[]);
+    assert!(e.contains("one at a time"), "{e}");
+}

@@ -55,6 +55,8 @@ const NONE: u32 = u32::MAX;
 pub struct FailureState {
     /// Active failures holding each link down.
     link_down: Vec<u16>,
+    /// NVLink switch chips down in each host's domain.
+    nvlink_down: Vec<u32>,
     /// The failure that last took each link down.
     link_cause: Vec<u32>,
     /// Each link's rate before any slowdown.
@@ -166,6 +168,7 @@ fn links_of(topo: &Topology, t: Target) -> Vec<LinkId> {
             .iter()
             .map(|&p| topo.port(p).link)
             .collect(),
+        Target::NvlinkSwitches { .. } => Vec::new(),
     }
 }
 
@@ -173,6 +176,9 @@ impl Simulation {
     #[inline(never)]
     pub(super) fn fail(&mut self, i: u32, up: bool) {
         let f = self.scenario.failures.events[i as usize].clone();
+        if let Target::NvlinkSwitches { host, count } = f.target {
+            return self.fail_nvlink(host, count, up);
+        }
         for l in links_of(&self.topo, f.target) {
             let link = self.topo.links[l.idx()];
             if let Some(r) = f.degrade {
@@ -206,6 +212,28 @@ impl Simulation {
         self.failures.unconverged.push(i);
         let t = self.now + self.scenario.failures.reconverge;
         self.queue.push(t, Event::Reconverge);
+    }
+
+    /// `count` of `host`'s NVLink switch chips go down (or come back):
+    /// each GPU there keeps the share of its NVLink the others carry.
+    /// Routes are not involved; copies under way slow down at once.
+    fn fail_nvlink(&mut self, host: crate::topology::HostId, count: u32, up: bool) {
+        let crate::scenario::hosts::ScaleUp::Switched { switches } = self.scenario.host.scale_up
+        else {
+            return;
+        };
+        let down = &mut self.failures.nvlink_down;
+        if down.len() <= host.idx() {
+            down.resize(host.idx() + 1, 0);
+        }
+        let n = &mut down[host.idx()];
+        *n = if up {
+            n.saturating_sub(count)
+        } else {
+            *n + count
+        };
+        let lost = f64::from((*n).min(switches)) / f64::from(switches);
+        self.runtime(|rt, k| rt.nvlink_lost(k, host.0, lost));
     }
 
     /// Every switch moves to routes over the links that are up now.

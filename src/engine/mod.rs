@@ -276,11 +276,14 @@ impl Simulation {
                 queue.push(t, e)
             });
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
-        let nvlink = crate::nvlink::Nvlink::new(
-            topo.hosts.len(),
-            scenario.host.nvlink_bytes_per_s / 2,
-            scenario.host.nvlink_latency,
-        );
+        let per_gpu = scenario.host.nvlink_bytes_per_s / 2;
+        let mut nvlink =
+            crate::nvlink::Nvlink::new(topo.hosts.len(), per_gpu, scenario.host.nvlink_latency);
+        if scenario.host.scale_up == crate::scenario::hosts::ScaleUp::Mesh {
+            // Each GPU's rate split evenly over its links, one per peer.
+            let peers = topo.hosts.first().map_or(1, |h| h.gpus.len().max(2) - 1);
+            nvlink = nvlink.with_mesh(per_gpu / peers as u64);
+        }
         let mut tasks = crate::runtime::tasks::TaskState::new(
             graph,
             collectives,

@@ -371,6 +371,21 @@ impl CollectiveReport {
     }
 }
 
+/// The part of its NVLink each GPU keeps while `t` is down, when `t` is
+/// a host's NVLink switch chips.
+fn nvlink_kept(
+    t: crate::scenario::failures::Target,
+    host: &crate::scenario::HostConfig,
+) -> Option<f64> {
+    match (t, host.scale_up) {
+        (
+            crate::scenario::failures::Target::NvlinkSwitches { count, .. },
+            crate::scenario::hosts::ScaleUp::Switched { switches },
+        ) => Some(f64::from(switches.saturating_sub(count)) / f64::from(switches)),
+        _ => None,
+    }
+}
+
 /// One failure and what it cost.
 #[derive(Serialize, Debug, Clone)]
 pub struct FailureReport {
@@ -380,6 +395,10 @@ pub struct FailureReport {
     pub recover_ps: Option<u64>,
     /// A slowdown instead of a failure: the rate the link ran at.
     pub degraded_to_gbps: Option<f64>,
+    /// NVLink switch chips: the part of its NVLink each GPU of the
+    /// domain keeps while they are down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink_kept: Option<f64>,
     pub lost_packets: u64,
     pub lost_bytes: u64,
     /// From the failure until the last frame lost to it: how long senders
@@ -669,11 +688,13 @@ impl Summary {
                 .failures()
                 .stats
                 .iter()
-                .map(|f| FailureReport {
+                .zip(&sim.scenario().failures.events)
+                .map(|(f, e)| FailureReport {
                     target: f.name.clone(),
                     at_ps: f.at.0,
                     recover_ps: f.recover.map(|t| t.0),
                     degraded_to_gbps: f.degrade.map(|r| r.bps() as f64 / 1e9),
+                    nvlink_kept: nvlink_kept(e.target, &sim.scenario().host),
                     lost_packets: f.lost_packets,
                     lost_bytes: f.lost_bytes,
                     losing_for_ps: f.last_loss_at.map(|t| t.0.saturating_sub(f.at.0)),

@@ -361,13 +361,23 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
         );
     }
     for f in &s.failures {
+        let back = f
+            .recover_ps
+            .map_or(String::new(), |t| format!(", back at {}", SimTime(t)));
+        if let Some(kept) = f.nvlink_kept {
+            let _ = writeln!(
+                o,
+                "failure   {} fail at {}{back}: each GPU of the domain keeps {:.1}% of its NVLink",
+                f.target,
+                SimTime(f.at_ps),
+                kept * 100.0
+            );
+            continue;
+        }
         let what = match f.degraded_to_gbps {
             Some(g) => format!("{} slows to {g} Gb/s", f.target),
             None => format!("{} fails", f.target),
         };
-        let back = f
-            .recover_ps
-            .map_or(String::new(), |t| format!(", back at {}", SimTime(t)));
         let _ = writeln!(
             o,
             "failure   {what} at {}{back}: {} frames lost ({}) over {}, {} QPs hit{}; routing reconverged at {}, {} flows moved",

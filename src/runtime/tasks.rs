@@ -639,6 +639,14 @@ impl Runtime {
         }
     }
 
+    /// Failed switch chips took `lost` of every GPU's NVLink in `host`:
+    /// its copies go on at their new rates.
+    pub(crate) fn nvlink_lost(&mut self, k: &mut dyn Kernel, host: u32, lost: f64) {
+        if let Some((at, gen)) = self.tasks.nvlink.set_lost(host as usize, lost, k.now()) {
+            k.at(at, Due::Nvlink(host, gen));
+        }
+    }
+
     /// An NVLink copy may have finished in `host`.
     pub(crate) fn nvlink_event(&mut self, k: &mut dyn Kernel, host: u32, gen: u32) {
         let latency = self.tasks.nvlink.latency;

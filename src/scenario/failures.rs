@@ -4,7 +4,8 @@
 use super::error::{KeyError, KeyPath};
 use super::raw::{RawFailure, RawRouting};
 use super::values::{rate, time};
-use crate::topology::{LinkId, Owner, SwitchId, Topology};
+use crate::scenario::hosts::ScaleUp;
+use crate::topology::{HostId, LinkId, Owner, SwitchId, Topology};
 use crate::units::{Rate, SimTime};
 
 type R<T> = Result<T, KeyError>;
@@ -14,6 +15,11 @@ type R<T> = Result<T, KeyError>;
 pub enum Target {
     Link(LinkId),
     Switch(SwitchId),
+    /// `count` of the NVLink switch chips of `host`'s domain.
+    NvlinkSwitches {
+        host: HostId,
+        count: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -49,6 +55,9 @@ impl Target {
     pub fn name(self, topo: &Topology) -> String {
         match self {
             Target::Switch(s) => topo.switches[s.idx()].name.clone(),
+            Target::NvlinkSwitches { host, count } => {
+                format!("host{} NVLink switches x{count}", host.0)
+            }
             Target::Link(l) => {
                 let link = topo.links[l.idx()];
                 let (a, b) = (topo.owner_name(link.a), topo.owner_name(link.b));
@@ -95,6 +104,7 @@ pub fn failures(
     raw: &[RawFailure],
     routing: Option<&RawRouting>,
     topo: &Topology,
+    host: &super::HostConfig,
     root: &KeyPath,
 ) -> R<FailureConfig> {
     let mut cfg = FailureConfig::default();
@@ -104,7 +114,15 @@ pub fn failures(
     }
     for (i, f) in raw.iter().enumerate() {
         let p = root.key("failure").index(i);
+        let nvlink = f.nvlink_switches.is_some() || f.host.is_some();
         let target = match (&f.link, &f.switch) {
+            (None, None) if nvlink => nvlink_target(f, topo, host, &p)?,
+            (Some(_), _) | (_, Some(_)) if nvlink => {
+                return Err(KeyError::new(
+                    &p,
+                    "expected a link, a switch, or a host's nvlink_switches, one at a time",
+                ))
+            }
             (Some(_), Some(_)) | (None, None) => {
                 return Err(KeyError::new(
                     &p,
@@ -213,7 +231,12 @@ pub fn failures(
                 }
                 Some(r)
             }
-            (Some(_), Target::Switch(_)) => unreachable!("checked above"),
+            (Some(_), Target::Switch(_) | Target::NvlinkSwitches { .. }) => {
+                return Err(KeyError::new(
+                    &p.key("rate"),
+                    "only applies to a link failure",
+                ))
+            }
         };
         // One target down twice at once would come back at the first
         // recovery, whatever the second said.
@@ -228,6 +251,7 @@ pub fn failures(
                     match target {
                         Target::Link(_) => "link",
                         Target::Switch(_) => "switch",
+                        Target::NvlinkSwitches { .. } => "host's NVLink switches",
                     },
                     cfg.events[j].at,
                     cfg.events[j]
@@ -244,4 +268,60 @@ pub fn failures(
         });
     }
     Ok(cfg)
+}
+
+/// `host = H, nvlink_switches = N`: N of the switch chips of host H's
+/// NVLink domain fail (a GB200 NVL72 switch tray holds two).
+fn nvlink_target(
+    f: &RawFailure,
+    topo: &Topology,
+    host: &super::HostConfig,
+    p: &KeyPath,
+) -> R<Target> {
+    let Some(h) = f.host else {
+        return Err(KeyError::new(
+            &p.key("host"),
+            "missing; expected the index of the host whose NVLink switches fail, e.g. host = 0",
+        ));
+    };
+    if h < 0 || h as usize >= topo.hosts.len() {
+        return Err(KeyError::new(
+            &p.key("host"),
+            format!("got {h}, expected a host index below {}", topo.hosts.len()),
+        ));
+    }
+    let ScaleUp::Switched { switches } = host.scale_up else {
+        return Err(KeyError::new(
+            &p.key("nvlink_switches"),
+            "the hosts' GPUs are a mesh (host.scale_up = \"mesh\"), with no switch chips to fail",
+        ));
+    };
+    let count = match f.nvlink_switches {
+        Some(n) if n >= 1 && n < i64::from(switches) => n as u32,
+        Some(n) => {
+            return Err(KeyError::new(
+                &p.key("nvlink_switches"),
+                format!("got {n}, expected 1 to {} of the domain's {switches} switch chips (one must stay up)", switches - 1),
+            ))
+        }
+        None => {
+            return Err(KeyError::new(
+                &p.key("nvlink_switches"),
+                format!("missing; expected how many of host {h}'s {switches} NVLink switch chips fail"),
+            ))
+        }
+    };
+    if let Some(k) = ["index", "rate"].into_iter().find(|&k| {
+        if k == "index" {
+            f.index.is_some()
+        } else {
+            f.rate.is_some()
+        }
+    }) {
+        return Err(KeyError::new(&p.key(k), "only applies to a link failure"));
+    }
+    Ok(Target::NvlinkSwitches {
+        host: HostId(h as u32),
+        count,
+    })
 }

@@ -12,6 +12,7 @@ pub use crate::keys as error;
 pub mod deepspeed;
 pub mod export;
 pub mod failures;
+pub mod hosts;
 pub mod lossless;
 pub mod megatron;
 mod model;
@@ -166,9 +167,15 @@ pub enum PacketRegion {
     Switches(Vec<crate::topology::SwitchId>),
 }
 
-/// Inside each server.
+/// Inside each host: its scale-up domain.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HostConfig {
+    /// The system it was taken from, if a preset.
+    pub preset: Option<hosts::HostPreset>,
+    /// How the GPUs are joined, and how many sit on one compute tray
+    /// (0: the host is one board).
+    pub scale_up: hosts::ScaleUp,
+    pub gpus_per_tray: u32,
     /// NVLink bandwidth of one GPU, both directions together (half each
     /// way), as GPU data sheets quote it.
     pub nvlink_bytes_per_s: u64,
@@ -183,6 +190,9 @@ pub struct HostConfig {
 impl Default for HostConfig {
     fn default() -> Self {
         HostConfig {
+            preset: None,
+            scale_up: hosts::ScaleUp::default(),
+            gpus_per_tray: 0,
             nvlink_bytes_per_s: 900_000_000_000,
             nvlink_latency: SimTime::from_ns(1000),
             // PCIe Gen5 x16 as seed 002 gives it: 64 GB/s, 32 each way.
@@ -427,7 +437,8 @@ pub fn prepare_within(
                 format!("got {threads}, expected at most {MAX_THREADS}"),
             ));
         }
-        let tspec = resolve::topology(raw.topology.as_ref(), &root.key("topology"))?;
+        let preset = resolve::host_preset(raw.host.as_ref(), &root.key("host"))?;
+        let tspec = resolve::topology(raw.topology.as_ref(), &root.key("topology"), preset)?;
         let mut topology = Topology::build(&tspec).map_err(|e| {
             let key = match e {
                 TopologyError::RadixExceeded { .. } => "switch_radix",
@@ -701,7 +712,7 @@ pub fn prepare_within(
                 ));
             }
         }
-        let host = resolve::host(raw.host.as_ref(), &root.key("host"))?;
+        let host = resolve::host(raw.host.as_ref(), &root.key("host"), &topology)?;
         warnings.extend(pcie_check(&topology, &host));
         let streams = Streams::new(seed);
         let tuning = workload::tuner::Host {
@@ -793,7 +804,8 @@ pub fn prepare_within(
                 ),
             ));
         }
-        let failures = failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &root)?;
+        let failures =
+            failures::failures(&raw.failure, raw.routing.as_ref(), &topology, &host, &root)?;
         let packet_region = packet_region(
             sim.and_then(|s| s.packet_region.as_ref()),
             &sp.key("packet_region"),

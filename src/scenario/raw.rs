@@ -40,6 +40,9 @@ pub struct RawFailure {
     /// Which of several parallel links (0-based).
     pub index: Option<i64>,
     pub switch: Option<String>,
+    /// NVLink switch chips of a host's domain that fail.
+    pub nvlink_switches: Option<i64>,
+    pub host: Option<i64>,
     pub at: Option<Value>,
     pub recover: Option<Value>,
     /// The link runs at this rate from `at` instead of failing.
@@ -457,9 +460,13 @@ pub struct RawCheckpoint {
 #[derive(Deserialize, Default, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawHost {
+    pub preset: Option<String>,
     pub nvlink: Option<Value>,
     pub nvlink_latency: Option<Value>,
     pub pcie: Option<Value>,
+    pub scale_up: Option<String>,
+    pub nvlink_switches: Option<i64>,
+    pub gpus_per_tray: Option<i64>,
 }
 
 /// `[dctcp]`: the DCTCP-style window's settings.

@@ -6,6 +6,7 @@ use crate::workload::chakra::CommSizes;
 use toml::Value;
 
 use super::error::{KeyError, KeyPath};
+use super::hosts::{HostPreset, ScaleUp};
 use super::raw::*;
 use super::values::{choice, count, fraction, positive_time, rate, show, size, time};
 use crate::nic::transport::OooPolicy;
@@ -50,7 +51,11 @@ const KIND_KEYS: &[(&str, &[TopologyKind])] = {
     ]
 };
 
-pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
+pub fn topology(
+    raw: Option<&RawTopology>,
+    path: &KeyPath,
+    preset: Option<HostPreset>,
+) -> R<TopologySpec> {
     let Some(t) = raw else {
         return Err(KeyError::new(
             path,
@@ -120,12 +125,26 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
         &path.key("link_speed"),
         Rate::gbps(100),
     )?;
+    let figures = preset.map(HostPreset::figures);
     let gpus_per_host = count(
         t.gpus_per_host,
         &path.key("gpus_per_host"),
-        if uniform { 1 } else { 8 },
+        figures.map_or(if uniform { 1 } else { 8 }, |f| f.gpus),
         1,
     )?;
+    if let (Some(p), Some(f)) = (preset, figures) {
+        if gpus_per_host != f.gpus {
+            return Err(KeyError::new(
+                &path.key("gpus_per_host"),
+                format!(
+                    "got {gpus_per_host}, expected {}: host.preset = \"{}\" is a domain of {} GPUs, one host",
+                    f.gpus,
+                    p.name(),
+                    f.gpus
+                ),
+            ));
+        }
+    }
     let nics_per_host = count(
         t.nics_per_host,
         &path.key("nics_per_host"),
@@ -149,7 +168,11 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
     let nic_speed = rate(
         t.nic_speed.as_ref(),
         &path.key("nic_speed"),
-        if uniform { link_speed } else { Rate::gbps(200) },
+        match figures {
+            Some(f) => f.nic,
+            None if uniform => link_speed,
+            None => Rate::gbps(200),
+        },
     )?;
     // 25G to 50G for the data-centre NICs of the published experiments
     // (DCQCN's were at 40G); 100G and up for GPU servers.
@@ -247,7 +270,7 @@ pub fn topology(raw: Option<&RawTopology>, path: &KeyPath) -> R<TopologySpec> {
     // Bounds that keep a typo from asking for a fabric no machine holds.
     let limits: [(&str, u32, u32); 11] = [
         ("hosts", spec.hosts, 65_536),
-        ("gpus_per_host", spec.gpus_per_host, 64),
+        ("gpus_per_host", spec.gpus_per_host, 576),
         ("hosts_per_leaf", spec.hosts_per_leaf, 65_536),
         ("rails_per_leaf", spec.rails_per_leaf, 64),
         ("spines", spec.spines, 4_096),
@@ -1318,12 +1341,93 @@ fn collective(w: &RawWorkload, topo: &Topology, p: &KeyPath) -> R<Collective> {
     })
 }
 
-/// `[host]`: NVLink inside each server.
-pub fn host(h: Option<&RawHost>, path: &KeyPath) -> R<crate::scenario::HostConfig> {
-    let d = crate::scenario::HostConfig::default();
+/// `[host]`'s preset, which the topology's defaults follow.
+pub fn host_preset(h: Option<&RawHost>, path: &KeyPath) -> R<Option<HostPreset>> {
+    let Some(name) = h.and_then(|h| h.preset.as_deref()) else {
+        return Ok(None);
+    };
+    HostPreset::from_name(name).map(Some).ok_or_else(|| {
+        KeyError::new(
+            &path.key("preset"),
+            format!(
+                "got \"{name}\", expected one of {}",
+                HostPreset::NAMES.join(", ")
+            ),
+        )
+    })
+}
+
+/// `[host]`: each host's scale-up domain (NVLink or Infinity Fabric),
+/// from its preset and the keys given over it.
+pub fn host(
+    h: Option<&RawHost>,
+    path: &KeyPath,
+    topo: &Topology,
+) -> R<crate::scenario::HostConfig> {
+    let preset = host_preset(h, path)?;
+    let mut d = crate::scenario::HostConfig::default();
+    if let Some(f) = preset.map(HostPreset::figures) {
+        d = crate::scenario::HostConfig {
+            preset,
+            scale_up: f.scale_up,
+            gpus_per_tray: f.gpus_per_tray,
+            nvlink_bytes_per_s: f.nvlink_bytes_per_s,
+            pcie_bytes_per_s: f.pcie_bytes_per_s,
+            ..d
+        };
+    }
     let Some(h) = h else {
         return Ok(d);
     };
+    let gpus = topo.hosts.first().map_or(1, |x| x.gpus.len() as u32);
+    let switches_key = path.key("nvlink_switches");
+    let scale_up = match h.scale_up.as_deref().unwrap_or(match d.scale_up {
+        ScaleUp::Switched { .. } => "switched",
+        ScaleUp::Mesh => "mesh",
+    }) {
+        "switched" => {
+            let default = match d.scale_up {
+                ScaleUp::Switched { switches } => switches,
+                ScaleUp::Mesh => 4,
+            };
+            ScaleUp::Switched {
+                switches: count(h.nvlink_switches, &switches_key, default, 1)?,
+            }
+        }
+        "mesh" if h.nvlink_switches.is_some() => {
+            return Err(KeyError::new(
+                &switches_key,
+                "is not used where the GPUs are a mesh (scale_up = \"mesh\": linked pair by pair, no switch chips)",
+            ))
+        }
+        "mesh" => ScaleUp::Mesh,
+        other => {
+            return Err(KeyError::new(
+                &path.key("scale_up"),
+                format!("got \"{other}\", expected switched or mesh"),
+            ))
+        }
+    };
+    if scale_up == ScaleUp::Mesh && gpus < 2 {
+        return Err(KeyError::new(
+            &path.key("scale_up"),
+            format!("got \"mesh\" with {gpus} GPU per host, expected at least 2 GPUs to link"),
+        ));
+    }
+    let gpus_per_tray = count(
+        h.gpus_per_tray,
+        &path.key("gpus_per_tray"),
+        d.gpus_per_tray.min(gpus),
+        1,
+    )?;
+    if h.gpus_per_tray.is_some() && !gpus.is_multiple_of(gpus_per_tray) {
+        return Err(KeyError::new(
+            &path.key("gpus_per_tray"),
+            format!("got {gpus_per_tray}, expected a divisor of the {gpus} GPUs per host"),
+        ));
+    }
+    d.scale_up = scale_up;
+    d.gpus_per_tray = gpus_per_tray;
     let bandwidth = |v: &Option<Value>, key: &str, default: u64, example: &str| {
         match v {
         None => Ok(default),
@@ -1343,6 +1447,9 @@ pub fn host(h: Option<&RawHost>, path: &KeyPath) -> R<crate::scenario::HostConfi
     let nvlink = bandwidth(&h.nvlink, "nvlink", d.nvlink_bytes_per_s, "900GB/s")?;
     let pcie = bandwidth(&h.pcie, "pcie", d.pcie_bytes_per_s, "64GB/s")?;
     Ok(crate::scenario::HostConfig {
+        preset: d.preset,
+        scale_up: d.scale_up,
+        gpus_per_tray: d.gpus_per_tray,
         nvlink_bytes_per_s: nvlink,
         nvlink_latency: time(
             h.nvlink_latency.as_ref(),

@@ -1,0 +1,134 @@
+//! Scale-up domains: how the GPUs of one host (an NVLink domain) reach
+//! each other, and the presets of the systems users build on. Their
+//! figures and sources are in the README ("Hosts").
+
+use crate::units::Rate;
+
+/// How a domain's GPUs are joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleUp {
+    /// Through switch chips: each GPU has as many links to each of
+    /// `switches` chips, and a copy's bytes spread over all of them, so
+    /// a GPU sends and receives at its full rate to any peer and a chip
+    /// that fails takes its share of every GPU's rate.
+    Switched { switches: u32 },
+    /// Point to point: one link between every pair of GPUs, each an equal
+    /// part of a GPU's rate (AMD's Infinity Fabric on an 8-GPU board).
+    Mesh,
+}
+
+impl Default for ScaleUp {
+    fn default() -> Self {
+        // An HGX H100 baseboard: four NVSwitch chips.
+        ScaleUp::Switched { switches: 4 }
+    }
+}
+
+/// A system whose domain, trays, links and NICs a host takes at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostPreset {
+    DgxH100,
+    Gb200Nvl72,
+    Gb300Nvl72,
+    Mi300x,
+}
+
+/// A preset's figures (sources in the README).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figures {
+    /// GPUs in the domain (one host), and per compute tray.
+    pub gpus: u32,
+    pub gpus_per_tray: u32,
+    /// NVLink (or Infinity Fabric) per GPU, both directions together.
+    pub nvlink_bytes_per_s: u64,
+    pub scale_up: ScaleUp,
+    /// The scale-out NIC of each GPU, and the PCIe between them (both
+    /// directions together).
+    pub nic: Rate,
+    pub pcie_bytes_per_s: u64,
+}
+
+impl HostPreset {
+    pub const NAMES: &'static [&'static str] =
+        &["dgx-h100", "gb200-nvl72", "gb300-nvl72", "mi300x"];
+
+    pub fn from_name(s: &str) -> Option<HostPreset> {
+        Some(match s {
+            "dgx-h100" => HostPreset::DgxH100,
+            "gb200-nvl72" => HostPreset::Gb200Nvl72,
+            "gb300-nvl72" => HostPreset::Gb300Nvl72,
+            "mi300x" => HostPreset::Mi300x,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HostPreset::DgxH100 => "dgx-h100",
+            HostPreset::Gb200Nvl72 => "gb200-nvl72",
+            HostPreset::Gb300Nvl72 => "gb300-nvl72",
+            HostPreset::Mi300x => "mi300x",
+        }
+    }
+
+    pub fn figures(self) -> Figures {
+        const GB: u64 = 1_000_000_000;
+        match self {
+            // 8 H100 on NVLink 4 (18 links, 900 GB/s) through 4 NVSwitch
+            // chips; a ConnectX-7 at 400G per GPU on PCIe Gen5 x16.
+            HostPreset::DgxH100 => Figures {
+                gpus: 8,
+                gpus_per_tray: 8,
+                nvlink_bytes_per_s: 900 * GB,
+                scale_up: ScaleUp::Switched { switches: 4 },
+                nic: Rate::gbps(400),
+                pcie_bytes_per_s: 128 * GB,
+            },
+            // 18 compute trays of 4 Blackwell GPUs, NVLink 5 (18 links,
+            // 1.8 TB/s) to the 18 NVLink switch chips of 9 switch trays;
+            // a ConnectX-7 at 400G per GPU.
+            HostPreset::Gb200Nvl72 => Figures {
+                gpus: 72,
+                gpus_per_tray: 4,
+                nvlink_bytes_per_s: 1800 * GB,
+                scale_up: ScaleUp::Switched { switches: 18 },
+                nic: Rate::gbps(400),
+                pcie_bytes_per_s: 128 * GB,
+            },
+            // The same domain with Blackwell Ultra and a ConnectX-8 at
+            // 800G per GPU on PCIe Gen6 x16.
+            HostPreset::Gb300Nvl72 => Figures {
+                gpus: 72,
+                gpus_per_tray: 4,
+                nvlink_bytes_per_s: 1800 * GB,
+                scale_up: ScaleUp::Switched { switches: 18 },
+                nic: Rate::gbps(800),
+                pcie_bytes_per_s: 256 * GB,
+            },
+            // 8 MI300X fully connected by Infinity Fabric: 7 links of
+            // 128 GB/s each (896 GB/s), one per peer; 400G NICs on PCIe
+            // Gen5 x16.
+            HostPreset::Mi300x => Figures {
+                gpus: 8,
+                gpus_per_tray: 8,
+                nvlink_bytes_per_s: 896 * GB,
+                scale_up: ScaleUp::Mesh,
+                nic: Rate::gbps(400),
+                pcie_bytes_per_s: 128 * GB,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for &n in HostPreset::NAMES {
+            assert_eq!(HostPreset::from_name(n).unwrap().name(), n);
+        }
+        assert_eq!(HostPreset::from_name("dgx-a100"), None);
+    }
+}
