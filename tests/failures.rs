@@ -391,3 +391,62 @@ fn nvlink_switch_failures_name_what_is_wrong() {
     let e = bad("host = 0\nnvlink_switches = 1\nswitch = \"spine0\"", &[]);
     assert!(e.contains("one at a time"), "{e}");
 }
+
+/// A compute tray of an NVL72 rack fails: the links of its four NICs go
+/// down, so a transfer from one of its GPUs stalls until they are back,
+/// and one from another tray of the same rack does not notice; the whole
+/// rack (`host` alone) takes every NIC's link.
+#[test]
+fn a_compute_tray_or_a_rack_takes_its_nics_links() {
+    let text = r#"
+[topology]
+kind = "rail-optimized"
+hosts = 2
+hosts_per_leaf = 2
+rails_per_leaf = 8
+spines = 2
+uplink_speed = "800G"
+[transport]
+rto = "1ms"
+[host]
+preset = "gb200-nvl72"
+[[workload]]
+kind = "transfer"
+src = 5
+dst = 77
+bytes = "8MB"
+[[workload]]
+kind = "transfer"
+src = 1
+dst = 73
+bytes = "8MB"
+"#;
+    let fct = |sim: &Simulation, i: usize| common::fct(sim, i);
+    let (base, _) = run_with(text, &[]);
+    let failing =
+        |what: &str| format!("{text}\n[[failure]]\n{what}\nat = \"50us\"\nrecover = \"300us\"\n");
+    let (sim, s) = run_with(&failing("host = 0\ntray = 1"), &[]);
+    assert_eq!(s.failures[0].target, "host0/tray1");
+    assert!(
+        fct(&sim, 0) > 300_000_000,
+        "GPU 5 sits on tray 1: {}",
+        fct(&sim, 0)
+    );
+    assert_eq!(fct(&sim, 1), fct(&base, 1), "GPU 1 sits on tray 0");
+    assert_eq!(s.failures[0].affected_qps, 1);
+
+    let (sim, s) = run_with(&failing("host = 1"), &[]);
+    assert_eq!(s.failures[0].target, "host1");
+    assert!((0..2).all(|i| fct(&sim, i) > 300_000_000));
+
+    let e = common::error_of(&failing("host = 0\ntray = 18"), &[]);
+    assert!(
+        e.contains("failure[0].tray") && e.contains("below 18"),
+        "{e}"
+    );
+    let e = common::error_of(&failing("tray = 1"), &[]);
+    assert!(
+        e.contains("failure[0].host") && e.contains("missing"),
+        "{e}"
+    );
+}

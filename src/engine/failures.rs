@@ -169,6 +169,19 @@ fn links_of(topo: &Topology, t: Target) -> Vec<LinkId> {
             .map(|&p| topo.port(p).link)
             .collect(),
         Target::NvlinkSwitches { .. } => Vec::new(),
+        Target::Nics {
+            host, first, gpus, ..
+        } => {
+            let mut links: Vec<LinkId> = topo.hosts[host.idx()].gpus
+                [first as usize..(first + gpus) as usize]
+                .iter()
+                .flat_map(|g| &topo.nics[topo.gpus[g.idx()].nic.idx()].ports)
+                .map(|&p| topo.port(p).link)
+                .collect();
+            links.sort_unstable();
+            links.dedup();
+            links
+        }
     }
 }
 

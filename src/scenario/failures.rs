@@ -20,6 +20,14 @@ pub enum Target {
         host: HostId,
         count: u32,
     },
+    /// The links of the NICs of `host`'s GPUs `first..first + gpus`: a
+    /// compute tray, or the whole host (a rack).
+    Nics {
+        host: HostId,
+        first: u32,
+        gpus: u32,
+        tray: Option<u32>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +66,10 @@ impl Target {
             Target::NvlinkSwitches { host, count } => {
                 format!("host{} NVLink switches x{count}", host.0)
             }
+            Target::Nics { host, tray, .. } => match tray {
+                Some(t) => format!("host{}/tray{t}", host.0),
+                None => format!("host{}", host.0),
+            },
             Target::Link(l) => {
                 let link = topo.links[l.idx()];
                 let (a, b) = (topo.owner_name(link.a), topo.owner_name(link.b));
@@ -114,7 +126,7 @@ pub fn failures(
     }
     for (i, f) in raw.iter().enumerate() {
         let p = root.key("failure").index(i);
-        let nvlink = f.nvlink_switches.is_some() || f.host.is_some();
+        let nvlink = f.nvlink_switches.is_some() || f.host.is_some() || f.tray.is_some();
         let target = match (&f.link, &f.switch) {
             (None, None) if nvlink => nvlink_target(f, topo, host, &p)?,
             (Some(_), _) | (_, Some(_)) if nvlink => {
@@ -231,7 +243,7 @@ pub fn failures(
                 }
                 Some(r)
             }
-            (Some(_), Target::Switch(_) | Target::NvlinkSwitches { .. }) => {
+            (Some(_), Target::Switch(_) | Target::NvlinkSwitches { .. } | Target::Nics { .. }) => {
                 return Err(KeyError::new(
                     &p.key("rate"),
                     "only applies to a link failure",
@@ -252,6 +264,7 @@ pub fn failures(
                         Target::Link(_) => "link",
                         Target::Switch(_) => "switch",
                         Target::NvlinkSwitches { .. } => "host's NVLink switches",
+                        Target::Nics { .. } => "host's NICs",
                     },
                     cfg.events[j].at,
                     cfg.events[j]
@@ -270,8 +283,10 @@ pub fn failures(
     Ok(cfg)
 }
 
-/// `host = H, nvlink_switches = N`: N of the switch chips of host H's
-/// NVLink domain fail (a GB200 NVL72 switch tray holds two).
+/// `host = H` with `nvlink_switches = N`: N of the switch chips of host
+/// H's NVLink domain fail (a GB200 NVL72 switch tray holds two); with
+/// `tray = T`, the links of compute tray T's NICs; alone, those of every
+/// NIC of the host (a rack).
 fn nvlink_target(
     f: &RawFailure,
     topo: &Topology,
@@ -281,13 +296,23 @@ fn nvlink_target(
     let Some(h) = f.host else {
         return Err(KeyError::new(
             &p.key("host"),
-            "missing; expected the index of the host whose NVLink switches fail, e.g. host = 0",
+            "missing; expected the index of the host (scale-up domain) the failure is in, e.g. host = 0",
         ));
     };
     if h < 0 || h as usize >= topo.hosts.len() {
         return Err(KeyError::new(
             &p.key("host"),
             format!("got {h}, expected a host index below {}", topo.hosts.len()),
+        ));
+    }
+    let hid = HostId(h as u32);
+    if f.nvlink_switches.is_none() {
+        return nics_target(f, topo, host, hid, p);
+    }
+    if f.tray.is_some() {
+        return Err(KeyError::new(
+            &p.key("tray"),
+            "is not used with nvlink_switches: give one failure for the tray's NICs and one for the switch chips",
         ));
     }
     let ScaleUp::Switched { switches } = host.scale_up else {
@@ -320,8 +345,50 @@ fn nvlink_target(
     }) {
         return Err(KeyError::new(&p.key(k), "only applies to a link failure"));
     }
-    Ok(Target::NvlinkSwitches {
-        host: HostId(h as u32),
-        count,
+    Ok(Target::NvlinkSwitches { host: hid, count })
+}
+
+/// A compute tray's NICs (`tray = T`) or every NIC of the host.
+fn nics_target(
+    f: &RawFailure,
+    topo: &Topology,
+    host: &super::HostConfig,
+    h: HostId,
+    p: &KeyPath,
+) -> R<Target> {
+    if f.index.is_some() {
+        return Err(KeyError::new(
+            &p.key("index"),
+            "only applies to a link failure",
+        ));
+    }
+    let all = topo.hosts[h.idx()].gpus.len() as u32;
+    let Some(t) = f.tray else {
+        return Ok(Target::Nics {
+            host: h,
+            first: 0,
+            gpus: all,
+            tray: None,
+        });
+    };
+    let per = host.gpus_per_tray;
+    if per == 0 || per >= all {
+        return Err(KeyError::new(
+            &p.key("tray"),
+            "the host is one board (host.gpus_per_tray is not below its GPUs); give host alone for all its NICs",
+        ));
+    }
+    let trays = all / per;
+    if t < 0 || t >= i64::from(trays) {
+        return Err(KeyError::new(
+            &p.key("tray"),
+            format!("got {t}, expected a tray index below {trays}"),
+        ));
+    }
+    Ok(Target::Nics {
+        host: h,
+        first: t as u32 * per,
+        gpus: per,
+        tray: Some(t as u32),
     })
 }

@@ -43,6 +43,8 @@ pub struct RawFailure {
     /// NVLink switch chips of a host's domain that fail.
     pub nvlink_switches: Option<i64>,
     pub host: Option<i64>,
+    /// A compute tray of `host`: its NICs' links fail.
+    pub tray: Option<i64>,
     pub at: Option<Value>,
     pub recover: Option<Value>,
     /// The link runs at this rate from `at` instead of failing.
