@@ -311,14 +311,20 @@ enum Command {
         /// Mixed-precision training with Adam: 16 bytes per parameter.
         #[arg(long)]
         training: bool,
-        /// Memory of one GPU.
-        #[arg(long, default_value = "80GB")]
-        gpu_memory: String,
+        /// Memory of one GPU [default: 80GB, or the --host preset's].
+        #[arg(long)]
+        gpu_memory: Option<String>,
         /// Share of each GPU's memory the parameters may take.
         #[arg(long, default_value_t = 1.0)]
         usable: f64,
-        #[arg(long, default_value_t = 8)]
-        gpus_per_server: u32,
+        /// GPUs per server (NVLink domain) [default: 8, or the --host
+        /// preset's]; tensor parallelism stays inside one.
+        #[arg(long)]
+        gpus_per_server: Option<u32>,
+        /// A host preset (dgx-h100, gb200-nvl72, gb300-nvl72, mi300x):
+        /// its GPU memory and domain size.
+        #[arg(long)]
+        host: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -586,17 +592,22 @@ fn main() -> ExitCode {
             gpu_memory,
             usable,
             gpus_per_server,
+            host,
             json,
             ..
-        } => cli::plan::plan_job(&cli::plan::JobPlan {
-            args: megatron.as_deref(),
-            script: script.as_deref(),
-            gpus,
-            gpu_memory: &gpu_memory,
-            usable,
-            gpus_per_server,
-            json,
-        }),
+        } => cli::plan::machine(host.as_deref(), gpu_memory, gpus_per_server).and_then(
+            |(gpu_memory, gpus_per_server)| {
+                cli::plan::plan_job(&cli::plan::JobPlan {
+                    args: megatron.as_deref(),
+                    script: script.as_deref(),
+                    gpus,
+                    gpu_memory: &gpu_memory,
+                    usable,
+                    gpus_per_server,
+                    json,
+                })
+            },
+        ),
         Command::Plan {
             params: Some(params),
             bytes_per_param,
@@ -604,16 +615,21 @@ fn main() -> ExitCode {
             gpu_memory,
             usable,
             gpus_per_server,
+            host,
             json,
             ..
-        } => plan(
-            &params,
-            bytes_per_param,
-            training,
-            &gpu_memory,
-            usable,
-            gpus_per_server,
-            json,
+        } => cli::plan::machine(host.as_deref(), gpu_memory, gpus_per_server).and_then(
+            |(gpu_memory, gpus_per_server)| {
+                plan(
+                    &params,
+                    bytes_per_param,
+                    training,
+                    &gpu_memory,
+                    usable,
+                    gpus_per_server,
+                    json,
+                )
+            },
         ),
     };
     let code = match result {

@@ -1450,3 +1450,42 @@ fn a_run_that_ended_on_a_timer_says_so() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("retransmission timeout(s)"));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `plan --host` takes a preset's GPU memory and domain: 1.8T parameters
+/// trained with Adam (16 B each, 28.8 TB) need 155 GB200 GPUs of 186 GB,
+/// three NVL72 racks, against 360 H100s of 80 GB; given keys win.
+#[test]
+fn plan_takes_a_host_presets_memory_and_domain() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let o = fabricsim()
+            .args(["plan", "--params", "1.8T", "--training", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let p = run(&["--host", "gb200-nvl72"]);
+    assert_eq!(p["gpu_memory_bytes"].as_f64(), Some(186e9));
+    assert_eq!(
+        (p["min_gpus"].as_u64(), p["min_servers"].as_u64()),
+        (Some(155), Some(3))
+    );
+    assert_eq!(p["gpus_per_server"].as_u64(), Some(72));
+    let p = run(&["--host", "dgx-h100"]);
+    assert_eq!(
+        (p["min_gpus"].as_u64(), p["min_servers"].as_u64()),
+        (Some(360), Some(45))
+    );
+    let p = run(&["--host", "gb200-nvl72", "--gpu-memory", "80GB"]);
+    assert_eq!(
+        (p["min_gpus"].as_u64(), p["min_servers"].as_u64()),
+        (Some(360), Some(5))
+    );
+    let o = fabricsim()
+        .args(["plan", "--params", "8B", "--host", "dgx-b200"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("gb200-nvl72"));
+}

@@ -1308,5 +1308,7 @@ fn the_readme_gives_each_presets_figures() {
             format!("{} GB/s", f.pcie_bytes_per_s / 1_000_000_000),
             "{name}: PCIe"
         );
+        let memory = format!("{} GB", f.gpu_memory_bytes / 1_000_000_000);
+        assert_eq!(cells[8], memory, "{name}: GPU memory");
     }
 }

@@ -34,6 +34,34 @@ pub(crate) fn plan(
     print_json_or(json, &p, || p.render())
 }
 
+/// The GPU memory and GPUs per server (NVLink domain) to plan with: those
+/// given, else the `--host` preset's, else an 80 GB GPU in 8-GPU servers.
+pub(crate) fn machine(
+    host: Option<&str>,
+    gpu_memory: Option<String>,
+    gpus_per_server: Option<u32>,
+) -> Result<(String, u32), String> {
+    use fabricsim::scenario::hosts::HostPreset;
+    let figures = match host {
+        None => None,
+        Some(name) => Some(
+            HostPreset::from_name(name)
+                .ok_or_else(|| {
+                    format!(
+                        "--host: got \"{name}\", expected one of {}",
+                        HostPreset::NAMES.join(", ")
+                    )
+                })?
+                .figures(),
+        ),
+    };
+    let memory = gpu_memory.unwrap_or_else(|| {
+        figures.map_or("80GB".to_string(), |f| format!("{}", f.gpu_memory_bytes))
+    });
+    let gpus = gpus_per_server.unwrap_or(figures.map_or(8, |f| f.gpus));
+    Ok((memory, gpus))
+}
+
 /// A training job's memory per GPU, from Megatron-LM's arguments (or a
 /// launch script's), against the GPU's; the smallest TP x PP that fits.
 /// An error when it does not fit, saying by how much.

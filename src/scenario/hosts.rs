@@ -46,6 +46,8 @@ pub struct Figures {
     /// directions together).
     pub nic: Rate,
     pub pcie_bytes_per_s: u64,
+    /// Each GPU's memory (HBM), as `plan` takes it.
+    pub gpu_memory_bytes: u64,
 }
 
 impl HostPreset {
@@ -83,6 +85,7 @@ impl HostPreset {
                 scale_up: ScaleUp::Switched { switches: 4 },
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
+                gpu_memory_bytes: 80 * GB,
             },
             // 18 compute trays of 4 Blackwell GPUs, NVLink 5 (18 links,
             // 1.8 TB/s) to the 18 NVLink switch chips of 9 switch trays;
@@ -94,6 +97,7 @@ impl HostPreset {
                 scale_up: ScaleUp::Switched { switches: 18 },
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
+                gpu_memory_bytes: 186 * GB,
             },
             // The same domain with Blackwell Ultra and a ConnectX-8 at
             // 800G per GPU on PCIe Gen6 x16.
@@ -104,6 +108,7 @@ impl HostPreset {
                 scale_up: ScaleUp::Switched { switches: 18 },
                 nic: Rate::gbps(800),
                 pcie_bytes_per_s: 256 * GB,
+                gpu_memory_bytes: 279 * GB,
             },
             // 8 MI300X fully connected by Infinity Fabric: 7 links of
             // 128 GB/s each (896 GB/s), one per peer; 400G NICs on PCIe
@@ -115,6 +120,7 @@ impl HostPreset {
                 scale_up: ScaleUp::Mesh,
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
+                gpu_memory_bytes: 192 * GB,
             },
         }
     }
