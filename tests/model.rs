@@ -1109,3 +1109,32 @@ fn fp8_param_gather_halves_the_parameter_gathers() {
     let e = error_of(SMALL, &["workload.0.model.fp8_param_gather=true"]);
     assert!(e.contains("workload[0].model.fp8_param_gather"), "{e}");
 }
+
+/// Two GB200 NVL72 racks (examples/training/nvl72-racks.toml): every
+/// tensor-parallel collective (8 ranks) stays inside a rack and moves
+/// over NVLink only; every data-parallel one (18 ranks, 9 per rack)
+/// also crosses the Ethernet fabric, and the NICs carry its bytes.
+#[test]
+fn a_rack_scale_job_keeps_tp_on_nvlink_and_dp_on_the_network() {
+    let text = std::fs::read_to_string("examples/training/nvl72-racks.toml").unwrap();
+    let (sim, s) = run_with(&text, &[]);
+    assert_eq!(sim.topo().hosts[0].gpus.len(), 72);
+    let (mut tp, mut dp) = (0, 0);
+    for c in &s.collectives {
+        match c.ranks {
+            8 => {
+                assert_eq!(c.medium, "nvlink", "{}", c.collective);
+                tp += 1;
+            }
+            18 => {
+                assert_eq!(c.medium, "nvlink+network", "{}", c.collective);
+                dp += 1;
+            }
+            n => panic!("a collective of {n} ranks"),
+        }
+    }
+    assert!(tp > 100 && dp == 16, "{tp} TP and {dp} DP collectives");
+    assert!(s.nvlink_bytes > 0);
+    let nic_bytes: u64 = sim.ports().iter().map(|p| p.tx_wire_bytes).sum();
+    assert!(nic_bytes > 1_000_000_000, "{nic_bytes} B on the wire");
+}

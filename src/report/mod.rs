@@ -327,6 +327,9 @@ pub struct CollectiveReport {
     pub protocol: String,
     pub channels: u32,
     pub ranks: usize,
+    /// Where its bytes go: "nvlink" (all ranks in one host), "network"
+    /// (one rank per host) or "nvlink+network".
+    pub medium: &'static str,
     pub bytes: u64,
     pub start_ps: u64,
     /// `None` if it did not finish.
@@ -358,6 +361,11 @@ impl CollectiveReport {
                     protocol: c.protocol.name().to_string(),
                     channels: c.channels,
                     ranks: c.ranks,
+                    medium: match c.hosts {
+                        1 => "nvlink",
+                        h if h as usize == c.ranks => "network",
+                        _ => "nvlink+network",
+                    },
                     bytes: c.bytes,
                     start_ps: if start == SimTime::MAX { 0 } else { start.0 },
                     time_ps: time,

@@ -75,6 +75,7 @@ pub fn collectives_csv(s: &super::Summary, out: impl Write) -> std::io::Result<(
         "iteration",
         "start_ps",
         "step_latency",
+        "medium",
     ])?;
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
     for c in &s.collectives {
@@ -92,6 +93,7 @@ pub fn collectives_csv(s: &super::Summary, out: impl Write) -> std::io::Result<(
             c.iteration.map_or(String::new(), |i| i.to_string()),
             c.start_ps.to_string(),
             c.step_latency.clone(),
+            c.medium.to_string(),
         ])?;
     }
     finish(w)

@@ -65,6 +65,9 @@ pub struct CollectiveRun {
     pub protocol: Protocol,
     pub channels: u32,
     pub ranks: usize,
+    /// The hosts (scale-up domains) its ranks are in: 1 when it moves
+    /// over NVLink only.
+    pub hosts: u32,
     pub bytes: u64,
     pub start: u32,
     pub end: u32,
@@ -608,6 +611,12 @@ fn run_of(e: &Emitter, c: &Collective, start: u32, end: u32) -> CollectiveRun {
         protocol: c.protocol,
         channels: c.channels,
         ranks: c.gpus.len(),
+        hosts: {
+            let mut h: Vec<u32> = c.gpus.iter().map(|g| e.topo.gpus[g.idx()].host.0).collect();
+            h.sort_unstable();
+            h.dedup();
+            h.len() as u32
+        },
         bytes: c.bytes,
         start,
         end,
