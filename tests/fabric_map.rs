@@ -359,3 +359,15 @@ bytes = "200KB"
         assert!(!pod(k).contains("inside</text>") && !pod(k).contains("down</text>"));
     }
 }
+
+/// A GB200 NVL72 rack is drawn as one host box of 72 GPUs, its 18
+/// compute trays of 4 marked inside it (17 dividers) and named.
+#[test]
+fn a_rack_is_one_box_with_its_trays() {
+    let text = std::fs::read_to_string("examples/training/nvl72-racks.toml").unwrap();
+    let sim = common::prepare(&text, &[]);
+    let map = fabric::draw(sim.topo(), None, "racks");
+    assert_eq!(map.boxes, sim.topo().switches.len() + 2);
+    assert_eq!(map.svg.matches("class=\"tray\"").count(), 2 * 17);
+    assert!(map.svg.contains("host1 in 18 trays of 4"));
+}

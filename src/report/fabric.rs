@@ -670,12 +670,34 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
     }
     for (h, host) in topo.hosts.iter().enumerate() {
         let x = host_x[h];
+        let per = topo.gpus_per_tray as usize;
+        let trays = if per > 0 && per < host.gpus.len() {
+            host.gpus.len() / per
+        } else {
+            0
+        };
+        let in_trays = if trays > 0 {
+            format!(" in {trays} trays of {per}")
+        } else {
+            String::new()
+        };
         let _ = write!(
             body,
-            "<g class=\"host\"><title>host{h}: {} GPUs, {} NICs</title><rect x=\"{x:.1}\" y=\"{host_y:.1}\" width=\"{hw:.1}\" height=\"40\" rx=\"3\" fill=\"#f6f6f6\" stroke=\"#666\"/>",
+            "<g class=\"host\"><title>host{h}: {} GPUs{in_trays}, {} NICs</title><rect x=\"{x:.1}\" y=\"{host_y:.1}\" width=\"{hw:.1}\" height=\"40\" rx=\"3\" fill=\"#f6f6f6\" stroke=\"#666\"/>",
             host.gpus.len(),
             host.nics.len()
         );
+        // A rack: a thin line between its compute trays.
+        let gstep = (hw - 12.0) / host.gpus.len().max(1) as f64;
+        for t in 1..trays {
+            let tx = x + 6.0 + gstep * (t * per) as f64;
+            let _ = write!(
+                body,
+                "<line class=\"tray\" x1=\"{tx:.1}\" y1=\"{:.1}\" x2=\"{tx:.1}\" y2=\"{:.1}\" stroke=\"#bbb\" stroke-width=\"0.6\"/>",
+                host_y + 12.0,
+                host_y + 28.0
+            );
+        }
         for (i, &n) in host.nics.iter().enumerate() {
             let (cx, cy) = nic_at(h as u32, topo.nics[n.idx()].rail);
             let _ = write!(
@@ -686,7 +708,6 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
                 esc(&topo.nics[n.idx()].name)
             );
         }
-        let gstep = (hw - 12.0) / host.gpus.len().max(1) as f64;
         for (i, &g) in host.gpus.iter().enumerate() {
             let rail = topo.nics[topo.gpus[g.idx()].nic.idx()].rail as usize;
             let _ = write!(
@@ -700,7 +721,7 @@ fn detailed(topo: &Topology, colour: Option<&Colouring>, title: &str) -> Map {
         }
         let _ = writeln!(
             body,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">host{h}</text></g>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">host{h}{in_trays}</text></g>",
             x + hw / 2.0,
             host_y + 36.0
         );

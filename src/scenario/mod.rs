@@ -713,6 +713,7 @@ pub fn prepare_within(
             }
         }
         let host = resolve::host(raw.host.as_ref(), &root.key("host"), &topology)?;
+        topology.gpus_per_tray = host.gpus_per_tray;
         warnings.extend(pcie_check(&topology, &host));
         let streams = Streams::new(seed);
         let tuning = workload::tuner::Host {

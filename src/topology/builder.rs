@@ -21,6 +21,7 @@ impl TopoBuilder {
                 ports: Vec::new(),
                 links: Vec::new(),
                 vlan_rails: false,
+                gpus_per_tray: 0,
                 vlan_id: 0,
                 switch_radix: spec.switch_radix,
             },

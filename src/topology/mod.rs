@@ -201,6 +201,9 @@ pub struct Topology {
     /// Rails are separate layer-2 domains (a VLAN per rail, no routing
     /// between them): traffic only flows between NICs of the same rail.
     pub vlan_rails: bool,
+    /// GPUs per compute tray inside a host (0: the host is one board;
+    /// from `[host]`), which the fabric map draws.
+    pub gpus_per_tray: u32,
     /// The VLAN of every NIC where rails are not VLANs: 0 when frames
     /// are untagged, else `[qos] vlan_id`.
     pub vlan_id: u16,
