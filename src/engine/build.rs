@@ -156,32 +156,7 @@ pub(super) fn fluid(
         fluid.enable_cc(marking, sender, limit, f64::from(packet));
     }
     if scenario.qos.lossless_mask() != 0 {
-        let device = |o: Owner| match o {
-            Owner::Switch(s) => s.0,
-            Owner::Nic(n) => topo.switches.len() as u32 + n.0,
-        };
-        let owner = topo.ports.iter().map(|p| device(p.owner)).collect();
-        let peer = topo
-            .ports
-            .iter()
-            .map(|p| device(topo.port(p.peer).owner))
-            .collect();
-        // The first lossless priority's xOFF at the ingress each port's
-        // link enters (none where that is a NIC or PFC is off).
-        let slot = table.slot.iter().copied().find(|&s| s != u8::MAX);
-        let xoff = topo
-            .ports
-            .iter()
-            .map(|p| {
-                let at =
-                    slot.and_then(|s| table.ports.get(p.peer.idx() * table.slots + s as usize));
-                match (topo.port(p.peer).owner, at) {
-                    (Owner::Switch(_), Some(c)) if !c.off => f64::from(c.xoff),
-                    _ => f64::INFINITY,
-                }
-            })
-            .collect();
-        fluid.enable_pfc(owner, peer, xoff);
+        fluid.enable_pfc(topo, table.fluid_xoff(topo));
     }
     fluid
 }

@@ -26,6 +26,7 @@
 //! packets would deadlock) has no such order; it keeps max-min.
 
 use super::Fluid;
+use crate::topology::{Owner, Topology};
 
 /// Which device owns each port and which device its link leads to, by
 /// port id: whose ingress a port's traffic enters. How many components
@@ -44,14 +45,21 @@ pub(super) struct Pfc {
 const ROUNDS: usize = 64;
 
 impl Fluid {
-    /// Lossless QPs without congestion control are shared as PFC pauses
-    /// them from now on; `owner` and `peer` give, by port, the device it
-    /// belongs to and the device at its link's other end, and `xoff` the
-    /// bytes that device holds from it before pausing it.
-    pub fn enable_pfc(&mut self, owner: Vec<u32>, peer: Vec<u32>, xoff: Vec<f64>) {
+    /// Lossless QPs without congestion control over `topo` are shared as
+    /// PFC pauses them from now on; `xoff` gives, by port, the bytes the
+    /// device at its link's other end holds from it before pausing it.
+    pub fn enable_pfc(&mut self, topo: &Topology, xoff: Vec<f64>) {
+        let device = |o: Owner| match o {
+            Owner::Switch(s) => s.0,
+            Owner::Nic(n) => topo.switches.len() as u32 + n.0,
+        };
         self.pfc = Some(Box::new(Pfc {
-            owner,
-            peer,
+            owner: topo.ports.iter().map(|p| device(p.owner)).collect(),
+            peer: topo
+                .ports
+                .iter()
+                .map(|p| device(topo.port(p.peer).owner))
+                .collect(),
             xoff,
             solves: 0,
         }));

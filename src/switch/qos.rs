@@ -387,6 +387,27 @@ impl PfcTable {
             .and_then(|(_, w)| w[queue])
     }
 
+    /// The flow level's PFC (`fluid::pfc`): by port, the first lossless
+    /// priority's xOFF at the ingress its link enters (infinite where
+    /// that is a NIC or PFC is off there).
+    pub fn fluid_xoff(&self, topo: &crate::topology::Topology) -> Vec<f64> {
+        let slot = self
+            .slot
+            .iter()
+            .copied()
+            .find(|&s| s != super::egress::NO_SLOT);
+        topo.ports
+            .iter()
+            .map(|p| {
+                let at = slot.and_then(|s| self.ports.get(p.peer.idx() * self.slots + s as usize));
+                match (topo.port(p.peer).owner, at) {
+                    (crate::topology::Owner::Switch(_), Some(c)) if !c.off => f64::from(c.xoff),
+                    _ => f64::INFINITY,
+                }
+            })
+            .collect()
+    }
+
     /// The flow level's WRED with ECN (`fluid::cc`) on `queue` of each
     /// port of `topo`: a switch port's, where it marks; none on NIC ports
     /// nor on the ports `dlb` flags (DLB takes their egress QoS away).
