@@ -391,11 +391,7 @@ impl PfcTable {
     /// priority's xOFF at the ingress its link enters (infinite where
     /// that is a NIC or PFC is off there).
     pub fn fluid_xoff(&self, topo: &crate::topology::Topology) -> Vec<f64> {
-        let slot = self
-            .slot
-            .iter()
-            .copied()
-            .find(|&s| s != super::egress::NO_SLOT);
+        let slot = self.slot.iter().copied().find(|&s| s != u8::MAX);
         topo.ports
             .iter()
             .map(|p| {
