@@ -408,3 +408,15 @@ fn type_errors_speak_the_scenario_language_and_survive_unicode() {
     let e = error_of("# µs\n[topology\n", &[]);
     assert!(e.starts_with("bad.toml:2: invalid TOML"), "{e}");
 }
+
+/// A host is one scale-up domain of at most 576 GPUs (the guide's
+/// figure): one more is refused, naming the key.
+#[test]
+fn a_host_holds_at_most_576_gpus() {
+    let text = GOOD.replace("gpus_per_host = 8", "gpus_per_host = 577");
+    let e = error_of(&text, &[]);
+    assert!(
+        e.contains("topology.gpus_per_host") && e.contains("at most 576"),
+        "{e}"
+    );
+}
