@@ -12,6 +12,13 @@ use crate::units::SimTime;
 /// one does (no copy finishes with it).
 pub const RESHARE: u32 = u32::MAX;
 
+/// The far end of a one-sided copy between a GPU and its host's NVLink
+/// switch chips (NVLS: the switch reads and reduces, or multicasts): in
+/// place of a GPU's local index, it uses only the GPU's side. The switch
+/// chips carry what their GPU ports bring, so the switch is no resource
+/// of its own.
+pub const SWITCH: u32 = u32::MAX;
+
 /// NVLink copies in flight, host by host.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Nvlink {
@@ -140,6 +147,24 @@ impl Nvlink {
         self.started(host, now)
     }
 
+    /// Starts a one-sided copy between GPU `gpu` and the switch chips
+    /// (`up`: the GPU sends; otherwise it receives) at most `cap` bytes
+    /// per picosecond with every chip up (failed chips take their share
+    /// of it); returns the event to schedule, as `add` does.
+    pub fn add_switch(
+        &mut self,
+        host: usize,
+        task: u32,
+        (gpu, up): (u32, bool),
+        bytes: u64,
+        cap: f64,
+        now: SimTime,
+    ) -> Option<(SimTime, u32)> {
+        let ends = if up { (gpu, SWITCH) } else { (SWITCH, gpu) };
+        self.push_copy(host, (task, u32::MAX), ends, bytes, cap, now);
+        self.started(host, now)
+    }
+
     /// Starts copies of a ring pass's stream, each of `bytes` between
     /// the local GPUs of a pair, at most `cap` bytes per picosecond each;
     /// returns the event to schedule, as `add` does.
@@ -264,7 +289,9 @@ impl HostCopies {
         let g = self
             .copies
             .iter()
-            .map(|c| c.src.max(c.dst) as usize + 1)
+            .flat_map(|c| [c.src, c.dst])
+            .filter(|&i| i != SWITCH)
+            .map(|i| i as usize + 1)
             .max()
             .unwrap_or(0);
         let ShareScratch {
@@ -274,9 +301,30 @@ impl HostCopies {
             now_fixed,
         } = &mut self.scratch;
         // Resources: sending side of GPU i is i, receiving side g + i,
-        // and in a mesh the link from i to j 2g + i g + j.
+        // and in a mesh the link from i to j 2g + i g + j. A copy to or
+        // from the switch uses one side only (`sides`).
         let n = if mesh.is_some() { 2 * g + g * g } else { 2 * g };
-        let pair = |c: &Copy| 2 * g + c.src as usize * g + c.dst as usize;
+        let pair = |c: &Copy| {
+            (mesh.is_some() && c.src != SWITCH && c.dst != SWITCH)
+                .then(|| 2 * g + c.src as usize * g + c.dst as usize)
+        };
+        // A switch copy's cap is NVLS's rate with every chip up: failed
+        // chips take their share of it too.
+        let up = 1.0 - self.lost;
+        let cap_of = |c: &Copy| {
+            if c.src == SWITCH || c.dst == SWITCH {
+                c.cap * up
+            } else {
+                c.cap
+            }
+        };
+        let sides = |c: &Copy| {
+            [
+                (c.src != SWITCH).then_some(c.src as usize),
+                (c.dst != SWITCH).then(|| g + c.dst as usize),
+                pair(c),
+            ]
+        };
         cap.clear();
         cap.resize(2 * g, rate * (1.0 - self.lost));
         cap.resize(n, mesh.unwrap_or(0.0));
@@ -286,10 +334,8 @@ impl HostCopies {
             users.clear();
             users.resize(n, 0);
             for (c, _) in self.copies.iter().zip(fixed.iter()).filter(|(_, f)| !**f) {
-                users[c.src as usize] += 1;
-                users[g + c.dst as usize] += 1;
-                if mesh.is_some() {
-                    users[pair(c)] += 1;
+                for r in sides(c).into_iter().flatten() {
+                    users[r] += 1;
                 }
             }
             let capped = if self.capped == 0 {
@@ -299,7 +345,7 @@ impl HostCopies {
                     .iter()
                     .zip(fixed.iter())
                     .filter(|(_, f)| !**f)
-                    .map(|(c, _)| c.cap)
+                    .map(|(c, _)| cap_of(c))
                     .fold(f64::INFINITY, f64::min)
             };
             let best = (0..n)
@@ -314,20 +360,15 @@ impl HostCopies {
             now_fixed.extend((0..self.copies.len()).filter(|&i| {
                 let c = &self.copies[i];
                 !fixed[i]
-                    && (tight(c.src as usize)
-                        || tight(g + c.dst as usize)
-                        || (mesh.is_some() && tight(pair(c)))
-                        || c.cap <= best * (1.0 + 1e-12))
+                    && (sides(c).into_iter().flatten().any(tight)
+                        || cap_of(c) <= best * (1.0 + 1e-12))
             }));
             for &i in now_fixed.iter() {
-                let c = &mut self.copies[i];
-                c.rate = best;
-                fixed[i] = true;
-                cap[c.src as usize] -= best;
-                cap[g + c.dst as usize] -= best;
-                if mesh.is_some() {
-                    cap[2 * g + c.src as usize * g + c.dst as usize] -= best;
+                for r in sides(&self.copies[i]).into_iter().flatten() {
+                    cap[r] -= best;
                 }
+                self.copies[i].rate = best;
+                fixed[i] = true;
             }
         }
     }
@@ -424,6 +465,31 @@ mod tests {
         assert_eq!(done.tasks, vec![4]);
         assert_eq!(done.streams, vec![9, 9]);
         assert!(next.is_none());
+    }
+
+    /// A copy to the switch uses only its sender's side, one from the
+    /// switch only its receiver's: GPU 0 sends to the switch at its cap
+    /// while GPU 1 receives from it, and a copy 0 -> 1 takes what is
+    /// left of both.
+    #[test]
+    fn switch_copies_use_one_side_of_a_gpu() {
+        let mut n = nv();
+        let first = n.add_switch(0, 1, (0, true), 500, 0.5, SimTime::ZERO);
+        let asked = n.add_switch(0, 2, (1, false), 500, 0.5, SimTime::ZERO);
+        assert_ne!(first.unwrap().1, RESHARE);
+        assert_eq!(n.add(0, 3, 0, 1, 500, SimTime::ZERO), None);
+        let (at, gen) = shared(&mut n, asked);
+        // All three at 0.5 byte/ps: each GPU side carries exactly 1.
+        assert_eq!(at, SimTime(1000));
+        let (mut done, next) = n.on_event(0, gen, at);
+        done.tasks.sort_unstable();
+        assert_eq!(done.tasks, vec![1, 2, 3]);
+        assert!(next.is_none());
+        // Alone, a switch copy runs at the GPU's rate when uncapped.
+        let (at, _) = n
+            .add_switch(0, 4, (2, true), 1000, f64::INFINITY, SimTime(1000))
+            .unwrap();
+        assert_eq!(at, SimTime(2000));
     }
 
     /// A stale event (the host changed since) does nothing.

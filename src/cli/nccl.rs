@@ -15,7 +15,7 @@ pub(crate) fn nccl(
 ) -> Result<(), String> {
     use fabricsim::workload::collective::{comm_shape, Op};
     use fabricsim::workload::model::Dim;
-    use fabricsim::workload::tuner::{Arch, Host};
+    use fabricsim::workload::tuner::Host;
     use fabricsim::workload::Pattern;
     let op = Op::parse(op)
         .filter(|o| *o != Op::AllToAll)
@@ -26,6 +26,7 @@ pub(crate) fn nccl(
         })?;
     let p = load(path, sets)?;
     let ws = &p.scenario.workloads;
+    let host_arch = p.scenario.host.arch;
     // The first TP, DP or EP group of a model job: places 0.. of that
     // dimension, the others at 0.
     let dim = match group {
@@ -55,9 +56,9 @@ pub(crate) fn nccl(
             Some((gpus, m.gpu.arch))
         }
         (_, Some(_)) => None,
-        (Pattern::Collective(c), None) => Some((c.gpus.clone(), Arch::Hopper)),
-        (Pattern::Training(t), None) => Some((t.gpus.clone(), Arch::Hopper)),
-        (Pattern::Chakra(t), None) => Some((t.1.gpus.clone(), Arch::Hopper)),
+        (Pattern::Collective(c), None) => Some((c.gpus.clone(), host_arch)),
+        (Pattern::Training(t), None) => Some((t.gpus.clone(), host_arch)),
+        (Pattern::Chakra(t), None) => Some((t.1.gpus.clone(), host_arch)),
         (Pattern::Model(m), None) => Some((m.gpus.clone(), m.gpu.arch)),
         _ => None,
     };
@@ -84,7 +85,7 @@ pub(crate) fn nccl(
             let all = (0..p.topology.gpus.len() as u32)
                 .map(fabricsim::topology::GpuId)
                 .collect();
-            (all, Arch::Hopper)
+            (all, host_arch)
         }),
     };
     if gpus.len() < 2 {
@@ -94,6 +95,7 @@ pub(crate) fn nccl(
         nvlink_bytes_per_s: p.scenario.host.nvlink_bytes_per_s,
         pcie_bytes_per_s: p.scenario.host.pcie_bytes_per_s,
         arch,
+        nvls: p.scenario.host.nvls,
     };
     out!("{}", comm_shape(&p.topology, &host, &gpus).table(op));
     Ok(())

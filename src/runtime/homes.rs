@@ -69,8 +69,8 @@ pub fn homes_of<'a>(
                     done: gpu_host(spec.dst.0),
                 }
             }
-            TaskKind::Local { src, .. } => {
-                let h = gpu_host(src.0);
+            TaskKind::Local { src: gpu, .. } | TaskKind::Switch { gpu, .. } => {
+                let h = gpu_host(gpu.0);
                 Home::Host { begin: h, done: h }
             }
             TaskKind::Acked(f) => {

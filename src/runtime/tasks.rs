@@ -486,6 +486,24 @@ impl Runtime {
                     k.at(at, Due::Nvlink(host as u32, gen));
                 }
             }
+            TaskKind::Switch {
+                gpu,
+                up,
+                cap,
+                bytes,
+            } => {
+                let g = &k.topo().gpus[gpu.idx()];
+                let (host, local) = (g.host.idx(), g.local);
+                // Megabytes per second to bytes per picosecond.
+                let cap = f64::from(cap) * 1e-6;
+                let next = self
+                    .tasks
+                    .nvlink
+                    .add_switch(host, t, (local, up), bytes, cap, k.now());
+                if let Some((at, gen)) = next {
+                    k.at(at, Due::Nvlink(host as u32, gen));
+                }
+            }
         }
     }
 

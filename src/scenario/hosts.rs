@@ -3,6 +3,7 @@
 //! figures and sources are in the README ("Hosts").
 
 use crate::units::Rate;
+use crate::workload::tuner::Arch;
 
 /// How a domain's GPUs are joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +49,10 @@ pub struct Figures {
     pub pcie_bytes_per_s: u64,
     /// Each GPU's memory (HBM), as `plan` takes it.
     pub gpu_memory_bytes: u64,
+    /// The GPU generation, and whether the switch chips reduce and
+    /// multicast (NVLink SHARP, which NCCL uses by default where it can).
+    pub arch: Arch,
+    pub nvls: bool,
 }
 
 impl HostPreset {
@@ -86,6 +91,8 @@ impl HostPreset {
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
                 gpu_memory_bytes: 80 * GB,
+                arch: Arch::Hopper,
+                nvls: true,
             },
             // 18 compute trays of 4 Blackwell GPUs, NVLink 5 (18 links,
             // 1.8 TB/s) to the 18 NVLink switch chips of 9 switch trays;
@@ -98,6 +105,8 @@ impl HostPreset {
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
                 gpu_memory_bytes: 186 * GB,
+                arch: Arch::Blackwell,
+                nvls: true,
             },
             // The same domain with Blackwell Ultra and a ConnectX-8 at
             // 800G per GPU on PCIe Gen6 x16.
@@ -109,6 +118,8 @@ impl HostPreset {
                 nic: Rate::gbps(800),
                 pcie_bytes_per_s: 256 * GB,
                 gpu_memory_bytes: 279 * GB,
+                arch: Arch::Blackwell,
+                nvls: true,
             },
             // 8 MI300X fully connected by Infinity Fabric: 7 links of
             // 128 GB/s each (896 GB/s), one per peer; 400G NICs on PCIe
@@ -121,6 +132,9 @@ impl HostPreset {
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
                 gpu_memory_bytes: 192 * GB,
+                // No NCCL constants of its own: Hopper's stand in.
+                arch: Arch::Hopper,
+                nvls: false,
             },
         }
     }

@@ -185,6 +185,10 @@ pub struct HostConfig {
     /// both directions together (half each way). A GPU's network sends
     /// go no faster than its half.
     pub pcie_bytes_per_s: u64,
+    /// The GPU generation (NCCL's constants), and whether NCCL may use
+    /// the switch chips' reduction (NVLS).
+    pub arch: crate::workload::tuner::Arch,
+    pub nvls: bool,
 }
 
 impl Default for HostConfig {
@@ -197,6 +201,8 @@ impl Default for HostConfig {
             nvlink_latency: SimTime::from_ns(1000),
             // PCIe Gen5 x16 as seed 002 gives it: 64 GB/s, 32 each way.
             pcie_bytes_per_s: 64_000_000_000,
+            arch: crate::workload::tuner::Arch::Hopper,
+            nvls: false,
         }
     }
 }
@@ -719,7 +725,8 @@ pub fn prepare_within(
         let tuning = workload::tuner::Host {
             nvlink_bytes_per_s: host.nvlink_bytes_per_s,
             pcie_bytes_per_s: host.pcie_bytes_per_s,
-            arch: workload::tuner::Arch::Hopper,
+            arch: host.arch,
+            nvls: host.nvls,
         };
         let fidelity = values::choice(
             sim.and_then(|s| s.fidelity.as_deref()),

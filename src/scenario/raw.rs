@@ -469,6 +469,7 @@ pub struct RawHost {
     pub scale_up: Option<String>,
     pub nvlink_switches: Option<i64>,
     pub gpus_per_tray: Option<i64>,
+    pub nvls: Option<bool>,
 }
 
 /// `[dctcp]`: the DCTCP-style window's settings.

@@ -1373,6 +1373,8 @@ pub fn host(
             gpus_per_tray: f.gpus_per_tray,
             nvlink_bytes_per_s: f.nvlink_bytes_per_s,
             pcie_bytes_per_s: f.pcie_bytes_per_s,
+            arch: f.arch,
+            nvls: f.nvls,
             ..d
         };
     }
@@ -1426,6 +1428,17 @@ pub fn host(
             format!("got {gpus_per_tray}, expected a divisor of the {gpus} GPUs per host"),
         ));
     }
+    let nvls = match (h.nvls, scale_up) {
+        (Some(true), ScaleUp::Mesh) => {
+            return Err(KeyError::new(
+                &path.key("nvls"),
+                "got true where the GPUs are a mesh (scale_up = \"mesh\"), expected false: NVLS is a reduction in NVLink switch chips",
+            ))
+        }
+        (Some(v), _) => v,
+        (None, ScaleUp::Mesh) => false,
+        (None, _) => d.nvls,
+    };
     d.scale_up = scale_up;
     d.gpus_per_tray = gpus_per_tray;
     let bandwidth = |v: &Option<Value>, key: &str, default: u64, example: &str| {
@@ -1457,6 +1470,8 @@ pub fn host(
             d.nvlink_latency,
         )?,
         pcie_bytes_per_s: pcie,
+        arch: d.arch,
+        nvls,
     })
 }
 

@@ -468,9 +468,18 @@ pub fn emit(
 /// their settings.
 pub fn tuned(e: &Emitter, c: &Collective) -> Collective {
     let mut t = c.clone();
+    if matches!(c.algorithm, Algorithm::Nvls | Algorithm::NvlsTree) {
+        // NVLS has Simple only.
+        t.protocol = Protocol::Simple;
+    }
     if !matches!(
         c.algorithm,
-        Algorithm::Auto | Algorithm::Ring | Algorithm::Tree | Algorithm::Pat
+        Algorithm::Auto
+            | Algorithm::Ring
+            | Algorithm::Tree
+            | Algorithm::Pat
+            | Algorithm::Nvls
+            | Algorithm::NvlsTree
     ) {
         return t;
     }
@@ -528,6 +537,7 @@ pub fn comm_shape(topo: &Topology, host: &tuner::Host, gpus: &[GpuId]) -> tuner:
         pcie_gbs: host.pcie_bytes_per_s as f64 / 2e9,
         nvlink_gbs: host.nvlink_bytes_per_s as f64 / 2e9,
         arch: host.arch,
+        nvls: host.nvls,
     }
 }
 
@@ -595,6 +605,12 @@ fn steps(e: &mut Emitter, c: &Collective, start: u32) -> Result<Vec<u32>, String
         (Op::AllToAll, _) => direct_all_to_all(e, c, start, &mut last)?,
         (Op::Broadcast, _) => ring_broadcast(e, c, start, &mut last)?,
         (_, Algorithm::Hierarchical) => hierarchical(e, c, start, &mut last)?,
+        (Op::AllReduce, Algorithm::NvlsTree) => nvls_tree(e, c, start, &mut last)?,
+        (_, Algorithm::Nvls) => {
+            let n = c.gpus.len();
+            let done = nvls(e, &c.gpus, c.op, c.bytes, &vec![start; n])?;
+            last.extend(done);
+        }
         (_, Algorithm::Tree) => double_tree(e, c, start, &mut last)?,
         (_, Algorithm::HalvingDoubling) => halving_doubling(e, c, start, &mut last)?,
         (_, Algorithm::Pat) => pat(e, c, start, &mut last)?,
@@ -655,6 +671,9 @@ pub fn emit_per_rank(
         let dst = match e.graph.kind(t) {
             TaskKind::Net(f) => e.flows[(f - e.graph.flow_base) as usize].dst,
             TaskKind::Local { dst, .. } => dst,
+            // What the switch writes to a rank.
+            TaskKind::Switch { gpu, up: false, .. } => gpu,
+            TaskKind::Switch { up: true, .. } => continue,
             // Done once everything the pass brings the rank has come.
             TaskKind::Exit { pass, pos } => e.graph.pass(pass).order[pos as usize],
             TaskKind::Delay(_) | TaskKind::Join | TaskKind::Acked(_) | TaskKind::Enter { .. } => {
@@ -849,8 +868,7 @@ fn hierarchical(
             return Ok(());
         }
         for (hi, h) in hosts.iter().enumerate() {
-            let done = ring_pass(e, h, c.bytes, ring_steps(op, g), c.chunk, 0, &ready[hi])?;
-            ready[hi] = done;
+            ready[hi] = ring_pass(e, h, c.bytes, ring_steps(op, g), c.chunk, 0, &ready[hi])?;
         }
         Ok(())
     };
@@ -884,6 +902,242 @@ fn hierarchical(
     }
     local(e, Op::AllGather, &mut ready)?;
     last.extend(ready.into_iter().flatten());
+    Ok(())
+}
+
+/// NVLS (NVLink SHARP) among `gpus`, GPUs of one host whose switch
+/// chips reduce and multicast, as NCCL runs it (`all_reduce.h`): the
+/// buffer goes in loops, each split among the heads (up to 32 of the
+/// GPUs); for its part of a loop a head has the switch read and reduce
+/// the part from every GPU, then writes the sum once for the switch to
+/// multicast to all. So each GPU sends its buffer and the parts it
+/// heads, and receives as much, at the rate NCCL's model gives NVLS
+/// (`CommShape::nvls_rate`). A reduce-scatter is the reading half (each
+/// GPU heads its own part), an all-gather the multicast half.
+///
+/// The loops go in lockstep steps (at most 64, fewer for small
+/// buffers: one per 128 KiB per head): in step k
+/// every GPU sends loop k to be reduced while the heads write the sums
+/// of loop k - 1, so the two halves overlap as NCCL's warps do. A step
+/// starts once every GPU has entered and the step before is done. Each
+/// step's copies are one-sided, between a GPU and the switch chips
+/// (`TaskKind::Switch`). Returns the task ending each GPU's part.
+fn nvls(
+    e: &mut Emitter,
+    gpus: &[GpuId],
+    op: Op,
+    bytes: u64,
+    ready: &[u32],
+) -> Result<Vec<u32>, String> {
+    let shape = comm_shape(e.topo, &e.host, gpus);
+    if shape.nodes != 1 {
+        return Err(format!(
+            "nvls runs inside one NVLink domain (one host), and these {} ranks span {} hosts; use nvls-tree (all-reduce) or hierarchical",
+            gpus.len(),
+            shape.nodes
+        ));
+    }
+    let (cap, graph) = nvls_cap(&shape)?;
+    let heads = if op == Op::AllReduce {
+        graph.heads as usize
+    } else {
+        gpus.len()
+    };
+    let loops = match op {
+        Op::AllReduce => nvls_loops(&shape, bytes, 64),
+        _ => 1,
+    };
+    let start = e.join(ready, SimTime::ZERO);
+    let step = NvlsStep {
+        heads,
+        loops,
+        cap,
+        launch: true,
+    };
+    let done = nvls_steps(e, gpus, op, bytes, step, start)?;
+    Ok(vec![done; gpus.len()])
+}
+
+/// NVLS's rate cap for `shape`'s GPUs in one host (megabytes per
+/// second) and its graph, or why NCCL would not offer it.
+fn nvls_cap(shape: &tuner::CommShape) -> Result<(u32, tuner::NvlsGraph), String> {
+    match (shape.nvls_rate(), shape.nvls_graph()) {
+        (Some(rate), Some(graph)) => {
+            let cap = (rate / 1e6).round().clamp(1.0, f64::from(u32::MAX)) as u32;
+            Ok((cap, graph))
+        }
+        _ => Err(
+            "nvls needs NVLink switch chips that reduce ([host] nvls = true, scale_up = \"switched\", a Hopper or later GPU) and at least 2 GPUs per host"
+                .into(),
+        ),
+    }
+}
+
+/// The steps NVLS's pipeline takes for `bytes`: one per chunk of 128
+/// KiB per head (NCCL's CTAs each pipeline their share chunk by chunk),
+/// at least one and at most `most`.
+fn nvls_loops(shape: &tuner::CommShape, bytes: u64, most: u64) -> u64 {
+    let heads = shape.nvls_graph().map_or(1, |g| u64::from(g.heads));
+    (bytes / (heads * tuner::NVLS_CHUNK)).clamp(1, most)
+}
+
+/// How an NVLS phase runs: its heads (the first GPUs), loops, rate cap
+/// (MB/s), and whether NCCL's launch latency comes before it.
+#[derive(Clone, Copy)]
+struct NvlsStep {
+    heads: usize,
+    loops: u64,
+    cap: u32,
+    launch: bool,
+}
+
+/// The steps of one NVLS phase among `gpus` (see `nvls`), after task
+/// `start`; returns the task done once its last step is.
+fn nvls_steps(
+    e: &mut Emitter,
+    gpus: &[GpuId],
+    op: Op,
+    bytes: u64,
+    s: NvlsStep,
+    start: u32,
+) -> Result<u32, String> {
+    if e.graph.held() + (s.loops as usize + 1) * (2 * gpus.len() + 2) > MAX_TASKS {
+        return Err(too_many());
+    }
+    let halves = match op {
+        Op::AllReduce => [true, true],
+        Op::ReduceScatter => [true, false],
+        _ => [false, true],
+    };
+    // The part of `data` GPU i heads.
+    let head_part =
+        |data: u64, i: usize| (i < s.heads).then(|| share(data, s.heads as u64, i as u64));
+    // A GPU sends nothing before it takes part in the collective, and
+    // the switch reads from every GPU.
+    let gates: Vec<u32> = gpus
+        .iter()
+        .filter_map(|g| e.gate.as_ref().and_then(|gates| gates.get(&g.0)).copied())
+        .collect();
+    let mut prev = if gates.is_empty() {
+        start
+    } else {
+        e.join(&[&[start][..], &gates[..]].concat(), SimTime::ZERO)
+    };
+    for k in 0..=s.loops {
+        let latency = match e.step_latency {
+            StepLatency::Nccl if k == 0 && s.launch => {
+                SimTime::from_ns((tuner::NVLS_LATENCY_US * 1000.0) as u64)
+            }
+            StepLatency::Nccl => SimTime::ZERO,
+            StepLatency::Fixed(d) => d,
+        };
+        if latency > SimTime::ZERO {
+            prev = e.delay(latency, None, &[prev]);
+        }
+        // Loop k to be reduced, the sums of loop k - 1 to be multicast.
+        let reduce = (halves[0] && k < s.loops).then(|| share(bytes, s.loops, k));
+        let cast = (halves[1] && k > 0).then(|| share(bytes, s.loops, k - 1));
+        let mut copies = Vec::with_capacity(2 * gpus.len());
+        for (i, &g) in gpus.iter().enumerate() {
+            let up = reduce.unwrap_or(0) + cast.and_then(|d| head_part(d, i)).unwrap_or(0);
+            let down = reduce.and_then(|d| head_part(d, i)).unwrap_or(0) + cast.unwrap_or(0);
+            for (up, bytes) in [(true, up), (false, down)] {
+                if bytes > 0 {
+                    let kind = TaskKind::Switch {
+                        gpu: g,
+                        up,
+                        cap: s.cap,
+                        bytes,
+                    };
+                    let t = e.graph.task(kind, NO_LANE, SimTime::ZERO);
+                    e.graph.edge(prev, t);
+                    copies.push(t);
+                }
+            }
+        }
+        if !copies.is_empty() {
+            prev = e.join(&copies, SimTime::ZERO);
+        }
+    }
+    Ok(prev)
+}
+
+/// NVLS-tree all-reduce, as NCCL runs it across NVLink domains
+/// (`all_reduce.h`, `NCCL_ALGO_NVLS_TREE`): in each host NVLS reduces
+/// every loop to the heads (the GPUs with a NIC, at most 32), each head
+/// all-reduces its part with the same head of the other hosts over its
+/// NIC by NCCL's tree, and NVLS multicasts the sums in each host. The
+/// loops (at most 16) pipeline the three: a host reduces loop k + 1 and
+/// multicasts loop k - 1 while loop k crosses the network.
+fn nvls_tree(
+    e: &mut Emitter,
+    c: &Collective,
+    start: u32,
+    last: &mut Vec<u32>,
+) -> Result<(), String> {
+    let hosts = by_host(e.topo, &c.gpus);
+    let g = hosts[0].len();
+    if let Some(h) = hosts.iter().find(|h| h.len() != g) {
+        return Err(format!(
+            "nvls-tree needs the same number of GPUs from every host; {} has {} and {} has {g}",
+            e.topo.gpu_name(h[0]),
+            h.len(),
+            e.topo.gpu_name(hosts[0][0])
+        ));
+    }
+    let shape = comm_shape(e.topo, &e.host, &c.gpus);
+    let graph = shape
+        .nvls_graph()
+        .ok_or_else(|| nvls_cap(&shape).err().unwrap_or_default())?;
+    let (cap, _) = nvls_cap(&comm_shape(e.topo, &e.host, &hosts[0]))?;
+    let heads = graph.heads as usize;
+    let loops = nvls_loops(&shape, c.bytes, 16);
+    let channels = c.channels.div_ceil(graph.heads).max(1);
+    let mut reduced: Vec<u32> = vec![start; hosts.len()];
+    let mut cast: Vec<u32> = vec![start; hosts.len()];
+    for k in 0..loops {
+        let part = share(c.bytes, loops, k);
+        let step = |launch| NvlsStep {
+            heads,
+            loops: 1,
+            cap,
+            launch,
+        };
+        for (hi, h) in hosts.iter().enumerate() {
+            let s = step(k == 0);
+            reduced[hi] = nvls_steps(e, h, Op::ReduceScatter, part, s, reduced[hi])?;
+        }
+        // A host multicasts loop k once it multicast loop k - 1 and
+        // every head has loop k's sums from the network.
+        let mut crossed: Vec<Vec<u32>> = cast.iter().map(|&t| vec![t]).collect();
+        if hosts.len() > 1 {
+            for l in 0..heads {
+                let rail: Vec<GpuId> = hosts.iter().map(|h| h[l]).collect();
+                let data = share(part, heads as u64, l as u64);
+                let ch = (k as u32) % channels;
+                let data = tree_bytes(data, 1, 0);
+                let done = tree_pass(
+                    e,
+                    &rail,
+                    &vec![1; rail.len()],
+                    data,
+                    c.chunk,
+                    1 + ch,
+                    &reduced,
+                )?;
+                for (hi, d) in done.into_iter().enumerate() {
+                    crossed[hi].extend(d);
+                }
+            }
+        }
+        for (hi, h) in hosts.iter().enumerate() {
+            let ready = e.join(&crossed[hi], SimTime::ZERO);
+            cast[hi] = nvls_steps(e, h, Op::AllGather, part, step(false), ready)?;
+        }
+    }
+    for (hi, h) in hosts.iter().enumerate() {
+        last.extend(std::iter::repeat_n(cast[hi], h.len()));
+    }
     Ok(())
 }
 

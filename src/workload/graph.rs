@@ -24,6 +24,17 @@ pub enum TaskKind {
     Net(u32),
     /// A copy between two GPUs of one host over NVLink.
     Local { src: GpuId, dst: GpuId, bytes: u64 },
+    /// A one-sided NVLink copy between a GPU and its host's switch
+    /// chips (NVLS): `up`, the switch reads (and reduces) from the GPU;
+    /// otherwise it writes (multicasts) to it. At most `cap` megabytes
+    /// per second with every switch chip up, less the failed chips'
+    /// share.
+    Switch {
+        gpu: GpuId,
+        up: bool,
+        cap: u32,
+        bytes: u64,
+    },
     /// Time that passes (compute on a GPU, or a fixed wait).
     Delay(SimTime),
     /// Waits for its predecessors and is done at once.
@@ -125,6 +136,7 @@ impl TaskGraph {
             let begins = match t.kind {
                 TaskKind::Net(_)
                 | TaskKind::Local { .. }
+                | TaskKind::Switch { .. }
                 | TaskKind::Enter { .. }
                 | TaskKind::Exit { .. } => true,
                 TaskKind::Delay(d) => d > SimTime::ZERO,

@@ -62,6 +62,11 @@ pub enum Algorithm {
     HalvingDoubling,
     Direct,
     Hierarchical,
+    /// NVLink SHARP: the NVLink switch chips reduce and multicast, inside
+    /// one scale-up domain.
+    Nvls,
+    /// NVLS inside each domain and a tree across them over the network.
+    NvlsTree,
 }
 
 impl Algorithm {
@@ -74,6 +79,8 @@ impl Algorithm {
             "halving-doubling" => Algorithm::HalvingDoubling,
             "direct" => Algorithm::Direct,
             "hierarchical" => Algorithm::Hierarchical,
+            "nvls" => Algorithm::Nvls,
+            "nvls-tree" => Algorithm::NvlsTree,
             _ => return None,
         })
     }
@@ -87,6 +94,8 @@ impl Algorithm {
             Algorithm::HalvingDoubling => "halving-doubling",
             Algorithm::Direct => "direct",
             Algorithm::Hierarchical => "hierarchical",
+            Algorithm::Nvls => "nvls",
+            Algorithm::NvlsTree => "nvls-tree",
         }
     }
 
@@ -95,8 +104,16 @@ impl Algorithm {
         use Algorithm::*;
         match op {
             Op::AllToAll => &[Direct],
-            Op::AllReduce => &[Auto, Ring, Tree, HalvingDoubling, Hierarchical],
-            Op::AllGather | Op::ReduceScatter => &[Auto, Ring, Pat, HalvingDoubling],
+            Op::AllReduce => &[
+                Auto,
+                Ring,
+                Tree,
+                HalvingDoubling,
+                Hierarchical,
+                Nvls,
+                NvlsTree,
+            ],
+            Op::AllGather | Op::ReduceScatter => &[Auto, Ring, Pat, HalvingDoubling, Nvls],
             Op::Broadcast => &[Auto, Ring],
         }
     }

@@ -9,9 +9,11 @@
 //! speed table that the GPU's path to its NIC (NIC and PCIe) carries
 //! (NVLink within one server), one channel per NIC per such share,
 //! doubled while a channel carries 25 GB/s or more, as the search does.
-//! PAT (all-gather and reduce-scatter with one GPU per server) is in.
-//! Left out, as in the rest of fabricsim: NVLS and CollNet; the CPU
-//! is taken as x86 from Intel (it sets LL's ceiling and the network
+//! PAT (all-gather and reduce-scatter with one GPU per server), NVLS
+//! (inside one NVLink domain whose switch chips reduce) and NVLS-tree
+//! (all-reduce across domains) are in, with NVLS's own search
+//! (`nvls_graph`). Left out, as in the rest of fabricsim: CollNet; the
+//! CPU is taken as x86 from Intel (it sets LL's ceiling and the network
 //! overhead of NCCL's model).
 
 use super::op::{Algorithm, Op, Protocol};
@@ -26,21 +28,24 @@ pub enum Arch {
 }
 
 /// The servers as NCCL's tuner sees them: GPU buses (both directions
-/// together, as `[host]` gives them) and the GPU generation.
+/// together, as `[host]` gives them), the GPU generation, and whether
+/// the NVLink switch chips reduce and multicast (NVLS).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Host {
     pub nvlink_bytes_per_s: u64,
     pub pcie_bytes_per_s: u64,
     pub arch: Arch,
+    pub nvls: bool,
 }
 
 impl Default for Host {
-    /// `[host]`'s defaults, Hopper.
+    /// `[host]`'s defaults, Hopper, without NVLS.
     fn default() -> Self {
         Host {
             nvlink_bytes_per_s: 900_000_000_000,
             pcie_bytes_per_s: 64_000_000_000,
             arch: Arch::Hopper,
+            nvls: false,
         }
     }
 }
@@ -63,6 +68,8 @@ pub struct CommShape {
     pub pcie_gbs: f64,
     pub nvlink_gbs: f64,
     pub arch: Arch,
+    /// The switch chips do NVLink SHARP (`Host::nvls`).
+    pub nvls: bool,
 }
 
 /// NCCL's pick for one collective.
@@ -106,6 +113,37 @@ const SM100_INTER: &[f64] = &[
 ];
 /// NCCL's MAXCHANNELS; a ring graph has at most half.
 const MAX_CHANNELS: u32 = 64;
+/// NVLS: at most this many heads (`NCCL_MAX_NVLS_ARITY`), each reducing
+/// and multicasting its part of every loop.
+pub const NVLS_MAX_HEADS: u32 = 32;
+/// NVLS's share of what a channel could carry (`nvlsEfficiency`).
+const NVLS_EFFICIENCY_HOPPER: f64 = 0.85;
+const NVLS_EFFICIENCY_BLACKWELL: f64 = 0.74;
+/// NVLS's latencies (`hwLatencies`, Simple): NVLink, and the network's
+/// for NVLS-tree.
+pub const NVLS_LATENCY_US: f64 = 25.0;
+const NVLS_TREE_LAT_NET: f64 = 20.9;
+/// NVLS-tree's per-channel ceiling for 2 and for more servers
+/// (`perChMaxNVLSTreeBws`).
+const NVLS_TREE_MAX_HOPPER: [f64; 2] = [57.7, 45.5];
+const NVLS_TREE_MAX_BLACKWELL: [f64; 2] = [96.0, 80.0];
+/// What NCCL counts per NVLink against the link's line rate, one
+/// direction (`SM90_NVLINK_BW` 20.6 of NVLink 4's 25 GB/s,
+/// `SM100_NVLINK_BW` 40.1 of NVLink 5's 50).
+const NVLINK_COUNTED_HOPPER: f64 = 20.6 / 25.0;
+const NVLINK_COUNTED_BLACKWELL: f64 = 40.1 / 50.0;
+/// NVLS's default chunk per head (`NCCL_NVLS_CHUNKSIZE`).
+pub const NVLS_CHUNK: u64 = 128 * 1024;
+
+/// NVLS's graph as NCCL's search finds it (`search.cc`): its heads
+/// (channels) and the bandwidth each carries inside the domain and to
+/// the network.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NvlsGraph {
+    pub heads: u32,
+    pub bw_intra: f64,
+    pub bw_inter: f64,
+}
 
 // Tuning constants, indexed [protocol] with LL, LL128, Simple.
 const BASE_LAT_TREE: [f64; 3] = [6.8, 14.0, 8.4];
@@ -171,6 +209,16 @@ pub fn step_latency(shape: StepShape, p: Protocol, servers: u32, ranks: u32) -> 
     }
 }
 
+/// The algorithms NCCL's tuner weighs, in its order (the first of equal
+/// times wins).
+const ORDER: [Algorithm; 5] = [
+    Algorithm::Tree,
+    Algorithm::Ring,
+    Algorithm::Nvls,
+    Algorithm::NvlsTree,
+    Algorithm::Pat,
+];
+
 fn proto_index(p: Protocol) -> usize {
     match p {
         Protocol::Ll => 0,
@@ -231,6 +279,130 @@ impl CommShape {
         Graph { channels, bw }
     }
 
+    /// NVLS's graph, if NCCL would offer NVLS here: switch chips that
+    /// reduce, Hopper or later, two GPUs or more per domain, and two
+    /// heads or more. Heads: the domain's GPUs (across domains, those
+    /// with a NIC), at most 32. A GPU's NVLink, as NCCL counts it, must
+    /// carry every head's channel and its own head's once more; across
+    /// domains each channel's speed is also one its NIC carries. The
+    /// network side is then raised while under twice the NVLink side.
+    pub fn nvls_graph(&self) -> Option<NvlsGraph> {
+        let nodes = self.nodes.max(1);
+        let ppn = self.ranks / nodes;
+        if !self.nvls || self.arch == Arch::Ampere || ppn < 2 {
+            return None;
+        }
+        let heads = if nodes == 1 {
+            ppn
+        } else {
+            self.nics_per_node.min(ppn)
+        }
+        .min(NVLS_MAX_HEADS);
+        if heads < 2 {
+            return None;
+        }
+        let (counted, intra, inter) = match self.arch {
+            Arch::Blackwell => (NVLINK_COUNTED_BLACKWELL, SM100_INTRA, SM100_INTER),
+            _ => (NVLINK_COUNTED_HOPPER, SM90_INTRA, SM90_INTER),
+        };
+        let per_head = self.nvlink_gbs * counted / f64::from(heads + 1);
+        let (speeds, limit) = if nodes == 1 {
+            (intra, per_head)
+        } else {
+            let nic = self.nic_gbs.min(self.pcie_gbs);
+            (inter, per_head.min(nic))
+        };
+        let bw_intra = speeds
+            .iter()
+            .copied()
+            .find(|&s| s <= limit)
+            .unwrap_or(speeds[speeds.len() - 1]);
+        let ceiling = if nodes == 1 {
+            f64::INFINITY
+        } else {
+            self.nic_gbs.min(self.pcie_gbs)
+        };
+        // Raised from bw_intra, a speed at a time, while under twice it.
+        let mut bw_inter = bw_intra;
+        for &s in speeds
+            .iter()
+            .rev()
+            .filter(|&&s| s > bw_intra && s <= ceiling)
+        {
+            if bw_inter >= 2.0 * bw_intra {
+                break;
+            }
+            bw_inter = s;
+        }
+        Some(NvlsGraph {
+            heads,
+            bw_intra,
+            bw_inter,
+        })
+    }
+
+    /// NVLS's CTAs (channels) as NCCL runs them.
+    pub fn nvls_channels(&self) -> u32 {
+        match self.arch {
+            Arch::Blackwell if self.nodes > 1 => 32,
+            Arch::Blackwell => 24,
+            _ => 16,
+        }
+    }
+
+    /// NCCL's NVLS bus bandwidth per channel and its number of channels
+    /// for `op` (`tuning.cc`): the NVLink side is the channel's speed x
+    /// NVLS's efficiency x (channels - 1)/channels, doubled for an
+    /// all-reduce (it pipelines a reduce-scatter and an all-gather) or x
+    /// (ppn - 1)/ppn otherwise; across domains no more than the network
+    /// side (doubled for NVLS-tree on 2 servers) and, for NVLS-tree, its
+    /// per-channel ceiling.
+    fn nvls_bus(&self, op: Op, tree: bool) -> Option<(f64, f64)> {
+        let g = self.nvls_graph()?;
+        let nodes = self.nodes.max(1);
+        let ch = f64::from(g.heads);
+        let eff = match self.arch {
+            Arch::Blackwell => NVLS_EFFICIENCY_BLACKWELL,
+            _ => NVLS_EFFICIENCY_HOPPER,
+        };
+        let ppn = f64::from(self.ranks) / f64::from(nodes);
+        let mut intra = g.bw_intra * eff * (ch - 1.0) / ch;
+        intra *= if op == Op::AllReduce {
+            2.0
+        } else {
+            (ppn - 1.0) / ppn
+        };
+        let inter = g.bw_inter * if tree && nodes <= 2 { 2.0 } else { 1.0 };
+        let mut bw = intra.min(inter);
+        if tree {
+            let max = match self.arch {
+                Arch::Blackwell => NVLS_TREE_MAX_BLACKWELL,
+                _ => NVLS_TREE_MAX_HOPPER,
+            };
+            bw = bw.min(max[usize::from(nodes > 2)]);
+        }
+        Some((ch * bw, ch))
+    }
+
+    /// The rate, bytes per second, at which NVLS moves each GPU's bytes
+    /// to and from the switch chips (one direction) inside a domain, such
+    /// that an all-reduce alone on an idle domain takes the time NCCL's
+    /// model gives it: each GPU sends its buffer to be reduced and the
+    /// part it reduces to be multicast, 1 + 1/heads of the buffer, and
+    /// receives as much. `None` where NCCL would not offer NVLS.
+    pub fn nvls_rate(&self) -> Option<f64> {
+        let one = CommShape {
+            ranks: self.ranks / self.nodes.max(1),
+            nodes: 1,
+            ..*self
+        };
+        let g = one.nvls_graph()?;
+        let (bus, _) = one.nvls_bus(Op::AllReduce, false)?;
+        let n = f64::from(one.ranks);
+        let algbw = bus * n / (2.0 * (n - 1.0));
+        Some(algbw * (1.0 + 1.0 / f64::from(g.heads)) * 1e9)
+    }
+
     /// Channels the communicator runs: the graph's, duplicated once more
     /// when connected (and again on Hopper and later for fast, narrow
     /// graphs).
@@ -257,6 +429,25 @@ impl CommShape {
             // PAT: one GPU per server, Simple only.
             (Op::AllGather | Op::ReduceScatter, Algorithm::Pat)
                 if self.ranks == nodes && p == Protocol::Simple => {}
+            // NVLS: Simple only, inside one domain (across domains an
+            // all-gather or reduce-scatter would need CollNet).
+            (Op::AllReduce | Op::AllGather | Op::ReduceScatter, Algorithm::Nvls)
+                if nodes == 1 && p == Protocol::Simple =>
+            {
+                let (bus, _) = self.nvls_bus(op, false)?;
+                let bw = if op == Op::AllReduce {
+                    bus * n / (2.0 * (n - 1.0))
+                } else {
+                    bus
+                };
+                return Some((bw, NVLS_LATENCY_US));
+            }
+            (Op::AllReduce, Algorithm::NvlsTree) if nodes > 1 && p == Protocol::Simple => {
+                let (bus, _) = self.nvls_bus(op, true)?;
+                let lat =
+                    NVLS_LATENCY_US + 2.0 * log2i(u64::from(nodes)) as f64 * NVLS_TREE_LAT_NET;
+                return Some((bus * n / (2.0 * (n - 1.0)), lat));
+            }
             _ => return None,
         }
         let g = self.graph();
@@ -408,7 +599,7 @@ impl CommShape {
         protocol: Option<Protocol>,
     ) -> Option<Choice> {
         let mut best: Option<Choice> = None;
-        for a in [Algorithm::Tree, Algorithm::Ring, Algorithm::Pat] {
+        for a in ORDER {
             if algorithm.is_some_and(|x| x != a) {
                 continue;
             }
@@ -441,7 +632,7 @@ impl CommShape {
     pub fn table(&self, op: Op) -> String {
         use std::fmt::Write;
         let g = self.graph();
-        let pairs: Vec<(Algorithm, Protocol)> = [Algorithm::Tree, Algorithm::Ring, Algorithm::Pat]
+        let pairs: Vec<(Algorithm, Protocol)> = ORDER
             .into_iter()
             .flat_map(|a| {
                 [Protocol::Ll, Protocol::Ll128, Protocol::Simple]
@@ -499,6 +690,9 @@ impl CommShape {
     /// NCCL's channel count for `bytes` by `a` and `p`: fewer channels
     /// while each would get less than its threads' threshold of work.
     pub fn channels_for(&self, a: Algorithm, p: Protocol, bytes: u64) -> u32 {
+        if matches!(a, Algorithm::Nvls | Algorithm::NvlsTree) {
+            return self.nvls_channels();
+        }
         if a == Algorithm::Pat {
             // NCCL sets no thread count for PAT's channel rule.
             return self.comm_channels();
@@ -535,6 +729,7 @@ mod tests {
             pcie_gbs: 64.0,
             nvlink_gbs: 450.0,
             arch: Arch::Hopper,
+            nvls: false,
         }
     }
 
@@ -765,5 +960,135 @@ mod tests {
         let pick = |b: u64| one.choose(Op::AllGather, b, None, None).unwrap().algorithm;
         assert_eq!(pick(64 << 10), Algorithm::Pat);
         assert_eq!(pick(1 << 30), Algorithm::Ring);
+    }
+
+    /// NVLS's graph and bus bandwidth as NCCL's search and model give
+    /// them (`search.cc`, `tuning.cc`), worked by hand. A DGX H100: 18
+    /// NVLinks counted at 20.6 GB/s (370.8), 8 heads, so each channel
+    /// gets the fastest speed of which 9 fit: 40 GB/s; the network side
+    /// raised to 60. Bus bandwidth: 8 x 40 x 0.85 x 7/8 x 2 = 476 GB/s,
+    /// against ~480 GB/s measured on 8 H100s (NCCL's maintainer in
+    /// NVIDIA/nccl-tests#212). A GB200 NVL72: 18 links at 40.1 (721.8),
+    /// 32 of its 72 GPUs head, 33 channels fit at 20 GB/s; 32 x 20 x
+    /// 0.74 x 31/32 x 2 = 917.6 GB/s.
+    #[test]
+    fn nvls_follows_nccls_search_and_model() {
+        let h100 = CommShape {
+            ranks: 8,
+            nodes: 1,
+            nvls: true,
+            ..dgx(1)
+        };
+        let g = h100.nvls_graph().unwrap();
+        assert_eq!(
+            g,
+            NvlsGraph {
+                heads: 8,
+                bw_intra: 40.0,
+                bw_inter: 60.0
+            }
+        );
+        let (bus, ch) = h100.nvls_bus(Op::AllReduce, false).unwrap();
+        assert!((bus - 476.0).abs() < 1e-9, "{bus}");
+        assert_eq!(ch, 8.0);
+        let nvl72 = CommShape {
+            ranks: 72,
+            nvlink_gbs: 900.0,
+            arch: Arch::Blackwell,
+            ..h100
+        };
+        let g = nvl72.nvls_graph().unwrap();
+        assert_eq!((g.heads, g.bw_intra, g.bw_inter), (32, 20.0, 40.0));
+        let (bus, _) = nvl72.nvls_bus(Op::AllReduce, false).unwrap();
+        assert!((bus - 917.6).abs() < 1e-9, "{bus}");
+        // The rate NVLS moves a GPU's bytes at: the all-reduce's
+        // algorithm bandwidth x (1 + 1/heads).
+        let r = h100.nvls_rate().unwrap();
+        assert!(
+            (r - 476.0 * 8.0 / 14.0 * 9.0 / 8.0 * 1e9).abs() < 1.0,
+            "{r}"
+        );
+        // Not without switches that reduce, before Hopper, or with one
+        // GPU per server.
+        assert!(CommShape {
+            nvls: false,
+            ..h100
+        }
+        .nvls_graph()
+        .is_none());
+        assert!(CommShape {
+            arch: Arch::Ampere,
+            ..h100
+        }
+        .nvls_graph()
+        .is_none());
+        let one_per_server = CommShape {
+            ranks: 8,
+            nodes: 8,
+            nvls: true,
+            ..dgx(8)
+        };
+        assert!(one_per_server.nvls_graph().is_none());
+    }
+
+    /// NCCL's picks on one DGX H100 with NVLS: the ring with LL up to
+    /// 1 MB, NVLS from 4 MB (as a DGX H100 user reports NCCL's log in
+    /// NVIDIA/nccl-tests#309: ring LL to 1 MB, NVLS from 2 MB); no NVLS
+    /// across servers, where NVLS-tree takes large all-reduces.
+    #[test]
+    fn nvls_is_picked_for_large_all_reduces() {
+        let h100 = CommShape {
+            ranks: 8,
+            nodes: 1,
+            nvls: true,
+            ..dgx(1)
+        };
+        let pick = |s: &CommShape, b: u64| s.choose(Op::AllReduce, b, None, None).unwrap();
+        let small = pick(&h100, 1 << 20);
+        assert_eq!(
+            (small.algorithm, small.protocol),
+            (Algorithm::Ring, Protocol::Ll)
+        );
+        let big = pick(&h100, 4 << 20);
+        assert_eq!(big.algorithm, Algorithm::Nvls);
+        assert_eq!(big.channels, 16);
+        // NVLS's latency is NCCL's 25 us; its time bytes over algbw.
+        let t = h100
+            .time_us(Op::AllReduce, Algorithm::Nvls, Protocol::Simple, 1 << 30)
+            .unwrap();
+        let want = 25.0 + f64::from(1 << 30) / (1000.0 * 476.0 * 8.0 / 14.0);
+        assert!((t - want).abs() < 1e-6 * want, "{t} against {want}");
+        assert!(h100
+            .time_us(Op::AllReduce, Algorithm::Nvls, Protocol::Ll128, 1 << 30)
+            .is_none());
+        let across = CommShape {
+            nvls: true,
+            ..dgx(8)
+        };
+        assert!(across
+            .time_us(Op::AllReduce, Algorithm::Nvls, Protocol::Simple, 1 << 30)
+            .is_none());
+        assert!(across
+            .time_us(
+                Op::AllGather,
+                Algorithm::NvlsTree,
+                Protocol::Simple,
+                1 << 30
+            )
+            .is_none());
+        assert_eq!(pick(&across, 1 << 30).algorithm, Algorithm::NvlsTree);
+        // NVLS-tree on 8 servers: min(40 x 0.85 x 7/8 x 2, 48, 45.5)
+        // per channel, 8 channels; latency 25 + 2 x 3 x 20.9 us.
+        let t = across
+            .time_us(
+                Op::AllReduce,
+                Algorithm::NvlsTree,
+                Protocol::Simple,
+                1 << 30,
+            )
+            .unwrap();
+        let bus = 8.0 * 45.5;
+        let want = 25.0 + 6.0 * 20.9 + f64::from(1 << 30) / (1000.0 * bus * 64.0 / 126.0);
+        assert!((t - want).abs() < 1e-6 * want, "{t} against {want}");
     }
 }
