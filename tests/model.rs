@@ -1138,3 +1138,39 @@ fn a_rack_scale_job_keeps_tp_on_nvlink_and_dp_on_the_network() {
     let nic_bytes: u64 = sim.ports().iter().map(|p| p.tx_wire_bytes).sum();
     assert!(nic_bytes > 1_000_000_000, "{nic_bytes} B on the wire");
 }
+
+/// Eight GB200 NVL72 racks (examples/training/nvl72-8-racks.toml), a
+/// mixture-of-experts job with TP 8 and EP 9 inside each rack, PP 2 and
+/// DP 36 across: tensor- and expert-parallel collectives (8 and 72 ranks,
+/// the latter by NVLS) move over NVLink only; data-parallel ones (36
+/// ranks, and the experts' 4) cross the Ethernet fabric, as do the
+/// pipeline's sends from racks 0-3 to racks 4-7.
+#[test]
+fn eight_racks_keep_tp_and_ep_inside_and_pp_and_dp_across() {
+    let text = std::fs::read_to_string("examples/training/nvl72-8-racks.toml").unwrap();
+    let (sim, s) = run_with(&text, &[]);
+    let topo = sim.topo();
+    assert_eq!((topo.hosts.len(), topo.gpus.len()), (8, 576));
+    let mut by_ranks = std::collections::BTreeMap::new();
+    for c in &s.collectives {
+        let e = by_ranks.entry(c.ranks).or_insert((c.medium, 0));
+        assert_eq!(e.0, c.medium, "{} ranks: {}", c.ranks, c.collective);
+        e.1 += 1;
+    }
+    assert_eq!(by_ranks[&8].0, "nvlink");
+    assert_eq!(by_ranks[&72].0, "nvlink");
+    assert_eq!(by_ranks[&36].0, "nvlink+network");
+    assert_eq!(by_ranks[&4].0, "network");
+    assert!(s
+        .collectives
+        .iter()
+        .any(|c| c.ranks == 72 && c.algorithm == "nvls"));
+    // The pipeline's sends: stage 0 (racks 0-3) to stage 1 (racks 4-7).
+    let host = |g: fabricsim::topology::GpuId| topo.gpus[g.idx()].host.0;
+    let pp = sim
+        .flows()
+        .iter()
+        .filter(|f| host(f.spec.src) < 4 && host(f.spec.dst) >= 4)
+        .count();
+    assert!(pp > 0, "no pipeline sends across the racks");
+}
