@@ -71,6 +71,17 @@ pub const BENCHMARKS: &[Benchmark] = &[
         smoke: &["workload.0.bytes=\"1MB\""],
         flow: true,
     },
+    Benchmark {
+        name: "nvl72-100800gpu-allreduce-flow",
+        text: include_str!("../examples/bench/nvl72-100800gpu-allreduce-flow.toml"),
+        // Without NVLS's 25 us launch, its network part starts within
+        // the smoke run.
+        smoke: &[
+            "workload.0.bytes=\"1MB\"",
+            "workload.0.step_latency=\"none\"",
+        ],
+        flow: true,
+    },
 ];
 
 /// How much of each benchmark a smoke run simulates: enough to go
