@@ -1,9 +1,10 @@
 //! NVLink copies inside a host: each GPU sends and receives over its
 //! NVLink at one rate, and the copies under way share each GPU's send
 //! and receive side max-min fairly, worked out anew only when copies
-//! start or end. A leaf: it knows hosts and GPUs by index and nothing of
-//! the engine, which schedules the events it asks for
-//! (`Event::Nvlink`).
+//! start or end. A copy between a GPU and the switch chips (NVLS: the
+//! switch reads and sums, or multicasts) uses one side of the GPU. A
+//! leaf: it knows hosts and GPUs by index and nothing of the engine,
+//! which schedules the events it asks for (`Event::Nvlink`).
 
 use crate::units::SimTime;
 
