@@ -324,6 +324,7 @@ spines = 2
 uplink_speed = "800G"
 [host]
 preset = "gb200-nvl72"
+nvlink_efficiency = 1    # the line rate, for round figures
 [[workload]]
 kind = "transfer"
 src = 0

@@ -276,7 +276,7 @@ impl Simulation {
                 queue.push(t, e)
             });
         let balance = balance::BalanceState::new(&topo, &scenario, |t, e| queue.push(t, e));
-        let per_gpu = scenario.host.nvlink_bytes_per_s / 2;
+        let per_gpu = scenario.host.nvlink_data_rate();
         let mut nvlink =
             crate::nvlink::Nvlink::new(topo.hosts.len(), per_gpu, scenario.host.nvlink_latency);
         if scenario.host.scale_up == crate::scenario::hosts::ScaleUp::Mesh {

@@ -25,6 +25,13 @@ impl Default for ScaleUp {
     }
 }
 
+/// What NVLink 4 carries of its line rate: NCCL counts 20.6 GB/s per
+/// 25 GB/s link (`SM90_NVLINK_BW`), and measures 370 GB/s over an
+/// H100's 450 (NCCL's maintainer, NVIDIA/nccl-tests#212).
+pub const NVLINK4_EFFICIENCY: f64 = 20.6 / 25.0;
+/// NVLink 5: 40.1 GB/s counted per 50 GB/s link (`SM100_NVLINK_BW`).
+pub const NVLINK5_EFFICIENCY: f64 = 40.1 / 50.0;
+
 /// A system whose domain, trays, links and NICs a host takes at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostPreset {
@@ -42,6 +49,9 @@ pub struct Figures {
     pub gpus_per_tray: u32,
     /// NVLink (or Infinity Fabric) per GPU, both directions together.
     pub nvlink_bytes_per_s: u64,
+    /// The share of that line rate that carries data
+    /// (`HostConfig::nvlink_efficiency`).
+    pub nvlink_efficiency: f64,
     pub scale_up: ScaleUp,
     /// The scale-out NIC of each GPU, and the PCIe between them (both
     /// directions together).
@@ -87,6 +97,7 @@ impl HostPreset {
                 gpus: 8,
                 gpus_per_tray: 8,
                 nvlink_bytes_per_s: 900 * GB,
+                nvlink_efficiency: NVLINK4_EFFICIENCY,
                 scale_up: ScaleUp::Switched { switches: 4 },
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
@@ -101,6 +112,7 @@ impl HostPreset {
                 gpus: 72,
                 gpus_per_tray: 4,
                 nvlink_bytes_per_s: 1800 * GB,
+                nvlink_efficiency: NVLINK5_EFFICIENCY,
                 scale_up: ScaleUp::Switched { switches: 18 },
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,
@@ -114,6 +126,7 @@ impl HostPreset {
                 gpus: 72,
                 gpus_per_tray: 4,
                 nvlink_bytes_per_s: 1800 * GB,
+                nvlink_efficiency: NVLINK5_EFFICIENCY,
                 scale_up: ScaleUp::Switched { switches: 18 },
                 nic: Rate::gbps(800),
                 pcie_bytes_per_s: 256 * GB,
@@ -128,6 +141,8 @@ impl HostPreset {
                 gpus: 8,
                 gpus_per_tray: 8,
                 nvlink_bytes_per_s: 896 * GB,
+                // No measured figure checked: the line rate.
+                nvlink_efficiency: 1.0,
                 scale_up: ScaleUp::Mesh,
                 nic: Rate::gbps(400),
                 pcie_bytes_per_s: 128 * GB,

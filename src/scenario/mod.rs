@@ -179,6 +179,9 @@ pub struct HostConfig {
     /// NVLink bandwidth of one GPU, both directions together (half each
     /// way), as GPU data sheets quote it.
     pub nvlink_bytes_per_s: u64,
+    /// The share of that line rate that carries data: NVLink's packet
+    /// headers and flow control take the rest.
+    pub nvlink_efficiency: f64,
     /// From a copy's last byte to its receiver seeing it.
     pub nvlink_latency: SimTime,
     /// PCIe bandwidth between a GPU and the PCIe switch its NIC hangs off,
@@ -191,6 +194,14 @@ pub struct HostConfig {
     pub nvls: bool,
 }
 
+impl HostConfig {
+    /// The data one GPU sends (and receives) over NVLink per second:
+    /// half the line rate, less NVLink's own overhead.
+    pub fn nvlink_data_rate(&self) -> u64 {
+        (self.nvlink_bytes_per_s as f64 / 2.0 * self.nvlink_efficiency).round() as u64
+    }
+}
+
 impl Default for HostConfig {
     fn default() -> Self {
         HostConfig {
@@ -198,6 +209,7 @@ impl Default for HostConfig {
             scale_up: hosts::ScaleUp::default(),
             gpus_per_tray: 0,
             nvlink_bytes_per_s: 900_000_000_000,
+            nvlink_efficiency: hosts::NVLINK4_EFFICIENCY,
             nvlink_latency: SimTime::from_ns(1000),
             // PCIe Gen5 x16 as seed 002 gives it: 64 GB/s, 32 each way.
             pcie_bytes_per_s: 64_000_000_000,

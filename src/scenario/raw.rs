@@ -465,6 +465,7 @@ pub struct RawHost {
     pub preset: Option<String>,
     pub nvlink: Option<Value>,
     pub nvlink_latency: Option<Value>,
+    pub nvlink_efficiency: Option<Value>,
     pub pcie: Option<Value>,
     pub scale_up: Option<String>,
     pub nvlink_switches: Option<i64>,

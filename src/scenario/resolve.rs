@@ -1372,6 +1372,7 @@ pub fn host(
             scale_up: f.scale_up,
             gpus_per_tray: f.gpus_per_tray,
             nvlink_bytes_per_s: f.nvlink_bytes_per_s,
+            nvlink_efficiency: f.nvlink_efficiency,
             pcie_bytes_per_s: f.pcie_bytes_per_s,
             arch: f.arch,
             nvls: f.nvls,
@@ -1464,6 +1465,12 @@ pub fn host(
         scale_up: d.scale_up,
         gpus_per_tray: d.gpus_per_tray,
         nvlink_bytes_per_s: nvlink,
+        nvlink_efficiency: fraction(
+            h.nvlink_efficiency.as_ref(),
+            &path.key("nvlink_efficiency"),
+            d.nvlink_efficiency,
+            "a share of the line rate",
+        )?,
         nvlink_latency: time(
             h.nvlink_latency.as_ref(),
             &path.key("nvlink_latency"),
