@@ -850,16 +850,8 @@ fn hierarchical(
     start: u32,
     last: &mut Vec<u32>,
 ) -> Result<(), String> {
-    let hosts = by_host(e.topo, &c.gpus);
+    let hosts = even_hosts(e.topo, &c.gpus, "hierarchical")?;
     let g = hosts[0].len();
-    if let Some(h) = hosts.iter().find(|h| h.len() != g) {
-        return Err(format!(
-            "hierarchical needs the same number of GPUs from every host; {} has {} and {} has {g}",
-            e.topo.gpu_name(h[0]),
-            h.len(),
-            e.topo.gpu_name(hosts[0][0])
-        ));
-    }
     let rails_ch = c.channels.div_ceil(g as u32).max(1);
     // Ready time of each GPU (by communicator order within `hosts`).
     let mut ready: Vec<Vec<u32>> = hosts.iter().map(|h| vec![start; h.len()]).collect();
@@ -1075,20 +1067,9 @@ fn nvls_tree(
     start: u32,
     last: &mut Vec<u32>,
 ) -> Result<(), String> {
-    let hosts = by_host(e.topo, &c.gpus);
-    let g = hosts[0].len();
-    if let Some(h) = hosts.iter().find(|h| h.len() != g) {
-        return Err(format!(
-            "nvls-tree needs the same number of GPUs from every host; {} has {} and {} has {g}",
-            e.topo.gpu_name(h[0]),
-            h.len(),
-            e.topo.gpu_name(hosts[0][0])
-        ));
-    }
+    let hosts = even_hosts(e.topo, &c.gpus, "nvls-tree")?;
     let shape = comm_shape(e.topo, &e.host, &c.gpus);
-    let graph = shape
-        .nvls_graph()
-        .ok_or_else(|| nvls_cap(&shape).err().unwrap_or_default())?;
+    let (_, graph) = nvls_cap(&shape)?;
     let (cap, _) = nvls_cap(&comm_shape(e.topo, &e.host, &hosts[0]))?;
     let heads = graph.heads as usize;
     let loops = nvls_loops(&shape, c.bytes, 16);
@@ -1139,6 +1120,22 @@ fn nvls_tree(
         last.extend(std::iter::repeat_n(cast[hi], h.len()));
     }
     Ok(())
+}
+
+/// The communicator's GPUs host by host (`by_host`), if every host
+/// gives it as many; otherwise why `algorithm` cannot run.
+fn even_hosts(topo: &Topology, gpus: &[GpuId], algorithm: &str) -> Result<Vec<Vec<GpuId>>, String> {
+    let hosts = by_host(topo, gpus);
+    let g = hosts[0].len();
+    if let Some(h) = hosts.iter().find(|h| h.len() != g) {
+        return Err(format!(
+            "{algorithm} needs the same number of GPUs from every host; {} has {} and {} has {g}",
+            topo.gpu_name(h[0]),
+            h.len(),
+            topo.gpu_name(hosts[0][0])
+        ));
+    }
+    Ok(hosts)
 }
 
 /// How many hosts `gpus` are in.
