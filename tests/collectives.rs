@@ -1356,7 +1356,27 @@ fn nvls_all_reduce_reaches_published_busbw() {
             // same source); at the line rate it would be 444.
             assert!((ring / 370.0 - 1.0).abs() < 0.02, "ring {ring} GB/s");
         }
+        // The figures VALIDATION.md quotes.
+        let quoted = if preset == "dgx-h100" {
+            (467.7, 369.8)
+        } else {
+            (900.0, 0.0)
+        };
+        assert_eq!(
+            format!("{busbw:.1}"),
+            format!("{:.1}", quoted.0),
+            "{preset}"
+        );
+        if quoted.1 > 0.0 {
+            assert_eq!(format!("{ring:.1}"), format!("{:.1}", quoted.1));
+        }
     }
+    // 8 GPUs of 1.8 TB/s at NVLink 5's 0.802, without NVLS: 719.9 GB/s
+    // (VALIDATION.md), against 695 measured on 8 B300s (NVIDIA/nccl#2140).
+    let sets = ["host.nvlink=\"1800GB/s\"", "host.nvlink_efficiency=0.802"];
+    let (_, s) = run_with(&one_domain("dgx-h100", "ring", "8GiB", ""), &sets);
+    let ring = s.collectives[0].busbw_gbps.unwrap();
+    assert_eq!(format!("{ring:.1}"), "719.9");
     // NCCL's pick for a large buffer on an H100 server is NVLS; without
     // the switches' reduction (`nvls = false`) it is not, and asking for
     // it is refused with what it needs.
