@@ -229,8 +229,9 @@ pub fn check_run_folder(dir: &Path) -> Result<(), String> {
 /// A name a run's outputs may take (`report::write_outputs` asserts
 /// each name it writes is one).
 pub(crate) fn is_run_output(name: &str) -> bool {
-    const FIXED: [&str; 12] = [
+    const FIXED: [&str; 13] = [
         "summary.json",
+        "requests.csv",
         "perf.json",
         "flows.csv",
         "links.csv",

@@ -44,6 +44,12 @@ impl Streams {
     pub fn stream(&self, name: &str) -> Stream {
         Stream(Pcg64Mcg::seed_from_u64(self.derive(name)))
     }
+
+    /// The stream of item `i` of the family `name` (see
+    /// `derive_indexed`).
+    pub fn stream_indexed(&self, name: &str, i: u64) -> Stream {
+        Stream(Pcg64Mcg::seed_from_u64(self.derive_indexed(name, i)))
+    }
 }
 
 fn splitmix(mut z: u64) -> u64 {

@@ -380,6 +380,56 @@ pub fn qps_and_flows(
 
 pub use crate::runtime::later::Conns;
 
+/// The QPs of serving workloads' connections (`workload::serving`),
+/// after every other: each plan's connections' first QPs. A connection's
+/// QPs are labelled with its workload, past every transfer
+/// (`runtime::serving::FLOW_BASE`).
+pub fn serving_qps(
+    topo: &Topology,
+    scenario: &Scenario,
+    streams: &Streams,
+    plans: &[crate::workload::serving::Serving],
+    qps: &mut Vec<QpState>,
+) -> Vec<Vec<u32>> {
+    let mut out = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let w = &scenario.workloads[plan.workload as usize];
+        let label = (crate::runtime::serving::FLOW_BASE + plan.workload) as usize;
+        let mut firsts = Vec::with_capacity(plan.conns.len());
+        for &(src, dst) in &plan.conns {
+            let spec = FlowSpec {
+                src,
+                dst,
+                src_nic: topo.gpus[src.idx()].nic,
+                dst_nic: topo.gpus[dst.idx()].nic,
+                bytes: u64::MAX,
+                start: SimTime::ZERO,
+                qps: w.qps,
+                rate: w.rate,
+                workload: plan.workload,
+                gated: true,
+                conn: None,
+            };
+            let first = qps.len() as u32;
+            for i in 0..w.qps {
+                qps.push(new_qp(
+                    topo,
+                    scenario,
+                    streams,
+                    &spec,
+                    label,
+                    (first + i, i),
+                    w.qps,
+                    None,
+                ));
+            }
+            firsts.push(first);
+        }
+        out.push(firsts);
+    }
+    out
+}
+
 /// What `qps_and_flows` makes: every QP, each transfer's state, the first
 /// QP of each pass connection, and each connection's first QP.
 pub struct QpsAndFlows {

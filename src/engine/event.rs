@@ -65,6 +65,9 @@ pub enum Event {
     /// Flow level: rates are shared anew where sub-flows started or
     /// ended, once everything else due at this time is handled.
     FluidShare,
+    /// A serving workload's arrival, prefill layer or decode step
+    /// (`runtime::serving`).
+    Serve(u32),
 }
 
 /// Bits of an event's key that say what it is for; its kind is above.
@@ -75,6 +78,7 @@ const _: () = assert!(crate::topology::MAX_PORTS << 3 <= 1 << KEY_ID_BITS);
 const _: () = assert!(crate::workload::MAX_QPS <= 1 << KEY_ID_BITS);
 const _: () = assert!(crate::workload::collective::MAX_TASKS <= 1 << KEY_ID_BITS);
 const _: () = assert!(crate::workload::MAX_FLOWS <= 1 << KEY_ID_BITS);
+const _: () = assert!(crate::runtime::serving::MAX_IDS << 2 <= 1 << KEY_ID_BITS);
 
 impl Event {
     /// A time-series sample or a balancer's tick: work on a clock, not an
@@ -133,6 +137,8 @@ impl queue::Keyed for Event {
             Event::Stream(p) => (24, p),
             Event::FluidCc => (25, 0),
             Event::HybridSync => (26, 0),
+            // Serving runs on one thread; its own numbers order it.
+            Event::Serve(code) => (28, code),
             // The last kind: after every start and end of this instant.
             Event::FluidShare => (27, 0),
         };
@@ -151,6 +157,7 @@ impl From<crate::runtime::Due> for Event {
             Due::Nvlink(h, gen) => Event::Nvlink(h, gen),
             Due::Landed(h) => Event::Landed(h),
             Due::Stream(p) => Event::Stream(p),
+            Due::Serve(code) => Event::Serve(code),
         }
     }
 }

@@ -223,6 +223,7 @@ impl Simulation {
             jobs,
             later,
             pfc,
+            serving,
         } = prepared;
         let streams = Streams::new(scenario.seed);
         let egress = build::egress(&topo, &routes, &scenario, &pfc, &streams);
@@ -249,6 +250,7 @@ impl Simulation {
             &streams,
             &mut queue,
         );
+        let serving_qps = build::serving_qps(&topo, &scenario, &streams, &serving, &mut qps);
         build::path_settings(&mut qps, &topo, &routes, &scenario);
         for (i, storm) in scenario.qos.pfc.storms.iter().enumerate() {
             queue.push(storm.start, Event::Storm(i as u32, true));
@@ -296,6 +298,10 @@ impl Simulation {
             .iter()
             .map(|q| {
                 let w = match flows.get(q.flow.idx()) {
+                    // A serving workload's connection is labelled with it.
+                    _ if q.flow.0 >= crate::runtime::serving::FLOW_BASE => {
+                        q.flow.0 - crate::runtime::serving::FLOW_BASE
+                    }
                     Some(f) => f.spec.workload,
                     None if q.flow.0 < end_flows => {
                         // A connection a later iteration opens.
@@ -392,6 +398,9 @@ impl Simulation {
             let end = (end_tasks, end_flows);
             sim.runtime(|rt, k| rt.set_up_passes(k, pass_qps, end));
         }
+        if !serving.is_empty() {
+            sim.runtime(|rt, k| rt.set_up_serving(k, serving, serving_qps));
+        }
         let jobs = sim.jobs_mut();
         jobs.passes.net_messages += later_messages.0;
         jobs.passes.net_bytes += later_messages.1;
@@ -474,6 +483,7 @@ impl Simulation {
             Event::FluidCc => self.fluid_cc(),
             Event::HybridSync => self.hybrid_sync(),
             Event::Stream(p) => self.due(Due::Stream(p)),
+            Event::Serve(code) => self.due(Due::Serve(code)),
         }
     }
 

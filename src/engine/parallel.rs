@@ -156,6 +156,9 @@ pub fn plan(sim: &Simulation, threads: u32) -> Result<Partitioning, String> {
     if threads <= 1 {
         return Err("one thread was asked for".into());
     }
+    if sim.jobs().serving.is_some() {
+        return Err("a serving workload picks each request's replicas from the whole fabric's load as it goes, one state that is not cut".into());
+    }
     if let Some((t, kind)) = sim
         .jobs()
         .tasks

@@ -319,6 +319,7 @@ impl Simulation {
             if self.ending.finished_at.is_none()
                 && self.counters.flows_acked == total
                 && self.jobs().tasks.all_done()
+                && self.jobs().serving_done()
             {
                 self.workload_done();
             }
@@ -357,6 +358,7 @@ impl Simulation {
         if self.ending.finished_at.is_none()
             && self.counters.flows_acked == total
             && self.jobs().tasks.all_done()
+            && self.jobs().serving_done()
         {
             self.workload_done();
         }

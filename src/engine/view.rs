@@ -248,6 +248,11 @@ impl Simulation {
         &self.jobs().tasks
     }
 
+    /// The serving workloads as they ran, if the run has any.
+    pub fn serving(&self) -> Option<&crate::runtime::serving::ServingState> {
+        self.jobs().serving.as_deref()
+    }
+
     /// At flow level: how often rates were shared anew, and over how
     /// many sub-flows in all (see `fluid`).
     pub fn fluid_shares(&self) -> Option<(u64, u64)> {

@@ -14,6 +14,7 @@ mod html_map;
 pub mod pcapng;
 pub mod plots;
 pub mod series;
+pub mod serving;
 pub mod tables;
 mod text;
 
@@ -208,6 +209,9 @@ pub struct Summary {
     pub nvlink_bytes: u64,
     /// Each training job.
     pub jobs: Vec<JobReport>,
+    /// Each serving workload: its requests' latencies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<serving::ServingReport>,
 }
 
 /// A training job: its iteration times and how much of them went to
@@ -558,14 +562,21 @@ impl Summary {
         // the passes'.
         makespan = makespan.max(sim.tasks().last_done().0);
         makespan = makespan.max(sim.pass_flows().last_done.0);
+        if let Some(s) = sim.serving() {
+            makespan = makespan.max(s.last_done().0);
+        }
         let qps = &sim.qps();
         let balance = uplink_balance(sim);
+        // Serving's KV writes count among the transfers, as made.
+        let (writes, writes_done, served) = sim
+            .serving()
+            .map_or((0, 0, true), |s| (s.writes_made(), s.writes_done, s.done()));
         let mut s = Summary {
             scenario: sim.scenario().name.clone(),
             seed: sim.scenario().seed,
             topology: sim.topo().kind.name().to_string(),
             fidelity: sim.scenario().fidelity.name().to_string(),
-            complete: c.flows_completed == sim.flows_total(),
+            complete: c.flows_completed == sim.flows_total() && served,
             stop_reason: with_unmade(
                 sim,
                 stop,
@@ -598,9 +609,9 @@ impl Summary {
             makespan_ps: makespan,
             events: c.events,
             link_transmissions: c.link_transmissions,
-            flows_completed: c.flows_completed,
-            flows_total: sim.flows_total(),
-            bytes_offered: sim.bytes_offered(),
+            flows_completed: c.flows_completed + writes_done,
+            flows_total: sim.flows_total() + writes,
+            bytes_offered: sim.bytes_offered() + sim.serving().map_or(0, |s| s.bytes_made()),
             bytes_delivered: c.bytes_delivered,
             drops: c.drops,
             drop_bytes: c.drop_bytes,
@@ -721,6 +732,7 @@ impl Summary {
             collectives: CollectiveReport::of(sim),
             nvlink_bytes: sim.tasks().nvlink.bytes,
             jobs: JobReport::of(sim),
+            serving: serving::ServingReport::of(sim),
         };
         s.ended_on_timer = timer_wait(sim).is_some();
         s
@@ -1186,6 +1198,9 @@ pub fn write_outputs(
         }
         if !summary.jobs.is_empty() {
             put("jobs.csv", &mut |w| tables::jobs_csv(summary, w))?;
+        }
+        if !summary.serving.is_empty() {
+            put("requests.csv", &mut |w| serving::requests_csv(sim, w))?;
         }
         if sim.series().enabled && packets {
             for kind in series::Kind::ALL {

@@ -78,6 +78,31 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             crate::workload::Pattern::Background { load, .. } => {
                 format!("background ({} flows at {:.0}% load)", n, load * 100.0)
             }
+            crate::workload::Pattern::Serving(c) => {
+                let (p, d) = (c.prefill, c.decode);
+                let requests = sim
+                    .serving()
+                    .and_then(|s| s.runs.iter().find(|r| r.plan.workload == w_id))
+                    .map_or(0, |r| r.reqs.len());
+                let moe = if c.model.experts > 0 {
+                    format!(", {} experts top {}", c.model.experts, c.model.top_k)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "serving ({requests} requests; {} prefill x {} GPUs (tp {}), {} decode x {} GPUs (tp {}){moe}; KV by {})",
+                    p.instances,
+                    p.gpus,
+                    p.tp,
+                    d.instances,
+                    d.gpus,
+                    d.tp,
+                    match c.kv {
+                        crate::workload::serving::KvMode::Layer => "layer",
+                        crate::workload::serving::KvMode::Whole => "whole cache",
+                    }
+                )
+            }
             crate::workload::Pattern::Chakra(t) => format!(
                 "chakra trace ({} ranks, {} nodes, {} messages)",
                 t.0.rank_count(),
@@ -183,6 +208,37 @@ pub fn render(sim: &Simulation, s: &Summary) -> String {
             }
             let _ = writeln!(o, "          per GPU and iteration: {}", parts.join(", "));
         }
+    }
+    for v in &s.serving {
+        let ms = |p: &Option<super::serving::Percentiles>| {
+            p.as_ref().map_or("-".to_string(), |p| {
+                format!(
+                    "p50 {} p90 {} p99 {}",
+                    SimTime(p.p50 as u64),
+                    SimTime(p.p90 as u64),
+                    SimTime(p.p99 as u64)
+                )
+            })
+        };
+        let _ = writeln!(
+            o,
+            "serving   workload {} (tenant {}): {}/{} requests done, {} output tokens/s, {} of KV cache moved",
+            v.workload,
+            v.tenant,
+            v.completed,
+            v.requests,
+            v.tokens_per_s.map_or("-".to_string(), |t| format!("{t:.0}")),
+            fmt_bytes(v.kv_bytes)
+        );
+        let _ = writeln!(o, "          time to first token   {}", ms(&v.ttft_ps));
+        let _ = writeln!(o, "          time per output token {}", ms(&v.tpot_ps));
+        let _ = writeln!(o, "          KV transfer           {}", ms(&v.kv_ps));
+        let _ = writeln!(
+            o,
+            "          network's part: TTFT {}, TPOT {} (against an idle fabric)",
+            ms(&v.ttft_network_ps),
+            ms(&v.tpot_network_ps)
+        );
     }
     if !s.collectives.is_empty() {
         let _ = writeln!(

@@ -25,6 +25,7 @@ pub mod later;
 pub mod merge;
 pub mod pass_rows;
 pub mod passes;
+pub mod serving;
 mod streams;
 pub mod tasks;
 
@@ -56,6 +57,8 @@ pub struct Runtime {
     /// Ideal completion times of single-QP transfers by size and by their
     /// hops' rates and delays (see `Kernel::ideal_and_work`).
     pub ideal_cache: ideal::IdealCache,
+    /// Serving workloads, if the run has any.
+    pub serving: Option<Box<serving::ServingState>>,
 }
 
 /// A timer the runtime sets; the engine hands it back to `Runtime::due`
@@ -78,6 +81,9 @@ pub enum Due {
     /// Flow level: ring pass `p`'s stream starts sending, or its last
     /// position has all its bytes (`streams`).
     Stream(u32),
+    /// A serving workload's arrival, prefill layer or decode step
+    /// (`serving`: the kind in the low two bits).
+    Serve(u32),
 }
 
 /// What the runtime adds to the run's counters.
@@ -163,6 +169,7 @@ impl Runtime {
             Due::Nvlink(h, gen) => self.nvlink_event(k, h, gen),
             Due::Landed(h) => self.landed(k, h),
             Due::Stream(p) => self.stream_event(k, p),
+            Due::Serve(code) => self.serve_due(k, code),
         }
     }
 }

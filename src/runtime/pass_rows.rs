@@ -96,7 +96,7 @@ impl ConnRow {
 
 impl PassFlows {
     pub fn is_pass_flow(&self, f: FlowId) -> bool {
-        self.numbered && f.0 >= self.base_flow
+        self.numbered && f.0 >= self.base_flow && f.0 < super::serving::FLOW_BASE
     }
 
     pub fn is_pass_task(&self, t: u32) -> bool {

@@ -267,6 +267,9 @@ impl Runtime {
     /// Transfer `f`'s state, made up front, with a later iteration or
     /// (`make_flow`) as its pass message started.
     pub fn flow_made(&mut self, f: FlowId) -> &mut FlowState {
+        if super::serving::ServingState::is_serving_flow(f) {
+            return self.serving_flow(f);
+        }
         if !self.passes.is_pass_flow(f) {
             if f.idx() < self.flows.len() {
                 return &mut self.flows[f.idx()];
@@ -286,6 +289,10 @@ impl Runtime {
     /// Transfer `f`'s bytes, first QP and QP count, made up front or a
     /// pass's (worked out from its number wherever it is).
     pub(crate) fn write_of(&self, k: &dyn Kernel, f: FlowId) -> Option<(u64, u32, u32)> {
+        if super::serving::ServingState::is_serving_flow(f) {
+            let fl = &self.serving.as_ref()?.live.get(&f.0)?.flow;
+            return Some((fl.spec.bytes, fl.first_qp, fl.n_qps));
+        }
         if !self.passes.is_pass_flow(f) {
             let fl = match self.flows.get(f.idx()) {
                 Some(fl) => fl,

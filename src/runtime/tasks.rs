@@ -574,6 +574,17 @@ impl Runtime {
     /// resent, `stalls` timeouts): the transfer is once every QP's is.
     pub fn qp_acked(&mut self, k: &mut dyn Kernel, flow: FlowId, again: u64, stalls: u32) {
         let now = k.now();
+        if super::serving::ServingState::is_serving_flow(flow) {
+            let f = self.serving_flow(flow);
+            f.retx_bytes += again;
+            f.timeouts += stalls;
+            f.tx_done_qps += 1;
+            if f.tx_done_qps == f.n_qps {
+                f.acked = Some(now);
+                self.serving_acked(flow);
+            }
+            return;
+        }
         let f = self.flow_mut(k, flow);
         f.retx_bytes += again;
         f.timeouts += stalls;
@@ -595,6 +606,17 @@ impl Runtime {
     /// (with its task) once every QP's is.
     pub fn qp_received(&mut self, k: &mut dyn Kernel, flow: FlowId, again: u32, stalls: u32) {
         let now = k.now();
+        if super::serving::ServingState::is_serving_flow(flow) {
+            let f = self.serving_flow(flow);
+            f.out_of_order += again;
+            f.naks += stalls;
+            f.rx_done_qps += 1;
+            if f.rx_done_qps == f.n_qps {
+                f.finish = Some(now);
+                self.serving_received(k, flow);
+            }
+            return;
+        }
         let f = self.flow_mut(k, flow);
         f.out_of_order += again;
         f.naks += stalls;
@@ -617,6 +639,10 @@ impl Runtime {
     /// its QPs have, the connection may start its next message.
     #[inline(never)]
     pub fn flow_sent(&mut self, k: &mut dyn Kernel, f: FlowId) {
+        // A KV write waits for nothing but its connection's turn.
+        if super::serving::ServingState::is_serving_flow(f) {
+            return;
+        }
         let Some(t) = self.tasks.of_flow(f) else {
             return;
         };

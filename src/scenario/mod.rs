@@ -19,6 +19,7 @@ mod model;
 pub mod random;
 pub mod raw;
 pub mod resolve;
+pub mod serving;
 pub mod values;
 
 use toml::{Table, Value};
@@ -255,6 +256,8 @@ pub struct Prepared {
     pub later: Option<Box<crate::workload::jobs::Later>>,
     /// Every port's PFC thresholds and headroom, resolved once.
     pub pfc: crate::switch::qos::PfcTable,
+    /// Serving workloads' plans (`workload::serving`).
+    pub serving: Vec<crate::workload::serving::Serving>,
 }
 
 impl Prepared {
@@ -814,6 +817,23 @@ pub fn prepare_within(
             job_iterations == JobIterations::AsTheyRun,
             limit_bytes,
         )?;
+        let mut serving = Vec::new();
+        for (wi, w) in workloads.iter().enumerate() {
+            if let workload::Pattern::Serving(c) = &w.pattern {
+                let nvlink = (host.nvlink_data_rate(), host.nvlink_latency);
+                let plan = workload::serving::Serving::plan(
+                    wi as u32,
+                    (**c).clone(),
+                    &topology,
+                    &routes,
+                    w.start,
+                    &streams,
+                    nvlink,
+                )
+                .map_err(|m| KeyError::new(&w.path.key("serving"), m))?;
+                serving.push(plan);
+            }
+        }
         let qps: u64 = expanded.flows.iter().map(|f| u64::from(f.n_qps())).sum();
         if qps > workload::MAX_QPS as u64 {
             return Err(KeyError::new(
@@ -885,6 +905,7 @@ pub fn prepare_within(
             jobs: expanded.jobs,
             later: expanded.later,
             pfc,
+            serving,
         })
     })();
     resolved.map_err(locate)

@@ -16,7 +16,13 @@ use toml::Value;
 type R<T> = Result<T, KeyError>;
 
 /// An integer key between `lo` and `hi`, or `default` (`None`: required).
-fn int(v: Option<i64>, path: &KeyPath, default: Option<u64>, lo: u64, hi: u64) -> R<u64> {
+pub(crate) fn int(
+    v: Option<i64>,
+    path: &KeyPath,
+    default: Option<u64>,
+    lo: u64,
+    hi: u64,
+) -> R<u64> {
     match (v, default) {
         (None, Some(d)) => Ok(d),
         (None, None) => Err(KeyError::new(
@@ -82,6 +88,18 @@ pub fn model_and_parallel(
     p: &KeyPath,
 ) -> R<(Transformer, Parallel)> {
     let mp = p.key("model");
+    let serving_only = [
+        ("head_dim", m.head_dim.is_some()),
+        ("kv_latent", m.kv_latent.is_some()),
+        ("kv_bytes", m.kv_bytes.is_some()),
+        ("dense_layers", m.dense_layers.is_some()),
+    ];
+    if let Some((key, _)) = serving_only.iter().find(|k| k.1) {
+        return Err(KeyError::new(
+            &mp.key(key),
+            "is used only by kind = \"serving\" (a training job's cache is not modelled)",
+        ));
+    }
     let layers = int(m.layers, &mp.key("layers"), None, 1, 10_000)?;
     let hidden = int(m.hidden, &mp.key("hidden"), None, 1, 1 << 20)?;
     let heads = int(m.heads, &mp.key("heads"), None, 1, 1 << 14)?;
@@ -544,7 +562,7 @@ fn interleaving(
     Err(KeyError::new(&key, format!("got {v}, but {why}")))
 }
 
-fn gpu(w: &RawWorkload, p: &KeyPath) -> R<Gpu> {
+pub(crate) fn gpu(w: &RawWorkload, p: &KeyPath) -> R<Gpu> {
     let gp = p.key("gpu");
     let Some(g) = &w.gpu else {
         return Ok(Gpu::H100);

@@ -365,6 +365,43 @@ pub struct RawWorkload {
     pub model: Option<RawModel>,
     pub parallel: Option<RawParallel>,
     pub gpu: Option<RawGpu>,
+    /// `kind = "serving"`: requests, pools and KV transfers.
+    pub serving: Option<RawServing>,
+}
+
+/// `[workload.serving]`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawServing {
+    /// Poisson arrivals: requests per second, how many, their sizes (a
+    /// count or [lo, hi]).
+    pub rate: Option<f64>,
+    pub requests: Option<i64>,
+    pub prompt_tokens: Option<Value>,
+    pub output_tokens: Option<Value>,
+    /// Or a trace file of requests, relative to the scenario file.
+    pub trace: Option<String>,
+    pub prefill: Option<RawPool>,
+    pub decode: Option<RawPool>,
+    /// "layer" or "whole".
+    pub kv_transfer: Option<String>,
+    /// Times given instead of the roofline's.
+    pub prefill_per_token: Option<Value>,
+    pub decode_step: Option<Value>,
+    /// The experts' all-to-all: "nccl" or "low-latency", and the bytes
+    /// of a dispatched value.
+    pub a2a: Option<String>,
+    pub dispatch_bytes: Option<i64>,
+}
+
+/// A pool of serving replicas.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    pub instances: Option<i64>,
+    pub tp: Option<i64>,
+    pub ep: Option<i64>,
+    pub max_batch: Option<i64>,
 }
 
 #[derive(Deserialize, serde::Serialize, Default, Debug)]
@@ -400,6 +437,14 @@ pub struct RawModel {
     pub dispatcher: Option<String>,
     pub fp8_param_gather: Option<bool>,
     pub pad_to_capacity: Option<bool>,
+    /// Serving: a head's width (default hidden / heads), a latent KV
+    /// cache's width per token and layer, and a cached value's bytes.
+    pub head_dim: Option<i64>,
+    pub kv_latent: Option<i64>,
+    pub kv_bytes: Option<i64>,
+    /// Serving a mixture of experts: layers before the first with
+    /// experts.
+    pub dense_layers: Option<i64>,
 }
 
 #[derive(Deserialize, serde::Serialize, Default, Debug)]

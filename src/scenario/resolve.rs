@@ -951,7 +951,7 @@ pub fn workloads(
     for (i, w) in raw.iter().enumerate() {
         let p = path.index(i);
         let kinds =
-            "transfer, permutation, incast, all-to-all, collective, chakra, training, model, megatron, deepspeed or background";
+            "transfer, permutation, incast, all-to-all, collective, chakra, training, model, megatron, deepspeed, serving or background";
         let kind = w.kind.as_deref().ok_or_else(|| {
             KeyError::new(&p.key("kind"), format!("missing; expected one of {kinds}"))
         })?;
@@ -980,6 +980,7 @@ pub fn workloads(
                 &["iterations", "config", "model", "parallel", "gpu"],
             ),
             "training" => (COLLECTIVES, &["iterations", "phase", "checkpoint"]),
+            "serving" => (&[], &["gpus", "model", "gpu", "serving"]),
             other => {
                 return Err(KeyError::new(
                     &p.key("kind"),
@@ -1019,6 +1020,7 @@ pub fn workloads(
             ("args", w.args.is_some()),
             ("script", w.script.is_some()),
             ("config", w.config.is_some()),
+            ("serving", w.serving.is_some()),
         ];
         for (key, present) in given {
             if present && !allowed.contains(&key) {
@@ -1099,6 +1101,14 @@ pub fn workloads(
                 Pattern::Model(Box::new(job))
             }
             "background" => background(w, topo, base, &p)?,
+            "serving" => {
+                let gpus = match &w.gpus {
+                    Some(_) => gpu_list(topo, &w.gpus, &p.key("gpus"))?,
+                    None => (0..topo.gpus.len() as u32).map(GpuId).collect(),
+                };
+                let config = super::serving::serving(w, gpus, base, &p)?;
+                Pattern::Serving(Box::new(config))
+            }
             _ => Pattern::AllToAll {
                 gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
             },
@@ -1106,7 +1116,13 @@ pub fn workloads(
         let bytes = match &w.bytes {
             None if matches!(
                 kind,
-                "chakra" | "training" | "model" | "megatron" | "deepspeed" | "background"
+                "chakra"
+                    | "training"
+                    | "model"
+                    | "megatron"
+                    | "deepspeed"
+                    | "background"
+                    | "serving"
             ) =>
             {
                 0
@@ -1114,13 +1130,19 @@ pub fn workloads(
             Some(_)
                 if matches!(
                     kind,
-                    "chakra" | "training" | "model" | "megatron" | "deepspeed" | "background"
+                    "chakra"
+                        | "training"
+                        | "model"
+                        | "megatron"
+                        | "deepspeed"
+                        | "background"
+                        | "serving"
                 ) =>
             {
                 let from = match kind {
                     "chakra" => "the trace",
                     "training" => "the phases",
-                    "model" | "megatron" | "deepspeed" => "the model",
+                    "model" | "megatron" | "deepspeed" | "serving" => "the model",
                     _ => "the cdf file",
                 };
                 return Err(KeyError::new(

@@ -17,6 +17,7 @@ pub mod op;
 pub mod params;
 pub mod pass;
 mod permutation;
+pub mod serving;
 pub mod training;
 pub mod tuner;
 
@@ -84,6 +85,8 @@ pub enum Pattern {
     Training(Box<training::Training>),
     /// A training job made from the model and its parallelism.
     Model(Box<model::ModelJob>),
+    /// Requests served by prefill and decode pools.
+    Serving(Box<serving::ServingConfig>),
     /// Random small flows among these GPUs at a target load.
     Background {
         gpus: Vec<GpuId>,
@@ -104,6 +107,7 @@ impl Pattern {
             Pattern::Chakra(_) => "chakra",
             Pattern::Training(_) => "training",
             Pattern::Model(_) => "model",
+            Pattern::Serving(_) => "serving",
             Pattern::Background { .. } => "background",
         }
     }
@@ -352,6 +356,9 @@ pub fn expand(
                 runs.push(job);
                 continue;
             }
+            // Planned once the run's NVLink is known (`scenario`), run by
+            // `runtime::serving`.
+            Pattern::Serving(_) => continue,
             Pattern::Transfer { src, dst }
                 if topo.gpus[src.idx()].host == topo.gpus[dst.idx()].host =>
             {
