@@ -314,7 +314,13 @@ fn experts_all_to_alls_run_every_decode_step() {
     // of servers' GPUs that has copies, per layer with experts and phase.
     assert!(s.flows_total > 20 * 4 * 50, "{}", s.flows_total);
     // The low-latency pattern: a write per token copy.
-    let (_, ll) = run_with(MOE, &["workload.0.serving.a2a=\"low-latency\""]);
+    let (_, ll) = run_with(
+        MOE,
+        &[
+            "workload.0.serving.prefill.a2a=\"low-latency\"",
+            "workload.0.serving.decode.a2a=\"low-latency\"",
+        ],
+    );
     assert!(
         ll.flows_total > 5 * s.flows_total,
         "{} {}",

@@ -835,7 +835,7 @@ fn step_start(s: &mut ServingState, k: &mut dyn Kernel, r: usize, pool: usize, i
                     if same_host(k, run, pool, i, o, g) {
                         local += 1;
                     } else {
-                        net += match run.plan.config.a2a {
+                        net += match c.a2a {
                             A2a::Nccl => 1,
                             A2a::LowLatency => copies,
                         };
@@ -1033,7 +1033,7 @@ fn send_copies(
         if same_host(k, run, pool, i, g, o) {
             local.push((o, u64::from(copies) * per));
         } else {
-            match run.plan.config.a2a {
+            match run.plan.pool(pool).a2a {
                 A2a::Nccl => net.push((o, u64::from(copies) * per)),
                 A2a::LowLatency => net.extend((0..copies).map(|_| (o, per))),
             }

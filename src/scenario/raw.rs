@@ -388,9 +388,7 @@ pub struct RawServing {
     /// Times given instead of the roofline's.
     pub prefill_per_token: Option<Value>,
     pub decode_step: Option<Value>,
-    /// The experts' all-to-all: "nccl" or "low-latency", and the bytes
-    /// of a dispatched value.
-    pub a2a: Option<String>,
+    /// The bytes of a value the experts' dispatch sends.
     pub dispatch_bytes: Option<i64>,
 }
 
@@ -402,6 +400,8 @@ pub struct RawPool {
     pub tp: Option<i64>,
     pub ep: Option<i64>,
     pub max_batch: Option<i64>,
+    /// The experts' all-to-all: "nccl" or "low-latency".
+    pub a2a: Option<String>,
 }
 
 #[derive(Deserialize, serde::Serialize, Default, Debug)]

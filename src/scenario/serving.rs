@@ -41,18 +41,11 @@ pub fn serving(
     let moe = model.experts > 0;
     let (prefill, _) = pool(s.prefill.as_ref(), &sp.key("prefill"), false, moe)?;
     let (decode, max_batch) = pool(s.decode.as_ref(), &sp.key("decode"), true, moe)?;
-    if !moe {
-        for (key, given) in [
-            ("a2a", s.a2a.is_some()),
-            ("dispatch_bytes", s.dispatch_bytes.is_some()),
-        ] {
-            if given {
-                return Err(KeyError::new(
-                    &sp.key(key),
-                    "is used only by a mixture of experts (model.experts)",
-                ));
-            }
-        }
+    if !moe && s.dispatch_bytes.is_some() {
+        return Err(KeyError::new(
+            &sp.key("dispatch_bytes"),
+            "is used only by a mixture of experts (model.experts)",
+        ));
     }
     let kv = choice(
         s.kv_transfer.as_deref(),
@@ -81,12 +74,6 @@ pub fn serving(
         arrivals: arrivals(s, base, &sp)?,
         prefill_per_token: positive(s.prefill_per_token.as_ref(), "prefill_per_token")?,
         decode_step: positive(s.decode_step.as_ref(), "decode_step")?,
-        a2a: choice(
-            s.a2a.as_deref(),
-            &sp.key("a2a"),
-            &[("nccl", A2a::Nccl), ("low-latency", A2a::LowLatency)],
-            A2a::Nccl,
-        )?,
         dispatch_bytes: int(
             s.dispatch_bytes,
             &sp.key("dispatch_bytes"),
@@ -195,6 +182,18 @@ fn pool(r: Option<&RawPool>, pp: &KeyPath, decode: bool, moe: bool) -> R<(PoolCo
         ));
     };
     let instances = int(r.instances, &pp.key("instances"), None, 1, 1 << 16)? as u32;
+    if r.a2a.is_some() && !moe {
+        return Err(KeyError::new(
+            &pp.key("a2a"),
+            "is used only by a mixture of experts (model.experts)",
+        ));
+    }
+    let a2a = choice(
+        r.a2a.as_deref(),
+        &pp.key("a2a"),
+        &[("nccl", A2a::Nccl), ("low-latency", A2a::LowLatency)],
+        A2a::Nccl,
+    )?;
     let tp = int(r.tp, &pp.key("tp"), Some(1), 1, 1024)? as u32;
     let gpus = match r.ep {
         Some(_) if !moe => {
@@ -216,12 +215,10 @@ fn pool(r: Option<&RawPool>, pp: &KeyPath, decode: bool, moe: bool) -> R<(PoolCo
         }
     };
     let max_batch = match (decode, r.max_batch) {
-        (false, Some(_)) => {
-            return Err(KeyError::new(
-                &pp.key("max_batch"),
-                "is not used by a prefill pool (it prefills one request at a time)",
-            ))
-        }
+        (false, Some(_)) => return Err(KeyError::new(
+            &pp.key("max_batch"),
+            "is not used by a prefill pool (each attention group prefills one request at a time)",
+        )),
         _ => int(r.max_batch, &pp.key("max_batch"), Some(256), 1, 1 << 16)? as u32,
     };
     Ok((
@@ -229,6 +226,7 @@ fn pool(r: Option<&RawPool>, pp: &KeyPath, decode: bool, moe: bool) -> R<(PoolCo
             instances,
             tp,
             gpus,
+            a2a,
         },
         max_batch,
     ))

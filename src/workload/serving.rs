@@ -221,6 +221,8 @@ pub struct PoolConfig {
     pub instances: u32,
     pub tp: u32,
     pub gpus: u32,
+    /// The pattern of its experts' all-to-alls.
+    pub a2a: A2a,
 }
 
 impl PoolConfig {
@@ -258,7 +260,6 @@ pub struct ServingConfig {
     /// evenly over them).
     pub prefill_per_token: Option<SimTime>,
     pub decode_step: Option<SimTime>,
-    pub a2a: A2a,
     /// Bytes of a value the dispatch sends (1 for FP8).
     pub dispatch_bytes: u64,
     /// The GPUs, instances taking them in order: prefill's, then decode's.
@@ -451,10 +452,15 @@ impl Serving {
     }
 
     /// The roofline of `flops` and of the `bytes` read, on one GPU, in
-    /// seconds.
+    /// seconds; FP8 weights (`param_bytes = 1`) run at the FP8 peak.
     fn roofline(&self, flops: f64, bytes: f64) -> f64 {
         let g = &self.config.gpu;
-        (flops / (g.flops * g.efficiency)).max(bytes / (g.hbm * g.efficiency))
+        let peak = if self.config.model.param_bytes == 1 {
+            g.fp8_flops
+        } else {
+            g.flops
+        };
+        (flops / (peak * g.efficiency)).max(bytes / (g.hbm * g.efficiency))
     }
 
     /// One layer's attention over `tokens` tokens on a group of `tp`
