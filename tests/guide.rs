@@ -649,19 +649,21 @@ fn the_output_reference_names_every_file_column_and_field() {
     let page = std::fs::read_to_string("docs/src/reference/outputs.md").unwrap();
     let dir = scratch();
     // Runs that between them write every file: a collective, a training
-    // job, the flow level, two threads with DLB, a capture with PFC.
+    // job, the flow level, two threads with DLB, a capture with PFC,
+    // serving.
     let runs = [
         "fabricsim run --out a",
         "fabricsim run examples/training/dense-8b-tp8-dp8.toml --max-sim-time 2ms --out b",
         "fabricsim run examples/bench/fat-tree-k8-permutation.toml --fidelity flow --out c",
         "fabricsim run examples/load-balancing/dlb-flowlet.toml --threads 2 --out d",
         "fabricsim run examples/lossless/incast.toml --capture all --capture-limit 100 --out e",
+        "fabricsim run examples/serving/llama70b-disaggregated.toml --out f",
     ];
     let mut errors = Vec::new();
     for (i, cmd) in runs.iter().enumerate() {
         let (ok, out) = run_in(dir.path(), &format!("{cmd} -q"));
         assert!(ok, "{cmd}: {out}");
-        let folder = dir.path().join(["a", "b", "c", "d", "e"][i]);
+        let folder = dir.path().join(["a", "b", "c", "d", "e", "f"][i]);
         for entry in std::fs::read_dir(&folder).unwrap() {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
             if name.starts_with('.') {

@@ -364,3 +364,30 @@ fn serving_and_a_training_tenant_slow_each_other() {
         );
     }
 }
+
+/// The examples move the caches the README gives: 327,680 bytes per
+/// prompt token for Llama-3-70B (2 x 80 layers x 8 KV heads x 128 x 2
+/// bytes), 70,272 for the DeepSeek-V3-class latent cache (61 layers x
+/// 576 values x 2 bytes); a request takes output_tokens - 1 decode steps;
+/// the report draws the latencies' distributions.
+#[test]
+fn the_examples_serve_what_the_readme_says() {
+    for (file, per_token, writes) in [
+        ("llama70b-disaggregated.toml", 327_680, 8 * 80),
+        ("deepseek-v3-moe.toml", 70_272, 61),
+    ] {
+        let path = std::path::Path::new("examples/serving").join(file);
+        let (sim, s) = common::run_file(&path, &[]);
+        let v = serving(&s);
+        assert_eq!(v.completed, v.requests, "{file}");
+        for r in rows(&sim) {
+            let prompt = num(&r, "prompt_tokens");
+            assert_eq!(num(&r, "kv_bytes"), prompt * per_token, "{file}");
+            assert_eq!(num(&r, "kv_writes"), writes, "{file}");
+            assert_eq!(num(&r, "decode_steps"), num(&r, "output_tokens") - 1);
+        }
+        let svgs = fabricsim::report::plots::all(&sim).unwrap();
+        let plot = svgs.iter().find(|(n, _)| *n == "plot_serving.svg").unwrap();
+        assert!(plot.1.contains("time to first token") && plot.1.contains("polyline"));
+    }
+}

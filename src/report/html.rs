@@ -148,7 +148,11 @@ pub fn render(sim: &Simulation, s: &Summary, svgs: &[(&str, String)]) -> Result<
     for (name, svg) in svgs {
         if matches!(
             *name,
-            "plot_fct_cdf.svg" | "plot_slowdown.svg" | "plot_group_bytes.svg" | "plot_timeline.svg"
+            "plot_fct_cdf.svg"
+                | "plot_slowdown.svg"
+                | "plot_group_bytes.svg"
+                | "plot_timeline.svg"
+                | "plot_serving.svg"
         ) {
             let _ = write!(
                 o,

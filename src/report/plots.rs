@@ -69,6 +69,17 @@ pub fn all(sim: &Simulation) -> Result<Vec<(&'static str, String)>, String> {
         }
         out.push((name, svg));
     }
+    // Serving's latencies, when the run serves.
+    if sim.serving().is_some() {
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+            root.fill(&WHITE).map_err(err)?;
+            serving_cdf(sim, &root)?;
+            root.present().map_err(err)?;
+        }
+        out.push(("plot_serving.svg", svg));
+    }
     // The fabric, coloured by the run (`fabric`).
     let colour = super::fabric::Colouring::of(sim);
     let title = format!("{}: the fabric after the run", sim.scenario().name);
@@ -616,6 +627,60 @@ fn fct_cdf(sim: &Simulation, root: &Area) -> Res {
         .map_err(err)?
         .label("all transfers")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], PALETTE[0].stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
+}
+
+/// Serving: the CDFs of every request's time to first token, time per
+/// output token and KV transfer time, on one log scale.
+fn serving_cdf(sim: &Simulation, root: &Area) -> Res {
+    let title = "Serving latencies";
+    let series = super::serving::latencies(sim);
+    let all: Vec<f64> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    if all.is_empty() {
+        return empty(root, title, "no request got its first token");
+    }
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(1e-6);
+    let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0);
+    let mut chart = ChartBuilder::on(root)
+        .caption(format!("{title}: CDFs over requests"), (FONT, 20))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((lo * 0.9..hi * 1.1).log_scale(), 0f64..1.0)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (ms, log scale)")
+        .y_desc("fraction of requests")
+        .label_style((FONT, 12))
+        .draw()
+        .map_err(err)?;
+    for (k, (name, mut v)) in series.into_iter().enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let mut pts: Vec<(f64, f64)> = (0..n)
+            .step_by(n.div_ceil(2000))
+            .map(|i| (v[i].max(lo), (i + 1) as f64 / n as f64))
+            .collect();
+        pts.push((v[n - 1].max(lo), 1.0));
+        let colour = PALETTE[k % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+            });
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)

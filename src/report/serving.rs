@@ -96,6 +96,25 @@ fn figures(run: &Run, q: usize) -> Option<Figures> {
     })
 }
 
+/// Every served request's time to first token, time per output token
+/// and KV transfer time, in milliseconds, by name (for the plot).
+pub fn latencies(sim: &Simulation) -> Vec<(&'static str, Vec<f64>)> {
+    let mut out = vec![
+        ("time to first token", Vec::new()),
+        ("time per output token", Vec::new()),
+        ("KV transfer", Vec::new()),
+    ];
+    let ms = |t: SimTime| t.0 as f64 * 1e-9;
+    for run in sim.serving().iter().flat_map(|s| &s.runs) {
+        for f in (0..run.reqs.len()).filter_map(|q| figures(run, q)) {
+            out[0].1.push(ms(f.ttft));
+            out[1].1.extend(f.tpot.map(ms));
+            out[2].1.push(ms(f.kv));
+        }
+    }
+    out
+}
+
 impl ServingReport {
     pub fn of(sim: &Simulation) -> Vec<ServingReport> {
         let Some(s) = sim.serving() else {
@@ -165,6 +184,7 @@ pub fn requests_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
         "kv_ideal_ps",
         "ttft_ps",
         "tpot_ps",
+        "decode_steps",
         "mean_batch",
         "ttft_network_ps",
         "tpot_network_ps",
@@ -219,6 +239,7 @@ pub fn requests_csv(sim: &Simulation, out: impl Write) -> std::io::Result<()> {
                 t(req.kv_ideal),
                 or_none(f.as_ref().map(|f| f.ttft)),
                 or_none(f.as_ref().and_then(|f| f.tpot)),
+                req.decoded.to_string(),
                 mean_batch,
                 or_none(f.as_ref().map(|f| f.network)),
                 or_none(f.as_ref().and_then(|f| f.tpot_network)),
