@@ -137,7 +137,9 @@ impl queue::Keyed for Event {
             Event::Stream(p) => (24, p),
             Event::FluidCc => (25, 0),
             Event::HybridSync => (26, 0),
-            // Serving runs on one thread; its own numbers order it.
+            // Serving runs on one thread; its own numbers order it, and
+            // a scheduler's start comes after the rest of its instant.
+            Event::Serve(code) if code & 3 == crate::runtime::serving::START => (29, code),
             Event::Serve(code) => (28, code),
             // The last kind: after every start and end of this instant.
             Event::FluidShare => (27, 0),

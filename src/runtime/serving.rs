@@ -36,6 +36,11 @@ pub const FLOW_BASE: u32 = 1 << 30;
 const ARRIVAL: u32 = 0;
 const INSTANCE: u32 = 1;
 const GPU: u32 = 2;
+/// An idle instance's scheduler takes what is ready, once everything
+/// else due at this instant has happened (`engine::Event::Serve` keys it
+/// after the others): requests that arrive, or whose caches land,
+/// together go in one step.
+pub const START: u32 = 3;
 
 /// Serving timers tell this many requests, instances or GPUs apart, in
 /// all the run's serving workloads (the event key's id bits, less the
@@ -143,8 +148,10 @@ struct Group {
 #[derive(Default)]
 struct Inst {
     groups: Vec<Group>,
-    /// A step under way (a dense prefill: the layer next done).
+    /// A step under way (a dense prefill: the layer next done), or
+    /// about to start at this instant's end.
     busy: bool,
+    starting: bool,
     layer: u32,
     /// Steps begun.
     steps: u64,
@@ -331,7 +338,7 @@ impl Runtime {
         let (kind, id) = (code & 3, code >> 2);
         let base = |run: &Run| match kind {
             ARRIVAL => run.base.0,
-            INSTANCE => run.base.1,
+            INSTANCE | START => run.base.1,
             _ => run.base.2,
         };
         let r = s
@@ -343,6 +350,20 @@ impl Runtime {
         let cache = &mut self.ideal_cache;
         match kind {
             ARRIVAL => arrive(&mut s, k, r, id),
+            START => {
+                let p = s.runs[r].plan.config.prefill.instances;
+                let (pool, i) = match id.checked_sub(p) {
+                    None => (PREFILL, id),
+                    Some(i) => (DECODE, i),
+                };
+                s.runs[r].insts[pool][i as usize].starting = false;
+                if !s.runs[r].insts[pool][i as usize].busy {
+                    match pool {
+                        PREFILL => prefill_next(&mut s, k, r, i),
+                        _ => decode_next(&mut s, k, r, i),
+                    }
+                }
+            }
             INSTANCE => {
                 let p = s.runs[r].plan.config.prefill.instances;
                 if id < p {
@@ -462,6 +483,17 @@ fn least(run: &Run, pool: usize, load: impl Fn(&Group) -> u64) -> (u32, u32) {
     (best.1, best.2)
 }
 
+/// `pool`'s instance `i` has something new: if idle, its scheduler
+/// starts a step once this instant's other events are over.
+fn wake(run: &mut Run, k: &mut dyn Kernel, pool: usize, i: u32) {
+    let id = run.inst_id(pool, i);
+    let inst = &mut run.insts[pool][i as usize];
+    if !inst.busy && !inst.starting {
+        inst.starting = true;
+        k.at(k.now(), Due::Serve(id << 2 | START));
+    }
+}
+
 /// Request `q` arrives: it queues at the prefill group with the fewest
 /// prompt tokens to go.
 fn arrive(s: &mut ServingState, k: &mut dyn Kernel, r: usize, q: u32) {
@@ -472,9 +504,7 @@ fn arrive(s: &mut ServingState, k: &mut dyn Kernel, r: usize, q: u32) {
     let g = &mut run.insts[PREFILL][i as usize].groups[j as usize];
     g.queue.push_back(q);
     g.tokens += prompt;
-    if !run.insts[PREFILL][i as usize].busy {
-        prefill_next(s, k, r, i);
-    }
+    wake(run, k, PREFILL, i);
 }
 
 /// Prefill instance `i` starts its next step: each group takes its next
@@ -692,9 +722,7 @@ fn cache_in(s: &mut ServingState, k: &mut dyn Kernel, r: usize, q: u32) {
         return;
     }
     run.insts[DECODE][i].groups[j].waiting.push_back(q);
-    if !run.insts[DECODE][i].busy {
-        decode_next(s, k, r, i as u32);
-    }
+    wake(run, k, DECODE, i as u32);
 }
 
 /// Decode instance `i` starts a step with the requests each group runs
