@@ -421,3 +421,18 @@ fn low_latency_all_to_alls_take_deepeps_published_times() {
         );
     }
 }
+
+/// Beside the training tenant, the decode steps' small all-to-alls wait
+/// where ECMP's hashing piles flows onto one spine; DLB moves flowlets
+/// off busy uplinks and time per output token falls, with its network
+/// part.
+#[test]
+fn dlb_cuts_a_mixtures_time_per_output_token_beside_training() {
+    let both = format!("{MOE}{TRAINING}");
+    let (_, ecmp) = run_with(&both, &["switch.ecmp.seed=1"]);
+    let (_, dlb) = run_with(&both, &["switch.balance.mode=\"dlb\""]);
+    let (e, d) = (serving(&ecmp), serving(&dlb));
+    assert!(p(&d.tpot_ps).p50 < 0.9 * p(&e.tpot_ps).p50, "{e:?}\n{d:?}");
+    assert!(p(&d.tpot_network_ps).p50 < 0.8 * p(&e.tpot_network_ps).p50);
+    assert!(p(&d.ttft_ps).p50 < p(&e.ttft_ps).p50);
+}
