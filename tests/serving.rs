@@ -184,6 +184,19 @@ fn bad_serving_settings_name_their_key() {
         e.contains("decode.ep") && e.contains("mixture of experts"),
         "{e}"
     );
+    let e = error_of(SMALL, &["workload.0.serving.requests=1048577"]);
+    assert!(
+        e.contains("serving.requests") && e.contains("1048576"),
+        "{e}"
+    );
+    let e = error_of(
+        SMALL,
+        &[
+            "workload.0.serving.prompt_tokens=4194304",
+            "workload.0.model.layers=10000",
+        ],
+    );
+    assert!(e.contains("KV write") && e.contains("at most"), "{e}");
     let e = error_of(SMALL, &["workload.0.model.seq=4096"]);
     assert!(e.contains("model.seq") && e.contains("training"), "{e}");
     let e = error_of(SMALL, &["workload.0.serving.rate=-1.0"]);

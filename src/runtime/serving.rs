@@ -42,10 +42,7 @@ const GPU: u32 = 2;
 /// together go in one step.
 pub const START: u32 = 3;
 
-/// Serving timers tell this many requests, instances or GPUs apart, in
-/// all the run's serving workloads (the event key's id bits, less the
-/// kind's).
-pub const MAX_IDS: u32 = 1 << 24;
+pub use crate::workload::serving::MAX_IDS;
 
 /// Every serving workload of the run, and their writes in flight.
 #[derive(Default)]

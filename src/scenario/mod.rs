@@ -831,6 +831,20 @@ pub fn prepare_within(
                     nvlink,
                 )
                 .map_err(|m| KeyError::new(&w.path.key("serving"), m))?;
+                let ids = serving
+                    .iter()
+                    .chain([&plan])
+                    .map(|s: &workload::serving::Serving| s.requests.len() as u64)
+                    .sum::<u64>();
+                if ids > u64::from(workload::serving::MAX_IDS) {
+                    return Err(KeyError::new(
+                        &w.path.key("serving"),
+                        format!(
+                            "the serving workloads hold {ids} requests; at most {} are supported in one run",
+                            workload::serving::MAX_IDS
+                        ),
+                    ));
+                }
                 serving.push(plan);
             }
         }

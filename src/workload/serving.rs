@@ -400,6 +400,7 @@ impl Serving {
             start,
             &mut streams.stream(&format!("workload/{workload}/serving")),
         );
+        check_sizes(&config, &pairs, &requests)?;
         let routing =
             crate::rng::Streams::new(streams.derive(&format!("workload/{workload}/experts")));
         Ok(Serving {
@@ -628,6 +629,56 @@ impl Serving {
         }
         out
     }
+}
+
+/// Most bytes one write may carry: 2^31 packets of the smallest MTU,
+/// halved (a QP's PSNs are 31 bits).
+const MAX_WRITE: u128 = (1 << 31) * 256 / 2;
+
+/// Most token copies a group's tokens make in a layer.
+const MAX_COPIES: u64 = 1 << 24;
+
+/// Serving's timers tell this many requests, instances or GPUs apart, in
+/// all the run's serving workloads (the event key's id bits, less the
+/// timer's kind).
+pub const MAX_IDS: u32 = 1 << 24;
+
+/// Refuses requests whose cache writes or all-to-all writes could not
+/// be carried, or whose copies would take too long to draw.
+fn check_sizes(
+    config: &ServingConfig,
+    pairs: &[(u32, u32, u64)],
+    requests: &[Request],
+) -> Result<(), String> {
+    let m = &config.model;
+    let prompt = requests.iter().map(|r| r.prompt).max().unwrap_or(0);
+    let per = pairs.iter().map(|p| p.2).max().unwrap_or(0);
+    let kv = u128::from(per) * u128::from(prompt) * u128::from(m.layers);
+    if kv > MAX_WRITE {
+        return Err(format!(
+            "a prompt of {prompt} tokens makes a KV write of {kv} bytes; at most {MAX_WRITE} fit in one write"
+        ));
+    }
+    if m.experts > 0 {
+        let batch = u64::from(config.max_batch).max(u64::from(prompt));
+        let copies = batch * m.top_k;
+        if copies > MAX_COPIES {
+            return Err(format!(
+                "{batch} tokens to {} experts each make {copies} token copies a layer; at most {MAX_COPIES} are drawn",
+                m.top_k
+            ));
+        }
+        let bytes = u128::from(copies)
+            * u128::from(m.hidden)
+            * u128::from(config.dispatch_bytes.max(m.act_bytes));
+        if bytes > MAX_WRITE {
+            return Err(format!(
+                "{copies} token copies of {} values make a write of up to {bytes} bytes; at most {MAX_WRITE} fit in one write",
+                m.hidden
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Seconds to simulated time, rounded up to the picosecond.
