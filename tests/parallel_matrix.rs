@@ -13,9 +13,16 @@ use common::{scenarios, threaded_outputs, threaded_outputs_of};
 use fabricsim::engine::Limits;
 
 /// Scenarios that run on one thread whatever is asked, and why (the
-/// start of the reason `parallel::plan` gives). None today: training
-/// jobs, checkpoints included, are cut like any collective.
-const ONE_THREAD: &[(&str, &str)] = &[];
+/// start of the reason `parallel::plan` gives): serving, whose scheduler
+/// picks groups from the whole fabric's load. Training jobs,
+/// checkpoints included, are cut like any collective.
+const SERVING: &str = "a serving workload picks";
+const ONE_THREAD: &[(&str, &str)] = &[
+    ("llama70b-disaggregated", SERVING),
+    ("beside-training", SERVING),
+    ("moe-beside-training", SERVING),
+    ("deepep-low-latency", SERVING),
+];
 
 /// Whether `stem` gets the whole matrix this time (3 and 8 threads, and
 /// the bytes MPI ranks send, besides 2 threads): a quarter of the

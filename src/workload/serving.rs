@@ -403,7 +403,7 @@ impl Serving {
         check_sizes(&config, &pairs, &requests)?;
         let routing =
             crate::rng::Streams::new(streams.derive(&format!("workload/{workload}/experts")));
-        Ok(Serving {
+        let plan = Serving {
             workload,
             config,
             pools: [prefill, decode],
@@ -412,7 +412,53 @@ impl Serving {
             conns,
             nvlink,
             routing,
-        })
+        };
+        plan.check_times()?;
+        Ok(plan)
+    }
+
+    /// Refuses plans whose longest prefill or decode step would take a
+    /// day or more (a GPU given far too slow, a prompt far too long), and
+    /// requests arriving past what a run simulates.
+    fn check_times(&self) -> Result<(), String> {
+        let last = self.requests.last().map_or(SimTime::ZERO, |r| r.arrival);
+        if last > LAST_ARRIVAL {
+            return Err(format!(
+                "the last request arrives at {last}; at most {LAST_ARRIVAL} is simulated (a higher rate, or fewer requests)"
+            ));
+        }
+        let m = &self.config.model;
+        let prompt = self.requests.iter().map(|r| r.prompt).max().unwrap_or(1);
+        let output = self.requests.iter().map(|r| r.output).max().unwrap_or(1);
+        let batch = self.config.max_batch;
+        let context = u64::from(batch) * u64::from(prompt + output);
+        let (p, b) = (u64::from(prompt), u64::from(batch));
+        let layer = [
+            self.prefill_layer(prompt),
+            self.attention(PREFILL, 0, p, None),
+            self.attention(DECODE, 0, b, Some(context)),
+            self.experts(
+                PREFILL,
+                (p * m.top_k).min(u64::from(u32::MAX)) as u32,
+                m.experts as u32,
+            ),
+        ];
+        let step = [
+            self.decode_step(batch, context),
+            self.output_layer(PREFILL, p),
+        ];
+        let most = layer
+            .iter()
+            .map(|t| scaled(*t, m.layers, 1))
+            .chain(step)
+            .max()
+            .unwrap_or(SimTime::ZERO);
+        if most >= LONGEST {
+            return Err(format!(
+                "the roofline gives a prefill or decode step of {most} or more; check [workload.gpu] and the prompt sizes"
+            ));
+        }
+        Ok(())
     }
 
     pub fn pool(&self, pool: usize) -> PoolConfig {
@@ -509,7 +555,7 @@ impl Serving {
     pub fn prefill_layer(&self, prompt: u32) -> SimTime {
         let m = &self.config.model;
         if let Some(t) = self.config.prefill_per_token {
-            return SimTime(t.0 * u64::from(prompt) / m.layers);
+            return scaled(t, u64::from(prompt), m.layers);
         }
         let tp = u64::from(self.config.prefill.tp);
         seconds(self.layer_part(tp, u64::from(prompt), None, m.ffn))
@@ -536,11 +582,14 @@ impl Serving {
     pub fn attention(&self, pool: usize, l: u64, tokens: u64, context: Option<u64>) -> SimTime {
         let m = &self.config.model;
         let given = match pool {
-            PREFILL => self.config.prefill_per_token.map(|t| t.0 * tokens),
-            _ => self.config.decode_step.map(|t| t.0),
+            PREFILL => self
+                .config
+                .prefill_per_token
+                .map(|t| scaled(t, tokens, m.layers)),
+            _ => self.config.decode_step.map(|t| scaled(t, 1, m.layers)),
         };
         if let Some(t) = given {
-            return SimTime(t / m.layers);
+            return t;
         }
         let ffn = if m.is_moe(l) { m.shared_ffn } else { m.ffn };
         let tp = u64::from(self.pool(pool).tp);
@@ -683,7 +732,21 @@ fn check_sizes(
 
 /// Seconds to simulated time, rounded up to the picosecond.
 fn seconds(s: f64) -> SimTime {
-    SimTime((s * 1e12).ceil() as u64)
+    SimTime((s * 1e12).ceil().min(LONGEST.0 as f64) as u64)
+}
+
+/// The longest compute time one layer or step may take (a day): longer
+/// ones are refused when planned (`check_times`), so that no sum of them
+/// carries the clock past what it holds.
+const LONGEST: SimTime = SimTime(86_400 * 1_000_000_000_000);
+
+/// The latest arrival a serving workload may have: 10^6 s after zero.
+const LAST_ARRIVAL: SimTime = SimTime(1_000_000 * 1_000_000_000_000);
+
+/// `t` times `n` over `d`, at most `LONGEST`.
+fn scaled(t: SimTime, n: u64, d: u64) -> SimTime {
+    let v = u128::from(t.0) * u128::from(n) / u128::from(d.max(1));
+    SimTime(v.min(u128::from(LONGEST.0)) as u64)
 }
 
 #[cfg(test)]
