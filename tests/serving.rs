@@ -387,7 +387,7 @@ fn serving_and_a_training_tenant_slow_each_other() {
 fn the_examples_serve_what_the_readme_says() {
     for (file, per_token, writes) in [
         ("llama70b-disaggregated.toml", 327_680, 8 * 80),
-        ("deepseek-v3-moe.toml", 70_272, 61),
+        ("deepseek-v3-moe-flow.toml", 70_272, 61),
     ] {
         let path = std::path::Path::new("examples/serving").join(file);
         let (sim, s) = common::run_file(&path, &[]);
