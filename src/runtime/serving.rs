@@ -849,11 +849,7 @@ fn step_start(s: &mut ServingState, k: &mut dyn Kernel, r: usize, pool: usize, i
                 let phase = 2 * l as u32 + combine;
                 let (mut net, mut local) = (0, 0);
                 for o in 0..n {
-                    let copies = if combine == 0 {
-                        rt.copies[(o * n + g) as usize]
-                    } else {
-                        rt.copies[(g * n + o) as usize]
-                    };
+                    let copies = rt.sent(n, combine == 1, o, g);
                     if copies == 0 || o == g {
                         continue;
                     }
@@ -1047,11 +1043,7 @@ fn send_copies(
     let mut net = Vec::new();
     let mut local = Vec::new();
     for o in 0..n {
-        let copies = if combine {
-            rt.copies[(o * n + g) as usize]
-        } else {
-            rt.copies[(g * n + o) as usize]
-        };
+        let copies = rt.sent(n, combine, g, o);
         if copies == 0 || o == g {
             continue;
         }

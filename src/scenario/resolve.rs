@@ -1113,32 +1113,19 @@ pub fn workloads(
                 gpus: gpu_list(topo, &w.gpus, &p.key("gpus"))?,
             },
         };
+        // Kinds whose sizes come from elsewhere take no bytes.
+        const SIZED: [&str; 7] = [
+            "chakra",
+            "training",
+            "model",
+            "megatron",
+            "deepspeed",
+            "background",
+            "serving",
+        ];
         let bytes = match &w.bytes {
-            None if matches!(
-                kind,
-                "chakra"
-                    | "training"
-                    | "model"
-                    | "megatron"
-                    | "deepspeed"
-                    | "background"
-                    | "serving"
-            ) =>
-            {
-                0
-            }
-            Some(_)
-                if matches!(
-                    kind,
-                    "chakra"
-                        | "training"
-                        | "model"
-                        | "megatron"
-                        | "deepspeed"
-                        | "background"
-                        | "serving"
-                ) =>
-            {
+            None if SIZED.contains(&kind) => 0,
+            Some(_) if SIZED.contains(&kind) => {
                 let from = match kind {
                     "chakra" => "the trace",
                     "training" => "the phases",

@@ -306,6 +306,15 @@ pub struct Routing {
     pub touched: Vec<u32>,
 }
 
+impl Routing {
+    /// The copies GPU `from` sends GPU `to` of `n` in a dispatch (its
+    /// tokens for `to`'s experts) or a combine (`to`'s tokens back).
+    pub fn sent(&self, n: u32, combine: bool, from: u32, to: u32) -> u32 {
+        let (s, d) = if combine { (to, from) } else { (from, to) };
+        self.copies[(s * n + d) as usize]
+    }
+}
+
 impl Serving {
     /// Lays the instances on the GPUs and draws the requests. Each
     /// attention group's GPUs must share a host, prefill and decode
